@@ -1,0 +1,95 @@
+//! Builds `kernels-gpu` to PTX, the role rust-cuda's `cuda_builder` plays, in two flavours:
+//! - `portable`: `-C target-cpu=sm_80` (Ampere and newer, through the driver's JIT);
+//! - `hopper`: `-C target-cpu=sm_90a -C target-feature=+ptx86 --cfg ferrofuse_hopper` (H100/H200
+//!   only: sm_90a code does not run on any other architecture).
+//!
+//! Each flavour is a separate `cargo rustc --crate-type cdylib --target nvptx64-nvidia-cuda
+//! -Zbuild-std=core` with its own target directory under `OUT_DIR` and a filtered environment (the
+//! outer build's `RUSTFLAGS`, `CARGO_*` and profile variables must not leak into the device build).
+//! The PTX lands in `OUT_DIR/kernels-{flavour}.ptx`, where `host::device::ptx` embeds it.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+struct Flavour {
+    name: &'static str,
+    rustflags: &'static str,
+}
+
+const FLAVOURS: [Flavour; 2] = [
+    Flavour { name: "portable", rustflags: "-C target-cpu=sm_80" },
+    Flavour {
+        name: "hopper",
+        rustflags: "-C target-cpu=sm_90a -C target-feature=+ptx86 --cfg ferrofuse_hopper",
+    },
+];
+
+/// Variables the device build may see; everything else is cleared.
+const PASSED_ENV: [&str; 6] = ["PATH", "HOME", "RUSTUP_HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN", "TMPDIR"];
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let root = manifest_dir.parent().expect("host/ lives in the workspace root");
+    let kernels = root.join("kernels-gpu");
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
+    for path in ["src", "Cargo.toml"] {
+        println!("cargo:rerun-if-changed={}", kernels.join(path).display());
+    }
+    println!("cargo:rerun-if-changed={}", root.join("rust-toolchain.toml").display());
+    println!("cargo:rerun-if-changed={}", root.join("Cargo.lock").display());
+
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let rustc = env::var("RUSTC").ok();
+    let children: Vec<_> = FLAVOURS
+        .iter()
+        .map(|f| {
+            let target_dir = out_dir.join(format!("ptx-{}", f.name));
+            let mut cmd = Command::new(&cargo);
+            cmd.env_clear();
+            for key in PASSED_ENV {
+                if let Ok(v) = env::var(key) {
+                    cmd.env(key, v);
+                }
+            }
+            if let Some(rustc) = &rustc {
+                cmd.env("RUSTC", rustc);
+            }
+            cmd.env("RUSTFLAGS", f.rustflags)
+                // The device build is always optimised, without debug info (PTX with debug sections
+                // is ten times larger and slower to load), and aborts on panic.
+                .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
+                .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "3")
+                .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
+                .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
+                .current_dir(&kernels)
+                .args(["rustc", "--quiet", "--release", "--lib", "--crate-type", "cdylib"])
+                .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core", "--target-dir"])
+                .arg(&target_dir)
+                .stdout(Stdio::inherit())
+                .stderr(Stdio::piped());
+            let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {cargo} for the PTX build: {e}"));
+            (f, target_dir, child)
+        })
+        .collect();
+
+    for (f, target_dir, child) in children {
+        let output = child.wait_with_output().expect("waiting for the PTX build");
+        if !output.status.success() {
+            panic!(
+                "building the {} PTX flavour of kernels-gpu failed ({}):\n{}\n\
+                 (the pinned toolchain of rust-toolchain.toml with rust-src and llvm-bitcode-linker \
+                 is needed: run `rustup toolchain install` in the repository root)",
+                f.name,
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let ptx = target_dir.join("nvptx64-nvidia-cuda/release/kernels_gpu.ptx");
+        copy(&ptx, &out_dir.join(format!("kernels-{}.ptx", f.name)));
+    }
+}
+
+fn copy(from: &Path, to: &Path) {
+    std::fs::copy(from, to).unwrap_or_else(|e| panic!("copying {} to {}: {e}", from.display(), to.display()));
+}

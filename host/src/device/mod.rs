@@ -1,0 +1,160 @@
+//! The CUDA device side of the host: [`Context`] (device, stream, loaded kernels), device tensors,
+//! the embedded PTX and the launch function.
+//!
+//! A [`Context`] is created explicitly and passed by reference (no global device singleton), so
+//! tests and embedding programs can hold several. All work goes to the context's one stream, in
+//! order; errors of asynchronous work surface at the next synchronisation.
+
+mod buffer;
+mod launch;
+mod module;
+mod ptx;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::{CudaContext, CudaStream, result, sys};
+
+pub use buffer::DeviceTensor;
+pub use launch::{KernelArg, LaunchShape, params_bytes};
+pub use ptx::PtxFlavour;
+
+use crate::error::HostError;
+use module::LoadedModule;
+
+/// What the driver reports about the device a [`Context`] runs on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Device ordinal.
+    pub ordinal: usize,
+    /// Marketing name, e.g. "NVIDIA H200".
+    pub name: String,
+    /// Compute capability (major, minor).
+    pub compute_capability: (i32, i32),
+    /// Streaming multiprocessors.
+    pub sm_count: u32,
+    /// Device memory in bytes.
+    pub total_memory_bytes: usize,
+    /// Driver API version, e.g. 13000 for CUDA 13.0.
+    pub driver_version: i32,
+}
+
+/// A CUDA device with its stream and every kernel loaded.
+///
+/// Field order matters: the module is unloaded before the stream and context are released.
+#[derive(Debug)]
+pub struct Context {
+    module: LoadedModule,
+    stream: Arc<CudaStream>,
+    ctx: Arc<CudaContext>,
+    info: DeviceInfo,
+    flavour: PtxFlavour,
+    module_load_time: Duration,
+}
+
+/// Number of CUDA devices; [`HostError::NoDriver`] when `libcuda` cannot be loaded and
+/// [`HostError::NoDevice`] when the driver sees none.
+pub fn device_count() -> Result<usize, HostError> {
+    // SAFETY: only tries to dlopen libcuda under its usual names; no symbol is called.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(HostError::NoDriver);
+    }
+    match result::init() {
+        Ok(()) => {}
+        Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => return Err(HostError::NoDevice),
+        Err(source) => return Err(HostError::Driver { action: "initialising the CUDA driver", source }),
+    }
+    let count = result::device::get_count().map_err(HostError::driver("counting CUDA devices"))?;
+    if count <= 0 { Err(HostError::NoDevice) } else { Ok(count as usize) }
+}
+
+impl Context {
+    /// Opens device `ordinal`: creates its stream, loads the PTX flavour its compute capability
+    /// needs, and resolves every kernel (a missing one is an error here, not at first launch).
+    pub fn new(ordinal: usize) -> Result<Self, HostError> {
+        let count = device_count()?;
+        if ordinal >= count {
+            return Err(HostError::NoSuchDevice { ordinal, count });
+        }
+        let ctx = CudaContext::new(ordinal).map_err(HostError::driver("creating the CUDA context"))?;
+        // SAFETY: every buffer of this context is used on its one stream, in order, so cudarc's
+        // cross-stream event tracking is not needed.
+        unsafe { ctx.disable_event_tracking() };
+        let info = device_info(&ctx, ordinal)?;
+        let (major, minor) = info.compute_capability;
+        let flavour = PtxFlavour::for_compute_capability(major, minor)
+            .ok_or_else(|| HostError::UnsupportedDevice { name: info.name.clone(), major, minor })?;
+        let stream = ctx.new_stream().map_err(HostError::driver("creating a stream"))?;
+        let start = Instant::now();
+        let module = LoadedModule::load(flavour)?;
+        let module_load_time = start.elapsed();
+        Ok(Context { module, stream, ctx, info, flavour, module_load_time })
+    }
+
+    /// The device.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// The PTX flavour loaded.
+    pub fn flavour(&self) -> PtxFlavour {
+        self.flavour
+    }
+
+    /// Time `Context::new` spent loading the module (JIT compile included) and resolving kernels.
+    pub fn module_load_time(&self) -> Duration {
+        self.module_load_time
+    }
+
+    /// Waits for all work on the stream; reports the first asynchronous error.
+    pub fn synchronize(&self) -> Result<(), HostError> {
+        self.stream.synchronize().map_err(HostError::driver("synchronizing the stream"))
+    }
+
+    /// Device time in milliseconds of the work `f` enqueues, measured with CUDA events on the
+    /// stream (waits for it to finish).
+    pub fn time_device<F>(&self, f: F) -> Result<f32, HostError>
+    where
+        F: FnOnce() -> Result<(), HostError>,
+    {
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self.ctx.new_event(flags).map_err(HostError::driver("creating an event"))?;
+        let end = self.ctx.new_event(flags).map_err(HostError::driver("creating an event"))?;
+        start.record(&self.stream).map_err(HostError::driver("recording an event"))?;
+        f()?;
+        end.record(&self.stream).map_err(HostError::driver("recording an event"))?;
+        end.synchronize().map_err(HostError::driver("waiting for an event"))?;
+        start.elapsed_ms(&end).map_err(HostError::driver("reading event times"))
+    }
+
+    fn bind(&self) -> Result<(), HostError> {
+        self.ctx.bind_to_thread().map_err(HostError::driver("binding the context to this thread"))
+    }
+
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // The module unload that follows needs the context current on this thread.
+        let _ = self.bind();
+    }
+}
+
+fn device_info(ctx: &Arc<CudaContext>, ordinal: usize) -> Result<DeviceInfo, HostError> {
+    let name = ctx.name().map_err(HostError::driver("reading the device name"))?;
+    let compute_capability =
+        ctx.compute_capability().map_err(HostError::driver("reading the compute capability"))?;
+    let sm_count = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(HostError::driver("reading the multiprocessor count"))? as u32;
+    let total_memory_bytes = ctx.total_mem().map_err(HostError::driver("reading the memory size"))?;
+    let mut driver_version = 0;
+    // SAFETY: writes one int through a valid pointer.
+    unsafe { sys::cuDriverGetVersion(&mut driver_version) }
+        .result()
+        .map_err(HostError::driver("reading the driver version"))?;
+    Ok(DeviceInfo { ordinal, name, compute_capability, sm_count, total_memory_bytes, driver_version })
+}

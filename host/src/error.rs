@@ -1,0 +1,123 @@
+//! [`HostError`], the one error type of the host crate. Variants carry what a user needs to act:
+//! the kernel, the op and the shapes involved.
+
+use cudarc::driver::DriverError;
+use kernels_gpu::abi::KernelId;
+
+/// Everything that can go wrong in the host crate.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// `libcuda` could not be loaded.
+    #[error("no NVIDIA driver found (libcuda.so could not be loaded); GPU execution needs an NVIDIA driver")]
+    NoDriver,
+    /// The driver loaded but reports no device.
+    #[error("no CUDA device: the NVIDIA driver is installed but reports no GPU")]
+    NoDevice,
+    /// The requested ordinal is past the device count.
+    #[error("CUDA device {ordinal} does not exist ({count} device(s) present)")]
+    NoSuchDevice {
+        /// Requested ordinal.
+        ordinal: usize,
+        /// Devices present.
+        count: usize,
+    },
+    /// The device is older than the oldest PTX flavour supports.
+    #[error("{name} has compute capability {major}.{minor}; ferrofuse needs 8.0 (Ampere) or newer")]
+    UnsupportedDevice {
+        /// Device name.
+        name: String,
+        /// Compute capability, major.
+        major: i32,
+        /// Compute capability, minor.
+        minor: i32,
+    },
+    /// A driver call outside kernel launches failed.
+    #[error("CUDA driver call failed while {action}: {source}")]
+    Driver {
+        /// What the host was doing.
+        action: &'static str,
+        /// The driver's error.
+        source: DriverError,
+    },
+    /// The PTX module did not load (JIT compile or link failure).
+    #[error("loading the {flavour} PTX module failed: {source}")]
+    ModuleLoad {
+        /// PTX flavour name.
+        flavour: &'static str,
+        /// The driver's error.
+        source: DriverError,
+    },
+    /// A kernel listed in `KernelId` is not in the loaded module.
+    #[error("kernel `{}` is missing from the loaded PTX module: {source}", kernel.symbol())]
+    MissingKernel {
+        /// The kernel.
+        kernel: KernelId,
+        /// The driver's error.
+        source: DriverError,
+    },
+    /// Launching a kernel, or the kernel itself, failed.
+    #[error("kernel `{}` failed: {source}", kernel.symbol())]
+    Launch {
+        /// The kernel.
+        kernel: KernelId,
+        /// The driver's error (for asynchronous faults, reported at the next synchronisation).
+        source: DriverError,
+    },
+    /// Two shapes do not broadcast together.
+    #[error("{op}: shapes {lhs:?} and {rhs:?} do not broadcast")]
+    Broadcast {
+        /// The op.
+        op: String,
+        /// Left operand shape.
+        lhs: Vec<usize>,
+        /// Right operand shape.
+        rhs: Vec<usize>,
+    },
+    /// A tensor's shape or length does not fit where it is used.
+    #[error("{what}: expected shape {expected:?}, got {got:?}")]
+    ShapeMismatch {
+        /// Which tensor, for which op.
+        what: String,
+        /// The required shape.
+        expected: Vec<usize>,
+        /// The shape given.
+        got: Vec<usize>,
+    },
+    /// Data length does not match the shape's element count (or the count overflows).
+    #[error("{what}: shape {shape:?} needs {expected} elements, data has {got}")]
+    DataLength {
+        /// Which tensor.
+        what: String,
+        /// Shape.
+        shape: Vec<usize>,
+        /// Elements the shape needs (`usize::MAX` if it overflows).
+        expected: usize,
+        /// Elements present.
+        got: usize,
+    },
+    /// A rank above what the kernels index, after collapsing contiguous dimensions.
+    #[error("{op}: rank {rank} exceeds the supported {max} after collapsing dimensions")]
+    RankTooHigh {
+        /// The op.
+        op: String,
+        /// Rank after collapsing.
+        rank: usize,
+        /// `kernels_gpu::abi::MAX_RANK`.
+        max: usize,
+    },
+    /// A device self-test produced a wrong value.
+    #[error("self-test `{check}` failed: {detail}")]
+    SelfTest {
+        /// Which check.
+        check: String,
+        /// The first mismatch.
+        detail: String,
+    },
+}
+
+impl HostError {
+    /// Wraps a driver error with what the host was doing.
+    pub fn driver(action: &'static str) -> impl FnOnce(DriverError) -> HostError {
+        move |source| HostError::Driver { action, source }
+    }
+}

@@ -1,0 +1,263 @@
+//! Device self-tests, shared by `ferrofuse doctor` and the GPU test suite: the intrinsic probes
+//! (whose every output word is predicted here) and one pass of every elementwise kernel against the
+//! CPU reference on fresh random data with poisoned outputs.
+
+use cudarc::driver::{CudaSlice, DevicePtr};
+use kernels_gpu::abi::{BinaryOp, KernelId, ProbeParams, UnaryOp};
+
+use crate::compare::{Tolerance, check_close};
+use crate::device::{Context, DeviceTensor, KernelArg, LaunchShape, PtxFlavour, params_bytes};
+use crate::error::HostError;
+use crate::ops::elementwise;
+use crate::reference;
+use crate::tensor::HostTensor;
+
+/// Value written into outputs before a kernel runs: no kernel under test can produce it, so an
+/// element still holding it was never written.
+pub const POISON: f32 = -3.0e38;
+
+/// A small deterministic generator (SplitMix64) for test data; tests seed it freshly each run.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[lo, hi)`.
+    pub fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        let u = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+        lo + (hi - lo) * u
+    }
+
+    /// A tensor of `shape` with elements uniform in `[lo, hi)`.
+    pub fn tensor(&mut self, shape: &[usize], lo: f32, hi: f32) -> HostTensor {
+        let n = shape.iter().product();
+        HostTensor::new(shape.to_vec(), (0..n).map(|_| self.uniform(lo, hi)).collect())
+            .expect("length matches")
+    }
+}
+
+/// Input range a binary op is tested over (Pow: positive bases, so that results are finite).
+pub fn binary_input_range(op: BinaryOp) -> [(f32, f32); 2] {
+    match op {
+        BinaryOp::Pow => [(0.25, 4.0), (-3.0, 3.0)],
+        _ => [(-8.0, 8.0), (-8.0, 8.0)],
+    }
+}
+
+fn failure(check: impl Into<String>, detail: impl Into<String>) -> HostError {
+    HostError::SelfTest { check: check.into(), detail: detail.into() }
+}
+
+/// Runs `op` on the GPU over `a` and `b` (each placed `offset` elements into its allocation) into a
+/// poisoned output, and compares with the reference.
+pub fn check_binary(
+    ctx: &Context,
+    op: BinaryOp,
+    a: &HostTensor,
+    b: &HostTensor,
+    offset: usize,
+) -> Result<(), HostError> {
+    let want = reference::elementwise::binary(op, a, b)?;
+    let da = DeviceTensor::from_host_at_offset(ctx, a, offset)?;
+    let db = DeviceTensor::from_host_at_offset(ctx, b, offset)?;
+    let mut dy = DeviceTensor::filled(ctx, want.shape(), POISON)?;
+    elementwise::binary(ctx, op, &da, &db, &mut dy)?;
+    let got = dy.to_host(ctx)?;
+    check_close(&got, &want, Tolerance::for_binary(op))
+        .map_err(|d| failure(format!("{op:?} {:?} x {:?} (offset {offset})", a.shape(), b.shape()), d))
+}
+
+/// Runs `op` on the GPU over `x` (placed `offset` elements into its allocation) into a poisoned
+/// output, and compares with the reference.
+pub fn check_unary(ctx: &Context, op: UnaryOp, x: &HostTensor, offset: usize) -> Result<(), HostError> {
+    let want = reference::elementwise::unary(op, x);
+    let dx = DeviceTensor::from_host_at_offset(ctx, x, offset)?;
+    let mut dy = DeviceTensor::filled(ctx, x.shape(), POISON)?;
+    elementwise::unary(ctx, op, &dx, &mut dy)?;
+    let got = dy.to_host(ctx)?;
+    check_close(&got, &want, Tolerance::for_unary(op))
+        .map_err(|d| failure(format!("{op:?} {:?} (offset {offset})", x.shape()), d))
+}
+
+/// Every elementwise kernel once: binary ops on a broadcast and a same-shape (vector path) case,
+/// unary ops on an odd length.
+pub fn elementwise_kernels(ctx: &Context, seed: u64) -> Result<(), HostError> {
+    let mut rng = Rng::new(seed);
+    for op in BinaryOp::ALL {
+        let [(alo, ahi), (blo, bhi)] = binary_input_range(op);
+        for (sa, sb) in [(&[33usize, 65][..], &[65usize][..]), (&[1027], &[1027])] {
+            let (a, b) = (rng.tensor(sa, alo, ahi), rng.tensor(sb, blo, bhi));
+            check_binary(ctx, op, &a, &b, 0)?;
+        }
+    }
+    for op in UnaryOp::ALL {
+        check_unary(ctx, op, &rng.tensor(&[1025], -8.0, 8.0), 0)?;
+    }
+    Ok(())
+}
+
+fn upload<T: cudarc::driver::DeviceRepr>(ctx: &Context, data: &[T]) -> Result<CudaSlice<T>, HostError> {
+    ctx.stream().clone_htod(data).map_err(HostError::driver("copying probe data to the device"))
+}
+
+fn download<T: cudarc::driver::DeviceRepr>(ctx: &Context, buf: &CudaSlice<T>) -> Result<Vec<T>, HostError> {
+    let v = ctx.stream().clone_dtoh(buf).map_err(HostError::driver("copying probe results to the host"))?;
+    ctx.synchronize()?;
+    Ok(v)
+}
+
+fn ptr<T>(ctx: &Context, buf: &CudaSlice<T>) -> u64 {
+    buf.device_ptr(ctx.stream()).0
+}
+
+/// `probe_warp` on two warps: indices, lane ids, shuffles, votes, warp reductions, the block
+/// barrier, dynamic shared memory and five kinds of atomics.
+pub fn probe_warp(ctx: &Context) -> Result<(), HostError> {
+    const THREADS: u32 = 64;
+    const WORDS: u32 = 10;
+    let out_words = THREADS * WORDS + 5;
+    let out = upload(ctx, &vec![0xDEAD_BEEFu32; out_words as usize])?;
+    let p = ProbeParams { threads: THREADS, out_words };
+    let shape = LaunchShape { grid: [1, 1, 1], block: [THREADS, 1, 1], shared_bytes: THREADS * 4 };
+    // SAFETY: probe_warp takes (ProbeParams, *mut u32) and writes `out_words` words, the buffer's
+    // length; one block of `threads` threads with 4 bytes of shared memory each, as it requires.
+    unsafe {
+        ctx.launch(
+            KernelId::ProbeWarp,
+            shape,
+            &[KernelArg::Params(params_bytes(&p)), KernelArg::Ptr(ptr(ctx, &out))],
+        )?
+    };
+    let got = download(ctx, &out)?;
+    let names = [
+        "tid",
+        "lane",
+        "warp_sum",
+        "ballot",
+        "shfl_idx",
+        "shfl_down",
+        "shared",
+        "votes",
+        "warp_max",
+        "shfl_xor",
+    ];
+    for t in 0..THREADS {
+        let (lane, warp) = (t % 32, t / 32);
+        let want = [
+            t,
+            lane,
+            528f32.to_bits(),
+            0xAAAA_AAAA,
+            (warp * 32 + 3) * 10,
+            if lane < 31 { t + 1 } else { t },
+            ((t + 1) % THREADS) * 7,
+            1,
+            31f32.to_bits(),
+            lane ^ 1,
+        ];
+        for (k, w) in want.iter().enumerate() {
+            let g = got[(t * WORDS) as usize + k];
+            if g != *w {
+                return Err(failure(
+                    "probe_warp",
+                    format!("thread {t} {}: got {g:#x}, expected {w:#x}", names[k]),
+                ));
+            }
+        }
+    }
+    let c = &got[(THREADS * WORDS) as usize..];
+    let counters_ok = c[0] == THREADS
+        && f32::from_bits(c[1]) == THREADS as f32 * 0.5
+        && c[2] == THREADS - 1
+        && (1..=THREADS).contains(&c[3])
+        && c[4] == 1;
+    if !counters_ok {
+        return Err(failure(
+            "probe_warp atomics",
+            format!("counters {c:?}, expected [64, 32.0, 63, 1..=64, 1]"),
+        ));
+    }
+    Ok(())
+}
+
+/// `probe_mma`: one m16n8k16 bf16 tile through `cp.async`, `ldmatrix` and `mma.sync`, compared
+/// exactly (small integers, so every product and sum is exact in f32).
+pub fn probe_mma(ctx: &Context, seed: u64) -> Result<(), HostError> {
+    let mut rng = Rng::new(seed);
+    let mut int = || (rng.next_u64() % 7) as f32 - 3.0;
+    let a: Vec<f32> = (0..256).map(|_| int()).collect();
+    let bt: Vec<f32> = (0..128).map(|_| int()).collect();
+    // Small integers are exact in bf16: the top half of the f32 bits.
+    let bf16 = |v: &[f32]| v.iter().map(|x| (x.to_bits() >> 16) as u16).collect::<Vec<u16>>();
+    let (da, db) = (upload(ctx, &bf16(&a))?, upload(ctx, &bf16(&bt))?);
+    let dc = upload(ctx, &[POISON; 128])?;
+    let p = ProbeParams { threads: 32, out_words: 128 };
+    let shape = LaunchShape { grid: [1, 1, 1], block: [32, 1, 1], shared_bytes: 768 };
+    let args = [
+        KernelArg::Params(params_bytes(&p)),
+        KernelArg::Ptr(ptr(ctx, &da)),
+        KernelArg::Ptr(ptr(ctx, &db)),
+        KernelArg::Ptr(ptr(ctx, &dc)),
+    ];
+    // SAFETY: probe_mma takes (ProbeParams, *const u16 [256], *const u16 [128], *mut f32 [128]);
+    // the buffers have those lengths and cudaMalloc's 256-byte alignment; one warp, 768 bytes of
+    // shared memory.
+    unsafe { ctx.launch(KernelId::ProbeMma, shape, &args)? };
+    let got = download(ctx, &dc)?;
+    for m in 0..16 {
+        for n in 0..8 {
+            let want: f32 = (0..16).map(|k| a[m * 16 + k] * bt[n * 16 + k]).sum();
+            if got[m * 8 + n] != want {
+                return Err(failure(
+                    "probe_mma",
+                    format!("C[{m}][{n}] = {}, expected {want}", got[m * 8 + n]),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `probe_hopper`: on the Hopper flavour every thread of the warpgroup must report that the
+/// `wgmma` fences ran; on the portable flavour that they were compiled out.
+pub fn probe_hopper(ctx: &Context) -> Result<(), HostError> {
+    let out = upload(ctx, &[0xDEAD_BEEFu32; 128])?;
+    let p = ProbeParams { threads: 128, out_words: 128 };
+    // SAFETY: probe_hopper takes (ProbeParams, *mut u32 [128]); one block of 128 threads.
+    unsafe {
+        ctx.launch(
+            KernelId::ProbeHopper,
+            LaunchShape::linear(1, 128),
+            &[KernelArg::Params(params_bytes(&p)), KernelArg::Ptr(ptr(ctx, &out))],
+        )?
+    };
+    let got = download(ctx, &out)?;
+    let want = (ctx.flavour() == PtxFlavour::Hopper) as u32;
+    match got.iter().position(|&g| g != want) {
+        None => Ok(()),
+        Some(t) => Err(failure("probe_hopper", format!("thread {t} wrote {:#x}, expected {want}", got[t]))),
+    }
+}
+
+/// Every self-test, by name, with its outcome (for `doctor`).
+pub fn run_all(ctx: &Context, seed: u64) -> Vec<(&'static str, Result<(), HostError>)> {
+    vec![
+        ("intrinsics: indices, shuffles, votes, shared memory, atomics", probe_warp(ctx)),
+        ("intrinsics: cp.async + ldmatrix + mma.sync bf16", probe_mma(ctx, seed)),
+        ("intrinsics: sm_90a wgmma fences (Hopper flavour only)", probe_hopper(ctx)),
+        ("elementwise kernels vs CPU reference", elementwise_kernels(ctx, seed)),
+    ]
+}

@@ -1,0 +1,20 @@
+//! GPU kernel tests: every kernel against the CPU reference on the device. Built only with the `gpu`
+//! feature; they fail (never skip) when no GPU is present.
+
+mod context;
+mod elementwise;
+mod probes;
+
+use std::sync::OnceLock;
+
+use host::Context;
+
+/// The device all tests share (module loading is paid once). Panics with the reason when there is
+/// no usable GPU: these tests must not pass vacuously.
+pub fn ctx() -> &'static Context {
+    static CTX: OnceLock<Context> = OnceLock::new();
+    CTX.get_or_init(|| match Context::new(0) {
+        Ok(ctx) => ctx,
+        Err(e) => panic!("the gpu tests need an NVIDIA GPU: {e}"),
+    })
+}

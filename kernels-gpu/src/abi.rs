@@ -1,0 +1,323 @@
+//! The ABI shared by host and device: the launch-parameter structs and [`KernelId`], the single list
+//! of PTX entry points.
+//!
+//! Every struct here is `#[repr(C)]`, `Copy`, has no padding the compiler could fill differently on
+//! the two targets (explicit `_pad` fields), and travels to the kernel by value as its first
+//! parameter. The host passes the struct's bytes to `cuLaunchKernel`, so the layouts must agree
+//! exactly; a host test pins each size.
+
+/// Largest tensor rank the strided elementwise kernels index. Higher ranks are collapsed by the host
+/// (adjacent dimensions that are contiguous in every operand merge into one) before launch.
+pub const MAX_RANK: usize = 8;
+
+/// Parameters of a binary elementwise kernel, `y[i] = f(a[ia], b[ib])`.
+///
+/// Two layouts:
+/// - `rank == 0`: `a`, `b` and `y` all hold `elems` contiguous elements (same shape, no
+///   broadcasting); the kernel uses 16-byte vector accesses when all three pointers are 16-byte
+///   aligned.
+/// - `1 <= rank <= MAX_RANK`: the output has shape `out_shape[MAX_RANK - rank..]` (row-major,
+///   contiguous) and the operands are read at element offsets `sum_d idx[d] * x_strides[d]`;
+///   a stride of 0 broadcasts that dimension (NumPy rules). Unused leading entries are ignored.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BinaryParams {
+    /// Number of output elements.
+    pub elems: u64,
+    /// Number of used dimensions, 0 for the contiguous layout.
+    pub rank: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+    /// Output shape, right-aligned: dimension `d` of a rank-`r` shape is at `MAX_RANK - r + d`.
+    pub out_shape: [u64; MAX_RANK],
+    /// Element strides of `a`, right-aligned like `out_shape`; 0 broadcasts.
+    pub a_strides: [u64; MAX_RANK],
+    /// Element strides of `b`, right-aligned like `out_shape`; 0 broadcasts.
+    pub b_strides: [u64; MAX_RANK],
+}
+
+/// Parameters of a unary elementwise kernel, `y[i] = f(x[i])` over `elems` contiguous elements.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct UnaryParams {
+    /// Number of elements in `x` and `y`.
+    pub elems: u64,
+    /// Op attribute: the negative slope of LeakyRelu; unused (0) by other ops.
+    pub alpha: f32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+/// Parameters of the self-test kernels in `probe` (used by `ferrofuse doctor` and the GPU tests to
+/// check the device intrinsics): the number of threads launched and of output words.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProbeParams {
+    /// Threads in the (single) block.
+    pub threads: u32,
+    /// Output words the kernel may write.
+    pub out_words: u32,
+}
+
+/// The binary elementwise ops with a kernel (f32, NumPy broadcasting).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b` (IEEE division)
+    Div,
+    /// `a ^ b` (C `powf` semantics)
+    Pow,
+    /// `max(a, b)`; NaN if either is NaN
+    Max,
+    /// `min(a, b)`; NaN if either is NaN
+    Min,
+}
+
+impl BinaryOp {
+    /// Every binary op, in declaration order.
+    pub const ALL: [BinaryOp; 7] =
+        [Self::Add, Self::Sub, Self::Mul, Self::Div, Self::Pow, Self::Max, Self::Min];
+
+    /// The f32 kernel that applies this op.
+    pub const fn kernel(self) -> KernelId {
+        match self {
+            Self::Add => KernelId::AddF32,
+            Self::Sub => KernelId::SubF32,
+            Self::Mul => KernelId::MulF32,
+            Self::Div => KernelId::DivF32,
+            Self::Pow => KernelId::PowF32,
+            Self::Max => KernelId::MaxF32,
+            Self::Min => KernelId::MinF32,
+        }
+    }
+}
+
+/// The unary elementwise ops with a kernel (f32, contiguous).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UnaryOp {
+    /// `max(x, 0)`; NaN stays NaN
+    Relu,
+    /// `x < 0 ? alpha * x : x`
+    LeakyRelu {
+        /// Negative slope (ONNX default 0.01).
+        alpha: f32,
+    },
+    /// `1 / (1 + e^-x)`
+    Sigmoid,
+    /// `tanh(x)`
+    Tanh,
+    /// `e^x`
+    Exp,
+    /// natural logarithm
+    Log,
+    /// square root (correctly rounded)
+    Sqrt,
+    /// `|x|`
+    Abs,
+    /// `-x`
+    Neg,
+    /// error function
+    Erf,
+    /// ONNX Gelu, `approximate = "none"`: `x/2 * (1 + erf(x / sqrt 2))`
+    GeluErf,
+    /// ONNX Gelu, `approximate = "tanh"`: `x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`
+    GeluTanh,
+    /// `x * sigmoid(x)`
+    Silu,
+    /// `ln(1 + e^x)`, evaluated without overflow
+    Softplus,
+}
+
+impl UnaryOp {
+    /// Every unary op (LeakyRelu with the ONNX default slope), in declaration order.
+    pub const ALL: [UnaryOp; 14] = [
+        Self::Relu,
+        Self::LeakyRelu { alpha: 0.01 },
+        Self::Sigmoid,
+        Self::Tanh,
+        Self::Exp,
+        Self::Log,
+        Self::Sqrt,
+        Self::Abs,
+        Self::Neg,
+        Self::Erf,
+        Self::GeluErf,
+        Self::GeluTanh,
+        Self::Silu,
+        Self::Softplus,
+    ];
+
+    /// The f32 kernel that applies this op.
+    pub const fn kernel(self) -> KernelId {
+        match self {
+            Self::Relu => KernelId::ReluF32,
+            Self::LeakyRelu { .. } => KernelId::LeakyReluF32,
+            Self::Sigmoid => KernelId::SigmoidF32,
+            Self::Tanh => KernelId::TanhF32,
+            Self::Exp => KernelId::ExpF32,
+            Self::Log => KernelId::LogF32,
+            Self::Sqrt => KernelId::SqrtF32,
+            Self::Abs => KernelId::AbsF32,
+            Self::Neg => KernelId::NegF32,
+            Self::Erf => KernelId::ErfF32,
+            Self::GeluErf => KernelId::GeluErfF32,
+            Self::GeluTanh => KernelId::GeluTanhF32,
+            Self::Silu => KernelId::SiluF32,
+            Self::Softplus => KernelId::SoftplusF32,
+        }
+    }
+
+    /// The op's attribute as the kernel reads it ([`UnaryParams::alpha`]).
+    pub const fn alpha(self) -> f32 {
+        match self {
+            Self::LeakyRelu { alpha } => alpha,
+            _ => 0.0,
+        }
+    }
+}
+
+/// Every kernel entry point in the PTX. [`KernelId::symbol`] is the only place a kernel's name is
+/// spelled; the host resolves all of them when it loads the module, so a missing one fails at start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u32)]
+pub enum KernelId {
+    /// `elementwise::add_f32`
+    AddF32,
+    /// `elementwise::sub_f32`
+    SubF32,
+    /// `elementwise::mul_f32`
+    MulF32,
+    /// `elementwise::div_f32`
+    DivF32,
+    /// `elementwise::pow_f32`
+    PowF32,
+    /// `elementwise::max_f32`
+    MaxF32,
+    /// `elementwise::min_f32`
+    MinF32,
+    /// `elementwise::relu_f32`
+    ReluF32,
+    /// `elementwise::leaky_relu_f32`
+    LeakyReluF32,
+    /// `elementwise::sigmoid_f32`
+    SigmoidF32,
+    /// `elementwise::tanh_f32`
+    TanhF32,
+    /// `elementwise::exp_f32`
+    ExpF32,
+    /// `elementwise::log_f32`
+    LogF32,
+    /// `elementwise::sqrt_f32`
+    SqrtF32,
+    /// `elementwise::abs_f32`
+    AbsF32,
+    /// `elementwise::neg_f32`
+    NegF32,
+    /// `elementwise::erf_f32`
+    ErfF32,
+    /// `elementwise::gelu_erf_f32`
+    GeluErfF32,
+    /// `elementwise::gelu_tanh_f32`
+    GeluTanhF32,
+    /// `elementwise::silu_f32`
+    SiluF32,
+    /// `elementwise::softplus_f32`
+    SoftplusF32,
+    /// `probe::probe_warp`: indices, barriers, shuffles, votes, atomics, dynamic shared memory
+    ProbeWarp,
+    /// `probe::probe_mma`: `cp.async`, `ldmatrix` and `mma.sync` (bf16) on one 16x8x16 tile
+    ProbeMma,
+    /// `probe::probe_hopper`: the sm_90a `wgmma` fences and async-proxy fence (reports whether the
+    /// flavour it runs in has them)
+    ProbeHopper,
+}
+
+impl KernelId {
+    /// Every kernel, in declaration order.
+    pub const ALL: [KernelId; 24] = [
+        Self::AddF32,
+        Self::SubF32,
+        Self::MulF32,
+        Self::DivF32,
+        Self::PowF32,
+        Self::MaxF32,
+        Self::MinF32,
+        Self::ReluF32,
+        Self::LeakyReluF32,
+        Self::SigmoidF32,
+        Self::TanhF32,
+        Self::ExpF32,
+        Self::LogF32,
+        Self::SqrtF32,
+        Self::AbsF32,
+        Self::NegF32,
+        Self::ErfF32,
+        Self::GeluErfF32,
+        Self::GeluTanhF32,
+        Self::SiluF32,
+        Self::SoftplusF32,
+        Self::ProbeWarp,
+        Self::ProbeMma,
+        Self::ProbeHopper,
+    ];
+
+    /// The PTX `.entry` name of this kernel.
+    pub const fn symbol(self) -> &'static str {
+        match self {
+            Self::AddF32 => "add_f32",
+            Self::SubF32 => "sub_f32",
+            Self::MulF32 => "mul_f32",
+            Self::DivF32 => "div_f32",
+            Self::PowF32 => "pow_f32",
+            Self::MaxF32 => "max_f32",
+            Self::MinF32 => "min_f32",
+            Self::ReluF32 => "relu_f32",
+            Self::LeakyReluF32 => "leaky_relu_f32",
+            Self::SigmoidF32 => "sigmoid_f32",
+            Self::TanhF32 => "tanh_f32",
+            Self::ExpF32 => "exp_f32",
+            Self::LogF32 => "log_f32",
+            Self::SqrtF32 => "sqrt_f32",
+            Self::AbsF32 => "abs_f32",
+            Self::NegF32 => "neg_f32",
+            Self::ErfF32 => "erf_f32",
+            Self::GeluErfF32 => "gelu_erf_f32",
+            Self::GeluTanhF32 => "gelu_tanh_f32",
+            Self::SiluF32 => "silu_f32",
+            Self::SoftplusF32 => "softplus_f32",
+            Self::ProbeWarp => "probe_warp",
+            Self::ProbeMma => "probe_mma",
+            Self::ProbeHopper => "probe_hopper",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_lists_every_kernel_once_in_order() {
+        for (i, k) in KernelId::ALL.iter().enumerate() {
+            assert_eq!(*k as usize, i, "{k:?} out of order in KernelId::ALL");
+        }
+        for (i, a) in KernelId::ALL.iter().enumerate() {
+            for b in &KernelId::ALL[i + 1..] {
+                assert_ne!(a.symbol(), b.symbol());
+            }
+        }
+    }
+
+    #[test]
+    fn param_layouts_are_pinned() {
+        assert_eq!(core::mem::size_of::<BinaryParams>(), 16 + 3 * 8 * MAX_RANK);
+        assert_eq!(core::mem::align_of::<BinaryParams>(), 8);
+        assert_eq!(core::mem::size_of::<UnaryParams>(), 16);
+        assert_eq!(core::mem::size_of::<ProbeParams>(), 8);
+    }
+}

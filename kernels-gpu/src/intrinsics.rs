@@ -1,0 +1,405 @@
+//! Device intrinsics, in the spirit of rust-cuda's `cuda_std`: the only module that uses `asm!` or
+//! `core::arch::nvptx`.
+//!
+//! Each function states its contract. "Warp-collective" functions must be reached by every lane
+//! named in the mask (all 32 here) with the same arguments where noted; "block-collective" ones by
+//! every thread of the block. Addresses documented as "shared" are 32-bit offsets in the `.shared`
+//! window (as `cp.async` and `ldmatrix` take them), not generic pointers.
+#![allow(clippy::missing_safety_doc)]
+
+use core::arch::asm;
+use core::arch::nvptx;
+
+/// Threads in a warp.
+pub const WARP_SIZE: u32 = 32;
+
+// The dynamic shared memory of a launch: one array whose size is the launch's `shared_bytes`.
+core::arch::global_asm!(".extern .shared .align 16 .b8 SMEM[];");
+
+/// `threadIdx.x`
+#[inline(always)]
+pub fn thread_idx_x() -> u32 {
+    // SAFETY: reads a special register; no memory is touched.
+    unsafe { nvptx::_thread_idx_x() as u32 }
+}
+
+/// `threadIdx.y`
+#[inline(always)]
+pub fn thread_idx_y() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_thread_idx_y() as u32 }
+}
+
+/// `blockIdx.x`
+#[inline(always)]
+pub fn block_idx_x() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_block_idx_x() as u32 }
+}
+
+/// `blockIdx.y`
+#[inline(always)]
+pub fn block_idx_y() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_block_idx_y() as u32 }
+}
+
+/// `blockDim.x`
+#[inline(always)]
+pub fn block_dim_x() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_block_dim_x() as u32 }
+}
+
+/// `gridDim.x`
+#[inline(always)]
+pub fn grid_dim_x() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_grid_dim_x() as u32 }
+}
+
+/// Index of this thread in a 1-D grid: `blockIdx.x * blockDim.x + threadIdx.x`, as u64 so that it
+/// never wraps.
+#[inline(always)]
+pub fn global_thread_x() -> u64 {
+    block_idx_x() as u64 * block_dim_x() as u64 + thread_idx_x() as u64
+}
+
+/// Threads in a 1-D grid: `gridDim.x * blockDim.x` (the grid-stride step).
+#[inline(always)]
+pub fn grid_threads_x() -> u64 {
+    grid_dim_x() as u64 * block_dim_x() as u64
+}
+
+/// This thread's lane in its warp, `%laneid` (0..32).
+#[inline(always)]
+pub fn lane_id() -> u32 {
+    let r: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {r}, %laneid;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+
+/// Block-wide barrier (`bar.sync 0`): block-collective; orders shared- and global-memory accesses of
+/// the block's threads before it against those after it.
+#[inline(always)]
+pub fn sync_threads() {
+    // SAFETY: a barrier; callers reach it from every thread of the block (contract above).
+    unsafe { nvptx::_syncthreads() }
+}
+
+/// Warp barrier over all 32 lanes (`bar.warp.sync 0xffffffff`): warp-collective; orders memory
+/// accesses of the warp's lanes.
+#[inline(always)]
+pub fn sync_warp() {
+    // SAFETY: a barrier; every lane of the warp reaches it (contract above).
+    unsafe { asm!("bar.warp.sync 0xffffffff;", options(nostack)) };
+}
+
+/// Butterfly shuffle: returns `v` of lane `lane_id() ^ lane_mask`. Warp-collective (all 32 lanes).
+#[inline(always)]
+pub fn shfl_xor_u32(v: u32, lane_mask: u32) -> u32 {
+    let r: u32;
+    // SAFETY: register-only warp exchange; every lane participates (contract above).
+    unsafe {
+        asm!("shfl.sync.bfly.b32 {r}, {v}, {m}, 0x1f, 0xffffffff;",
+             r = out(reg32) r, v = in(reg32) v, m = in(reg32) lane_mask, options(nomem, nostack))
+    };
+    r
+}
+
+/// Butterfly shuffle of an f32; see [`shfl_xor_u32`].
+#[inline(always)]
+pub fn shfl_xor_f32(v: f32, lane_mask: u32) -> f32 {
+    f32::from_bits(shfl_xor_u32(v.to_bits(), lane_mask))
+}
+
+/// Shuffle down: returns `v` of lane `lane_id() + delta`, or this lane's own `v` when that lane is
+/// past 31. Warp-collective (all 32 lanes).
+#[inline(always)]
+pub fn shfl_down_u32(v: u32, delta: u32) -> u32 {
+    let r: u32;
+    // SAFETY: register-only warp exchange; every lane participates.
+    unsafe {
+        asm!("shfl.sync.down.b32 {r}, {v}, {d}, 0x1f, 0xffffffff;",
+             r = out(reg32) r, v = in(reg32) v, d = in(reg32) delta, options(nomem, nostack))
+    };
+    r
+}
+
+/// Indexed shuffle: returns `v` of lane `src_lane % 32`. Warp-collective (all 32 lanes).
+#[inline(always)]
+pub fn shfl_idx_u32(v: u32, src_lane: u32) -> u32 {
+    let r: u32;
+    // SAFETY: register-only warp exchange; every lane participates.
+    unsafe {
+        asm!("shfl.sync.idx.b32 {r}, {v}, {s}, 0x1f, 0xffffffff;",
+             r = out(reg32) r, v = in(reg32) v, s = in(reg32) src_lane, options(nomem, nostack))
+    };
+    r
+}
+
+/// Bit `i` set iff lane `i`'s `pred` is true. Warp-collective (all 32 lanes).
+#[inline(always)]
+pub fn vote_ballot(pred: bool) -> u32 {
+    let r: u32;
+    // SAFETY: register-only warp vote; every lane participates.
+    unsafe {
+        asm!("{{ .reg .pred p; setp.ne.u32 p, {v}, 0; vote.sync.ballot.b32 {r}, p, 0xffffffff; }}",
+             r = out(reg32) r, v = in(reg32) pred as u32, options(nomem, nostack))
+    };
+    r
+}
+
+/// True iff `pred` is true on every lane. Warp-collective (all 32 lanes).
+#[inline(always)]
+pub fn vote_all(pred: bool) -> bool {
+    vote_ballot(pred) == u32::MAX
+}
+
+/// True iff `pred` is true on some lane. Warp-collective (all 32 lanes).
+#[inline(always)]
+pub fn vote_any(pred: bool) -> bool {
+    vote_ballot(pred) != 0
+}
+
+/// Sum of `v` over the warp, returned to every lane (butterfly reduction: the same order on every
+/// lane, so all lanes get bit-identical results). Warp-collective (all 32 lanes).
+#[inline(always)]
+pub fn warp_sum_f32(mut v: f32) -> f32 {
+    let mut m = 16;
+    while m > 0 {
+        v += shfl_xor_f32(v, m);
+        m >>= 1;
+    }
+    v
+}
+
+/// Maximum of `v` over the warp, returned to every lane. Warp-collective (all 32 lanes).
+#[inline(always)]
+pub fn warp_max_f32(mut v: f32) -> f32 {
+    let mut m = 16;
+    while m > 0 {
+        v = crate::math::max(v, shfl_xor_f32(v, m));
+        m >>= 1;
+    }
+    v
+}
+
+/// Atomically adds `v` to `*addr` (global or shared, generic address) and returns the old value.
+///
+/// # Safety
+/// `addr` must be a valid, 4-byte aligned f32 location that every concurrent writer updates only
+/// through atomics.
+#[inline(always)]
+pub unsafe fn atomic_add_f32(addr: *mut f32, v: f32) -> f32 {
+    let r: f32;
+    // SAFETY: the caller guarantees `addr` is valid and aligned (contract above).
+    unsafe {
+        asm!("atom.add.f32 {r}, [{a}], {v};", r = out(reg32) r, a = in(reg64) addr, v = in(reg32) v, options(nostack))
+    };
+    r
+}
+
+/// Atomically adds `v` to `*addr` (generic address) and returns the old value.
+///
+/// # Safety
+/// As [`atomic_add_f32`], for a u32 location.
+#[inline(always)]
+pub unsafe fn atomic_add_u32(addr: *mut u32, v: u32) -> u32 {
+    let r: u32;
+    // SAFETY: the caller guarantees `addr` is valid and aligned.
+    unsafe {
+        asm!("atom.add.u32 {r}, [{a}], {v};", r = out(reg32) r, a = in(reg64) addr, v = in(reg32) v, options(nostack))
+    };
+    r
+}
+
+/// Atomically stores `max(*addr, v)` (unsigned) and returns the old value.
+///
+/// # Safety
+/// As [`atomic_add_u32`].
+#[inline(always)]
+pub unsafe fn atomic_max_u32(addr: *mut u32, v: u32) -> u32 {
+    let r: u32;
+    // SAFETY: the caller guarantees `addr` is valid and aligned.
+    unsafe {
+        asm!("atom.max.u32 {r}, [{a}], {v};", r = out(reg32) r, a = in(reg64) addr, v = in(reg32) v, options(nostack))
+    };
+    r
+}
+
+/// Atomic compare-and-swap: if `*addr == expected` store `new`; returns the old value either way.
+///
+/// # Safety
+/// As [`atomic_add_u32`].
+#[inline(always)]
+pub unsafe fn atomic_cas_u32(addr: *mut u32, expected: u32, new: u32) -> u32 {
+    let r: u32;
+    // SAFETY: the caller guarantees `addr` is valid and aligned.
+    unsafe {
+        asm!("atom.cas.b32 {r}, [{a}], {e}, {n};", r = out(reg32) r, a = in(reg64) addr,
+             e = in(reg32) expected, n = in(reg32) new, options(nostack))
+    };
+    r
+}
+
+/// Generic pointer to the start of this launch's dynamic shared memory (16-byte aligned; as many
+/// bytes as the launch's `shared_bytes`).
+#[inline(always)]
+pub fn dynamic_shared_ptr() -> *mut u8 {
+    let r: u64;
+    // SAFETY: takes the address of the `SMEM` symbol declared above; nothing is dereferenced.
+    unsafe {
+        asm!("mov.u64 {r}, SMEM; cvta.shared.u64 {r}, {r};", r = out(reg64) r, options(pure, nomem, nostack))
+    };
+    r as *mut u8
+}
+
+/// Shared-window address (what `cp.async` and `ldmatrix` take) of the start of dynamic shared memory.
+#[inline(always)]
+pub fn dynamic_shared_addr() -> u32 {
+    let r: u32;
+    // SAFETY: takes the address of the `SMEM` symbol; nothing is dereferenced.
+    unsafe { asm!("mov.u32 {r}, SMEM;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+
+/// Starts an asynchronous 16-byte copy from global memory to shared memory (`cp.async.cg`, bypassing
+/// L1). Completes at a later [`cp_async_wait_all`] after [`cp_async_commit`].
+///
+/// # Safety
+/// `src` must be a 16-byte aligned global address with 16 readable bytes; `dst_shared` a 16-byte
+/// aligned shared address inside the launch's shared memory, not read before the wait.
+#[inline(always)]
+pub unsafe fn cp_async_16(dst_shared: u32, src: *const u8) {
+    // SAFETY: the caller guarantees both addresses (contract above).
+    unsafe {
+        asm!("cp.async.cg.shared.global [{d}], [{s}], 16;", d = in(reg32) dst_shared, s = in(reg64) src, options(nostack))
+    };
+}
+
+/// Closes the group of `cp.async` copies this thread issued since the last commit.
+#[inline(always)]
+pub fn cp_async_commit() {
+    // SAFETY: affects only this thread's async-copy bookkeeping.
+    unsafe { asm!("cp.async.commit_group;", options(nostack)) };
+}
+
+/// Waits until every committed `cp.async` group of this thread has landed. Other threads' copies
+/// become visible only after a following barrier.
+#[inline(always)]
+pub fn cp_async_wait_all() {
+    // SAFETY: waits on this thread's own copies.
+    unsafe { asm!("cp.async.wait_group 0;", options(nostack)) };
+}
+
+/// `ldmatrix.sync.aligned.m8n8.x4.shared.b16`: loads four 8x8 b16 matrices. Lane `l` supplies the
+/// shared address of row `l % 8` of matrix `l / 8`; lane `l` receives, in register `i`, the two
+/// elements at row `l / 4`, columns `2 (l % 4)` and `2 (l % 4) + 1` of matrix `i`. Warp-collective.
+///
+/// # Safety
+/// Each row address must be 16-byte aligned, in shared memory, and written before (and ordered by a
+/// barrier with) this load.
+#[inline(always)]
+pub unsafe fn ldmatrix_x4(row_addr: u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller guarantees the row addresses (contract above).
+    unsafe {
+        asm!("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{a}, {b}, {c}, {d}}}, [{p}];",
+             a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d, p = in(reg32) row_addr,
+             options(nostack))
+    };
+    [a, b, c, d]
+}
+
+/// `ldmatrix ... .x2`: as [`ldmatrix_x4`] for two matrices; lanes 0..16 supply the row addresses.
+///
+/// # Safety
+/// As [`ldmatrix_x4`].
+#[inline(always)]
+pub unsafe fn ldmatrix_x2(row_addr: u32) -> [u32; 2] {
+    let (a, b): (u32, u32);
+    // SAFETY: the caller guarantees the row addresses.
+    unsafe {
+        asm!("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{a}, {b}}}, [{p}];",
+             a = out(reg32) a, b = out(reg32) b, p = in(reg32) row_addr, options(nostack))
+    };
+    [a, b]
+}
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`: `D = A (16x16) * B (16x8) + C`, operands
+/// in the standard fragment layouts (lane `l`, `g = l / 4`, `t = l % 4`):
+/// `a[0] = A[g][2t..2t+2]`, `a[1] = A[g+8][2t..]`, `a[2] = A[g][2t+8..]`, `a[3] = A[g+8][2t+8..]`;
+/// `b[0] = B[2t..2t+2][g]`, `b[1] = B[2t+8..2t+10][g]`; `c[0..2] = C[g][2t..2t+2]`,
+/// `c[2..4] = C[g+8][2t..2t+2]`. Pairs are packed low element first. Warp-collective.
+#[inline(always)]
+pub fn mma_m16n8k16_bf16_f32(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    let (d0, d1, d2, d3): (f32, f32, f32, f32);
+    // SAFETY: register-only tensor-core operation; every lane participates (contract above).
+    unsafe {
+        asm!("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{d0}, {d1}, {d2}, {d3}}}, \
+              {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+             d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+             a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+             b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+             c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+             options(nomem, nostack))
+    };
+    [d0, d1, d2, d3]
+}
+
+/// `wgmma.fence.sync.aligned` (sm_90a): orders register and shared-memory accesses before the next
+/// `wgmma.mma_async`. Warpgroup-collective (4 consecutive warps starting at a multiple of 4).
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+pub fn wgmma_fence() {
+    // SAFETY: a fence; the warpgroup reaches it together (contract above).
+    unsafe { asm!("wgmma.fence.sync.aligned;", options(nostack)) };
+}
+
+/// `wgmma.commit_group.sync.aligned` (sm_90a): closes the group of issued `wgmma.mma_async`
+/// operations. Warpgroup-collective.
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+pub fn wgmma_commit_group() {
+    // SAFETY: bookkeeping for the warpgroup's async matrix operations.
+    unsafe { asm!("wgmma.commit_group.sync.aligned;", options(nostack)) };
+}
+
+/// `wgmma.wait_group.sync.aligned 0` (sm_90a): waits until every committed wgmma group finished.
+/// Warpgroup-collective.
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+pub fn wgmma_wait_all() {
+    // SAFETY: waits on the warpgroup's own operations.
+    unsafe { asm!("wgmma.wait_group.sync.aligned 0;", options(nostack)) };
+}
+
+/// `fence.proxy.async.shared::cta`: makes this thread's ordinary shared-memory writes visible to the
+/// async proxy (tensor cores reading through `wgmma`, the bulk copy engine). Needed before the
+/// barrier that precedes such a read.
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+pub fn fence_proxy_async_shared() {
+    // SAFETY: a memory fence.
+    unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) };
+}
+
+/// Correctly rounded f32 square root (`sqrt.rn.f32`).
+#[inline(always)]
+pub fn sqrt_rn(x: f32) -> f32 {
+    let r: f32;
+    // SAFETY: register-only arithmetic.
+    unsafe {
+        asm!("sqrt.rn.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// Aborts the kernel (`trap`); the launch fails with `CUDA_ERROR_LAUNCH_FAILED`.
+#[inline(always)]
+pub fn trap() -> ! {
+    // SAFETY: ends the thread; nothing after it runs.
+    unsafe { asm!("trap;", options(noreturn, nostack)) }
+}

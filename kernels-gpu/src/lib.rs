@@ -1,0 +1,32 @@
+//! ferrofuse device code.
+//!
+//! This crate compiles for two targets:
+//! - `nvptx64-nvidia-cuda`, where the kernel entry points (`extern "ptx-kernel"`) and the device
+//!   intrinsics exist; `host/build.rs` turns that build into the PTX that the host embeds;
+//! - the host, where only [`abi`] (the `#[repr(C)]` launch-parameter structs and [`abi::KernelId`])
+//!   and [`math`] (the scalar math every elementwise kernel applies) are compiled, so host and device
+//!   cannot drift apart.
+//!
+//! `asm!` appears only in `intrinsics`. Kernels touch memory only behind bounds checks against the
+//! element counts in their parameter structs.
+#![no_std]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, asm_experimental_arch))]
+
+pub mod abi;
+pub mod math;
+
+#[cfg(target_arch = "nvptx64")]
+pub mod intrinsics;
+
+#[cfg(target_arch = "nvptx64")]
+mod elementwise;
+#[cfg(target_arch = "nvptx64")]
+mod probe;
+
+/// A panic on the device cannot unwind or print: it traps, which aborts the launch and surfaces on
+/// the host as `CUDA_ERROR_LAUNCH_FAILED` for the step that ran the kernel.
+#[cfg(target_arch = "nvptx64")]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    intrinsics::trap()
+}

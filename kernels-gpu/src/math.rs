@@ -1,0 +1,242 @@
+//! Scalar f32 math applied by the elementwise kernels, one function per op.
+//!
+//! Compiled for the device and for the host, so the host unit tests below can check every function
+//! against an f64 evaluation without a GPU. The transcendental functions come from `libm` (a pure
+//! Rust port of musl's, accurate to about 1 ulp); square root is the correctly rounded
+//! `sqrt.rn.f32` on the device and `libm::sqrtf` (also correctly rounded) on the host. Functions are
+//! written in forms that neither overflow nor cancel badly over the whole f32 range.
+//!
+//! The transcendental functions are kept out of line on the device: the kernels call them from
+//! about twenty places each (unrolled vector loops, tails, broadcast paths), and inlining them all
+//! made the PTX tens of thousands of lines per kernel, which the driver's JIT took seconds to compile
+//! at module load. The elementwise bench reports what the calls cost (sigmoid row).
+
+use core::f32::consts::FRAC_1_SQRT_2;
+
+/// `a + b`
+#[inline(always)]
+pub fn add(a: f32, b: f32) -> f32 {
+    a + b
+}
+
+/// `a - b`
+#[inline(always)]
+pub fn sub(a: f32, b: f32) -> f32 {
+    a - b
+}
+
+/// `a * b`
+#[inline(always)]
+pub fn mul(a: f32, b: f32) -> f32 {
+    a * b
+}
+
+/// `a / b`
+#[inline(always)]
+pub fn div(a: f32, b: f32) -> f32 {
+    a / b
+}
+
+/// `a ^ b` with C `powf` semantics (`pow(x, 0) = 1`, negative base with non-integer exponent NaN).
+#[cfg_attr(target_arch = "nvptx64", inline(never))]
+#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+pub fn pow(a: f32, b: f32) -> f32 {
+    libm::powf(a, b)
+}
+
+/// `max(a, b)`, NaN when either operand is NaN (NumPy `maximum`, PyTorch `max`).
+#[inline(always)]
+pub fn max(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// `min(a, b)`, NaN when either operand is NaN.
+#[inline(always)]
+pub fn min(a: f32, b: f32) -> f32 {
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else if a < b {
+        a
+    } else {
+        b
+    }
+}
+
+/// `max(x, 0)`; NaN stays NaN (PyTorch `relu`).
+#[inline(always)]
+pub fn relu(x: f32) -> f32 {
+    if x < 0.0 { 0.0 } else { x }
+}
+
+/// `x < 0 ? alpha * x : x`
+#[inline(always)]
+pub fn leaky_relu(x: f32, alpha: f32) -> f32 {
+    if x < 0.0 { alpha * x } else { x }
+}
+
+/// `1 / (1 + e^-x)`, evaluated so that `e^t` only sees `t <= 0`.
+#[cfg_attr(target_arch = "nvptx64", inline(never))]
+#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+pub fn sigmoid(x: f32) -> f32 {
+    if x >= 0.0 {
+        1.0 / (1.0 + libm::expf(-x))
+    } else {
+        let e = libm::expf(x);
+        e / (1.0 + e)
+    }
+}
+
+/// `tanh(x)`
+#[cfg_attr(target_arch = "nvptx64", inline(never))]
+#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+pub fn tanh(x: f32) -> f32 {
+    libm::tanhf(x)
+}
+
+/// `e^x`
+#[cfg_attr(target_arch = "nvptx64", inline(never))]
+#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+pub fn exp(x: f32) -> f32 {
+    libm::expf(x)
+}
+
+/// Natural logarithm (`-inf` at 0, NaN below).
+#[cfg_attr(target_arch = "nvptx64", inline(never))]
+#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+pub fn log(x: f32) -> f32 {
+    libm::logf(x)
+}
+
+/// Correctly rounded square root.
+#[inline(always)]
+pub fn sqrt(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        crate::intrinsics::sqrt_rn(x)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        libm::sqrtf(x)
+    }
+}
+
+/// `|x|`
+#[inline(always)]
+pub fn abs(x: f32) -> f32 {
+    x.abs()
+}
+
+/// `-x`
+#[inline(always)]
+pub fn neg(x: f32) -> f32 {
+    -x
+}
+
+/// Error function.
+#[cfg_attr(target_arch = "nvptx64", inline(never))]
+#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+pub fn erf(x: f32) -> f32 {
+    libm::erff(x)
+}
+
+/// ONNX Gelu with `approximate = "none"`: `x/2 * (1 + erf(x / sqrt 2))`, as `x/2 * erfc(-x / sqrt 2)`
+/// so that negative inputs do not cancel.
+#[cfg_attr(target_arch = "nvptx64", inline(never))]
+#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+pub fn gelu_erf(x: f32) -> f32 {
+    0.5 * x * libm::erfcf(-x * FRAC_1_SQRT_2)
+}
+
+/// ONNX Gelu with `approximate = "tanh"`: `x/2 * (1 + tanh(u))`, `u = sqrt(2/pi) * (x + 0.044715 x^3)`,
+/// as `x * sigmoid(2u)` (the same function) so that negative inputs do not cancel.
+#[cfg_attr(target_arch = "nvptx64", inline(never))]
+#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+pub fn gelu_tanh(x: f32) -> f32 {
+    const TWO_SQRT_2_OVER_PI: f32 = 2.0 * 0.797_884_6;
+    x * sigmoid(TWO_SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x))
+}
+
+/// `x * sigmoid(x)` (SiLU, also called Swish).
+#[cfg_attr(target_arch = "nvptx64", inline(never))]
+#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+pub fn silu(x: f32) -> f32 {
+    x * sigmoid(x)
+}
+
+/// `ln(1 + e^x)`, as `max(x, 0) + ln(1 + e^-|x|)`, which never overflows.
+#[cfg_attr(target_arch = "nvptx64", inline(never))]
+#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+pub fn softplus(x: f32) -> f32 {
+    let m = if x > 0.0 { x } else { 0.0 };
+    m + libm::log1pf(libm::expf(-x.abs()))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each function against an f64 evaluation over a sweep of the f32 range.
+    extern crate std;
+    use super::*;
+
+    fn sweep() -> impl Iterator<Item = f32> {
+        // Dense near zero, sparse out to the range ends, both signs, plus the special values.
+        let mags = (-300..=300).map(|i| 10f64.powf(i as f64 / 20.0) as f32);
+        mags.flat_map(|m| [m, -m]).chain([0.0, -0.0, 1.0, -1.0, f32::INFINITY, f32::NEG_INFINITY])
+    }
+
+    /// Relative error in units of f32 epsilon, with an absolute floor for results near 0.
+    fn check(name: &str, got: f32, want: f64, x: f32, max_eps: f64) {
+        if want.is_nan() {
+            assert!(got.is_nan(), "{name}({x}) = {got}, want NaN");
+            return;
+        }
+        if want.is_infinite() || want.abs() > f32::MAX as f64 {
+            assert_eq!(got as f64, if want > 0.0 { f64::INFINITY } else { f64::NEG_INFINITY }, "{name}({x})");
+            return;
+        }
+        // Below 1e-30 (subnormal territory after a product) only the absolute error matters.
+        let err = (got as f64 - want).abs() / want.abs().max(1e-30);
+        assert!(err <= max_eps * f32::EPSILON as f64, "{name}({x}) = {got}, want {want}: {err:e} relative");
+    }
+
+    fn sigmoid64(x: f64) -> f64 {
+        1.0 / (1.0 + (-x).exp())
+    }
+
+    #[test]
+    fn unary_functions_match_f64() {
+        for x in sweep() {
+            let d = x as f64;
+            check("sigmoid", sigmoid(x), sigmoid64(d), x, 4.0);
+            check("tanh", tanh(x), d.tanh(), x, 4.0);
+            check("exp", exp(x), d.exp(), x, 4.0);
+            check("log", log(x), d.ln(), x, 4.0);
+            check("sqrt", sqrt(x), d.sqrt(), x, 0.5);
+            check("erf", erf(x), libm::erf(d), x, 4.0);
+            check("silu", silu(x), d * sigmoid64(d), x, 8.0);
+            check("softplus", softplus(x), if d > 30.0 { d } else { d.exp().ln_1p() }, x, 4.0);
+            // In the negative tails the result is ill-conditioned in the rounded inner argument
+            // (relative sensitivity about x^2), so the bound grows with it.
+            let tail = (d * d).min(1e3);
+            check("gelu_erf", gelu_erf(x), 0.5 * d * libm::erfc(-d / 2f64.sqrt()), x, 8.0 + tail);
+            let inner = (2.0 / core::f64::consts::PI).sqrt() * (d + 0.044715 * d * d * d);
+            if d.abs() < 1e6 {
+                check("gelu_tanh", gelu_tanh(x), d * sigmoid64(2.0 * inner), x, 16.0 + 4.0 * tail);
+            }
+        }
+    }
+
+    #[test]
+    fn nan_propagates_through_max_min_relu() {
+        assert!(max(f32::NAN, 1.0).is_nan() && max(1.0, f32::NAN).is_nan());
+        assert!(min(f32::NAN, 1.0).is_nan() && min(1.0, f32::NAN).is_nan());
+        assert!(relu(f32::NAN).is_nan());
+        assert_eq!(relu(-3.0), 0.0);
+        assert_eq!(leaky_relu(-2.0, 0.1), -0.2);
+    }
+}

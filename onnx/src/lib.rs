@@ -1,0 +1,2 @@
+//! ferrofuse onnx crate (being built; see issue 3).
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! ferrofuse planner crate (being built; see issue 3).
+#![forbid(unsafe_code)]

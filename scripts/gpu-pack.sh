@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Builds everything the GPU suite needs in release mode (the `gpu` test binaries, the benches and
+# the ferrofuse binary) and gathers it into gpu-pack/ (git-ignored) with a runner, so the suite runs
+# on a machine that has an NVIDIA GPU but no Rust toolchain:
+#
+#   scripts/gpu-pack.sh                      # here
+#   gpu-pack/run.sh [--bench] [--sanitize]   # there; prints a pass/fail summary, exits non-zero on failure
+#
+# The binaries are stripped and travel xz-compressed (each embeds the PTX text, which compresses
+# about tenfold); run.sh unpacks them into a temporary folder. Only the packages whose tests touch
+# the GPU (host and the root package) are packed; the others' tests run in CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rustup toolchain install >/dev/null
+
+out=gpu-pack
+pack=$out/suite
+rm -rf "$out"
+mkdir -p "$pack/tests" "$pack/benches" "$pack/bin"
+
+executables() { # cargo JSON messages on stdin -> "target-kind name path" lines
+  python3 -c '
+import json, sys
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        kind = m["target"]["kind"][0]
+        print(kind, m["target"]["name"], m["executable"])
+'
+}
+
+cargo build --release --bin ferrofuse
+cp target/release/ferrofuse "$pack/bin/"
+
+cargo test -p host -p ferrofuse --release --features gpu --no-run --message-format=json 2>/dev/null \
+  | executables | while read -r kind name path; do
+      cp "$path" "$pack/tests/${name}-$(basename "$path" | sed 's/.*-//')"
+    done
+
+cargo bench -p ferrofuse --features gpu --no-run --message-format=json 2>/dev/null \
+  | executables | while read -r kind name path; do
+      if [ "$kind" = bench ]; then cp "$path" "$pack/benches/$name"; fi
+    done
+
+cat > "$out/run.sh" <<'RUNNER'
+#!/usr/bin/env bash
+# Runs the packed GPU suite: ferrofuse doctor, every test binary, optionally the benches and a
+# compute-sanitizer pass. Prints one PASS/FAIL line per item and a summary; exits 1 on any failure.
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d /tmp/ferrofuse-suite.XXXXXX)
+tar -xJf "$here/suite.tar.xz" -C "$work" && cd "$work/suite" || exit 2
+bench=0; sanitize=0
+for a in "$@"; do
+  case "$a" in --bench) bench=1 ;; --sanitize) sanitize=1 ;; *) echo "unknown option $a"; exit 2 ;; esac
+done
+logs=${OUT:-/tmp}/gpu-suite-logs; mkdir -p "$logs"
+pass=0; fail=0; summary=()
+record() { # name status
+  if [ "$2" -eq 0 ]; then pass=$((pass+1)); summary+=("PASS $1"); else fail=$((fail+1)); summary+=("FAIL $1 (exit $2, log $logs/$1.log)"); fi
+}
+./bin/ferrofuse doctor 2>&1 | tee "$logs/doctor.log"; record doctor "${PIPESTATUS[0]}"
+for t in tests/*; do
+  name=$(basename "$t")
+  "$t" 2>&1 > "$logs/$name.log"; status=$?
+  grep -E "^test result|panicked|FAILED|failed" "$logs/$name.log" | sed "s/^/  [$name] /" | head -20
+  record "$name" "$status"
+done
+if [ "$sanitize" = 1 ]; then
+  for tool in memcheck racecheck; do
+    for t in tests/host-* tests/gpu_kernels-*; do
+      [ -e "$t" ] || continue
+      name="sanitize-$tool-$(basename "$t")"
+      PROPTEST_CASES=8 compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" --test-threads=1 > "$logs/$name.log" 2>&1; status=$?
+      tail -3 "$logs/$name.log" | sed "s/^/  [$name] /"
+      record "$name" "$status"
+    done
+  done
+fi
+if [ "$bench" = 1 ]; then
+  for b in benches/*; do
+    name="bench-$(basename "$b")"
+    "$b" --bench 2>&1 | tee "$logs/$name.log"; record "$name" "${PIPESTATUS[0]}"
+  done
+fi
+echo "==== GPU suite summary ===="
+printf '%s\n' "${summary[@]}"
+echo "passed $pass, failed $fail"
+[ "$fail" -eq 0 ]
+RUNNER
+chmod +x "$out/run.sh"
+strip "$pack"/*/*
+tar -cf - -C "$out" suite | xz -T2 -6 > "$out/suite.tar.xz"
+rm -rf "$pack"
+ls -la "$out"

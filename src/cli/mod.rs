@@ -1,0 +1,3 @@
+//! Subcommands of the `ferrofuse` binary, one file each.
+
+pub mod doctor;
