@@ -40,6 +40,10 @@ cargo test -p host -p ferrofuse --release --features gpu --no-run --message-form
       cp "$path" "$pack/tests/${name}-$(basename "$path" | sed 's/.*-//')"
     done
 
+# The PTX itself, for ptxas / cuobjdump inspection on the GPU machine.
+cp "$(ls -t target/release/build/host/*/out/kernels-portable.ptx | head -1)" "$pack/"
+cp "$(ls -t target/release/build/host/*/out/kernels-hopper.ptx | head -1)" "$pack/"
+
 cargo bench -p ferrofuse --features gpu --no-run --message-format=json 2>/dev/null \
   | executables | while read -r kind name path; do
       if [ "$kind" = bench ]; then cp "$path" "$pack/benches/$name"; fi
@@ -70,7 +74,7 @@ for t in tests/*; do
 done
 if [ "$sanitize" = 1 ]; then
   for tool in memcheck racecheck; do
-    for t in tests/host-* tests/gpu_kernels-*; do
+    for t in tests/gpu_kernels-*; do
       [ -e "$t" ] || continue
       name="sanitize-$tool-$(basename "$t")"
       PROPTEST_CASES=8 compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" --test-threads=1 > "$logs/$name.log" 2>&1; status=$?
@@ -91,7 +95,7 @@ echo "passed $pass, failed $fail"
 [ "$fail" -eq 0 ]
 RUNNER
 chmod +x "$out/run.sh"
-strip "$pack"/*/*
+strip "$pack"/bin/* "$pack"/tests/* "$pack"/benches/*
 tar -cf - -C "$out" suite | xz -T2 -6 > "$out/suite.tar.xz"
 rm -rf "$pack"
 ls -la "$out"

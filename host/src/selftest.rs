@@ -236,11 +236,12 @@ pub fn probe_mma(ctx: &Context, seed: u64) -> Result<(), HostError> {
 pub fn probe_hopper(ctx: &Context) -> Result<(), HostError> {
     let out = upload(ctx, &[0xDEAD_BEEFu32; 128])?;
     let p = ProbeParams { threads: 128, out_words: 128 };
-    // SAFETY: probe_hopper takes (ProbeParams, *mut u32 [128]); one block of 128 threads.
+    // SAFETY: probe_hopper takes (ProbeParams, *mut u32 [128]); one block of 128 threads, 4 KiB of
+    // shared memory.
     unsafe {
         ctx.launch(
             KernelId::ProbeHopper,
-            LaunchShape::linear(1, 128),
+            LaunchShape { grid: [1, 1, 1], block: [128, 1, 1], shared_bytes: 4096 },
             &[KernelArg::Params(params_bytes(&p)), KernelArg::Ptr(ptr(ctx, &out))],
         )?
     };

@@ -397,6 +397,18 @@ pub fn sqrt_rn(x: f32) -> f32 {
     r
 }
 
+/// `a * b + c` rounded once (`fma.rn.f32`).
+#[inline(always)]
+pub fn fma_rn(a: f32, b: f32, c: f32) -> f32 {
+    let r: f32;
+    // SAFETY: register-only arithmetic.
+    unsafe {
+        asm!("fma.rn.f32 {r}, {a}, {b}, {c};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b, c = in(reg32) c,
+             options(pure, nomem, nostack))
+    };
+    r
+}
+
 /// Aborts the kernel (`trap`); the launch fails with `CUDA_ERROR_LAUNCH_FAILED`.
 #[inline(always)]
 pub fn trap() -> ! {

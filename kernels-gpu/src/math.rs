@@ -6,7 +6,7 @@
 //! `sqrt.rn.f32` on the device and `libm::sqrtf` (also correctly rounded) on the host. Functions are
 //! written in forms that neither overflow nor cancel badly over the whole f32 range.
 //!
-//! The transcendental functions are kept out of line on the device: the kernels call them from
+//! The libm-based functions are kept out of line on the device: the kernels call them from
 //! about twenty places each (unrolled vector loops, tails, broadcast paths), and inlining them all
 //! made the PTX tens of thousands of lines per kernel, which the driver's JIT took seconds to compile
 //! at module load. The elementwise bench reports what the calls cost (sigmoid row).
@@ -81,13 +81,12 @@ pub fn leaky_relu(x: f32, alpha: f32) -> f32 {
 }
 
 /// `1 / (1 + e^-x)`, evaluated so that `e^t` only sees `t <= 0`.
-#[cfg_attr(target_arch = "nvptx64", inline(never))]
-#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+#[inline(always)]
 pub fn sigmoid(x: f32) -> f32 {
     if x >= 0.0 {
-        1.0 / (1.0 + libm::expf(-x))
+        1.0 / (1.0 + exp(-x))
     } else {
-        let e = libm::expf(x);
+        let e = exp(x);
         e / (1.0 + e)
     }
 }
@@ -99,11 +98,43 @@ pub fn tanh(x: f32) -> f32 {
     libm::tanhf(x)
 }
 
-/// `e^x`
-#[cfg_attr(target_arch = "nvptx64", inline(never))]
-#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+/// `e^x`, within 2 ulp over the whole f32 range: Cody-Waite reduction `x = n ln2 + r`,
+/// `|r| <= ln2/2`, a degree-7 Taylor polynomial for `e^r` (truncation error below 0.05 ulp), and a
+/// scale by `2^n` split over two exact power-of-two factors so that subnormal results and the
+/// overflow boundary come out right. Pure f32 with fused multiply-adds: no tables, no f64, no
+/// stack, so it inlines into the kernels cheaply.
+#[inline(always)]
 pub fn exp(x: f32) -> f32 {
-    libm::expf(x)
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
+    // ln 2 = LN2_HI + LN2_LO, LN2_HI the nearest f32.
+    const LN2_HI: f32 = 0.693_147_2;
+    const LN2_LO: f32 = -1.904_654_3e-9;
+    // Past these every result is inf or 0; clamping keeps n small (NaN passes through).
+    let x = x.clamp(-104.0, 89.0);
+    // Round-to-nearest of x log2(e) by the 1.5 * 2^23 trick.
+    let n = (x * LOG2E + 12_582_912.0) - 12_582_912.0;
+    let r = fma(n, -LN2_LO, fma(n, -LN2_HI, x));
+    let mut p = 1.0 / 5040.0;
+    for c in [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        p = fma(p, r, c);
+    }
+    let k = n as i32;
+    let (k1, k2) = (k >> 1, k - (k >> 1));
+    let pow2 = |e: i32| f32::from_bits(((e + 127) as u32) << 23);
+    p * pow2(k1) * pow2(k2)
+}
+
+/// `a * b + c` with one rounding (`fma.rn.f32` on the device, `libm::fmaf` on the host).
+#[inline(always)]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        crate::intrinsics::fma_rn(a, b, c)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        libm::fmaf(a, b, c)
+    }
 }
 
 /// Natural logarithm (`-inf` at 0, NaN below).
@@ -155,16 +186,14 @@ pub fn gelu_erf(x: f32) -> f32 {
 
 /// ONNX Gelu with `approximate = "tanh"`: `x/2 * (1 + tanh(u))`, `u = sqrt(2/pi) * (x + 0.044715 x^3)`,
 /// as `x * sigmoid(2u)` (the same function) so that negative inputs do not cancel.
-#[cfg_attr(target_arch = "nvptx64", inline(never))]
-#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+#[inline(always)]
 pub fn gelu_tanh(x: f32) -> f32 {
     const TWO_SQRT_2_OVER_PI: f32 = 2.0 * 0.797_884_6;
     x * sigmoid(TWO_SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x))
 }
 
 /// `x * sigmoid(x)` (SiLU, also called Swish).
-#[cfg_attr(target_arch = "nvptx64", inline(never))]
-#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+#[inline(always)]
 pub fn silu(x: f32) -> f32 {
     x * sigmoid(x)
 }
@@ -174,7 +203,7 @@ pub fn silu(x: f32) -> f32 {
 #[cfg_attr(not(target_arch = "nvptx64"), inline)]
 pub fn softplus(x: f32) -> f32 {
     let m = if x > 0.0 { x } else { 0.0 };
-    m + libm::log1pf(libm::expf(-x.abs()))
+    m + libm::log1pf(exp(-x.abs()))
 }
 
 #[cfg(test)]
@@ -229,6 +258,42 @@ mod tests {
                 check("gelu_tanh", gelu_tanh(x), d * sigmoid64(2.0 * inner), x, 16.0 + 4.0 * tail);
             }
         }
+    }
+
+    /// Distance in f32 ulps between `got` and the correctly rounded value of `want`.
+    fn ulps(got: f32, want: f64) -> u32 {
+        let w = want as f32;
+        let key =
+            |v: f32| if v.is_sign_negative() { -(v.abs().to_bits() as i64) } else { v.to_bits() as i64 };
+        (key(got) - key(w)).unsigned_abs() as u32
+    }
+
+    #[test]
+    fn exp_is_within_2_ulp_across_the_range() {
+        let mut worst = (0, 0.0f32);
+        // Every 97th f32 of both signs, through overflow and underflow.
+        for bits in (0..0x4300_0000u32).step_by(97) {
+            for x in [f32::from_bits(bits), -f32::from_bits(bits)] {
+                let want = (x as f64).exp();
+                if want < f32::MIN_POSITIVE as f64 {
+                    // Subnormal results: absolute error within one normal ulp of 2^-126.
+                    assert!(
+                        (exp(x) as f64 - want).abs() <= f32::MIN_POSITIVE as f64 * f32::EPSILON as f64,
+                        "exp({x})"
+                    );
+                    continue;
+                }
+                let u = ulps(exp(x), want);
+                if u > worst.0 {
+                    worst = (u, x);
+                }
+            }
+        }
+        assert!(worst.0 <= 2, "exp is {} ulp off at {}", worst.0, worst.1);
+        assert_eq!(exp(f32::INFINITY), f32::INFINITY);
+        assert_eq!(exp(f32::NEG_INFINITY), 0.0);
+        assert!(exp(f32::NAN).is_nan());
+        assert_eq!(exp(88.8), f32::INFINITY);
     }
 
     #[test]

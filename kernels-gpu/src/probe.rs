@@ -126,7 +126,9 @@ pub unsafe extern "ptx-kernel" fn probe_mma(p: ProbeParams, a: *const u16, bt: *
 /// `p.threads` must be 128 (one warpgroup).
 ///
 /// # Thread mapping
-/// One block of 128 threads.
+/// One block of 128 threads with 4 KiB of dynamic shared memory: the wgmma wait is modelled (by
+/// compute-sanitizer, at least) as reading the warpgroup's shared operand tiles, which a real
+/// wgmma kernel keeps there.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn probe_hopper(p: ProbeParams, out: *mut u32) {
     let t = thread_idx_x();

@@ -1,0 +1,181 @@
+//! `ConstTensor`: an initializer or folded constant, stored as little-endian bytes.
+//!
+//! Invariant: `bytes.len() == product(dims) * dtype.size_bytes()`; every constructor checks it, so
+//! code reading a `ConstTensor` may rely on it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::PlanError;
+use crate::tensor_info::{DType, Dim, Shape, TensorInfo};
+
+/// A constant tensor (weights, folded shape values, `Constant` attributes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConstTensor {
+    /// Element type.
+    pub dtype: DType,
+    /// Concrete dims; empty for a scalar.
+    pub dims: Vec<usize>,
+    /// Elements in row-major order, little-endian.
+    pub bytes: Vec<u8>,
+}
+
+impl ConstTensor {
+    /// Wraps raw little-endian bytes, checking their length against `dtype` and `dims`.
+    pub fn new(dtype: DType, dims: Vec<usize>, bytes: Vec<u8>) -> Result<Self, PlanError> {
+        let elems = elem_count(&dims)?;
+        let want = elems.checked_mul(dtype.size_bytes()).ok_or_else(|| overflow(&dims))?;
+        if bytes.len() != want {
+            return Err(PlanError::BadConstant {
+                detail: format!("{dtype}{dims:?} needs {want} bytes, got {}", bytes.len()),
+            });
+        }
+        Ok(ConstTensor { dtype, dims, bytes })
+    }
+
+    /// An `I64` tensor.
+    pub fn from_i64(dims: &[usize], values: &[i64]) -> Result<Self, PlanError> {
+        Self::from_i64s_as(DType::I64, dims, values)
+    }
+
+    /// An `F32` tensor.
+    pub fn from_f32(dims: &[usize], values: &[f32]) -> Result<Self, PlanError> {
+        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Self::new(DType::F32, dims.to_vec(), bytes)
+    }
+
+    /// A scalar `I64`.
+    pub fn scalar_i64(value: i64) -> Self {
+        ConstTensor { dtype: DType::I64, dims: Vec::new(), bytes: value.to_le_bytes().to_vec() }
+    }
+
+    /// A scalar `F32`.
+    pub fn scalar_f32(value: f32) -> Self {
+        ConstTensor { dtype: DType::F32, dims: Vec::new(), bytes: value.to_le_bytes().to_vec() }
+    }
+
+    /// Integer values converted to `dtype` (floats convert exactly up to 2^53; bool is `v != 0`).
+    pub fn from_i64s_as(dtype: DType, dims: &[usize], values: &[i64]) -> Result<Self, PlanError> {
+        if dtype.is_float() {
+            let as_f64: Vec<f64> = values.iter().map(|&v| v as f64).collect();
+            return Self::from_f64s(dtype, dims, &as_f64);
+        }
+        let mut bytes = Vec::with_capacity(values.len() * dtype.size_bytes());
+        for &v in values {
+            match dtype {
+                DType::I64 => bytes.extend_from_slice(&v.to_le_bytes()),
+                DType::I32 => bytes.extend_from_slice(&(v as i32).to_le_bytes()),
+                DType::I8 => bytes.extend_from_slice(&(v as i8).to_le_bytes()),
+                DType::U8 => bytes.push(v as u8),
+                DType::Bool => bytes.push(u8::from(v != 0)),
+                DType::F32 | DType::F16 | DType::BF16 | DType::F64 => {
+                    unreachable!("float dtypes handled above")
+                }
+            }
+        }
+        Self::new(dtype, dims.to_vec(), bytes)
+    }
+
+    /// Float values converted to `dtype` (to integers with Rust's saturating `as`, to bool as `v != 0`).
+    pub fn from_f64s(dtype: DType, dims: &[usize], values: &[f64]) -> Result<Self, PlanError> {
+        let mut bytes = Vec::with_capacity(values.len() * dtype.size_bytes());
+        for &v in values {
+            match dtype {
+                DType::F64 => bytes.extend_from_slice(&v.to_le_bytes()),
+                DType::F32 => bytes.extend_from_slice(&(v as f32).to_le_bytes()),
+                DType::F16 => bytes.extend_from_slice(&half::f16::from_f64(v).to_le_bytes()),
+                DType::BF16 => bytes.extend_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
+                DType::I64 => bytes.extend_from_slice(&(v as i64).to_le_bytes()),
+                DType::I32 => bytes.extend_from_slice(&(v as i32).to_le_bytes()),
+                DType::I8 => bytes.extend_from_slice(&(v as i8).to_le_bytes()),
+                DType::U8 => bytes.push(v as u8),
+                DType::Bool => bytes.push(u8::from(v != 0.0)),
+            }
+        }
+        Self::new(dtype, dims.to_vec(), bytes)
+    }
+
+    /// Number of elements.
+    pub fn elems(&self) -> usize {
+        self.bytes.len() / self.dtype.size_bytes()
+    }
+
+    /// Dtype and (fully known) shape.
+    pub fn info(&self) -> TensorInfo {
+        TensorInfo { dtype: self.dtype, shape: Shape(self.dims.iter().map(|&d| Dim::Known(d)).collect()) }
+    }
+
+    /// Elements as `i64`, for integer and bool tensors; `None` for floats.
+    pub fn to_i64s(&self) -> Option<Vec<i64>> {
+        let b = &self.bytes;
+        Some(match self.dtype {
+            DType::I64 => b.as_chunks::<8>().0.iter().map(|c| i64::from_le_bytes(*c)).collect(),
+            DType::I32 => b.as_chunks::<4>().0.iter().map(|c| i64::from(i32::from_le_bytes(*c))).collect(),
+            DType::I8 => b.iter().map(|&x| i64::from(x as i8)).collect(),
+            DType::U8 | DType::Bool => b.iter().map(|&x| i64::from(x)).collect(),
+            DType::F32 | DType::F16 | DType::BF16 | DType::F64 => return None,
+        })
+    }
+
+    /// Elements as `f64`, for every dtype.
+    pub fn to_f64s(&self) -> Vec<f64> {
+        let b = &self.bytes;
+        match self.dtype {
+            DType::F64 => b.as_chunks::<8>().0.iter().map(|c| f64::from_le_bytes(*c)).collect(),
+            DType::F32 => b.as_chunks::<4>().0.iter().map(|c| f64::from(f32::from_le_bytes(*c))).collect(),
+            DType::F16 => {
+                b.as_chunks::<2>().0.iter().map(|c| half::f16::from_le_bytes(*c).to_f64()).collect()
+            }
+            DType::BF16 => {
+                b.as_chunks::<2>().0.iter().map(|c| half::bf16::from_le_bytes(*c).to_f64()).collect()
+            }
+            DType::I64 | DType::I32 | DType::I8 | DType::U8 | DType::Bool => {
+                self.to_i64s().unwrap_or_default().into_iter().map(|v| v as f64).collect()
+            }
+        }
+    }
+
+    /// The same data under new dims with the same element count.
+    pub fn reshaped(&self, dims: Vec<usize>) -> Result<Self, PlanError> {
+        Self::new(self.dtype, dims, self.bytes.clone())
+    }
+}
+
+fn elem_count(dims: &[usize]) -> Result<usize, PlanError> {
+    dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).ok_or_else(|| overflow(dims))
+}
+
+fn overflow(dims: &[usize]) -> PlanError {
+    PlanError::BadConstant { detail: format!("element count of {dims:?} overflows") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_each_dtype() {
+        let vals = [0.0, 1.0, -2.0, 3.0];
+        for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32, DType::I8] {
+            let t = ConstTensor::from_f64s(dtype, &[2, 2], &vals).unwrap();
+            assert_eq!(t.elems(), 4);
+            assert_eq!(t.to_f64s(), vals, "{dtype}");
+        }
+        let b = ConstTensor::from_i64s_as(DType::Bool, &[3], &[0, 5, -1]).unwrap();
+        assert_eq!(b.to_i64s(), Some(vec![0, 1, 1]));
+    }
+
+    #[test]
+    fn rejects_wrong_length() {
+        assert!(ConstTensor::new(DType::F32, vec![2], vec![0; 7]).is_err());
+        assert!(ConstTensor::from_i64(&[3], &[1, 2]).is_err());
+        assert!(ConstTensor::new(DType::F32, vec![usize::MAX, 2], vec![]).is_err());
+    }
+
+    #[test]
+    fn scalar_info() {
+        let t = ConstTensor::scalar_i64(-4);
+        assert_eq!(t.info(), TensorInfo::scalar(DType::I64));
+        assert_eq!(t.to_i64s(), Some(vec![-4]));
+        assert_eq!(t.to_f64s(), vec![-4.0]);
+    }
+}

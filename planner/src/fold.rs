@@ -1,0 +1,139 @@
+//! Constant folding of shape subgraphs, then dead-node elimination.
+//!
+//! A node is folded when all its outputs are known before running: small integer results that shape
+//! inference tracked completely (`Shape -> Gather -> Unsqueeze -> Concat` on static dims, i64
+//! arithmetic, Slice, Cast, ...), `Constant`, and `ConstantOfShape` / `Range` / `Cast` / reshape-like
+//! ops whose inputs are constants and whose result has at most `MAX_FOLD_ELEMS` elements. Folded
+//! outputs become initializers; the nodes then die in `dce::eliminate`. Floating-point arithmetic is
+//! never folded, so folding cannot change numerics.
+
+use std::collections::BTreeMap;
+
+use crate::constant::ConstTensor;
+use crate::dce;
+use crate::error::PlanError;
+use crate::graph::{Graph, Node, ValueId};
+use crate::op::Op;
+use crate::shape_infer::{self, Inference};
+use crate::tensor_info::TensorInfo;
+use crate::validate;
+
+/// Largest tensor (in elements) that folding materializes.
+pub const MAX_FOLD_ELEMS: usize = 1 << 16;
+
+/// Folds constants and removes dead nodes; the result is validated.
+pub fn run(g: &Graph) -> Result<Graph, PlanError> {
+    let folded = constants(g)?;
+    let out = dce::eliminate(&folded);
+    validate::graph(&out)?;
+    Ok(out)
+}
+
+/// Replaces every foldable node's outputs by initializers (the nodes stay, now dead).
+pub fn constants(g: &Graph) -> Result<Graph, PlanError> {
+    let inference = shape_infer::analyse(g)?;
+    let mut consts: BTreeMap<ValueId, ConstTensor> = g.initializers.clone();
+    let mut folded_nodes = Vec::new();
+    for id in validate::topo_order(g)? {
+        let node = &g.nodes[id.index()];
+        let Some(values) = fold_node(node, &inference, &consts) else { continue };
+        for (v, t) in node.outputs.iter().zip(values) {
+            if let Some(v) = v {
+                consts.insert(*v, t);
+            }
+        }
+        folded_nodes.push(id);
+    }
+    let mut out = g.clone();
+    for id in folded_nodes {
+        let node = &mut out.nodes[id.index()];
+        for v in node.outputs.iter_mut() {
+            if let Some(id) = v.take()
+                && let Some(t) = consts.get(&id)
+            {
+                out.initializers.insert(id, t.clone());
+            }
+        }
+    }
+    // Folded nodes now define nothing; drop them so the graph stays valid even without `dce`.
+    out.nodes.retain(|n| n.outputs.iter().any(Option::is_some) || n.outputs.is_empty());
+    Ok(out)
+}
+
+/// The constant value of every output slot of `node`, if all of them are known.
+fn fold_node(
+    node: &Node,
+    inf: &Inference,
+    consts: &BTreeMap<ValueId, ConstTensor>,
+) -> Option<Vec<ConstTensor>> {
+    if !node.op.subgraphs().is_empty() || node.outputs.iter().all(Option::is_none) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(node.outputs.len());
+    for (slot, v) in node.outputs.iter().enumerate() {
+        let Some(v) = v else {
+            // An unused optional output: only single-output folds are attempted.
+            if slot == 0 {
+                return None;
+            }
+            continue;
+        };
+        let info = inf.info(*v)?;
+        let tracked = inf.values.get(v.index()).cloned().flatten().and_then(|p| p.to_const());
+        let t = match tracked {
+            Some(t) => t,
+            None if slot == 0 => fold_from_constants(node, info, consts)?,
+            None => return None,
+        };
+        out.push(t);
+    }
+    Some(out)
+}
+
+/// Folds ops of any dtype whose inputs are all constants.
+fn fold_from_constants(
+    node: &Node,
+    info: &TensorInfo,
+    consts: &BTreeMap<ValueId, ConstTensor>,
+) -> Option<ConstTensor> {
+    let dims = info.shape.as_known()?;
+    let elems = info.shape.known_elems()?;
+    if elems > MAX_FOLD_ELEMS {
+        return None;
+    }
+    let input = |i: usize| node.input(i).and_then(|v| consts.get(&v));
+    match &node.op {
+        Op::Constant(c) => Some(c.value.clone()),
+        Op::ConstantOfShape(c) => {
+            let fill = c.value.bytes.clone();
+            ConstTensor::new(c.value.dtype, dims, fill.repeat(elems)).ok()
+        }
+        Op::Identity | Op::Reshape(_) | Op::Flatten(_) | Op::Squeeze(_) | Op::Unsqueeze(_) => {
+            // Every input (data and shape/axes) must be constant, or the op is not foldable yet.
+            for i in 0..node.inputs.len() {
+                if node.input(i).is_some() && input(i).is_none() {
+                    return None;
+                }
+            }
+            input(0)?.reshaped(dims).ok()
+        }
+        Op::Cast(_) | Op::CastLike(_) => {
+            let x = input(0)?;
+            match x.to_i64s() {
+                Some(ints) if !x.dtype.is_float() => ConstTensor::from_i64s_as(info.dtype, &dims, &ints).ok(),
+                _ => ConstTensor::from_f64s(info.dtype, &dims, &x.to_f64s()).ok(),
+            }
+        }
+        Op::Range => {
+            let scalar = |i: usize| input(i).and_then(|c| c.to_f64s().first().copied());
+            let (start, delta) = (scalar(0)?, scalar(2)?);
+            scalar(1)?;
+            let values: Vec<f64> = (0..elems).map(|k| start + delta * k as f64).collect();
+            ConstTensor::from_f64s(info.dtype, &dims, &values).ok()
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,112 @@
+//! Constant folding of exporter-style shape chains and dead-node elimination.
+
+use super::*;
+use crate::op::{self, Op};
+use crate::shape_infer::infer;
+use crate::tensor_info::{DType, Dim, Shape};
+
+/// The exporter pattern: `Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))`.
+fn exporter_chain(batch: Dim) -> (Graph, ValueId) {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, [batch, Dim::Known(3), Dim::Known(4), Dim::Known(5)]);
+    let shape = g.shape_of(x);
+    let zero = g.initializer("zero", ConstTensor::scalar_i64(0));
+    let b = g.gather(shape, zero, 0);
+    let axes = g.const_i64("axes", &[1], &[0]);
+    let ub = g.unsqueeze(b, axes);
+    let rest = g.const_i64("rest", &[1], &[-1]);
+    let target = g.concat(&[ub, rest], 0);
+    let y = g.reshape(x, target);
+    g.output(y);
+    (g, y)
+}
+
+#[test]
+fn folds_exporter_chain_to_static_shape() {
+    let (g, _) = exporter_chain(Dim::Known(2));
+    let out = run(&g).unwrap();
+    assert_eq!(out.nodes.len(), 1, "{:?}", out.nodes);
+    let reshape = &out.nodes[0];
+    assert_eq!(reshape.op.name(), "Reshape");
+    let shape_in = reshape.input(1).unwrap();
+    let folded = out.constant(shape_in).expect("shape input folded to an initializer");
+    assert_eq!(folded.dims, vec![2]);
+    assert_eq!(folded.to_i64s(), Some(vec![2, -1]));
+    assert_eq!(out.initializers.len(), 1, "unused initializers dropped");
+    let infos = infer(&out).unwrap();
+    assert_eq!(infos[out.outputs[0].index()].shape, Shape::known(&[2, 60]));
+}
+
+#[test]
+fn symbolic_chain_is_not_folded_but_infers() {
+    let (g, y) = exporter_chain(Dim::from("batch"));
+    let out = run(&g).unwrap();
+    // Shape and Gather depend on the symbolic batch; nothing may be folded into a wrong constant.
+    assert!(out.nodes.iter().any(|n| n.op.name() == "Shape"));
+    let infos = infer(&g).unwrap();
+    assert_eq!(infos[y.index()].shape, Shape(vec![Dim::from("batch"), Dim::Known(60)]));
+    let infos = infer(&out).unwrap();
+    assert_eq!(infos[out.outputs[0].index()].shape, Shape(vec![Dim::from("batch"), Dim::Known(60)]));
+}
+
+#[test]
+fn folds_partially_known_shape_entries() {
+    // Gather(Shape(x), 1) only reads a static dim, so it folds even with a symbolic batch.
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, [Dim::from("b"), Dim::Known(7)]);
+    let shape = g.shape_of(x);
+    let one = g.initializer("one", ConstTensor::scalar_i64(1));
+    let d = g.gather(shape, one, 0);
+    let two = g.initializer("two", ConstTensor::scalar_i64(2));
+    let prod = g.mul(d, two);
+    let sub = g.sub(prod, one);
+    let q = g.div(sub, two);
+    let c = g.cast(q, DType::I32);
+    g.output(c);
+    let out = run(&g).unwrap();
+    assert!(out.nodes.is_empty(), "{:?}", out.nodes);
+    let v = out.constant(out.outputs[0]).unwrap();
+    assert_eq!((v.dtype, v.to_i64s()), (DType::I32, Some(vec![6])));
+}
+
+#[test]
+fn folds_constant_nodes_ranges_and_slices() {
+    let mut g = Graph::new();
+    let c = g.op1(
+        Op::Constant(op::Constant { value: ConstTensor::from_i64(&[4], &[10, 20, 30, 40]).unwrap() }),
+        &[],
+    );
+    let (s, e) = (g.const_i64("s", &[1], &[1]), g.const_i64("e", &[1], &[-1]));
+    let sl = g.op1(Op::Slice(Default::default()), &[c, s, e]);
+    let fill = op::ConstantOfShape { value: ConstTensor::from_f32(&[1], &[0.5]).unwrap() };
+    let cos = g.op1(Op::ConstantOfShape(fill), &[sl]);
+    let start = g.initializer("start", ConstTensor::scalar_f32(0.0));
+    let limit = g.initializer("limit", ConstTensor::scalar_f32(1.0));
+    let delta = g.initializer("delta", ConstTensor::scalar_f32(0.25));
+    let r = g.op1(Op::Range, &[start, limit, delta]);
+    let x = g.input("x", DType::F32, [4usize]);
+    let y = g.add(x, r);
+    g.output(cos);
+    g.output(y);
+    let out = run(&g).unwrap();
+    assert_eq!(out.nodes.len(), 1, "only the Add on a graph input remains");
+    let cos_val = out.constant(out.outputs[0]).unwrap();
+    assert_eq!(cos_val.dims, vec![20, 30]);
+    assert_eq!(cos_val.to_f64s()[599], 0.5);
+    let add = &out.nodes[0];
+    let range_val = out.constant(add.input(1).unwrap()).unwrap();
+    assert_eq!(range_val.to_f64s(), vec![0.0, 0.25, 0.5, 0.75]);
+}
+
+#[test]
+fn never_folds_float_arithmetic_or_runtime_values() {
+    let mut g = Graph::new();
+    let a = g.initializer("a", ConstTensor::from_f32(&[2], &[1.0, 2.0]).unwrap());
+    let x = g.input("x", DType::I64, [2usize]);
+    let s = g.add(a, a);
+    let t = g.add(x, x);
+    g.output(s);
+    g.output(t);
+    let out = run(&g).unwrap();
+    assert_eq!(out.nodes.len(), 2);
+}

@@ -1,0 +1,344 @@
+//! `Op`: the closed set of operators the planner understands, each with typed attributes.
+//!
+//! Every behaviour over ops (shape inference, arity, op patterns, reference evaluation) is one
+//! exhaustive `match` on `Op`, so adding a variant is a compiler-guided checklist. The ONNX op_type
+//! strings live only in [`Op::name`]; the onnx crate maps strings to variants.
+
+mod arity;
+mod math;
+mod name;
+mod nn;
+mod sequence;
+mod tensor;
+
+use serde::{Deserialize, Serialize};
+
+pub use arity::Arity;
+pub use math::*;
+pub use nn::*;
+pub use sequence::*;
+pub use tensor::*;
+
+use crate::graph::Graph;
+
+/// An operator with its attributes (ONNX defaults already applied by the constructor of each struct).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Op {
+    /// Elementwise `a + b` (multidirectional broadcast).
+    Add,
+    /// Elementwise `a - b`.
+    Sub,
+    /// Elementwise `a * b`.
+    Mul,
+    /// Elementwise `a / b` (integer division truncates).
+    Div,
+    /// Elementwise `a ^ b`; output dtype is that of `a`.
+    Pow,
+    /// Elementwise modulus.
+    Mod(Mod),
+    /// Elementwise bit shift of unsigned integers.
+    BitShift(BitShift),
+    /// Variadic elementwise maximum (1 or more inputs).
+    Max,
+    /// Variadic elementwise minimum.
+    Min,
+    /// Variadic elementwise sum.
+    Sum,
+    /// Variadic elementwise mean.
+    Mean,
+    /// `a == b` -> bool.
+    Equal,
+    /// `a < b` -> bool.
+    Less,
+    /// `a > b` -> bool.
+    Greater,
+    /// `a <= b` -> bool.
+    LessOrEqual,
+    /// `a >= b` -> bool.
+    GreaterOrEqual,
+    /// Logical and of bools.
+    And,
+    /// Logical or of bools.
+    Or,
+    /// Logical xor of bools.
+    Xor,
+    /// Logical not of a bool tensor.
+    Not,
+    /// `|x|`.
+    Abs,
+    /// `-x`.
+    Neg,
+    /// `e^x`.
+    Exp,
+    /// Natural logarithm.
+    Log,
+    /// Square root.
+    Sqrt,
+    /// `1 / x`.
+    Reciprocal,
+    /// Round down.
+    Floor,
+    /// Round up.
+    Ceil,
+    /// Round half to even.
+    Round,
+    /// -1, 0 or 1.
+    Sign,
+    /// Sine.
+    Sin,
+    /// Cosine.
+    Cos,
+    /// Tangent.
+    Tan,
+    /// Arc sine.
+    Asin,
+    /// Arc cosine.
+    Acos,
+    /// Arc tangent.
+    Atan,
+    /// Hyperbolic sine.
+    Sinh,
+    /// Hyperbolic cosine.
+    Cosh,
+    /// Inverse hyperbolic sine.
+    Asinh,
+    /// Inverse hyperbolic cosine.
+    Acosh,
+    /// Inverse hyperbolic tangent.
+    Atanh,
+    /// Error function.
+    Erf,
+    /// `max(x, 0)`.
+    Relu,
+    /// Leaky ReLU.
+    LeakyRelu(LeakyRelu),
+    /// ELU.
+    Elu(Elu),
+    /// SELU.
+    Selu(Selu),
+    /// CELU.
+    Celu(Celu),
+    /// `1 / (1 + e^-x)`.
+    Sigmoid,
+    /// Hard sigmoid.
+    HardSigmoid(HardSigmoid),
+    /// `x * max(0, min(1, x / 6 + 0.5))`.
+    HardSwish,
+    /// Hyperbolic tangent.
+    Tanh,
+    /// `ln(1 + e^x)`.
+    Softplus,
+    /// `x / (1 + |x|)`.
+    Softsign,
+    /// `x * tanh(softplus(x))`.
+    Mish,
+    /// GELU, exact or tanh-approximated.
+    Gelu(Gelu),
+    /// `x < 0 ? slope * x : x`; slope (input 1) broadcasts to x.
+    PRelu,
+    /// Thresholded ReLU.
+    ThresholdedRelu(ThresholdedRelu),
+    /// Clamp to `[min, max]` (optional inputs 1 and 2).
+    Clip(Clip),
+    /// Is-NaN test -> bool.
+    IsNaN,
+    /// Is-infinite test -> bool.
+    IsInf(IsInf),
+    /// `cond ? x : y` with three-way broadcast.
+    Where,
+    /// Element type conversion.
+    Cast(Cast),
+    /// Conversion to the dtype of input 1.
+    CastLike(CastLike),
+    /// Copy.
+    Identity,
+    /// Identity at inference; optional bool mask output.
+    Dropout(Dropout),
+    /// Sum over axes.
+    ReduceSum(Reduce),
+    /// Mean over axes.
+    ReduceMean(Reduce),
+    /// Maximum over axes.
+    ReduceMax(Reduce),
+    /// Minimum over axes.
+    ReduceMin(Reduce),
+    /// Product over axes.
+    ReduceProd(Reduce),
+    /// Sum of absolute values over axes.
+    ReduceL1(Reduce),
+    /// Euclidean norm over axes.
+    ReduceL2(Reduce),
+    /// `log(sum(x))` over axes.
+    ReduceLogSum(Reduce),
+    /// `log(sum(exp(x)))` over axes.
+    ReduceLogSumExp(Reduce),
+    /// Sum of squares over axes.
+    ReduceSumSquare(Reduce),
+    /// Index of the maximum along an axis (I64).
+    ArgMax(ArgReduce),
+    /// Index of the minimum along an axis (I64).
+    ArgMin(ArgReduce),
+    /// NumPy-style matrix product with batch broadcast.
+    MatMul,
+    /// `alpha * A' @ B' + beta * C` on 2-D operands.
+    Gemm(Gemm),
+    /// Einstein summation.
+    Einsum(Einsum),
+    /// N-D convolution; inputs X, W, B?.
+    Conv(Conv),
+    /// N-D transposed convolution; inputs X, W, B?.
+    ConvTranspose(ConvTranspose),
+    /// Max pooling; outputs Y, Indices?.
+    MaxPool(MaxPool),
+    /// Average pooling.
+    AveragePool(AveragePool),
+    /// Mean over all spatial dims (kept as 1).
+    GlobalAveragePool,
+    /// Maximum over all spatial dims (kept as 1).
+    GlobalMaxPool,
+    /// Lp-norm pooling.
+    LpPool(LpPool),
+    /// Batch normalization with running statistics.
+    BatchNormalization(BatchNormalization),
+    /// Instance normalization.
+    InstanceNormalization(InstanceNormalization),
+    /// Layer normalization; outputs Y, Mean?, InvStdDev?.
+    LayerNormalization(LayerNormalization),
+    /// Group normalization.
+    GroupNormalization(GroupNormalization),
+    /// RMS normalization.
+    RmsNormalization(RmsNormalization),
+    /// Softmax along an axis.
+    Softmax(Softmax),
+    /// Log-softmax along an axis.
+    LogSoftmax(Softmax),
+    /// One-hot of the first maximum along an axis.
+    Hardmax(Softmax),
+    /// Scaled dot-product attention (opset 23).
+    Attention(Attention),
+    /// Rotary position embedding (opset 23).
+    RotaryEmbedding(RotaryEmbedding),
+    /// Cumulative sum along the axis given by input 1.
+    CumSum(CumSum),
+    /// Select slices along an axis by indices.
+    Gather(Gather),
+    /// Elementwise gather along an axis.
+    GatherElements(GatherElements),
+    /// Gather by index tuples.
+    GatherNd(GatherNd),
+    /// Deprecated elementwise scatter.
+    Scatter(Scatter),
+    /// Elementwise scatter along an axis.
+    ScatterElements(ScatterElements),
+    /// Scatter by index tuples.
+    ScatterNd(ScatterNd),
+    /// Strided slice; inputs data, starts, ends, axes?, steps?.
+    Slice(Slice),
+    /// Split into several outputs along an axis.
+    Split(Split),
+    /// Concatenate along an axis.
+    Concat(Concat),
+    /// Pad; inputs data, pads, constant_value?, axes?.
+    Pad(Pad),
+    /// Resize by scales or sizes.
+    Resize(Resize),
+    /// Repeat by the counts given by input 1.
+    Tile,
+    /// Broadcast to the shape given by input 1.
+    Expand,
+    /// Reshape to the shape given by input 1.
+    Reshape(Reshape),
+    /// Reshape to 2-D at an axis.
+    Flatten(Flatten),
+    /// Remove size-1 dims.
+    Squeeze(Squeeze),
+    /// Insert size-1 dims.
+    Unsqueeze(Unsqueeze),
+    /// Permute dims.
+    Transpose(Transpose),
+    /// The input's shape as a 1-D I64 tensor.
+    Shape(ShapeOf),
+    /// The input's element count as a scalar I64.
+    Size,
+    /// A constant tensor.
+    Constant(Constant),
+    /// A filled tensor of the shape given by input 0.
+    ConstantOfShape(ConstantOfShape),
+    /// `[start, start + delta, ...)` below limit; inputs start, limit, delta.
+    Range,
+    /// One-hot encoding; inputs indices, depth, values.
+    OneHot(OneHot),
+    /// Upper or lower triangle of the last two dims.
+    Trilu(Trilu),
+    /// Top-k values and I64 indices along an axis.
+    TopK(TopK),
+    /// Indices of non-zero elements, `[rank, count]` I64 (count data-dependent).
+    NonZero,
+    /// Move depth blocks into spatial blocks.
+    DepthToSpace(DepthToSpace),
+    /// Move spatial blocks into depth.
+    SpaceToDepth(SpaceToDepth),
+    /// Long short-term memory layer.
+    Lstm(Lstm),
+    /// Gated recurrent unit layer.
+    Gru(Gru),
+    /// Simple (Elman) recurrent layer.
+    Rnn(Rnn),
+    /// Conditional with two subgraphs.
+    If(If),
+    /// Loop with a body subgraph.
+    Loop(Loop),
+    /// Scan with a body subgraph.
+    Scan(Scan),
+    /// SOFIE's Mamba scan: u, delta, A, Bm, Cm, Dskip -> y (see OPS.md).
+    MambaScan,
+    /// SOFIE's RG-LRU core: x, a -> y (see OPS.md).
+    GriffinRglru,
+    /// SOFIE's RWKV-6 WKV (exp(u) bonus): r, k, v, w, u -> y (see OPS.md).
+    RwkvWkv6,
+    /// Mamba-1 selective scan (ai.ferrofuse).
+    SelectiveScan(SelectiveScan),
+    /// Mamba-2 SSD scan (ai.ferrofuse).
+    SsdScan(SsdScan),
+    /// Griffin RG-LRU core (ai.ferrofuse): x `(B,L,W)`, a `(B,L,W)`, reset? `(B,L)` bool,
+    /// initial_state? `(B,W)` -> y `(B,L,W)`, final_state? `(B,W)` f32.
+    Rglru,
+    /// RWKV-6 WKV (ai.ferrofuse).
+    Wkv6(Wkv6),
+    /// Depthwise causal conv1d with carried state (ai.ferrofuse).
+    CausalConvWithState(CausalConvWithState),
+}
+
+impl Op {
+    /// Domain of the operator: `""` for standard ONNX, `"ai.ferrofuse"` for ferrofuse's own
+    /// operators, `"com.sofie"` for SOFIE's (which the loader accepts from any domain).
+    pub fn domain(&self) -> &'static str {
+        match self {
+            Op::SelectiveScan(_) | Op::SsdScan(_) | Op::Rglru | Op::Wkv6(_) | Op::CausalConvWithState(_) => {
+                "ai.ferrofuse"
+            }
+            Op::MambaScan | Op::GriffinRglru | Op::RwkvWkv6 => "com.sofie",
+            _ => "",
+        }
+    }
+
+    /// Nested graphs of control-flow operators (empty for every other op).
+    pub fn subgraphs(&self) -> Vec<&Graph> {
+        match self {
+            Op::If(i) => vec![&i.then_branch, &i.else_branch],
+            Op::Loop(l) => vec![&l.body],
+            Op::Scan(s) => vec![&s.body],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Mutable access to the nested graphs of control-flow operators.
+    pub fn subgraphs_mut(&mut self) -> Vec<&mut Graph> {
+        match self {
+            Op::If(i) => vec![&mut i.then_branch, &mut i.else_branch],
+            Op::Loop(l) => vec![&mut l.body],
+            Op::Scan(s) => vec![&mut s.body],
+            _ => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! Attribute structs of recurrent, control-flow and state-space operators.
+//!
+//! Control-flow bodies are nested `Graph`s (boxed, so `Op` stays small). A body names the outer values
+//! it reads in `Graph::captures`. The state-space operators are those of `OPS.md`; each has optional
+//! initial-state inputs and final-state outputs (state is always f32).
+
+use serde::{Deserialize, Serialize};
+
+use crate::graph::Graph;
+
+/// Direction of an ONNX recurrent operator.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RnnDirection {
+    /// Forward only (default); num_directions = 1.
+    #[default]
+    Forward,
+    /// Backward only; num_directions = 1.
+    Reverse,
+    /// Both; num_directions = 2.
+    Bidirectional,
+}
+
+impl RnnDirection {
+    /// ONNX `num_directions`.
+    pub fn num_directions(self) -> usize {
+        match self {
+            RnnDirection::Forward | RnnDirection::Reverse => 1,
+            RnnDirection::Bidirectional => 2,
+        }
+    }
+}
+
+/// Tensor layout of an ONNX recurrent operator.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RnnLayout {
+    /// `layout = 0` (default): X is `[seq, batch, input]`, Y is `[seq, dirs, batch, hidden]`.
+    #[default]
+    SeqFirst,
+    /// `layout = 1`: X is `[batch, seq, input]`, Y is `[batch, seq, dirs, hidden]`.
+    BatchFirst,
+}
+
+/// Activation functions an ONNX recurrent operator can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub enum RnnActivation {
+    Relu,
+    Tanh,
+    Sigmoid,
+    Affine,
+    LeakyRelu,
+    ThresholdedRelu,
+    ScaledTanh,
+    HardSigmoid,
+    Elu,
+    Softsign,
+    Softplus,
+}
+
+/// Attributes shared by `LSTM`, `GRU` and `RNN`. Empty `activations` means the operator's default list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recurrent {
+    /// Alpha per activation (where the activation takes one).
+    pub activation_alpha: Vec<f32>,
+    /// Beta per activation (where the activation takes one).
+    pub activation_beta: Vec<f32>,
+    /// Activations, one list per direction concatenated (empty = default).
+    pub activations: Vec<RnnActivation>,
+    /// Clip cell inputs to `[-clip, clip]`.
+    pub clip: Option<f32>,
+    /// Direction.
+    pub direction: RnnDirection,
+    /// Hidden size (required).
+    pub hidden_size: usize,
+    /// Layout.
+    pub layout: RnnLayout,
+}
+
+/// `LSTM`: inputs X, W, R, B?, sequence_lens?, initial_h?, initial_c?, P?; outputs Y?, Y_h?, Y_c?.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lstm {
+    /// Shared recurrent attributes.
+    pub common: Recurrent,
+    /// Couple input and forget gates (default false).
+    pub input_forget: bool,
+}
+
+/// `GRU`: inputs X, W, R, B?, sequence_lens?, initial_h?; outputs Y?, Y_h?.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gru {
+    /// Shared recurrent attributes.
+    pub common: Recurrent,
+    /// Apply the linear transform before the reset gate (default false).
+    pub linear_before_reset: bool,
+}
+
+/// `RNN`: inputs X, W, R, B?, sequence_lens?, initial_h?; outputs Y?, Y_h?.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rnn {
+    /// Shared recurrent attributes.
+    pub common: Recurrent,
+}
+
+/// `If`: input 0 is the boolean condition; outputs are the taken branch's outputs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct If {
+    /// Graph run when the condition is true (no inputs).
+    pub then_branch: Box<Graph>,
+    /// Graph run when the condition is false (no inputs).
+    pub else_branch: Box<Graph>,
+}
+
+/// `Loop`: inputs M?, cond?, v_initial...; outputs v_final..., scan_outputs...
+/// The body has inputs (iteration_num, cond_in, v...) and outputs (cond_out, v..., scan...).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Loop {
+    /// Loop body.
+    pub body: Box<Graph>,
+}
+
+/// `Scan`: inputs are N initial states then M scan inputs; outputs are N final states then K scan
+/// outputs. Empty axis/direction lists mean the defaults (axis 0, forward).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scan {
+    /// Loop body: inputs N states + M slices, outputs N states + K slices.
+    pub body: Box<Graph>,
+    /// M (required).
+    pub num_scan_inputs: usize,
+    /// Axis scanned per scan input.
+    pub scan_input_axes: Vec<i64>,
+    /// 0 = forward, 1 = reverse, per scan input.
+    pub scan_input_directions: Vec<i64>,
+    /// Axis along which each scan output is stacked.
+    pub scan_output_axes: Vec<i64>,
+    /// 0 = append, 1 = prepend, per scan output.
+    pub scan_output_directions: Vec<i64>,
+}
+
+/// `SelectiveScan` (ai.ferrofuse): Mamba-1 `selective_scan_ref`.
+/// Inputs: u `(B,D,L)`, delta `(B,D,L)`, A `(D,N)`, Bm `(B,N,L)` or `(B,G,N,L)`, Cm (like Bm),
+/// D? `(D)`, z? `(B,D,L)`, delta_bias? `(D)`, initial_state? `(B,D,N)`.
+/// Outputs: out `(B,D,L)`, final_state? `(B,D,N)` f32.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SelectiveScan {
+    /// Apply softplus to `delta + delta_bias` (default false, as in `selective_scan_ref`).
+    pub delta_softplus: bool,
+}
+
+/// `SSDScan` (ai.ferrofuse): Mamba-2 recurrence (chunked on the GPU).
+/// Inputs: x `(B,L,H,P)`, dt `(B,L,H)`, A `(H)`, Bm `(B,L,G,N)`, Cm `(B,L,G,N)`, D? `(H)` or `(H*P)`,
+/// z? `(B,L,H,P)`, dt_bias? `(H)`, initial_state? `(B,H,P,N)`.
+/// Outputs: y `(B,L,H,P)`, final_state? `(B,H,P,N)` f32.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SsdScan {
+    /// Apply softplus to `dt + dt_bias` (default false).
+    pub dt_softplus: bool,
+    /// Lower clamp of dt after softplus.
+    pub dt_min: Option<f32>,
+    /// Upper clamp of dt after softplus.
+    pub dt_max: Option<f32>,
+}
+
+/// Head layout of `WKV6` tensors.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Wkv6Layout {
+    /// `[B, T, H, N]` (default; BlinkDL's kernel layout).
+    #[default]
+    Bthn,
+    /// `[B, H, T, N]` (SOFIE's and fla's layout).
+    Bhtn,
+}
+
+/// `WKV6` (ai.ferrofuse): RWKV-6 WKV with decay `exp(-exp(w))`, bonus u used linearly, no scale.
+/// Inputs: r, k, v, w (each `[B,T,H,N]` or `[B,H,T,N]`), u `(H,N)`, initial_state? `(B,H,N,N)`.
+/// Outputs: y (like r), final_state? `(B,H,N,N)` f32.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Wkv6 {
+    /// Tensor layout.
+    pub layout: Wkv6Layout,
+}
+
+/// Activation applied by `CausalConvWithState` after the convolution.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConvActivation {
+    /// None (default).
+    #[default]
+    None,
+    /// `x * sigmoid(x)`.
+    Silu,
+}
+
+/// `CausalConvWithState` (ai.ferrofuse; not yet in OPS.md): depthwise causal conv1d of width K
+/// with a carried window, as in Mamba's and Griffin's conv1d (decode keeps the last K-1 inputs).
+/// Inputs: x `(B,D,L)`, weight `(D,K)`, bias? `(D)`, initial_state? `(B,D,K-1)`.
+/// Outputs: y `(B,D,L)`, final_state? `(B,D,K-1)`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CausalConvWithState {
+    /// Activation after the convolution.
+    pub activation: ConvActivation,
+}
