@@ -3,6 +3,8 @@
 
 use kernels_gpu::abi::{BinaryOp, UnaryOp};
 
+use planner::DType;
+
 use crate::tensor::HostTensor;
 
 /// How close a result must be to the reference.
@@ -36,39 +38,63 @@ impl Tolerance {
         }
     }
 
-    fn accepts(self, got: f32, want: f32) -> bool {
+    /// Whether `got` is acceptable for the reference value `want`, both of element type `dtype`.
+    fn accepts(self, got: f64, want: f64, dtype: DType) -> bool {
         if got.is_nan() || want.is_nan() {
             return got.is_nan() && want.is_nan();
         }
         if got == want {
             return true;
         }
+        // Integers and bools compare exactly at every level.
+        let eps = match dtype {
+            DType::F32 => f32::EPSILON as f64,
+            DType::F64 => f64::EPSILON,
+            DType::F16 => half::f16::EPSILON.to_f64(),
+            DType::BF16 => half::bf16::EPSILON.to_f64(),
+            _ => return false,
+        };
+        // Half-precision storage rounds results; scale the absolute floor with the format.
+        let scale = eps / f32::EPSILON as f64;
         match self {
             Tolerance::Exact => false,
-            Tolerance::Ulp(n) => {
-                let ulp = (f32::from_bits(want.abs().to_bits() + 1) - want.abs()).max(f32::MIN_POSITIVE);
-                ((got as f64 - want as f64).abs()) <= n as f64 * ulp as f64
+            Tolerance::Ulp(n) => (got - want).abs() <= n as f64 * ulp(want, dtype, eps),
+            Tolerance::Close => {
+                (got - want).abs() <= 1e-6 * scale.max(1.0) + 1e-5 * scale.max(1.0) * want.abs()
             }
-            Tolerance::Close => (got as f64 - want as f64).abs() <= 1e-6 + 1e-5 * (want as f64).abs(),
         }
     }
 }
 
-/// `Ok` when `got` has `want`'s shape and every element is within `tol`; otherwise a message naming
-/// the first bad index, both values, the shape and how many elements are off.
-pub fn check_close(got: &HostTensor, want: &HostTensor, tol: Tolerance) -> Result<(), String> {
-    if got.shape() != want.shape() {
-        return Err(format!("shape {:?}, expected {:?}", got.shape(), want.shape()));
+/// One unit in the last place of `w` in `dtype` (the spacing above `|w|`).
+fn ulp(w: f64, dtype: DType, eps: f64) -> f64 {
+    match dtype {
+        DType::F32 => {
+            let a = (w as f32).abs();
+            (f32::from_bits(a.to_bits() + 1) - a).max(f32::MIN_POSITIVE) as f64
+        }
+        DType::F64 => (f64::from_bits(w.abs().to_bits() + 1) - w.abs()).max(f64::MIN_POSITIVE),
+        _ => (w.abs() * eps).max(eps * 6.1e-5),
     }
-    let bad: Vec<usize> = (0..got.len()).filter(|&i| !tol.accepts(got.data()[i], want.data()[i])).collect();
+}
+
+/// `Ok` when `got` has `want`'s dtype and shape and every element is within `tol`; otherwise a
+/// message naming the first bad index, both values, the shape and how many elements are off.
+pub fn check_close(got: &HostTensor, want: &HostTensor, tol: Tolerance) -> Result<(), String> {
+    if got.shape() != want.shape() || got.dtype() != want.dtype() {
+        return Err(format!("{}{:?}, expected {}{:?}", got.dtype(), got.shape(), want.dtype(), want.shape()));
+    }
+    let (g, w) = (got.data().to_f64s(), want.data().to_f64s());
+    let bad: Vec<usize> = (0..g.len()).filter(|&i| !tol.accepts(g[i], w[i], got.dtype())).collect();
     match bad.first() {
         None => Ok(()),
         Some(&i) => Err(format!(
-            "{} of {} elements outside {tol:?}; first at index {i}: got {:e}, expected {:e} (shape {:?})",
+            "{} of {} elements outside {tol:?}; first at index {i}: got {:e}, expected {:e} ({}{:?})",
             bad.len(),
-            got.len(),
-            got.data()[i],
-            want.data()[i],
+            g.len(),
+            g[i],
+            w[i],
+            got.dtype(),
             got.shape()
         )),
     }

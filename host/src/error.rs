@@ -95,6 +95,16 @@ pub enum HostError {
         /// Elements present.
         got: usize,
     },
+    /// A tensor of the wrong element type.
+    #[error("{what}: expected {expected}, got {got}")]
+    DType {
+        /// Which tensor, for which op.
+        what: String,
+        /// The required dtype.
+        expected: planner::DType,
+        /// The dtype given.
+        got: planner::DType,
+    },
     /// A rank above what the kernels index, after collapsing contiguous dimensions.
     #[error("{op}: rank {rank} exceeds the supported {max} after collapsing dimensions")]
     RankTooHigh {
@@ -105,6 +115,39 @@ pub enum HostError {
         /// `kernels_gpu::abi::MAX_RANK`.
         max: usize,
     },
+    /// A graph node failed in the reference executor (bad attribute/input combination found at run
+    /// time, index out of range, ...).
+    #[error("node `{node}` ({op}): {detail}")]
+    Op {
+        /// Node name (or `#index` when unnamed).
+        node: String,
+        /// ONNX op type.
+        op: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+    /// An operator (or one of its modes or dtypes) the executor does not implement.
+    #[error("node `{node}` ({op}): not supported: {detail}")]
+    Unsupported {
+        /// Node name (or `#index` when unnamed).
+        node: String,
+        /// ONNX op type.
+        op: &'static str,
+        /// Which mode or dtype is missing.
+        detail: String,
+    },
+    /// A graph input given at run time does not match the model (missing, unknown name, wrong
+    /// dtype or shape).
+    #[error("input `{name}`: {detail}")]
+    Input {
+        /// Input name.
+        name: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Planning (shape inference, validation) failed.
+    #[error(transparent)]
+    Plan(#[from] planner::PlanError),
     /// A device self-test produced a wrong value.
     #[error("self-test `{check}` failed: {detail}")]
     SelfTest {

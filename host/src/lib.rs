@@ -21,4 +21,4 @@ pub mod tensor;
 
 pub use device::{Context, DeviceInfo, DeviceTensor, PtxFlavour};
 pub use error::HostError;
-pub use tensor::HostTensor;
+pub use tensor::{HostTensor, TensorData};

@@ -107,7 +107,7 @@ pub fn tanh(x: f32) -> f32 {
 pub fn exp(x: f32) -> f32 {
     const LOG2E: f32 = core::f32::consts::LOG2_E;
     // ln 2 = LN2_HI + LN2_LO, LN2_HI the nearest f32.
-    const LN2_HI: f32 = 0.693_147_2;
+    const LN2_HI: f32 = core::f32::consts::LN_2;
     const LN2_LO: f32 = -1.904_654_3e-9;
     // Past these every result is inf or 0; clamping keeps n small (NaN passes through).
     let x = x.clamp(-104.0, 89.0);

@@ -27,7 +27,7 @@ impl DeviceTensor {
     /// only 4-byte aligned when `offset % 4 != 0`; the kernels must handle that).
     pub fn from_host_at_offset(ctx: &Context, t: &HostTensor, offset: usize) -> Result<Self, HostError> {
         let mut staged = vec![f32::NAN; offset];
-        staged.extend_from_slice(t.data());
+        staged.extend_from_slice(t.f32s("tensor copied to the device")?);
         let buf =
             ctx.stream().clone_htod(&staged).map_err(HostError::driver("copying a tensor to the device"))?;
         Ok(DeviceTensor { shape: t.shape().to_vec(), buf, offset })

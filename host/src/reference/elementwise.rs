@@ -15,12 +15,13 @@ pub fn binary(op: BinaryOp, a: &HostTensor, b: &HostTensor) -> Result<HostTensor
         lhs: a.shape().to_vec(),
         rhs: b.shape().to_vec(),
     })?;
+    let (ad, bd) = (a.f32s(&format!("{op:?} input A"))?, b.f32s(&format!("{op:?} input B"))?);
     let n: usize = out.iter().product();
     let mut data = Vec::with_capacity(n);
     let mut index = vec![0usize; out.len()];
     for _ in 0..n {
-        let x = a.data()[source_offset(a.shape(), &index)] as f64;
-        let y = b.data()[source_offset(b.shape(), &index)] as f64;
+        let x = ad[source_offset(a.shape(), &index)] as f64;
+        let y = bd[source_offset(b.shape(), &index)] as f64;
         data.push(apply_binary(op, x, y) as f32);
         increment(&mut index, &out);
     }
@@ -28,9 +29,10 @@ pub fn binary(op: BinaryOp, a: &HostTensor, b: &HostTensor) -> Result<HostTensor
 }
 
 /// `op(x)`.
-pub fn unary(op: UnaryOp, x: &HostTensor) -> HostTensor {
-    let data = x.data().iter().map(|&v| apply_unary(op, v as f64) as f32).collect();
-    HostTensor::new(x.shape().to_vec(), data).expect("same shape as the input")
+pub fn unary(op: UnaryOp, x: &HostTensor) -> Result<HostTensor, HostError> {
+    let data: Vec<f32> =
+        x.f32s(&format!("{op:?} input"))?.iter().map(|&v| apply_unary(op, v as f64) as f32).collect();
+    HostTensor::new(x.shape().to_vec(), data)
 }
 
 /// Offset in a row-major tensor of `shape` of the element that output multi-index `index`
@@ -121,19 +123,31 @@ mod tests {
     fn broadcasting_reads_the_right_elements() {
         let a = t(&[2, 3], &[1., 2., 3., 4., 5., 6.]);
         let b = t(&[3], &[10., 20., 30.]);
-        assert_eq!(binary(BinaryOp::Add, &a, &b).unwrap().data(), &[11., 22., 33., 14., 25., 36.]);
+        assert_eq!(
+            binary(BinaryOp::Add, &a, &b).unwrap().f32s("y").unwrap(),
+            &[11., 22., 33., 14., 25., 36.]
+        );
         let c = t(&[2, 1], &[100., 200.]);
-        assert_eq!(binary(BinaryOp::Sub, &c, &b).unwrap().data(), &[90., 80., 70., 190., 180., 170.]);
+        assert_eq!(
+            binary(BinaryOp::Sub, &c, &b).unwrap().f32s("y").unwrap(),
+            &[90., 80., 70., 190., 180., 170.]
+        );
         assert!(binary(BinaryOp::Mul, &a, &t(&[2], &[1., 2.])).is_err());
     }
 
     #[test]
     fn unary_values() {
         let x = t(&[4], &[-2., 0., 1., 4.]);
-        assert_eq!(unary(UnaryOp::Relu, &x).data(), &[0., 0., 1., 4.]);
-        assert_eq!(unary(UnaryOp::LeakyRelu { alpha: 0.5 }, &x).data(), &[-1., 0., 1., 4.]);
-        assert_eq!(unary(UnaryOp::Sqrt, &x).data()[3], 2.0);
-        assert!((unary(UnaryOp::GeluErf, &x).data()[2] - 0.841_344_7).abs() < 1e-6);
-        assert!((unary(UnaryOp::Softplus, &x).data()[1] - std::f32::consts::LN_2).abs() < 1e-7);
+        assert_eq!(unary(UnaryOp::Relu, &x).unwrap().f32s("y").unwrap(), &[0., 0., 1., 4.]);
+        assert_eq!(
+            unary(UnaryOp::LeakyRelu { alpha: 0.5 }, &x).unwrap().f32s("y").unwrap(),
+            &[-1., 0., 1., 4.]
+        );
+        assert_eq!(unary(UnaryOp::Sqrt, &x).unwrap().f32s("y").unwrap()[3], 2.0);
+        assert!((unary(UnaryOp::GeluErf, &x).unwrap().f32s("y").unwrap()[2] - 0.841_344_7).abs() < 1e-6);
+        assert!(
+            (unary(UnaryOp::Softplus, &x).unwrap().f32s("y").unwrap()[1] - std::f32::consts::LN_2).abs()
+                < 1e-7
+        );
     }
 }
