@@ -20,6 +20,18 @@ const UNROLL: u64 = 4;
 struct F32x4([f32; 4]);
 
 #[inline(always)]
+fn map4(v: F32x4, f: &impl Fn(f32) -> f32) -> F32x4 {
+    let [a, b, c, d] = v.0;
+    F32x4([f(a), f(b), f(c), f(d)])
+}
+
+#[inline(always)]
+fn zip4(x: F32x4, y: F32x4, f: &impl Fn(f32, f32) -> f32) -> F32x4 {
+    let ([a, b, c, d], [p, q, r, t]) = (x.0, y.0);
+    F32x4([f(a, p), f(b, q), f(c, r), f(d, t)])
+}
+
+#[inline(always)]
 fn aligned16(p: usize) -> bool {
     p & 15 == 0
 }
@@ -44,29 +56,28 @@ unsafe fn binary_contiguous(
         let n4 = elems / 4;
         let mut i = tid;
         while i + (UNROLL - 1) * stride < n4 {
-            let mut va = [F32x4([0.0; 4]); UNROLL as usize];
-            let mut vb = va;
-            for k in 0..UNROLL as usize {
-                // SAFETY: i + k * stride < n4, so the whole vector lies inside `elems`.
-                unsafe {
-                    va[k] = *a4.add((i + k as u64 * stride) as usize);
-                    vb[k] = *b4.add((i + k as u64 * stride) as usize);
-                }
-            }
-            for k in 0..UNROLL as usize {
-                let (x, z) = (va[k].0, vb[k].0);
-                let r = F32x4([f(x[0], z[0]), f(x[1], z[1]), f(x[2], z[2]), f(x[3], z[3])]);
-                // SAFETY: as for the loads.
-                unsafe { *y4.add((i + k as u64 * stride) as usize) = r };
+            // Four independent vector loads per operand before any use. Written out rather than
+            // looped over an array: when `f` is large LLVM does not unroll such a loop, and the
+            // array then lives in local memory.
+            let at = |k: u64| (i + k * stride) as usize;
+            // SAFETY: i + 3 * stride < n4, so every vector lies inside `elems`.
+            let (a0, a1, a2, a3) =
+                unsafe { (*a4.add(at(0)), *a4.add(at(1)), *a4.add(at(2)), *a4.add(at(3))) };
+            // SAFETY: as above.
+            let (b0, b1, b2, b3) =
+                unsafe { (*b4.add(at(0)), *b4.add(at(1)), *b4.add(at(2)), *b4.add(at(3))) };
+            // SAFETY: as above.
+            unsafe {
+                *y4.add(at(0)) = zip4(a0, b0, &f);
+                *y4.add(at(1)) = zip4(a1, b1, &f);
+                *y4.add(at(2)) = zip4(a2, b2, &f);
+                *y4.add(at(3)) = zip4(a3, b3, &f);
             }
             i += UNROLL * stride;
         }
         while i < n4 {
             // SAFETY: i < n4.
-            let (x, z) = unsafe { ((*a4.add(i as usize)).0, (*b4.add(i as usize)).0) };
-            let r = F32x4([f(x[0], z[0]), f(x[1], z[1]), f(x[2], z[2]), f(x[3], z[3])]);
-            // SAFETY: i < n4.
-            unsafe { *y4.add(i as usize) = r };
+            unsafe { *y4.add(i as usize) = zip4(*a4.add(i as usize), *b4.add(i as usize), &f) };
             i += stride;
         }
         scalar_from = n4 * 4;
@@ -216,23 +227,23 @@ unsafe fn unary(elems: u64, x: *const f32, y: *mut f32, f: impl Fn(f32) -> f32) 
         let n4 = elems / 4;
         let mut i = tid;
         while i + (UNROLL - 1) * stride < n4 {
-            let mut v = [F32x4([0.0; 4]); UNROLL as usize];
-            for (k, slot) in v.iter_mut().enumerate() {
-                // SAFETY: i + k * stride < n4.
-                *slot = unsafe { *x4.add((i + k as u64 * stride) as usize) };
-            }
-            for (k, w) in v.iter().enumerate() {
-                let r = F32x4([f(w.0[0]), f(w.0[1]), f(w.0[2]), f(w.0[3])]);
-                // SAFETY: i + k * stride < n4.
-                unsafe { *y4.add((i + k as u64 * stride) as usize) = r };
+            // Loads first, written out (see `binary_contiguous`).
+            let at = |k: u64| (i + k * stride) as usize;
+            // SAFETY: i + 3 * stride < n4.
+            let (v0, v1, v2, v3) =
+                unsafe { (*x4.add(at(0)), *x4.add(at(1)), *x4.add(at(2)), *x4.add(at(3))) };
+            // SAFETY: as above.
+            unsafe {
+                *y4.add(at(0)) = map4(v0, &f);
+                *y4.add(at(1)) = map4(v1, &f);
+                *y4.add(at(2)) = map4(v2, &f);
+                *y4.add(at(3)) = map4(v3, &f);
             }
             i += UNROLL * stride;
         }
         while i < n4 {
             // SAFETY: i < n4.
-            let w = unsafe { (*x4.add(i as usize)).0 };
-            // SAFETY: i < n4.
-            unsafe { *y4.add(i as usize) = F32x4([f(w[0]), f(w[1]), f(w[2]), f(w[3])]) };
+            unsafe { *y4.add(i as usize) = map4(*x4.add(i as usize), &f) };
             i += stride;
         }
         scalar_from = n4 * 4;
