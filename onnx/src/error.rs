@@ -1,8 +1,10 @@
 //! [`OnnxError`], the one error type of this crate, and the structured reasons it carries.
 //!
 //! Every variant about a tensor names it: by its `name`, or, for unnamed tensors (Constant
-//! attributes, sparse parts), by where it sits, such as `node 'c0' attribute 'value'`.
+//! attributes, sparse parts), by where it sits, such as `node 'c0' attribute 'value'`. Every
+//! conversion error about a node names the node and its op_type; errors about values name them.
 
+use std::fmt;
 use std::path::PathBuf;
 
 /// Everything that can go wrong while loading an ONNX model.
@@ -61,6 +63,132 @@ pub enum OnnxError {
         tensor: String,
         /// What is wrong with it.
         issue: TensorIssue,
+    },
+    /// Conversion found operators it cannot map (every one in the model, subgraphs included).
+    #[error("unsupported operators: {}", describe_ops(.ops))]
+    Unsupported {
+        /// Each unsupported node, in graph order.
+        ops: Vec<UnsupportedOp>,
+    },
+    /// The model does not import the default ONNX domain although it uses its operators.
+    #[error("the model uses ONNX operators but imports no default-domain opset")]
+    MissingOpset,
+    /// The model imports a default-domain opset outside the range the converter handles.
+    #[error("ONNX opset {version} is not supported (supported: {min}..={max})")]
+    UnsupportedOpset {
+        /// The imported version.
+        version: i64,
+        /// Oldest supported version.
+        min: i64,
+        /// Newest supported version.
+        max: i64,
+    },
+    /// A node attribute is missing, of the wrong type, or has an invalid value.
+    #[error("node '{node}' ({op_type}): attribute '{attr}': {issue}")]
+    Attribute {
+        /// The node's name (or `#index` when unnamed).
+        node: String,
+        /// The node's op_type.
+        op_type: String,
+        /// The attribute's name.
+        attr: String,
+        /// What is wrong.
+        issue: AttrIssue,
+    },
+    /// A node is malformed in a way no single attribute explains (input counts, opset rules).
+    #[error("node '{node}' ({op_type}): {detail}")]
+    InvalidNode {
+        /// The node's name (or `#index` when unnamed).
+        node: String,
+        /// The node's op_type.
+        op_type: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A node reads a value that no input, initializer, node or enclosing graph defines.
+    #[error("node '{node}' ({op_type}): input '{value}' is not defined")]
+    UndefinedValue {
+        /// The node's name (or `#index` when unnamed).
+        node: String,
+        /// The node's op_type.
+        op_type: String,
+        /// The undefined value's name.
+        value: String,
+    },
+    /// A graph output names a value nothing defines.
+    #[error("graph '{graph}': output '{value}' is not defined")]
+    UndefinedOutput {
+        /// The graph's name.
+        graph: String,
+        /// The undefined value's name.
+        value: String,
+    },
+    /// Two definitions (inputs, initializers, node outputs) share one name in one graph.
+    #[error("graph '{graph}': value '{value}' is defined more than once")]
+    DuplicateValue {
+        /// The graph's name.
+        graph: String,
+        /// The value's name.
+        value: String,
+    },
+    /// A graph input or declared value has a type the planner cannot represent.
+    #[error("value '{value}': {detail}")]
+    InvalidType {
+        /// The value's name.
+        value: String,
+        /// What is wrong with its type.
+        detail: String,
+    },
+    /// The converted graph failed the planner's structural checks.
+    #[error("converted graph is invalid: {source}")]
+    InvalidGraph {
+        /// What `planner::validate::graph` reported.
+        #[from]
+        source: planner::PlanError,
+    },
+}
+
+/// One node the converter cannot map, as listed by [`OnnxError::Unsupported`] and
+/// [`ModelSummary::unsupported`](crate::ModelSummary).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsupportedOp {
+    /// The node's name (or `#index` when unnamed).
+    pub node: String,
+    /// The node's op_type.
+    pub op_type: String,
+    /// The node's domain (`""` for the default ONNX domain).
+    pub domain: String,
+    /// Why: unknown operator, or the opset range it is supported in.
+    pub reason: String,
+}
+
+impl fmt::Display for UnsupportedOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let domain = if self.domain.is_empty() { String::new() } else { format!("{}::", self.domain) };
+        write!(f, "'{}' ({domain}{}: {})", self.node, self.op_type, self.reason)
+    }
+}
+
+/// What is wrong with a node attribute.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AttrIssue {
+    /// A required attribute is absent.
+    #[error("required but missing")]
+    Missing,
+    /// The attribute has another type than the operator expects.
+    #[error("expected {expected}, found {found}")]
+    WrongType {
+        /// The expected ONNX attribute type, such as `INTS`.
+        expected: &'static str,
+        /// The type found.
+        found: String,
+    },
+    /// The attribute's value is out of range or not one of the accepted values.
+    #[error("{detail}")]
+    Invalid {
+        /// Why the value is rejected.
+        detail: String,
     },
 }
 
@@ -212,6 +340,41 @@ pub enum TensorIssue {
         /// The limit in force.
         limit_bytes: u64,
     },
+    /// The data type is valid ONNX but has no planner `DType` (UINT16, STRING, FLOAT8, ...).
+    #[error("data type {data_type} is not supported")]
+    UnsupportedDataType {
+        /// The data type's ONNX name.
+        data_type: &'static str,
+    },
+    /// The tensor has elements but no data in any field.
+    #[error("dims {dims:?} need data but the tensor has none")]
+    MissingData {
+        /// The tensor's dims.
+        dims: Vec<i64>,
+    },
+    /// A typed data field holds another number of entries than `dims` needs.
+    #[error("{field} holds {actual} entries but dims {dims:?} need {expected}")]
+    FieldLenMismatch {
+        /// The field read, such as `float_data`.
+        field: &'static str,
+        /// The tensor's dims.
+        dims: Vec<i64>,
+        /// Entries needed.
+        expected: u64,
+        /// Entries present.
+        actual: u64,
+    },
+    /// A tensor feature the converter does not handle (segments, sparse tensors, unresolved
+    /// external data).
+    #[error("{what} is not supported")]
+    Unsupported {
+        /// The feature.
+        what: &'static str,
+    },
+}
+
+fn describe_ops(ops: &[UnsupportedOp]) -> String {
+    ops.iter().map(UnsupportedOp::to_string).collect::<Vec<_>>().join(", ")
 }
 
 fn describe_path(path: &Option<PathBuf>) -> String {

@@ -1,0 +1,299 @@
+//! The one table from `(domain, op_type)` to a constructor: the only place ONNX op_type strings
+//! appear in the converter.
+//!
+//! Domains: the default ONNX domain (`""` or `"ai.onnx"`), ferrofuse's own `ai.ferrofuse`, and
+//! SOFIE's three operators, accepted from any domain (OPS.md). Default-domain entries carry the
+//! opset range they convert (`since..=until`, within the converter's global range); a node
+//! outside it is reported as unsupported, with the range as the reason. The `math`, `nn`,
+//! `shape`, `sequence` and `control` files hold the constructors; attribute-free operators are
+//! mapped inline.
+
+use planner::Op;
+
+use crate::error::OnnxError;
+
+use super::lower::Lower;
+use super::{control, math, nn, sequence, shape};
+
+/// A constructor: converts one node, emitting planner nodes into the current graph.
+pub(crate) type Build = fn(&mut Lower<'_, '_>) -> Result<(), OnnxError>;
+
+/// Which node domains an entry matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Domain {
+    /// The default ONNX domain.
+    Onnx,
+    /// `ai.ferrofuse`.
+    Ferrofuse,
+    /// Any domain (SOFIE's operators).
+    Any,
+}
+
+/// One registry row.
+pub(crate) struct Entry {
+    domain: Domain,
+    op_type: &'static str,
+    since: i64,
+    until: i64,
+    /// The constructor.
+    pub(crate) build: Build,
+}
+
+const fn onnx(op_type: &'static str, build: Build) -> Entry {
+    Entry { domain: Domain::Onnx, op_type, since: 1, until: i64::MAX, build }
+}
+
+const fn ferrofuse(op_type: &'static str, build: Build) -> Entry {
+    Entry { domain: Domain::Ferrofuse, op_type, since: 1, until: i64::MAX, build }
+}
+
+const fn any(op_type: &'static str, build: Build) -> Entry {
+    Entry { domain: Domain::Any, op_type, since: 1, until: i64::MAX, build }
+}
+
+impl Entry {
+    /// Limits the entry to default-domain opsets `since..=until`.
+    const fn opsets(mut self, since: i64, until: i64) -> Entry {
+        self.since = since;
+        self.until = until;
+        self
+    }
+
+    /// Limits the entry to default-domain opsets from `since` on.
+    const fn since(self, since: i64) -> Entry {
+        self.opsets(since, i64::MAX)
+    }
+}
+
+/// True for the default ONNX domain's two spellings.
+pub(crate) fn is_default_domain(domain: &str) -> bool {
+    domain.is_empty() || domain == "ai.onnx"
+}
+
+/// The entry converting `op_type` of `domain` under default-domain opset `opset`, or why
+/// there is none.
+pub(crate) fn find(domain: &str, op_type: &str, opset: i64) -> Result<&'static Entry, String> {
+    let class = if is_default_domain(domain) {
+        Some(Domain::Onnx)
+    } else if domain == "ai.ferrofuse" {
+        Some(Domain::Ferrofuse)
+    } else {
+        None
+    };
+    let entry = TABLE
+        .iter()
+        .find(|e| e.op_type == op_type && (e.domain == Domain::Any || Some(e.domain) == class))
+        .ok_or_else(|| "no converter for this operator".to_owned())?;
+    if entry.domain == Domain::Onnx && !(entry.since..=entry.until).contains(&opset) {
+        let range = match entry.until {
+            i64::MAX => format!("from opset {}", entry.since),
+            until => format!("in opsets {}..={until}", entry.since),
+        };
+        return Err(format!("converted {range}; the model imports opset {opset}"));
+    }
+    Ok(entry)
+}
+
+/// Every mapped operator. Adding an operator: one row here, its constructor in a family file.
+static TABLE: &[Entry] = &[
+    // Elementwise arithmetic and logic.
+    onnx("Add", |l| l.emit(Op::Add)),
+    onnx("Sub", |l| l.emit(Op::Sub)),
+    onnx("Mul", |l| l.emit(Op::Mul)),
+    onnx("Div", |l| l.emit(Op::Div)),
+    onnx("Pow", |l| l.emit(Op::Pow)),
+    onnx("Mod", math::modulo),
+    onnx("BitShift", math::bit_shift),
+    onnx("Max", |l| l.emit(Op::Max)),
+    onnx("Min", |l| l.emit(Op::Min)),
+    onnx("Sum", |l| l.emit(Op::Sum)),
+    onnx("Mean", |l| l.emit(Op::Mean)),
+    onnx("Equal", |l| l.emit(Op::Equal)),
+    onnx("Less", |l| l.emit(Op::Less)),
+    onnx("Greater", |l| l.emit(Op::Greater)),
+    onnx("LessOrEqual", |l| l.emit(Op::LessOrEqual)).since(12),
+    onnx("GreaterOrEqual", |l| l.emit(Op::GreaterOrEqual)).since(12),
+    onnx("And", |l| l.emit(Op::And)),
+    onnx("Or", |l| l.emit(Op::Or)),
+    onnx("Xor", |l| l.emit(Op::Xor)),
+    onnx("Not", |l| l.emit(Op::Not)),
+    onnx("Where", |l| l.emit(Op::Where)),
+    // Elementwise unary math.
+    onnx("Abs", |l| l.emit(Op::Abs)),
+    onnx("Neg", |l| l.emit(Op::Neg)),
+    onnx("Exp", |l| l.emit(Op::Exp)),
+    onnx("Log", |l| l.emit(Op::Log)),
+    onnx("Sqrt", |l| l.emit(Op::Sqrt)),
+    onnx("Reciprocal", |l| l.emit(Op::Reciprocal)),
+    onnx("Floor", |l| l.emit(Op::Floor)),
+    onnx("Ceil", |l| l.emit(Op::Ceil)),
+    onnx("Round", |l| l.emit(Op::Round)),
+    onnx("Sign", |l| l.emit(Op::Sign)),
+    onnx("Sin", |l| l.emit(Op::Sin)),
+    onnx("Cos", |l| l.emit(Op::Cos)),
+    onnx("Tan", |l| l.emit(Op::Tan)),
+    onnx("Asin", |l| l.emit(Op::Asin)),
+    onnx("Acos", |l| l.emit(Op::Acos)),
+    onnx("Atan", |l| l.emit(Op::Atan)),
+    onnx("Sinh", |l| l.emit(Op::Sinh)),
+    onnx("Cosh", |l| l.emit(Op::Cosh)),
+    onnx("Asinh", |l| l.emit(Op::Asinh)),
+    onnx("Acosh", |l| l.emit(Op::Acosh)),
+    onnx("Atanh", |l| l.emit(Op::Atanh)),
+    onnx("Erf", |l| l.emit(Op::Erf)),
+    onnx("IsNaN", |l| l.emit(Op::IsNaN)),
+    onnx("IsInf", math::is_inf),
+    // Activations.
+    onnx("Relu", |l| l.emit(Op::Relu)),
+    onnx("LeakyRelu", math::leaky_relu),
+    onnx("Elu", math::elu),
+    onnx("Selu", math::selu),
+    onnx("Celu", math::celu).since(12),
+    onnx("Sigmoid", |l| l.emit(Op::Sigmoid)),
+    onnx("HardSigmoid", math::hard_sigmoid),
+    onnx("HardSwish", |l| l.emit(Op::HardSwish)).since(14),
+    onnx("Tanh", |l| l.emit(Op::Tanh)),
+    onnx("Softplus", |l| l.emit(Op::Softplus)),
+    onnx("Softsign", |l| l.emit(Op::Softsign)),
+    onnx("Mish", |l| l.emit(Op::Mish)).since(18),
+    onnx("Gelu", math::gelu).since(20),
+    onnx("PRelu", |l| l.emit(Op::PRelu)),
+    onnx("ThresholdedRelu", math::thresholded_relu),
+    onnx("Clip", math::clip),
+    onnx("Swish", math::swish).since(24),
+    onnx("SwiGLU", math::swiglu).since(28),
+    // Types and identity.
+    onnx("Cast", math::cast),
+    onnx("CastLike", math::cast_like).since(15),
+    onnx("Identity", |l| l.emit(Op::Identity)),
+    onnx("Dropout", math::dropout),
+    // Reductions.
+    onnx("ReduceSum", |l| math::reduce(l, Op::ReduceSum, 13)),
+    onnx("ReduceMean", |l| math::reduce(l, Op::ReduceMean, 18)),
+    onnx("ReduceMax", |l| math::reduce(l, Op::ReduceMax, 18)),
+    onnx("ReduceMin", |l| math::reduce(l, Op::ReduceMin, 18)),
+    onnx("ReduceProd", |l| math::reduce(l, Op::ReduceProd, 18)),
+    onnx("ReduceL1", |l| math::reduce(l, Op::ReduceL1, 18)),
+    onnx("ReduceL2", |l| math::reduce(l, Op::ReduceL2, 18)),
+    onnx("ReduceLogSum", |l| math::reduce(l, Op::ReduceLogSum, 18)),
+    onnx("ReduceLogSumExp", |l| math::reduce(l, Op::ReduceLogSumExp, 18)),
+    onnx("ReduceSumSquare", |l| math::reduce(l, Op::ReduceSumSquare, 18)),
+    onnx("ArgMax", |l| math::arg_reduce(l, Op::ArgMax)),
+    onnx("ArgMin", |l| math::arg_reduce(l, Op::ArgMin)),
+    onnx("CumSum", math::cum_sum),
+    // Linear algebra.
+    onnx("MatMul", |l| l.emit(Op::MatMul)),
+    onnx("Gemm", math::gemm),
+    onnx("Einsum", math::einsum).since(12),
+    // Convolution, pooling, normalization, attention.
+    onnx("Conv", nn::conv),
+    onnx("ConvTranspose", nn::conv_transpose),
+    onnx("MaxPool", nn::max_pool),
+    onnx("AveragePool", nn::average_pool),
+    onnx("LpPool", nn::lp_pool),
+    onnx("GlobalAveragePool", |l| l.emit(Op::GlobalAveragePool)),
+    onnx("GlobalMaxPool", |l| l.emit(Op::GlobalMaxPool)),
+    onnx("BatchNormalization", nn::batch_norm),
+    onnx("InstanceNormalization", nn::instance_norm),
+    onnx("LayerNormalization", nn::layer_norm).since(17),
+    // Opsets 18-20 define per-group scale/bias; the planner op is opset 21's per-channel form.
+    onnx("GroupNormalization", nn::group_norm).since(21),
+    onnx("RMSNormalization", nn::rms_norm).since(23),
+    onnx("Softmax", |l| nn::softmax_like(l, Op::Softmax)),
+    onnx("LogSoftmax", |l| nn::softmax_like(l, Op::LogSoftmax)),
+    onnx("Hardmax", |l| nn::softmax_like(l, Op::Hardmax)),
+    // Opset 24 adds an input and 25 window attributes; the planner op is opset 23's.
+    onnx("Attention", nn::attention).opsets(23, 23),
+    onnx("RotaryEmbedding", nn::rotary_embedding).since(23),
+    // Indexing and data movement.
+    onnx("Gather", shape::gather),
+    onnx("GatherElements", shape::gather_elements),
+    onnx("GatherND", shape::gather_nd),
+    onnx("Scatter", shape::scatter),
+    onnx("ScatterElements", shape::scatter_elements),
+    onnx("ScatterND", shape::scatter_nd),
+    onnx("Slice", shape::slice),
+    onnx("Split", shape::split),
+    onnx("Concat", shape::concat),
+    onnx("Pad", shape::pad),
+    onnx("Resize", shape::resize),
+    onnx("Upsample", shape::upsample),
+    onnx("Tile", |l| l.emit(Op::Tile)),
+    onnx("Expand", |l| l.emit(Op::Expand)),
+    onnx("Reshape", shape::reshape),
+    onnx("Flatten", shape::flatten),
+    onnx("Squeeze", shape::squeeze),
+    onnx("Unsqueeze", shape::unsqueeze),
+    onnx("Transpose", shape::transpose),
+    onnx("DepthToSpace", shape::depth_to_space),
+    onnx("SpaceToDepth", shape::space_to_depth),
+    onnx("Trilu", shape::trilu).since(14),
+    // Shapes, constants and generators.
+    onnx("Shape", shape::shape),
+    onnx("Size", |l| l.emit(Op::Size)),
+    onnx("Constant", shape::constant),
+    onnx("ConstantOfShape", shape::constant_of_shape),
+    // Range-27 adds `stash_type` (f16/bf16 accumulation only); the planner op has none.
+    onnx("Range", |l| l.emit(Op::Range)),
+    onnx("OneHot", shape::one_hot),
+    onnx("TopK", shape::top_k),
+    onnx("NonZero", |l| l.emit(Op::NonZero)),
+    // Recurrent layers and control flow.
+    onnx("LSTM", sequence::lstm),
+    onnx("GRU", sequence::gru),
+    onnx("RNN", sequence::rnn),
+    onnx("If", control::if_),
+    onnx("Loop", control::loop_),
+    onnx("Scan", control::scan),
+    // SOFIE's operators (any domain) and ferrofuse's own (OPS.md).
+    any("MambaScan", |l| l.emit(Op::MambaScan)),
+    any("GriffinRGLRU", |l| l.emit(Op::GriffinRglru)),
+    any("RWKV_WKV6", |l| l.emit(Op::RwkvWkv6)),
+    ferrofuse("SelectiveScan", sequence::selective_scan),
+    ferrofuse("SSDScan", sequence::ssd_scan),
+    ferrofuse("RGLRU", |l| l.emit(Op::Rglru)),
+    ferrofuse("WKV6", sequence::wkv6),
+    ferrofuse("CausalConvWithState", sequence::causal_conv),
+];
+
+/// Every `(domain, op_type)` the converter maps, in table order; the domain is `""` for the
+/// default ONNX domain and `"*"` for operators accepted from any domain.
+pub(crate) fn supported() -> impl Iterator<Item = (&'static str, &'static str)> {
+    TABLE.iter().map(|e| {
+        let domain = match e.domain {
+            Domain::Onnx => "",
+            Domain::Ferrofuse => "ai.ferrofuse",
+            Domain::Any => "*",
+        };
+        (domain, e.op_type)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_unique_per_domain() {
+        for (i, a) in TABLE.iter().enumerate() {
+            for b in &TABLE[i + 1..] {
+                assert!(a.op_type != b.op_type || a.domain != b.domain, "{} twice", a.op_type);
+            }
+        }
+        assert_eq!(supported().count(), TABLE.len());
+    }
+
+    #[test]
+    fn domains_and_opset_ranges() {
+        assert!(find("", "Relu", 11).is_ok());
+        assert!(find("ai.onnx", "Relu", 11).is_ok());
+        assert!(find("com.microsoft", "Relu", 11).is_err());
+        assert!(find("com.sofie", "MambaScan", 0).is_ok());
+        assert!(find("", "GriffinRGLRU", 17).is_ok());
+        assert!(find("ai.ferrofuse", "WKV6", 0).is_ok());
+        assert!(find("", "WKV6", 17).is_err());
+        let reason = find("", "GroupNormalization", 18).err().unwrap_or_default();
+        assert!(reason.contains("from opset 21") && reason.contains("18"), "{reason}");
+        assert!(find("", "Attention", 24).is_err() && find("", "Attention", 23).is_ok());
+    }
+}
