@@ -13,6 +13,7 @@
 pub mod compare;
 pub mod device;
 pub mod error;
+pub mod npy;
 pub mod ops;
 pub mod reference;
 pub mod selftest;

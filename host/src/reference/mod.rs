@@ -1,5 +1,250 @@
 //! The CPU reference executor: naive, obviously correct loops, accumulating in f64 where it matters.
 //! It shares no code with the GPU launchers beyond the broadcast-shape rule, so comparing the two
 //! tests the kernels and their launch parameters together.
+//!
+//! [`eval`] runs an unfused [`Graph`] node by node in [`validate::topo_order`]: it checks the given
+//! inputs against the declared ones, materialises initializers, passes each node's filled input
+//! slots to [`dispatch::node`] (the one exhaustive `match` on `Op`), and frees every value after its
+//! last use. Control-flow bodies run through the same driver with their captures bound to values
+//! of the enclosing graph. Op families live one per file; the neural-network ops live in [`nn`].
+//!
+//! Invariant: every op function receives exactly the node's input slots (`None` for an omitted
+//! optional input) and returns one tensor per output slot it can produce, in slot order.
 
+pub mod compare_logic;
+pub mod control;
+pub mod dispatch;
 pub mod elementwise;
+pub mod generate;
+pub mod index;
+pub mod lanes;
+pub mod math;
+pub mod nn;
+pub mod reduce;
+pub mod scatter;
+pub mod shape;
+pub mod slice;
+pub mod strides;
+pub mod unary;
+
+#[cfg(test)]
+mod tests;
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use planner::{Dim, Graph, ValueId, validate};
+
+use crate::error::HostError;
+use crate::tensor::HostTensor;
+
+/// The node being evaluated, as op functions see it: enough to name it in errors.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeCtx<'a> {
+    /// Node name (or `#index` when unnamed).
+    pub name: &'a str,
+    /// ONNX op type.
+    pub op: &'static str,
+}
+
+impl NodeCtx<'_> {
+    /// A [`HostError::Op`] naming this node.
+    pub fn err(&self, detail: impl Into<String>) -> HostError {
+        HostError::Op { node: self.name.to_string(), op: self.op, detail: detail.into() }
+    }
+
+    /// A [`HostError::Unsupported`] naming this node.
+    pub fn unsupported(&self, detail: impl Into<String>) -> HostError {
+        HostError::Unsupported { node: self.name.to_string(), op: self.op, detail: detail.into() }
+    }
+}
+
+/// The values of the graph being run, readable by control-flow ops for their captures.
+#[derive(Clone, Copy)]
+pub struct Scope<'s> {
+    values: &'s [Option<Cow<'s, HostTensor>>],
+}
+
+impl<'s> Scope<'s> {
+    /// The live value `v`, if it has been computed and not yet freed.
+    pub fn get(&self, v: ValueId) -> Option<&'s HostTensor> {
+        self.values.get(v.index()).and_then(|x| x.as_deref())
+    }
+}
+
+/// Runs `graph` on named `inputs` and returns its outputs, named, in graph-output order.
+///
+/// The graph (with its bodies) is first checked by [`validate::graph`] ([`HostError::Plan`]).
+/// Every graph input must be given exactly once, with the declared dtype and rank; known dims must
+/// match and each symbolic dim must take one size across all inputs (errors are
+/// [`HostError::Input`]). Op failures are [`HostError::Op`] / [`HostError::Unsupported`] naming the
+/// node.
+pub fn eval(graph: &Graph, inputs: &[(String, HostTensor)]) -> Result<Vec<(String, HostTensor)>, HostError> {
+    validate::graph(graph)?;
+    let bound = bind_inputs(graph, inputs)?;
+    let outputs = run(graph, bound.into_iter().map(Cow::Borrowed).collect(), Vec::new())?;
+    Ok(graph.outputs.iter().map(|&v| graph.value_name(v)).zip(outputs).collect())
+}
+
+/// Orders `inputs` as `graph.inputs` and checks dtypes and shapes against the declared infos.
+fn bind_inputs<'t>(
+    graph: &Graph,
+    inputs: &'t [(String, HostTensor)],
+) -> Result<Vec<&'t HostTensor>, HostError> {
+    let names: Vec<String> = graph.inputs.iter().map(|&v| graph.value_name(v)).collect();
+    let mut slots: Vec<Option<&HostTensor>> = vec![None; names.len()];
+    for (name, t) in inputs {
+        let Some(i) = names.iter().position(|n| n == name) else {
+            let detail = format!("not an input of the graph (inputs: {})", names.join(", "));
+            return Err(HostError::Input { name: name.clone(), detail });
+        };
+        if slots[i].replace(t).is_some() {
+            return Err(HostError::Input { name: name.clone(), detail: "given more than once".into() });
+        }
+    }
+    let mut symbols: BTreeMap<&str, (usize, &str)> = BTreeMap::new();
+    let mut out = Vec::with_capacity(names.len());
+    for ((&v, name), slot) in graph.inputs.iter().zip(&names).zip(slots) {
+        let err = |detail: String| HostError::Input { name: name.clone(), detail };
+        let t = slot.ok_or_else(|| err("missing".into()))?;
+        if let Some(info) = graph.value(v).and_then(|vi| vi.info.as_ref()) {
+            if info.dtype != t.dtype() {
+                return Err(err(format!("expected dtype {}, got {}", info.dtype, t.dtype())));
+            }
+            if info.shape.rank() != t.shape().len() {
+                return Err(err(format!("expected shape {}, got {:?}", info.shape, t.shape())));
+            }
+            for (d, (dim, &size)) in info.shape.dims().iter().zip(t.shape()).enumerate() {
+                match dim {
+                    Dim::Known(n) if *n != size => {
+                        return Err(err(format!("dim {d} must be {n}, got {size} (shape {:?})", t.shape())));
+                    }
+                    Dim::Known(_) => {}
+                    Dim::Symbol(s) => match symbols.get(s.as_str()) {
+                        Some(&(bound, by)) if bound != size => {
+                            return Err(err(format!(
+                                "dim {d} (`{s}`) is {size}, but input `{by}` binds `{s}` = {bound}"
+                            )));
+                        }
+                        Some(_) => {}
+                        None => {
+                            symbols.insert(s, (size, name));
+                        }
+                    },
+                }
+            }
+        }
+        out.push(t);
+    }
+    Ok(out)
+}
+
+/// Executes `graph` with `inputs` bound to `graph.inputs` and `captures` to `graph.captures`, in
+/// order, without checking them against declared infos (control-flow bodies carry values whose
+/// shapes change between iterations). Returns the outputs in graph-output order.
+pub fn run<'a>(
+    graph: &Graph,
+    inputs: Vec<Cow<'a, HostTensor>>,
+    captures: Vec<Cow<'a, HostTensor>>,
+) -> Result<Vec<HostTensor>, HostError> {
+    let graph_err = |detail: String| HostError::Op { node: "graph".into(), op: "", detail };
+    if inputs.len() != graph.inputs.len() || captures.len() != graph.captures.len() {
+        return Err(graph_err(format!(
+            "graph takes {} inputs and {} captures, given {} and {}",
+            graph.inputs.len(),
+            graph.captures.len(),
+            inputs.len(),
+            captures.len()
+        )));
+    }
+    let order = validate::topo_order(graph)?;
+    let mut values: Vec<Option<Cow<'a, HostTensor>>> = vec![None; graph.values.len()];
+    let mut put = |v: ValueId, t: Cow<'a, HostTensor>| match values.get_mut(v.index()) {
+        Some(slot) => {
+            *slot = Some(t);
+            Ok(())
+        }
+        None => Err(graph_err(format!("value {v} is out of range"))),
+    };
+    for (&v, t) in graph.inputs.iter().zip(inputs) {
+        put(v, t)?;
+    }
+    for (c, t) in graph.captures.iter().zip(captures) {
+        put(c.inner, t)?;
+    }
+    for (&v, c) in &graph.initializers {
+        put(v, Cow::Owned(HostTensor::from_const(c)?))?;
+    }
+    let release = release_schedule(graph, &order);
+    for (step, &id) in order.iter().enumerate() {
+        let node = &graph.nodes[id.index()];
+        let label = graph.node_label(id);
+        let ctx = NodeCtx { name: &label, op: node.op.name() };
+        let results = {
+            let scope = Scope { values: &values };
+            let mut ins = Vec::with_capacity(node.inputs.len());
+            for slot in &node.inputs {
+                ins.push(match slot {
+                    Some(v) => Some(scope.get(*v).ok_or_else(|| {
+                        ctx.err(format!("input `{}` is not available", graph.value_name(*v)))
+                    })?),
+                    None => None,
+                });
+            }
+            dispatch::node(&ctx, node, &ins, scope)?
+        };
+        let produced = results.len();
+        let mut results = results.into_iter();
+        for (slot, out) in node.outputs.iter().enumerate() {
+            let t = results.next();
+            if let Some(v) = out {
+                let t = t.ok_or_else(|| {
+                    ctx.err(format!("produced {produced} outputs, but output slot {slot} is used"))
+                })?;
+                let dst = values
+                    .get_mut(v.index())
+                    .ok_or_else(|| ctx.err(format!("output {v} is out of range")))?;
+                *dst = Some(Cow::Owned(t));
+            }
+        }
+        for v in &release[step] {
+            values[v.index()] = None;
+        }
+    }
+    let mut outs = Vec::with_capacity(graph.outputs.len());
+    for (i, &v) in graph.outputs.iter().enumerate() {
+        let again = graph.outputs[i + 1..].contains(&v);
+        let slot =
+            values.get_mut(v.index()).ok_or_else(|| graph_err(format!("output {v} is out of range")))?;
+        let t = if again { slot.clone() } else { slot.take() };
+        outs.push(
+            t.ok_or_else(|| graph_err(format!("output `{}` was never computed", graph.value_name(v))))?
+                .into_owned(),
+        );
+    }
+    Ok(outs)
+}
+
+/// For each step of `order`, the values to free after it: every value that is not a graph output,
+/// after its last reader (or right after its producer, or the first step, when nothing reads it).
+fn release_schedule(graph: &Graph, order: &[planner::NodeId]) -> Vec<Vec<ValueId>> {
+    let mut last: Vec<Option<usize>> = vec![None; graph.values.len()];
+    for (step, &id) in order.iter().enumerate() {
+        let node = &graph.nodes[id.index()];
+        for v in node.uses().into_iter().chain(node.outputs.iter().flatten().copied()) {
+            if let Some(l) = last.get_mut(v.index()) {
+                *l = Some(step);
+            }
+        }
+    }
+    let mut release = vec![Vec::new(); order.len()];
+    for (v, step) in last.iter().enumerate() {
+        let id = ValueId(v as u32);
+        if let Some(step) = step
+            && !graph.outputs.contains(&id)
+        {
+            release[*step].push(id);
+        }
+    }
+    release
+}

@@ -1,0 +1,188 @@
+//! Ops that build new tensors or select by value: ONNX ConstantOfShape, Range, OneHot, Trilu,
+//! TopK and NonZero. (Constant is a one-liner in the dispatch.)
+
+use planner::ConstTensor;
+
+use crate::error::HostError;
+use crate::reference::NodeCtx;
+use crate::reference::lanes::{Lanes, gather_elems, gather_or_fill};
+use crate::reference::reduce::split_at_axis;
+use crate::reference::strides::{self, count, dims, next_index};
+use crate::tensor::HostTensor;
+
+/// ONNX `ConstantOfShape`: a tensor of the shape given by a 1-D integer input (empty = scalar),
+/// every element equal to the one-element `value` (whose dtype is the output dtype).
+pub fn constant_of_shape(
+    ctx: &NodeCtx,
+    shape: &HostTensor,
+    value: &ConstTensor,
+) -> Result<HostTensor, HostError> {
+    let out = dims(ctx, shape, "shape")?;
+    let v = HostTensor::from_const(value)?;
+    if v.len() != 1 {
+        return Err(ctx.err(format!("value must hold one element, got {}", v.len())));
+    }
+    gather_elems(&v, &vec![0; count(ctx, &out)?], out)
+}
+
+/// ONNX `Range`: `start + i * delta` for `i` in `0..max(ceil((limit - start) / delta), 0)`, as a
+/// 1-D tensor of the inputs' dtype (floats computed in f64, rounded once).
+pub fn range(
+    ctx: &NodeCtx,
+    start: &HostTensor,
+    limit: &HostTensor,
+    delta: &HostTensor,
+) -> Result<HostTensor, HostError> {
+    let one = |t: &HostTensor, what: &str| -> Result<Lanes, HostError> {
+        if t.len() != 1 {
+            return Err(ctx.err(format!("{what} must be a scalar, got shape {:?}", t.shape())));
+        }
+        Ok(Lanes::of(t))
+    };
+    let lanes = match (one(start, "start")?, one(limit, "limit")?, one(delta, "delta")?) {
+        (Lanes::I(s), Lanes::I(l), Lanes::I(d)) => {
+            let (s, l, d) = (s[0] as i128, l[0] as i128, d[0] as i128);
+            if d == 0 {
+                return Err(ctx.err("delta may not be 0"));
+            }
+            let (span, step) = if d > 0 { (l - s, d) } else { (s - l, -d) };
+            let n = (span.max(0) as u128).div_ceil(step as u128) as i128;
+            if n > u32::MAX as i128 {
+                return Err(ctx.err(format!("range of {n} elements is too long")));
+            }
+            Lanes::I((0..n).map(|i| (s + i * d) as i64).collect())
+        }
+        (s, l, d) => {
+            let (s, l, d) = (s.to_f64s()[0], l.to_f64s()[0], d.to_f64s()[0]);
+            let n = ((l - s) / d).ceil();
+            if d == 0.0 || n.is_infinite() || n > u32::MAX as f64 {
+                return Err(ctx.err(format!("range {s}..{l} step {d} is not finite")));
+            }
+            let n = n.max(0.0) as usize;
+            Lanes::F((0..n).map(|i| s + i as f64 * d).collect())
+        }
+    };
+    let n = lanes.len();
+    lanes.into_tensor(start.dtype(), vec![n])
+}
+
+/// ONNX `OneHot`: a new axis of size `depth` at `axis`; `values = [off, on]` gives the output
+/// dtype. Negative indices count from `depth`; indices out of range give an all-off row.
+pub fn one_hot(
+    ctx: &NodeCtx,
+    indices: &HostTensor,
+    depth: &HostTensor,
+    values: &HostTensor,
+    axis: i64,
+) -> Result<HostTensor, HostError> {
+    let depth = strides::scalar_f64(ctx, depth, "depth")?.trunc();
+    if depth.is_nan() || !(1.0..1e15).contains(&depth) {
+        return Err(ctx.err(format!("depth must be positive, got {depth}")));
+    }
+    let depth = depth as usize;
+    if values.len() != 2 {
+        return Err(ctx.err(format!("values must hold [off, on], got {} elements", values.len())));
+    }
+    let rank = indices.shape().len();
+    let axis = strides::axis(ctx, axis, rank + 1)?;
+    let idx = Lanes::of(indices).to_f64s();
+    let (outer, inner) = (
+        indices.shape()[..axis].iter().product::<usize>(),
+        indices.shape()[axis..].iter().product::<usize>(),
+    );
+    let mut src = Vec::with_capacity(idx.len() * depth);
+    for o in 0..outer {
+        for d in 0..depth {
+            for i in 0..inner {
+                let k = idx[o * inner + i].trunc() as i64;
+                let k = if k < 0 { k + depth as i64 } else { k };
+                src.push(if k == d as i64 { 1 } else { 0 });
+            }
+        }
+    }
+    let mut shape = indices.shape().to_vec();
+    shape.insert(axis, depth);
+    gather_elems(values, &src, shape)
+}
+
+/// ONNX `Trilu`: keeps elements of the last two dims with `j - i >= k` (upper) or `j - i <= k`
+/// (lower), zeroing the rest.
+pub fn trilu(ctx: &NodeCtx, x: &HostTensor, k: i64, upper: bool) -> Result<HostTensor, HostError> {
+    let r = x.shape().len();
+    if r < 2 {
+        return Err(ctx.err(format!("expects rank >= 2, got shape {:?}", x.shape())));
+    }
+    let mut idx = vec![0usize; r];
+    let mut src = Vec::with_capacity(x.len());
+    for o in 0..x.len() {
+        let diff = idx[r - 1] as i64 - idx[r - 2] as i64;
+        let keep = if upper { diff >= k } else { diff <= k };
+        src.push(keep.then_some(o));
+        next_index(&mut idx, x.shape());
+    }
+    let zero = Lanes::I(vec![0]).into_tensor(x.dtype(), vec![])?;
+    gather_or_fill(x, &src, &zero, x.shape().to_vec())
+}
+
+/// ONNX `TopK`: the `k` largest (or smallest) elements along `axis` and their I64 indices. Output
+/// is always sorted (allowed when `sorted = 0`); equal values keep index order; NaN ranks above
+/// every number.
+pub fn top_k(
+    ctx: &NodeCtx,
+    x: &HostTensor,
+    k: i64,
+    axis: i64,
+    largest: bool,
+) -> Result<Vec<HostTensor>, HostError> {
+    let axis = strides::axis(ctx, axis, x.shape().len())?;
+    let (outer, len, inner) = split_at_axis(x.shape(), axis);
+    let k = usize::try_from(k)
+        .ok()
+        .filter(|&k| k <= len)
+        .ok_or_else(|| ctx.err(format!("k = {k} is outside 0..={len}")))?;
+    let v = Lanes::of(x);
+    let key = |p: usize, q: usize| if largest { v.cmp_at(q, p) } else { v.cmp_at(p, q) };
+    let mut src = Vec::with_capacity(outer * k * inner);
+    let mut positions = vec![0i64; outer * k * inner];
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| (o * len + j) * inner + i;
+            let mut order: Vec<usize> = (0..len).collect();
+            order.sort_by(|&p, &q| key(at(p), at(q)).then(p.cmp(&q)));
+            for (r, &j) in order.iter().take(k).enumerate() {
+                positions[(o * k + r) * inner + i] = j as i64;
+            }
+        }
+    }
+    for o in 0..outer {
+        for r in 0..k {
+            for i in 0..inner {
+                src.push((o * len + positions[(o * k + r) * inner + i] as usize) * inner + i);
+            }
+        }
+    }
+    let mut shape = x.shape().to_vec();
+    shape[axis] = k;
+    let values = gather_elems(x, &src, shape.clone())?;
+    Ok(vec![values, HostTensor::new(shape, positions)?])
+}
+
+/// ONNX `NonZero`: the multi-indices of non-zero elements in row-major order, as `[rank, count]`
+/// I64 (a scalar is treated as 1-D, as numpy does).
+pub fn non_zero(x: &HostTensor) -> Result<HostTensor, HostError> {
+    let shape: Vec<usize> = if x.shape().is_empty() { vec![1] } else { x.shape().to_vec() };
+    let v = Lanes::of(x).to_f64s();
+    let mut hits: Vec<Vec<usize>> = Vec::new();
+    let mut idx = vec![0usize; shape.len()];
+    for &e in &v {
+        if e != 0.0 {
+            hits.push(idx.clone());
+        }
+        next_index(&mut idx, &shape);
+    }
+    let mut out = Vec::with_capacity(shape.len() * hits.len());
+    for d in 0..shape.len() {
+        out.extend(hits.iter().map(|h| h[d] as i64));
+    }
+    HostTensor::new(vec![shape.len(), hits.len()], out)
+}

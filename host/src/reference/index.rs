@@ -1,0 +1,130 @@
+//! Index-driven reads: ONNX Gather, GatherElements and GatherND. Indices are I64 or I32, may be
+//! negative (counting from the end of the indexed dimension), and an index out of range is an
+//! error naming the node. Each op computes, for every output element, the offset of the input
+//! element it copies, then copies through [`gather_elems`] (lossless for every dtype).
+
+use crate::error::HostError;
+use crate::reference::NodeCtx;
+use crate::reference::lanes::gather_elems;
+use crate::reference::reduce::split_at_axis;
+use crate::reference::strides::{self, count, index, ints, next_index, ravel, unravel};
+use crate::tensor::HostTensor;
+
+/// ONNX `Gather`: output shape `data.shape[..axis] ++ indices.shape ++ data.shape[axis+1..]`;
+/// `out[a, i, b] = data[a, indices[i], b]`.
+pub fn gather(
+    ctx: &NodeCtx,
+    data: &HostTensor,
+    indices: &HostTensor,
+    axis: i64,
+) -> Result<HostTensor, HostError> {
+    let axis = strides::axis(ctx, axis, data.shape().len())?;
+    let (outer, len, inner) = split_at_axis(data.shape(), axis);
+    let idx: Vec<usize> =
+        ints(ctx, indices, "indices")?.iter().map(|&i| index(ctx, i, len)).collect::<Result<_, _>>()?;
+    let mut src = Vec::with_capacity(outer * idx.len() * inner);
+    for o in 0..outer {
+        for &k in &idx {
+            for i in 0..inner {
+                src.push((o * len + k) * inner + i);
+            }
+        }
+    }
+    let mut shape = data.shape()[..axis].to_vec();
+    shape.extend_from_slice(indices.shape());
+    shape.extend_from_slice(&data.shape()[axis + 1..]);
+    gather_elems(data, &src, shape)
+}
+
+/// ONNX `GatherElements`: output shape is `indices.shape`; `out[p] = data[p with p[axis] =
+/// indices[p]]`. Indices must have data's rank and fit inside data on the other axes.
+pub fn gather_elements(
+    ctx: &NodeCtx,
+    data: &HostTensor,
+    indices: &HostTensor,
+    axis: i64,
+) -> Result<HostTensor, HostError> {
+    let rank = data.shape().len();
+    let axis = strides::axis(ctx, axis, rank)?;
+    check_elementwise_indices(ctx, data.shape(), indices.shape(), axis)?;
+    let idx = ints(ctx, indices, "indices")?;
+    let ds = strides::strides(data.shape());
+    let mut pos = vec![0usize; rank];
+    let mut src = Vec::with_capacity(idx.len());
+    for &i in &idx {
+        let mut p = pos.clone();
+        p[axis] = index(ctx, i, data.shape()[axis])?;
+        src.push(ravel(&p, &ds));
+        next_index(&mut pos, indices.shape());
+    }
+    gather_elems(data, &src, indices.shape().to_vec())
+}
+
+/// Checks that `indices` has `data`'s rank and is no larger on every axis but `axis`.
+pub fn check_elementwise_indices(
+    ctx: &NodeCtx,
+    data: &[usize],
+    indices: &[usize],
+    axis: usize,
+) -> Result<(), HostError> {
+    let fits = data.len() == indices.len()
+        && data.iter().zip(indices).enumerate().all(|(d, (&n, &m))| d == axis || m <= n);
+    if !fits {
+        return Err(
+            ctx.err(format!("indices shape {indices:?} does not fit data shape {data:?} (axis {axis})"))
+        );
+    }
+    Ok(())
+}
+
+/// ONNX `GatherND` with `batch_dims = b`: indices `[..., k]` address the first `k` non-batch dims
+/// of data; output shape `indices.shape[..-1] ++ data.shape[b+k..]`.
+pub fn gather_nd(
+    ctx: &NodeCtx,
+    data: &HostTensor,
+    indices: &HostTensor,
+    batch_dims: usize,
+) -> Result<HostTensor, HostError> {
+    let (ds, is) = (data.shape(), indices.shape());
+    let Some(&k) = is.last() else {
+        return Err(ctx.err("indices must have rank at least 1"));
+    };
+    if batch_dims >= is.len()
+        || batch_dims >= ds.len()
+        || ds[..batch_dims] != is[..batch_dims]
+        || batch_dims + k > ds.len()
+    {
+        return Err(ctx.err(format!(
+            "indices shape {is:?} does not fit data shape {ds:?} with batch_dims {batch_dims}"
+        )));
+    }
+    let idx = ints(ctx, indices, "indices")?;
+    let batches = count(ctx, &ds[..batch_dims])?;
+    let tuples_per_batch = count(ctx, &is[batch_dims..is.len() - 1])?;
+    let slice = count(ctx, &ds[batch_dims + k..])?;
+    let per_batch = count(ctx, &ds[batch_dims..])?;
+    let addressed = &ds[batch_dims..batch_dims + k];
+    let as_ = strides::strides(addressed);
+    let mut src = Vec::with_capacity(batches * tuples_per_batch * slice);
+    for b in 0..batches {
+        for t in 0..tuples_per_batch {
+            let tuple = &idx[(b * tuples_per_batch + t) * k..][..k];
+            let mut at = 0;
+            for ((&i, &n), &s) in tuple.iter().zip(addressed).zip(&as_) {
+                at += index(ctx, i, n)? * s;
+            }
+            let start = b * per_batch + at * slice;
+            src.extend(start..start + slice);
+        }
+    }
+    let mut shape = is[..is.len() - 1].to_vec();
+    shape.extend_from_slice(&ds[batch_dims + k..]);
+    gather_elems(data, &src, shape)
+}
+
+/// For an index tensor of `shape` read row-major, the multi-index of each element (helper for
+/// the scatter ops).
+pub fn positions(shape: &[usize]) -> Vec<Vec<usize>> {
+    let n: usize = shape.iter().product();
+    (0..n).map(|o| unravel(o, shape)).collect()
+}

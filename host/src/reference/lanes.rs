@@ -1,0 +1,185 @@
+//! [`Lanes`]: the two numeric views every reference op computes in. Floats (f16, bf16, f32, f64)
+//! are read exactly into f64; integers and bools (as 0/1) into i64. Results go back to a dtype
+//! through [`Lanes::into_tensor`], which follows ONNX `Cast`: floats round once to nearest-even,
+//! integers wrap to their width (two's complement, as numpy's `astype`), float to integer truncates
+//! toward zero (saturating; NaN gives 0), anything to bool is `x != 0`.
+//!
+//! Invariant: reading a tensor into lanes and writing it back to its own dtype is lossless, so
+//! data-movement ops (gather, slice, transpose, ...) may go through lanes freely.
+
+use std::cmp::Ordering;
+
+use half::{bf16, f16};
+use planner::DType;
+
+use crate::error::HostError;
+use crate::tensor::{HostTensor, TensorData};
+
+/// Elements of a tensor in a computation-friendly form.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Lanes {
+    /// Floating-point elements, widened exactly.
+    F(Vec<f64>),
+    /// Integer and bool elements, widened exactly (bool as 0 or 1).
+    I(Vec<i64>),
+}
+
+impl Lanes {
+    /// The elements of `t`, widened exactly.
+    pub fn of(t: &HostTensor) -> Lanes {
+        match t.data() {
+            TensorData::F32(v) => Lanes::F(v.iter().map(|&x| x as f64).collect()),
+            TensorData::F16(v) => Lanes::F(v.iter().map(|x| x.to_f64()).collect()),
+            TensorData::BF16(v) => Lanes::F(v.iter().map(|x| x.to_f64()).collect()),
+            TensorData::F64(v) => Lanes::F(v.clone()),
+            TensorData::I64(v) => Lanes::I(v.clone()),
+            TensorData::I32(v) => Lanes::I(v.iter().map(|&x| x as i64).collect()),
+            TensorData::I8(v) => Lanes::I(v.iter().map(|&x| x as i64).collect()),
+            TensorData::U8(v) => Lanes::I(v.iter().map(|&x| x as i64).collect()),
+            TensorData::Bool(v) => Lanes::I(v.iter().map(|&x| x as i64).collect()),
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Lanes::F(v) => v.len(),
+            Lanes::I(v) => v.len(),
+        }
+    }
+
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Elements at positions `idx`, in that order (every index must be in range).
+    pub fn take(&self, idx: &[usize]) -> Lanes {
+        match self {
+            Lanes::F(v) => Lanes::F(idx.iter().map(|&i| v[i]).collect()),
+            Lanes::I(v) => Lanes::I(idx.iter().map(|&i| v[i]).collect()),
+        }
+    }
+
+    /// Orders elements `i` and `j` exactly (integers are not widened to f64); NaN is greater than
+    /// every number and equal to NaN.
+    pub fn cmp_at(&self, i: usize, j: usize) -> Ordering {
+        match self {
+            Lanes::I(v) => v[i].cmp(&v[j]),
+            Lanes::F(v) => match (v[i].is_nan(), v[j].is_nan()) {
+                (true, true) => Ordering::Equal,
+                (true, false) => Ordering::Greater,
+                (false, true) => Ordering::Less,
+                _ => v[i].partial_cmp(&v[j]).unwrap_or(Ordering::Equal),
+            },
+        }
+    }
+
+    /// True when element `i` is NaN.
+    pub fn is_nan_at(&self, i: usize) -> bool {
+        matches!(self, Lanes::F(v) if v[i].is_nan())
+    }
+
+    /// The elements as f64 (integers beyond 2^53 round).
+    pub fn to_f64s(&self) -> Vec<f64> {
+        match self {
+            Lanes::F(v) => v.clone(),
+            Lanes::I(v) => v.iter().map(|&x| x as f64).collect(),
+        }
+    }
+
+    /// Concatenation of `parts` (all of the same kind; mixed kinds widen to f64).
+    pub fn concat(parts: &[Lanes]) -> Lanes {
+        if parts.iter().all(|p| matches!(p, Lanes::I(_))) {
+            let mut out = Vec::new();
+            for p in parts {
+                if let Lanes::I(v) = p {
+                    out.extend_from_slice(v);
+                }
+            }
+            return Lanes::I(out);
+        }
+        Lanes::F(parts.iter().flat_map(Lanes::to_f64s).collect())
+    }
+
+    /// A tensor of `dtype` and `shape` from these lanes, converting as ONNX `Cast` does.
+    pub fn into_tensor(self, dtype: DType, shape: Vec<usize>) -> Result<HostTensor, HostError> {
+        let data = match self {
+            Lanes::F(v) => floats_to(dtype, &v),
+            Lanes::I(v) => ints_to(dtype, &v),
+        };
+        HostTensor::new(shape, data)
+    }
+}
+
+/// f64 values as `dtype`: one rounding to float types; truncation toward zero (saturating, NaN to
+/// 0) to integer types; `x != 0` to bool (NaN is true).
+fn floats_to(dtype: DType, v: &[f64]) -> TensorData {
+    match dtype {
+        DType::F32 => TensorData::F32(v.iter().map(|&x| x as f32).collect()),
+        DType::F16 => TensorData::F16(v.iter().map(|&x| f16::from_f64(x)).collect()),
+        DType::BF16 => TensorData::BF16(v.iter().map(|&x| bf16::from_f64(x)).collect()),
+        DType::F64 => TensorData::F64(v.to_vec()),
+        DType::I64 => TensorData::I64(v.iter().map(|&x| x as i64).collect()),
+        DType::I32 => TensorData::I32(v.iter().map(|&x| x as i32).collect()),
+        DType::I8 => TensorData::I8(v.iter().map(|&x| x as i8).collect()),
+        DType::U8 => TensorData::U8(v.iter().map(|&x| x as u8).collect()),
+        DType::Bool => TensorData::Bool(v.iter().map(|&x| x != 0.0).collect()),
+    }
+}
+
+/// i64 values as `dtype`: wrapping to narrower integers, one rounding to floats (for bf16 beyond
+/// 2^53 the value passes through f64 first), `x != 0` to bool.
+fn ints_to(dtype: DType, v: &[i64]) -> TensorData {
+    match dtype {
+        DType::F32 => TensorData::F32(v.iter().map(|&x| x as f32).collect()),
+        DType::F16 => TensorData::F16(v.iter().map(|&x| f16::from_f64(x as f64)).collect()),
+        DType::BF16 => TensorData::BF16(v.iter().map(|&x| bf16::from_f64(x as f64)).collect()),
+        DType::F64 => TensorData::F64(v.iter().map(|&x| x as f64).collect()),
+        DType::I64 => TensorData::I64(v.to_vec()),
+        DType::I32 => TensorData::I32(v.iter().map(|&x| x as i32).collect()),
+        DType::I8 => TensorData::I8(v.iter().map(|&x| x as i8).collect()),
+        DType::U8 => TensorData::U8(v.iter().map(|&x| x as u8).collect()),
+        DType::Bool => TensorData::Bool(v.iter().map(|&x| x != 0).collect()),
+    }
+}
+
+/// Smallest and largest value of an integer or bool dtype (the identities of Max/Min over an
+/// empty set); `None` for floats.
+pub fn int_range(dtype: DType) -> Option<(i64, i64)> {
+    match dtype {
+        DType::I64 => Some((i64::MIN, i64::MAX)),
+        DType::I32 => Some((i32::MIN as i64, i32::MAX as i64)),
+        DType::I8 => Some((i8::MIN as i64, i8::MAX as i64)),
+        DType::U8 => Some((0, u8::MAX as i64)),
+        DType::Bool => Some((0, 1)),
+        DType::F32 | DType::F16 | DType::BF16 | DType::F64 => None,
+    }
+}
+
+/// A tensor of `shape` with every element `t[idx[i]]` (data movement; lossless).
+pub fn gather_elems(t: &HostTensor, idx: &[usize], shape: Vec<usize>) -> Result<HostTensor, HostError> {
+    Lanes::of(t).take(idx).into_tensor(t.dtype(), shape)
+}
+
+/// A tensor of `shape` with element i equal to `t[idx[i]]`, or to `fill` (a one-element tensor of
+/// the same dtype) where `idx[i]` is `None`.
+pub fn gather_or_fill(
+    t: &HostTensor,
+    idx: &[Option<usize>],
+    fill: &HostTensor,
+    shape: Vec<usize>,
+) -> Result<HostTensor, HostError> {
+    let all = Lanes::concat(&[Lanes::of(t), Lanes::of(fill)]);
+    let fill_at = t.len();
+    let flat: Vec<usize> = idx.iter().map(|i| i.unwrap_or(fill_at)).collect();
+    all.take(&flat).into_tensor(t.dtype(), shape)
+}
+
+/// ONNX `Cast` (and `CastLike`): `t` converted to `to` by the rules in the module docs.
+pub fn cast(t: &HostTensor, to: DType) -> Result<HostTensor, HostError> {
+    if t.dtype() == to {
+        return Ok(t.clone());
+    }
+    Lanes::of(t).into_tensor(to, t.shape().to_vec())
+}

@@ -1,0 +1,94 @@
+//! Reference neural-network and sequence operators: matrix products, convolution, pooling,
+//! normalization, softmax, attention, resize, the ONNX recurrent layers and the state-space
+//! operators of OPS.md.
+//!
+//! Every op has the signature `fn(node, attrs, inputs) -> Result<Vec<HostTensor>, HostError>`,
+//! returns all of its ONNX outputs in order, computes in f64 and rounds once to the output dtype.
+
+mod attention;
+mod conv;
+mod conv_transpose;
+mod einsum;
+mod matmul;
+mod norm;
+mod operand;
+mod pool;
+mod resize;
+mod rnn;
+mod rotary;
+mod sequence;
+mod softmax;
+#[cfg(test)]
+mod testing;
+mod window;
+
+pub use attention::attention;
+pub use conv::conv;
+pub use conv_transpose::conv_transpose;
+pub use einsum::einsum;
+pub use matmul::{gemm, matmul};
+pub use norm::{
+    batch_normalization, group_normalization, instance_normalization, layer_normalization, rms_normalization,
+};
+pub use pool::{average_pool, global_average_pool, global_max_pool, lp_pool, max_pool};
+pub use resize::resize;
+pub use rnn::{gru, lstm, rnn};
+pub use rotary::rotary_embedding;
+pub use sequence::{
+    causal_conv_with_state, griffin_rglru, mamba_scan, rglru, rwkv_wkv6, selective_scan, ssd_scan, wkv6,
+};
+pub use softmax::{hardmax, log_softmax, softmax};
+
+#[cfg(test)]
+mod tests {
+    use half::{bf16, f16};
+    use planner::DType;
+    use planner::op::{LayerNormalization, SsdScan};
+
+    use super::*;
+    use crate::reference::nn::testing::{assert_close, assert_meta, node, vals};
+    use crate::tensor::HostTensor;
+
+    #[test]
+    fn half_inputs_accumulate_in_f64_and_round_once() {
+        // In f16, 1 + 2^-11 rounds back to 1 (ties to even) twice; the exact sum 1 + 2^-10 is an f16.
+        let h = |v: &[f64]| v.iter().map(|&x| f16::from_f64(x)).collect::<Vec<_>>();
+        let a = HostTensor::new(vec![1, 3], h(&[1.0, 2f64.powi(-11), 2f64.powi(-11)])).unwrap();
+        let b = HostTensor::new(vec![3, 1], h(&[1.0, 1.0, 1.0])).unwrap();
+        let y = matmul(&node("MatMul"), &(), &[Some(&a), Some(&b)]).unwrap();
+        assert_meta(&y[0], &[1, 1], DType::F16);
+        assert_eq!(vals(&y[0]), [1.0 + 2f64.powi(-10)]);
+        let x = HostTensor::new(vec![1, 2], vec![bf16::from_f32(1.0), bf16::from_f32(3.0)]).unwrap();
+        let s = HostTensor::new(vec![2], vec![bf16::from_f32(1.0); 2]).unwrap();
+        let attrs =
+            LayerNormalization { epsilon: 0.0, stash_type: DType::F32, ..LayerNormalization::default() };
+        let out =
+            layer_normalization(&node("LayerNormalization"), &attrs, &[Some(&x), Some(&s), None]).unwrap();
+        assert_meta(&out[0], &[1, 2], DType::BF16);
+        assert_meta(&out[1], &[1, 1], DType::F32);
+        assert_eq!(vals(&out[0]), [-1.0, 1.0]);
+    }
+
+    #[test]
+    fn sequence_states_are_f32_whatever_the_input_dtype() {
+        let b16 = |shape: &[usize], v: f32| {
+            let n = shape.iter().product();
+            HostTensor::new(shape.to_vec(), vec![bf16::from_f32(v); n]).unwrap()
+        };
+        let ins = [
+            b16(&[1, 2, 1, 1], 1.0),
+            b16(&[1, 2, 1], 0.5),
+            b16(&[1], -1.0),
+            b16(&[1, 2, 1, 1], 1.0),
+            b16(&[1, 2, 1, 1], 1.0),
+        ];
+        let opts: Vec<Option<&HostTensor>> = ins.iter().map(Some).collect();
+        let out = ssd_scan(&node("SSDScan"), &SsdScan::default(), &opts).unwrap();
+        assert_meta(&out[0], &[1, 2, 1, 1], DType::BF16);
+        assert_meta(&out[1], &[1, 1, 1, 1], DType::F32);
+        let s1 = 0.5;
+        let s2 = (-0.5f64).exp() * s1 + 0.5;
+        assert_close(&vals(&out[1]), &[s2], 1e-6);
+        assert_eq!(vals(&out[0]), [s1, bf16::from_f64(s2).to_f64()]);
+    }
+}

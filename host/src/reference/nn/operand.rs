@@ -1,0 +1,204 @@
+//! Operand access shared by the nn reference ops: inputs read exactly into f64, outputs rounded once
+//! back to the dtype the op produces, plus the row-major index arithmetic the loops use.
+//!
+//! Invariant: every op in `nn` computes in f64 and rounds only when it builds an output tensor, so
+//! an f16/bf16/f32 result carries exactly one rounding per element. Nothing here panics on data.
+
+use half::{bf16, f16};
+use planner::DType;
+
+use crate::error::HostError;
+use crate::reference::NodeCtx;
+use crate::shape::{broadcast_shape, broadcast_strides};
+use crate::tensor::{HostTensor, TensorData, elem_count};
+
+/// A numeric input widened to f64, with the shape and dtype it came with.
+#[derive(Debug, Clone)]
+pub(crate) struct Floats {
+    /// Shape of the input.
+    pub shape: Vec<usize>,
+    /// Elements, row-major, widened exactly (i64 beyond 2^53 rounds).
+    pub data: Vec<f64>,
+    /// The input's dtype (the dtype float outputs are rounded back to).
+    pub dtype: DType,
+}
+
+/// True for the floating-point dtypes the nn ops accept.
+pub(crate) fn is_float(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+}
+
+/// Input `slot`, which the op requires.
+pub(crate) fn required<'t>(
+    node: &NodeCtx,
+    inputs: &[Option<&'t HostTensor>],
+    slot: usize,
+    what: &str,
+) -> Result<&'t HostTensor, HostError> {
+    inputs.get(slot).copied().flatten().ok_or_else(|| node.err(format!("input {slot} ({what}) is required")))
+}
+
+/// Input `slot` if present (an omitted optional input or a slot past the end is `None`).
+pub(crate) fn optional<'t>(inputs: &[Option<&'t HostTensor>], slot: usize) -> Option<&'t HostTensor> {
+    inputs.get(slot).copied().flatten()
+}
+
+/// A float tensor (f16, bf16, f32, f64) widened to f64.
+pub(crate) fn floats(node: &NodeCtx, t: &HostTensor, what: &str) -> Result<Floats, HostError> {
+    if !is_float(t.dtype()) {
+        return Err(node.err(format!("{what} must be a float tensor, got {}", t.dtype())));
+    }
+    Ok(Floats { shape: t.shape().to_vec(), data: t.data().to_f64s(), dtype: t.dtype() })
+}
+
+/// A float or integer tensor (not bool) widened to f64, for ops ONNX also defines on integers.
+pub(crate) fn numbers(node: &NodeCtx, t: &HostTensor, what: &str) -> Result<Floats, HostError> {
+    if t.dtype() == DType::Bool {
+        return Err(node.err(format!("{what} must be numeric, got bool")));
+    }
+    Ok(Floats { shape: t.shape().to_vec(), data: t.data().to_f64s(), dtype: t.dtype() })
+}
+
+/// Required float input `slot`.
+pub(crate) fn input(
+    node: &NodeCtx,
+    inputs: &[Option<&HostTensor>],
+    slot: usize,
+    what: &str,
+) -> Result<Floats, HostError> {
+    floats(node, required(node, inputs, slot, what)?, what)
+}
+
+/// Optional float input `slot`.
+pub(crate) fn input_opt(
+    node: &NodeCtx,
+    inputs: &[Option<&HostTensor>],
+    slot: usize,
+    what: &str,
+) -> Result<Option<Floats>, HostError> {
+    optional(inputs, slot).map(|t| floats(node, t, what)).transpose()
+}
+
+/// An integer tensor (I64, I32, I8, U8) as `i64`s.
+pub(crate) fn ints(node: &NodeCtx, t: &HostTensor, what: &str) -> Result<Vec<i64>, HostError> {
+    match t.data() {
+        TensorData::I64(v) => Ok(v.clone()),
+        TensorData::I32(v) => Ok(v.iter().map(|&x| x as i64).collect()),
+        TensorData::I8(v) => Ok(v.iter().map(|&x| x as i64).collect()),
+        TensorData::U8(v) => Ok(v.iter().map(|&x| x as i64).collect()),
+        other => Err(node.err(format!("{what} must be an integer tensor, got {}", other.dtype()))),
+    }
+}
+
+/// Builds an output of `dtype` from f64 values: floats round once to nearest-even; integers round
+/// to nearest and wrap to their width (as numpy's `astype` of an integer product does).
+pub(crate) fn tensor(
+    node: &NodeCtx,
+    dtype: DType,
+    shape: Vec<usize>,
+    data: Vec<f64>,
+) -> Result<HostTensor, HostError> {
+    let data: TensorData = match dtype {
+        DType::F32 => data.iter().map(|&x| x as f32).collect::<Vec<_>>().into(),
+        DType::F64 => data.into(),
+        DType::F16 => data.iter().map(|&x| f16::from_f64(x)).collect::<Vec<_>>().into(),
+        DType::BF16 => data.iter().map(|&x| bf16::from_f64(x)).collect::<Vec<_>>().into(),
+        DType::I64 => data.iter().map(|&x| x.round() as i64).collect::<Vec<_>>().into(),
+        DType::I32 => data.iter().map(|&x| x.round() as i64 as i32).collect::<Vec<_>>().into(),
+        DType::I8 => data.iter().map(|&x| x.round() as i64 as i8).collect::<Vec<_>>().into(),
+        DType::U8 => data.iter().map(|&x| x.round() as i64 as u8).collect::<Vec<_>>().into(),
+        other => return Err(node.unsupported(format!("{other} output"))),
+    };
+    HostTensor::new(shape, data)
+}
+
+/// Fails unless `got` equals `want`.
+pub(crate) fn expect_shape(
+    node: &NodeCtx,
+    got: &[usize],
+    want: &[usize],
+    what: &str,
+) -> Result<(), HostError> {
+    if got != want {
+        return Err(node.err(format!("{what} must have shape {want:?}, got {got:?}")));
+    }
+    Ok(())
+}
+
+/// Fails unless `got` has rank `rank`.
+pub(crate) fn expect_rank(node: &NodeCtx, got: &[usize], rank: usize, what: &str) -> Result<(), HostError> {
+    if got.len() != rank {
+        return Err(node.err(format!("{what} must have rank {rank}, got shape {got:?}")));
+    }
+    Ok(())
+}
+
+/// Element count of `shape`, or an error when it overflows.
+pub(crate) fn count(node: &NodeCtx, shape: &[usize]) -> Result<usize, HostError> {
+    elem_count(shape).ok_or_else(|| node.err(format!("shape {shape:?} has too many elements")))
+}
+
+/// Row-major strides of `shape` (in elements).
+pub(crate) fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// Writes the multi-index of row-major offset `offset` in `shape` into `idx`.
+pub(crate) fn unravel(mut offset: usize, shape: &[usize], idx: &mut [usize]) {
+    for d in (0..shape.len()).rev() {
+        if shape[d] > 0 {
+            idx[d] = offset % shape[d];
+            offset /= shape[d];
+        }
+    }
+}
+
+/// For every element of `to` (row-major), the offset of the element of a tensor of shape `from`
+/// that unidirectional broadcasting reads; an error unless `from` broadcasts to `to`.
+pub(crate) fn broadcast_map(
+    node: &NodeCtx,
+    from: &[usize],
+    to: &[usize],
+    what: &str,
+) -> Result<Vec<usize>, HostError> {
+    if from.len() > to.len() || broadcast_shape(from, to).as_deref() != Some(to) {
+        return Err(node.err(format!("{what} of shape {from:?} does not broadcast to {to:?}")));
+    }
+    let s = broadcast_strides(from, to.len());
+    let mut idx = vec![0; to.len()];
+    let n = count(node, to)?;
+    Ok((0..n)
+        .map(|i| {
+            unravel(i, to, &mut idx);
+            idx.iter().zip(&s).map(|(i, s)| i * s).sum()
+        })
+        .collect())
+}
+
+/// ONNX axis normalisation: `axis` in `[-rank, rank)` maps to `[0, rank)`.
+pub(crate) fn axis(node: &NodeCtx, axis: i64, rank: usize) -> Result<usize, HostError> {
+    let r = rank as i64;
+    if axis < -r || axis >= r {
+        return Err(node.err(format!("axis {axis} is out of range for rank {rank}")));
+    }
+    Ok(if axis < 0 { (axis + r) as usize } else { axis as usize })
+}
+
+/// `x * sigmoid(x)`.
+pub(crate) fn silu(x: f64) -> f64 {
+    x / (1.0 + (-x).exp())
+}
+
+/// `1 / (1 + e^-x)`.
+pub(crate) fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// `ln(1 + e^x)`, without overflow for large `x`.
+pub(crate) fn softplus(x: f64) -> f64 {
+    if x > 30.0 { x + (-x).exp().ln_1p() } else { x.exp().ln_1p() }
+}

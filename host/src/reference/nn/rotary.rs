@@ -1,0 +1,140 @@
+//! Reference ONNX `RotaryEmbedding` (opset 23): rotates pairs of each head's first
+//! `rotary_embedding_dim` features by the angle whose cos/sin the caches hold for the token's
+//! position; the remaining features pass through.
+//!
+//! Pairs are `(x[k], x[k + r/2])` (halves) or `(x[2k], x[2k + 1])` (interleaved), and become
+//! `(cos·x1 − sin·x2, sin·x1 + cos·x2)`.
+
+use planner::op::RotaryEmbedding;
+
+use super::operand::{input, ints, optional, tensor};
+use crate::error::HostError;
+use crate::reference::NodeCtx;
+use crate::tensor::HostTensor;
+
+/// ONNX `RotaryEmbedding` (opset 23). X is `(B, H, S, D)` or `(B, S, H·D)` (`num_heads` required);
+/// with `position_ids (B, S)` the caches are `(max_position + 1, r/2)` and are indexed by
+/// position, without them they are `(B, S, r/2)`; a 2-D cache without position ids is indexed
+/// by the sequence index (ONNX Runtime's reading).
+pub fn rotary_embedding(
+    node: &NodeCtx,
+    attrs: &RotaryEmbedding,
+    inputs: &[Option<&HostTensor>],
+) -> Result<Vec<HostTensor>, HostError> {
+    let x = input(node, inputs, 0, "X")?;
+    let cos = input(node, inputs, 1, "cos_cache")?;
+    let sin = input(node, inputs, 2, "sin_cache")?;
+    if cos.shape != sin.shape {
+        return Err(node.err(format!("cos_cache {:?} and sin_cache {:?} differ", cos.shape, sin.shape)));
+    }
+    // Element (b, s, h, d) of X lives at offset b·bs + s·ss + h·hs + d.
+    let (batch, seq, heads, size, bs, ss, hs) = match (x.shape.as_slice(), attrs.num_heads) {
+        (&[b, h, s, d], _) => (b, s, h, d, h * s * d, d, s * d),
+        (&[b, s, hidden], Some(h)) if h > 0 && hidden % h == 0 => {
+            let d = hidden / h;
+            (b, s, h, d, s * hidden, hidden, d)
+        }
+        (&[_, _, _], _) => return Err(node.err("3-D X needs num_heads dividing its hidden size")),
+        (s, _) => return Err(node.err(format!("X must be 3-D or 4-D, got {s:?}"))),
+    };
+    let rot = if attrs.rotary_embedding_dim == 0 { size } else { attrs.rotary_embedding_dim };
+    if rot % 2 != 0 || rot > size {
+        return Err(node.err(format!("rotary_embedding_dim {rot} must be even and at most head size {size}")));
+    }
+    let half = rot / 2;
+    let positions = optional(inputs, 3).map(|p| ints(node, p, "position_ids")).transpose()?;
+    if let Some(p) = &positions
+        && p.len() != batch * seq
+    {
+        return Err(node.err(format!("position_ids must be (B={batch}, S={seq}), got {} ids", p.len())));
+    }
+    // Offset of the cache row for token (b, s).
+    let row =
+        |b: usize, s: usize| -> Result<usize, HostError> {
+            match (cos.shape.as_slice(), &positions) {
+                (&[rows, w], Some(p)) if w == half => {
+                    let pos = p[b * seq + s];
+                    usize::try_from(pos).ok().filter(|&r| r < rows).map(|r| r * half).ok_or_else(|| {
+                        node.err(format!("position id {pos} is outside the cache of {rows} rows"))
+                    })
+                }
+                (&[rows, w], None) if w == half && s < rows => Ok(s * half),
+                (&[cb, cs, w], None) if w == half && cb == batch && cs == seq => Ok((b * seq + s) * half),
+                (c, _) => {
+                    Err(node.err(format!("caches {c:?} do not fit B={batch}, S={seq}, rotary dim/2={half}")))
+                }
+            }
+        };
+    let mut y = x.data.clone();
+    for b in 0..batch {
+        for s in 0..seq {
+            let r = row(b, s)?;
+            for h in 0..heads {
+                let base = b * bs + s * ss + h * hs;
+                for k in 0..half {
+                    let (i1, i2) = if attrs.interleaved { (2 * k, 2 * k + 1) } else { (k, k + half) };
+                    let (x1, x2) = (x.data[base + i1], x.data[base + i2]);
+                    let (c, sn) = (cos.data[r + k], sin.data[r + k]);
+                    y[base + i1] = c * x1 - sn * x2;
+                    y[base + i2] = sn * x1 + c * x2;
+                }
+            }
+        }
+    }
+    Ok(vec![tensor(node, x.dtype, x.shape.clone(), y)?])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference::nn::testing::{Rng, assert_close, node, tf, ti, vals};
+
+    fn run(attrs: &RotaryEmbedding, ins: &[Option<&HostTensor>]) -> Result<Vec<f64>, HostError> {
+        rotary_embedding(&node("RotaryEmbedding"), attrs, ins).map(|y| vals(&y[0]))
+    }
+
+    #[test]
+    fn quarter_turn_by_hand_in_both_pairings() {
+        let x = tf(&[1, 1, 1, 4], &[1., 2., 3., 4.]);
+        let (cos, sin) = (tf(&[1, 1, 2], &[0., 0.]), tf(&[1, 1, 2], &[1., 1.]));
+        let y = run(&RotaryEmbedding::default(), &[Some(&x), Some(&cos), Some(&sin)]).unwrap();
+        assert_close(&y, &[-3., -4., 1., 2.], 1e-12);
+        let inter = RotaryEmbedding { interleaved: true, ..RotaryEmbedding::default() };
+        let y = run(&inter, &[Some(&x), Some(&cos), Some(&sin)]).unwrap();
+        assert_close(&y, &[-2., 1., -4., 3.], 1e-12);
+        // Partial rotation: only the first 2 features turn.
+        let (c1, s1) = (tf(&[1, 1, 1], &[0.]), tf(&[1, 1, 1], &[1.]));
+        let part = RotaryEmbedding { rotary_embedding_dim: 2, ..RotaryEmbedding::default() };
+        let y = run(&part, &[Some(&x), Some(&c1), Some(&s1)]).unwrap();
+        assert_close(&y, &[-2., 1., 3., 4.], 1e-12);
+    }
+
+    #[test]
+    fn position_ids_select_cache_rows_and_norms_are_preserved() {
+        let mut rng = Rng::new(8);
+        let (b, s, h, d) = (2, 3, 2, 4);
+        let x = rng.vec(b * s * h * d, -1.0, 1.0);
+        let angles: Vec<f64> = rng.vec(5 * d / 2, -3.0, 3.0);
+        let cos = tf(&[5, d / 2], &angles.iter().map(|a| a.cos()).collect::<Vec<_>>());
+        let sin = tf(&[5, d / 2], &angles.iter().map(|a| a.sin()).collect::<Vec<_>>());
+        let pos = ti(&[b, s], &[4, 0, 2, 1, 1, 3]);
+        let attrs = RotaryEmbedding { num_heads: Some(h), ..RotaryEmbedding::default() };
+        let x3 = tf(&[b, s, h * d], &x);
+        let y = run(&attrs, &[Some(&x3), Some(&cos), Some(&sin), Some(&pos)]).unwrap();
+        for (tok, p) in [4usize, 0, 2, 1, 1, 3].iter().enumerate() {
+            for hh in 0..h {
+                let o = (tok * h + hh) * d;
+                for k in 0..d / 2 {
+                    let a = angles[p * d / 2 + k];
+                    let (x1, x2) = (x[o + k], x[o + k + d / 2]);
+                    let want = [a.cos() * x1 - a.sin() * x2, a.sin() * x1 + a.cos() * x2];
+                    assert_close(&[y[o + k], y[o + k + d / 2]], &want, 1e-6);
+                }
+            }
+        }
+        let norm = |v: &[f64]| v.iter().map(|e| e * e).sum::<f64>();
+        assert_close(&[norm(&y)], &[norm(&x)], 1e-5);
+        let bad = ti(&[b, s], &[5, 0, 0, 0, 0, 0]);
+        assert!(run(&attrs, &[Some(&x3), Some(&cos), Some(&sin), Some(&bad)]).is_err());
+    }
+}
