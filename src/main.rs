@@ -2,6 +2,7 @@
 
 mod cli;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -23,11 +24,46 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         device: usize,
     },
+    /// Summarises an ONNX model: inputs and outputs (with symbolic dims), opsets, operator
+    /// histogram, parameter count, and every unsupported operator.
+    Inspect {
+        /// The .onnx file.
+        model: PathBuf,
+    },
+    /// Runs a model (the bundled demo when MODEL is omitted) and prints its outputs.
+    Run {
+        /// The .onnx file; omitted: the bundled physics MLP on a sample input.
+        model: Option<PathBuf>,
+        /// An input as NAME=FILE (.npy or ONNX TensorProto .pb); repeat for each input.
+        #[arg(long = "input", value_name = "NAME=FILE")]
+        inputs: Vec<String>,
+        /// Where to execute.
+        #[arg(long, value_enum, default_value_t = cli::run::Device::Cpu)]
+        device: cli::run::Device,
+        /// Write each output to DIR/<output name>.npy.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
     match args.command {
         Command::Doctor { device } => cli::doctor::run(device),
+        Command::Inspect { model } => report(cli::inspect::run(&model)),
+        Command::Run { model, inputs, device, out } => {
+            report(cli::run::run(cli::run::RunArgs { model, inputs, device, out }))
+        }
+    }
+}
+
+/// Prints an error with its chain of causes and maps it to exit status 1.
+fn report(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }

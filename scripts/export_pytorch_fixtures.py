@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Exports the PyTorch reference models for the end-to-end tests (tests/pytorch_models.rs):
+a GPT-2-style and a BERT-style model from transformers with random weights, and a small CNN.
+
+For each model it writes NAME.onnx (torch.onnx.export, dynamo=True), the inputs as
+NAME.in.<input name>.npy and PyTorch's outputs as NAME.out.<index>.npy, plus manifest.json with the
+versions used. Everything goes into one tar.gz (the GPU machine returns at most 8 files a call).
+
+Needs torch and transformers (it runs on the GPU machine, which has them; no GPU is used):
+    python3 scripts/export_pytorch_fixtures.py OUT.tar.gz
+then, here: tar -xzf OUT.tar.gz -C tests/fixtures/pytorch
+"""
+import io
+import json
+import os
+import sys
+import tarfile
+import tempfile
+
+import numpy as np
+import torch
+import transformers
+from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel
+
+torch.manual_seed(0)
+np.random.seed(0)
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+
+class SmallCNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.b1 = torch.nn.BatchNorm2d(16)
+        self.c2 = torch.nn.Conv2d(16, 32, 3, stride=2, padding=1)
+        self.b2 = torch.nn.BatchNorm2d(32)
+        self.fc = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.b1(self.c1(x)))
+        x = torch.nn.functional.max_pool2d(x, 2)
+        x = torch.relu(self.b2(self.c2(x)))
+        x = torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.fc(x)
+
+
+class Gpt2Logits(torch.nn.Module):
+    """Positional inputs and plain tensor outputs (no KV cache objects) for torch.export."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids, use_cache=False).logits
+
+
+class BertOutputs(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        return out.last_hidden_state, out.pooler_output
+
+
+def gpt2():
+    cfg = GPT2Config(vocab_size=1000, n_positions=64, n_embd=64, n_layer=2, n_head=4, use_cache=False,
+                     attn_implementation="eager")
+    model = Gpt2Logits(GPT2LMHeadModel(cfg).eval()).eval()
+    ids = torch.randint(0, 1000, (1, 16), dtype=torch.int64)
+    return "gpt2", model, {"input_ids": ids}
+
+
+def bert():
+    cfg = BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=128, max_position_embeddings=64, attn_implementation="eager")
+    model = BertOutputs(BertModel(cfg).eval()).eval()
+    ids = torch.randint(0, 1000, (2, 12), dtype=torch.int64)
+    mask = torch.ones(2, 12, dtype=torch.int64)
+    mask[1, 9:] = 0
+    types = torch.zeros(2, 12, dtype=torch.int64)
+    types[:, 6:] = 1
+    return "bert", model, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+def cnn():
+    model = SmallCNN().eval()
+    # Non-trivial batch-norm statistics, so that folding or skipping them would show.
+    with torch.no_grad():
+        for bn in (model.b1, model.b2):
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+            bn.weight.uniform_(0.5, 1.5)
+            bn.bias.uniform_(-0.2, 0.2)
+    return "cnn", model, {"x": torch.randn(2, 3, 32, 32)}
+
+
+def flatten(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if hasattr(out, "to_tuple"):
+        out = out.to_tuple()
+    res = []
+    for o in out:
+        if isinstance(o, torch.Tensor):
+            res.append(o)
+    return res
+
+
+def main(dest):
+    files = {}
+    manifest = {"torch": torch.__version__, "transformers": transformers.__version__, "models": {}}
+    tmp = tempfile.mkdtemp()
+    for make in (gpt2, bert, cnn):
+        name, model, inputs = make()
+        args = tuple(inputs.values())
+        with torch.no_grad():
+            outs = flatten(model(*args))
+        path = os.path.join(tmp, name + ".onnx")
+        prog = torch.onnx.export(model, args, input_names=list(inputs), dynamo=True)
+        prog.save(path)
+        files[name + ".onnx"] = open(path, "rb").read()
+        for k, v in inputs.items():
+            buf = io.BytesIO(); np.save(buf, v.numpy()); files[f"{name}.in.{k}.npy"] = buf.getvalue()
+        for i, o in enumerate(outs):
+            buf = io.BytesIO(); np.save(buf, o.numpy()); files[f"{name}.out.{i}.npy"] = buf.getvalue()
+        manifest["models"][name] = {"inputs": {k: list(v.shape) for k, v in inputs.items()},
+                                    "outputs": [list(o.shape) for o in outs],
+                                    "onnx_bytes": len(files[name + ".onnx"])}
+        print(name, "ok", manifest["models"][name])
+    files["manifest.json"] = json.dumps(manifest, indent=1).encode()
+    with tarfile.open(dest, "w:gz") as tar:
+        for n, data in sorted(files.items()):
+            info = tarfile.TarInfo(n); info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    print("wrote", dest, sum(len(d) for d in files.values()), "bytes")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
