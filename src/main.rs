@@ -29,6 +29,12 @@ enum Command {
     Inspect {
         /// The .onnx file.
         model: PathBuf,
+        /// Also plan the intermediate-memory arena and print its statistics and biggest slots.
+        #[arg(long)]
+        memory: bool,
+        /// Size of a symbolic dimension for --memory, as NAME=SIZE (repeat for each symbol).
+        #[arg(long = "bind", value_name = "NAME=SIZE")]
+        binds: Vec<String>,
     },
     /// Runs a model (the bundled demo when MODEL is omitted) and prints its outputs.
     Run {
@@ -50,7 +56,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     match args.command {
         Command::Doctor { device } => cli::doctor::run(device),
-        Command::Inspect { model } => report(cli::inspect::run(&model)),
+        Command::Inspect { model, memory, binds } => report(cli::inspect::run(&model, memory, &binds)),
         Command::Run { model, inputs, device, out } => {
             report(cli::run::run(cli::run::RunArgs { model, inputs, device, out }))
         }

@@ -126,6 +126,17 @@ pub enum HostError {
         /// What is wrong.
         detail: String,
     },
+    /// A tensor the model asks for exceeds the executor's size limits
+    /// ([`crate::reference::Limits`]); found before allocating it.
+    #[error("node `{node}` ({op}): too large: {detail}")]
+    Limit {
+        /// Node name (or `#index` when unnamed), or the initializer's name.
+        node: String,
+        /// ONNX op type (`initializer` for an initializer).
+        op: &'static str,
+        /// What is too large, and the limit.
+        detail: String,
+    },
     /// An operator (or one of its modes or dtypes) the executor does not implement.
     #[error("node `{node}` ({op}): not supported: {detail}")]
     Unsupported {
@@ -148,6 +159,21 @@ pub enum HostError {
     /// Planning (shape inference, validation) failed.
     #[error(transparent)]
     Plan(#[from] planner::PlanError),
+    /// A device allocation failed.
+    #[error("out of device memory allocating {bytes} bytes: {source}")]
+    OutOfMemory {
+        /// Bytes requested.
+        bytes: u64,
+        /// The driver's error.
+        source: DriverError,
+    },
+    /// An arena slot or dynamic block was used wrongly (outside the arena, double free, an
+    /// external arena too small).
+    #[error("arena: {detail}")]
+    Arena {
+        /// What is wrong.
+        detail: String,
+    },
     /// A device self-test produced a wrong value.
     #[error("self-test `{check}` failed: {detail}")]
     SelfTest {

@@ -10,6 +10,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod arena;
 pub mod compare;
 pub mod device;
 pub mod error;

@@ -128,4 +128,10 @@ pub enum PlanError {
         /// What did not match.
         detail: String,
     },
+    /// Memory planning failed (a size overflows) or a memory plan broke an invariant.
+    #[error("memory plan: {detail}")]
+    Memory {
+        /// What is wrong.
+        detail: String,
+    },
 }

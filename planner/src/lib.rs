@@ -16,6 +16,7 @@ pub mod dce;
 pub mod error;
 pub mod fold;
 pub mod graph;
+pub mod memory;
 pub mod op;
 pub mod shape_infer;
 pub mod tensor_info;

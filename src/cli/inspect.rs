@@ -12,8 +12,9 @@ fn shape_text(v: &onnx::ValueSummary) -> String {
     }
 }
 
-/// Prints the summary of the model at `path`; fails (after printing it) when ops are unsupported.
-pub fn run(path: &Path) -> Result<()> {
+/// Prints the summary of the model at `path` (and, with `memory`, its memory plan under the
+/// `NAME=SIZE` bindings); fails (after printing) when ops are unsupported.
+pub fn run(path: &Path, memory: bool, binds: &[String]) -> Result<()> {
     let model = onnx::load_path(path).with_context(|| format!("loading {}", path.display()))?;
     let s = onnx::inspect(&model);
     println!("model: {}", path.display());
@@ -47,6 +48,9 @@ pub fn run(path: &Path) -> Result<()> {
     }
     if s.unsupported.is_empty() {
         println!("unsupported ops: none");
+        if memory {
+            print_memory(&model, binds)?;
+        }
         Ok(())
     } else {
         println!("unsupported ops ({}):", s.unsupported.len());
@@ -55,4 +59,69 @@ pub fn run(path: &Path) -> Result<()> {
         }
         anyhow::bail!("{} node(s) use unsupported operators", s.unsupported.len())
     }
+}
+
+fn parse_binding(binds: &[String]) -> Result<planner::Binding> {
+    let mut b = planner::Binding::new();
+    for spec in binds {
+        let (name, size) =
+            spec.split_once('=').with_context(|| format!("--bind {spec:?}: expected NAME=SIZE"))?;
+        let size: usize =
+            size.parse().with_context(|| format!("--bind {spec:?}: SIZE must be a non-negative integer"))?;
+        b.set(name, size);
+    }
+    Ok(b)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.3} MiB", bytes as f64 / (1u64 << 20) as f64)
+}
+
+/// Plans the arena and prints the statistics and the ten biggest slots.
+fn print_memory(model: &onnx::Model, binds: &[String]) -> Result<()> {
+    let graph = onnx::to_graph(model)?;
+    let binding = parse_binding(binds)?;
+    let plan = planner::memory::plan(&graph, &binding, &planner::memory::MemoryOptions::default())
+        .context("planning memory (bind every symbolic input dim with --bind NAME=SIZE)")?;
+    let s = &plan.stats;
+    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    println!(
+        "memory plan ({} nodes, {} values in the arena, {} dynamic):",
+        plan.order.len(),
+        s.arena_values,
+        s.dynamic_values
+    );
+    println!("  arena            {:>12} bytes  {}", s.arena_bytes, mib(s.arena_bytes));
+    println!(
+        "  lower bound      {:>12} bytes  {}  (arena / lower bound = {:.3})",
+        s.lower_bound_bytes,
+        mib(s.lower_bound_bytes),
+        ratio(s.arena_bytes, s.lower_bound_bytes)
+    );
+    println!(
+        "  naive            {:>12} bytes  {}  (arena / naive = {:.3})",
+        s.naive_bytes,
+        mib(s.naive_bytes),
+        ratio(s.arena_bytes, s.naive_bytes)
+    );
+    println!("  fragmentation    {:>12.3}", s.fragmentation);
+    println!(
+        "  largest free     {:>12} bytes at the peak (step {})",
+        s.largest_free_block_bytes, s.peak_step
+    );
+    println!("  reused buffers   {:>12}", s.reuse_count);
+    println!("  in place         {:>12}", s.in_place_count);
+    let mut slots: Vec<(usize, planner::memory::BufferSlot)> =
+        plan.slots.iter().enumerate().filter_map(|(i, s)| Some((i, (*s)?))).collect();
+    slots.sort_by_key(|(i, s)| (std::cmp::Reverse(s.bytes), *i));
+    println!("  biggest slots:");
+    for (i, slot) in slots.iter().take(10) {
+        let life =
+            plan.lifetimes[*i].map_or("?".into(), |l| format!("steps {}..={}", l.first_step, l.last_step));
+        println!(
+            "    {:<32} {:>12} bytes @ {:#010x}  {life}",
+            graph.values[*i].name, slot.bytes, slot.offset
+        );
+    }
+    Ok(())
 }

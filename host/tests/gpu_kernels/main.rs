@@ -1,6 +1,7 @@
 //! GPU kernel tests: every kernel against the CPU reference on the device. Built only with the `gpu`
 //! feature; they fail (never skip) when no GPU is present.
 
+mod arena;
 mod context;
 mod elementwise;
 mod probes;

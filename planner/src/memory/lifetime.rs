@@ -1,0 +1,182 @@
+//! Lifetimes of node-produced values in execution order, and the in-place merging of elementwise
+//! results into an input that dies at the same step.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::PlanError;
+use crate::graph::{Definition, Graph, NodeId, ValueId};
+use crate::op::Op;
+use crate::shape_infer;
+use crate::validate;
+
+/// Steps (positions in the execution order) during which a value must stay in memory: from the step
+/// that defines it through the last step that reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lifetime {
+    /// Step that writes the value.
+    pub first_step: usize,
+    /// Last step that reads it (its defining step when nothing reads it).
+    pub last_step: usize,
+}
+
+impl Lifetime {
+    /// True when the two lifetimes share a step.
+    pub fn overlaps(&self, other: &Lifetime) -> bool {
+        self.first_step <= other.last_step && other.first_step <= self.last_step
+    }
+}
+
+/// Values sharing one buffer (an in-place chain, or a single value).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    /// Member values, in chain order.
+    pub members: Vec<ValueId>,
+    /// Bytes of the largest member.
+    pub bytes: u64,
+    /// Union of the members' lifetimes.
+    pub life: Lifetime,
+}
+
+/// Everything the placement needs to know about a graph's values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LifetimeAnalysis {
+    /// Execution order.
+    pub order: Vec<NodeId>,
+    /// Lifetime of each arena value, indexed by `ValueId`.
+    pub lifetimes: Vec<Option<Lifetime>>,
+    /// Exact bytes of each arena value, indexed by `ValueId`.
+    pub bytes: Vec<Option<u64>>,
+    /// In-place pairs `(source, result)`.
+    pub in_place: Vec<(ValueId, ValueId)>,
+    /// Node-produced values of data-dependent size.
+    pub dynamic: Vec<ValueId>,
+    /// Buffers to place.
+    pub groups: Vec<Group>,
+}
+
+/// Elementwise ops whose kernels may write their output over an input of the same shape and dtype
+/// (each output element depends only on the same element of the inputs).
+fn writes_in_place(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::Div
+            | Op::Pow
+            | Op::Max
+            | Op::Min
+            | Op::Abs
+            | Op::Neg
+            | Op::Exp
+            | Op::Log
+            | Op::Sqrt
+            | Op::Reciprocal
+            | Op::Floor
+            | Op::Ceil
+            | Op::Erf
+            | Op::Relu
+            | Op::LeakyRelu(_)
+            | Op::Sigmoid
+            | Op::Tanh
+            | Op::Softplus
+            | Op::Gelu(_)
+            | Op::Elu(_)
+            | Op::Selu(_)
+            | Op::HardSigmoid(_)
+            | Op::HardSwish
+            | Op::Clip(_)
+            | Op::Sin
+            | Op::Cos
+    )
+}
+
+/// Lifetimes, sizes and in-place groups of every node-produced value of `g`, whose input shapes must
+/// already be bound (see `bind_inputs`). Graph outputs are excluded: the caller owns them.
+pub fn analyse_lifetimes(g: &Graph, in_place: bool) -> Result<LifetimeAnalysis, PlanError> {
+    let infos = shape_infer::infer(g)?;
+    let order = validate::topo_order(g)?;
+    let defs = g.definitions();
+    let n = g.values.len();
+    let mut step_of = vec![0usize; g.nodes.len()];
+    for (s, id) in order.iter().enumerate() {
+        step_of[id.index()] = s;
+    }
+    let mut lifetimes: Vec<Option<Lifetime>> = vec![None; n];
+    let mut bytes: Vec<Option<u64>> = vec![None; n];
+    let mut dynamic = Vec::new();
+    for v in 0..n {
+        let Some(Definition::Node { node, .. }) = defs[v] else { continue };
+        if g.outputs.contains(&ValueId(v as u32)) {
+            continue;
+        }
+        let info = &infos[v];
+        match info.shape.as_known() {
+            Some(dims) => {
+                let size = dims
+                    .iter()
+                    .try_fold(info.dtype.size_bytes() as u64, |acc, &d| acc.checked_mul(d as u64))
+                    .ok_or_else(|| PlanError::Memory {
+                        detail: format!("value `{}` of shape {dims:?} overflows u64 bytes", g.values[v].name),
+                    })?;
+                bytes[v] = Some(size);
+                let first = step_of[node.index()];
+                lifetimes[v] = Some(Lifetime { first_step: first, last_step: first });
+            }
+            None => dynamic.push(ValueId(v as u32)),
+        }
+    }
+    for (s, id) in order.iter().enumerate() {
+        for u in g.nodes[id.index()].uses() {
+            if let Some(l) = lifetimes[u.index()].as_mut() {
+                l.last_step = l.last_step.max(s);
+            }
+        }
+    }
+
+    // Union-find over values: each in-place result joins its source's group.
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn root(parent: &mut [usize], mut v: usize) -> usize {
+        while parent[v] != v {
+            parent[v] = parent[parent[v]];
+            v = parent[v];
+        }
+        v
+    }
+    let mut pairs = Vec::new();
+    if in_place {
+        for (s, id) in order.iter().enumerate() {
+            let node = &g.nodes[id.index()];
+            let Some(y) = node.output(0) else { continue };
+            if !writes_in_place(&node.op) || bytes[y.index()].is_none() {
+                continue;
+            }
+            let source = node.inputs.iter().flatten().copied().find(|x| {
+                lifetimes[x.index()].is_some_and(|l| l.last_step == s)
+                    && bytes[x.index()] == bytes[y.index()]
+                    && infos[x.index()].dtype == infos[y.index()].dtype
+            });
+            if let Some(x) = source {
+                let r = root(&mut parent, x.index());
+                parent[y.index()] = r;
+                pairs.push((x, y));
+            }
+        }
+    }
+    let mut groups: Vec<Group> = Vec::new();
+    let mut group_of: Vec<Option<usize>> = vec![None; n];
+    for v in 0..n {
+        let (Some(life), Some(size)) = (lifetimes[v], bytes[v]) else { continue };
+        let r = root(&mut parent, v);
+        let gi = *group_of[r].get_or_insert_with(|| {
+            groups.push(Group { members: Vec::new(), bytes: 0, life });
+            groups.len() - 1
+        });
+        let grp = &mut groups[gi];
+        grp.members.push(ValueId(v as u32));
+        grp.bytes = grp.bytes.max(size);
+        grp.life.first_step = grp.life.first_step.min(life.first_step);
+        grp.life.last_step = grp.life.last_step.max(life.last_step);
+    }
+    Ok(LifetimeAnalysis { order, lifetimes, bytes, in_place: pairs, dynamic, groups })
+}

@@ -1,0 +1,196 @@
+//! Intermediate-memory planning: every tensor a node produces lives in one arena at an offset
+//! planned from tensor lifetimes.
+//!
+//! `plan` reads like its steps: bind the symbolic input dims and re-infer shapes, order the nodes,
+//! compute each value's lifetime in that order, merge in-place chains (an elementwise op whose input
+//! dies at that op writes over it), then place the buffers with greedy-by-size best fit among
+//! lifetime-overlapping buffers (free gaps between placed buffers are merged before fitting), under
+//! two orderings (by size, by lifetime length), keeping the smaller arena.
+//!
+//! Outside the arena: graph inputs and outputs (callers own them), initializers (the weights have
+//! their own allocation), and values whose size depends on data (NonZero-like outputs, everything
+//! downstream of them, control-flow bodies); those are listed in `MemoryPlan::dynamic` and get a
+//! run-time region with a free list (`host::arena`).
+//!
+//! Invariants (checked by [`MemoryPlan::verify`]): every slot is `alignment`-aligned and inside the
+//! arena; two buffers whose lifetimes overlap do not overlap in memory, except an in-place pair,
+//! which share one buffer and whose source is read by no step after the one that overwrites it.
+
+mod assign;
+mod lifetime;
+mod stats;
+#[cfg(test)]
+mod tests;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::PlanError;
+use crate::graph::{Graph, NodeId, ValueId};
+use crate::tensor_info::Binding;
+
+pub use lifetime::{Lifetime, analyse_lifetimes};
+pub use stats::MemoryStats;
+
+/// Default slot alignment in bytes (what cudaMalloc guarantees; enough for 16-byte vector access
+/// and for TMA descriptors).
+pub const DEFAULT_ALIGNMENT: u64 = 256;
+
+/// One arena slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BufferSlot {
+    /// Offset from the arena base, a multiple of the plan's alignment.
+    pub offset: u64,
+    /// Bytes the value occupies (its exact size, not rounded).
+    pub bytes: u64,
+}
+
+/// The memory plan of one graph under one binding of its symbolic dims. Plain data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryPlan {
+    /// Node execution order the lifetimes refer to.
+    pub order: Vec<NodeId>,
+    /// Bytes the arena must have.
+    pub arena_bytes: u64,
+    /// Slot alignment in bytes.
+    pub alignment: u64,
+    /// Arena slot of each value, indexed by `ValueId`; `None` outside the arena.
+    pub slots: Vec<Option<BufferSlot>>,
+    /// Lifetime (in steps of `order`) of each arena value, indexed by `ValueId`.
+    pub lifetimes: Vec<Option<Lifetime>>,
+    /// In-place pairs `(source, result)`: `result` overwrites `source`'s buffer at the step that
+    /// consumes `source` for the last time.
+    pub in_place: Vec<(ValueId, ValueId)>,
+    /// Node-produced values whose size is only known at run time (they go to the dynamic region).
+    pub dynamic: Vec<ValueId>,
+    /// Statistics.
+    pub stats: MemoryStats,
+}
+
+/// Options of [`plan`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryOptions {
+    /// Slot alignment in bytes (a power of two).
+    pub alignment: u64,
+    /// Let elementwise ops write over an input that dies at them.
+    pub in_place: bool,
+}
+
+impl Default for MemoryOptions {
+    fn default() -> Self {
+        MemoryOptions { alignment: DEFAULT_ALIGNMENT, in_place: true }
+    }
+}
+
+/// Plans the arena of `graph` with its symbolic input dims bound by `binding`.
+pub fn plan(graph: &Graph, binding: &Binding, options: &MemoryOptions) -> Result<MemoryPlan, PlanError> {
+    if !options.alignment.is_power_of_two() {
+        return Err(PlanError::Memory {
+            detail: format!("alignment {} is not a power of two", options.alignment),
+        });
+    }
+    let bound = bind_inputs(graph, binding)?;
+    let life = analyse_lifetimes(&bound, options.in_place)?;
+    let buffers = assign::buffers(&life, options.alignment);
+    let (arena_bytes, offsets) = assign::best_of_orderings(&buffers);
+    let mut slots = vec![None; graph.values.len()];
+    for (b, &offset) in buffers.iter().zip(&offsets) {
+        for &v in &b.members {
+            slots[v.index()] = Some(BufferSlot { offset, bytes: life.bytes[v.index()].unwrap_or(0) });
+        }
+    }
+    let stats = stats::compute(&buffers, &offsets, arena_bytes, &life, options.alignment);
+    let plan = MemoryPlan {
+        order: life.order,
+        arena_bytes,
+        alignment: options.alignment,
+        slots,
+        lifetimes: life.lifetimes,
+        in_place: life.in_place,
+        dynamic: life.dynamic,
+        stats,
+    };
+    plan.verify(graph)?;
+    Ok(plan)
+}
+
+/// A copy of `graph` whose input shapes have every symbolic dim replaced by its bound size, so that
+/// re-running shape inference makes every size that does not depend on data concrete.
+pub fn bind_inputs(graph: &Graph, binding: &Binding) -> Result<Graph, PlanError> {
+    let mut g = graph.clone();
+    for &v in &graph.inputs {
+        if let Some(info) = g.values[v.index()].info.as_mut() {
+            let dims = info.shape.bind(binding)?;
+            info.shape = crate::tensor_info::Shape::known(&dims);
+        }
+    }
+    Ok(g)
+}
+
+impl MemoryPlan {
+    /// Checks the plan's invariants against the graph it was made for.
+    pub fn verify(&self, graph: &Graph) -> Result<(), PlanError> {
+        let bad = |detail: String| PlanError::Memory { detail };
+        let live: Vec<(ValueId, BufferSlot, Lifetime)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| Some((ValueId(i as u32), (*s)?, self.lifetimes.get(i).copied().flatten()?)))
+            .collect();
+        for &(v, s, _) in &live {
+            if s.offset % self.alignment != 0 || s.offset + s.bytes > self.arena_bytes {
+                return Err(bad(format!("{v} slot {s:?} misaligned or outside {} bytes", self.arena_bytes)));
+            }
+        }
+        let pair =
+            |a: ValueId, b: ValueId| self.in_place.contains(&(a, b)) || self.in_place.contains(&(b, a));
+        let chained = |a: ValueId, b: ValueId| {
+            self.slots[a.index()].map(|s| s.offset) == self.slots[b.index()].map(|s| s.offset)
+                && in_place_chain(&self.in_place, a, b)
+        };
+        for (i, &(a, sa, la)) in live.iter().enumerate() {
+            for &(b, sb, lb) in &live[i + 1..] {
+                let time = la.first_step <= lb.last_step && lb.first_step <= la.last_step;
+                let space = sa.offset < sb.offset + sb.bytes && sb.offset < sa.offset + sa.bytes;
+                if time && space && !pair(a, b) && !chained(a, b) {
+                    return Err(bad(format!("{a} {sa:?} {la:?} overlaps {b} {sb:?} {lb:?}")));
+                }
+            }
+        }
+        // In place is only sound if the overwritten value has no reader after the overwrite.
+        for &(src, dst) in &self.in_place {
+            let step = self.lifetimes[dst.index()].map(|l| l.first_step);
+            let last_read = self
+                .order
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| graph.nodes[n.index()].uses().contains(&src))
+                .map(|(s, _)| s)
+                .max();
+            if step.is_none() || last_read != step {
+                return Err(bad(format!(
+                    "{dst} overwrites {src}, which is read at step {last_read:?} (overwrite at {step:?})"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// True when `a` and `b` are linked by a chain of in-place pairs (so they share one buffer by
+/// design, each overwriting the previous at the moment it dies).
+fn in_place_chain(pairs: &[(ValueId, ValueId)], a: ValueId, b: ValueId) -> bool {
+    let mut group = vec![a];
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for &(x, y) in pairs {
+            for (p, q) in [(x, y), (y, x)] {
+                if group.contains(&p) && !group.contains(&q) {
+                    group.push(q);
+                    grew = true;
+                }
+            }
+        }
+    }
+    group.contains(&b)
+}
