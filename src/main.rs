@@ -68,7 +68,14 @@ fn report(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Library errors often quote their source already; print a cause only when it adds text.
+            let mut line = String::new();
+            for cause in e.chain().map(|c| c.to_string()) {
+                if !line.contains(&cause) {
+                    line = if line.is_empty() { cause } else { format!("{line}: {cause}") };
+                }
+            }
+            eprintln!("error: {line}");
             ExitCode::FAILURE
         }
     }

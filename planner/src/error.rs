@@ -59,7 +59,10 @@ pub enum PlanError {
         detail: String,
     },
     /// The planner cannot handle this operator (or this use of it) yet.
-    #[error("node {node} ({op}): unsupported")]
+    #[error(
+        "node {node} ({op}): unsupported by shape inference: an output rank or axis list depends on \
+         run-time values (or on an unsupported input combination)"
+    )]
     Unsupported {
         /// Node display name.
         node: String,

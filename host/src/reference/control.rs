@@ -1,5 +1,5 @@
 //! Control flow: ONNX If, Loop and Scan, running their body graphs through the same driver
-//! ([`run`]). A body's captures are bound to the enclosing graph's values, borrowed from the
+//! ([`run_with`]). A body's captures are bound to the enclosing graph's values, borrowed from the
 //! [`Scope`] (they are alive: `Node::uses` lists them, so the driver frees them only afterwards).
 
 use std::borrow::Cow;
@@ -10,7 +10,7 @@ use crate::error::HostError;
 use crate::reference::lanes::Lanes;
 use crate::reference::slice::{index_axis, stack};
 use crate::reference::strides::{self, int_scalar, required, scalar_f64};
-use crate::reference::{NodeCtx, Scope, run};
+use crate::reference::{NodeCtx, Scope, run_with};
 use crate::tensor::HostTensor;
 
 /// The outer values `body` captures, borrowed from `scope`.
@@ -40,7 +40,7 @@ pub fn if_(
 ) -> Result<Vec<HostTensor>, HostError> {
     let cond = scalar_f64(ctx, required(ctx, inputs, 0)?, "cond")? != 0.0;
     let branch = if cond { &attrs.then_branch } else { &attrs.else_branch };
-    run(branch, Vec::new(), captures(ctx, branch, scope)?)
+    run_with(branch, Vec::new(), captures(ctx, branch, scope)?, ctx.limits)
 }
 
 /// ONNX `Loop`: inputs `M?`, `cond?`, `v_initial...`; the body maps `(i, cond, v...)` to
@@ -76,6 +76,7 @@ pub fn loop_(
         )));
     }
     let mut scans: Vec<Vec<HostTensor>> = vec![Vec::new(); k];
+    let mut scanned = vec![0usize; k];
     let mut cond = cond_given.unwrap_or(true);
     let mut i = 0i64;
     while cond && trip.is_none_or(|m| i < m) {
@@ -84,13 +85,16 @@ pub fn loop_(
             Cow::Owned(HostTensor::new(vec![], vec![cond])?),
         ];
         args.extend(state.iter().map(Cow::Borrowed));
-        let mut outs = run(body, args, captures(ctx, body, scope)?)?.into_iter();
+        let mut outs = run_with(body, args, captures(ctx, body, scope)?, ctx.limits)?.into_iter();
         let cond_out = outs.next().ok_or_else(|| ctx.err("body produced no condition"))?;
         if cond_given.is_some() {
             cond = scalar_f64(ctx, &cond_out, "body cond")? != 0.0;
         }
         state = outs.by_ref().take(n).collect();
-        for (s, t) in scans.iter_mut().zip(outs) {
+        for ((s, t), total) in scans.iter_mut().zip(outs).zip(scanned.iter_mut()) {
+            // The stacked scan output grows every iteration: bound it before it is built.
+            *total = total.saturating_add(t.len());
+            ctx.check_elems(*total, "a stacked scan output")?;
             s.push(t);
         }
         i += 1;
@@ -154,7 +158,7 @@ pub fn scan(
             let pos = if attrs.scan_input_directions.get(j) == Some(&1) { len - 1 - t } else { t };
             args.push(Cow::Owned(index_axis(ctx, x, axes[j], pos)?));
         }
-        let mut outs = run(body, args, captures(ctx, body, scope)?)?.into_iter();
+        let mut outs = run_with(body, args, captures(ctx, body, scope)?, ctx.limits)?.into_iter();
         state = outs.by_ref().take(n).collect();
         for (s, e) in scans.iter_mut().zip(outs) {
             s.push(e);

@@ -47,9 +47,7 @@ pub fn range(
             }
             let (span, step) = if d > 0 { (l - s, d) } else { (s - l, -d) };
             let n = (span.max(0) as u128).div_ceil(step as u128) as i128;
-            if n > u32::MAX as i128 {
-                return Err(ctx.err(format!("range of {n} elements is too long")));
-            }
+            ctx.check_elems(usize::try_from(n).unwrap_or(usize::MAX), "range")?;
             Lanes::I((0..n).map(|i| (s + i * d) as i64).collect())
         }
         (s, l, d) => {
@@ -59,6 +57,7 @@ pub fn range(
                 return Err(ctx.err(format!("range {s}..{l} step {d} is not finite")));
             }
             let n = n.max(0.0) as usize;
+            ctx.check_elems(n, "range")?;
             Lanes::F((0..n).map(|i| s + i as f64 * d).collect())
         }
     };
@@ -90,7 +89,9 @@ pub fn one_hot(
         indices.shape()[..axis].iter().product::<usize>(),
         indices.shape()[axis..].iter().product::<usize>(),
     );
-    let mut src = Vec::with_capacity(idx.len() * depth);
+    let mut shape = indices.shape().to_vec();
+    shape.insert(axis, depth);
+    let mut src = Vec::with_capacity(ctx.count(&shape)?);
     for o in 0..outer {
         for d in 0..depth {
             for i in 0..inner {
@@ -100,8 +101,6 @@ pub fn one_hot(
             }
         }
     }
-    let mut shape = indices.shape().to_vec();
-    shape.insert(axis, depth);
     gather_elems(values, &src, shape)
 }
 

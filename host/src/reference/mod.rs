@@ -7,6 +7,7 @@
 //! slots to [`dispatch::node`] (the one exhaustive `match` on `Op`), and frees every value after its
 //! last use. Control-flow bodies run through the same driver with their captures bound to values
 //! of the enclosing graph. Op families live one per file; the neural-network ops live in [`nn`].
+//! Sizes that model data decides are bounded by [`Limits`], checked before each allocation.
 //!
 //! Invariant: every op function receives exactly the node's input slots (`None` for an omitted
 //! optional input) and returns one tensor per output slot it can produce, in slot order.
@@ -38,16 +39,74 @@ use planner::{Dim, Graph, ValueId, validate};
 use crate::error::HostError;
 use crate::tensor::HostTensor;
 
-/// The node being evaluated, as op functions see it: enough to name it in errors.
+/// Size limits of one [`eval_with`] run. Model data decides many output sizes (ConstantOfShape,
+/// Range, Expand, Tile, Pad, Resize, OneHot, ...), so every op sizes its output through
+/// [`NodeCtx::count`] (or [`NodeCtx::check_elems`]) *before* allocating it: a model asking for
+/// 10^12 elements gets [`HostError::Limit`] naming the node, never an allocation attempt. The driver
+/// also checks each produced tensor and the bytes of all live values after every node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most elements one tensor may hold.
+    pub max_tensor_elems: usize,
+    /// Most bytes all live values (inputs, initializers, intermediates) may hold together.
+    pub max_total_bytes: u64,
+}
+
+impl Default for Limits {
+    /// 2^31 elements per tensor, 32 GiB in all.
+    fn default() -> Self {
+        Limits { max_tensor_elems: 1 << 31, max_total_bytes: 32 << 30 }
+    }
+}
+
+/// The node being evaluated, as op functions see it: enough to name it in errors, and the size
+/// limits its outputs must respect.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeCtx<'a> {
     /// Node name (or `#index` when unnamed).
     pub name: &'a str,
     /// ONNX op type.
     pub op: &'static str,
+    /// The run's size limits.
+    pub limits: Limits,
 }
 
-impl NodeCtx<'_> {
+impl<'a> NodeCtx<'a> {
+    /// A context with the default [`Limits`].
+    pub fn new(name: &'a str, op: &'static str) -> Self {
+        NodeCtx { name, op, limits: Limits::default() }
+    }
+
+    /// Element count of an output of `shape`: an error naming the node when the product overflows
+    /// or exceeds [`Limits::max_tensor_elems`]. Call it before allocating the output.
+    pub fn count(&self, shape: &[usize]) -> Result<usize, HostError> {
+        let n = crate::tensor::elem_count(shape).ok_or_else(|| {
+            let max = self.limits.max_tensor_elems;
+            self.limit(format!(
+                "shape {shape:?} overflows usize, over the limit of {max} elements per tensor"
+            ))
+        })?;
+        self.check_elems(n, &format!("shape {shape:?}"))?;
+        Ok(n)
+    }
+
+    /// Fails when `elems` (the size of `what`, about to be allocated) exceeds
+    /// [`Limits::max_tensor_elems`].
+    pub fn check_elems(&self, elems: usize, what: &str) -> Result<(), HostError> {
+        if elems > self.limits.max_tensor_elems {
+            return Err(self.limit(format!(
+                "{what} has {elems} elements, over the limit of {} per tensor",
+                self.limits.max_tensor_elems
+            )));
+        }
+        Ok(())
+    }
+
+    /// A [`HostError::Limit`] naming this node.
+    pub fn limit(&self, detail: impl Into<String>) -> HostError {
+        HostError::Limit { node: self.name.to_string(), op: self.op, detail: detail.into() }
+    }
+
     /// A [`HostError::Op`] naming this node.
     pub fn err(&self, detail: impl Into<String>) -> HostError {
         HostError::Op { node: self.name.to_string(), op: self.op, detail: detail.into() }
@@ -80,9 +139,19 @@ impl<'s> Scope<'s> {
 /// [`HostError::Input`]). Op failures are [`HostError::Op`] / [`HostError::Unsupported`] naming the
 /// node.
 pub fn eval(graph: &Graph, inputs: &[(String, HostTensor)]) -> Result<Vec<(String, HostTensor)>, HostError> {
+    eval_with(graph, inputs, Limits::default())
+}
+
+/// [`eval`] under explicit size [`Limits`]: a declared input shape over the limit is a
+/// [`HostError::Input`], an op output over it a [`HostError::Limit`] naming the node.
+pub fn eval_with(
+    graph: &Graph,
+    inputs: &[(String, HostTensor)],
+    limits: Limits,
+) -> Result<Vec<(String, HostTensor)>, HostError> {
     validate::graph(graph)?;
-    let bound = bind_inputs(graph, inputs)?;
-    let outputs = run(graph, bound.into_iter().map(Cow::Borrowed).collect(), Vec::new())?;
+    let bound = bind_inputs(graph, inputs, limits)?;
+    let outputs = run_with(graph, bound.into_iter().map(Cow::Borrowed).collect(), Vec::new(), limits)?;
     Ok(graph.outputs.iter().map(|&v| graph.value_name(v)).zip(outputs).collect())
 }
 
@@ -90,6 +159,7 @@ pub fn eval(graph: &Graph, inputs: &[(String, HostTensor)]) -> Result<Vec<(Strin
 fn bind_inputs<'t>(
     graph: &Graph,
     inputs: &'t [(String, HostTensor)],
+    limits: Limits,
 ) -> Result<Vec<&'t HostTensor>, HostError> {
     let names: Vec<String> = graph.inputs.iter().map(|&v| graph.value_name(v)).collect();
     let mut slots: Vec<Option<&HostTensor>> = vec![None; names.len()];
@@ -106,8 +176,23 @@ fn bind_inputs<'t>(
     let mut out = Vec::with_capacity(names.len());
     for ((&v, name), slot) in graph.inputs.iter().zip(&names).zip(slots) {
         let err = |detail: String| HostError::Input { name: name.clone(), detail };
+        let info = graph.value(v).and_then(|vi| vi.info.as_ref());
+        if let Some(info) = info {
+            // A declared shape no run could hold is the model's fault: say so before asking for data.
+            let known = info.shape.dims().iter().try_fold(1usize, |acc, d| match d {
+                Dim::Known(n) => acc.checked_mul(*n),
+                Dim::Symbol(_) => Some(acc),
+            });
+            let empty = info.shape.dims().iter().any(|d| matches!(d, Dim::Known(0)));
+            if !empty && known.is_none_or(|n| n > limits.max_tensor_elems) {
+                return Err(err(format!(
+                    "declared shape {} exceeds the limit of {} elements per tensor",
+                    info.shape, limits.max_tensor_elems
+                )));
+            }
+        }
         let t = slot.ok_or_else(|| err("missing".into()))?;
-        if let Some(info) = graph.value(v).and_then(|vi| vi.info.as_ref()) {
+        if let Some(info) = info {
             if info.dtype != t.dtype() {
                 return Err(err(format!("expected dtype {}, got {}", info.dtype, t.dtype())));
             }
@@ -141,11 +226,27 @@ fn bind_inputs<'t>(
 
 /// Executes `graph` with `inputs` bound to `graph.inputs` and `captures` to `graph.captures`, in
 /// order, without checking them against declared infos (control-flow bodies carry values whose
-/// shapes change between iterations). Returns the outputs in graph-output order.
+/// shapes change between iterations). Returns the outputs in graph-output order. Runs under the
+/// default [`Limits`]; see [`run_with`].
 pub fn run<'a>(
     graph: &Graph,
     inputs: Vec<Cow<'a, HostTensor>>,
     captures: Vec<Cow<'a, HostTensor>>,
+) -> Result<Vec<HostTensor>, HostError> {
+    run_with(graph, inputs, captures, Limits::default())
+}
+
+/// Bytes held by `t`.
+fn tensor_bytes(t: &HostTensor) -> u64 {
+    (t.len() as u64).saturating_mul(t.dtype().size_bytes() as u64)
+}
+
+/// [`run`] under explicit size [`Limits`] (control-flow bodies pass their node's limits on).
+pub fn run_with<'a>(
+    graph: &Graph,
+    inputs: Vec<Cow<'a, HostTensor>>,
+    captures: Vec<Cow<'a, HostTensor>>,
+    limits: Limits,
 ) -> Result<Vec<HostTensor>, HostError> {
     let graph_err = |detail: String| HostError::Op { node: "graph".into(), op: "", detail };
     if inputs.len() != graph.inputs.len() || captures.len() != graph.captures.len() {
@@ -173,13 +274,21 @@ pub fn run<'a>(
         put(c.inner, t)?;
     }
     for (&v, c) in &graph.initializers {
+        if let Some(n) = crate::tensor::elem_count(&c.dims).filter(|&n| n > limits.max_tensor_elems) {
+            let detail =
+                format!("initializer has {n} elements, over the limit of {}", limits.max_tensor_elems);
+            return Err(HostError::Limit { node: graph.value_name(v), op: "initializer", detail });
+        }
+    }
+    for (&v, c) in &graph.initializers {
         put(v, Cow::Owned(HostTensor::from_const(c)?))?;
     }
+    let mut live: u64 = values.iter().flatten().map(|t| tensor_bytes(t)).sum();
     let release = release_schedule(graph, &order);
     for (step, &id) in order.iter().enumerate() {
         let node = &graph.nodes[id.index()];
         let label = graph.node_label(id);
-        let ctx = NodeCtx { name: &label, op: node.op.name() };
+        let ctx = NodeCtx { name: &label, op: node.op.name(), limits };
         let results = {
             let scope = Scope { values: &values };
             let mut ins = Vec::with_capacity(node.inputs.len());
@@ -201,14 +310,25 @@ pub fn run<'a>(
                 let t = t.ok_or_else(|| {
                     ctx.err(format!("produced {produced} outputs, but output slot {slot} is used"))
                 })?;
+                // Backstop for ops whose output size is not checked up front (bounded by their inputs).
+                ctx.check_elems(t.len(), &format!("output {slot}"))?;
+                live = live.saturating_add(tensor_bytes(&t));
                 let dst = values
                     .get_mut(v.index())
                     .ok_or_else(|| ctx.err(format!("output {v} is out of range")))?;
                 *dst = Some(Cow::Owned(t));
             }
         }
+        if live > limits.max_total_bytes {
+            return Err(ctx.limit(format!(
+                "live values hold {live} bytes after this node, over the limit of {} bytes",
+                limits.max_total_bytes
+            )));
+        }
         for v in &release[step] {
-            values[v.index()] = None;
+            if let Some(t) = values[v.index()].take() {
+                live = live.saturating_sub(tensor_bytes(&t));
+            }
         }
     }
     let mut outs = Vec::with_capacity(graph.outputs.len());

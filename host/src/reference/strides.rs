@@ -9,7 +9,7 @@ use crate::error::HostError;
 use crate::reference::NodeCtx;
 use crate::reference::lanes::Lanes;
 use crate::shape::{broadcast_shape, broadcast_strides};
-use crate::tensor::{HostTensor, elem_count};
+use crate::tensor::HostTensor;
 
 /// Row-major strides of `shape` (in elements).
 pub fn strides(shape: &[usize]) -> Vec<usize> {
@@ -37,9 +37,10 @@ pub fn ravel(idx: &[usize], strides: &[usize]) -> usize {
     idx.iter().zip(strides).map(|(i, s)| i * s).sum()
 }
 
-/// Element count of `shape`, or an error when it overflows.
+/// Element count of `shape`, or an error when it overflows or exceeds the run's size limit
+/// ([`NodeCtx::count`]).
 pub fn count(ctx: &NodeCtx, shape: &[usize]) -> Result<usize, HostError> {
-    elem_count(shape).ok_or_else(|| ctx.err(format!("shape {shape:?} has too many elements")))
+    ctx.count(shape)
 }
 
 /// The broadcast shape of all `shapes` (NumPy multidirectional broadcasting).

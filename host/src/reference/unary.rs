@@ -114,6 +114,18 @@ pub fn thresholded_relu(x: f64, alpha: f32) -> f64 {
     if x > alpha as f64 { x } else { 0.0 }
 }
 
+/// ONNX `Shrink`: `x + bias` below `-lambd`, `x - bias` above `lambd`, else 0.
+pub fn shrink(x: f64, lambd: f32, bias: f32) -> f64 {
+    let (lambd, bias) = (lambd as f64, bias as f64);
+    if x < -lambd {
+        x + bias
+    } else if x > lambd {
+        x - bias
+    } else {
+        0.0
+    }
+}
+
 /// ONNX `Erf`: the error function.
 pub fn erf(x: f64) -> f64 {
     libm::erf(x)

@@ -62,6 +62,16 @@ impl<'c, 'm> Lower<'c, 'm> {
         self.input(i).ok_or_else(|| self.invalid(format!("required input {i} is missing")))
     }
 
+    /// Input slots `first..` (filled or not).
+    pub(crate) fn inputs_from(&self, first: usize) -> Vec<Option<ValueId>> {
+        self.inputs.iter().skip(first).copied().collect()
+    }
+
+    /// The node's display label.
+    pub(crate) fn label(&self) -> &str {
+        &self.label
+    }
+
     /// Number of input slots (filled or not).
     pub(crate) fn n_inputs(&self) -> usize {
         self.inputs.len()

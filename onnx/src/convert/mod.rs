@@ -30,6 +30,7 @@ mod sequence;
 mod shape;
 mod tensor;
 mod types;
+mod vision;
 
 use std::collections::HashMap;
 
@@ -44,8 +45,9 @@ use crate::proto::{GraphProto, NodeProto};
 use lower::Lower;
 use types::DimNamer;
 
-/// Oldest default-domain (`ai.onnx`) opset [`to_graph`] converts.
-pub const MIN_OPSET: i64 = 11;
+/// Oldest default-domain (`ai.onnx`) opset [`to_graph`] accepts. Most operators convert only
+/// from opset 11; the registry rejects older versions per operator (see `registry::MODERN`).
+pub const MIN_OPSET: i64 = 1;
 /// Newest default-domain (`ai.onnx`) opset [`to_graph`] converts. Operators whose semantics
 /// changed after 23 (such as `Attention`) are limited per operator in the registry.
 pub const MAX_OPSET: i64 = 28;

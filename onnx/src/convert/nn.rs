@@ -217,3 +217,55 @@ pub(crate) fn softmax_like(l: &mut Lower<'_, '_>, make: fn(op::Softmax) -> Op) -
     l.push("reshape", reshape, &[Some(flat_y), Some(shape)], &[y]);
     Ok(())
 }
+
+/// `LinearAttention` (opset 27): `chunk_size` is a tuning hint with no effect on the result.
+pub(crate) fn linear_attention(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    use op::LinearAttentionRule as R;
+    let a = l.attrs();
+    let rules =
+        [("linear", R::Linear), ("gated", R::Gated), ("delta", R::Delta), ("gated_delta", R::GatedDelta)];
+    let update_rule = a.choice("update_rule", R::GatedDelta, &rules)?;
+    let attrs = op::LinearAttention {
+        kv_num_heads: a.required("kv_num_heads", a.usize("kv_num_heads")?)?,
+        q_num_heads: a.required("q_num_heads", a.usize("q_num_heads")?)?,
+        scale: a.float("scale")?.filter(|&s| s != 0.0),
+        update_rule,
+    };
+    let gated = matches!(update_rule, R::Gated | R::GatedDelta);
+    let delta = matches!(update_rule, R::Delta | R::GatedDelta);
+    if gated != l.input(4).is_some() || delta != l.input(5).is_some() {
+        return Err(l.invalid(format!("update_rule {update_rule:?} needs decay: {gated}, beta: {delta}")));
+    }
+    l.emit(Op::LinearAttention(attrs))
+}
+
+/// `MaxUnpool` (opsets 9/11).
+pub(crate) fn max_unpool(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    let a = l.attrs();
+    let kernel_shape = a.required("kernel_shape", a.ints("kernel_shape")?)?;
+    let kernel_shape = kernel_shape
+        .iter()
+        .map(|&k| usize::try_from(k).ok().filter(|&k| k > 0))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| a.invalid("kernel_shape", format!("{kernel_shape:?} must be positive")))?;
+    let attrs = op::MaxUnpool { kernel_shape, pads: a.usizes("pads")?, strides: a.usizes("strides")? };
+    l.emit(Op::MaxUnpool(attrs))
+}
+
+/// `DeformConv` (opset 19).
+pub(crate) fn deform_conv(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    let a = l.attrs();
+    let offset_group = match a.usize_or("offset_group", 1)? {
+        0 => return Err(a.invalid("offset_group", "must be at least 1")),
+        g => g,
+    };
+    let attrs = op::DeformConv {
+        dilations: a.usizes("dilations")?,
+        group: group(&a)?,
+        kernel_shape: a.usizes("kernel_shape")?,
+        offset_group,
+        pads: a.usizes("pads")?,
+        strides: a.usizes("strides")?,
+    };
+    l.emit(Op::DeformConv(attrs))
+}

@@ -13,7 +13,7 @@ use planner::Op;
 use crate::error::OnnxError;
 
 use super::lower::Lower;
-use super::{control, math, nn, sequence, shape};
+use super::{control, math, nn, sequence, shape, vision};
 
 /// A constructor: converts one node, emitting planner nodes into the current graph.
 pub(crate) type Build = fn(&mut Lower<'_, '_>) -> Result<(), OnnxError>;
@@ -39,8 +39,14 @@ pub(crate) struct Entry {
     pub(crate) build: Build,
 }
 
+/// The default-domain opset from which an entry converts unless it says otherwise: 11 is where
+/// most operators reached the semantics their constructors implement (negative axes, opset-11
+/// Resize/Pad inputs). Rows whose older versions mean the same thing say so with
+/// [`Entry::since`]; every other row reports older opsets as unsupported, per operator.
+const MODERN: i64 = 11;
+
 const fn onnx(op_type: &'static str, build: Build) -> Entry {
-    Entry { domain: Domain::Onnx, op_type, since: 1, until: i64::MAX, build }
+    Entry { domain: Domain::Onnx, op_type, since: MODERN, until: i64::MAX, build }
 }
 
 const fn ferrofuse(op_type: &'static str, build: Build) -> Entry {
@@ -97,10 +103,11 @@ pub(crate) fn find(domain: &str, op_type: &str, opset: i64) -> Result<&'static E
 /// Every mapped operator. Adding an operator: one row here, its constructor in a family file.
 static TABLE: &[Entry] = &[
     // Elementwise arithmetic and logic.
-    onnx("Add", |l| l.emit(Op::Add)),
-    onnx("Sub", |l| l.emit(Op::Sub)),
-    onnx("Mul", |l| l.emit(Op::Mul)),
-    onnx("Div", |l| l.emit(Op::Div)),
+    // Opset 7 made the arithmetic and logic ops broadcast multidirectionally (as today).
+    onnx("Add", |l| l.emit(Op::Add)).since(7),
+    onnx("Sub", |l| l.emit(Op::Sub)).since(7),
+    onnx("Mul", |l| l.emit(Op::Mul)).since(7),
+    onnx("Div", |l| l.emit(Op::Div)).since(7),
     onnx("Pow", |l| l.emit(Op::Pow)),
     onnx("Mod", math::modulo),
     onnx("BitShift", math::bit_shift),
@@ -113,10 +120,10 @@ static TABLE: &[Entry] = &[
     onnx("Greater", |l| l.emit(Op::Greater)),
     onnx("LessOrEqual", |l| l.emit(Op::LessOrEqual)).since(12),
     onnx("GreaterOrEqual", |l| l.emit(Op::GreaterOrEqual)).since(12),
-    onnx("And", |l| l.emit(Op::And)),
-    onnx("Or", |l| l.emit(Op::Or)),
-    onnx("Xor", |l| l.emit(Op::Xor)),
-    onnx("Not", |l| l.emit(Op::Not)),
+    onnx("And", |l| l.emit(Op::And)).since(7),
+    onnx("Or", |l| l.emit(Op::Or)).since(7),
+    onnx("Xor", |l| l.emit(Op::Xor)).since(7),
+    onnx("Not", |l| l.emit(Op::Not)).since(1),
     onnx("Where", |l| l.emit(Op::Where)),
     // Elementwise unary math.
     onnx("Abs", |l| l.emit(Op::Abs)),
@@ -165,7 +172,7 @@ static TABLE: &[Entry] = &[
     // Types and identity.
     onnx("Cast", math::cast),
     onnx("CastLike", math::cast_like).since(15),
-    onnx("Identity", |l| l.emit(Op::Identity)),
+    onnx("Identity", |l| l.emit(Op::Identity)).since(1),
     onnx("Dropout", math::dropout),
     // Reductions.
     onnx("ReduceSum", |l| math::reduce(l, Op::ReduceSum, 13)),
@@ -188,9 +195,11 @@ static TABLE: &[Entry] = &[
     // Convolution, pooling, normalization, attention.
     onnx("Conv", nn::conv),
     onnx("ConvTranspose", nn::conv_transpose),
+    onnx("DeformConv", nn::deform_conv).since(19),
     onnx("MaxPool", nn::max_pool),
     onnx("AveragePool", nn::average_pool),
     onnx("LpPool", nn::lp_pool),
+    onnx("MaxUnpool", nn::max_unpool),
     onnx("GlobalAveragePool", |l| l.emit(Op::GlobalAveragePool)),
     onnx("GlobalMaxPool", |l| l.emit(Op::GlobalMaxPool)),
     onnx("BatchNormalization", nn::batch_norm),
@@ -202,14 +211,17 @@ static TABLE: &[Entry] = &[
     onnx("Softmax", |l| nn::softmax_like(l, Op::Softmax)),
     onnx("LogSoftmax", |l| nn::softmax_like(l, Op::LogSoftmax)),
     onnx("Hardmax", |l| nn::softmax_like(l, Op::Hardmax)),
-    // Opset 24 adds an input and 25 window attributes; the planner op is opset 23's.
-    onnx("Attention", nn::attention).opsets(23, 23),
+    // Opset 24 adds input 6 (nonpad_kv_seqlen) and 25 window attributes; the planner op is
+    // opset 24's.
+    onnx("Attention", nn::attention).opsets(23, 24),
     onnx("RotaryEmbedding", nn::rotary_embedding).since(23),
+    onnx("LinearAttention", nn::linear_attention).since(27),
     // Indexing and data movement.
     onnx("Gather", shape::gather),
     onnx("GatherElements", shape::gather_elements),
     onnx("GatherND", shape::gather_nd),
-    onnx("Scatter", shape::scatter),
+    // Scatter-9/10 is ScatterElements without reduction.
+    onnx("Scatter", shape::scatter).since(9),
     onnx("ScatterElements", shape::scatter_elements),
     onnx("ScatterND", shape::scatter_nd),
     onnx("Slice", shape::slice),
@@ -217,7 +229,8 @@ static TABLE: &[Entry] = &[
     onnx("Concat", shape::concat),
     onnx("Pad", shape::pad),
     onnx("Resize", shape::resize),
-    onnx("Upsample", shape::upsample),
+    // Upsample-9/10 take scales as input 1 (opset 7's attribute is rejected by the constructor).
+    onnx("Upsample", shape::upsample).since(9),
     onnx("Tile", |l| l.emit(Op::Tile)),
     onnx("Expand", |l| l.emit(Op::Expand)),
     onnx("Reshape", shape::reshape),
@@ -244,7 +257,29 @@ static TABLE: &[Entry] = &[
     onnx("RNN", sequence::rnn),
     onnx("If", control::if_),
     onnx("Loop", control::loop_),
-    onnx("Scan", control::scan),
+    // Scan-8 (batch axis, sequence_lens) is rewritten by the constructor.
+    onnx("Scan", control::scan).since(8),
+    // Losses, sampling, selection.
+    onnx("NegativeLogLikelihoodLoss", vision::nll_loss).since(12),
+    onnx("SoftmaxCrossEntropyLoss", vision::softmax_cross_entropy).since(12),
+    onnx("GridSample", vision::grid_sample).since(16),
+    onnx("NonMaxSuppression", vision::non_max_suppression),
+    onnx("Shrink", vision::shrink).since(9),
+    onnx("Compress", vision::compress),
+    onnx("ReverseSequence", vision::reverse_sequence).since(10),
+    onnx("Unique", vision::unique),
+    onnx("LRN", vision::lrn),
+    onnx("LpNormalization", vision::lp_normalization),
+    onnx("Det", |l| l.emit(Op::Det)),
+    onnx("DFT", vision::dft).since(17),
+    onnx("STFT", vision::stft).since(17),
+    onnx("CenterCropPad", vision::center_crop_pad).since(18),
+    onnx("Col2Im", vision::col2im).since(18),
+    onnx("AffineGrid", vision::affine_grid).since(20),
+    onnx("RoiAlign", vision::roi_align),
+    onnx("TensorScatter", vision::tensor_scatter).since(24),
+    onnx("CausalConvWithState", sequence::onnx_causal_conv).since(27),
+    onnx("MeanVarianceNormalization", vision::mean_variance_normalization).since(9),
     // SOFIE's operators (any domain) and ferrofuse's own (OPS.md).
     any("MambaScan", |l| l.emit(Op::MambaScan)),
     any("GriffinRGLRU", |l| l.emit(Op::GriffinRglru)),
@@ -294,6 +329,10 @@ mod tests {
         assert!(find("", "WKV6", 17).is_err());
         let reason = find("", "GroupNormalization", 18).err().unwrap_or_default();
         assert!(reason.contains("from opset 21") && reason.contains("18"), "{reason}");
-        assert!(find("", "Attention", 24).is_err() && find("", "Attention", 23).is_ok());
+        assert!(find("", "Attention", 25).is_err() && find("", "Attention", 24).is_ok());
+        assert!(find("", "And", 7).is_ok() && find("", "And", 6).is_err());
+        assert!(find("", "Not", 1).is_ok());
+        let reason = find("", "Relu", 9).err().unwrap_or_default();
+        assert!(reason.contains("from opset 11"), "{reason}");
     }
 }

@@ -120,6 +120,21 @@ pub(crate) fn wkv6(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
     l.emit(Op::Wkv6(op::Wkv6 { layout }))
 }
 
+/// `CausalConvWithState` of the default domain (opset 27): weight `(C, 1, K)` and activations
+/// `none`/`silu`/`swish` (an alias of `silu`); otherwise ferrofuse's op, whose weight is `(C, K)`,
+/// so the weight is squeezed at axis 1 first (which also checks that axis is 1).
+pub(crate) fn onnx_causal_conv(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    use op::ConvActivation as A;
+    let choices = [("none", A::None), ("silu", A::Silu), ("swish", A::Silu)];
+    let activation = l.attrs().choice("activation", A::None, &choices)?;
+    let weight = l.required_input(1)?;
+    let squeezed = l.temp("weight_2d");
+    l.push("weight_2d", Op::Squeeze(op::Squeeze { axes: Some(vec![1]) }), &[Some(weight)], &[squeezed]);
+    let mut inputs = l.inputs_from(0);
+    inputs[1] = Some(squeezed);
+    l.emit_with_inputs(Op::CausalConvWithState(op::CausalConvWithState { activation }), inputs)
+}
+
 /// `CausalConvWithState` (ai.ferrofuse).
 pub(crate) fn causal_conv(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
     use op::ConvActivation as A;

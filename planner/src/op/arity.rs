@@ -156,7 +156,7 @@ impl Op {
             Op::MaxPool(_) => Arity::new(1, 1, 1, 2),
             Op::BatchNormalization(_) => Arity::new(5, 5, 1, 3),
             Op::LayerNormalization(_) => Arity::new(2, 3, 1, 3),
-            Op::Attention(_) => Arity::new(3, 6, 1, 4),
+            Op::Attention(_) => Arity::new(3, 7, 1, 4),
             Op::RotaryEmbedding(_) => Arity::new(3, 4, 1, 1),
             Op::Slice(_) => Arity::new(1, 5, 1, 1),
             Op::Split(_) => Arity::new(1, 2, 1, MANY),
@@ -173,6 +173,22 @@ impl Op {
             Op::SelectiveScan(_) | Op::SsdScan(_) => Arity::new(5, 9, 1, 2),
             Op::Rglru | Op::CausalConvWithState(_) => Arity::new(2, 4, 1, 2),
             Op::Wkv6(_) => Arity::new(5, 6, 1, 2),
+            Op::NegativeLogLikelihoodLoss(_) => Arity::new(2, 3, 1, 1),
+            Op::SoftmaxCrossEntropyLoss(_) => Arity::new(2, 3, 1, 2),
+            Op::GridSample(_) | Op::Compress(_) | Op::ReverseSequence(_) => fixed(2, 1),
+            Op::NonMaxSuppression(_) => Arity::new(2, 5, 1, 1),
+            Op::Shrink(_) | Op::Lrn(_) | Op::Det | Op::LpNormalization(_) => fixed(1, 1),
+            Op::Unique(_) => Arity::new(1, 1, 1, 4),
+            Op::LinearAttention(_) => Arity::new(3, 6, 1, 2),
+            Op::Dft(_) => Arity::new(1, 3, 1, 1),
+            Op::CenterCropPad(_) => fixed(2, 1),
+            Op::Col2Im(_) => fixed(3, 1),
+            Op::AffineGrid(_) => fixed(2, 1),
+            Op::RoiAlign(_) => fixed(3, 1),
+            Op::MaxUnpool(_) => Arity::new(2, 3, 1, 1),
+            Op::DeformConv(_) => Arity::new(3, 5, 1, 1),
+            Op::Stft(_) => Arity::new(2, 4, 1, 1),
+            Op::TensorScatter(_) => Arity::new(2, 3, 1, 1),
         }
     }
 }
@@ -214,5 +230,11 @@ mod tests {
         assert_eq!(op::Resize::default().cubic_coeff_a, -0.75);
         assert!(op::Trilu::default().upper);
         assert_eq!(op::ConstantOfShape::default().value.to_f64s(), vec![0.0]);
+        assert_eq!(op::NegativeLogLikelihoodLoss::default().reduction, op::LossReduction::Mean);
+        assert_eq!(op::Shrink::default().lambd, 0.5);
+        assert_eq!(op::ReverseSequence::default().batch_axis, 1);
+        assert!(op::Unique::default().sorted);
+        assert_eq!(op::Lrn::default().beta, 0.75);
+        assert_eq!(op::GridSample::default().mode, op::GridSampleMode::Linear);
     }
 }

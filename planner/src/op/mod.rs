@@ -5,19 +5,25 @@
 //! strings live only in [`Op::name`]; the onnx crate maps strings to variants.
 
 mod arity;
+mod loss;
 mod math;
 mod name;
 mod nn;
 mod sequence;
+mod signal;
 mod tensor;
+mod vision;
 
 use serde::{Deserialize, Serialize};
 
 pub use arity::Arity;
+pub use loss::*;
 pub use math::*;
 pub use nn::*;
 pub use sequence::*;
+pub use signal::*;
 pub use tensor::*;
+pub use vision::*;
 
 use crate::graph::Graph;
 
@@ -307,6 +313,48 @@ pub enum Op {
     Wkv6(Wkv6),
     /// Depthwise causal conv1d with carried state (ai.ferrofuse).
     CausalConvWithState(CausalConvWithState),
+    /// Negative log-likelihood loss; inputs input, target, weight?.
+    NegativeLogLikelihoodLoss(NegativeLogLikelihoodLoss),
+    /// Softmax cross-entropy loss; inputs scores, labels, weights?; outputs loss, log_prob?.
+    SoftmaxCrossEntropyLoss(SoftmaxCrossEntropyLoss),
+    /// Sampling of X at the normalized points of a grid.
+    GridSample(GridSample),
+    /// Greedy per-class box selection; selected indices `[count, 3]` I64 (count data-dependent).
+    NonMaxSuppression(NonMaxSuppression),
+    /// Soft or hard shrinkage.
+    Shrink(Shrink),
+    /// Selection of slices by a bool condition (length data-dependent).
+    Compress(Compress),
+    /// Per-batch reversal of a prefix along the time axis.
+    ReverseSequence(ReverseSequence),
+    /// Unique values or slices; outputs Y, indices?, inverse_indices?, counts? (data-dependent).
+    Unique(Unique),
+    /// Local response normalization across channels.
+    Lrn(Lrn),
+    /// Determinant of the trailing square matrices.
+    Det,
+    /// L1 or L2 normalization along an axis.
+    LpNormalization(LpNormalization),
+    /// Recurrent linear attention with a carried state (opset 27).
+    LinearAttention(LinearAttention),
+    /// Discrete Fourier transform along one axis; inputs input, dft_length?, axis?.
+    Dft(Dft),
+    /// Centre crop or zero pad to a shape given by input 1.
+    CenterCropPad(CenterCropPad),
+    /// Sum of sliding blocks back into an image; inputs input, image_shape, block_shape.
+    Col2Im(Col2Im),
+    /// Affine sampling grid for GridSample; inputs theta, size.
+    AffineGrid(AffineGrid),
+    /// KV-cache style write of a block along an axis at per-batch offsets.
+    TensorScatter(TensorScatter),
+    /// Bilinearly sampled pooling over regions of interest.
+    RoiAlign(RoiAlign),
+    /// Partial inverse of MaxPool; inputs X, I, output_shape?.
+    MaxUnpool(MaxUnpool),
+    /// Deformable convolution; inputs X, W, offset, B?, mask?.
+    DeformConv(DeformConv),
+    /// Short-time Fourier transform; inputs signal, frame_step, window?, frame_length?.
+    Stft(Stft),
 }
 
 impl Op {

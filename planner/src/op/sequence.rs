@@ -198,3 +198,32 @@ pub struct CausalConvWithState {
     /// Activation after the convolution.
     pub activation: ConvActivation,
 }
+
+/// How `LinearAttention` updates its state `S` `(d_k, d_v)` per step (opset 27).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LinearAttentionRule {
+    /// `S += k vᵀ`.
+    Linear,
+    /// `S = exp(g) S + k vᵀ` (input decay).
+    Gated,
+    /// `S += k (β (v − Sᵀk))ᵀ` (input beta).
+    Delta,
+    /// Gated, then delta (default).
+    #[default]
+    GatedDelta,
+}
+
+/// `LinearAttention` (opset 27): query `(B,T,H_q·d_k)`, key `(B,T,H_kv·d_k)`, value
+/// `(B,T,H_kv·d_v)`, past_state? `(B,H_kv,d_k,d_v)`, decay? `(B,T,H_kv)` or `(B,T,H_kv·d_k)`,
+/// beta? `(B,T,H_kv)` or `(B,T,1)` -> output `(B,T,H_q·d_v)`, present_state `(B,H_kv,d_k,d_v)`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinearAttention {
+    /// Key/value heads (required; divides `q_num_heads`).
+    pub kv_num_heads: usize,
+    /// Query heads (required).
+    pub q_num_heads: usize,
+    /// Output scale; `None` (or ONNX's 0) means `1/sqrt(d_k)`.
+    pub scale: Option<f32>,
+    /// State update rule.
+    pub update_rule: LinearAttentionRule,
+}

@@ -5,7 +5,7 @@
 
 use super::Ctx;
 use crate::error::PlanError;
-use crate::op::{Attention, RotaryEmbedding};
+use crate::op::{Attention, LinearAttention, RotaryEmbedding};
 use crate::tensor_info::{Dim, Shape, TensorInfo};
 
 /// Per-tensor view in 4-D terms: batch, heads, seq, head size.
@@ -114,4 +114,34 @@ pub(crate) fn rotary_embedding(ctx: &mut Ctx, r: &RotaryEmbedding) -> Result<Vec
         return Err(ctx.dtype(format!("position_ids must be integers, got {}", p.dtype)));
     }
     Ok(vec![x.clone()])
+}
+
+/// `LinearAttention`: output `(B, T, H_q·d_v)` and present_state `(B, H_kv, d_k, d_v)`, with
+/// `d_k = query_last / H_q` and `d_v = value_last / H_kv` (fresh symbols when not known).
+pub(crate) fn linear_attention(ctx: &mut Ctx, a: &LinearAttention) -> Result<Vec<TensorInfo>, PlanError> {
+    let (q, k, v) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
+    for (t, what) in [(q, "query"), (k, "key"), (v, "value")] {
+        ctx.require_float(t)?;
+        ctx.require_rank(t, 3, what)?;
+    }
+    let (hq, hkv) = (a.q_num_heads, a.kv_num_heads);
+    if hq == 0 || hkv == 0 || hq % hkv != 0 {
+        return Err(ctx.attr(format!("q_num_heads {hq} must be a positive multiple of kv_num_heads {hkv}")));
+    }
+    let mut per_head = |d: &Dim, heads: usize, what: &str| match d {
+        Dim::Known(n) if n % heads == 0 => Ok(Dim::Known(n / heads)),
+        Dim::Known(n) => Err(ctx.mismatch(format!("{what} width {n} is not divisible by {heads} heads"))),
+        Dim::Symbol(_) => Ok(ctx.fresh()),
+    };
+    let dk = per_head(&q.shape.dims()[2], hq, "query")?;
+    let dv = per_head(&v.shape.dims()[2], hkv, "value")?;
+    let qd = q.shape.dims();
+    let out_width = match &dv {
+        Dim::Known(n) => Dim::Known(n * hq),
+        Dim::Symbol(_) => ctx.fresh(),
+    };
+    let state_dtype = ctx.opt(3).map_or(q.dtype, |s| s.dtype);
+    let out = TensorInfo { dtype: q.dtype, shape: Shape(vec![qd[0].clone(), qd[1].clone(), out_width]) };
+    let state = TensorInfo { dtype: state_dtype, shape: Shape(vec![qd[0].clone(), Dim::Known(hkv), dk, dv]) };
+    Ok(vec![out, state])
 }

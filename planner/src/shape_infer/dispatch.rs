@@ -1,6 +1,8 @@
 //! `infer_node`: the one exhaustive `match` from `Op` to its inference function.
 
-use super::{Ctx, attention, einsum, elementwise as ew, index_ops, nn, reduce, sequence as seq, shape_ops};
+use super::{
+    Ctx, attention, einsum, elementwise as ew, index_ops, nn, reduce, sequence as seq, shape_ops, vision,
+};
 use crate::error::PlanError;
 use crate::op::Op;
 use crate::tensor_info::TensorInfo;
@@ -133,5 +135,25 @@ pub(crate) fn infer_node(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
         Op::Rglru => seq::rglru(ctx),
         Op::Wkv6(w) => seq::wkv6(ctx, w.layout),
         Op::CausalConvWithState(_) => seq::causal_conv(ctx),
+        Op::NegativeLogLikelihoodLoss(l) => Ok(vision::loss(ctx, l.reduction)?[..1].to_vec()),
+        Op::SoftmaxCrossEntropyLoss(l) => vision::loss(ctx, l.reduction),
+        Op::GridSample(_) => vision::grid_sample(ctx),
+        Op::NonMaxSuppression(_) => vision::non_max_suppression(ctx),
+        Op::Shrink(_) => vision::same_as_input(ctx, false),
+        Op::Lrn(_) | Op::LpNormalization(_) => vision::same_as_input(ctx, true),
+        Op::Compress(c) => vision::compress(ctx, c),
+        Op::ReverseSequence(_) => vision::reverse_sequence(ctx),
+        Op::Unique(u) => vision::unique(ctx, u),
+        Op::Det => vision::det(ctx),
+        Op::LinearAttention(a) => attention::linear_attention(ctx, a),
+        Op::Dft(d) => vision::dft(ctx, d),
+        Op::CenterCropPad(c) => vision::center_crop_pad(ctx, c),
+        Op::Col2Im(_) => vision::col2im(ctx),
+        Op::AffineGrid(_) => vision::affine_grid(ctx),
+        Op::TensorScatter(_) => vision::tensor_scatter(ctx),
+        Op::RoiAlign(r) => vision::roi_align(ctx, r),
+        Op::MaxUnpool(m) => vision::max_unpool(ctx, m),
+        Op::DeformConv(_) => vision::deform_conv(ctx),
+        Op::Stft(s) => vision::stft(ctx, s.onesided),
     }
 }

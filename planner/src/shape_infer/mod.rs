@@ -23,6 +23,7 @@ mod reduce;
 mod sequence;
 mod shape_ops;
 mod value;
+mod vision;
 
 use std::collections::BTreeSet;
 

@@ -10,7 +10,7 @@
 use planner::DType;
 use planner::op::Attention;
 
-use super::operand::{Floats, expect_rank, floats, input, input_opt, optional, required, tensor};
+use super::operand::{Floats, expect_rank, floats, input, input_opt, ints, optional, required, tensor};
 use crate::error::HostError;
 use crate::reference::NodeCtx;
 use crate::tensor::HostTensor;
@@ -148,7 +148,8 @@ fn bias(
     Ok(out)
 }
 
-/// ONNX `Attention` (opset 23). Inputs Q, K, V, attn_mask?, past_key?, past_value?; outputs Y,
+/// ONNX `Attention` (opsets 23/24). Inputs Q, K, V, attn_mask?, past_key?, past_value?,
+/// nonpad_kv_seqlen? (opset 24: per batch, keys from this index on are masked); outputs Y,
 /// present_key, present_value (past concatenated with K/V along the sequence) and
 /// qk_matmul_output: mode 0 the scaled `Q Kᵀ`, 1 after softcap, 2 after adding the mask bias,
 /// 3 after softmax (the ONNX reference's order: softcap, then bias).
@@ -193,7 +194,23 @@ pub fn attention(
     }
     let total = kk.seq;
     let dims = [q.batch, q.heads, q.seq, total];
-    let bias = bias(node, optional(inputs, 3), dims, past, attrs.is_causal)?;
+    let mut bias = bias(node, optional(inputs, 3), dims, past, attrs.is_causal)?;
+    if let Some(t) = optional(inputs, 6) {
+        let lens = ints(node, t, "nonpad_kv_seqlen")?;
+        if lens.len() != q.batch {
+            return Err(node.err(format!(
+                "nonpad_kv_seqlen has {} entries for batch {}",
+                lens.len(),
+                q.batch
+            )));
+        }
+        let per_batch = q.heads * q.seq * total;
+        for (k, slot) in bias.iter_mut().enumerate() {
+            if (k % total) as i64 >= lens[k / per_batch] {
+                *slot = f64::NEG_INFINITY;
+            }
+        }
+    }
     let scale = attrs.scale.map_or(1.0 / (q.size as f64).sqrt(), |s| s as f64);
     let softcap = attrs.softcap as f64;
     let group = q.heads / k.heads;

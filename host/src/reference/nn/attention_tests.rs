@@ -146,3 +146,15 @@ fn rejects_bad_head_counts() {
         attention(&node("Attention"), &Attention::default(), &[Some(&q3), Some(&q3), Some(&q3)]).is_err()
     );
 }
+
+#[test]
+fn nonpad_kv_seqlen_masks_trailing_keys() {
+    // One query, two keys; batch 0 sees only key 0, so its output is V[0].
+    let q = tf(&[1, 1, 1, 1], &[1.0]);
+    let k = tf(&[1, 1, 2, 1], &[1.0, 1.0]);
+    let v = tf(&[1, 1, 2, 1], &[3.0, 5.0]);
+    let lens = crate::reference::nn::testing::ti(&[1], &[1]);
+    let ins = [Some(&q), Some(&k), Some(&v), None, None, None, Some(&lens)];
+    let out = attention(&node("Attention"), &Attention::default(), &ins).unwrap();
+    assert_eq!(vals(&out[0]), [3.0]);
+}

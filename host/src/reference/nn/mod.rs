@@ -6,38 +6,58 @@
 //! returns all of its ONNX outputs in order, computes in f64 and rounds once to the output dtype.
 
 mod attention;
+mod blocks;
 mod conv;
 mod conv_transpose;
+mod deform_conv;
+mod dft;
 mod einsum;
+mod grid_sample;
+mod linear_attention;
+mod loss;
 mod matmul;
 mod norm;
+mod normalize;
 mod operand;
 mod pool;
 mod resize;
 mod rnn;
+mod roi_align;
 mod rotary;
+mod select;
 mod sequence;
 mod softmax;
 #[cfg(test)]
 mod testing;
+mod unpool;
 mod window;
 
 pub use attention::attention;
+pub use blocks::{center_crop_pad, col2im, tensor_scatter};
 pub use conv::conv;
 pub use conv_transpose::conv_transpose;
+pub use deform_conv::deform_conv;
+pub use dft::{dft, stft};
 pub use einsum::einsum;
+pub use grid_sample::{affine_grid, grid_sample};
+pub use linear_attention::linear_attention;
+pub use loss::{negative_log_likelihood_loss, softmax_cross_entropy_loss};
 pub use matmul::{gemm, matmul};
 pub use norm::{
     batch_normalization, group_normalization, instance_normalization, layer_normalization, rms_normalization,
 };
+pub use normalize::{det, lp_normalization, lrn};
 pub use pool::{average_pool, global_average_pool, global_max_pool, lp_pool, max_pool};
 pub use resize::resize;
 pub use rnn::{gru, lstm, rnn};
+pub use roi_align::roi_align;
 pub use rotary::rotary_embedding;
+pub use select::{compress, non_max_suppression, reverse_sequence, unique};
 pub use sequence::{
     causal_conv_with_state, griffin_rglru, mamba_scan, rglru, rwkv_wkv6, selective_scan, ssd_scan, wkv6,
 };
 pub use softmax::{hardmax, log_softmax, softmax};
+pub use unpool::max_unpool;
 
 #[cfg(test)]
 mod tests {

@@ -10,7 +10,7 @@ use planner::DType;
 use crate::error::HostError;
 use crate::reference::NodeCtx;
 use crate::shape::{broadcast_shape, broadcast_strides};
-use crate::tensor::{HostTensor, TensorData, elem_count};
+use crate::tensor::{HostTensor, TensorData};
 
 /// A numeric input widened to f64, with the shape and dtype it came with.
 #[derive(Debug, Clone)]
@@ -133,9 +133,10 @@ pub(crate) fn expect_rank(node: &NodeCtx, got: &[usize], rank: usize, what: &str
     Ok(())
 }
 
-/// Element count of `shape`, or an error when it overflows.
+/// Element count of `shape`, or an error when it overflows or exceeds the run's size limit
+/// ([`NodeCtx::count`]).
 pub(crate) fn count(node: &NodeCtx, shape: &[usize]) -> Result<usize, HostError> {
-    elem_count(shape).ok_or_else(|| node.err(format!("shape {shape:?} has too many elements")))
+    node.count(shape)
 }
 
 /// Row-major strides of `shape` (in elements).

@@ -30,21 +30,24 @@ fn source_coord(
     len_out: usize,
     roi: (f64, f64),
 ) -> Option<f64> {
-    let (x, li, lo) = (x as f64, len_in as f64, len_out as f64);
+    // `lo` is the unrounded resized length `scale · len_in` (the ONNX reference's
+    // `output_width`): with scales it differs from the integer output length.
+    let (x, li) = (x as f64, len_in as f64);
+    let lo = scale * li;
     Some(match mode {
         Ctm::HalfPixel => (x + 0.5) / scale - 0.5,
         Ctm::HalfPixelSymmetric => {
-            let adjustment = lo / (scale * li);
+            let adjustment = len_out as f64 / lo;
             li / 2.0 * (1.0 - adjustment) + (x + 0.5) / scale - 0.5
         }
         Ctm::PytorchHalfPixel if len_out > 1 => (x + 0.5) / scale - 0.5,
         Ctm::PytorchHalfPixel => 0.0,
-        Ctm::AlignCorners if len_out > 1 => x * (li - 1.0) / (lo - 1.0),
+        Ctm::AlignCorners if len_out > 1 && lo != 1.0 => x * (li - 1.0) / (lo - 1.0),
         Ctm::AlignCorners => 0.0,
         Ctm::Asymmetric => x / scale,
         Ctm::TfCropAndResize => {
             let (start, end) = roi;
-            let c = if len_out > 1 {
+            let c = if len_out > 1 && lo != 1.0 {
                 start * (li - 1.0) + x * (end - start) * (li - 1.0) / (lo - 1.0)
             } else {
                 0.5 * (start + end) * (li - 1.0)

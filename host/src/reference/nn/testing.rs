@@ -8,7 +8,7 @@ use crate::tensor::HostTensor;
 
 /// A node context for tests.
 pub(crate) fn node(op: &'static str) -> NodeCtx<'static> {
-    NodeCtx { name: "test", op }
+    NodeCtx::new("test", op)
 }
 
 /// An f32 tensor.

@@ -6,6 +6,7 @@ mod nn;
 mod proptests;
 mod sequence;
 mod shape_ops;
+mod vision;
 
 use crate::graph::{Graph, ValueId};
 use crate::tensor_info::{DType, Dim, Shape, TensorInfo};

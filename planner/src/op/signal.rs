@@ -1,0 +1,31 @@
+//! Attribute structs of the signal-processing operators (`DFT`).
+
+use serde::{Deserialize, Serialize};
+
+/// `DFT(input, dft_length?, axis?)` (opsets 17 and 20): the input's last dim holds 1 (real) or
+/// 2 (real, imaginary) components; the transform runs along `axis` of the full-rank input.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Dft {
+    /// Opset 17-19 `axis` attribute (default 1); `None` from opset 20, where input 2 gives the
+    /// axis (default -2).
+    pub axis: Option<i64>,
+    /// Inverse transform (scaled by 1/N).
+    pub inverse: bool,
+    /// Forward: keep the first `N/2 + 1` frequencies; inverse: the input is such a one-sided
+    /// spectrum and the output is real.
+    pub onesided: bool,
+}
+
+/// `STFT(signal (B, L, 1|2), frame_step, window?, frame_length?)` (opset 17) ->
+/// `(B, frames, bins, 2)` with `frames = 1 + (L − frame_length) / frame_step`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stft {
+    /// Keep only the first `frame_length / 2 + 1` bins (default true).
+    pub onesided: bool,
+}
+
+impl Default for Stft {
+    fn default() -> Self {
+        Stft { onesided: true }
+    }
+}
