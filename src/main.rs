@@ -43,9 +43,12 @@ enum Command {
         /// An input as NAME=FILE (.npy or ONNX TensorProto .pb); repeat for each input.
         #[arg(long = "input", value_name = "NAME=FILE")]
         inputs: Vec<String>,
-        /// Where to execute.
-        #[arg(long, value_enum, default_value_t = cli::run::Device::Cpu)]
-        device: cli::run::Device,
+        /// Where to execute (default: the GPU when one is present, else the CPU reference).
+        #[arg(long, value_enum)]
+        device: Option<cli::run::Device>,
+        /// Time N steady-state runs on the GPU (median and p95, graph replay on and off).
+        #[arg(long, default_value_t = 0, value_name = "N")]
+        repeat: usize,
         /// Write each output to DIR/<output name>.npy.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
@@ -57,8 +60,8 @@ fn main() -> ExitCode {
     match args.command {
         Command::Doctor { device } => cli::doctor::run(device),
         Command::Inspect { model, memory, binds } => report(cli::inspect::run(&model, memory, &binds)),
-        Command::Run { model, inputs, device, out } => {
-            report(cli::run::run(cli::run::RunArgs { model, inputs, device, out }))
+        Command::Run { model, inputs, device, out, repeat } => {
+            report(cli::run::run(cli::run::RunArgs { model, inputs, device, out, repeat }))
         }
     }
 }

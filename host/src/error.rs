@@ -159,6 +159,18 @@ pub enum HostError {
     /// Planning (shape inference, validation) failed.
     #[error(transparent)]
     Plan(#[from] planner::PlanError),
+    /// A plan step failed (at launch, or reported at the next synchronisation).
+    #[error("step #{step} ({label}, kernel `{kernel}`): {detail}")]
+    Step {
+        /// Step index in the plan.
+        step: usize,
+        /// The fused op types.
+        label: String,
+        /// The kernel's PTX symbol.
+        kernel: &'static str,
+        /// The driver's error.
+        detail: String,
+    },
     /// A device allocation failed.
     #[error("out of device memory allocating {bytes} bytes: {source}")]
     OutOfMemory {

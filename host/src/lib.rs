@@ -18,9 +18,11 @@ pub mod npy;
 pub mod ops;
 pub mod reference;
 pub mod selftest;
+pub mod session;
 pub mod shape;
 pub mod tensor;
 
 pub use device::{Context, DeviceInfo, DeviceTensor, PtxFlavour};
 pub use error::HostError;
+pub use session::{Session, SessionOptions};
 pub use tensor::{HostTensor, TensorData};

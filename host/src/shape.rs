@@ -1,4 +1,7 @@
-//! Shape arithmetic shared by the CPU reference and the GPU launchers: NumPy broadcasting.
+//! NumPy broadcasting of shapes, shared by the CPU reference and the GPU launchers (the stride
+//! side lives with the launch parameters in `planner::plan`).
+
+pub use planner::plan::broadcast_strides;
 
 /// The broadcast shape of `a` and `b` under NumPy rules (right-aligned; each dimension pair equal,
 /// or one of them 1), or `None` if they do not broadcast.
@@ -15,19 +18,6 @@ pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
         .collect()
 }
 
-/// Row-major element strides of `shape` as seen from an output of rank `out_rank`: right-aligned,
-/// with stride 0 on every dimension of size 1 (it broadcasts) and on the missing leading ones.
-pub fn broadcast_strides(shape: &[usize], out_rank: usize) -> Vec<usize> {
-    let mut strides = vec![0; out_rank];
-    let mut step = 1;
-    for (i, &d) in shape.iter().enumerate().rev() {
-        let o = out_rank - shape.len() + i;
-        strides[o] = if d == 1 { 0 } else { step };
-        step *= d;
-    }
-    strides
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -40,12 +30,5 @@ mod tests {
         assert_eq!(broadcast_shape(&[0, 3], &[1, 3]), Some(vec![0, 3]));
         assert_eq!(broadcast_shape(&[2, 3], &[4]), None);
         assert_eq!(broadcast_shape(&[0], &[2]), None);
-    }
-
-    #[test]
-    fn strides_broadcast_size_one_and_missing_dims() {
-        assert_eq!(broadcast_strides(&[3], 2), vec![0, 1]);
-        assert_eq!(broadcast_strides(&[2, 1, 4], 3), vec![4, 0, 1]);
-        assert_eq!(broadcast_strides(&[], 2), vec![0, 0]);
     }
 }

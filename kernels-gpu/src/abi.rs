@@ -6,6 +6,32 @@
 //! parameter. The host passes the struct's bytes to `cuLaunchKernel`, so the layouts must agree
 //! exactly; a host test pins each size.
 
+/// A launch-parameter struct: `#[repr(C)]` plain data with explicit padding fields, so that all of
+/// its bytes are initialised and the host can pass them to `cuLaunchKernel` as they are.
+///
+/// # Safety
+/// Implement only for `#[repr(C)]` structs of integers and floats whose padding is spelled out as
+/// fields (no implicit padding bytes).
+pub unsafe trait Params: Copy {
+    /// The struct's bytes, as the kernel receives them.
+    fn as_bytes(&self) -> &[u8] {
+        // SAFETY: the trait's contract: every byte of `Self` is initialised plain data; the slice
+        // borrows `self`.
+        unsafe {
+            core::slice::from_raw_parts((self as *const Self).cast::<u8>(), core::mem::size_of::<Self>())
+        }
+    }
+}
+
+// SAFETY: #[repr(C)], u64/u32 fields with the padding spelled out as `_pad`.
+unsafe impl Params for BinaryParams {}
+// SAFETY: #[repr(C)], u64 then f32 and an explicit `_pad`.
+unsafe impl Params for UnaryParams {}
+// SAFETY: #[repr(C)], two u32.
+unsafe impl Params for ProbeParams {}
+// SAFETY: #[repr(C)], four u32, ten u64, then six 4-byte fields (the last an explicit `_pad`).
+unsafe impl Params for GemmParams {}
+
 /// Largest tensor rank the strided elementwise kernels index. Higher ranks are collapsed by the host
 /// (adjacent dimensions that are contiguous in every operand merge into one) before launch.
 pub const MAX_RANK: usize = 8;
@@ -47,6 +73,111 @@ pub struct UnaryParams {
     /// Explicit padding; always 0.
     pub _pad: u32,
 }
+
+/// Elementwise function applied in a GEMM epilogue (after `alpha * A B + beta * C`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum Activation {
+    /// Identity.
+    #[default]
+    None = 0,
+    /// `max(x, 0)`.
+    Relu = 1,
+    /// `1 / (1 + e^-x)`.
+    Sigmoid = 2,
+    /// `tanh(x)`.
+    Tanh = 3,
+    /// Gelu, erf form.
+    GeluErf = 4,
+    /// Gelu, tanh approximation.
+    GeluTanh = 5,
+    /// `x * sigmoid(x)`.
+    Silu = 6,
+    /// `x < 0 ? act_alpha * x : x`.
+    LeakyRelu = 7,
+}
+
+impl Activation {
+    /// The activation for a code read from parameters (unknown codes are the identity; the host
+    /// only writes valid ones).
+    pub const fn from_code(code: u32) -> Activation {
+        match code {
+            1 => Activation::Relu,
+            2 => Activation::Sigmoid,
+            3 => Activation::Tanh,
+            4 => Activation::GeluErf,
+            5 => Activation::GeluTanh,
+            6 => Activation::Silu,
+            7 => Activation::LeakyRelu,
+            _ => Activation::None,
+        }
+    }
+}
+
+/// Parameters of the f32 GEMM kernels: for each batch `b < batch`, `i < m`, `j < n`,
+/// `y[b*y_bs + i*n + j] = act(alpha * sum_k A[b,i,k] B[b,k,j] + beta * C[b,i,j])`, where
+/// `A[b,i,k] = a[b*a_bs + i*a_rs + k*a_cs]`, `B[b,k,j] = b[b*b_bs + k*b_rs + j*b_cs]` and
+/// `C[b,i,j] = c[b*c_bs + i*c_rs + j*c_cs]` (only when `has_c != 0`). Strides are in elements; a
+/// zero stride broadcasts (bias rows, shared weights across a batch), a transposed operand swaps
+/// its row and column strides.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GemmParams {
+    /// Rows of the output.
+    pub m: u32,
+    /// Columns of the output.
+    pub n: u32,
+    /// Reduction length.
+    pub k: u32,
+    /// Batch count (grid z / y).
+    pub batch: u32,
+    /// A row stride.
+    pub a_rs: u64,
+    /// A column (k) stride.
+    pub a_cs: u64,
+    /// A batch stride.
+    pub a_bs: u64,
+    /// B row (k) stride.
+    pub b_rs: u64,
+    /// B column stride.
+    pub b_cs: u64,
+    /// B batch stride.
+    pub b_bs: u64,
+    /// C row stride.
+    pub c_rs: u64,
+    /// C column stride.
+    pub c_cs: u64,
+    /// C batch stride.
+    pub c_bs: u64,
+    /// Y batch stride (rows are contiguous, `n` apart).
+    pub y_bs: u64,
+    /// Scale of `A B`.
+    pub alpha: f32,
+    /// Scale of `C`.
+    pub beta: f32,
+    /// [`Activation`] code.
+    pub act: u32,
+    /// LeakyRelu slope.
+    pub act_alpha: f32,
+    /// Nonzero when `c` is read.
+    pub has_c: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+/// Largest `m` the GEMV kernel handles (one accumulator register per row).
+pub const GEMV_MAX_M: u32 = 8;
+
+/// Output tile edge of `gemm_f32` (a block computes `GEMM_TILE x GEMM_TILE` outputs with
+/// `GEMM_THREADS x GEMM_THREADS` threads).
+pub const GEMM_TILE: u32 = 64;
+/// Threads per edge of a `gemm_f32` block.
+pub const GEMM_THREADS: u32 = 16;
+/// Warps per `gemv_f32` block (they split the reduction, or own one column each).
+pub const GEMV_WARPS: u32 = 16;
+/// Dynamic shared memory of `gemm_f32` (its A and B tiles) and of `gemv_f32` (partial sums).
+pub const GEMM_SHARED_BYTES: u32 = 16384;
 
 /// Parameters of the self-test kernels in `probe` (used by `ferrofuse doctor` and the GPU tests to
 /// check the device intrinsics): the number of threads launched and of output words.
@@ -184,6 +315,7 @@ impl UnaryOp {
 /// Every kernel entry point in the PTX. [`KernelId::symbol`] is the only place a kernel's name is
 /// spelled; the host resolves all of them when it loads the module, so a missing one fails at start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[repr(u32)]
 pub enum KernelId {
     /// `elementwise::add_f32`
@@ -228,6 +360,10 @@ pub enum KernelId {
     SiluF32,
     /// `elementwise::softplus_f32`
     SoftplusF32,
+    /// `gemm::gemm_f32`: tiled f32 GEMM with epilogue
+    GemmF32,
+    /// `gemm::gemv_f32`: f32 GEMM for `m <= GEMV_MAX_M` (latency-lean small batches)
+    GemvF32,
     /// `probe::probe_warp`: indices, barriers, shuffles, votes, atomics, dynamic shared memory
     ProbeWarp,
     /// `probe::probe_mma`: `cp.async`, `ldmatrix` and `mma.sync` (bf16) on one 16x8x16 tile
@@ -239,7 +375,7 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel, in declaration order.
-    pub const ALL: [KernelId; 24] = [
+    pub const ALL: [KernelId; 26] = [
         Self::AddF32,
         Self::SubF32,
         Self::MulF32,
@@ -261,6 +397,8 @@ impl KernelId {
         Self::GeluTanhF32,
         Self::SiluF32,
         Self::SoftplusF32,
+        Self::GemmF32,
+        Self::GemvF32,
         Self::ProbeWarp,
         Self::ProbeMma,
         Self::ProbeHopper,
@@ -290,6 +428,8 @@ impl KernelId {
             Self::GeluTanhF32 => "gelu_tanh_f32",
             Self::SiluF32 => "silu_f32",
             Self::SoftplusF32 => "softplus_f32",
+            Self::GemmF32 => "gemm_f32",
+            Self::GemvF32 => "gemv_f32",
             Self::ProbeWarp => "probe_warp",
             Self::ProbeMma => "probe_mma",
             Self::ProbeHopper => "probe_hopper",
@@ -319,5 +459,6 @@ mod tests {
         assert_eq!(core::mem::align_of::<BinaryParams>(), 8);
         assert_eq!(core::mem::size_of::<UnaryParams>(), 16);
         assert_eq!(core::mem::size_of::<ProbeParams>(), 8);
+        assert_eq!(core::mem::size_of::<GemmParams>(), 16 + 10 * 8 + 24);
     }
 }

@@ -21,6 +21,8 @@ pub mod intrinsics;
 #[cfg(target_arch = "nvptx64")]
 mod elementwise;
 #[cfg(target_arch = "nvptx64")]
+mod gemm;
+#[cfg(target_arch = "nvptx64")]
 mod probe;
 
 /// A panic on the device cannot unwind or print: it traps, which aborts the launch and surfaces on

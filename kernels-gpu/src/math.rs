@@ -211,6 +211,22 @@ pub fn softplus(x: f32) -> f32 {
     m + libm::log1pf(exp(-x.abs()))
 }
 
+/// Applies a GEMM-epilogue activation.
+#[inline(always)]
+pub fn activate(act: crate::abi::Activation, x: f32, alpha: f32) -> f32 {
+    use crate::abi::Activation;
+    match act {
+        Activation::None => x,
+        Activation::Relu => relu(x),
+        Activation::Sigmoid => sigmoid(x),
+        Activation::Tanh => tanh(x),
+        Activation::GeluErf => gelu_erf(x),
+        Activation::GeluTanh => gelu_tanh(x),
+        Activation::Silu => silu(x),
+        Activation::LeakyRelu => leaky_relu(x, alpha),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! Each function against an f64 evaluation over a sweep of the f32 range.

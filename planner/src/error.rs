@@ -131,6 +131,13 @@ pub enum PlanError {
         /// What did not match.
         detail: String,
     },
+    /// Nodes the GPU plan has no kernel for (all of them, listed at once; nothing falls back to the
+    /// CPU silently).
+    #[error("no GPU kernel for {} node(s): {}", .nodes.len(), .nodes.iter().map(|(n, o, why)| format!("{n} ({o}): {why}")).collect::<Vec<_>>().join("; "))]
+    NoKernel {
+        /// (node label, op type, what is missing: the op, or its dtype / mode).
+        nodes: Vec<(String, &'static str, String)>,
+    },
     /// Memory planning failed (a size overflows) or a memory plan broke an invariant.
     #[error("memory plan: {detail}")]
     Memory {

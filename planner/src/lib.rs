@@ -18,6 +18,7 @@ pub mod fold;
 pub mod graph;
 pub mod memory;
 pub mod op;
+pub mod plan;
 pub mod shape_infer;
 pub mod tensor_info;
 pub mod validate;

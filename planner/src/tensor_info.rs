@@ -199,7 +199,7 @@ impl fmt::Display for Shape {
 }
 
 /// Sizes for symbolic dims, by symbol name.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Binding(pub BTreeMap<String, usize>);
 
 impl Binding {

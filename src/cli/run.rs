@@ -25,10 +25,12 @@ pub struct RunArgs {
     pub model: Option<PathBuf>,
     /// `NAME=FILE` pairs.
     pub inputs: Vec<String>,
-    /// Where to execute.
-    pub device: Device,
+    /// Where to execute; `None`: the GPU when one is present, else the CPU reference.
+    pub device: Option<Device>,
     /// Folder for `<output>.npy` files.
     pub out: Option<PathBuf>,
+    /// Timed steady-state executions (GPU only; 0: none).
+    pub repeat: usize,
 }
 
 fn parse_input(spec: &str) -> Result<(String, HostTensor)> {
@@ -43,6 +45,56 @@ fn preview(t: &HostTensor) -> String {
     let shown: Vec<String> = vals.iter().take(6).map(|v| format!("{v:.6}")).collect();
     let more = if vals.len() > 6 { ", ..." } else { "" };
     format!("{} {:?} [{}{more}]", t.dtype(), t.shape(), shown.join(", "))
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Runs the graph in a GPU session; with `repeat`, also times steady-state executions (graph
+/// replay on and off, device time from CUDA events; full runs with host copies, wall clock).
+fn run_cuda(
+    graph: planner::Graph,
+    inputs: &[(String, HostTensor)],
+    repeat: usize,
+) -> Result<Vec<(String, HostTensor)>> {
+    let ctx = host::Context::new(0)?;
+    println!("gpu: {} ({} flavour)", ctx.info().name, ctx.flavour().name());
+    let mut session = host::Session::new(&ctx, graph, host::SessionOptions::default())?;
+    let outputs = session.run(inputs)?;
+    if repeat > 0 {
+        for _ in 0..10 {
+            session.run(inputs)?;
+        }
+        let allocations = session.allocation_count();
+        let report = |name: &str, mut t: Vec<f64>| {
+            t.sort_by(f64::total_cmp);
+            println!(
+                "{name:<34} median {:>9.2} us   p95 {:>9.2} us   ({} runs)",
+                percentile(&t, 0.5),
+                percentile(&t, 0.95),
+                t.len()
+            );
+        };
+        report("compute, CUDA graph replay", session.time_executions(repeat, true)?);
+        report("compute, eager launches", session.time_executions(repeat, false)?);
+        let mut wall = Vec::with_capacity(repeat);
+        for _ in 0..repeat {
+            let t = Instant::now();
+            session.run(inputs)?;
+            wall.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        report("full run (copies in/out, wall)", wall);
+        println!(
+            "session device memory: {:.3} MiB (weights, arena, inputs/outputs); allocations after warm-up: {}",
+            session.device_bytes() as f64 / (1u64 << 20) as f64,
+            session.allocation_count() - allocations
+        );
+        if let Some(plan) = session.last_plan() {
+            println!("plan ({} steps):\n{plan}", plan.steps.len());
+        }
+    }
+    Ok(outputs)
 }
 
 /// Runs `ferrofuse run`.
@@ -83,13 +135,17 @@ pub fn run(args: RunArgs) -> Result<()> {
     for (n, t) in &inputs {
         println!("input  {n}: {}", preview(t));
     }
+    let device =
+        args.device.unwrap_or(if host::device::device_count().is_ok() { Device::Cuda } else { Device::Cpu });
     let start = Instant::now();
-    let outputs = match args.device {
-        Device::Cpu => host::reference::eval(&graph, &inputs)?,
-        Device::Cuda => bail!(
-            "whole-model GPU execution arrives with the Session (issue 5); run with --device cpu \
-             (`ferrofuse doctor` checks the GPU kernels that exist)"
-        ),
+    let outputs = match device {
+        Device::Cpu => {
+            if args.repeat > 0 {
+                bail!("--repeat times the GPU session; the CPU reference is not a performance path");
+            }
+            host::reference::eval(&graph, &inputs)?
+        }
+        Device::Cuda => run_cuda(graph, &inputs, args.repeat)?,
     };
     let elapsed = start.elapsed();
     for (n, t) in &outputs {
@@ -100,7 +156,10 @@ pub fn run(args: RunArgs) -> Result<()> {
             println!("  note: output `{n}` holds non-finite values");
         }
     }
-    println!("device: {:?}, {:.3} ms", args.device, elapsed.as_secs_f64() * 1e3);
+    println!(
+        "device: {device:?}, {:.3} ms (first run, compile and upload included on the GPU)",
+        elapsed.as_secs_f64() * 1e3
+    );
     if let Some(dir) = &args.out {
         for (n, t) in &outputs {
             let path = write_output(dir, n, t)?;

@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use cudarc::driver::result;
+use cudarc::driver::{CudaStream, result};
 use kernels_gpu::abi::KernelId;
 
 use super::Context;
@@ -40,11 +40,9 @@ pub enum KernelArg<'a> {
     F32(f32),
 }
 
-/// The bytes of a `#[repr(C)]` parameter struct, for [`KernelArg::Params`].
-pub fn params_bytes<T: Copy>(p: &T) -> &[u8] {
-    // SAFETY: every parameter struct in `kernels_gpu::abi` is `#[repr(C)]` plain data with explicit
-    // padding fields, so all of its bytes are initialised; the slice borrows `p`.
-    unsafe { std::slice::from_raw_parts((p as *const T).cast::<u8>(), size_of::<T>()) }
+/// The bytes of a launch-parameter struct, for [`KernelArg::Params`].
+pub fn params_bytes<T: kernels_gpu::abi::Params>(p: &T) -> &[u8] {
+    p.as_bytes()
 }
 
 impl Context {
@@ -56,6 +54,21 @@ impl Context {
     /// `shape` must satisfy the kernel's thread-mapping requirements.
     pub unsafe fn launch(
         &self,
+        kernel: KernelId,
+        shape: LaunchShape,
+        args: &[KernelArg],
+    ) -> Result<(), HostError> {
+        // SAFETY: forwarded; the context's own stream.
+        unsafe { self.launch_on(&self.stream, kernel, shape, args) }
+    }
+
+    /// [`Context::launch`] on another stream of this context (a session's own stream).
+    ///
+    /// # Safety
+    /// As [`Context::launch`]; `stream` belongs to this context.
+    pub unsafe fn launch_on(
+        &self,
+        stream: &CudaStream,
         kernel: KernelId,
         shape: LaunchShape,
         args: &[KernelArg],
@@ -90,7 +103,7 @@ impl Context {
                 (gx, gy, gz),
                 (bx, by, bz),
                 shape.shared_bytes,
-                self.stream.cu_stream(),
+                stream.cu_stream(),
                 &mut params,
             )
         }

@@ -117,12 +117,20 @@ impl Context {
     where
         F: FnOnce() -> Result<(), HostError>,
     {
+        self.time_on(&self.stream, f)
+    }
+
+    /// [`Context::time_device`] for work enqueued on `stream`.
+    pub fn time_on<F>(&self, stream: &CudaStream, f: F) -> Result<f32, HostError>
+    where
+        F: FnOnce() -> Result<(), HostError>,
+    {
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         let start = self.ctx.new_event(flags).map_err(HostError::driver("creating an event"))?;
         let end = self.ctx.new_event(flags).map_err(HostError::driver("creating an event"))?;
-        start.record(&self.stream).map_err(HostError::driver("recording an event"))?;
+        start.record(stream).map_err(HostError::driver("recording an event"))?;
         f()?;
-        end.record(&self.stream).map_err(HostError::driver("recording an event"))?;
+        end.record(stream).map_err(HostError::driver("recording an event"))?;
         end.synchronize().map_err(HostError::driver("waiting for an event"))?;
         start.elapsed_ms(&end).map_err(HostError::driver("reading event times"))
     }
@@ -133,6 +141,12 @@ impl Context {
 
     pub(crate) fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
+    }
+
+    /// A new stream of this context (each session runs on its own, so sessions on different
+    /// threads neither serialise nor disturb each other's graph capture).
+    pub fn new_stream(&self) -> Result<Arc<CudaStream>, HostError> {
+        self.ctx.new_stream().map_err(HostError::driver("creating a stream"))
     }
 }
 

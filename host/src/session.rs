@@ -1,0 +1,375 @@
+//! [`Session`]: runs a graph on the GPU from compiled plans.
+//!
+//! `Session::new` takes the graph; the first `run` for a binding of the symbolic input dims
+//! compiles a plan (`planner::plan::compile`), uploads that plan's weights, sizes the arena and the
+//! input/output buffers, runs the steps eagerly once and captures them as a CUDA graph; later runs
+//! with the same binding only copy the inputs in, replay the graph and copy the outputs out — no
+//! device allocation. Errors name the step and its kernel.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr, result, sys};
+use planner::plan::{Arg, Plan, PlanOptions, Step, compile};
+use planner::{Binding, Dim, Graph, ValueId};
+
+use crate::arena::Arena;
+use crate::device::{Context, KernelArg, LaunchShape};
+use crate::error::HostError;
+use crate::tensor::HostTensor;
+
+/// Session options.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SessionOptions {
+    /// Capture each binding's steps as a CUDA graph and replay it (default on).
+    pub cuda_graph: bool,
+    /// Fuse activations into GEMM epilogues (default on).
+    pub fuse_activations: bool,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions { cuda_graph: true, fuse_activations: true }
+    }
+}
+
+/// Device state of one compiled binding.
+struct Compiled {
+    plan: Plan,
+    weights: Option<CudaSlice<u8>>,
+    weight_offsets: HashMap<ValueId, u64>,
+    inputs: Vec<CudaSlice<u8>>,
+    outputs: Vec<CudaSlice<u8>>,
+    graph: Option<CudaGraph>,
+}
+
+/// A model ready to run on one device.
+pub struct Session<'c> {
+    ctx: &'c Context,
+    stream: Arc<CudaStream>,
+    graph: Graph,
+    options: SessionOptions,
+    arena: Arena,
+    compiled: HashMap<Binding, Compiled>,
+    allocations: u64,
+    device_bytes: u64,
+    last: Option<Binding>,
+}
+
+fn alloc(ctx: &Context, bytes: u64, what: &'static str) -> Result<CudaSlice<u8>, HostError> {
+    // SAFETY: the buffer is written (inputs by the host copy, outputs and intermediates by the
+    // steps that produce them) before anything reads it.
+    unsafe { ctx.stream().alloc::<u8>(bytes.max(1) as usize) }.map_err(|source| {
+        let _ = what;
+        HostError::OutOfMemory { bytes, source }
+    })
+}
+
+impl<'c> Session<'c> {
+    /// A session for `graph` on `ctx`. Nothing is compiled or allocated until the first run.
+    pub fn new(ctx: &'c Context, graph: Graph, options: SessionOptions) -> Result<Self, HostError> {
+        planner::validate::graph(&graph)?;
+        Ok(Session {
+            ctx,
+            stream: ctx.new_stream()?,
+            graph,
+            options,
+            arena: Arena::new(ctx, 0)?,
+            compiled: HashMap::new(),
+            allocations: 0,
+            device_bytes: 0,
+            last: None,
+        })
+    }
+
+    /// Device allocations made so far (arena, weights, input and output buffers): constant across
+    /// runs once every binding in use has been seen.
+    pub fn allocation_count(&self) -> u64 {
+        self.allocations + self.arena.allocation_count()
+    }
+
+    /// Device bytes the session holds (weights, arena, input and output buffers).
+    pub fn device_bytes(&self) -> u64 {
+        self.device_bytes + self.arena.bytes()
+    }
+
+    /// The plan of the most recent run's binding.
+    pub fn last_plan(&self) -> Option<&Plan> {
+        self.compiled.get(self.last.as_ref()?).map(|c| &c.plan)
+    }
+
+    /// The binding of symbolic dims that `inputs` imply, after checking names, dtypes and shapes.
+    fn bind(&self, inputs: &[(String, HostTensor)]) -> Result<Binding, HostError> {
+        let mut b = Binding::new();
+        for &v in &self.graph.inputs {
+            let info = &self.graph.values[v.index()];
+            let name = &info.name;
+            let t =
+                inputs.iter().find(|(n, _)| n == name).map(|(_, t)| t).ok_or_else(|| HostError::Input {
+                    name: name.clone(),
+                    detail: "missing (every graph input must be given)".into(),
+                })?;
+            let Some(decl) = &info.info else { continue };
+            let bad = |detail: String| HostError::Input { name: name.clone(), detail };
+            if t.dtype() != decl.dtype {
+                return Err(bad(format!("dtype {}, the model declares {}", t.dtype(), decl.dtype)));
+            }
+            if t.shape().len() != decl.shape.rank() {
+                return Err(bad(format!("shape {:?}, the model declares {}", t.shape(), decl.shape)));
+            }
+            for (d, &size) in decl.shape.dims().iter().zip(t.shape()) {
+                match d {
+                    Dim::Known(k) if *k != size => {
+                        return Err(bad(format!("shape {:?}, the model declares {}", t.shape(), decl.shape)));
+                    }
+                    Dim::Symbol(s) => match b.get(s) {
+                        Some(prev) if prev != size => {
+                            return Err(bad(format!("`{s}` = {size} here but {prev} in another input")));
+                        }
+                        _ => b.set(s, size),
+                    },
+                    Dim::Known(_) => {}
+                }
+            }
+        }
+        if let Some((n, _)) = inputs
+            .iter()
+            .find(|(n, _)| !self.graph.inputs.iter().any(|v| &self.graph.values[v.index()].name == n))
+        {
+            return Err(HostError::Input {
+                name: n.clone(),
+                detail: "the model has no input of this name".into(),
+            });
+        }
+        Ok(b)
+    }
+
+    fn prepare(&mut self, binding: &Binding) -> Result<(), HostError> {
+        if self.compiled.contains_key(binding) {
+            return Ok(());
+        }
+        let options = PlanOptions {
+            sm_count: self.ctx.info().sm_count,
+            fuse_activations: self.options.fuse_activations,
+            ..PlanOptions::default()
+        };
+        let plan = compile(&self.graph, binding, &options)?;
+        let mut weight_offsets = HashMap::new();
+        let mut packed = Vec::new();
+        for (v, c) in &plan.constants {
+            let at = packed.len().div_ceil(256) * 256;
+            packed.resize(at, 0);
+            packed.extend_from_slice(&c.bytes);
+            weight_offsets.insert(*v, at as u64);
+        }
+        let weights = if packed.is_empty() {
+            None
+        } else {
+            self.allocations += 1;
+            self.device_bytes += packed.len() as u64;
+            Some(
+                self.ctx
+                    .stream()
+                    .clone_htod(&packed)
+                    .map_err(|source| HostError::OutOfMemory { bytes: packed.len() as u64, source })?,
+            )
+        };
+        let mut io = |vs: &[ValueId]| -> Result<Vec<CudaSlice<u8>>, HostError> {
+            vs.iter()
+                .map(|v| {
+                    let bytes = plan.values[v.index()].bytes().ok_or_else(|| HostError::Unsupported {
+                        node: plan.values[v.index()].name.clone(),
+                        op: "output",
+                        detail: "graph outputs of data-dependent size are not supported on the GPU yet"
+                            .into(),
+                    })?;
+                    self.allocations += 1;
+                    self.device_bytes += bytes;
+                    alloc(self.ctx, bytes, "graph input/output")
+                })
+                .collect()
+        };
+        let inputs = io(&plan.inputs)?;
+        let outputs = io(&plan.outputs)?;
+        self.arena.ensure(self.ctx, plan.memory.arena_bytes)?;
+        // Allocations and uploads went through the context's stream; the session's stream uses
+        // them from now on.
+        self.ctx.synchronize()?;
+        self.compiled.insert(
+            binding.clone(),
+            Compiled { plan, weights, weight_offsets, inputs, outputs, graph: None },
+        );
+        Ok(())
+    }
+
+    /// Runs the graph on `inputs` (name, tensor) and returns the outputs in graph order.
+    pub fn run(&mut self, inputs: &[(String, HostTensor)]) -> Result<Vec<(String, HostTensor)>, HostError> {
+        let binding = self.bind(inputs)?;
+        self.prepare(&binding)?;
+        let c = self.compiled.get_mut(&binding).expect("prepared above");
+        for (i, v) in c.plan.inputs.iter().enumerate() {
+            let name = &c.plan.values[v.index()].name;
+            let t = inputs.iter().find(|(n, _)| n == name).map(|(_, t)| t).expect("checked by bind");
+            self.stream
+                .memcpy_htod(&t.to_const().bytes, &mut c.inputs[i])
+                .map_err(HostError::driver("copying an input to the device"))?;
+        }
+        self.last = Some(binding.clone());
+        self.execute()?;
+        let c = &self.compiled[&binding];
+        // The copies are ordered after the steps on the session's stream; the host reads the bytes
+        // only after waiting for that stream (an async copy to pageable memory may return early).
+        let raw = c
+            .outputs
+            .iter()
+            .map(|o| self.stream.clone_dtoh(o).map_err(HostError::driver("copying an output to the host")))
+            .collect::<Result<Vec<Vec<u8>>, _>>()?;
+        self.stream.synchronize().map_err(HostError::driver("synchronizing the session stream"))?;
+        let mut out = Vec::with_capacity(raw.len());
+        for (v, bytes) in c.plan.outputs.iter().zip(raw) {
+            let pv = &c.plan.values[v.index()];
+            let dims = pv.dims.clone().unwrap_or_default();
+            let want = pv.bytes().unwrap_or(0) as usize;
+            let constant =
+                planner::ConstTensor::new(pv.dtype, dims, bytes[..want.min(bytes.len())].to_vec())?;
+            out.push((pv.name.clone(), HostTensor::from_const(&constant)?));
+        }
+        Ok(out)
+    }
+
+    /// Executes the last run's binding on the inputs already on the device: replays its CUDA graph
+    /// (capturing it on first use) or launches the steps one by one. Does not wait.
+    pub fn execute(&mut self) -> Result<(), HostError> {
+        let binding = self
+            .last
+            .clone()
+            .ok_or_else(|| HostError::Arena { detail: "no run has bound the inputs yet".into() })?;
+        let use_graph = self.options.cuda_graph;
+        let c = self.compiled.get(&binding).expect("prepared by run");
+        if use_graph && c.graph.is_none() {
+            // Eager once, waiting after every step so that a fault names its step, then capture.
+            self.launch_steps(&binding, true)?;
+            let stream = &self.stream;
+            stream
+                .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                .map_err(HostError::driver("starting CUDA graph capture"))?;
+            let launched = self.launch_steps(&binding, false);
+            let graph = stream
+                .end_capture(sys::CUgraphInstantiate_flags(0))
+                .map_err(HostError::driver("ending CUDA graph capture"))?;
+            launched?;
+            self.compiled.get_mut(&binding).expect("prepared").graph = graph;
+        }
+        let c = &self.compiled[&binding];
+        match (&c.graph, use_graph) {
+            (Some(g), true) => g.launch().map_err(HostError::driver("replaying the CUDA graph")),
+            _ => self.launch_steps(&binding, false),
+        }
+    }
+
+    /// Device time in microseconds of each of `iters` executions of the last binding (graph
+    /// replay or step launches, per `cuda_graph`), measured with CUDA events.
+    pub fn time_executions(&mut self, iters: usize, cuda_graph: bool) -> Result<Vec<f64>, HostError> {
+        let saved = self.options.cuda_graph;
+        self.options.cuda_graph = cuda_graph;
+        let mut times = Vec::with_capacity(iters);
+        let mut outcome = Ok(());
+        for _ in 0..iters {
+            let (ctx, stream) = (self.ctx, self.stream.clone());
+            match ctx.time_on(&stream, || self.execute()) {
+                Ok(ms) => times.push(ms as f64 * 1e3),
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+        }
+        self.options.cuda_graph = saved;
+        outcome.map(|()| times)
+    }
+
+    fn address(&self, c: &Compiled, v: ValueId) -> Result<u64, HostError> {
+        let stream = &self.stream;
+        if let Some(i) = c.plan.inputs.iter().position(|&x| x == v) {
+            return Ok(c.inputs[i].device_ptr(stream).0);
+        }
+        if let Some(i) = c.plan.outputs.iter().position(|&x| x == v) {
+            return Ok(c.outputs[i].device_ptr(stream).0);
+        }
+        if let (Some(off), Some(w)) = (c.weight_offsets.get(&v), &c.weights) {
+            return Ok(w.device_ptr(stream).0 + off);
+        }
+        match c.plan.memory.slots.get(v.index()).copied().flatten() {
+            Some(slot) => self.arena.slot_ptr(self.ctx, slot),
+            None => Err(HostError::Arena { detail: format!("value {v} has no device buffer in the plan") }),
+        }
+    }
+
+    /// Launches every step; with `sync_each`, waits after each so that an asynchronous fault is
+    /// reported with the step that caused it.
+    fn launch_steps(&self, binding: &Binding, sync_each: bool) -> Result<(), HostError> {
+        let c = &self.compiled[binding];
+        for (i, step) in c.plan.steps.iter().enumerate() {
+            match step {
+                Step::Kernel { kernel, grid, block, shared_bytes, args, .. } => {
+                    let mut ptrs = Vec::with_capacity(args.len());
+                    for a in args {
+                        ptrs.push(match a {
+                            Arg::Value(v) => Some(self.address(c, *v)?),
+                            Arg::Null => Some(0),
+                            Arg::Params(_) => None,
+                        });
+                    }
+                    let kargs: Vec<KernelArg> = args
+                        .iter()
+                        .zip(&ptrs)
+                        .map(|(a, p)| match (a, p) {
+                            (Arg::Params(bytes), _) => KernelArg::Params(bytes),
+                            (_, p) => KernelArg::Ptr(p.unwrap_or(0)),
+                        })
+                        .collect();
+                    let shape = LaunchShape { grid: *grid, block: *block, shared_bytes: *shared_bytes };
+                    // SAFETY: the step was lowered by `planner::plan` for this kernel's parameter
+                    // list, from the bound shapes of its operands; every value address points into
+                    // a buffer of at least the value's size (arena slots from the validated memory
+                    // plan, inputs/outputs/weights allocated from the plan's sizes).
+                    unsafe { self.ctx.launch_on(&self.stream, *kernel, shape, &kargs) }
+                        .map_err(|e| step_error(i, step, e))?;
+                    if sync_each {
+                        self.stream.synchronize().map_err(|source| {
+                            step_error(i, step, HostError::Driver { action: "", source })
+                        })?;
+                    }
+                }
+                Step::Copy { src, dst, bytes, .. } => {
+                    let (s, d) = (self.address(c, *src)?, self.address(c, *dst)?);
+                    // SAFETY: both buffers hold at least `bytes` (the plan's sizes) and do not
+                    // overlap (distinct values with overlapping lifetimes never share memory).
+                    unsafe { result::memcpy_dtod_async(d, s, *bytes as usize, self.stream.cu_stream()) }
+                        .map_err(HostError::driver("a copy step"))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        // Buffers are freed on the context's stream; let this session's work finish first.
+        let _ = self.stream.synchronize();
+    }
+}
+
+fn step_error(i: usize, step: &Step, e: HostError) -> HostError {
+    match step {
+        Step::Kernel { label, kernel, .. } => {
+            let detail = match e {
+                HostError::Launch { source, .. } | HostError::Driver { source, .. } => source.to_string(),
+                other => other.to_string(),
+            };
+            HostError::Step { step: i, label: label.clone(), kernel: kernel.symbol(), detail }
+        }
+        Step::Copy { .. } => e,
+    }
+}

@@ -1,0 +1,173 @@
+//! Whole graphs on the GPU through `Session`, against the CPU reference executor: GEMM variants
+//! (GEMV and tiled paths, transposes, broadcast bias, batched MatMul), fused activations,
+//! elementwise chains planned in place, copies; CUDA-graph replay against eager launches; no device
+//! allocation once a binding is warm; unsupported ops reported all at once.
+
+use host::selftest::Rng;
+use host::{HostError, HostTensor, Session, SessionOptions};
+use planner::op::{Gemm, Op};
+use planner::{Binding, ConstTensor, DType, Dim, Graph, ValueId};
+
+use crate::ctx;
+
+fn weight(g: &mut Graph, rng: &mut Rng, name: &str, dims: &[usize]) -> ValueId {
+    let n = dims.iter().product();
+    let data: Vec<f32> = (0..n).map(|_| rng.uniform(-0.5, 0.5)).collect();
+    g.initializer(name, ConstTensor::from_f32(dims, &data).unwrap())
+}
+
+fn gemm(g: &mut Graph, a: ValueId, b: ValueId, c: Option<ValueId>, attrs: Gemm) -> ValueId {
+    let ins = vec![Some(a), Some(b), c];
+    g.push_opt(Op::Gemm(attrs), ins, 1)[0]
+}
+
+/// `|got - want| <= 1e-5 * (|want| + 1)` elementwise (f32 accumulation of ~1000 terms of size <= 1
+/// against the f64 reference), with shapes and dtypes equal.
+fn assert_close(got: &[(String, HostTensor)], want: &[(String, HostTensor)]) {
+    assert_eq!(got.len(), want.len());
+    for ((gn, g), (wn, w)) in got.iter().zip(want) {
+        assert_eq!((gn, g.shape(), g.dtype()), (wn, w.shape(), w.dtype()));
+        let (gv, wv) = (g.data().to_f64s(), w.data().to_f64s());
+        for (i, (a, b)) in gv.iter().zip(&wv).enumerate() {
+            assert!((a - b).abs() <= 1e-5 * (b.abs() + 1.0), "{gn}[{i}]: gpu {a}, reference {b}");
+        }
+    }
+}
+
+fn mlp(rng: &mut Rng) -> Graph {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Symbol("batch".into()), Dim::Known(64)]);
+    let (w0, b0) = (weight(&mut g, rng, "w0", &[64, 256]), weight(&mut g, rng, "b0", &[256]));
+    let (w1, b1) = (weight(&mut g, rng, "w1", &[256, 256]), weight(&mut g, rng, "b1", &[256]));
+    // w2 stored transposed ([out, in]) as PyTorch exports it.
+    let (w2, b2) = (weight(&mut g, rng, "w2", &[1, 256]), weight(&mut g, rng, "b2", &[1]));
+    let h0 = gemm(&mut g, x, w0, Some(b0), Gemm::default());
+    let a0 = g.relu(h0);
+    let h1 = gemm(&mut g, a0, w1, Some(b1), Gemm::default());
+    let a1 = g.op1(Op::Tanh, &[h1]);
+    let h2 = gemm(&mut g, a1, w2, Some(b2), Gemm { trans_b: true, ..Gemm::default() });
+    let y = g.sigmoid(h2);
+    g.output(y);
+    g
+}
+
+fn input(rng: &mut Rng, name: &str, shape: &[usize]) -> (String, HostTensor) {
+    (name.to_owned(), rng.tensor(shape, -1.0, 1.0))
+}
+
+#[test]
+fn an_mlp_matches_the_reference_at_several_batch_sizes() {
+    let mut rng = Rng::new(0xa11ce);
+    let g = mlp(&mut rng);
+    let mut s = Session::new(ctx(), g.clone(), SessionOptions::default()).unwrap();
+    for batch in [1, 3, 8, 9, 100, 1] {
+        let inputs = vec![input(&mut rng, "x", &[batch, 64])];
+        let want = host::reference::eval(&g, &inputs).unwrap();
+        assert_close(&s.run(&inputs).unwrap(), &want);
+    }
+    let plan = s.last_plan().unwrap();
+    let text = plan.to_string();
+    assert!(
+        text.contains("Gemm+Relu") && text.contains("Gemm+Tanh") && text.contains("Gemm+Sigmoid"),
+        "{text}"
+    );
+    assert_eq!(plan.steps.len(), 3, "three fused GEMM launches:\n{text}");
+}
+
+#[test]
+fn a_warm_binding_allocates_nothing_and_replay_matches_eager() {
+    let mut rng = Rng::new(7);
+    let g = mlp(&mut rng);
+    let mut s = Session::new(ctx(), g.clone(), SessionOptions::default()).unwrap();
+    let inputs = vec![input(&mut rng, "x", &[4, 64])];
+    let first = s.run(&inputs).unwrap();
+    let warm = s.allocation_count();
+    for _ in 0..20 {
+        assert_eq!(s.run(&inputs).unwrap(), first, "graph replay is deterministic");
+    }
+    assert_eq!(s.allocation_count(), warm, "steady-state runs must not allocate");
+    let mut eager =
+        Session::new(ctx(), g, SessionOptions { cuda_graph: false, ..SessionOptions::default() }).unwrap();
+    assert_eq!(eager.run(&inputs).unwrap(), first, "eager launches give the same bits as the replay");
+    let times = s.time_executions(10, true).unwrap();
+    assert!(times.iter().all(|t| *t > 0.0));
+}
+
+#[test]
+fn gemm_and_matmul_variants_match_the_reference() {
+    let mut rng = Rng::new(99);
+    let mut g = Graph::new();
+    let a = g.input("a", DType::F32, vec![Dim::Known(70), Dim::Known(33)]);
+    let at = g.input("at", DType::F32, vec![Dim::Known(33), Dim::Known(70)]);
+    let bt = weight(&mut g, &mut rng, "bt", &[65, 33]);
+    let c_row = weight(&mut g, &mut rng, "c_row", &[70, 1]);
+    let y1 =
+        gemm(&mut g, a, bt, Some(c_row), Gemm { trans_b: true, alpha: 0.5, beta: 2.0, ..Gemm::default() });
+    let y2 = gemm(&mut g, at, bt, None, Gemm { trans_a: true, trans_b: true, ..Gemm::default() });
+    let q = g.input("q", DType::F32, vec![Dim::Known(3), Dim::Known(5), Dim::Known(16), Dim::Known(24)]);
+    let k = g.input("k", DType::F32, vec![Dim::Known(3), Dim::Known(5), Dim::Known(24), Dim::Known(9)]);
+    let w = weight(&mut g, &mut rng, "w", &[24, 130]);
+    let y3 = g.matmul(q, k);
+    let y4 = g.matmul(q, w);
+    let sum = g.add(y1, y2);
+    let y5 = g.op1(Op::Exp, &[sum]);
+    for y in [y3, y4, y5] {
+        g.output(y);
+    }
+    let inputs = vec![
+        input(&mut rng, "a", &[70, 33]),
+        input(&mut rng, "at", &[33, 70]),
+        input(&mut rng, "q", &[3, 5, 16, 24]),
+        input(&mut rng, "k", &[3, 5, 24, 9]),
+    ];
+    let want = host::reference::eval(&g, &inputs).unwrap();
+    let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
+    assert_close(&s.run(&inputs).unwrap(), &want);
+}
+
+#[test]
+fn elementwise_chains_run_in_place_and_reshapes_copy() {
+    let mut rng = Rng::new(5);
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Symbol("n".into()), Dim::Known(1000)]);
+    let bias = weight(&mut g, &mut rng, "bias", &[1000]);
+    let a = g.add(x, bias);
+    let b = g.relu(a);
+    let c = g.sigmoid(b);
+    let d = g.mul(c, x);
+    let shape = g.const_i64("shape", &[2], &[-1, 500]);
+    let e = g.reshape(d, shape);
+    let f = g.op1(Op::Neg, &[e]);
+    g.output(f);
+    let mut s = Session::new(ctx(), g.clone(), SessionOptions::default()).unwrap();
+    for n in [1, 7] {
+        let inputs = vec![input(&mut rng, "x", &[n, 1000])];
+        let want = host::reference::eval(&g, &inputs).unwrap();
+        assert_close(&s.run(&inputs).unwrap(), &want);
+    }
+    let plan = s.last_plan().unwrap();
+    assert!(plan.memory.stats.in_place_count >= 2, "{:?}", plan.memory.stats);
+}
+
+#[test]
+fn bad_inputs_and_unsupported_ops_are_clear_errors() {
+    let mut rng = Rng::new(1);
+    let g = mlp(&mut rng);
+    let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
+    let e = s.run(&[input(&mut rng, "x", &[2, 63])]).unwrap_err();
+    assert!(matches!(&e, HostError::Input { name, .. } if name == "x"), "{e}");
+    let e = s.run(&[input(&mut rng, "y", &[2, 64])]).unwrap_err();
+    assert!(e.to_string().contains("`x`"), "{e}");
+    let e = s.run(&[("x".into(), HostTensor::new(vec![1, 64], vec![0i64; 64]).unwrap())]).unwrap_err();
+    assert!(e.to_string().contains("int64") || e.to_string().contains("I64"), "{e}");
+
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Known(4), Dim::Known(8)]);
+    let sm = g.softmax(x, -1);
+    let t = g.transpose(sm, &[1, 0]);
+    g.output(t);
+    let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
+    let e = s.run(&[input(&mut rng, "x", &[4, 8])]).unwrap_err().to_string();
+    assert!(e.contains("2 node(s)") && e.contains("Softmax") && e.contains("Transpose"), "{e}");
+    let _ = Binding::new();
+}

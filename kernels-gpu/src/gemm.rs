@@ -1,0 +1,251 @@
+//! f32 GEMM with a fused epilogue (`alpha * A B + beta * C`, then an activation): a shared-memory
+//! tiled kernel for general shapes and a GEMV-style kernel for small `m` (batch-1 inference), both
+//! over arbitrary element strides (transposes, broadcast bias, batched and broadcast-batched
+//! operands). FP32 FMA on the CUDA cores: exact FP32 semantics, no TF32. The tensor-core paths come
+//! with the matrix-kernel issue.
+
+use crate::abi::{
+    Activation, GEMM_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_MAX_M, GEMV_WARPS, GemmParams,
+};
+use crate::intrinsics::*;
+use crate::math;
+
+/// Output tile of the tiled kernel (rows x columns), its k step, and per-thread micro-tile.
+const BM: u32 = GEMM_TILE;
+const BN: u32 = GEMM_TILE;
+const BK: u32 = 16;
+const TM: u32 = GEMM_TILE / GEMM_THREADS;
+const TN: u32 = GEMM_TILE / GEMM_THREADS;
+// The A tile `[BK][BM]` and the B tile `[BK][BN]` must fit the shared memory the host provides,
+// and so must the GEMV partial sums `[8 warps][GEMV_MAX_M][32]`.
+const _: () =
+    assert!((BK * BM + BK * BN) * 4 <= GEMM_SHARED_BYTES && 8 * GEMV_MAX_M * 32 * 4 <= GEMM_SHARED_BYTES);
+
+#[inline(always)]
+fn epilogue(p: &GemmParams, c: *const f32, batch: u64, i: u32, j: u32, acc: f32) -> f32 {
+    let mut v = p.alpha * acc;
+    if p.has_c != 0 {
+        let at = batch * p.c_bs + i as u64 * p.c_rs + j as u64 * p.c_cs;
+        // SAFETY: the host checked that C covers every (batch, i, j) of the output through its
+        // strides (the launch contract).
+        v = math::fma(p.beta, unsafe { *c.add(at as usize) }, v);
+    }
+    math::activate(Activation::from_code(p.act), v, p.act_alpha)
+}
+
+/// Tiled f32 GEMM.
+///
+/// # Safety
+/// `a`, `b`, `c` (when `p.has_c != 0`) are valid for every offset the strides produce for indices
+/// below `p.batch`, `p.m`, `p.n`, `p.k`; `y` holds `p.batch` matrices of `p.m x p.n` at `p.y_bs`
+/// apart and overlaps no operand.
+///
+/// # Parameters
+/// See [`GemmParams`].
+///
+/// # Thread mapping
+/// Block (16, 16) threads computes a 64x64 output tile, each thread a 4x4 micro-tile strided by 16
+/// (rows `ty + 16 r`, columns `tx + 16 s`); grid (ceil(n/64), ceil(m/64), batch);
+/// [`GEMM_SHARED_BYTES`] of dynamic shared memory.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn gemm_f32(
+    p: GemmParams,
+    a: *const f32,
+    b: *const f32,
+    c: *const f32,
+    y: *mut f32,
+) {
+    if p.m == 0 || p.n == 0 {
+        return;
+    }
+    let (tx, ty) = (thread_idx_x(), thread_idx_y());
+    let tid = ty * 16 + tx;
+    let (row0, col0, batch) =
+        (block_idx_y() * BM, block_idx_x() * BN, crate::intrinsics::block_idx_z() as u64);
+    let smem = dynamic_shared_ptr() as *mut f32;
+    // SAFETY: the two tiles lie inside the GEMM_SHARED_BYTES the launch provides.
+    let (a_tile, b_tile) = (smem, unsafe { smem.add((BK * BM) as usize) });
+    let (a0, b0) = (batch * p.a_bs, batch * p.b_bs);
+    let mut acc = [[0f32; TN as usize]; TM as usize];
+    let mut k0 = 0;
+    while k0 < p.k {
+        // 256 threads load the 64x16 A tile and the 16x64 B tile, four elements each.
+        for r in 0..4 {
+            let e = tid + r * 256;
+            let (ai, ak) = (e / BK, e % BK);
+            let (gi, gk) = (row0 + ai, k0 + ak);
+            let av = if gi < p.m && gk < p.k {
+                // SAFETY: gi < m and gk < k (launch contract).
+                unsafe { *a.add((a0 + gi as u64 * p.a_rs + gk as u64 * p.a_cs) as usize) }
+            } else {
+                0.0
+            };
+            let (bk, bj) = (e / BN, e % BN);
+            let (gk2, gj) = (k0 + bk, col0 + bj);
+            let bv = if gk2 < p.k && gj < p.n {
+                // SAFETY: gk2 < k and gj < n.
+                unsafe { *b.add((b0 + gk2 as u64 * p.b_rs + gj as u64 * p.b_cs) as usize) }
+            } else {
+                0.0
+            };
+            // SAFETY: ak < BK, ai < BM; bk < BK, bj < BN: inside the tiles.
+            unsafe {
+                *a_tile.add((ak * BM + ai) as usize) = av;
+                *b_tile.add((bk * BN + bj) as usize) = bv;
+            }
+        }
+        sync_threads();
+        for kk in 0..BK {
+            let mut fa = [0f32; TM as usize];
+            let mut fb = [0f32; TN as usize];
+            for r in 0..TM {
+                // SAFETY: kk < BK, ty + 16 r < BM.
+                fa[r as usize] = unsafe { *a_tile.add((kk * BM + ty + 16 * r) as usize) };
+            }
+            for s in 0..TN {
+                // SAFETY: kk < BK, tx + 16 s < BN.
+                fb[s as usize] = unsafe { *b_tile.add((kk * BN + tx + 16 * s) as usize) };
+            }
+            for r in 0..TM as usize {
+                for s in 0..TN as usize {
+                    acc[r][s] = math::fma(fa[r], fb[s], acc[r][s]);
+                }
+            }
+        }
+        sync_threads();
+        k0 += BK;
+    }
+    for (r, acc_row) in acc.iter().enumerate() {
+        for (s, &sum) in acc_row.iter().enumerate() {
+            let (i, j) = (row0 + ty + 16 * r as u32, col0 + tx + 16 * s as u32);
+            // The epilogue reads C at clamped indices so that only the store is conditional.
+            let v = epilogue(&p, c, batch, i.min(p.m - 1), j.min(p.n - 1), sum);
+            if i < p.m && j < p.n {
+                // SAFETY: i < m, j < n: inside output matrix `batch`.
+                unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = v };
+            }
+        }
+    }
+}
+
+/// Adds `A[i, k] * bv` to each row's accumulator. Rows past `m` repeat row `m - 1` (their
+/// results are never stored): a branch-free body with a constant trip count keeps `acc` in
+/// registers.
+#[inline(always)]
+fn accumulate(acc: &mut [f32; GEMV_MAX_M as usize], p: &GemmParams, a: *const f32, a0: u64, k: u32, bv: f32) {
+    for (i, slot) in acc.iter_mut().enumerate() {
+        let i = (i as u32).min(p.m - 1);
+        // SAFETY: i < m and k < k (callers keep k in range): inside A.
+        *slot =
+            math::fma(unsafe { *a.add((a0 + i as u64 * p.a_rs + k as u64 * p.a_cs) as usize) }, bv, *slot);
+    }
+}
+
+/// f32 GEMM for `m <= GEMV_MAX_M`: every weight element is read once per block and reused for all
+/// `m` rows from registers. Batch-1 inference is latency-bound, so each thread keeps four
+/// independent weight loads in flight per trip.
+///
+/// # Safety
+/// As [`gemm_f32`]; additionally `1 <= p.m <= GEMV_MAX_M`.
+///
+/// # Parameters
+/// See [`GemmParams`].
+///
+/// # Thread mapping
+/// `GEMV_WARPS` warps per block, grid (ceil(n / cols), batch). When B's columns are contiguous
+/// (`b_cs == 1`) a block owns 32 columns, lane = column, the warps split k (warp w takes
+/// k = w, w + GEMV_WARPS, ...) and combine partial sums through shared memory; otherwise a block
+/// owns `GEMV_WARPS` columns, warp = column, lanes split k (contiguous in B when `b_rs == 1`) and
+/// combine with warp shuffles. [`GEMM_SHARED_BYTES`] of dynamic shared memory.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn gemv_f32(
+    p: GemmParams,
+    a: *const f32,
+    b: *const f32,
+    c: *const f32,
+    y: *mut f32,
+) {
+    if p.m == 0 || p.m > GEMV_MAX_M {
+        trap();
+    }
+    let (lane, warp) = (thread_idx_x() % 32, thread_idx_x() / 32);
+    let batch = block_idx_y() as u64;
+    let (a0, b0) = (batch * p.a_bs, batch * p.b_bs);
+    let mut acc = [0f32; GEMV_MAX_M as usize];
+    if p.b_cs == 1 {
+        let j = block_idx_x() * 32 + lane;
+        let ld = |k: u32| {
+            if j < p.n {
+                // SAFETY: k < p.k (callers), j < p.n.
+                unsafe { *b.add((b0 + k as u64 * p.b_rs + j as u64) as usize) }
+            } else {
+                0.0
+            }
+        };
+        let step = GEMV_WARPS;
+        let mut k = warp;
+        while k + 3 * step < p.k {
+            let (v0, v1, v2, v3) = (ld(k), ld(k + step), ld(k + 2 * step), ld(k + 3 * step));
+            accumulate(&mut acc, &p, a, a0, k, v0);
+            accumulate(&mut acc, &p, a, a0, k + step, v1);
+            accumulate(&mut acc, &p, a, a0, k + 2 * step, v2);
+            accumulate(&mut acc, &p, a, a0, k + 3 * step, v3);
+            k += 4 * step;
+        }
+        while k < p.k {
+            accumulate(&mut acc, &p, a, a0, k, ld(k));
+            k += step;
+        }
+        let partial = dynamic_shared_ptr() as *mut f32;
+        for (i, v) in acc.iter().enumerate() {
+            // SAFETY: warp < GEMV_WARPS, i < GEMV_MAX_M, lane < 32: inside the shared memory.
+            unsafe { *partial.add(((warp * GEMV_MAX_M + i as u32) * 32 + lane) as usize) = *v };
+        }
+        sync_threads();
+        if warp == 0 && j < p.n {
+            for i in 0..p.m {
+                let mut sum = 0.0;
+                for w in 0..GEMV_WARPS {
+                    // SAFETY: as for the writes.
+                    sum += unsafe { *partial.add(((w * GEMV_MAX_M + i) * 32 + lane) as usize) };
+                }
+                let v = epilogue(&p, c, batch, i, j, sum);
+                // SAFETY: i < m, j < n.
+                unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = v };
+            }
+        }
+    } else {
+        let j = block_idx_x() * GEMV_WARPS + warp;
+        if j >= p.n {
+            return;
+        }
+        // SAFETY: k < p.k (callers), j < p.n.
+        let ld = |k: u32| unsafe { *b.add((b0 + k as u64 * p.b_rs + j as u64 * p.b_cs) as usize) };
+        let mut k = lane;
+        while k + 96 < p.k {
+            let (v0, v1, v2, v3) = (ld(k), ld(k + 32), ld(k + 64), ld(k + 96));
+            accumulate(&mut acc, &p, a, a0, k, v0);
+            accumulate(&mut acc, &p, a, a0, k + 32, v1);
+            accumulate(&mut acc, &p, a, a0, k + 64, v2);
+            accumulate(&mut acc, &p, a, a0, k + 96, v3);
+            k += 128;
+        }
+        while k < p.k {
+            accumulate(&mut acc, &p, a, a0, k, ld(k));
+            k += 32;
+        }
+        // Constant trip count keeps `acc` in registers; `p.m` is uniform, so the shuffles inside
+        // the branch run on full warps.
+        for (i, &partial) in acc.iter().enumerate() {
+            let i = i as u32;
+            if i < p.m {
+                let sum = warp_sum_f32(partial);
+                if lane == 0 {
+                    let v = epilogue(&p, c, batch, i, j, sum);
+                    // SAFETY: i < m, j < n.
+                    unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = v };
+                }
+            }
+        }
+    }
+}

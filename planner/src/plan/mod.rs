@@ -1,0 +1,322 @@
+//! `compile`: Graph -> Plan, the contract the GPU session executes.
+//!
+//! Reads like its stages: bind the symbolic input dims and infer shapes, fuse activations into the
+//! GEMM that feeds them, plan the arena, then lower each node (in the memory plan's order) to a
+//! kernel launch or a device copy. Every node without a kernel is reported at once
+//! ([`PlanError::NoKernel`]); nothing falls back to the CPU silently. The plan is plain serde data
+//! and prints one line per step.
+
+mod elementwise;
+mod fuse;
+mod lower;
+
+use std::fmt;
+
+use kernels_gpu::abi::KernelId;
+use serde::{Deserialize, Serialize};
+
+pub use elementwise::{binary_params, broadcast_strides};
+
+use crate::error::PlanError;
+use crate::graph::{Graph, NodeId, ValueId};
+use crate::memory::{self, MemoryOptions, MemoryPlan};
+use crate::shape_infer;
+use crate::tensor_info::{Binding, DType};
+
+/// Compile options.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlanOptions {
+    /// Multiprocessors of the target device (grid sizing of grid-stride kernels).
+    pub sm_count: u32,
+    /// Memory-planning options.
+    pub memory: MemoryOptions,
+    /// Fuse an activation that is a GEMM's only consumer into the GEMM's epilogue.
+    pub fuse_activations: bool,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions { sm_count: 132, memory: MemoryOptions::default(), fuse_activations: true }
+    }
+}
+
+/// A kernel argument.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Arg {
+    /// The device address of a value (graph input or output, weight, or arena slot).
+    Value(ValueId),
+    /// A null pointer (an optional operand that is absent).
+    Null,
+    /// A `#[repr(C)]` parameter struct, as its bytes.
+    Params(Vec<u8>),
+}
+
+/// One step of a plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Step {
+    /// A kernel launch.
+    Kernel {
+        /// The graph nodes this launch computes (more than one when fused).
+        nodes: Vec<NodeId>,
+        /// Op types, for display and error messages.
+        label: String,
+        /// The kernel.
+        kernel: KernelId,
+        /// Grid dimensions.
+        grid: [u32; 3],
+        /// Block dimensions.
+        block: [u32; 3],
+        /// Dynamic shared memory bytes.
+        shared_bytes: u32,
+        /// Arguments in the kernel's parameter order.
+        args: Vec<Arg>,
+    },
+    /// A device-to-device copy (reshapes and identities whose output cannot share the input's
+    /// buffer).
+    Copy {
+        /// The node.
+        node: NodeId,
+        /// Source value.
+        src: ValueId,
+        /// Destination value.
+        dst: ValueId,
+        /// Bytes copied.
+        bytes: u64,
+    },
+}
+
+/// Name, dtype and bound shape of a value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedValue {
+    /// Value name.
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Concrete dims, when known after binding (data-dependent values have none).
+    pub dims: Option<Vec<usize>>,
+}
+
+impl PlannedValue {
+    /// Bytes of the value, when its dims are known.
+    pub fn bytes(&self) -> Option<u64> {
+        let dims = self.dims.as_ref()?;
+        dims.iter().try_fold(self.dtype.size_bytes() as u64, |acc, &d| acc.checked_mul(d as u64))
+    }
+}
+
+/// An executable plan for one binding of the symbolic dims.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The binding this plan was compiled for.
+    pub binding: Binding,
+    /// Graph inputs, in order.
+    pub inputs: Vec<ValueId>,
+    /// Graph outputs, in order.
+    pub outputs: Vec<ValueId>,
+    /// Every value of the (fused) graph, indexed by `ValueId`.
+    pub values: Vec<PlannedValue>,
+    /// Initializers the steps read (original weights and constants folded for this binding),
+    /// uploaded to the device with the plan.
+    pub weights: Vec<ValueId>,
+    /// Their data, by value.
+    pub constants: std::collections::BTreeMap<ValueId, crate::ConstTensor>,
+    /// Steps, in execution order.
+    pub steps: Vec<Step>,
+    /// The arena plan.
+    pub memory: MemoryPlan,
+}
+
+/// Compiles `graph` for `binding` (every symbolic input dim bound).
+pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Result<Plan, PlanError> {
+    let bound = crate::fold::run(&memory::bind_inputs(graph, binding)?)?;
+    let infos = shape_infer::infer(&bound)?;
+    let (fused, epilogues) =
+        if options.fuse_activations { fuse::activations(&bound, &infos) } else { (bound, Vec::new()) };
+    let memory = memory::plan(&fused, &Binding::new(), &options.memory)?;
+    let infos = shape_infer::infer(&fused)?;
+    let values: Vec<PlannedValue> = fused
+        .values
+        .iter()
+        .zip(&infos)
+        .map(|(v, i)| PlannedValue { name: v.name.clone(), dtype: i.dtype, dims: i.shape.as_known() })
+        .collect();
+    let mut steps = Vec::new();
+    let mut missing = Vec::new();
+    for &id in &memory.order {
+        let node = &fused.nodes[id.index()];
+        let act = epilogues.iter().find(|(n, _, _)| *n == id).map(|&(_, a, alpha)| (a, alpha));
+        match lower::node(&fused, id, &values, act, options) {
+            Ok(mut s) => steps.append(&mut s),
+            Err(why) => missing.push((fused.node_label(id), node.op.name(), why)),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(PlanError::NoKernel { nodes: missing });
+    }
+    let mut read = vec![false; fused.values.len()];
+    for step in &steps {
+        if let Step::Kernel { args, .. } = step {
+            for a in args {
+                if let Arg::Value(v) = a {
+                    read[v.index()] = true;
+                }
+            }
+        } else if let Step::Copy { src, .. } = step {
+            read[src.index()] = true;
+        }
+    }
+    let constants: std::collections::BTreeMap<ValueId, crate::ConstTensor> =
+        fused.initializers.iter().filter(|(v, _)| read[v.index()]).map(|(v, c)| (*v, c.clone())).collect();
+    let weights = constants.keys().copied().collect();
+    let plan = Plan {
+        binding: binding.clone(),
+        inputs: fused.inputs.clone(),
+        outputs: fused.outputs.clone(),
+        values,
+        weights,
+        constants,
+        steps,
+        memory,
+    };
+    plan.validate()?;
+    Ok(plan)
+}
+
+impl Plan {
+    /// Checks the plan's invariants: every value a step reads is a graph input, a weight, or
+    /// written by an earlier step; every written value has a home (arena slot or graph output);
+    /// and the memory plan's own invariants.
+    pub fn validate(&self) -> Result<(), PlanError> {
+        let bad = |detail: String| PlanError::Memory { detail: format!("plan: {detail}") };
+        let mut ready: Vec<bool> = vec![false; self.values.len()];
+        for &v in self.inputs.iter().chain(&self.weights) {
+            ready[v.index()] = true;
+        }
+        for (i, step) in self.steps.iter().enumerate() {
+            let (reads, writes): (Vec<ValueId>, Vec<ValueId>) = match step {
+                Step::Kernel { args, .. } => {
+                    let vals: Vec<ValueId> = args
+                        .iter()
+                        .filter_map(|a| if let Arg::Value(v) = a { Some(*v) } else { None })
+                        .collect();
+                    // By convention the kernel's last value argument is its output.
+                    let (last, rest) =
+                        vals.split_last().ok_or_else(|| bad(format!("step {i} writes nothing")))?;
+                    (rest.to_vec(), vec![*last])
+                }
+                Step::Copy { src, dst, .. } => (vec![*src], vec![*dst]),
+            };
+            for r in reads {
+                if !ready[r.index()] {
+                    return Err(bad(format!("step {i} reads {r} before anything writes it")));
+                }
+            }
+            for w in writes {
+                let homed = self.memory.slots[w.index()].is_some() || self.outputs.contains(&w);
+                if !homed {
+                    return Err(bad(format!("step {i} writes {w}, which has no buffer")));
+                }
+                ready[w.index()] = true;
+            }
+        }
+        for &o in &self.outputs {
+            if !ready[o.index()] {
+                return Err(bad(format!("output {o} is never written")));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let place = |v: ValueId| match self.memory.slots.get(v.index()).copied().flatten() {
+            Some(s) => format!("{v}@arena+{:#x}", s.offset),
+            None if self.inputs.contains(&v) => format!("{v}@input"),
+            None if self.outputs.contains(&v) => format!("{v}@output"),
+            None => format!("{v}@weights"),
+        };
+        for (i, step) in self.steps.iter().enumerate() {
+            match step {
+                Step::Kernel { label, kernel, grid, block, args, .. } => {
+                    let vals: Vec<String> = args
+                        .iter()
+                        .filter_map(|a| if let Arg::Value(v) = a { Some(place(*v)) } else { None })
+                        .collect();
+                    writeln!(
+                        f,
+                        "#{i} {label} {} grid={grid:?} block={block:?} [{}]",
+                        kernel.symbol(),
+                        vals.join(", ")
+                    )?;
+                }
+                Step::Copy { src, dst, bytes, .. } => {
+                    writeln!(f, "#{i} copy {bytes} bytes {} -> {}", place(*src), place(*dst))?;
+                }
+            }
+        }
+        write!(f, "arena {} bytes", self.memory.arena_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ConstTensor;
+    use crate::op::{Gemm, Op};
+    use crate::tensor_info::Dim;
+
+    fn mlp() -> Graph {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, vec![Dim::Symbol("batch".into()), Dim::Known(64)]);
+        let mut h = x;
+        for (i, (k, n)) in [(64, 256), (256, 256), (256, 1)].into_iter().enumerate() {
+            let w =
+                g.initializer(&format!("w{i}"), ConstTensor::from_f32(&[k, n], &vec![0.01; k * n]).unwrap());
+            let b = g.initializer(&format!("b{i}"), ConstTensor::from_f32(&[n], &vec![0.1; n]).unwrap());
+            let y = g.push(Op::Gemm(Gemm::default()), &[h, w, b], 1)[0];
+            h = if i == 2 { g.sigmoid(y) } else { g.relu(y) };
+        }
+        g.output(h);
+        g
+    }
+
+    #[test]
+    fn an_mlp_compiles_to_three_fused_gemv_launches() {
+        let plan = compile(&mlp(), &Binding::new().with("batch", 1), &PlanOptions::default()).unwrap();
+        let text = plan.to_string();
+        assert_eq!(plan.steps.len(), 3, "{text}");
+        assert!(text.contains("Gemm+Relu gemv_f32") && text.contains("Gemm+Sigmoid gemv_f32"), "{text}");
+        assert_eq!(plan.weights.len(), 6);
+        // Two hidden activations live in the arena, never at the same time as a third.
+        assert_eq!(plan.memory.arena_bytes, 2 * 1024, "{text}");
+        let big = compile(&mlp(), &Binding::new().with("batch", 512), &PlanOptions::default()).unwrap();
+        assert!(big.to_string().contains("gemm_f32"), "large batches take the tiled kernel");
+        let json = serde_json::to_string(&plan).unwrap();
+        assert_eq!(serde_json::from_str::<Plan>(&json).unwrap(), plan);
+    }
+
+    #[test]
+    fn every_node_without_a_kernel_is_listed() {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, vec![Dim::Known(4), Dim::Known(8)]);
+        let s = g.softmax(x, 1);
+        let t = g.transpose(s, &[1, 0]);
+        let r = g.relu(t);
+        g.output(r);
+        match compile(&g, &Binding::new(), &PlanOptions::default()) {
+            Err(PlanError::NoKernel { nodes }) => {
+                let ops: Vec<&str> = nodes.iter().map(|(_, op, _)| *op).collect();
+                assert_eq!(ops, ["Softmax", "Transpose"]);
+            }
+            other => panic!("expected NoKernel, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn without_fusion_each_activation_is_its_own_launch() {
+        let o = PlanOptions { fuse_activations: false, ..PlanOptions::default() };
+        let plan = compile(&mlp(), &Binding::new().with("batch", 2), &o).unwrap();
+        assert_eq!(plan.steps.len(), 6);
+    }
+}
