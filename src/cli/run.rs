@@ -61,7 +61,12 @@ fn run_cuda(
     let ctx = host::Context::new(0)?;
     println!("gpu: {} ({} flavour)", ctx.info().name, ctx.flavour().name());
     let mut session = host::Session::new(&ctx, graph, host::SessionOptions::default())?;
-    let outputs = session.run(inputs)?;
+    let outputs = session.run(inputs).map_err(|e| match e {
+        host::HostError::Plan(p @ planner::PlanError::NoKernel { .. }) => {
+            anyhow::anyhow!("{p}\n(run with --device cpu to use the CPU reference executor)")
+        }
+        other => other.into(),
+    })?;
     if repeat > 0 {
         for _ in 0..10 {
             session.run(inputs)?;
