@@ -2,10 +2,9 @@
 //! the dtypes of [`planner::DType`]. Anything else (Fortran order, big-endian, object arrays, a
 //! header that lies about the data length) is a clear error, never a panic.
 
-use half::{bf16, f16};
 use planner::DType;
 
-use crate::tensor::{HostTensor, TensorData, elem_count};
+use crate::tensor::{HostTensor, elem_count};
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 /// Header bytes accepted; NumPy writes well under this.
@@ -89,25 +88,9 @@ pub fn read(bytes: &[u8]) -> Result<HostTensor, NpyError> {
             body.len()
         )));
     }
-    let data = decode(dtype, body);
-    HostTensor::new(shape, data).map_err(|e| format(e.to_string()))
-}
-
-fn decode(dtype: DType, b: &[u8]) -> TensorData {
-    fn le<const N: usize, T>(b: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
-        b.as_chunks::<N>().0.iter().map(|c| f(*c)).collect()
-    }
-    match dtype {
-        DType::F32 => TensorData::F32(le(b, f32::from_le_bytes)),
-        DType::F16 => TensorData::F16(le(b, f16::from_le_bytes)),
-        DType::BF16 => TensorData::BF16(le(b, bf16::from_le_bytes)),
-        DType::F64 => TensorData::F64(le(b, f64::from_le_bytes)),
-        DType::I64 => TensorData::I64(le(b, i64::from_le_bytes)),
-        DType::I32 => TensorData::I32(le(b, i32::from_le_bytes)),
-        DType::I8 => TensorData::I8(le(b, i8::from_le_bytes)),
-        DType::U8 => TensorData::U8(b.to_vec()),
-        DType::Bool => TensorData::Bool(b.iter().map(|&x| x != 0).collect()),
-    }
+    let constant =
+        planner::ConstTensor::new(dtype, shape, body.to_vec()).map_err(|e| format(e.to_string()))?;
+    HostTensor::from_const(&constant).map_err(|e| format(e.to_string()))
 }
 
 /// The text after `'key':` in the header dict, up to the next top-level comma or the closing brace.
@@ -173,7 +156,10 @@ pub fn write(t: &HostTensor) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    use half::{bf16, f16};
+
     use super::*;
+    use crate::tensor::TensorData;
 
     #[test]
     fn round_trips_every_dtype_and_rank() {
