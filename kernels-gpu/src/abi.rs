@@ -31,6 +31,8 @@ unsafe impl Params for UnaryParams {}
 unsafe impl Params for ProbeParams {}
 // SAFETY: #[repr(C)], four u32, ten u64, then six 4-byte fields (the last an explicit `_pad`).
 unsafe impl Params for GemmParams {}
+// SAFETY: #[repr(C)], five u64 then two 4-byte fields: 48 bytes, no padding.
+unsafe impl Params for RowParams {}
 
 /// Largest tensor rank the strided elementwise kernels index. Higher ranks are collapsed by the host
 /// (adjacent dimensions that are contiguous in every operand merge into one) before launch.
@@ -176,8 +178,42 @@ pub const GEMM_TILE: u32 = 64;
 pub const GEMM_THREADS: u32 = 16;
 /// Warps per `gemv_f32` block (they split the reduction, or own one column each).
 pub const GEMV_WARPS: u32 = 16;
+/// Columns a `gemv_f32` block owns when B's columns are contiguous (a divisor of 32).
+pub const GEMV_COLS: u32 = 8;
 /// Dynamic shared memory of `gemm_f32` (its A and B tiles) and of `gemv_f32` (partial sums).
 pub const GEMM_SHARED_BYTES: u32 = 16384;
+
+/// Parameters of the row kernels in `rows` (softmax, log-softmax, layer and RMS normalisation).
+///
+/// The tensor is viewed as `[outer, len, inner]` (row-major, contiguous); a *row* is the `len`
+/// elements `base + j * inner`, `j < len`, for `base = o * len * inner + i`, `o < outer`,
+/// `i < inner`, so there are `outer * inner` rows. The normalisations always have `inner == 1`.
+/// `scale[j % scale_len]` and `bias[j % bias_len]` are read (a scale that broadcasts over leading
+/// normalised dims has `scale_len < len`, dividing it).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RowParams {
+    /// Dims before the reduced axis (product).
+    pub outer: u64,
+    /// Elements of one row (the reduced extent).
+    pub len: u64,
+    /// Dims after the reduced axis (product); the stride between a row's elements.
+    pub inner: u64,
+    /// Elements of `scale` (normalisations only; divides `len`).
+    pub scale_len: u64,
+    /// Elements of `bias`, 0 when there is none (LayerNormalization only; divides `len`).
+    pub bias_len: u64,
+    /// Added to the variance (mean square) before the square root (normalisations only).
+    pub epsilon: f32,
+    /// Threads that cooperate on one row: 1 (a thread per row), [`ROW_WARP`] (a warp per row) or
+    /// the block size (a block per row, reductions through [`ROW_SHARED_BYTES`] of shared memory).
+    pub threads_per_row: u32,
+}
+
+/// `RowParams::threads_per_row` for a warp per row.
+pub const ROW_WARP: u32 = 32;
+/// Dynamic shared memory of a row kernel launched with a block per row (one partial per warp).
+pub const ROW_SHARED_BYTES: u32 = 32 * 4;
 
 /// Parameters of the self-test kernels in `probe` (used by `ferrofuse doctor` and the GPU tests to
 /// check the device intrinsics): the number of threads launched and of output words.
@@ -364,6 +400,14 @@ pub enum KernelId {
     GemmF32,
     /// `gemm::gemv_f32`: f32 GEMM for `m <= GEMV_MAX_M` (latency-lean small batches)
     GemvF32,
+    /// `rows::softmax_f32`: softmax along one axis
+    SoftmaxF32,
+    /// `rows::log_softmax_f32`: log-softmax along one axis
+    LogSoftmaxF32,
+    /// `rows::layer_norm_f32`: LayerNormalization (Y only)
+    LayerNormF32,
+    /// `rows::rms_norm_f32`: RMSNormalization
+    RmsNormF32,
     /// `probe::probe_warp`: indices, barriers, shuffles, votes, atomics, dynamic shared memory
     ProbeWarp,
     /// `probe::probe_mma`: `cp.async`, `ldmatrix` and `mma.sync` (bf16) on one 16x8x16 tile
@@ -375,7 +419,7 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel, in declaration order.
-    pub const ALL: [KernelId; 26] = [
+    pub const ALL: [KernelId; 30] = [
         Self::AddF32,
         Self::SubF32,
         Self::MulF32,
@@ -399,6 +443,10 @@ impl KernelId {
         Self::SoftplusF32,
         Self::GemmF32,
         Self::GemvF32,
+        Self::SoftmaxF32,
+        Self::LogSoftmaxF32,
+        Self::LayerNormF32,
+        Self::RmsNormF32,
         Self::ProbeWarp,
         Self::ProbeMma,
         Self::ProbeHopper,
@@ -430,6 +478,10 @@ impl KernelId {
             Self::SoftplusF32 => "softplus_f32",
             Self::GemmF32 => "gemm_f32",
             Self::GemvF32 => "gemv_f32",
+            Self::SoftmaxF32 => "softmax_f32",
+            Self::LogSoftmaxF32 => "log_softmax_f32",
+            Self::LayerNormF32 => "layer_norm_f32",
+            Self::RmsNormF32 => "rms_norm_f32",
             Self::ProbeWarp => "probe_warp",
             Self::ProbeMma => "probe_mma",
             Self::ProbeHopper => "probe_hopper",
@@ -460,5 +512,6 @@ mod tests {
         assert_eq!(core::mem::size_of::<UnaryParams>(), 16);
         assert_eq!(core::mem::size_of::<ProbeParams>(), 8);
         assert_eq!(core::mem::size_of::<GemmParams>(), 16 + 10 * 8 + 24);
+        assert_eq!(core::mem::size_of::<RowParams>(), 5 * 8 + 2 * 4);
     }
 }

@@ -5,7 +5,7 @@
 //! with the matrix-kernel issue.
 
 use crate::abi::{
-    Activation, GEMM_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_MAX_M, GEMV_WARPS, GemmParams,
+    Activation, GEMM_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_COLS, GEMV_MAX_M, GEMV_WARPS, GemmParams,
 };
 use crate::intrinsics::*;
 use crate::math;
@@ -153,10 +153,11 @@ fn accumulate(acc: &mut [f32; GEMV_MAX_M as usize], p: &GemmParams, a: *const f3
 ///
 /// # Thread mapping
 /// `GEMV_WARPS` warps per block, grid (ceil(n / cols), batch). When B's columns are contiguous
-/// (`b_cs == 1`) a block owns 32 columns, lane = column, the warps split k (warp w takes
-/// k = w, w + GEMV_WARPS, ...) and combine partial sums through shared memory; otherwise a block
-/// owns `GEMV_WARPS` columns, warp = column, lanes split k (contiguous in B when `b_rs == 1`) and
-/// combine with warp shuffles. [`GEMM_SHARED_BYTES`] of dynamic shared memory.
+/// (`b_cs == 1`) a block owns `GEMV_COLS` columns; lane = (k offset, column), the block's threads
+/// split k (stride `GEMV_WARPS * 32 / GEMV_COLS`) and combine partial sums by shuffles, then
+/// through shared memory; otherwise (column-strided B) a block owns one column and all its
+/// threads split k, combining by shuffles and shared memory. [`GEMM_SHARED_BYTES`] of dynamic
+/// shared memory.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn gemv_f32(
     p: GemmParams,
@@ -173,7 +174,11 @@ pub unsafe extern "ptx-kernel" fn gemv_f32(
     let (a0, b0) = (batch * p.a_bs, batch * p.b_bs);
     let mut acc = [0f32; GEMV_MAX_M as usize];
     if p.b_cs == 1 {
-        let j = block_idx_x() * 32 + lane;
+        // Lane = (k offset within the warp's group of 4 rows, column): each warp load reads four
+        // 32-byte row segments, and a block owns only GEMV_COLS columns, so a 256-wide layer
+        // spreads over 32 multiprocessors instead of 8.
+        let (col, ksub) = (lane % GEMV_COLS, lane / GEMV_COLS);
+        let j = block_idx_x() * GEMV_COLS + col;
         let ld = |k: u32| {
             if j < p.n {
                 // SAFETY: k < p.k (callers), j < p.n.
@@ -182,8 +187,60 @@ pub unsafe extern "ptx-kernel" fn gemv_f32(
                 0.0
             }
         };
-        let step = GEMV_WARPS;
-        let mut k = warp;
+        let step = GEMV_WARPS * (32 / GEMV_COLS);
+        let mut k = warp * (32 / GEMV_COLS) + ksub;
+        while k + 3 * step < p.k {
+            let (v0, v1, v2, v3) = (ld(k), ld(k + step), ld(k + 2 * step), ld(k + 3 * step));
+            accumulate(&mut acc, &p, a, a0, k, v0);
+            accumulate(&mut acc, &p, a, a0, k + step, v1);
+            accumulate(&mut acc, &p, a, a0, k + 2 * step, v2);
+            accumulate(&mut acc, &p, a, a0, k + 3 * step, v3);
+            k += 4 * step;
+        }
+        while k < p.k {
+            accumulate(&mut acc, &p, a, a0, k, ld(k));
+            k += step;
+        }
+        // Lanes of one column (ksub = 0..4) combine by shuffles, then warps through shared memory.
+        let partial = dynamic_shared_ptr() as *mut f32;
+        for (i, v) in acc.iter().enumerate() {
+            let mut sum = *v;
+            let mut m = GEMV_COLS;
+            while m < 32 {
+                sum += shfl_xor_f32(sum, m);
+                m <<= 1;
+            }
+            if ksub == 0 {
+                // SAFETY: warp < GEMV_WARPS, i < GEMV_MAX_M, col < GEMV_COLS: inside the shared
+                // memory the launch provides.
+                unsafe { *partial.add(((warp * GEMV_MAX_M + i as u32) * GEMV_COLS + col) as usize) = sum };
+            }
+        }
+        sync_threads();
+        if warp == 0 && ksub == 0 && j < p.n {
+            for i in 0..p.m {
+                let mut sum = 0.0;
+                for w in 0..GEMV_WARPS {
+                    // SAFETY: as for the writes.
+                    sum += unsafe { *partial.add(((w * GEMV_MAX_M + i) * GEMV_COLS + col) as usize) };
+                }
+                let v = epilogue(&p, c, batch, i, j, sum);
+                // SAFETY: i < m, j < n.
+                unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = v };
+            }
+        }
+    } else {
+        // Column-strided B (a transposed weight, `[n, k]` in memory): the whole block reduces one
+        // column, thread t taking k = t, t + block size, ... (contiguous when `b_rs == 1`), so a
+        // narrow layer (a one-unit head) still spreads its reduction over 512 threads.
+        let j = block_idx_x();
+        if j >= p.n {
+            return;
+        }
+        // SAFETY: k < p.k (callers), j < p.n.
+        let ld = |k: u32| unsafe { *b.add((b0 + k as u64 * p.b_rs + j as u64 * p.b_cs) as usize) };
+        let step = GEMV_WARPS * 32;
+        let mut k = thread_idx_x();
         while k + 3 * step < p.k {
             let (v0, v1, v2, v3) = (ld(k), ld(k + step), ld(k + 2 * step), ld(k + 3 * step));
             accumulate(&mut acc, &p, a, a0, k, v0);
@@ -197,55 +254,24 @@ pub unsafe extern "ptx-kernel" fn gemv_f32(
             k += step;
         }
         let partial = dynamic_shared_ptr() as *mut f32;
-        for (i, v) in acc.iter().enumerate() {
-            // SAFETY: warp < GEMV_WARPS, i < GEMV_MAX_M, lane < 32: inside the shared memory.
-            unsafe { *partial.add(((warp * GEMV_MAX_M + i as u32) * 32 + lane) as usize) = *v };
+        for (i, &v) in acc.iter().enumerate() {
+            let sum = warp_sum_f32(v);
+            if lane == 0 {
+                // SAFETY: warp < GEMV_WARPS, i < GEMV_MAX_M: inside the shared memory.
+                unsafe { *partial.add((warp * GEMV_MAX_M + i as u32) as usize) = sum };
+            }
         }
         sync_threads();
-        if warp == 0 && j < p.n {
-            for i in 0..p.m {
-                let mut sum = 0.0;
-                for w in 0..GEMV_WARPS {
-                    // SAFETY: as for the writes.
-                    sum += unsafe { *partial.add(((w * GEMV_MAX_M + i) * 32 + lane) as usize) };
-                }
-                let v = epilogue(&p, c, batch, i, j, sum);
-                // SAFETY: i < m, j < n.
-                unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = v };
+        if warp == 0 && lane < p.m {
+            let i = lane;
+            let mut sum = 0.0;
+            for w in 0..GEMV_WARPS {
+                // SAFETY: as for the writes.
+                sum += unsafe { *partial.add((w * GEMV_MAX_M + i) as usize) };
             }
-        }
-    } else {
-        let j = block_idx_x() * GEMV_WARPS + warp;
-        if j >= p.n {
-            return;
-        }
-        // SAFETY: k < p.k (callers), j < p.n.
-        let ld = |k: u32| unsafe { *b.add((b0 + k as u64 * p.b_rs + j as u64 * p.b_cs) as usize) };
-        let mut k = lane;
-        while k + 96 < p.k {
-            let (v0, v1, v2, v3) = (ld(k), ld(k + 32), ld(k + 64), ld(k + 96));
-            accumulate(&mut acc, &p, a, a0, k, v0);
-            accumulate(&mut acc, &p, a, a0, k + 32, v1);
-            accumulate(&mut acc, &p, a, a0, k + 64, v2);
-            accumulate(&mut acc, &p, a, a0, k + 96, v3);
-            k += 128;
-        }
-        while k < p.k {
-            accumulate(&mut acc, &p, a, a0, k, ld(k));
-            k += 32;
-        }
-        // Constant trip count keeps `acc` in registers; `p.m` is uniform, so the shuffles inside
-        // the branch run on full warps.
-        for (i, &partial) in acc.iter().enumerate() {
-            let i = i as u32;
-            if i < p.m {
-                let sum = warp_sum_f32(partial);
-                if lane == 0 {
-                    let v = epilogue(&p, c, batch, i, j, sum);
-                    // SAFETY: i < m, j < n.
-                    unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = v };
-                }
-            }
+            let v = epilogue(&p, c, batch, i, j, sum);
+            // SAFETY: i < m, j < n.
+            unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = v };
         }
     }
 }

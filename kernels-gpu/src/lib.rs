@@ -24,6 +24,8 @@ mod elementwise;
 mod gemm;
 #[cfg(target_arch = "nvptx64")]
 mod probe;
+#[cfg(target_arch = "nvptx64")]
+mod rows;
 
 /// A panic on the device cannot unwind or print: it traps, which aborts the launch and surfaces on
 /// the host as `CUDA_ERROR_LAUNCH_FAILED` for the step that ran the kernel.

@@ -5,6 +5,7 @@ mod arena;
 mod context;
 mod elementwise;
 mod probes;
+mod rows;
 mod session;
 
 use std::sync::OnceLock;

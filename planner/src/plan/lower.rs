@@ -8,6 +8,7 @@ use kernels_gpu::abi::{
 };
 
 use super::elementwise::{binary_params, broadcast_strides};
+use super::rows::{self, RowNode};
 use super::{Arg, PlanOptions, PlannedValue, Step};
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{GeluApproximation, Op};
@@ -207,8 +208,23 @@ pub(super) fn node(
             let bytes = values[out.index()].bytes().ok_or("data-dependent output size")?;
             Ok(vec![Step::Copy { node: id, src: x, dst: out, bytes }])
         }
+        Op::Softmax(a) => rows::softmax(row_node(id, label, &ins, out), values, a.axis, false, o),
+        Op::LogSoftmax(a) => rows::softmax(row_node(id, label, &ins, out), values, a.axis, true, o),
+        Op::LayerNormalization(a) => {
+            if n.outputs.iter().skip(1).any(Option::is_some) {
+                return Err("the LayerNormalization kernel writes Y only, not Mean or InvStdDev".into());
+            }
+            rows::layer_norm(row_node(id, label, &ins, out), values, a.axis, a.epsilon, o)
+        }
+        Op::RmsNormalization(a) => {
+            rows::rms_norm(row_node(id, label, &ins, out), values, a.axis, a.epsilon, o)
+        }
         _ => Err("no GPU kernel for this operator yet".into()),
     }
+}
+
+fn row_node(id: NodeId, label: String, ins: &[Option<ValueId>], out: ValueId) -> RowNode<'_> {
+    RowNode { id, label, ins, out }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -233,7 +249,7 @@ fn gemm_step(
         p.y_bs = p.m as u64 * p.n as u64;
     }
     let (kernel, grid, block) = if p.m <= GEMV_MAX_M {
-        let cols = if p.b_cs == 1 { 32 } else { GEMV_WARPS };
+        let cols = if p.b_cs == 1 { kernels_gpu::abi::GEMV_COLS } else { 1 };
         (
             kernels_gpu::abi::KernelId::GemvF32,
             [p.n.div_ceil(cols).max(1), p.batch, 1],

@@ -1,0 +1,288 @@
+//! f32 row kernels: softmax, log-softmax, LayerNormalization and RMSNormalization.
+//!
+//! The tensor is viewed as `[outer, len, inner]` ([`RowParams`]); each kernel reduces along `len`.
+//! A group of `threads_per_row` threads owns one row at a time and grid-strides over the rows:
+//! - 1: a thread per row. The host picks it for `inner > 1` (softmax over a non-last axis): adjacent
+//!   threads own adjacent rows, so every pass over the rows reads and writes coalesced.
+//! - [`ROW_WARP`]: a warp per row (`len <= 1024`): lanes stride the row, butterfly shuffles reduce.
+//! - the block size: a block per row (long rows): warp shuffles, then one partial per warp through
+//!   [`ROW_SHARED_BYTES`] of dynamic shared memory.
+//!
+//! Rows are re-read from global memory for each pass rather than held in registers (no
+//! runtime-indexed local arrays); the second and third reads of a row usually hit L1/L2.
+//! Statistics are f32; the layer-norm variance is the two-pass sum of squared deviations from the
+//! mean. Every access is `base + j * inner` with `j < len` and `base` a row start, so inside the
+//! `outer * len * inner` elements of `x` and `y`.
+
+use crate::abi::{ROW_WARP, RowParams};
+use crate::intrinsics::{
+    WARP_SIZE, block_dim_x, block_idx_x, dynamic_shared_ptr, global_thread_x, grid_dim_x, grid_threads_x,
+    sync_threads, thread_idx_x, warp_max_f32, warp_sum_f32,
+};
+use crate::math;
+
+/// The threads that cooperate on one row, and this thread's place among them.
+#[derive(Clone, Copy)]
+struct Group {
+    /// This thread's index in the group.
+    t: u64,
+    /// Threads in the group.
+    size: u64,
+}
+
+impl Group {
+    /// Sum over the group, the same bits on every thread. Group-collective.
+    #[inline(always)]
+    fn sum(self, v: f32) -> f32 {
+        match self.size {
+            1 => v,
+            32 => warp_sum_f32(v),
+            _ => block_combine(warp_sum_f32(v), |a, b| a + b),
+        }
+    }
+
+    /// Maximum over the group. Group-collective.
+    #[inline(always)]
+    fn max(self, v: f32) -> f32 {
+        match self.size {
+            1 => v,
+            32 => warp_max_f32(v),
+            _ => block_combine(warp_max_f32(v), math::max),
+        }
+    }
+}
+
+/// Combines one value per warp (`w`, already reduced over the warp) across the block, through
+/// shared memory; every thread reads the partials in the same order, so all get the same bits.
+/// Block-collective; the trailing barrier lets the next call reuse the buffer.
+#[inline(always)]
+fn block_combine(w: f32, f: impl Fn(f32, f32) -> f32) -> f32 {
+    let partials = dynamic_shared_ptr().cast::<f32>();
+    let (tid, warps) = (thread_idx_x(), block_dim_x() / WARP_SIZE);
+    if tid % WARP_SIZE == 0 {
+        // SAFETY: tid / 32 < warps <= 32 partials fit in ROW_SHARED_BYTES (launch contract).
+        unsafe { *partials.add((tid / WARP_SIZE) as usize) = w };
+    }
+    sync_threads();
+    // SAFETY: as above; written before the barrier.
+    let mut r = unsafe { *partials };
+    let mut k = 1;
+    while k < warps {
+        // SAFETY: k < warps.
+        r = f(r, unsafe { *partials.add(k as usize) });
+        k += 1;
+    }
+    sync_threads();
+    r
+}
+
+/// Calls `f(group, base)` for every row this thread's group owns, `base` being the row's first
+/// element. The loop condition is uniform over a group, so `f` may use group-collective reductions.
+#[inline(always)]
+fn each_row(p: &RowParams, mut f: impl FnMut(Group, u64)) {
+    if p.inner == 0 || p.len == 0 {
+        return;
+    }
+    let size = p.threads_per_row;
+    let (group, first, step) = if size == 1 {
+        (Group { t: 0, size: 1 }, global_thread_x(), grid_threads_x())
+    } else if size == ROW_WARP {
+        let per_block = (block_dim_x() / ROW_WARP) as u64;
+        let (tid, b) = (thread_idx_x(), block_idx_x() as u64);
+        let first = b * per_block + (tid / ROW_WARP) as u64;
+        (Group { t: (tid % ROW_WARP) as u64, size: 32 }, first, grid_dim_x() as u64 * per_block)
+    } else {
+        let g = Group { t: thread_idx_x() as u64, size: block_dim_x() as u64 };
+        (g, block_idx_x() as u64, grid_dim_x() as u64)
+    };
+    let rows = p.outer * p.inner;
+    let mut r = first;
+    while r < rows {
+        f(group, (r / p.inner) * p.len * p.inner + r % p.inner);
+        r += step;
+    }
+}
+
+/// Index into a broadcast operand of `n` elements for row position `j` (`n` divides the row).
+#[inline(always)]
+fn wrap(j: u64, n: u64, len: u64) -> usize {
+    (if n == len { j } else { j.checked_rem(n).unwrap_or(0) }) as usize
+}
+
+/// Softmax (`log == false`) or log-softmax over each row, with one online pass for the maximum and
+/// the rescaled sum of exponentials, then one pass writing the outputs.
+///
+/// # Safety
+/// The row launch contract (see [`softmax_f32`]).
+#[inline(always)]
+unsafe fn softmax_rows(p: &RowParams, x: *const f32, y: *mut f32, log: bool) {
+    each_row(p, |g, base| {
+        let at = |j: u64| (base + j * p.inner) as usize;
+        let (mut m, mut s) = (f32::NEG_INFINITY, 0.0f32);
+        let mut j = g.t;
+        while j < p.len {
+            // SAFETY: j < len: inside the row.
+            let v = unsafe { *x.add(at(j)) };
+            if v > m {
+                s = s * math::exp(m - v) + 1.0;
+                m = v;
+            } else {
+                s += math::exp(v - m);
+            }
+            j += g.size;
+        }
+        let gm = g.max(m);
+        // A thread that saw no element (or only -inf) contributes nothing (and no NaN).
+        let s = if s == 0.0 { 0.0 } else { s * math::exp(m - gm) };
+        let total = g.sum(s);
+        let lse = if log { math::log(total) } else { 0.0 };
+        let mut j = g.t;
+        while j < p.len {
+            // SAFETY: j < len: inside the row, in `x` and `y`.
+            unsafe {
+                let d = *x.add(at(j)) - gm;
+                *y.add(at(j)) = if log { d - lse } else { math::exp(d) / total };
+            }
+            j += g.size;
+        }
+    });
+}
+
+// Row launch contract, shared by the four kernels below.
+//
+// # Safety
+// `x` and `y` hold `p.outer * p.len * p.inner` f32 each (`y` may equal `x`, not partially overlap
+// it); `scale` holds `p.scale_len` and `bias` `p.bias_len` f32 (`bias` may be null when
+// `bias_len == 0`). `p.threads_per_row` is 1, `ROW_WARP` (block size a multiple of 32) or the block
+// size (a multiple of 32, at most 1024, with `ROW_SHARED_BYTES` of dynamic shared memory).
+//
+// # Parameters
+// [`RowParams`]: rows are `len` elements `inner` apart; `outer * inner` rows.
+//
+// # Thread mapping
+// Groups of `threads_per_row` threads (a thread, a warp, or the block) grid-stride over the rows;
+// inside a group, thread `t` takes row elements `t, t + size, ...`.
+
+/// `y = softmax(x)` along the `len` axis: `e^(x - max) / sum e^(x - max)`.
+///
+/// # Safety
+/// The row launch contract above.
+///
+/// # Parameters
+/// `p` ([`RowParams`], `scale_len`, `bias_len`, `epsilon` unused), input `x`, output `y`.
+///
+/// # Thread mapping
+/// See the row launch contract above.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn softmax_f32(p: RowParams, x: *const f32, y: *mut f32) {
+    // SAFETY: the launch contract.
+    unsafe { softmax_rows(&p, x, y, false) }
+}
+
+/// `y = x - max - ln(sum e^(x - max))` along the `len` axis.
+///
+/// # Safety
+/// The row launch contract above.
+///
+/// # Parameters
+/// As [`softmax_f32`].
+///
+/// # Thread mapping
+/// See the row launch contract above.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn log_softmax_f32(p: RowParams, x: *const f32, y: *mut f32) {
+    // SAFETY: the launch contract.
+    unsafe { softmax_rows(&p, x, y, true) }
+}
+
+/// ONNX LayerNormalization (Y only): `y = (x - mean) / sqrt(var + epsilon) * scale + bias` over
+/// rows of `len` contiguous elements (`inner == 1`), mean first, then the variance as the mean of
+/// squared deviations (two passes), then the output.
+///
+/// # Safety
+/// The row launch contract above.
+///
+/// # Parameters
+/// `p` ([`RowParams`] with `inner == 1`), input `x`, `scale` (`scale_len`), `bias` (`bias_len`, or
+/// null when 0), output `y`.
+///
+/// # Thread mapping
+/// See the row launch contract above (a warp or a block per row).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn layer_norm_f32(
+    p: RowParams,
+    x: *const f32,
+    scale: *const f32,
+    bias: *const f32,
+    y: *mut f32,
+) {
+    let inv_len = 1.0 / p.len as f32;
+    each_row(&p, |g, base| {
+        let at = |j: u64| (base + j * p.inner) as usize;
+        let mut s = 0.0f32;
+        let mut j = g.t;
+        while j < p.len {
+            // SAFETY: j < len: inside the row.
+            s += unsafe { *x.add(at(j)) };
+            j += g.size;
+        }
+        let mean = g.sum(s) * inv_len;
+        let mut q = 0.0f32;
+        let mut j = g.t;
+        while j < p.len {
+            // SAFETY: as above.
+            let d = unsafe { *x.add(at(j)) } - mean;
+            q = math::fma(d, d, q);
+            j += g.size;
+        }
+        let rstd = 1.0 / math::sqrt(g.sum(q) * inv_len + p.epsilon);
+        let mut j = g.t;
+        while j < p.len {
+            // SAFETY: j < len; scale and bias indices are below their lengths (`wrap`).
+            unsafe {
+                let sc = *scale.add(wrap(j, p.scale_len, p.len));
+                let b = if p.bias_len == 0 { 0.0 } else { *bias.add(wrap(j, p.bias_len, p.len)) };
+                *y.add(at(j)) = math::fma((*x.add(at(j)) - mean) * rstd, sc, b);
+            }
+            j += g.size;
+        }
+    });
+}
+
+/// ONNX RMSNormalization: `y = x / sqrt(mean(x^2) + epsilon) * scale` over rows of `len`
+/// contiguous elements (`inner == 1`).
+///
+/// # Safety
+/// The row launch contract above.
+///
+/// # Parameters
+/// `p` ([`RowParams`] with `inner == 1`, `bias_len` unused), input `x`, `scale` (`scale_len`),
+/// output `y`.
+///
+/// # Thread mapping
+/// See the row launch contract above (a warp or a block per row).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn rms_norm_f32(p: RowParams, x: *const f32, scale: *const f32, y: *mut f32) {
+    let inv_len = 1.0 / p.len as f32;
+    each_row(&p, |g, base| {
+        let at = |j: u64| (base + j * p.inner) as usize;
+        let mut q = 0.0f32;
+        let mut j = g.t;
+        while j < p.len {
+            // SAFETY: j < len: inside the row.
+            let v = unsafe { *x.add(at(j)) };
+            q = math::fma(v, v, q);
+            j += g.size;
+        }
+        let rstd = 1.0 / math::sqrt(g.sum(q) * inv_len + p.epsilon);
+        let mut j = g.t;
+        while j < p.len {
+            // SAFETY: j < len; the scale index is below `scale_len` (`wrap`).
+            unsafe {
+                let sc = *scale.add(wrap(j, p.scale_len, p.len));
+                *y.add(at(j)) = *x.add(at(j)) * rstd * sc;
+            }
+            j += g.size;
+        }
+    });
+}
