@@ -1,0 +1,162 @@
+//! Absurd sizes: refused before any allocation, naming the node or input.
+
+use crate::*;
+use host::reference::{Limits, eval, eval_with};
+use host::{HostError, HostTensor};
+use onnx::{DataType, Dim, ModelBuilder, NodeBuilder};
+use std::time::{Duration, Instant};
+
+/// Runs `graph` with `inputs` and expects a [`HostError::Limit`] naming `node`, fast.
+fn expect_limit(graph: &planner::Graph, inputs: &[(String, HostTensor)], node: &str) {
+    let start = Instant::now();
+    let e = eval(graph, inputs).expect_err("an absurd size must be refused");
+    assert!(start.elapsed() < Duration::from_secs(5), "refusing took {:?}", start.elapsed());
+    assert!(matches!(&e, HostError::Limit { node: n, .. } if n == node), "{e}");
+    assert!(e.to_string().contains(node) && e.to_string().contains("limit"), "{e}");
+}
+
+#[test]
+fn absurd_sizes_from_data_are_refused_before_allocating() {
+    let start = Instant::now();
+    // ConstantOfShape with a 10^12-element shape, from an initializer (shape inference and folding
+    // see it) and from a graph input (only the executor does).
+    let bytes = ModelBuilder::new(17)
+        .initializer_i64("shape", &[2], &[1_000_000, 1_000_000])
+        .node_with(NodeBuilder::new("ConstantOfShape", &["shape"], &["y"]).name("huge_fill"))
+        .output("y", DataType::Float, &[])
+        .bytes();
+    let graph = front_end(&bytes).expect("a huge shape is legal in the model");
+    planner::fold::run(&graph).expect("folding skips large constants");
+    expect_limit(&graph, &[], "huge_fill");
+    let dir = scratch("absurd");
+    let path = dir.join("huge.onnx");
+    std::fs::write(&path, &bytes).expect("writing");
+    let stderr = cli_fails(&["run", path_str(&path), "--out", path_str(&dir)]);
+    assert!(stderr.contains("huge_fill") && stderr.contains("limit"), "{stderr}");
+
+    let shape_input = |op: &str, node: NodeBuilder, extra: &[(&str, DataType)], len: i64| {
+        let mut b = ModelBuilder::new(18).input("s", DataType::Int64, &[Dim::from(len)]);
+        for (name, dt) in extra {
+            b = b.input(name, *dt, &[Dim::from("m")]);
+        }
+        front_end(&b.node_with(node).output("y", DataType::Float, &[]).bytes())
+            .unwrap_or_else(|e| panic!("{op}: {e}"))
+    };
+    let ints = |v: &[i64]| HostTensor::new(vec![v.len()], v.to_vec()).expect("1-D");
+    let g = shape_input(
+        "ConstantOfShape",
+        NodeBuilder::new("ConstantOfShape", &["s"], &["y"]).name("fill"),
+        &[],
+        2,
+    );
+    expect_limit(&g, &[("s".into(), ints(&[1 << 20, 1 << 20]))], "fill");
+    // Overflowing usize entirely.
+    expect_limit(&g, &[("s".into(), ints(&[i64::MAX, i64::MAX]))], "fill");
+
+    let g = shape_input(
+        "Expand",
+        NodeBuilder::new("Expand", &["x", "s"], &["y"]).name("grow"),
+        &[("x", DataType::Float)],
+        1,
+    );
+    let x = HostTensor::new(vec![1], vec![1f32]).expect("x");
+    expect_limit(&g, &[("s".into(), ints(&[1 << 40])), ("x".into(), x.clone())], "grow");
+
+    let g = shape_input(
+        "Tile",
+        NodeBuilder::new("Tile", &["x", "s"], &["y"]).name("tiles"),
+        &[("x", DataType::Float)],
+        1,
+    );
+    expect_limit(&g, &[("s".into(), ints(&[1 << 40])), ("x".into(), x.clone())], "tiles");
+
+    let g = shape_input(
+        "Pad",
+        NodeBuilder::new("Pad", &["x", "s"], &["y"]).name("padding"),
+        &[("x", DataType::Float)],
+        2,
+    );
+    expect_limit(&g, &[("s".into(), ints(&[0, 1 << 40])), ("x".into(), x.clone())], "padding");
+
+    // Range and OneHot take their sizes from scalars.
+    let scalar = |v: i64| HostTensor::new(vec![], vec![v]).expect("scalar");
+    let g = front_end(
+        &ModelBuilder::new(17)
+            .input("a", DataType::Int64, &[])
+            .input("b", DataType::Int64, &[])
+            .input("d", DataType::Int64, &[])
+            .node_with(NodeBuilder::new("Range", &["a", "b", "d"], &["y"]).name("long_range"))
+            .output("y", DataType::Int64, &[])
+            .bytes(),
+    )
+    .expect("Range");
+    let args = [("a".into(), scalar(0)), ("b".into(), scalar(i64::MAX)), ("d".into(), scalar(1))];
+    expect_limit(&g, &args, "long_range");
+    let g = front_end(
+        &ModelBuilder::new(17)
+            .input("i", DataType::Int64, &[Dim::from(4)])
+            .input("depth", DataType::Int64, &[])
+            .initializer_f32("v", &[2], &[0.0, 1.0])
+            .node_with(NodeBuilder::new("OneHot", &["i", "depth", "v"], &["y"]).name("wide_one_hot"))
+            .output("y", DataType::Float, &[])
+            .bytes(),
+    )
+    .expect("OneHot");
+    let args = [("i".into(), ints(&[0, 1, 2, 3])), ("depth".into(), scalar(1 << 40))];
+    expect_limit(&g, &args, "wide_one_hot");
+
+    // Resize by a huge scale.
+    let g = front_end(
+        &ModelBuilder::new(19)
+            .input("x", DataType::Float, &[Dim::from(1), Dim::from(1), Dim::from(2), Dim::from(2)])
+            .initializer_f32("scales", &[4], &[1.0, 1.0, 1e6, 1e6])
+            .node_with(NodeBuilder::new("Resize", &["x", "", "scales"], &["y"]).name("zoom"))
+            .output("y", DataType::Float, &[])
+            .bytes(),
+    )
+    .expect("Resize");
+    let x4 = HostTensor::new(vec![1, 1, 2, 2], vec![1f32; 4]).expect("x");
+    expect_limit(&g, &[("x".into(), x4)], "zoom");
+    assert!(start.elapsed() < Duration::from_secs(20), "took {:?}", start.elapsed());
+}
+
+#[test]
+fn limits_are_configurable() {
+    let graph = front_end(&small_model().bytes()).expect("valid");
+    let tight = Limits { max_tensor_elems: 4, ..Limits::default() };
+    let e = eval_with(&graph, &[x_input()], tight).expect_err("x has 6 elements");
+    assert!(matches!(&e, HostError::Input { name, .. } if name == "x"), "{e}");
+    let tight = Limits { max_tensor_elems: 7, ..Limits::default() };
+    let e = eval_with(&graph, &[x_input()], tight).expect_err("the initializer has 12");
+    assert!(e.to_string().contains("`w`"), "{e}");
+    let tight = Limits { max_total_bytes: 80, ..Limits::default() };
+    let e = eval_with(&graph, &[x_input()], tight).expect_err("x, w and xw hold 104 bytes");
+    assert!(matches!(&e, HostError::Limit { node, .. } if node == "mm"), "{e}");
+    assert!(eval_with(&graph, &[x_input()], Limits::default()).is_ok());
+}
+
+#[test]
+fn absurd_declared_input_shapes_are_refused() {
+    let bytes = ModelBuilder::new(17)
+        .input("big", DataType::Float, &[Dim::from(1_000_000_000), Dim::from(1_000_000_000)])
+        .node_with(NodeBuilder::new("Relu", &["big"], &["y"]).name("act"))
+        .output("y", DataType::Float, &[])
+        .bytes();
+    let start = Instant::now();
+    let graph = front_end(&bytes).expect("shape inference only does arithmetic on dims");
+    planner::fold::run(&graph).expect("nothing to fold");
+    let small = HostTensor::new(vec![1, 1], vec![0f32]).expect("1x1");
+    let e = eval(&graph, &[("big".into(), small)]).expect_err("declared 10^18 elements");
+    assert!(matches!(&e, HostError::Input { name, .. } if name == "big"), "{e}");
+    assert!(e.to_string().contains("limit"), "{e}");
+    assert!(start.elapsed() < Duration::from_secs(5));
+    let dir = scratch("declared");
+    let path = dir.join("big.onnx");
+    std::fs::write(&path, &bytes).expect("writing");
+    let (code, stdout, stderr) = cli(&["inspect", path_str(&path)]);
+    assert_eq!(code, Some(0), "inspect only describes the model: {stdout}{stderr}");
+    let npy = dir.join("small.npy");
+    std::fs::write(&npy, host::npy::write(&HostTensor::new(vec![1, 1], vec![0f32]).expect("t"))).expect("w");
+    let stderr = cli_fails(&["run", path_str(&path), "--input", &format!("big={}", path_str(&npy))]);
+    assert!(stderr.contains("big") && stderr.contains("limit"), "{stderr}");
+}
