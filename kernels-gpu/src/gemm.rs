@@ -141,6 +141,34 @@ fn accumulate(acc: &mut [f32; GEMV_MAX_M as usize], p: &GemmParams, a: *const f3
     }
 }
 
+/// Accumulates `A[i, k] * B[k, j]` for k = `start`, `start + step`, ... below `p.k`, where `ld(k)`
+/// loads `B[k, j]`. Four loads are issued before their products are accumulated: batch-1 GEMV is
+/// latency-bound, and independent loads in flight hide the L2 round trip.
+#[inline(always)]
+fn accumulate_range(
+    acc: &mut [f32; GEMV_MAX_M as usize],
+    p: &GemmParams,
+    a: *const f32,
+    a0: u64,
+    start: u32,
+    step: u32,
+    ld: impl Fn(u32) -> f32,
+) {
+    let mut k = start;
+    while k + 3 * step < p.k {
+        let (v0, v1, v2, v3) = (ld(k), ld(k + step), ld(k + 2 * step), ld(k + 3 * step));
+        accumulate(acc, p, a, a0, k, v0);
+        accumulate(acc, p, a, a0, k + step, v1);
+        accumulate(acc, p, a, a0, k + 2 * step, v2);
+        accumulate(acc, p, a, a0, k + 3 * step, v3);
+        k += 4 * step;
+    }
+    while k < p.k {
+        accumulate(acc, p, a, a0, k, ld(k));
+        k += step;
+    }
+}
+
 /// f32 GEMM for `m <= GEMV_MAX_M`: every weight element is read once per block and reused for all
 /// `m` rows from registers. Batch-1 inference is latency-bound, so each thread keeps four
 /// independent weight loads in flight per trip.
@@ -187,20 +215,15 @@ pub unsafe extern "ptx-kernel" fn gemv_f32(
                 0.0
             }
         };
-        let step = GEMV_WARPS * (32 / GEMV_COLS);
-        let mut k = warp * (32 / GEMV_COLS) + ksub;
-        while k + 3 * step < p.k {
-            let (v0, v1, v2, v3) = (ld(k), ld(k + step), ld(k + 2 * step), ld(k + 3 * step));
-            accumulate(&mut acc, &p, a, a0, k, v0);
-            accumulate(&mut acc, &p, a, a0, k + step, v1);
-            accumulate(&mut acc, &p, a, a0, k + 2 * step, v2);
-            accumulate(&mut acc, &p, a, a0, k + 3 * step, v3);
-            k += 4 * step;
-        }
-        while k < p.k {
-            accumulate(&mut acc, &p, a, a0, k, ld(k));
-            k += step;
-        }
+        accumulate_range(
+            &mut acc,
+            &p,
+            a,
+            a0,
+            warp * (32 / GEMV_COLS) + ksub,
+            GEMV_WARPS * (32 / GEMV_COLS),
+            ld,
+        );
         // Lanes of one column (ksub = 0..4) combine by shuffles, then warps through shared memory.
         let partial = dynamic_shared_ptr() as *mut f32;
         for (i, v) in acc.iter().enumerate() {
@@ -239,20 +262,7 @@ pub unsafe extern "ptx-kernel" fn gemv_f32(
         }
         // SAFETY: k < p.k (callers), j < p.n.
         let ld = |k: u32| unsafe { *b.add((b0 + k as u64 * p.b_rs + j as u64 * p.b_cs) as usize) };
-        let step = GEMV_WARPS * 32;
-        let mut k = thread_idx_x();
-        while k + 3 * step < p.k {
-            let (v0, v1, v2, v3) = (ld(k), ld(k + step), ld(k + 2 * step), ld(k + 3 * step));
-            accumulate(&mut acc, &p, a, a0, k, v0);
-            accumulate(&mut acc, &p, a, a0, k + step, v1);
-            accumulate(&mut acc, &p, a, a0, k + 2 * step, v2);
-            accumulate(&mut acc, &p, a, a0, k + 3 * step, v3);
-            k += 4 * step;
-        }
-        while k < p.k {
-            accumulate(&mut acc, &p, a, a0, k, ld(k));
-            k += step;
-        }
+        accumulate_range(&mut acc, &p, a, a0, thread_idx_x(), GEMV_WARPS * 32, ld);
         let partial = dynamic_shared_ptr() as *mut f32;
         for (i, &v) in acc.iter().enumerate() {
             let sum = warp_sum_f32(v);
