@@ -33,6 +33,10 @@ unsafe impl Params for ProbeParams {}
 unsafe impl Params for GemmParams {}
 // SAFETY: #[repr(C)], five u64 then two 4-byte fields: 48 bytes, no padding.
 unsafe impl Params for RowParams {}
+// SAFETY: #[repr(C)], u64, two u32 (the second an explicit `_pad`), then two u64 arrays.
+unsafe impl Params for TransposeParams {}
+// SAFETY: #[repr(C)], four u64.
+unsafe impl Params for GatherParams {}
 
 /// Largest tensor rank the strided elementwise kernels index. Higher ranks are collapsed by the host
 /// (adjacent dimensions that are contiguous in every operand merge into one) before launch.
@@ -214,6 +218,42 @@ pub struct RowParams {
 pub const ROW_WARP: u32 = 32;
 /// Dynamic shared memory of a row kernel launched with a block per row (one partial per warp).
 pub const ROW_SHARED_BYTES: u32 = 32 * 4;
+
+/// Parameters of `movement::transpose_f32`: `y[i] = x[sum_d idx[d] * in_strides[d]]`, where `idx`
+/// is output index `i` unravelled over `out_shape[MAX_RANK - rank..]` (row-major). The host
+/// collapses the permutation first (drops size-1 dims, merges output dims that stay adjacent in the
+/// input), so `rank <= MAX_RANK` for any ONNX perm of rank <= 8 and rank 0 means a single element.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TransposeParams {
+    /// Number of output (and input) elements.
+    pub elems: u64,
+    /// Number of used dimensions.
+    pub rank: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+    /// Output shape, right-aligned like [`BinaryParams::out_shape`].
+    pub out_shape: [u64; MAX_RANK],
+    /// Input element stride of each output dimension (the input stride of axis `perm[d]`),
+    /// right-aligned.
+    pub in_strides: [u64; MAX_RANK],
+}
+
+/// Parameters of `movement::gather_f32` (ONNX Gather): data is viewed as `[outer, axis_len, inner]`,
+/// the `n_idx` i64 indices are flattened, and `y[o, j, k] = x[o, idx[j] (+ axis_len if < 0), k]`
+/// for the output `[outer, n_idx, inner]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GatherParams {
+    /// Product of the data dims before the axis.
+    pub outer: u64,
+    /// Extent of the gathered axis.
+    pub axis_len: u64,
+    /// Product of the data dims after the axis.
+    pub inner: u64,
+    /// Number of indices (product of the indices' dims).
+    pub n_idx: u64,
+}
 
 /// Parameters of the self-test kernels in `probe` (used by `ferrofuse doctor` and the GPU tests to
 /// check the device intrinsics): the number of threads launched and of output words.
@@ -408,6 +448,10 @@ pub enum KernelId {
     LayerNormF32,
     /// `rows::rms_norm_f32`: RMSNormalization
     RmsNormF32,
+    /// `movement::transpose_f32`: ONNX Transpose (any permutation up to rank 8)
+    TransposeF32,
+    /// `movement::gather_f32`: ONNX Gather along one axis with i64 indices
+    GatherF32,
     /// `probe::probe_warp`: indices, barriers, shuffles, votes, atomics, dynamic shared memory
     ProbeWarp,
     /// `probe::probe_mma`: `cp.async`, `ldmatrix` and `mma.sync` (bf16) on one 16x8x16 tile
@@ -419,7 +463,7 @@ pub enum KernelId {
 
 impl KernelId {
     /// Every kernel, in declaration order.
-    pub const ALL: [KernelId; 30] = [
+    pub const ALL: [KernelId; 32] = [
         Self::AddF32,
         Self::SubF32,
         Self::MulF32,
@@ -447,6 +491,8 @@ impl KernelId {
         Self::LogSoftmaxF32,
         Self::LayerNormF32,
         Self::RmsNormF32,
+        Self::TransposeF32,
+        Self::GatherF32,
         Self::ProbeWarp,
         Self::ProbeMma,
         Self::ProbeHopper,
@@ -482,6 +528,8 @@ impl KernelId {
             Self::LogSoftmaxF32 => "log_softmax_f32",
             Self::LayerNormF32 => "layer_norm_f32",
             Self::RmsNormF32 => "rms_norm_f32",
+            Self::TransposeF32 => "transpose_f32",
+            Self::GatherF32 => "gather_f32",
             Self::ProbeWarp => "probe_warp",
             Self::ProbeMma => "probe_mma",
             Self::ProbeHopper => "probe_hopper",
@@ -513,5 +561,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<ProbeParams>(), 8);
         assert_eq!(core::mem::size_of::<GemmParams>(), 16 + 10 * 8 + 24);
         assert_eq!(core::mem::size_of::<RowParams>(), 5 * 8 + 2 * 4);
+        assert_eq!(core::mem::size_of::<TransposeParams>(), 16 + 2 * 8 * MAX_RANK);
+        assert_eq!(core::mem::size_of::<GatherParams>(), 4 * 8);
     }
 }

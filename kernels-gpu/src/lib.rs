@@ -23,6 +23,8 @@ mod elementwise;
 #[cfg(target_arch = "nvptx64")]
 mod gemm;
 #[cfg(target_arch = "nvptx64")]
+mod movement;
+#[cfg(target_arch = "nvptx64")]
 mod probe;
 #[cfg(target_arch = "nvptx64")]
 mod rows;

@@ -4,6 +4,7 @@
 mod arena;
 mod context;
 mod elementwise;
+mod movement;
 mod probes;
 mod rows;
 mod session;

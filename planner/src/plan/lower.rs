@@ -8,6 +8,7 @@ use kernels_gpu::abi::{
 };
 
 use super::elementwise::{binary_params, broadcast_strides};
+use super::movement;
 use super::rows::{self, RowNode};
 use super::{Arg, PlanOptions, PlannedValue, Step};
 use crate::graph::{Graph, NodeId, ValueId};
@@ -218,6 +219,14 @@ pub(super) fn node(
         }
         Op::RmsNormalization(a) => {
             rows::rms_norm(row_node(id, label, &ins, out), values, a.axis, a.epsilon, o)
+        }
+        Op::Transpose(t) => {
+            let x = ins.first().copied().flatten().ok_or("missing input")?;
+            movement::transpose(id, label, x, out, t.perm.as_deref(), values, o)
+        }
+        Op::Gather(a) => {
+            let [Some(x), Some(i)] = ins.as_slice() else { return Err("missing input".into()) };
+            movement::gather(id, label, *x, *i, out, a.axis, values, o)
         }
         _ => Err("no GPU kernel for this operator yet".into()),
     }
