@@ -256,6 +256,13 @@ pub fn node(
         Op::MaxUnpool(a) => return nn::max_unpool(ctx, a, inputs),
         Op::DeformConv(a) => return nn::deform_conv(ctx, a, inputs),
         Op::Stft(a) => return nn::stft(ctx, a, inputs),
+        Op::Adagrad(a) => return nn::adagrad(ctx, a, inputs),
+        Op::Adam(a) => return nn::adam(ctx, a, inputs),
+        Op::Momentum(a) => return nn::momentum(ctx, a, inputs),
+        Op::FlexAttention(a) => return nn::flex_attention(ctx, a, inputs, scope),
+        Op::Binarizer(a) => return nn::binarizer(ctx, a, inputs),
+        Op::ArrayFeatureExtractor => return nn::array_feature_extractor(ctx, &(), inputs),
+        Op::TreeEnsemble(a) => return nn::tree_ensemble(ctx, a, inputs),
         Op::Shrink(a) => map_float(ctx, x()?, |v| u::shrink(v, a.lambd, a.bias)),
     };
     Ok(vec![one?])

@@ -178,6 +178,15 @@ impl<'c, 'm> Lower<'c, 'm> {
         Ok(Box::new(self.cx.graph(g)?))
     }
 
+    /// The graph attribute `attr` converted as a nested scope, if the node has it.
+    pub(crate) fn optional_subgraph(&mut self, attr: &str) -> Result<Option<Box<Graph>>, OnnxError> {
+        let (node, label) = (self.node, self.label.clone());
+        match Attrs::new(node, &label).graph(attr)? {
+            Some(g) => Ok(Some(Box::new(self.cx.graph(g)?))),
+            None => Ok(None),
+        }
+    }
+
     fn graph(&mut self) -> &mut Graph {
         &mut self.cx.frame().graph
     }

@@ -24,11 +24,14 @@ mod control;
 mod inspect;
 mod lower;
 mod math;
+mod ml;
 mod nn;
+mod optional;
 mod registry;
 mod sequence;
 mod shape;
 mod tensor;
+mod training;
 mod types;
 mod vision;
 

@@ -13,7 +13,7 @@ use planner::Op;
 use crate::error::OnnxError;
 
 use super::lower::Lower;
-use super::{control, math, nn, sequence, shape, vision};
+use super::{control, math, ml, nn, optional, sequence, shape, training, vision};
 
 /// A constructor: converts one node, emitting planner nodes into the current graph.
 pub(crate) type Build = fn(&mut Lower<'_, '_>) -> Result<(), OnnxError>;
@@ -27,6 +27,12 @@ enum Domain {
     Ferrofuse,
     /// Any domain (SOFIE's operators).
     Any,
+    /// `ai.onnx.preview.training` (the optimizers).
+    Training,
+    /// `ai.onnx.preview`.
+    Preview,
+    /// `ai.onnx.ml`.
+    Ml,
 }
 
 /// One registry row.
@@ -51,6 +57,18 @@ const fn onnx(op_type: &'static str, build: Build) -> Entry {
 
 const fn ferrofuse(op_type: &'static str, build: Build) -> Entry {
     Entry { domain: Domain::Ferrofuse, op_type, since: 1, until: i64::MAX, build }
+}
+
+const fn preview(op_type: &'static str, build: Build) -> Entry {
+    Entry { domain: Domain::Preview, op_type, since: 1, until: i64::MAX, build }
+}
+
+const fn ml(op_type: &'static str, build: Build) -> Entry {
+    Entry { domain: Domain::Ml, op_type, since: 1, until: i64::MAX, build }
+}
+
+const fn training(op_type: &'static str, build: Build) -> Entry {
+    Entry { domain: Domain::Training, op_type, since: 1, until: i64::MAX, build }
 }
 
 const fn any(op_type: &'static str, build: Build) -> Entry {
@@ -83,6 +101,12 @@ pub(crate) fn find(domain: &str, op_type: &str, opset: i64) -> Result<&'static E
         Some(Domain::Onnx)
     } else if domain == "ai.ferrofuse" {
         Some(Domain::Ferrofuse)
+    } else if domain == "ai.onnx.preview.training" {
+        Some(Domain::Training)
+    } else if domain == "ai.onnx.preview" {
+        Some(Domain::Preview)
+    } else if domain == "ai.onnx.ml" {
+        Some(Domain::Ml)
     } else {
         None
     };
@@ -173,6 +197,9 @@ static TABLE: &[Entry] = &[
     onnx("Cast", math::cast),
     onnx("CastLike", math::cast_like).since(15),
     onnx("Identity", |l| l.emit(Op::Identity)).since(1),
+    // Tensor inputs only (opset 18); the planner has no optional values.
+    onnx("OptionalHasElement", optional::has_element).since(18),
+    onnx("OptionalGetElement", optional::get_element).since(18),
     onnx("Dropout", math::dropout),
     // Reductions.
     onnx("ReduceSum", |l| math::reduce(l, Op::ReduceSum, 13)),
@@ -289,6 +316,15 @@ static TABLE: &[Entry] = &[
     ferrofuse("RGLRU", |l| l.emit(Op::Rglru)),
     ferrofuse("WKV6", sequence::wkv6),
     ferrofuse("CausalConvWithState", sequence::causal_conv),
+    // ai.onnx.preview.training (version 1).
+    training("Adagrad", training::adagrad),
+    training("Adam", training::adam),
+    training("Momentum", training::momentum),
+    // ai.onnx.preview and ai.onnx.ml.
+    preview("FlexAttention", ml::flex_attention),
+    ml("Binarizer", ml::binarizer),
+    ml("ArrayFeatureExtractor", |l| l.emit(Op::ArrayFeatureExtractor)),
+    ml("TreeEnsemble", ml::tree_ensemble),
 ];
 
 /// Every `(domain, op_type)` the converter maps, in table order; the domain is `""` for the
@@ -299,6 +335,9 @@ pub(crate) fn supported() -> impl Iterator<Item = (&'static str, &'static str)> 
             Domain::Onnx => "",
             Domain::Ferrofuse => "ai.ferrofuse",
             Domain::Any => "*",
+            Domain::Training => "ai.onnx.preview.training",
+            Domain::Preview => "ai.onnx.preview",
+            Domain::Ml => "ai.onnx.ml",
         };
         (domain, e.op_type)
     })
@@ -327,6 +366,8 @@ mod tests {
         assert!(find("", "GriffinRGLRU", 17).is_ok());
         assert!(find("ai.ferrofuse", "WKV6", 0).is_ok());
         assert!(find("", "WKV6", 17).is_err());
+        assert!(find("ai.onnx.preview.training", "Momentum", 17).is_ok());
+        assert!(find("", "Adam", 17).is_err());
         let reason = find("", "GroupNormalization", 18).err().unwrap_or_default();
         assert!(reason.contains("from opset 21") && reason.contains("18"), "{reason}");
         assert!(find("", "Attention", 25).is_err() && find("", "Attention", 24).is_ok());

@@ -11,3 +11,4 @@ mod fixtures;
 mod fuzz;
 mod inspect;
 mod opsets;
+mod training;

@@ -188,6 +188,14 @@ impl Op {
             Op::MaxUnpool(_) => Arity::new(2, 3, 1, 1),
             Op::DeformConv(_) => Arity::new(3, 5, 1, 1),
             Op::Stft(_) => Arity::new(2, 4, 1, 1),
+            // R, T, then 3 (Adagrad, Momentum) or 4 (Adam) tensors per optimized input; the
+            // group structure is checked by shape inference.
+            Op::Adagrad(_) | Op::Momentum(_) => Arity::new(5, MANY, 2, MANY),
+            Op::Adam(_) => Arity::new(6, MANY, 3, MANY),
+            Op::FlexAttention(_) => fixed(3, 1),
+            Op::Binarizer(_) => fixed(1, 1),
+            Op::ArrayFeatureExtractor => fixed(2, 1),
+            Op::TreeEnsemble(_) => fixed(1, 1),
             Op::TensorScatter(_) => Arity::new(2, 3, 1, 1),
         }
     }
@@ -208,6 +216,8 @@ mod tests {
         assert_eq!(Op::Wkv6(Default::default()).domain(), "ai.ferrofuse");
         assert_eq!(Op::MambaScan.domain(), "com.sofie");
         assert_eq!(Op::Add.domain(), "");
+        assert_eq!(Op::Adam(Default::default()).domain(), "ai.onnx.preview.training");
+        assert!(Op::Adagrad(Default::default()).arity().accepts(8, 4));
         assert!(Op::Add.arity().accepts(2, 1));
         assert!(!Op::Add.arity().accepts(3, 1));
         assert!(Op::Sum.arity().accepts(7, 1));

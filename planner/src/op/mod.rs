@@ -9,9 +9,11 @@ mod loss;
 mod math;
 mod name;
 mod nn;
+mod preview;
 mod sequence;
 mod signal;
 mod tensor;
+mod training;
 mod vision;
 
 use serde::{Deserialize, Serialize};
@@ -20,9 +22,11 @@ pub use arity::Arity;
 pub use loss::*;
 pub use math::*;
 pub use nn::*;
+pub use preview::*;
 pub use sequence::*;
 pub use signal::*;
 pub use tensor::*;
+pub use training::*;
 pub use vision::*;
 
 use crate::graph::Graph;
@@ -355,6 +359,20 @@ pub enum Op {
     DeformConv(DeformConv),
     /// Short-time Fourier transform; inputs signal, frame_step, window?, frame_length?.
     Stft(Stft),
+    /// Attention with score/probability modifier subgraphs (ai.onnx.preview); inputs Q, K, V.
+    FlexAttention(FlexAttention),
+    /// `x > threshold` as 1/0 in x's dtype (ai.onnx.ml).
+    Binarizer(Binarizer),
+    /// Selection along the last axis by indices (ai.onnx.ml); 1-D data gives `[1, n]`.
+    ArrayFeatureExtractor,
+    /// Tree ensemble regressor/classifier scores (ai.onnx.ml); X `(N, F)` -> `(N, n_targets)`.
+    TreeEnsemble(TreeEnsemble),
+    /// Adagrad optimizer step (ai.onnx.preview.training); inputs R, T, X…, G…, H….
+    Adagrad(Adagrad),
+    /// Adam optimizer step (ai.onnx.preview.training); inputs R, T, X…, G…, V…, H….
+    Adam(Adam),
+    /// SGD with (Nesterov) momentum (ai.onnx.preview.training); inputs R, T, X…, G…, V….
+    Momentum(Momentum),
 }
 
 impl Op {
@@ -366,6 +384,9 @@ impl Op {
                 "ai.ferrofuse"
             }
             Op::MambaScan | Op::GriffinRglru | Op::RwkvWkv6 => "com.sofie",
+            Op::FlexAttention(_) => "ai.onnx.preview",
+            Op::Binarizer(_) | Op::ArrayFeatureExtractor | Op::TreeEnsemble(_) => "ai.onnx.ml",
+            Op::Adagrad(_) | Op::Adam(_) | Op::Momentum(_) => "ai.onnx.preview.training",
             _ => "",
         }
     }
@@ -376,6 +397,7 @@ impl Op {
             Op::If(i) => vec![&i.then_branch, &i.else_branch],
             Op::Loop(l) => vec![&l.body],
             Op::Scan(s) => vec![&s.body],
+            Op::FlexAttention(f) => f.score_mod.iter().chain(&f.prob_mod).map(|g| &**g).collect(),
             _ => Vec::new(),
         }
     }
@@ -386,6 +408,7 @@ impl Op {
             Op::If(i) => vec![&mut i.then_branch, &mut i.else_branch],
             Op::Loop(l) => vec![&mut l.body],
             Op::Scan(s) => vec![&mut s.body],
+            Op::FlexAttention(f) => f.score_mod.iter_mut().chain(&mut f.prob_mod).map(|g| &mut **g).collect(),
             _ => Vec::new(),
         }
     }

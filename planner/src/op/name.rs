@@ -168,6 +168,13 @@ impl Op {
             Op::MaxUnpool(_) => "MaxUnpool",
             Op::DeformConv(_) => "DeformConv",
             Op::Stft(_) => "STFT",
+            Op::Adagrad(_) => "Adagrad",
+            Op::Adam(_) => "Adam",
+            Op::Momentum(_) => "Momentum",
+            Op::FlexAttention(_) => "FlexAttention",
+            Op::Binarizer(_) => "Binarizer",
+            Op::ArrayFeatureExtractor => "ArrayFeatureExtractor",
+            Op::TreeEnsemble(_) => "TreeEnsemble",
         }
     }
 }

@@ -1,7 +1,8 @@
 //! `infer_node`: the one exhaustive `match` from `Op` to its inference function.
 
 use super::{
-    Ctx, attention, einsum, elementwise as ew, index_ops, nn, reduce, sequence as seq, shape_ops, vision,
+    Ctx, attention, einsum, elementwise as ew, index_ops, nn, preview, reduce, sequence as seq, shape_ops,
+    vision,
 };
 use crate::error::PlanError;
 use crate::op::Op;
@@ -155,5 +156,11 @@ pub(crate) fn infer_node(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
         Op::MaxUnpool(m) => vision::max_unpool(ctx, m),
         Op::DeformConv(_) => vision::deform_conv(ctx),
         Op::Stft(s) => vision::stft(ctx, s.onesided),
+        Op::Adagrad(_) | Op::Momentum(_) => super::training::optimizer(ctx, 3),
+        Op::Adam(_) => super::training::optimizer(ctx, 4),
+        Op::FlexAttention(_) => preview::flex_attention(ctx),
+        Op::Binarizer(_) => preview::binarizer(ctx),
+        Op::ArrayFeatureExtractor => preview::array_feature_extractor(ctx),
+        Op::TreeEnsemble(t) => preview::tree_ensemble(ctx, t.n_targets),
     }
 }

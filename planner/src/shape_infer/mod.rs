@@ -19,9 +19,11 @@ mod einsum;
 mod elementwise;
 mod index_ops;
 mod nn;
+mod preview;
 mod reduce;
 mod sequence;
 mod shape_ops;
+mod training;
 mod value;
 mod vision;
 

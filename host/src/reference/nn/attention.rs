@@ -26,7 +26,7 @@ pub(crate) struct Heads {
 }
 
 impl Heads {
-    fn at(&self, b: usize, h: usize, s: usize) -> &[f64] {
+    pub(crate) fn at(&self, b: usize, h: usize, s: usize) -> &[f64] {
         let o = ((b * self.heads + h) * self.seq + s) * self.size;
         &self.data[o..o + self.size]
     }

@@ -12,10 +12,12 @@ mod conv_transpose;
 mod deform_conv;
 mod dft;
 mod einsum;
+mod flex_attention;
 mod grid_sample;
 mod linear_attention;
 mod loss;
 mod matmul;
+mod ml;
 mod norm;
 mod normalize;
 mod operand;
@@ -29,6 +31,8 @@ mod sequence;
 mod softmax;
 #[cfg(test)]
 mod testing;
+mod training;
+mod tree;
 mod unpool;
 mod window;
 
@@ -39,10 +43,12 @@ pub use conv_transpose::conv_transpose;
 pub use deform_conv::deform_conv;
 pub use dft::{dft, stft};
 pub use einsum::einsum;
+pub use flex_attention::flex_attention;
 pub use grid_sample::{affine_grid, grid_sample};
 pub use linear_attention::linear_attention;
 pub use loss::{negative_log_likelihood_loss, softmax_cross_entropy_loss};
 pub use matmul::{gemm, matmul};
+pub use ml::{array_feature_extractor, binarizer};
 pub use norm::{
     batch_normalization, group_normalization, instance_normalization, layer_normalization, rms_normalization,
 };
@@ -57,6 +63,8 @@ pub use sequence::{
     causal_conv_with_state, griffin_rglru, mamba_scan, rglru, rwkv_wkv6, selective_scan, ssd_scan, wkv6,
 };
 pub use softmax::{hardmax, log_softmax, softmax};
+pub use training::{adagrad, adam, momentum};
+pub use tree::tree_ensemble;
 pub use unpool::max_unpool;
 
 #[cfg(test)]

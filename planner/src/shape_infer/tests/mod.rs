@@ -3,6 +3,7 @@
 mod control;
 mod elementwise;
 mod nn;
+mod preview;
 mod proptests;
 mod sequence;
 mod shape_ops;
