@@ -130,9 +130,10 @@ impl Arena {
     }
 }
 
-fn alloc(ctx: &Context, bytes: u64) -> Result<CudaSlice<u8>, HostError> {
-    // SAFETY: the memory is uninitialised; every planned tensor is written by its producing step
-    // before any step reads it (the memory plan's lifetimes start at the writing step).
+/// One device allocation of `bytes` on the context's stream (uninitialised).
+pub(crate) fn alloc(ctx: &Context, bytes: u64) -> Result<CudaSlice<u8>, HostError> {
+    // SAFETY: the memory is uninitialised; every user writes before reading (planned tensors at
+    // their producing step, which starts their lifetime; session inputs by the host copy).
     unsafe { ctx.stream().alloc::<u8>(bytes as usize) }
         .map_err(|source| HostError::OutOfMemory { bytes, source })
 }

@@ -13,7 +13,7 @@ use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr, result, sys};
 use planner::plan::{Arg, Plan, PlanOptions, Step, compile};
 use planner::{Binding, Dim, Graph, ValueId};
 
-use crate::arena::Arena;
+use crate::arena::{Arena, alloc};
 use crate::device::{Context, KernelArg, LaunchShape};
 use crate::error::HostError;
 use crate::tensor::HostTensor;
@@ -54,15 +54,6 @@ pub struct Session<'c> {
     allocations: u64,
     device_bytes: u64,
     last: Option<Binding>,
-}
-
-fn alloc(ctx: &Context, bytes: u64, what: &'static str) -> Result<CudaSlice<u8>, HostError> {
-    // SAFETY: the buffer is written (inputs by the host copy, outputs and intermediates by the
-    // steps that produce them) before anything reads it.
-    unsafe { ctx.stream().alloc::<u8>(bytes.max(1) as usize) }.map_err(|source| {
-        let _ = what;
-        HostError::OutOfMemory { bytes, source }
-    })
 }
 
 impl<'c> Session<'c> {
@@ -185,7 +176,7 @@ impl<'c> Session<'c> {
                     })?;
                     self.allocations += 1;
                     self.device_bytes += bytes;
-                    alloc(self.ctx, bytes, "graph input/output")
+                    alloc(self.ctx, bytes.max(1))
                 })
                 .collect()
         };

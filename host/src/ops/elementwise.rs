@@ -5,16 +5,11 @@
 //! contiguous, vectorised path whenever the operands need no broadcasting at all.
 
 use kernels_gpu::abi::{BinaryOp, MAX_RANK, UnaryOp, UnaryParams};
-use planner::plan::binary_params;
+use planner::plan::{GRID_STRIDE_THREADS as THREADS, binary_params, capped_grid};
 
 use crate::device::{Context, DeviceTensor, KernelArg, LaunchShape, params_bytes};
 use crate::error::HostError;
 use crate::shape::broadcast_shape;
-
-/// Threads per block of the elementwise kernels.
-const THREADS: u32 = 256;
-/// Resident blocks per multiprocessor the grid is capped at (the kernels grid-stride beyond it).
-const BLOCKS_PER_SM: u32 = 16;
 
 /// `y = op(a, b)` with NumPy broadcasting; `y` must already have the broadcast shape.
 pub fn binary(
@@ -82,7 +77,6 @@ pub fn unary(ctx: &Context, op: UnaryOp, x: &DeviceTensor, y: &mut DeviceTensor)
 
 /// A 1-D launch covering `work` items, capped at a few resident waves (the kernels grid-stride).
 fn grid(ctx: &Context, work: u64) -> LaunchShape {
-    let cap = (ctx.info().sm_count * BLOCKS_PER_SM).max(1) as u64;
-    let blocks = work.div_ceil(THREADS as u64).clamp(1, cap);
-    LaunchShape::linear(blocks as u32, THREADS)
+    let [blocks, ..] = capped_grid(ctx.info().sm_count, work.div_ceil(THREADS as u64));
+    LaunchShape::linear(blocks, THREADS)
 }

@@ -10,15 +10,10 @@ use kernels_gpu::abi::{
 use super::elementwise::{binary_params, broadcast_strides};
 use super::movement;
 use super::rows::{self, RowNode};
-use super::{Arg, PlanOptions, PlannedValue, Step};
+use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{GeluApproximation, Op};
 use crate::tensor_info::DType;
-
-/// Threads per block of the elementwise kernels.
-const THREADS: u32 = 256;
-/// Resident blocks per multiprocessor the elementwise grid is capped at (the kernels grid-stride).
-const BLOCKS_PER_SM: u32 = 16;
 
 /// A plan is data: parameter structs travel as their bytes.
 fn bytes_of<T: Params>(p: &T) -> Vec<u8> {
@@ -46,8 +41,7 @@ fn f32_only(values: &[PlannedValue], vs: &[ValueId]) -> Result<(), String> {
 }
 
 fn linear_grid(o: &PlanOptions, work: u64) -> [u32; 3] {
-    let cap = (o.sm_count.max(1) * BLOCKS_PER_SM) as u64;
-    [work.div_ceil(THREADS as u64).clamp(1, cap) as u32, 1, 1]
+    capped_grid(o.sm_count, work.div_ceil(THREADS as u64))
 }
 
 fn unary_op(op: &Op) -> Option<UnaryOp> {

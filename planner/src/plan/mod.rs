@@ -26,6 +26,18 @@ use crate::memory::{self, MemoryOptions, MemoryPlan};
 use crate::shape_infer;
 use crate::tensor_info::{Binding, DType};
 
+/// Threads per block of the grid-stride kernels (elementwise, data movement, row kernels).
+pub const GRID_STRIDE_THREADS: u32 = 256;
+/// Resident blocks per multiprocessor their grids are capped at (the kernels grid-stride beyond).
+const BLOCKS_PER_SM: u32 = 16;
+
+/// A 1-D grid of `blocks` blocks, at least one and capped at a few resident waves of a device with
+/// `sm_count` multiprocessors.
+pub fn capped_grid(sm_count: u32, blocks: u64) -> [u32; 3] {
+    let cap = (sm_count.max(1) * BLOCKS_PER_SM) as u64;
+    [blocks.clamp(1, cap) as u32, 1, 1]
+}
+
 /// Compile options.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PlanOptions {

@@ -4,14 +4,9 @@
 
 use kernels_gpu::abi::{GatherParams, KernelId, MAX_RANK, Params, TransposeParams};
 
-use super::{Arg, PlanOptions, PlannedValue, Step};
+use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
 use crate::graph::{NodeId, ValueId};
 use crate::tensor_info::DType;
-
-/// Threads per block.
-const THREADS: u32 = 256;
-/// Resident blocks per multiprocessor the grid is capped at (the kernels grid-stride).
-const BLOCKS_PER_SM: u32 = 16;
 
 type Lowered = Result<Vec<Step>, String>;
 
@@ -32,8 +27,7 @@ fn step(
     o: &PlanOptions,
     args: Vec<Arg>,
 ) -> Vec<Step> {
-    let cap = (o.sm_count.max(1) * BLOCKS_PER_SM) as u64;
-    let grid = [work.div_ceil(THREADS as u64).clamp(1, cap) as u32, 1, 1];
+    let grid = capped_grid(o.sm_count, work.div_ceil(THREADS as u64));
     let mut all = vec![Arg::Params(params.as_bytes().to_vec())];
     all.extend(args);
     vec![Step::Kernel {

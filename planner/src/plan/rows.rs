@@ -4,17 +4,13 @@
 
 use kernels_gpu::abi::{KernelId, Params, ROW_SHARED_BYTES, ROW_WARP, RowParams};
 
-use super::{Arg, PlanOptions, PlannedValue, Step};
+use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
 use crate::graph::{NodeId, ValueId};
 
-/// Threads per block of the thread- and warp-per-row launches.
-const THREADS: u32 = 256;
 /// Longest row a warp owns; longer rows get a block.
 const WARP_MAX_LEN: u64 = 1024;
 /// Row elements per thread a block-per-row launch aims at (its block size is `len / this`, clamped).
 const BLOCK_ELEMS_PER_THREAD: u64 = 8;
-/// Resident blocks per multiprocessor the grid is capped at (the kernels grid-stride over rows).
-const BLOCKS_PER_SM: u32 = 16;
 
 type Lowered = Result<Vec<Step>, String>;
 
@@ -51,8 +47,7 @@ fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
 /// Launch shape for `rows` rows of `len` elements `inner` apart: (threads per row, grid, block,
 /// shared bytes).
 fn launch(rows: u64, len: u64, inner: u64, o: &PlanOptions) -> (u32, [u32; 3], [u32; 3], u32) {
-    let cap = (o.sm_count.max(1) * BLOCKS_PER_SM) as u64;
-    let grid = |blocks: u64| [blocks.clamp(1, cap) as u32, 1, 1];
+    let grid = |blocks: u64| capped_grid(o.sm_count, blocks);
     if inner > 1 {
         (1, grid(rows.div_ceil(THREADS as u64)), [THREADS, 1, 1], 0)
     } else if len <= WARP_MAX_LEN {
