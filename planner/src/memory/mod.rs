@@ -143,15 +143,11 @@ impl MemoryPlan {
         }
         let pair =
             |a: ValueId, b: ValueId| self.in_place.contains(&(a, b)) || self.in_place.contains(&(b, a));
-        let chained = |a: ValueId, b: ValueId| {
-            self.slots[a.index()].map(|s| s.offset) == self.slots[b.index()].map(|s| s.offset)
-                && in_place_chain(&self.in_place, a, b)
-        };
         for (i, &(a, sa, la)) in live.iter().enumerate() {
             for &(b, sb, lb) in &live[i + 1..] {
                 let time = la.first_step <= lb.last_step && lb.first_step <= la.last_step;
                 let space = sa.offset < sb.offset + sb.bytes && sb.offset < sa.offset + sa.bytes;
-                if time && space && !pair(a, b) && !chained(a, b) {
+                if time && space && !pair(a, b) {
                     return Err(bad(format!("{a} {sa:?} {la:?} overlaps {b} {sb:?} {lb:?}")));
                 }
             }
@@ -174,23 +170,4 @@ impl MemoryPlan {
         }
         Ok(())
     }
-}
-
-/// True when `a` and `b` are linked by a chain of in-place pairs (so they share one buffer by
-/// design, each overwriting the previous at the moment it dies).
-fn in_place_chain(pairs: &[(ValueId, ValueId)], a: ValueId, b: ValueId) -> bool {
-    let mut group = vec![a];
-    let mut grew = true;
-    while grew {
-        grew = false;
-        for &(x, y) in pairs {
-            for (p, q) in [(x, y), (y, x)] {
-                if group.contains(&p) && !group.contains(&q) {
-                    group.push(q);
-                    grew = true;
-                }
-            }
-        }
-    }
-    group.contains(&b)
 }
