@@ -32,7 +32,11 @@ enum Command {
         /// Also plan the intermediate-memory arena and print its statistics and biggest slots.
         #[arg(long)]
         memory: bool,
-        /// Size of a symbolic dimension for --memory, as NAME=SIZE (repeat for each symbol).
+        /// Also compile the GPU plan and print it, one line per step (or every node without a
+        /// GPU kernel).
+        #[arg(long)]
+        plan: bool,
+        /// Size of a symbolic dimension for --memory / --plan, as NAME=SIZE (repeat for each symbol).
         #[arg(long = "bind", value_name = "NAME=SIZE")]
         binds: Vec<String>,
     },
@@ -59,7 +63,9 @@ fn main() -> ExitCode {
     let args = Args::parse();
     match args.command {
         Command::Doctor { device } => cli::doctor::run(device),
-        Command::Inspect { model, memory, binds } => report(cli::inspect::run(&model, memory, &binds)),
+        Command::Inspect { model, memory, plan, binds } => {
+            report(cli::inspect::run(&model, memory, plan, &binds))
+        }
         Command::Run { model, inputs, device, out, repeat } => {
             report(cli::run::run(cli::run::RunArgs { model, inputs, device, out, repeat }))
         }

@@ -13,8 +13,8 @@ fn shape_text(v: &onnx::ValueSummary) -> String {
 }
 
 /// Prints the summary of the model at `path` (and, with `memory`, its memory plan under the
-/// `NAME=SIZE` bindings); fails (after printing) when ops are unsupported.
-pub fn run(path: &Path, memory: bool, binds: &[String]) -> Result<()> {
+/// `NAME=SIZE` bindings, and with `plan` its GPU plan); fails (after printing) when ops are unsupported.
+pub fn run(path: &Path, memory: bool, plan: bool, binds: &[String]) -> Result<()> {
     let model = onnx::load_path(path).with_context(|| format!("loading {}", path.display()))?;
     let s = onnx::inspect(&model);
     println!("model: {}", path.display());
@@ -50,6 +50,9 @@ pub fn run(path: &Path, memory: bool, binds: &[String]) -> Result<()> {
         println!("unsupported ops: none");
         if memory {
             print_memory(&model, binds)?;
+        }
+        if plan {
+            print_plan(&model, binds)?;
         }
         Ok(())
     } else {
@@ -123,5 +126,16 @@ fn print_memory(model: &onnx::Model, binds: &[String]) -> Result<()> {
             graph.values[*i].name, slot.bytes, slot.offset
         );
     }
+    Ok(())
+}
+
+/// Compiles the GPU plan for the binding and prints it one line per step.
+fn print_plan(model: &onnx::Model, binds: &[String]) -> Result<()> {
+    let graph = onnx::to_graph(model)?;
+    let binding = parse_binding(binds)?;
+    let plan = planner::plan::compile(&graph, &binding, &planner::plan::PlanOptions::default())
+        .context("compiling the GPU plan")?;
+    println!("GPU plan ({} steps, {} weights):", plan.steps.len(), plan.weights.len());
+    println!("{plan}");
     Ok(())
 }

@@ -33,7 +33,7 @@ impl LoadedModule {
         let module = unsafe { result::module::load_data(image.as_ptr().cast()) }
             .map_err(|source| HostError::ModuleLoad { flavour: flavour.name(), source })?;
         let mut loaded = LoadedModule { module, functions: Vec::with_capacity(KernelId::ALL.len()) };
-        for kernel in KernelId::ALL {
+        for &kernel in KernelId::ALL {
             let name = CString::new(kernel.symbol()).expect("symbols have no NUL bytes");
             // SAFETY: `module` was loaded above and is still alive.
             let f = unsafe { result::module::get_function(loaded.module, name) }

@@ -1,0 +1,113 @@
+//! The f32 GEMM / GEMV kernels and their epilogue.
+
+use super::Params;
+
+/// Elementwise function applied in a GEMM epilogue (after `alpha * A B + beta * C`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum Activation {
+    /// Identity.
+    #[default]
+    None = 0,
+    /// `max(x, 0)`.
+    Relu = 1,
+    /// `1 / (1 + e^-x)`.
+    Sigmoid = 2,
+    /// `tanh(x)`.
+    Tanh = 3,
+    /// Gelu, erf form.
+    GeluErf = 4,
+    /// Gelu, tanh approximation.
+    GeluTanh = 5,
+    /// `x * sigmoid(x)`.
+    Silu = 6,
+    /// `x < 0 ? act_alpha * x : x`.
+    LeakyRelu = 7,
+}
+
+impl Activation {
+    /// The activation for a code read from parameters (unknown codes are the identity; the host
+    /// only writes valid ones).
+    pub const fn from_code(code: u32) -> Activation {
+        match code {
+            1 => Activation::Relu,
+            2 => Activation::Sigmoid,
+            3 => Activation::Tanh,
+            4 => Activation::GeluErf,
+            5 => Activation::GeluTanh,
+            6 => Activation::Silu,
+            7 => Activation::LeakyRelu,
+            _ => Activation::None,
+        }
+    }
+}
+
+/// Parameters of the f32 GEMM kernels: for each batch `b < batch`, `i < m`, `j < n`,
+/// `y[b*y_bs + i*n + j] = act(alpha * sum_k A[b,i,k] B[b,k,j] + beta * C[b,i,j])`, where
+/// `A[b,i,k] = a[b*a_bs + i*a_rs + k*a_cs]`, `B[b,k,j] = b[b*b_bs + k*b_rs + j*b_cs]` and
+/// `C[b,i,j] = c[b*c_bs + i*c_rs + j*c_cs]` (only when `has_c != 0`). Strides are in elements; a
+/// zero stride broadcasts (bias rows, shared weights across a batch), a transposed operand swaps
+/// its row and column strides.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GemmParams {
+    /// Rows of the output.
+    pub m: u32,
+    /// Columns of the output.
+    pub n: u32,
+    /// Reduction length.
+    pub k: u32,
+    /// Batch count (grid z / y).
+    pub batch: u32,
+    /// A row stride.
+    pub a_rs: u64,
+    /// A column (k) stride.
+    pub a_cs: u64,
+    /// A batch stride.
+    pub a_bs: u64,
+    /// B row (k) stride.
+    pub b_rs: u64,
+    /// B column stride.
+    pub b_cs: u64,
+    /// B batch stride.
+    pub b_bs: u64,
+    /// C row stride.
+    pub c_rs: u64,
+    /// C column stride.
+    pub c_cs: u64,
+    /// C batch stride.
+    pub c_bs: u64,
+    /// Y batch stride (rows are contiguous, `n` apart).
+    pub y_bs: u64,
+    /// Scale of `A B`.
+    pub alpha: f32,
+    /// Scale of `C`.
+    pub beta: f32,
+    /// [`Activation`] code.
+    pub act: u32,
+    /// LeakyRelu slope.
+    pub act_alpha: f32,
+    /// Nonzero when `c` is read.
+    pub has_c: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+/// Largest `m` the GEMV kernel handles (one accumulator register per row).
+pub const GEMV_MAX_M: u32 = 8;
+
+/// Output tile edge of `gemm_f32` (a block computes `GEMM_TILE x GEMM_TILE` outputs with
+/// `GEMM_THREADS x GEMM_THREADS` threads).
+pub const GEMM_TILE: u32 = 64;
+/// Threads per edge of a `gemm_f32` block.
+pub const GEMM_THREADS: u32 = 16;
+/// Warps per `gemv_f32` block (they split the reduction, or own one column each).
+pub const GEMV_WARPS: u32 = 16;
+/// Columns a `gemv_f32` block owns when B's columns are contiguous (a divisor of 32).
+pub const GEMV_COLS: u32 = 8;
+/// Dynamic shared memory of `gemm_f32` (its A and B tiles) and of `gemv_f32` (partial sums).
+pub const GEMM_SHARED_BYTES: u32 = 16384;
+
+// SAFETY: #[repr(C)], four u32, ten u64, then six 4-byte fields (the last an explicit `_pad`).
+unsafe impl Params for GemmParams {}

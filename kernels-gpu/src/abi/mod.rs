@@ -1,0 +1,170 @@
+//! The ABI shared by host and device: the launch-parameter structs and [`KernelId`], the single list
+//! of PTX entry points.
+//!
+//! Every struct here is `#[repr(C)]`, `Copy`, has no padding the compiler could fill differently on
+//! the two targets (explicit `_pad` fields), and travels to the kernel by value as its first
+//! parameter. The host passes the struct's bytes to `cuLaunchKernel`, so the layouts must agree
+//! exactly; a host test pins each size.
+
+/// A launch-parameter struct: `#[repr(C)]` plain data with explicit padding fields, so that all of
+/// its bytes are initialised and the host can pass them to `cuLaunchKernel` as they are.
+///
+/// # Safety
+/// Implement only for `#[repr(C)]` structs of integers and floats whose padding is spelled out as
+/// fields (no implicit padding bytes).
+pub unsafe trait Params: Copy {
+    /// The struct's bytes, as the kernel receives them.
+    fn as_bytes(&self) -> &[u8] {
+        // SAFETY: the trait's contract: every byte of `Self` is initialised plain data; the slice
+        // borrows `self`.
+        unsafe {
+            core::slice::from_raw_parts((self as *const Self).cast::<u8>(), core::mem::size_of::<Self>())
+        }
+    }
+}
+
+/// Largest tensor rank the strided elementwise kernels index. Higher ranks are collapsed by the host
+/// (adjacent dimensions that are contiguous in every operand merge into one) before launch.
+pub const MAX_RANK: usize = 8;
+
+mod elementwise;
+mod gemm;
+mod movement;
+mod probe;
+mod rows;
+
+pub use elementwise::*;
+pub use gemm::*;
+pub use movement::*;
+pub use probe::*;
+pub use rows::*;
+
+/// Declares [`KernelId`]: one line per kernel, its variant and its PTX `.entry` name.
+macro_rules! kernel_ids {
+    ($($(#[$doc:meta])* $id:ident => $symbol:literal,)*) => {
+        /// Every kernel entry point in the PTX. [`KernelId::symbol`] is the only place a kernel's name
+        /// is spelled; the host resolves all of them when it loads the module, so a missing one fails
+        /// at start.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[repr(u32)]
+        pub enum KernelId {
+            $($(#[$doc])* $id,)*
+        }
+
+        impl KernelId {
+            /// Every kernel, in declaration order.
+            pub const ALL: &'static [KernelId] = &[$(Self::$id,)*];
+
+            /// The PTX `.entry` name of this kernel.
+            pub const fn symbol(self) -> &'static str {
+                match self {
+                    $(Self::$id => $symbol,)*
+                }
+            }
+        }
+    };
+}
+
+// One section per kernel family (`kernels-gpu/src/<family>.rs`), each kernel's doc names its function.
+kernel_ids! {
+    // elementwise
+    /// `elementwise::add_f32`
+    AddF32 => "add_f32",
+    /// `elementwise::sub_f32`
+    SubF32 => "sub_f32",
+    /// `elementwise::mul_f32`
+    MulF32 => "mul_f32",
+    /// `elementwise::div_f32`
+    DivF32 => "div_f32",
+    /// `elementwise::pow_f32`
+    PowF32 => "pow_f32",
+    /// `elementwise::max_f32`
+    MaxF32 => "max_f32",
+    /// `elementwise::min_f32`
+    MinF32 => "min_f32",
+    /// `elementwise::relu_f32`
+    ReluF32 => "relu_f32",
+    /// `elementwise::leaky_relu_f32`
+    LeakyReluF32 => "leaky_relu_f32",
+    /// `elementwise::sigmoid_f32`
+    SigmoidF32 => "sigmoid_f32",
+    /// `elementwise::tanh_f32`
+    TanhF32 => "tanh_f32",
+    /// `elementwise::exp_f32`
+    ExpF32 => "exp_f32",
+    /// `elementwise::log_f32`
+    LogF32 => "log_f32",
+    /// `elementwise::sqrt_f32`
+    SqrtF32 => "sqrt_f32",
+    /// `elementwise::abs_f32`
+    AbsF32 => "abs_f32",
+    /// `elementwise::neg_f32`
+    NegF32 => "neg_f32",
+    /// `elementwise::erf_f32`
+    ErfF32 => "erf_f32",
+    /// `elementwise::gelu_erf_f32`
+    GeluErfF32 => "gelu_erf_f32",
+    /// `elementwise::gelu_tanh_f32`
+    GeluTanhF32 => "gelu_tanh_f32",
+    /// `elementwise::silu_f32`
+    SiluF32 => "silu_f32",
+    /// `elementwise::softplus_f32`
+    SoftplusF32 => "softplus_f32",
+    // gemm
+    /// `gemm::gemm_f32`: tiled f32 GEMM with epilogue
+    GemmF32 => "gemm_f32",
+    /// `gemm::gemv_f32`: f32 GEMM for `m <= GEMV_MAX_M` (latency-lean small batches)
+    GemvF32 => "gemv_f32",
+    // rows
+    /// `rows::softmax_f32`: softmax along one axis
+    SoftmaxF32 => "softmax_f32",
+    /// `rows::log_softmax_f32`: log-softmax along one axis
+    LogSoftmaxF32 => "log_softmax_f32",
+    /// `rows::layer_norm_f32`: LayerNormalization (Y only)
+    LayerNormF32 => "layer_norm_f32",
+    /// `rows::rms_norm_f32`: RMSNormalization
+    RmsNormF32 => "rms_norm_f32",
+    // movement
+    /// `movement::transpose_f32`: ONNX Transpose (any permutation up to rank 8)
+    TransposeF32 => "transpose_f32",
+    /// `movement::gather_f32`: ONNX Gather along one axis with i64 indices
+    GatherF32 => "gather_f32",
+    // probe
+    /// `probe::probe_warp`: indices, barriers, shuffles, votes, atomics, dynamic shared memory
+    ProbeWarp => "probe_warp",
+    /// `probe::probe_mma`: `cp.async`, `ldmatrix` and `mma.sync` (bf16) on one 16x8x16 tile
+    ProbeMma => "probe_mma",
+    /// `probe::probe_hopper`: the sm_90a `wgmma` fences and async-proxy fence (reports whether the
+    /// flavour it runs in has them)
+    ProbeHopper => "probe_hopper",
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_lists_every_kernel_once_in_order() {
+        for (i, k) in KernelId::ALL.iter().enumerate() {
+            assert_eq!(*k as usize, i, "{k:?} out of order in KernelId::ALL");
+        }
+        for (i, a) in KernelId::ALL.iter().enumerate() {
+            for b in &KernelId::ALL[i + 1..] {
+                assert_ne!(a.symbol(), b.symbol());
+            }
+        }
+    }
+
+    #[test]
+    fn param_layouts_are_pinned() {
+        assert_eq!(core::mem::size_of::<BinaryParams>(), 16 + 3 * 8 * MAX_RANK);
+        assert_eq!(core::mem::align_of::<BinaryParams>(), 8);
+        assert_eq!(core::mem::size_of::<UnaryParams>(), 16);
+        assert_eq!(core::mem::size_of::<ProbeParams>(), 8);
+        assert_eq!(core::mem::size_of::<GemmParams>(), 16 + 10 * 8 + 24);
+        assert_eq!(core::mem::size_of::<RowParams>(), 5 * 8 + 2 * 4);
+        assert_eq!(core::mem::size_of::<TransposeParams>(), 16 + 2 * 8 * MAX_RANK);
+        assert_eq!(core::mem::size_of::<GatherParams>(), 4 * 8);
+    }
+}
