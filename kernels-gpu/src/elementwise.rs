@@ -93,7 +93,7 @@ unsafe fn binary_contiguous(
 /// Element offsets of output index `i` into `a` and `b`. `I` is u32 when every index fits, which
 /// makes the per-dimension division several times cheaper than u64.
 #[inline(always)]
-fn broadcast_offsets<I>(p: &BinaryParams, i: I) -> (I, I)
+pub(crate) fn broadcast_offsets<I>(p: &BinaryParams, i: I) -> (I, I)
 where
     I: Copy + TryFrom<u64> + core::ops::Rem<Output = I> + core::ops::Div<Output = I>,
     I: core::ops::Mul<Output = I> + core::ops::Add<Output = I> + Default,

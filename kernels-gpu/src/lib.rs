@@ -11,6 +11,7 @@
 //! element counts in their parameter structs.
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, asm_experimental_arch))]
+#![cfg_attr(test, feature(f16))]
 
 pub mod abi;
 pub mod math;
@@ -22,6 +23,8 @@ pub mod intrinsics;
 mod elementwise;
 #[cfg(target_arch = "nvptx64")]
 mod gemm;
+#[cfg(target_arch = "nvptx64")]
+mod logic;
 #[cfg(target_arch = "nvptx64")]
 mod movement;
 #[cfg(target_arch = "nvptx64")]

@@ -227,6 +227,68 @@ pub fn activate(act: crate::abi::Activation, x: f32, alpha: f32) -> f32 {
     }
 }
 
+/// The f32 value of IEEE binary16 bits `h` (exact).
+#[inline(always)]
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h as u32) & 0x8000) << 16;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let mant = (h & 0x3ff) as u32;
+    let bits = match exp {
+        // Zero and subnormals: mant * 2^-24, exact in f32.
+        0 => {
+            let magnitude = mant as f32 * 5.960_464_5e-8;
+            return if sign != 0 { -magnitude } else { magnitude };
+        }
+        0x1f => sign | 0x7f80_0000 | (mant << 13),
+        _ => sign | ((exp + 127 - 15) << 23) | (mant << 13),
+    };
+    f32::from_bits(bits)
+}
+
+/// `x` rounded to the nearest IEEE binary16 (ties to even; overflow to infinity, NaN stays NaN).
+#[inline(always)]
+pub fn f32_to_f16(x: f32) -> u16 {
+    let u = x.to_bits();
+    let sign = ((u >> 16) & 0x8000) as u16;
+    let a = u & 0x7fff_ffff;
+    if a > 0x7f80_0000 {
+        return sign | 0x7e00 | ((a >> 13) & 0x3ff) as u16;
+    }
+    let e = (a >> 23) as i32 - 127 + 15;
+    if e >= 31 {
+        return sign | 0x7c00;
+    }
+    let (r, rem, half) = if e <= 0 {
+        if e < -10 {
+            return sign;
+        }
+        let m = (a & 0x7f_ffff) | 0x80_0000;
+        let shift = (14 - e) as u32;
+        (m >> shift, m & ((1 << shift) - 1), 1u32 << (shift - 1))
+    } else {
+        (((e as u32) << 10) | ((a & 0x7f_ffff) >> 13), a & 0x1fff, 0x1000)
+    };
+    // A carry out of the mantissa bumps the exponent, up to infinity: the right result.
+    let up = rem > half || (rem == half && r & 1 == 1);
+    sign | (r + up as u32) as u16
+}
+
+/// The f32 value of bfloat16 bits `b` (exact).
+#[inline(always)]
+pub fn bf16_to_f32(b: u16) -> f32 {
+    f32::from_bits((b as u32) << 16)
+}
+
+/// `x` rounded to the nearest bfloat16 (ties to even; NaN stays NaN).
+#[inline(always)]
+pub fn f32_to_bf16(x: f32) -> u16 {
+    let u = x.to_bits();
+    if x.is_nan() {
+        return ((u >> 16) | 0x40) as u16;
+    }
+    (u.wrapping_add(0x7fff + ((u >> 16) & 1)) >> 16) as u16
+}
+
 #[cfg(test)]
 mod tests {
     //! Each function against an f64 evaluation over a sweep of the f32 range.
@@ -324,5 +386,43 @@ mod tests {
         assert!(relu(f32::NAN).is_nan());
         assert_eq!(relu(-3.0), 0.0);
         assert_eq!(leaky_relu(-2.0, 0.1), -0.2);
+    }
+
+    #[test]
+    fn half_conversions_match_the_hosts() {
+        // Every f16 bit pattern to f32 and back; f32 samples (all exponents, halfway points) to
+        // f16 and bf16, against Rust's own (round-to-nearest-even) conversions.
+        for h in 0..=u16::MAX {
+            let want = f16::from_bits(h) as f32;
+            let got = f16_to_f32(h);
+            assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{h:#06x}");
+            if !want.is_nan() {
+                assert_eq!(f32_to_f16(want), h, "{h:#06x} round trip");
+            }
+            let b = bf16_to_f32(h);
+            if !b.is_nan() {
+                assert_eq!(f32_to_bf16(b), h, "bf16 {h:#06x} round trip");
+            }
+        }
+        let mut u = 1u32;
+        while u < 0x7f80_0000 {
+            for bits in [u, u + 0x1000, u + 0x0fff, u + 0x1001, u | 0x8000_0000] {
+                let x = f32::from_bits(bits);
+                assert_eq!(f32_to_f16(x), (x as f16).to_bits(), "{x:e}");
+                let want_bf = {
+                    // Round to nearest even on the top 16 bits.
+                    let r = bits & 0xffff;
+                    let t = bits >> 16;
+                    let up = r > 0x8000 || (r == 0x8000 && t & 1 == 1);
+                    (t + up as u32) as u16
+                };
+                assert_eq!(f32_to_bf16(x), want_bf, "{x:e}");
+            }
+            u = u.wrapping_mul(3) / 2 + 7;
+        }
+        assert!(f16_to_f32(f32_to_f16(f32::NAN)).is_nan());
+        assert_eq!(f32_to_f16(1e6), 0x7c00);
+        assert_eq!(f32_to_f16(-65520.0), 0xfc00);
+        assert_eq!(f32_to_f16(65519.0), 0x7bff);
     }
 }

@@ -1,12 +1,15 @@
-//! f32 data-movement kernels: Transpose (any permutation up to rank [`MAX_RANK`]) and Gather (one
-//! axis, i64 indices). Both map one thread to one output element at a time over a grid-stride loop,
+//! Data-movement kernels: Transpose (f32, any permutation up to rank [`MAX_RANK`]), Gather (one
+//! axis, i64 indices; 1-, 4- and 8-byte elements), strided copies (Slice, Split, Concat, Expand,
+//! Tile), Pad and GatherND. Both map one thread to one output element at a time over a grid-stride loop,
 //! so writes are coalesced; they copy bits and never round.
 //!
 //! Index arithmetic runs in u32 when every index and offset fits (the per-dimension divisions are
 //! several times cheaper than in u64), else in u64. Loops over the dims have constant trip counts
 //! with an early exit, so the parameter arrays stay indexed by constants (no local-memory copy).
 
-use crate::abi::{GatherParams, MAX_RANK, TransposeParams};
+use crate::abi::{
+    GatherNdParams, GatherParams, MAX_RANK, PadParams, StridedCopyParams, TransposeParams, pad_mode,
+};
 use crate::intrinsics::{global_thread_x, grid_threads_x};
 
 /// The integer arithmetic the index math needs, for u32 and u64.
@@ -108,7 +111,7 @@ pub unsafe extern "ptx-kernel" fn transpose_f32(p: TransposeParams, x: *const f3
 /// # Safety
 /// The [`gather_f32`] contract.
 #[inline(always)]
-unsafe fn gather<I: Index>(p: &GatherParams, x: *const f32, idx: *const i64, y: *mut f32) {
+unsafe fn gather<I: Index, T: Copy>(p: &GatherParams, x: *const T, idx: *const i64, y: *mut T, oob: T) {
     let elems = p.outer * p.n_idx * p.inner;
     let (inner, n_idx, axis_len) = (I::cast(p.inner), I::cast(p.n_idx), I::cast(p.axis_len));
     let (mut i, stride) = (global_thread_x(), grid_threads_x());
@@ -126,7 +129,7 @@ unsafe fn gather<I: Index>(p: &GatherParams, x: *const f32, idx: *const i64, y: 
             // elements of `x`.
             unsafe { *x.add(off as usize) }
         } else {
-            f32::NAN
+            oob
         };
         // SAFETY: i < elems.
         unsafe { *y.add(i as usize) = v };
@@ -155,14 +158,289 @@ unsafe fn gather<I: Index>(p: &GatherParams, x: *const f32, idx: *const i64, y: 
 /// threads read neighbouring data elements along `inner` (and the same index).
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn gather_f32(p: GatherParams, x: *const f32, idx: *const i64, y: *mut f32) {
+    // SAFETY: forwarded from the contract.
+    unsafe { gather_any(&p, x, idx, y, f32::NAN) }
+}
+
+/// # Safety
+/// The [`gather_f32`] contract for elements of type `T`.
+#[inline(always)]
+unsafe fn gather_any<T: Copy>(p: &GatherParams, x: *const T, idx: *const i64, y: *mut T, oob: T) {
     let elems = p.outer.saturating_mul(p.n_idx).saturating_mul(p.inner);
     let data = p.outer.saturating_mul(p.axis_len).saturating_mul(p.inner);
     // SAFETY: forwarded from the contract.
     unsafe {
         if elems <= u32::MAX as u64 && data <= u32::MAX as u64 && p.n_idx <= u32::MAX as u64 {
-            gather::<u32>(&p, x, idx, y)
+            gather::<u32, T>(p, x, idx, y, oob)
         } else {
-            gather::<u64>(&p, x, idx, y)
+            gather::<u64, T>(p, x, idx, y, oob)
         }
     }
 }
+
+/// [`gather_f32`] for 8-byte elements (i64, f64); an out-of-range index gives 0.
+///
+/// # Safety
+/// The [`gather_f32`] contract with 8-byte elements.
+///
+/// # Parameters
+/// As [`gather_f32`].
+///
+/// # Thread mapping
+/// As [`gather_f32`].
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn gather_b8(p: GatherParams, x: *const u64, idx: *const i64, y: *mut u64) {
+    // SAFETY: forwarded from the contract.
+    unsafe { gather_any(&p, x, idx, y, 0) }
+}
+
+/// [`gather_f32`] for 1-byte elements (bool, i8, u8); an out-of-range index gives 0.
+///
+/// # Safety
+/// The [`gather_f32`] contract with 1-byte elements.
+///
+/// # Parameters
+/// As [`gather_f32`].
+///
+/// # Thread mapping
+/// As [`gather_f32`].
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn gather_b1(p: GatherParams, x: *const u8, idx: *const i64, y: *mut u8) {
+    // SAFETY: forwarded from the contract.
+    unsafe { gather_any(&p, x, idx, y, 0) }
+}
+
+/// Offsets into `x` and `y` of copy index `i` ([`StridedCopyParams`]); `I` is the unravelling
+/// arithmetic (u32 when `elems` fits).
+#[inline(always)]
+fn copy_offsets<I: Index>(p: &StridedCopyParams, i: I) -> (i64, i64) {
+    let first = MAX_RANK - p.rank as usize;
+    let (mut rem, mut xo, mut yo) = (i, p.x_offset, p.y_offset);
+    let mut d = MAX_RANK;
+    while d > 0 {
+        d -= 1;
+        if d < first {
+            break;
+        }
+        let dim = I::cast(p.shape[d]);
+        let k: u64 = (rem % dim).into();
+        rem = rem / dim;
+        xo += k as i64 * p.x_strides[d];
+        yo += k as i64 * p.y_strides[d];
+    }
+    (xo, yo)
+}
+
+/// # Safety
+/// The `strided_copy_b*` contract for elements of type `T`.
+#[inline(always)]
+unsafe fn strided_copy<I: Index, T: Copy>(p: &StridedCopyParams, x: *const T, y: *mut T) {
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < p.elems {
+        let (xo, yo) = copy_offsets(p, I::cast(i));
+        // SAFETY: every offset the shape and strides produce is inside its buffer (the contract).
+        unsafe { *y.offset(yo as isize) = *x.offset(xo as isize) };
+        i += stride;
+    }
+}
+
+macro_rules! strided_copy_kernel {
+    ($name:ident, $t:ty, $bytes:literal) => {
+        #[doc = concat!("Strided copy of ", $bytes, "-byte elements ([`StridedCopyParams`]): Slice, Split,")]
+        /// Concat, Expand and Tile.
+        ///
+        /// # Safety
+        /// Every offset `offset + sum_d idx[d] * strides[d]` over the used shape is inside `x`
+        /// (source) and `y` (destination); distinct indices write distinct `y` elements; `x` and
+        /// `y` do not overlap. The host derives the offsets and strides from the operands' shapes.
+        ///
+        /// # Parameters
+        /// `p`: shape, offsets, strides; `x`: the source; `y`: the destination.
+        ///
+        /// # Thread mapping
+        /// 1-D grid of 1-D blocks, any size: a grid-stride loop over the copied elements; the
+        /// innermost dim is the fastest, so contiguous runs are read and written coalesced.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(p: StridedCopyParams, x: *const $t, y: *mut $t) {
+            if p.rank as usize > MAX_RANK {
+                return;
+            }
+            // SAFETY: forwarded from the contract.
+            unsafe {
+                if p.elems <= u32::MAX as u64 {
+                    strided_copy::<u32, $t>(&p, x, y)
+                } else {
+                    strided_copy::<u64, $t>(&p, x, y)
+                }
+            }
+        }
+    };
+}
+
+strided_copy_kernel!(strided_copy_b1, u8, "1");
+strided_copy_kernel!(strided_copy_b2, u16, "2");
+strided_copy_kernel!(strided_copy_b4, u32, "4");
+strided_copy_kernel!(strided_copy_b8, u64, "8");
+
+/// `a[d]` through a match on `d`: every array access has a constant index, so a parameter array is
+/// never copied to local memory even where the loop over `d` is not unrolled.
+#[inline(always)]
+fn at<T: Copy>(a: &[T; MAX_RANK], d: usize) -> T {
+    match d {
+        0 => a[0],
+        1 => a[1],
+        2 => a[2],
+        3 => a[3],
+        4 => a[4],
+        5 => a[5],
+        6 => a[6],
+        _ => a[7],
+    }
+}
+
+/// Input coordinate that output coordinate `c` (already shifted by `-begin`) reads along a dim
+/// of `n` elements, or `None` for the constant.
+#[inline(always)]
+fn pad_source(mode: u32, c: i64, n: i64) -> Option<i64> {
+    if (0..n).contains(&c) {
+        return Some(c);
+    }
+    match mode {
+        pad_mode::EDGE => Some(c.clamp(0, n - 1)),
+        pad_mode::WRAP => Some(c.rem_euclid(n)),
+        pad_mode::REFLECT => {
+            if n == 1 {
+                return Some(0);
+            }
+            let period = 2 * (n - 1);
+            let r = c.rem_euclid(period);
+            Some(if r < n { r } else { period - r })
+        }
+        _ => None,
+    }
+}
+
+/// # Safety
+/// The `pad_b*` contract for elements of type `T`.
+#[inline(always)]
+unsafe fn pad<T: Copy>(p: &PadParams, x: *const T, y: *mut T, value: T) {
+    let first = MAX_RANK - p.rank as usize;
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < p.elems {
+        let (mut rem, mut off, mut in_stride, mut inside) = (i, 0i64, 1i64, true);
+        let mut d = MAX_RANK;
+        while d > 0 {
+            d -= 1;
+            if d < first {
+                break;
+            }
+            let dim = at(&p.out_shape, d);
+            let c = (rem % dim) as i64 - at(&p.begin, d);
+            rem /= dim;
+            let n = at(&p.in_shape, d) as i64;
+            match pad_source(p.mode, c, n) {
+                Some(s) => off += s * in_stride,
+                None => inside = false,
+            }
+            in_stride *= n;
+        }
+        // SAFETY: i < elems; `off` is a coordinate inside `in_shape` on every dim when `inside`.
+        unsafe { *y.add(i as usize) = if inside { *x.add(off as usize) } else { value } };
+        i += stride;
+    }
+}
+
+macro_rules! pad_kernel {
+    ($name:ident, $t:ty, $bytes:literal) => {
+        #[doc = concat!("ONNX Pad of ", $bytes, "-byte elements ([`PadParams`]).")]
+        ///
+        /// # Safety
+        /// `x` holds the contiguous input of `in_shape` (every used extent at least 1 when the
+        /// mode is not constant), `y` the `p.elems` output elements, not overlapping `x`.
+        ///
+        /// # Parameters
+        /// `p`: shapes, pads, mode and constant; `x`: the input; `y`: the output.
+        ///
+        /// # Thread mapping
+        /// 1-D grid of 1-D blocks, any size: a grid-stride loop over the output elements.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(p: PadParams, x: *const $t, y: *mut $t) {
+            if p.rank as usize > MAX_RANK {
+                return;
+            }
+            // SAFETY: forwarded from the contract.
+            unsafe { pad(&p, x, y, p.value_bits as $t) }
+        }
+    };
+}
+
+pad_kernel!(pad_b4, u32, "4");
+pad_kernel!(pad_b8, u64, "8");
+
+/// # Safety
+/// The `gather_nd_b*` contract for elements of type `T`.
+#[inline(always)]
+unsafe fn gather_nd<T: Copy + Default>(p: &GatherNdParams, x: *const T, idx: *const i64, y: *mut T) {
+    let elems = p.batch * p.n * p.slice;
+    let k = p.k as usize;
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < elems {
+        let s = i % p.slice;
+        let bj = i / p.slice;
+        let b = bj / p.n;
+        let mut off = b * p.batch_stride + s;
+        let mut ok = true;
+        for t in 0..MAX_RANK {
+            if t >= k {
+                break;
+            }
+            // SAFETY: bj < batch * n and t < k: inside the `batch * n * k` indices.
+            let raw = unsafe { *idx.add(bj as usize * k + t) };
+            let n = at(&p.dims, t) as i64;
+            let a = if raw < 0 { raw.wrapping_add(n) } else { raw };
+            if a < 0 || a >= n {
+                ok = false;
+            } else {
+                off += a as u64 * at(&p.strides, t);
+            }
+        }
+        // SAFETY: i < elems; with every index in range, `off` is inside batch entry `b` of `x`.
+        unsafe { *y.add(i as usize) = if ok { *x.add(off as usize) } else { T::default() } };
+        i += stride;
+    }
+}
+
+macro_rules! gather_nd_kernel {
+    ($name:ident, $t:ty, $bytes:literal) => {
+        #[doc = concat!("ONNX GatherND of ", $bytes, "-byte elements ([`GatherNdParams`]).")]
+        ///
+        /// # Safety
+        /// `x` holds `batch * batch_stride` elements laid out so that every in-range index tuple
+        /// plus `slice` stays inside its batch entry; `idx` holds `batch * n * k` i64; `y` holds
+        /// `batch * n * slice` elements and overlaps neither.
+        ///
+        /// # Parameters
+        /// `p`: the view; `x`: data; `idx`: index tuples; `y`: the output.
+        ///
+        /// # Thread mapping
+        /// 1-D grid of 1-D blocks, any size: a grid-stride loop over the output elements
+        /// (neighbouring threads copy neighbouring elements of one slice).
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            p: GatherNdParams,
+            x: *const $t,
+            idx: *const i64,
+            y: *mut $t,
+        ) {
+            if p.k == 0 || p.k as usize > MAX_RANK || p.slice == 0 || p.n == 0 {
+                return;
+            }
+            // SAFETY: forwarded from the contract.
+            unsafe { gather_nd(&p, x, idx, y) }
+        }
+    };
+}
+
+gather_nd_kernel!(gather_nd_b1, u8, "1");
+gather_nd_kernel!(gather_nd_b4, u32, "4");
+gather_nd_kernel!(gather_nd_b8, u64, "8");

@@ -4,10 +4,12 @@
 mod arena;
 mod context;
 mod elementwise;
+mod models;
 mod movement;
 mod probes;
 mod rows;
 mod session;
+mod shape_ops;
 
 use std::sync::OnceLock;
 

@@ -29,12 +29,14 @@ pub const MAX_RANK: usize = 8;
 
 mod elementwise;
 mod gemm;
+mod logic;
 mod movement;
 mod probe;
 mod rows;
 
 pub use elementwise::*;
 pub use gemm::*;
+pub use logic::*;
 pub use movement::*;
 pub use probe::*;
 pub use rows::*;
@@ -130,6 +132,39 @@ kernel_ids! {
     TransposeF32 => "transpose_f32",
     /// `movement::gather_f32`: ONNX Gather along one axis with i64 indices
     GatherF32 => "gather_f32",
+    /// `movement::gather_b8`: ONNX Gather of 8-byte elements (i64, f64)
+    GatherB8 => "gather_b8",
+    /// `movement::gather_b1`: ONNX Gather of 1-byte elements (bool, i8, u8)
+    GatherB1 => "gather_b1",
+    /// `movement::strided_copy_b1`: strided copy of 1-byte elements (Slice, Split, Concat, Expand, Tile)
+    StridedCopyB1 => "strided_copy_b1",
+    /// `movement::strided_copy_b2`: strided copy of 2-byte elements
+    StridedCopyB2 => "strided_copy_b2",
+    /// `movement::strided_copy_b4`: strided copy of 4-byte elements
+    StridedCopyB4 => "strided_copy_b4",
+    /// `movement::strided_copy_b8`: strided copy of 8-byte elements
+    StridedCopyB8 => "strided_copy_b8",
+    /// `movement::pad_b4`: ONNX Pad of 4-byte elements
+    PadB4 => "pad_b4",
+    /// `movement::pad_b8`: ONNX Pad of 8-byte elements
+    PadB8 => "pad_b8",
+    /// `movement::gather_nd_b1`: ONNX GatherND of 1-byte elements
+    GatherNdB1 => "gather_nd_b1",
+    /// `movement::gather_nd_b4`: ONNX GatherND of 4-byte elements
+    GatherNdB4 => "gather_nd_b4",
+    /// `movement::gather_nd_b8`: ONNX GatherND of 8-byte elements
+    GatherNdB8 => "gather_nd_b8",
+    // logic
+    /// `logic::cast`: ONNX Cast between f32, f64, i64, i32, i8, u8, bool, f16, bf16
+    Cast => "cast",
+    /// `logic::compare`: comparisons and boolean logic with broadcasting, bool output
+    Compare => "compare",
+    /// `logic::where_b1`: ONNX Where of 1-byte elements
+    WhereB1 => "where_b1",
+    /// `logic::where_b4`: ONNX Where of 4-byte elements
+    WhereB4 => "where_b4",
+    /// `logic::where_b8`: ONNX Where of 8-byte elements
+    WhereB8 => "where_b8",
     // probe
     /// `probe::probe_warp`: indices, barriers, shuffles, votes, atomics, dynamic shared memory
     ProbeWarp => "probe_warp",
@@ -166,5 +201,11 @@ mod tests {
         assert_eq!(core::mem::size_of::<RowParams>(), 5 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<TransposeParams>(), 16 + 2 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<GatherParams>(), 4 * 8);
+        assert_eq!(core::mem::size_of::<StridedCopyParams>(), 32 + 3 * 8 * MAX_RANK);
+        assert_eq!(core::mem::size_of::<PadParams>(), 24 + 3 * 8 * MAX_RANK);
+        assert_eq!(core::mem::size_of::<GatherNdParams>(), 40 + 2 * 8 * MAX_RANK);
+        assert_eq!(core::mem::size_of::<CastParams>(), 16);
+        assert_eq!(core::mem::size_of::<CompareParams>(), core::mem::size_of::<BinaryParams>() + 8);
+        assert_eq!(core::mem::size_of::<WhereParams>(), 16 + 4 * 8 * MAX_RANK);
     }
 }

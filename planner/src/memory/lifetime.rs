@@ -48,6 +48,8 @@ pub struct LifetimeAnalysis {
     pub bytes: Vec<Option<u64>>,
     /// In-place pairs `(source, result)`.
     pub in_place: Vec<(ValueId, ValueId)>,
+    /// View pairs `(source, view)`: a reshape-like result that shares its source's bytes.
+    pub views: Vec<(ValueId, ValueId)>,
     /// Node-produced values of data-dependent size.
     pub dynamic: Vec<ValueId>,
     /// Buffers to place.
@@ -91,9 +93,21 @@ fn writes_in_place(op: &Op) -> bool {
     )
 }
 
+/// Ops whose output is its input's bytes under another shape (no data movement).
+pub fn is_view(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Reshape(_) | Op::Flatten(_) | Op::Squeeze(_) | Op::Unsqueeze(_) | Op::Identity | Op::Dropout(_)
+    )
+}
+
 /// Lifetimes, sizes and in-place groups of every node-produced value of `g`, whose input shapes must
 /// already be bound (see `bind_inputs`). Graph outputs are excluded: the caller owns them.
-pub fn analyse_lifetimes(g: &Graph, in_place: bool) -> Result<LifetimeAnalysis, PlanError> {
+pub fn analyse_lifetimes(
+    g: &Graph,
+    in_place: bool,
+    extra_views: &[ValueId],
+) -> Result<LifetimeAnalysis, PlanError> {
     let infos = shape_infer::infer(g)?;
     let order = validate::topo_order(g)?;
     let defs = g.definitions();
@@ -143,6 +157,35 @@ pub fn analyse_lifetimes(g: &Graph, in_place: bool) -> Result<LifetimeAnalysis, 
         }
         v
     }
+    // Views first: a reshape-like result between arena values shares its source's buffer (only
+    // the op's sole output; Dropout's mask must be absent).
+    let mut views = Vec::new();
+    for id in &order {
+        let node = &g.nodes[id.index()];
+        let (Some(x), Some(y)) = (node.inputs.first().copied().flatten(), node.output(0)) else { continue };
+        if !(is_view(&node.op) || extra_views.contains(&y))
+            || node.outputs.iter().skip(1).any(Option::is_some)
+        {
+            continue;
+        }
+        if lifetimes[x.index()].is_some()
+            && bytes[y.index()].is_some()
+            && bytes[x.index()] == bytes[y.index()]
+        {
+            let r = root(&mut parent, x.index());
+            parent[y.index()] = r;
+            views.push((x, y));
+        }
+    }
+    // View classes (before in-place results join the groups), and the last step that reads any
+    // member of each.
+    let vclass: Vec<usize> = (0..n).map(|v| root(&mut parent, v)).collect();
+    let mut class_last = vec![0usize; n];
+    for v in 0..n {
+        if let Some(l) = lifetimes[v] {
+            class_last[vclass[v]] = class_last[vclass[v]].max(l.last_step);
+        }
+    }
     let mut pairs = Vec::new();
     if in_place {
         for (s, id) in order.iter().enumerate() {
@@ -151,8 +194,14 @@ pub fn analyse_lifetimes(g: &Graph, in_place: bool) -> Result<LifetimeAnalysis, 
             if !writes_in_place(&node.op) || bytes[y.index()].is_none() {
                 continue;
             }
+            let used = node.uses();
             let source = node.inputs.iter().flatten().copied().find(|x| {
+                let r = vclass[x.index()];
+                // The whole view class dies here, and this node reads no other member of it.
+                let sole = used.iter().all(|u| u == x || vclass[u.index()] != r);
                 lifetimes[x.index()].is_some_and(|l| l.last_step == s)
+                    && class_last[r] == s
+                    && sole
                     && bytes[x.index()] == bytes[y.index()]
                     && infos[x.index()].dtype == infos[y.index()].dtype
             });
@@ -178,5 +227,5 @@ pub fn analyse_lifetimes(g: &Graph, in_place: bool) -> Result<LifetimeAnalysis, 
         grp.life.first_step = grp.life.first_step.min(life.first_step);
         grp.life.last_step = grp.life.last_step.max(life.last_step);
     }
-    Ok(LifetimeAnalysis { order, lifetimes, bytes, in_place: pairs, dynamic, groups })
+    Ok(LifetimeAnalysis { order, lifetimes, bytes, in_place: pairs, views, dynamic, groups })
 }

@@ -60,6 +60,9 @@ pub struct MemoryPlan {
     /// In-place pairs `(source, result)`: `result` overwrites `source`'s buffer at the step that
     /// consumes `source` for the last time.
     pub in_place: Vec<(ValueId, ValueId)>,
+    /// View pairs `(source, view)`: a reshape-like result that shares its source's slot, so the
+    /// reshape moves no data.
+    pub views: Vec<(ValueId, ValueId)>,
     /// Node-produced values whose size is only known at run time (they go to the dynamic region).
     pub dynamic: Vec<ValueId>,
     /// Statistics.
@@ -83,13 +86,25 @@ impl Default for MemoryOptions {
 
 /// Plans the arena of `graph` with its symbolic input dims bound by `binding`.
 pub fn plan(graph: &Graph, binding: &Binding, options: &MemoryOptions) -> Result<MemoryPlan, PlanError> {
+    plan_with_views(graph, binding, options, &[])
+}
+
+/// [`plan`], with the values in `extra_views` (outputs of data-moving nodes whose readers walk
+/// them through strides, e.g. a transpose feeding a GEMM) also made views of their node's first
+/// input.
+pub fn plan_with_views(
+    graph: &Graph,
+    binding: &Binding,
+    options: &MemoryOptions,
+    extra_views: &[ValueId],
+) -> Result<MemoryPlan, PlanError> {
     if !options.alignment.is_power_of_two() {
         return Err(PlanError::Memory {
             detail: format!("alignment {} is not a power of two", options.alignment),
         });
     }
     let bound = bind_inputs(graph, binding)?;
-    let life = analyse_lifetimes(&bound, options.in_place)?;
+    let life = analyse_lifetimes(&bound, options.in_place, extra_views)?;
     let buffers = assign::buffers(&life, options.alignment);
     let (arena_bytes, offsets) = assign::best_of_orderings(&buffers);
     let mut slots = vec![None; graph.values.len()];
@@ -106,6 +121,7 @@ pub fn plan(graph: &Graph, binding: &Binding, options: &MemoryOptions) -> Result
         slots,
         lifetimes: life.lifetimes,
         in_place: life.in_place,
+        views: life.views,
         dynamic: life.dynamic,
         stats,
     };
@@ -141,8 +157,21 @@ impl MemoryPlan {
                 return Err(bad(format!("{v} slot {s:?} misaligned or outside {} bytes", self.arena_bytes)));
             }
         }
-        let pair =
-            |a: ValueId, b: ValueId| self.in_place.contains(&(a, b)) || self.in_place.contains(&(b, a));
+        // View classes: a source and its (transitive) views share one buffer by design.
+        let mut class: Vec<usize> = (0..self.slots.len()).collect();
+        for &(src, view) in &self.views {
+            let (a, b) = (class[src.index()], class[view.index()]);
+            for c in class.iter_mut() {
+                if *c == b {
+                    *c = a;
+                }
+            }
+        }
+        let pair = |a: ValueId, b: ValueId| {
+            self.in_place.contains(&(a, b))
+                || self.in_place.contains(&(b, a))
+                || class[a.index()] == class[b.index()]
+        };
         for (i, &(a, sa, la)) in live.iter().enumerate() {
             for &(b, sb, lb) in &live[i + 1..] {
                 let time = la.first_step <= lb.last_step && lb.first_step <= la.last_step;
@@ -155,11 +184,14 @@ impl MemoryPlan {
         // In place is only sound if the overwritten value has no reader after the overwrite.
         for &(src, dst) in &self.in_place {
             let step = self.lifetimes[dst.index()].map(|l| l.first_step);
+            // Every view of the overwritten value counts as a read of it.
             let last_read = self
                 .order
                 .iter()
                 .enumerate()
-                .filter(|(_, n)| graph.nodes[n.index()].uses().contains(&src))
+                .filter(|(_, n)| {
+                    graph.nodes[n.index()].uses().iter().any(|u| class[u.index()] == class[src.index()])
+                })
                 .map(|(s, _)| s)
                 .max();
             if step.is_none() || last_read != step {

@@ -185,3 +185,23 @@ proptest! {
             "{:?}", p.stats);
     }
 }
+
+#[test]
+fn a_reshape_is_a_view_and_in_place_waits_for_its_last_reader() {
+    let mut g = Graph::new();
+    let x = input(&mut g, "x", &[4, 16]);
+    let a = g.relu(x);
+    let shape = g.initializer("shape", crate::ConstTensor::from_i64(&[1], &[64]).unwrap());
+    let v = g.reshape(a, shape); // a view of a
+    let b = g.sigmoid(a); // a's own last read, but v is read later: no in place over a
+    let w = g.reshape(b, shape);
+    let c = g.add(v, w); // v and w both die here: c may overwrite one of them
+    let d = g.relu(c);
+    g.output(d);
+    let p = plan(&g, &Binding::new(), &MemoryOptions::default()).unwrap();
+    assert!(p.views.contains(&(a, v)) && p.views.contains(&(b, w)), "{:?}", p.views);
+    assert_eq!(p.slots[a.index()], p.slots[v.index()]);
+    assert!(!p.in_place.contains(&(a, b)), "v still reads a's bytes after b is made");
+    assert_ne!(p.slots[a.index()].unwrap().offset, p.slots[b.index()].unwrap().offset);
+    assert!(p.in_place.contains(&(v, c)) || p.in_place.contains(&(w, c)), "{:?}", p.in_place);
+}

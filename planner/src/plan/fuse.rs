@@ -100,3 +100,67 @@ fn drop_values(mut g: Graph, dead: &[bool]) -> Graph {
     g.initializers = std::mem::take(&mut g.initializers).into_iter().map(|(v, c)| (re(v), c)).collect();
     g
 }
+
+/// Operand transposes a MatMul reads through strides: MatMul output value -> the permutation of
+/// its A and B operands (which then name the transposes' sources).
+pub(super) type OperandPerms = std::collections::BTreeMap<ValueId, [Option<Vec<usize>>; 2]>;
+
+/// Whether the batch dims (all but the last two) of `dims` permuted by `perm` collapse into at most
+/// one strided dim, so the GEMM kernel's single batch stride can walk them.
+pub(super) fn batch_collapses(dims: &[usize], perm: &[usize]) -> bool {
+    let mut strides = vec![0usize; dims.len()];
+    let mut s = 1;
+    for (k, &d) in dims.iter().enumerate().rev() {
+        strides[k] = s;
+        s *= d;
+    }
+    let batch: Vec<(usize, usize)> = perm[..perm.len().saturating_sub(2)]
+        .iter()
+        .map(|&a| (dims[a], strides[a]))
+        .filter(|&(n, _)| n != 1)
+        .collect();
+    batch.windows(2).all(|w| w[0].1 == w[1].1 * w[1].0)
+}
+
+/// Transpose fusion: a Transpose (f32, static shape, arena source) whose only reader is one
+/// operand of a MatMul moves no data: its output becomes a view of its input (the memory plan gives
+/// both one slot) and the MatMul reads it with permuted strides (the kernels take any row, column
+/// and batch strides). Returns the absorbed transposes' outputs and, per MatMul output, the
+/// permutations of its A and B operands.
+pub(super) fn transposes(g: &Graph, infos: &[TensorInfo]) -> (Vec<ValueId>, OperandPerms) {
+    let mut readers = vec![0usize; g.values.len()];
+    for n in &g.nodes {
+        for u in n.uses() {
+            readers[u.index()] += 1;
+        }
+    }
+    let producer = |v: ValueId| g.nodes.iter().position(|n| n.output(0) == Some(v));
+    let mut absorbed = Vec::new();
+    let mut perms = OperandPerms::new();
+    for mm in &g.nodes {
+        let (Op::MatMul, Some(y)) = (&mm.op, mm.output(0)) else { continue };
+        for operand in 0..2 {
+            let Some(Some(t)) = mm.inputs.get(operand).copied() else { continue };
+            let Some(ti) = producer(t) else { continue };
+            let Op::Transpose(tr) = &g.nodes[ti].op else { continue };
+            let Some(Some(src)) = g.nodes[ti].inputs.first().copied() else { continue };
+            let info = &infos[src.index()];
+            let Some(dims) = info.shape.as_known() else { continue };
+            let perm: Vec<usize> = tr.perm.clone().unwrap_or_else(|| (0..dims.len()).rev().collect());
+            let arena_source = producer(src).is_some() && !g.outputs.contains(&src);
+            let ok = info.dtype == DType::F32
+                && arena_source
+                && dims.len() >= 2
+                && perm.len() == dims.len()
+                && readers[t.index()] == 1
+                && mm.inputs.iter().filter(|i| **i == Some(t)).count() == 1
+                && !g.outputs.contains(&t)
+                && batch_collapses(&dims, &perm);
+            if ok {
+                absorbed.push(t);
+                perms.entry(y).or_insert([None, None])[operand] = Some(perm);
+            }
+        }
+    }
+    (absorbed, perms)
+}

@@ -8,7 +8,8 @@ use kernels_gpu::abi::{
 };
 
 use super::elementwise::{binary_params, broadcast_strides};
-use super::movement;
+use super::logic;
+use super::movement::{self, MoveNode};
 use super::rows::{self, RowNode};
 use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
 use crate::graph::{Graph, NodeId, ValueId};
@@ -84,6 +85,7 @@ pub(super) fn node(
     id: NodeId,
     values: &[PlannedValue],
     act: Option<(Activation, f32)>,
+    perms: &super::fuse::OperandPerms,
     o: &PlanOptions,
 ) -> Lowered {
     let n = &g.nodes[id.index()];
@@ -157,40 +159,12 @@ pub(super) fn node(
         Op::MatMul => {
             let [Some(a), Some(b)] = ins.as_slice() else { return Err("missing input".into()) };
             f32_only(values, &[*a, *b, out])?;
-            let (mut ad, mut bd) = (dims(values, *a)?.0.to_vec(), dims(values, *b)?.0.to_vec());
-            if ad.len() == 1 {
-                ad.insert(0, 1);
-            }
-            if bd.len() == 1 {
-                bd.push(1);
-            }
-            let (m, k, nn) = (ad[ad.len() - 2], ad[ad.len() - 1], bd[bd.len() - 1]);
-            let (a_batch, b_batch) = (&ad[..ad.len() - 2], &bd[..bd.len() - 2]);
-            let (ab, bb): (usize, usize) = (a_batch.iter().product(), b_batch.iter().product());
-            let mut p = GemmParams {
-                m: m as u32,
-                n: nn as u32,
-                k: k as u32,
-                batch: 1,
-                a_rs: k as u64,
-                a_cs: 1,
-                b_rs: nn as u64,
-                b_cs: 1,
-                alpha: 1.0,
-                beta: 0.0,
-                y_bs: (m * nn) as u64,
-                ..GemmParams::default()
-            };
-            if bb == 1 {
-                // Shared weights: the batch folds into the rows of one GEMM.
-                p.m = (ab * m) as u32;
-            } else if ab == 1 || a_batch == b_batch {
-                p.batch = ab.max(bb) as u32;
-                p.a_bs = if ab == 1 { 0 } else { (m * k) as u64 };
-                p.b_bs = (k * nn) as u64;
-            } else {
-                return Err(format!("batch broadcast {a_batch:?} x {b_batch:?} has no kernel yet"));
-            }
+            let perms = perms.get(&out).cloned().unwrap_or([None, None]);
+            let [pa, pb] = perms;
+            let p = matmul_params(
+                operand_view(dims(values, *a)?.0, pa.as_deref(), true),
+                operand_view(dims(values, *b)?.0, pb.as_deref(), false),
+            )?;
             Ok(vec![gemm_step(id, label, p, *a, *b, None, out, act)])
         }
         Op::Identity
@@ -222,8 +196,156 @@ pub(super) fn node(
             let [Some(x), Some(i)] = ins.as_slice() else { return Err("missing input".into()) };
             movement::gather(id, label, *x, *i, out, a.axis, values, o)
         }
+        Op::Slice(s) => movement::slice(&move_node(id, label, &ins, &n.outputs), s, g, values, o),
+        Op::Split(s) => movement::split(&move_node(id, label, &ins, &n.outputs), s, values, o),
+        Op::Concat(c) => movement::concat(&move_node(id, label, &ins, &n.outputs), c.axis, values, o),
+        Op::Expand => movement::expand(&move_node(id, label, &ins, &n.outputs), values, o),
+        Op::Tile => movement::tile(&move_node(id, label, &ins, &n.outputs), g, values, o),
+        Op::Pad(p) => movement::pad(&move_node(id, label, &ins, &n.outputs), p, g, values, o),
+        Op::GatherNd(a) => {
+            movement::gather_nd(&move_node(id, label, &ins, &n.outputs), a.batch_dims, values, o)
+        }
+        Op::Cast(_) | Op::CastLike(_) => {
+            let x = ins.first().copied().flatten().ok_or("missing input")?;
+            logic::cast(id, label, x, out, values, o)
+        }
+        Op::Where => {
+            let [Some(c), Some(a), Some(b)] = ins.as_slice() else { return Err("missing input".into()) };
+            logic::where_(id, label, *c, *a, *b, out, values, o)
+        }
+        op if logic::compare_code(op).is_some() => {
+            let code = logic::compare_code(op).unwrap_or_default();
+            let a = ins.first().copied().flatten().ok_or("missing input")?;
+            let b = if matches!(op, Op::Not) {
+                a
+            } else {
+                ins.get(1).copied().flatten().ok_or("missing input")?
+            };
+            logic::compare(id, label, code, a, b, out, values, o)
+        }
         _ => Err("no GPU kernel for this operator yet".into()),
     }
+}
+
+/// A MatMul operand of `dims` as the kernel walks it: dims and element strides. An absorbed
+/// transpose (`perm`: operand dim `d` is source dim `perm[d]`) is read in its contiguous source's
+/// layout; a 1-D A gains a leading 1, a 1-D B a trailing 1.
+fn operand_view(dims: &[usize], perm: Option<&[usize]>, is_a: bool) -> (Vec<usize>, Vec<u64>) {
+    let contiguous = |ds: &[usize]| {
+        let mut strides = vec![0u64; ds.len()];
+        let mut s = 1u64;
+        for (k, &d) in ds.iter().enumerate().rev() {
+            strides[k] = s;
+            s *= d as u64;
+        }
+        strides
+    };
+    let (mut d, mut st): (Vec<usize>, Vec<u64>) = match perm {
+        Some(p) => {
+            let mut src = vec![0usize; dims.len()];
+            for (k, &a) in p.iter().enumerate() {
+                src[a] = dims[k];
+            }
+            let ss = contiguous(&src);
+            (dims.to_vec(), p.iter().map(|&a| ss[a]).collect())
+        }
+        None => (dims.to_vec(), contiguous(dims)),
+    };
+    if d.len() == 1 {
+        if is_a {
+            d.insert(0, 1);
+            st.insert(0, 0);
+        } else {
+            d.push(1);
+            st.push(0);
+        }
+    }
+    (d, st)
+}
+
+/// GEMM parameters of `A @ B` for operand views `(dims, strides)` with NumPy batch broadcasting;
+/// the output is contiguous. The broadcast batch must collapse to one strided dim, or fold into
+/// the rows when B is shared across it.
+fn matmul_params(a: (Vec<usize>, Vec<u64>), b: (Vec<usize>, Vec<u64>)) -> Result<GemmParams, String> {
+    let ((ad, ast), (bd, bst)) = (a, b);
+    let (ra, rb) = (ad.len(), bd.len());
+    let (m, k, n) = (ad[ra - 2], ad[ra - 1], bd[rb - 1]);
+    if bd[rb - 2] != k {
+        return Err(format!("inner dims {k} and {} differ", bd[rb - 2]));
+    }
+    let batch_rank = (ra - 2).max(rb - 2);
+    // Right-aligned batch dims: (extent, a stride, b stride); broadcast dims read stride 0.
+    let mut batch: Vec<(usize, u64, u64)> = Vec::new();
+    for i in 0..batch_rank {
+        let at = |d: &[usize], st: &[u64], r: usize| {
+            let off = batch_rank - (r - 2);
+            if i < off { (1, 0) } else { (d[i - off], st[i - off]) }
+        };
+        let ((na, sa), (nb, sb)) = (at(&ad, &ast, ra), at(&bd, &bst, rb));
+        let e = na.max(nb);
+        if (na != e && na != 1) || (nb != e && nb != 1) {
+            return Err(format!("batch dims {na} and {nb} do not broadcast"));
+        }
+        if e != 1 {
+            batch.push((e, if na == 1 { 0 } else { sa }, if nb == 1 { 0 } else { sb }));
+        }
+    }
+    let mut p = GemmParams {
+        m: m as u32,
+        n: n as u32,
+        k: k as u32,
+        batch: 1,
+        a_rs: ast[ra - 2],
+        a_cs: ast[ra - 1],
+        b_rs: bst[rb - 2],
+        b_cs: bst[rb - 1],
+        alpha: 1.0,
+        beta: 0.0,
+        y_bs: (m * n) as u64,
+        ..GemmParams::default()
+    };
+    let total: usize = batch.iter().map(|b| b.0).product();
+    // B shared across the batch and A's rows contiguous across it: one GEMM with more rows.
+    let a_folds = {
+        let mut stride = p.a_rs * m as u64;
+        batch.iter().rev().all(|&(e, sa, _)| {
+            let ok = sa == stride;
+            stride *= e as u64;
+            ok
+        })
+    };
+    if batch.iter().all(|&(_, _, sb)| sb == 0) && a_folds && total > 1 {
+        p.m = (total * m) as u32;
+        return Ok(p);
+    }
+    // Collapse the batch dims into one (each outer stride = inner stride * inner extent).
+    let mut collapsed: Vec<(usize, u64, u64)> = Vec::new();
+    for (e, sa, sb) in batch {
+        match collapsed.last_mut() {
+            Some(l) if l.1 == sa * e as u64 && l.2 == sb * e as u64 => *l = (l.0 * e, sa, sb),
+            _ => collapsed.push((e, sa, sb)),
+        }
+    }
+    match collapsed.as_slice() {
+        [] => {}
+        [(e, sa, sb)] => (p.batch, p.a_bs, p.b_bs) = (*e as u32, *sa, *sb),
+        _ => {
+            return Err(format!(
+                "the batch dims collapse to {} strided dims (one has a kernel)",
+                collapsed.len()
+            ));
+        }
+    }
+    Ok(p)
+}
+
+fn move_node<'a>(
+    id: NodeId,
+    label: String,
+    ins: &'a [Option<ValueId>],
+    outs: &'a [Option<ValueId>],
+) -> MoveNode<'a> {
+    MoveNode { id, label, ins, outs }
 }
 
 fn row_node(id: NodeId, label: String, ins: &[Option<ValueId>], out: ValueId) -> RowNode<'_> {

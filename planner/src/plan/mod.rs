@@ -8,6 +8,7 @@
 
 mod elementwise;
 mod fuse;
+mod logic;
 mod lower;
 mod movement;
 mod rows;
@@ -147,7 +148,9 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     let infos = shape_infer::infer(&bound)?;
     let (fused, epilogues) =
         if options.fuse_activations { fuse::activations(&bound, &infos) } else { (bound, Vec::new()) };
-    let memory = memory::plan(&fused, &Binding::new(), &options.memory)?;
+    let infos = shape_infer::infer(&fused)?;
+    let (absorbed, operand_perms) = fuse::transposes(&fused, &infos);
+    let memory = memory::plan_with_views(&fused, &Binding::new(), &options.memory, &absorbed)?;
     let infos = shape_infer::infer(&fused)?;
     let values: Vec<PlannedValue> = fused
         .values
@@ -160,8 +163,16 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     for &id in &memory.order {
         let node = &fused.nodes[id.index()];
         let act = epilogues.iter().find(|(n, _, _)| *n == id).map(|&(_, a, alpha)| (a, alpha));
-        match lower::node(&fused, id, &values, act, options) {
-            Ok(mut s) => steps.append(&mut s),
+        let absorbed_here = node.outputs.iter().flatten().any(|v| absorbed.contains(v));
+        if absorbed_here {
+            continue; // a transpose the MatMul reading it walks through strides
+        }
+        match lower::node(&fused, id, &values, act, &operand_perms, options) {
+            Ok(s) => {
+                // A view shares its source's slot: its copy would move bytes onto themselves.
+                let is_view = |st: &Step| matches!(st, Step::Copy { src, dst, .. } if memory.views.contains(&(*src, *dst)));
+                steps.extend(s.into_iter().filter(|st| !is_view(st)));
+            }
             Err(why) => missing.push((fused.node_label(id), node.op.name(), why)),
         }
     }
@@ -198,14 +209,18 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
 }
 
 impl Plan {
-    /// Checks the plan's invariants: every value a step reads is a graph input, a weight, or
-    /// written by an earlier step; every written value has a home (arena slot or graph output);
+    /// Checks the plan's invariants: every value a step reads is a graph input, a weight, a view
+    /// of a value written earlier, or written by an earlier step; every written value has a home (arena slot or graph output);
     /// and the memory plan's own invariants.
     pub fn validate(&self) -> Result<(), PlanError> {
         let bad = |detail: String| PlanError::Memory { detail: format!("plan: {detail}") };
         let mut ready: Vec<bool> = vec![false; self.values.len()];
         for &v in self.inputs.iter().chain(&self.weights) {
             ready[v.index()] = true;
+        }
+        // Empty tensors hold nothing to write.
+        for (r, v) in ready.iter_mut().zip(&self.values) {
+            *r |= v.bytes() == Some(0);
         }
         for (i, step) in self.steps.iter().enumerate() {
             let (reads, writes): (Vec<ValueId>, Vec<ValueId>) = match step {
@@ -232,6 +247,10 @@ impl Plan {
                     return Err(bad(format!("step {i} writes {w}, which has no buffer")));
                 }
                 ready[w.index()] = true;
+            }
+            // Views (in schedule order, so chains resolve in one pass) are ready with their source.
+            for &(src, view) in &self.memory.views {
+                ready[view.index()] |= ready[src.index()];
             }
         }
         for &o in &self.outputs {

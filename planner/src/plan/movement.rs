@@ -1,11 +1,18 @@
-//! Lowering of the data-movement ops (Transpose, Gather) to the `movement` kernels: the permutation
-//! is collapsed to the fewest output dims (see `kernels_gpu::abi::TransposeParams`), Gather's data
-//! is viewed as `[outer, axis_len, inner]` (see `kernels_gpu::abi::GatherParams`).
+//! Lowering of the data-movement ops to the `movement` kernels: Transpose (the permutation
+//! collapsed to the fewest output dims, see `kernels_gpu::abi::TransposeParams`), Gather (data
+//! viewed as `[outer, axis_len, inner]`), GatherND, Pad, and every op that is a strided copy —
+//! Slice, Split, Concat, Expand, Tile (see `kernels_gpu::abi::StridedCopyParams`). Kernels are
+//! picked by element size, so all of them move any dtype.
 
-use kernels_gpu::abi::{GatherParams, KernelId, MAX_RANK, Params, TransposeParams};
+use kernels_gpu::abi::{
+    GatherNdParams, GatherParams, KernelId, MAX_RANK, PadParams, Params, StridedCopyParams, TransposeParams,
+    pad_mode,
+};
 
 use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
-use crate::graph::{NodeId, ValueId};
+use crate::graph::{Graph, NodeId, ValueId};
+use crate::op::{Pad, PadMode, Slice, Split};
+use crate::shape_infer::slice_range;
 use crate::tensor_info::DType;
 
 type Lowered = Result<Vec<Step>, String>;
@@ -16,6 +23,98 @@ fn static_dims(values: &[PlannedValue], v: ValueId, dtype: DType) -> Result<&[us
         return Err(format!("`{}` is {}; the movement kernel takes {dtype} here", pv.name, pv.dtype));
     }
     pv.dims.as_deref().ok_or_else(|| format!("`{}` has a data-dependent shape", pv.name))
+}
+
+/// Dims and dtype of a value with a static shape.
+fn any_dims(values: &[PlannedValue], v: ValueId) -> Result<(&[usize], DType), String> {
+    let pv = &values[v.index()];
+    let d = pv.dims.as_deref().ok_or_else(|| format!("`{}` has a data-dependent shape", pv.name))?;
+    Ok((d, pv.dtype))
+}
+
+/// The constant integers of input `v` (folded shape operands), or why not.
+fn const_ints(g: &Graph, v: ValueId, what: &str) -> Result<Vec<i64>, String> {
+    g.initializers
+        .get(&v)
+        .and_then(|c| c.to_i64s())
+        .ok_or_else(|| format!("{what} must be a constant (it is computed at run time)"))
+}
+
+/// Row-major element strides of `dims`.
+fn contiguous(dims: &[usize]) -> Vec<i64> {
+    let mut strides = vec![0i64; dims.len()];
+    let mut s = 1i64;
+    for (k, &d) in dims.iter().enumerate().rev() {
+        strides[k] = s;
+        s *= d as i64;
+    }
+    strides
+}
+
+/// Kernel of an element-size family (1, 2, 4, 8 bytes).
+fn by_size(dtype: DType, kernels: [Option<KernelId>; 4], what: &str) -> Result<KernelId, String> {
+    let k = match dtype.size_bytes() {
+        1 => kernels[0],
+        2 => kernels[1],
+        4 => kernels[2],
+        8 => kernels[3],
+        _ => None,
+    };
+    k.ok_or_else(|| format!("{what} has no kernel for {dtype} elements"))
+}
+
+/// One strided-copy launch: `y[y_off + idx . ys] = x[x_off + idx . xs]` over `shape`, dims
+/// collapsed where both sides are contiguous. Copies of nothing give no step.
+#[allow(clippy::too_many_arguments)]
+fn strided_copy(
+    id: NodeId,
+    label: &str,
+    (x, x_off, xs): (ValueId, i64, &[i64]),
+    (y, y_off, ys): (ValueId, i64, &[i64]),
+    shape: &[usize],
+    dtype: DType,
+    o: &PlanOptions,
+) -> Result<Vec<Step>, String> {
+    let elems: u64 = shape.iter().map(|&d| d as u64).product();
+    if elems == 0 {
+        return Ok(Vec::new());
+    }
+    // (extent, x stride, y stride), outermost first; size-1 dims carry no index.
+    let mut dims: Vec<(u64, i64, i64)> = Vec::new();
+    for k in 0..shape.len() {
+        let n = shape[k] as u64;
+        if n == 1 {
+            continue;
+        }
+        match dims.last_mut() {
+            Some(last) if last.1 == xs[k] * n as i64 && last.2 == ys[k] * n as i64 => {
+                *last = (last.0 * n, xs[k], ys[k]);
+            }
+            _ => dims.push((n, xs[k], ys[k])),
+        }
+    }
+    if dims.len() > MAX_RANK {
+        return Err(format!("the copy collapses to {} dims, more than {MAX_RANK}", dims.len()));
+    }
+    let mut p = StridedCopyParams {
+        elems,
+        rank: dims.len() as u32,
+        x_offset: x_off,
+        y_offset: y_off,
+        ..StridedCopyParams::default()
+    };
+    let first = MAX_RANK - dims.len();
+    for (k, (n, a, b)) in dims.into_iter().enumerate() {
+        (p.shape[first + k], p.x_strides[first + k], p.y_strides[first + k]) = (n, a, b);
+    }
+    let sizes = [
+        Some(KernelId::StridedCopyB1),
+        Some(KernelId::StridedCopyB2),
+        Some(KernelId::StridedCopyB4),
+        Some(KernelId::StridedCopyB8),
+    ];
+    let kernel = by_size(dtype, sizes, label)?;
+    Ok(step(id, label.to_string(), kernel, &p, elems, o, vec![Arg::Value(x), Arg::Value(y)]))
 }
 
 fn step(
@@ -87,18 +186,25 @@ pub(super) fn transpose(
     values: &[PlannedValue],
     o: &PlanOptions,
 ) -> Lowered {
-    let d = static_dims(values, x, DType::F32)?;
-    static_dims(values, out, DType::F32)?;
+    let (d, dtype) = any_dims(values, x)?;
     let perm: Vec<usize> = perm.map_or_else(|| (0..d.len()).rev().collect(), <[usize]>::to_vec);
     let mut seen = vec![false; d.len()];
     if perm.len() != d.len() || perm.iter().any(|&a| a >= d.len() || std::mem::replace(&mut seen[a], true)) {
         return Err(format!("perm {perm:?} is not a permutation of {} axes", d.len()));
     }
+    if dtype.size_bytes() != 4 {
+        // Other element sizes: the strided copy with permuted input strides.
+        let strides = contiguous(d);
+        let xs: Vec<i64> = perm.iter().map(|&a| strides[a]).collect();
+        let shape: Vec<usize> = perm.iter().map(|&a| d[a]).collect();
+        let ys = contiguous(&shape);
+        return strided_copy(id, &label, (x, 0, &xs), (out, 0, &ys), &shape, dtype, o);
+    }
     let p = transpose_params(d, &perm).ok_or("the permutation collapses to more than 8 dims")?;
     Ok(step(id, label, KernelId::TransposeF32, &p, p.elems, o, vec![Arg::Value(x), Arg::Value(out)]))
 }
 
-/// ONNX Gather of f32 data by i64 indices along `axis`, static shapes.
+/// ONNX Gather of 1-, 4- or 8-byte data by i64 indices along `axis`, static shapes.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn gather(
     id: NodeId,
@@ -110,9 +216,13 @@ pub(super) fn gather(
     values: &[PlannedValue],
     o: &PlanOptions,
 ) -> Lowered {
-    let d = static_dims(values, data, DType::F32)?;
+    let (d, dtype) = any_dims(values, data)?;
     let n_idx = static_dims(values, indices, DType::I64)?.iter().product::<usize>() as u64;
-    static_dims(values, out, DType::F32)?;
+    let kernel = by_size(
+        dtype,
+        [Some(KernelId::GatherB1), None, Some(KernelId::GatherF32), Some(KernelId::GatherB8)],
+        "Gather",
+    )?;
     let r = d.len() as i64;
     let a = if axis < 0 { axis + r } else { axis };
     if !(0..r).contains(&a) {
@@ -123,7 +233,250 @@ pub(super) fn gather(
     let p = GatherParams { outer: prod(&d[..a]), axis_len: d[a] as u64, inner: prod(&d[a + 1..]), n_idx };
     let work = p.outer * p.n_idx * p.inner;
     let args = vec![Arg::Value(data), Arg::Value(indices), Arg::Value(out)];
-    Ok(step(id, label, KernelId::GatherF32, &p, work, o, args))
+    Ok(step(id, label, kernel, &p, work, o, args))
+}
+
+/// The node being lowered: its id, label and operands.
+pub(super) struct MoveNode<'a> {
+    pub id: NodeId,
+    pub label: String,
+    pub ins: &'a [Option<ValueId>],
+    pub outs: &'a [Option<ValueId>],
+}
+
+impl MoveNode<'_> {
+    fn input(&self, i: usize) -> Result<ValueId, String> {
+        self.ins.get(i).copied().flatten().ok_or_else(|| format!("input {i} is missing"))
+    }
+
+    fn output(&self) -> Result<ValueId, String> {
+        self.outs.first().copied().flatten().ok_or_else(|| "the output is omitted".to_string())
+    }
+}
+
+fn axis_of(axis: i64, rank: usize) -> Result<usize, String> {
+    let a = if axis < 0 { axis + rank as i64 } else { axis };
+    if (0..rank as i64).contains(&a) {
+        Ok(a as usize)
+    } else {
+        Err(format!("axis {axis} is out of range for rank {rank}"))
+    }
+}
+
+/// ONNX Slice (starts, ends, axes, steps constant after folding).
+pub(super) fn slice(n: &MoveNode, s: &Slice, g: &Graph, values: &[PlannedValue], o: &PlanOptions) -> Lowered {
+    let (x, y) = (n.input(0)?, n.output()?);
+    let (d, dtype) = any_dims(values, x)?;
+    let (starts, ends, axes, steps) = match (&s.starts, &s.ends) {
+        (Some(st), Some(en)) => (st.clone(), en.clone(), s.axes.clone(), None),
+        _ => {
+            let opt = |i: usize, what: &str| match n.ins.get(i).copied().flatten() {
+                Some(v) => const_ints(g, v, what).map(Some),
+                None => Ok(None),
+            };
+            (
+                const_ints(g, n.input(1)?, "starts")?,
+                const_ints(g, n.input(2)?, "ends")?,
+                opt(3, "axes")?,
+                opt(4, "steps")?,
+            )
+        }
+    };
+    let count = starts.len();
+    let axes = axes.unwrap_or_else(|| (0..count as i64).collect());
+    let steps = steps.unwrap_or_else(|| vec![1; count]);
+    if ends.len() != count || axes.len() != count || steps.len() != count {
+        return Err("starts, ends, axes and steps differ in length".into());
+    }
+    let strides = contiguous(d);
+    let (mut shape, mut xs, mut x_off) = (d.to_vec(), strides.clone(), 0i64);
+    for k in 0..count {
+        let a = axis_of(axes[k], d.len())?;
+        let (first, len) =
+            slice_range(d[a] as i64, starts[k], ends[k], steps[k]).ok_or("a slice step is 0")?;
+        shape[a] = len;
+        x_off += first * strides[a];
+        xs[a] = strides[a] * steps[k];
+    }
+    strided_copy(n.id, &n.label, (x, x_off, &xs), (y, 0, &contiguous(&shape)), &shape, dtype, o)
+}
+
+/// ONNX Split: one strided copy per output, at its offset along the axis.
+pub(super) fn split(n: &MoveNode, s: &Split, values: &[PlannedValue], o: &PlanOptions) -> Lowered {
+    let x = n.input(0)?;
+    let (d, dtype) = any_dims(values, x)?;
+    let a = axis_of(s.axis, d.len())?;
+    if n.outs.iter().any(Option::is_none) {
+        return Err("Split with an omitted output has no kernel yet".into());
+    }
+    let xs = contiguous(d);
+    let mut at = 0i64;
+    let mut steps = Vec::new();
+    for out in n.outs {
+        let Some(y) = *out else { continue };
+        let (od, _) = any_dims(values, y)?;
+        steps.extend(strided_copy(
+            n.id,
+            &n.label,
+            (x, at * xs[a], &xs),
+            (y, 0, &contiguous(od)),
+            od,
+            dtype,
+            o,
+        )?);
+        at += od[a] as i64;
+    }
+    Ok(steps)
+}
+
+/// ONNX Concat: one strided copy per input into its place in the output.
+pub(super) fn concat(n: &MoveNode, axis: i64, values: &[PlannedValue], o: &PlanOptions) -> Lowered {
+    let y = n.output()?;
+    let (od, dtype) = any_dims(values, y)?;
+    let a = axis_of(axis, od.len())?;
+    let ys = contiguous(od);
+    let mut at = 0i64;
+    let mut steps = Vec::new();
+    for (i, inp) in n.ins.iter().enumerate() {
+        let x = inp.ok_or_else(|| format!("input {i} is missing"))?;
+        let (xd, _) = any_dims(values, x)?;
+        steps.extend(strided_copy(
+            n.id,
+            &n.label,
+            (x, 0, &contiguous(xd)),
+            (y, at * ys[a], &ys),
+            xd,
+            dtype,
+            o,
+        )?);
+        at += xd[a] as i64;
+    }
+    Ok(steps)
+}
+
+/// ONNX Expand: the input broadcast to the output shape (stride 0 on broadcast dims).
+pub(super) fn expand(n: &MoveNode, values: &[PlannedValue], o: &PlanOptions) -> Lowered {
+    let (x, y) = (n.input(0)?, n.output()?);
+    let ((xd, dtype), (od, _)) = (any_dims(values, x)?, any_dims(values, y)?);
+    let xs: Vec<i64> =
+        super::elementwise::broadcast_strides(xd, od.len()).into_iter().map(|s| s as i64).collect();
+    strided_copy(n.id, &n.label, (x, 0, &xs), (y, 0, &contiguous(od)), od, dtype, o)
+}
+
+/// ONNX Tile: output dim `d` is `[repeats[d], n[d]]` row-major, read with stride 0 over the repeats.
+pub(super) fn tile(n: &MoveNode, g: &Graph, values: &[PlannedValue], o: &PlanOptions) -> Lowered {
+    let (x, y) = (n.input(0)?, n.output()?);
+    let (xd, dtype) = any_dims(values, x)?;
+    let reps = const_ints(g, n.input(1)?, "repeats")?;
+    if reps.len() != xd.len() || reps.iter().any(|&r| r < 0) {
+        return Err(format!("repeats {reps:?} for rank {}", xd.len()));
+    }
+    let strides = contiguous(xd);
+    let (mut shape, mut xs) = (Vec::new(), Vec::new());
+    for k in 0..xd.len() {
+        shape.extend([reps[k] as usize, xd[k]]);
+        xs.extend([0, strides[k]]);
+    }
+    strided_copy(n.id, &n.label, (x, 0, &xs), (y, 0, &contiguous(&shape)), &shape, dtype, o)
+}
+
+/// ONNX Pad (pads, constant value and axes constant after folding).
+pub(super) fn pad(n: &MoveNode, pa: &Pad, g: &Graph, values: &[PlannedValue], o: &PlanOptions) -> Lowered {
+    let (x, y) = (n.input(0)?, n.output()?);
+    let ((xd, dtype), (od, _)) = (any_dims(values, x)?, any_dims(values, y)?);
+    let rank = xd.len();
+    let pads = match &pa.pads {
+        Some(p) => p.clone(),
+        None => const_ints(g, n.input(1)?, "pads")?,
+    };
+    let axes: Vec<usize> = match n.ins.get(3).copied().flatten() {
+        Some(v) => {
+            const_ints(g, v, "axes")?.into_iter().map(|a| axis_of(a, rank)).collect::<Result<_, _>>()?
+        }
+        None => (0..rank).collect(),
+    };
+    if pads.len() != 2 * axes.len() {
+        return Err(format!("{} pads for {} axes", pads.len(), axes.len()));
+    }
+    let value_bits = match n.ins.get(2).copied().flatten() {
+        Some(v) => {
+            let c = g.initializers.get(&v).ok_or("the constant value must be a constant")?;
+            let mut b = [0u8; 8];
+            let k = c.bytes.len().min(8);
+            b[..k].copy_from_slice(&c.bytes[..k]);
+            u64::from_le_bytes(b)
+        }
+        None => match (pa.value, dtype) {
+            (Some(v), DType::F32) => v.to_bits() as u64,
+            (Some(v), _) if v != 0.0 => return Err(format!("a legacy pad value on {dtype} data")),
+            _ => 0,
+        },
+    };
+    if rank > MAX_RANK {
+        return Err(format!("rank {rank} is above {MAX_RANK}"));
+    }
+    let mode = match pa.mode {
+        PadMode::Constant => pad_mode::CONSTANT,
+        PadMode::Reflect => pad_mode::REFLECT,
+        PadMode::Edge => pad_mode::EDGE,
+        PadMode::Wrap => pad_mode::WRAP,
+    };
+    if mode != pad_mode::CONSTANT && xd.contains(&0) && !od.contains(&0) {
+        return Err("non-constant padding of an empty input".into());
+    }
+    let elems: u64 = od.iter().map(|&d| d as u64).product();
+    let mut p = PadParams { elems, rank: rank as u32, mode, value_bits, ..PadParams::default() };
+    let first = MAX_RANK - rank;
+    for k in 0..rank {
+        (p.out_shape[first + k], p.in_shape[first + k]) = (od[k] as u64, xd[k] as u64);
+    }
+    for (i, &a) in axes.iter().enumerate() {
+        p.begin[first + a] = pads[i];
+    }
+    if elems == 0 {
+        return Ok(Vec::new());
+    }
+    let kernel = by_size(dtype, [None, None, Some(KernelId::PadB4), Some(KernelId::PadB8)], "Pad")?;
+    Ok(step(n.id, n.label.clone(), kernel, &p, elems, o, vec![Arg::Value(x), Arg::Value(y)]))
+}
+
+/// ONNX GatherND with `batch_dims`.
+pub(super) fn gather_nd(
+    n: &MoveNode,
+    batch_dims: usize,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    let (x, idx, y) = (n.input(0)?, n.input(1)?, n.output()?);
+    let (xd, dtype) = any_dims(values, x)?;
+    let id = static_dims(values, idx, DType::I64)?;
+    let k = *id.last().ok_or("indices must have rank >= 1")?;
+    if k == 0 || k > MAX_RANK || batch_dims + k > xd.len() || batch_dims >= id.len() {
+        return Err(format!("indices {id:?} with batch_dims {batch_dims} on data {xd:?}"));
+    }
+    let prod = |s: &[usize]| s.iter().product::<usize>() as u64;
+    let strides = contiguous(xd);
+    let mut p = GatherNdParams {
+        batch: prod(&xd[..batch_dims]),
+        n: prod(&id[batch_dims..id.len() - 1]),
+        slice: prod(&xd[batch_dims + k..]),
+        batch_stride: prod(&xd[batch_dims..]),
+        k: k as u32,
+        ..GatherNdParams::default()
+    };
+    for t in 0..k {
+        (p.dims[t], p.strides[t]) = (xd[batch_dims + t] as u64, strides[batch_dims + t] as u64);
+    }
+    let work = p.batch * p.n * p.slice;
+    if work == 0 {
+        return Ok(Vec::new());
+    }
+    let kernel = by_size(
+        dtype,
+        [Some(KernelId::GatherNdB1), None, Some(KernelId::GatherNdB4), Some(KernelId::GatherNdB8)],
+        "GatherND",
+    )?;
+    Ok(step(n.id, n.label.clone(), kernel, &p, work, o, vec![Arg::Value(x), Arg::Value(idx), Arg::Value(y)]))
 }
 
 #[cfg(test)]

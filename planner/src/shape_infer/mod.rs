@@ -37,6 +37,7 @@ use crate::tensor_info::{Dim, TensorInfo};
 use crate::validate;
 
 pub(crate) use ctx::Ctx;
+pub(crate) use dims::slice_range;
 pub use value::{PartialValue, SymInt};
 
 /// The result of inference over one graph.

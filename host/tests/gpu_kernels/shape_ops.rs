@@ -1,0 +1,343 @@
+//! The type-generic movement and logic kernels through `Session` against the CPU reference, bit for
+//! bit: Slice (negative steps), Split, Concat, Expand, Tile, Pad (all four modes), GatherND (with
+//! batch dims), Cast between every supported pair, comparisons and boolean logic, Where with
+//! broadcasting — on f32, i64 and bool data.
+
+use host::selftest::Rng;
+use host::{HostTensor, Session, SessionOptions};
+use planner::op::{self, Op};
+use planner::{ConstTensor, DType, Dim, Graph, ValueId};
+
+use crate::ctx;
+
+fn known(shape: &[usize]) -> Vec<Dim> {
+    shape.iter().map(|&d| Dim::Known(d)).collect()
+}
+
+/// Runs `g` on the GPU and the reference, demands identical outputs; returns the plan's text.
+fn check(what: &str, g: Graph, inputs: Vec<(String, HostTensor)>) -> String {
+    let want = host::reference::eval(&g, &inputs).unwrap_or_else(|e| panic!("{what}: reference: {e}"));
+    let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
+    let got = s.run(&inputs).unwrap_or_else(|e| panic!("{what}: gpu: {e}"));
+    assert_eq!(got.len(), want.len(), "{what}");
+    for ((gn, g), (wn, w)) in got.iter().zip(&want) {
+        assert_eq!((gn, g.shape(), g.dtype()), (wn, w.shape(), w.dtype()), "{what}");
+        assert!(g.data() == w.data(), "{what}: {gn} differs:\n gpu {:?}\n ref {:?}", g.data(), w.data());
+    }
+    s.last_plan().unwrap().to_string()
+}
+
+fn f32_input(rng: &mut Rng, shape: &[usize]) -> HostTensor {
+    rng.tensor(shape, -4.0, 4.0)
+}
+
+fn i64_input(rng: &mut Rng, shape: &[usize], lo: i64, hi: i64) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<i64> = (0..n).map(|_| lo + (rng.next_u64() % (hi - lo) as u64) as i64).collect();
+    HostTensor::new(shape.to_vec(), v).unwrap()
+}
+
+fn bool_input(rng: &mut Rng, shape: &[usize]) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<bool> = (0..n).map(|_| rng.next_u64() % 2 == 1).collect();
+    HostTensor::new(shape.to_vec(), v).unwrap()
+}
+
+fn ints(g: &mut Graph, name: &str, v: &[i64]) -> ValueId {
+    g.initializer(name, ConstTensor::from_i64(&[v.len()], v).unwrap())
+}
+
+#[test]
+fn slices_with_any_steps_match_the_reference() {
+    let mut rng = Rng::new(0x511ce);
+    type Case<'a> = (&'a [usize], &'a [i64], &'a [i64], &'a [i64], &'a [i64]);
+    let cases: [Case; 5] = [
+        (&[10, 40], &[1, 3], &[9, 39], &[0, 1], &[1, 2]),
+        (&[10, 40], &[-1], &[-11], &[1], &[-3]),
+        (&[3, 33, 7], &[0, 32, 6], &[3, -100, -100], &[0, 1, 2], &[2, -1, -2]),
+        (&[2, 3, 4, 5], &[1], &[i64::MAX], &[-1], &[1]),
+        (&[1025], &[5], &[1000], &[0], &[7]),
+    ];
+    for (i, (shape, starts, ends, axes, steps)) in cases.into_iter().enumerate() {
+        for dtype in [DType::F32, DType::I64] {
+            let mut g = Graph::new();
+            let x = g.input("x", dtype, known(shape));
+            let (s, e, a, st) = (
+                ints(&mut g, "s", starts),
+                ints(&mut g, "e", ends),
+                ints(&mut g, "a", axes),
+                ints(&mut g, "t", steps),
+            );
+            let y = g.op1(Op::Slice(op::Slice::default()), &[x, s, e, a, st]);
+            g.output(y);
+            let input = if dtype == DType::F32 {
+                f32_input(&mut rng, shape)
+            } else {
+                i64_input(&mut rng, shape, -99, 99)
+            };
+            let plan = check(&format!("slice case {i} {dtype}"), g, vec![("x".into(), input)]);
+            assert!(plan.contains("strided_copy_b"), "{plan}");
+        }
+    }
+}
+
+#[test]
+fn split_and_concat_round_trip_on_every_axis() {
+    let mut rng = Rng::new(0x5917);
+    for (shape, axis, sizes) in [
+        (vec![6, 33], 1, vec![1, 31, 1]),
+        (vec![9, 4, 5], 0, vec![3, 3, 3]),
+        (vec![2, 3, 1025], -1, vec![1000, 25]),
+    ] {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&shape));
+        let sz = ints(&mut g, "sizes", &sizes);
+        let parts =
+            g.push(Op::Split(op::Split { axis, split: None, num_outputs: None }), &[x, sz], sizes.len());
+        // Concatenate in reverse, plus each part as its own output.
+        let rev: Vec<ValueId> = parts.iter().rev().copied().collect();
+        let c = g.op1(Op::Concat(op::Concat { axis }), &rev);
+        g.output(c);
+        for &p in &parts {
+            g.output(p);
+        }
+        let plan = check(
+            &format!("split/concat {shape:?} axis {axis}"),
+            g,
+            vec![("x".into(), f32_input(&mut rng, &shape))],
+        );
+        assert!(plan.contains("Split strided_copy_b4") && plan.contains("Concat strided_copy_b4"), "{plan}");
+    }
+    // i64 and bool concatenation.
+    for dtype in [DType::I64, DType::Bool] {
+        let mut g = Graph::new();
+        let a = g.input("a", dtype, known(&[3, 2]));
+        let b = g.input("b", dtype, known(&[3, 5]));
+        let c = g.op1(Op::Concat(op::Concat { axis: 1 }), &[a, b]);
+        g.output(c);
+        let (ta, tb) = if dtype == DType::I64 {
+            (i64_input(&mut rng, &[3, 2], -5, 5), i64_input(&mut rng, &[3, 5], -5, 5))
+        } else {
+            (bool_input(&mut rng, &[3, 2]), bool_input(&mut rng, &[3, 5]))
+        };
+        check(&format!("concat {dtype}"), g, vec![("a".into(), ta), ("b".into(), tb)]);
+    }
+}
+
+#[test]
+fn expand_and_tile_broadcast_by_zero_strides() {
+    let mut rng = Rng::new(0xe4a);
+    for (shape, to) in [(vec![3, 1], vec![2, 3, 33]), (vec![1], vec![1025]), (vec![4, 1, 6], vec![4, 5, 6])] {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&shape));
+        let t: Vec<i64> = to.iter().map(|&d| d as i64).collect();
+        let s = ints(&mut g, "shape", &t);
+        let y = g.op1(Op::Expand, &[x, s]);
+        g.output(y);
+        check(&format!("expand {shape:?} -> {to:?}"), g, vec![("x".into(), f32_input(&mut rng, &shape))]);
+    }
+    for (shape, reps) in [(vec![2, 3], vec![3, 2]), (vec![5], vec![7]), (vec![2, 1, 33], vec![1, 4, 2])] {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::I64, known(&shape));
+        let r = ints(&mut g, "reps", &reps);
+        let y = g.op1(Op::Tile, &[x, r]);
+        g.output(y);
+        check(
+            &format!("tile {shape:?} x {reps:?}"),
+            g,
+            vec![("x".into(), i64_input(&mut rng, &shape, -9, 9))],
+        );
+    }
+}
+
+#[test]
+fn pad_matches_the_reference_in_every_mode() {
+    let mut rng = Rng::new(0x9ad);
+    let modes = [op::PadMode::Constant, op::PadMode::Reflect, op::PadMode::Edge, op::PadMode::Wrap];
+    for mode in modes {
+        for (shape, pads) in [
+            (vec![4, 5], vec![1, 2, 3, 1]),
+            (vec![2, 3, 7], vec![0, 1, 2, 1, 0, 3]),
+            (vec![3, 33], vec![0, -1, 0, 2]),
+        ] {
+            let mut g = Graph::new();
+            let x = g.input("x", DType::F32, known(&shape));
+            let p = ints(&mut g, "pads", &pads);
+            let v = g.initializer("v", ConstTensor::scalar_f32(1.5));
+            let y = g.op1(Op::Pad(op::Pad { mode, pads: None, value: None }), &[x, p, v]);
+            g.output(y);
+            let plan = check(
+                &format!("pad {mode:?} {shape:?} {pads:?}"),
+                g,
+                vec![("x".into(), f32_input(&mut rng, &shape))],
+            );
+            assert!(plan.contains("pad_b4"), "{plan}");
+        }
+    }
+}
+
+#[test]
+fn gather_nd_and_generic_gather_match_the_reference() {
+    let mut rng = Rng::new(0x6a7d);
+    // batch_dims 0: [4, 5, 6] data, indices [3, 2] -> [3, 6]; batch_dims 1: [2, 5, 6], indices [2, 3, 1].
+    for (data, idx, batch_dims, hi) in [
+        (vec![4, 5, 6], vec![3, 2], 0usize, 4i64),
+        (vec![2, 5, 6], vec![2, 3, 1], 1, 5),
+        (vec![7, 3], vec![4, 2], 0, 3),
+    ] {
+        for dtype in [DType::F32, DType::I64, DType::Bool] {
+            let mut g = Graph::new();
+            let x = g.input("x", dtype, known(&data));
+            let i = g.input("i", DType::I64, known(&idx));
+            let y = g.op1(Op::GatherNd(op::GatherNd { batch_dims }), &[x, i]);
+            g.output(y);
+            let xt = match dtype {
+                DType::F32 => f32_input(&mut rng, &data),
+                DType::I64 => i64_input(&mut rng, &data, -50, 50),
+                _ => bool_input(&mut rng, &data),
+            };
+            check(
+                &format!("gathernd {dtype} {data:?} {idx:?}"),
+                g,
+                vec![("x".into(), xt), ("i".into(), i64_input(&mut rng, &idx, -hi, hi))],
+            );
+        }
+    }
+    for dtype in [DType::I64, DType::Bool] {
+        let mut g = Graph::new();
+        let x = g.input("x", dtype, known(&[6, 4]));
+        let i = g.input("i", DType::I64, known(&[3]));
+        let y = g.gather(x, i, 0);
+        g.output(y);
+        let xt = if dtype == DType::I64 {
+            i64_input(&mut rng, &[6, 4], -9, 9)
+        } else {
+            bool_input(&mut rng, &[6, 4])
+        };
+        check(
+            &format!("gather {dtype}"),
+            g,
+            vec![("x".into(), xt), ("i".into(), i64_input(&mut rng, &[3], -6, 6))],
+        );
+    }
+}
+
+#[test]
+fn casts_between_every_supported_type_match_the_reference() {
+    let types = [
+        DType::F32,
+        DType::F64,
+        DType::I64,
+        DType::I32,
+        DType::I8,
+        DType::U8,
+        DType::Bool,
+        DType::F16,
+        DType::BF16,
+    ];
+    // Values every type represents, including halfway cases for the 16-bit floats and negatives.
+    let base: Vec<f32> = vec![
+        0.0,
+        1.0,
+        -1.0,
+        2.5,
+        -2.5,
+        100.0,
+        0.1,
+        1.0 + 1.0 / 256.0,
+        1.0 + 1.0 / 2048.0,
+        3.0,
+        7.0,
+        65.0,
+        -0.0,
+    ];
+    for &from in &types {
+        for &to in &types {
+            let mut g = Graph::new();
+            let x = g.input("x", DType::F32, known(&[base.len()]));
+            let a = g.cast(x, from);
+            let y = g.cast(a, to);
+            g.output(y);
+            let vals: Vec<f32> = if matches!(from, DType::U8 | DType::Bool) || matches!(to, DType::U8) {
+                base.iter().map(|v| v.abs()).collect()
+            } else {
+                base.clone()
+            };
+            let t = HostTensor::new(vec![vals.len()], vals).unwrap();
+            let plan = check(&format!("cast {from} -> {to}"), g, vec![("x".into(), t)]);
+            assert!(plan.contains("cast"), "{plan}");
+        }
+    }
+}
+
+#[test]
+fn comparisons_and_logic_broadcast_like_numpy() {
+    let mut rng = Rng::new(0xc0de);
+    let cmp = [Op::Equal, Op::Less, Op::Greater, Op::LessOrEqual, Op::GreaterOrEqual];
+    for op in cmp {
+        for dtype in [DType::F32, DType::I64] {
+            let mut g = Graph::new();
+            let a = g.input("a", dtype, known(&[3, 1, 33]));
+            let b = g.input("b", dtype, known(&[4, 1]));
+            let y = g.op1(op.clone(), &[a, b]);
+            g.output(y);
+            let (ta, tb) = if dtype == DType::F32 {
+                // Coarse values so that equality happens.
+                let q = |t: HostTensor| {
+                    let v: Vec<f32> = t.f32s("q").unwrap().iter().map(|x| x.round()).collect();
+                    HostTensor::new(t.shape().to_vec(), v).unwrap()
+                };
+                (q(f32_input(&mut rng, &[3, 1, 33])), q(f32_input(&mut rng, &[4, 1])))
+            } else {
+                (i64_input(&mut rng, &[3, 1, 33], -3, 3), i64_input(&mut rng, &[4, 1], -3, 3))
+            };
+            let plan = check(&format!("{} {dtype}", op.name()), g, vec![("a".into(), ta), ("b".into(), tb)]);
+            assert!(plan.contains("compare"), "{plan}");
+        }
+    }
+    for op in [Op::And, Op::Or, Op::Xor] {
+        let mut g = Graph::new();
+        let a = g.input("a", DType::Bool, known(&[5, 31]));
+        let b = g.input("b", DType::Bool, known(&[31]));
+        let y = g.op1(op.clone(), &[a, b]);
+        let n = g.op1(Op::Not, &[y]);
+        g.output(y);
+        g.output(n);
+        check(
+            op.name(),
+            g,
+            vec![("a".into(), bool_input(&mut rng, &[5, 31])), ("b".into(), bool_input(&mut rng, &[31]))],
+        );
+    }
+}
+
+#[test]
+fn where_broadcasts_three_ways() {
+    let mut rng = Rng::new(0x3e7e);
+    for (c, a, b) in [
+        (vec![2, 3, 4], vec![2, 3, 4], vec![2, 3, 4]),
+        (vec![1, 33], vec![5, 1], vec![]),
+        (vec![4, 1, 1], vec![1, 3, 1], vec![1, 1, 1025]),
+    ] {
+        for dtype in [DType::F32, DType::I64, DType::Bool] {
+            let mut g = Graph::new();
+            let cv = g.input("c", DType::Bool, known(&c));
+            let av = g.input("a", dtype, known(&a));
+            let bv = g.input("b", dtype, known(&b));
+            let y = g.op1(Op::Where, &[cv, av, bv]);
+            g.output(y);
+            let mk = |rng: &mut Rng, s: &[usize]| match dtype {
+                DType::F32 => f32_input(rng, s),
+                DType::I64 => i64_input(rng, s, -100, 100),
+                _ => bool_input(rng, s),
+            };
+            let (ta, tb) = (mk(&mut rng, &a), mk(&mut rng, &b));
+            let plan = check(
+                &format!("where {dtype} {c:?} {a:?} {b:?}"),
+                g,
+                vec![("c".into(), bool_input(&mut rng, &c)), ("a".into(), ta), ("b".into(), tb)],
+            );
+            assert!(plan.contains("where_b"), "{plan}");
+        }
+    }
+}

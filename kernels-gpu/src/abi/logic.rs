@@ -1,0 +1,104 @@
+//! Kernels on any element type: Cast, comparisons and boolean logic, Where.
+
+use super::{BinaryParams, MAX_RANK, Params};
+
+/// Element types the type-generic kernels read and write (`CastParams`, `CompareParams`).
+pub mod scalar {
+    /// IEEE binary32.
+    pub const F32: u32 = 0;
+    /// IEEE binary64.
+    pub const F64: u32 = 1;
+    /// Signed 64-bit integer.
+    pub const I64: u32 = 2;
+    /// Signed 32-bit integer.
+    pub const I32: u32 = 3;
+    /// Signed 8-bit integer.
+    pub const I8: u32 = 4;
+    /// Unsigned 8-bit integer.
+    pub const U8: u32 = 5;
+    /// Boolean (one byte, 0 or 1).
+    pub const BOOL: u32 = 6;
+    /// IEEE binary16.
+    pub const F16: u32 = 7;
+    /// bfloat16.
+    pub const BF16: u32 = 8;
+}
+
+/// Parameters of `logic::cast`: `y[i] = x[i] as to` over `elems` contiguous elements, element
+/// types from [`scalar`]. Floats to integers truncate toward zero and saturate (NaN gives 0);
+/// anything to bool is `x != 0`; to f16 / bf16 rounds to nearest even.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CastParams {
+    /// Number of elements.
+    pub elems: u64,
+    /// Source element type ([`scalar`]).
+    pub from: u32,
+    /// Destination element type ([`scalar`]).
+    pub to: u32,
+}
+
+/// `CompareParams::op`: the comparison or logic function.
+pub mod compare_op {
+    /// `a == b`.
+    pub const EQUAL: u32 = 0;
+    /// `a < b`.
+    pub const LESS: u32 = 1;
+    /// `a > b`.
+    pub const GREATER: u32 = 2;
+    /// `a <= b`.
+    pub const LESS_OR_EQUAL: u32 = 3;
+    /// `a >= b`.
+    pub const GREATER_OR_EQUAL: u32 = 4;
+    /// `a && b` (operands are bool).
+    pub const AND: u32 = 5;
+    /// `a || b`.
+    pub const OR: u32 = 6;
+    /// `a != b` for bools (Xor).
+    pub const XOR: u32 = 7;
+    /// `!a` (`b` is ignored; pass `a` again).
+    pub const NOT: u32 = 8;
+}
+
+/// Parameters of `logic::compare`: `y[i] = op(a[ia], b[ib])` as a bool byte, with the broadcast
+/// layout of [`BinaryParams`] (rank 0: contiguous, same shape). Operands have element type
+/// `dtype` ([`scalar`]: F32, F64, I64, I32, I8, U8 or BOOL).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompareParams {
+    /// Shape and strides.
+    pub bin: BinaryParams,
+    /// One of [`compare_op`].
+    pub op: u32,
+    /// Operand element type.
+    pub dtype: u32,
+}
+
+/// Parameters of the `logic::where_b*` kernels: `y[i] = cond[ic] ? a[ia] : b[ib]` over the
+/// row-major output `out_shape[MAX_RANK - rank..]` (rank 0: `elems` contiguous elements, no
+/// broadcast); strides in elements, 0 broadcasts.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WhereParams {
+    /// Output elements.
+    pub elems: u64,
+    /// Number of used dimensions.
+    pub rank: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+    /// Output shape, right-aligned.
+    pub out_shape: [u64; MAX_RANK],
+    /// Strides of the condition.
+    pub c_strides: [u64; MAX_RANK],
+    /// Strides of the value taken where the condition holds.
+    pub a_strides: [u64; MAX_RANK],
+    /// Strides of the value taken elsewhere.
+    pub b_strides: [u64; MAX_RANK],
+}
+
+// SAFETY: #[repr(C)], u64 then two u32.
+unsafe impl Params for CastParams {}
+// SAFETY: #[repr(C)], BinaryParams (no padding, 8-aligned) then two u32.
+unsafe impl Params for CompareParams {}
+// SAFETY: #[repr(C)], u64, two u32 (`_pad` explicit), four u64 arrays.
+unsafe impl Params for WhereParams {}

@@ -1,0 +1,315 @@
+//! Kernels on any element type: Cast, comparisons and boolean logic (bool output), Where.
+//!
+//! Element types travel as [`scalar`] codes; the kernel branches on them once per launch (the
+//! branch is uniform), then runs a grid-stride loop monomorphized for the pair of types. Every
+//! thread handles one output element at a time, so writes are coalesced.
+
+use crate::abi::{CastParams, CompareParams, MAX_RANK, WhereParams, compare_op, scalar};
+use crate::elementwise::broadcast_offsets;
+use crate::intrinsics::{global_thread_x, grid_threads_x};
+use crate::math;
+
+/// An element type as read: widened to f64 (floats) or i64 (integers, bools).
+#[derive(Clone, Copy)]
+enum Wide {
+    F(f64),
+    I(i64),
+}
+
+impl Wide {
+    #[inline(always)]
+    fn f64(self) -> f64 {
+        match self {
+            Wide::F(v) => v,
+            Wide::I(v) => v as f64,
+        }
+    }
+
+    #[inline(always)]
+    fn i64(self) -> i64 {
+        match self {
+            Wide::F(v) => v as i64,
+            Wide::I(v) => v,
+        }
+    }
+
+    #[inline(always)]
+    fn nonzero(self) -> bool {
+        match self {
+            Wide::F(v) => v != 0.0,
+            Wide::I(v) => v != 0,
+        }
+    }
+}
+
+/// Element `i` of `x` (element type `ty`), widened.
+///
+/// # Safety
+/// `x` holds more than `i` elements of type `ty`.
+#[inline(always)]
+unsafe fn load(ty: u32, x: *const u8, i: usize) -> Wide {
+    // SAFETY: the caller's contract; each arm reads one element of its size at index i.
+    unsafe {
+        match ty {
+            scalar::F32 => Wide::F(*x.cast::<f32>().add(i) as f64),
+            scalar::F64 => Wide::F(*x.cast::<f64>().add(i)),
+            scalar::I64 => Wide::I(*x.cast::<i64>().add(i)),
+            scalar::I32 => Wide::I(*x.cast::<i32>().add(i) as i64),
+            scalar::I8 => Wide::I(*x.cast::<i8>().add(i) as i64),
+            scalar::U8 => Wide::I(*x.add(i) as i64),
+            scalar::BOOL => Wide::I((*x.add(i) != 0) as i64),
+            scalar::F16 => Wide::F(math::f16_to_f32(*x.cast::<u16>().add(i)) as f64),
+            _ => Wide::F(math::bf16_to_f32(*x.cast::<u16>().add(i)) as f64),
+        }
+    }
+}
+
+/// Stores `v` as element `i` of `y` (element type `ty`).
+///
+/// # Safety
+/// `y` holds more than `i` elements of type `ty`.
+#[inline(always)]
+unsafe fn store(ty: u32, y: *mut u8, i: usize, v: Wide) {
+    // SAFETY: the caller's contract; each arm writes one element of its size at index i.
+    unsafe {
+        match ty {
+            // f64 -> f32 rounds once; an i64 source goes straight to f32 (one rounding).
+            scalar::F32 => {
+                *y.cast::<f32>().add(i) = match v {
+                    Wide::F(f) => f as f32,
+                    Wide::I(n) => n as f32,
+                }
+            }
+            scalar::F64 => *y.cast::<f64>().add(i) = v.f64(),
+            scalar::I64 => *y.cast::<i64>().add(i) = v.i64(),
+            scalar::I32 => *y.cast::<i32>().add(i) = v.i64() as i32,
+            scalar::I8 => *y.cast::<i8>().add(i) = v.i64() as i8,
+            scalar::U8 => *y.add(i) = v.i64() as u8,
+            scalar::BOOL => *y.add(i) = v.nonzero() as u8,
+            scalar::F16 => *y.cast::<u16>().add(i) = math::f32_to_f16(narrow(v)),
+            _ => *y.cast::<u16>().add(i) = math::f32_to_bf16(narrow(v)),
+        }
+    }
+}
+
+/// `v` as f32 (the half types round from it).
+#[inline(always)]
+fn narrow(v: Wide) -> f32 {
+    match v {
+        Wide::F(f) => f as f32,
+        Wide::I(n) => n as f32,
+    }
+}
+
+/// # Safety
+/// The [`cast`] contract, with `FROM` equal to `p.from`.
+#[inline(always)]
+unsafe fn cast_from<const FROM: u32>(p: &CastParams, x: *const u8, y: *mut u8) {
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < p.elems {
+        // SAFETY: i < elems, the length of both buffers. (`p.to` is uniform across the launch, so
+        // its branch in `store` costs no divergence.)
+        unsafe { store(p.to, y, i as usize, load(FROM, x, i as usize)) };
+        i += stride;
+    }
+}
+
+/// ONNX Cast: `y[i] = x[i]` converted from `p.from` to `p.to` ([`CastParams`]).
+///
+/// # Safety
+/// `x` holds `p.elems` elements of type `p.from`, `y` holds `p.elems` of type `p.to` and does not
+/// overlap `x` unless both types have the same size (then `y == x` is allowed: each thread reads
+/// its element before writing it). Unknown type codes write nothing.
+///
+/// # Parameters
+/// `p`: count and types; `x`: the input; `y`: the output.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn cast(p: CastParams, x: *const u8, y: *mut u8) {
+    // SAFETY: forwarded from the contract.
+    unsafe {
+        match p.from {
+            scalar::F32 => cast_from::<{ scalar::F32 }>(&p, x, y),
+            scalar::F64 => cast_from::<{ scalar::F64 }>(&p, x, y),
+            scalar::I64 => cast_from::<{ scalar::I64 }>(&p, x, y),
+            scalar::I32 => cast_from::<{ scalar::I32 }>(&p, x, y),
+            scalar::I8 => cast_from::<{ scalar::I8 }>(&p, x, y),
+            scalar::U8 => cast_from::<{ scalar::U8 }>(&p, x, y),
+            scalar::BOOL => cast_from::<{ scalar::BOOL }>(&p, x, y),
+            scalar::F16 => cast_from::<{ scalar::F16 }>(&p, x, y),
+            scalar::BF16 => cast_from::<{ scalar::BF16 }>(&p, x, y),
+            _ => {}
+        }
+    }
+}
+
+/// Element offsets of output `i` into both operands (rank 0: contiguous).
+#[inline(always)]
+fn offsets(p: &CompareParams, i: u64) -> (u64, u64) {
+    if p.bin.rank == 0 {
+        (i, i)
+    } else if p.bin.elems <= u32::MAX as u64 {
+        let (a, b) = broadcast_offsets::<u32>(&p.bin, i as u32);
+        (a as u64, b as u64)
+    } else {
+        broadcast_offsets::<u64>(&p.bin, i)
+    }
+}
+
+/// `op(a, b)` on widened operands.
+#[inline(always)]
+fn apply(op: u32, a: Wide, b: Wide) -> bool {
+    match (a, b) {
+        (Wide::I(x), Wide::I(y)) => match op {
+            compare_op::EQUAL => x == y,
+            compare_op::LESS => x < y,
+            compare_op::GREATER => x > y,
+            compare_op::LESS_OR_EQUAL => x <= y,
+            compare_op::GREATER_OR_EQUAL => x >= y,
+            compare_op::AND => x != 0 && y != 0,
+            compare_op::OR => x != 0 || y != 0,
+            compare_op::XOR => (x != 0) != (y != 0),
+            _ => x == 0,
+        },
+        _ => {
+            let (x, y) = (a.f64(), b.f64());
+            match op {
+                compare_op::EQUAL => x == y,
+                compare_op::LESS => x < y,
+                compare_op::GREATER => x > y,
+                compare_op::LESS_OR_EQUAL => x <= y,
+                compare_op::GREATER_OR_EQUAL => x >= y,
+                compare_op::AND => x != 0.0 && y != 0.0,
+                compare_op::OR => x != 0.0 || y != 0.0,
+                compare_op::XOR => (x != 0.0) != (y != 0.0),
+                _ => x == 0.0,
+            }
+        }
+    }
+}
+
+/// # Safety
+/// The [`compare`] contract, with `TY` equal to `p.dtype`.
+#[inline(always)]
+unsafe fn compare_typed<const TY: u32>(p: &CompareParams, a: *const u8, b: *const u8, y: *mut u8) {
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < p.bin.elems {
+        let (ia, ib) = offsets(p, i);
+        // SAFETY: the offsets lie inside the operands and i < elems (the contract). `p.op` is
+        // uniform across the launch.
+        unsafe {
+            let r = apply(p.op, load(TY, a, ia as usize), load(TY, b, ib as usize));
+            *y.add(i as usize) = r as u8;
+        }
+        i += stride;
+    }
+}
+
+/// Comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual) and boolean logic (And, Or,
+/// Xor, Not) with NumPy broadcasting; the output is bool bytes ([`CompareParams`]).
+///
+/// # Safety
+/// `a` and `b` hold every element the shape and strides of `p.bin` address, of type `p.dtype`;
+/// `y` holds `p.bin.elems` bytes and does not overlap the operands. For Not, `b` is `a`.
+///
+/// # Parameters
+/// `p`: shape, strides, op and type; `a`, `b`: the operands; `y`: the bool output.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the output elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn compare(p: CompareParams, a: *const u8, b: *const u8, y: *mut u8) {
+    if p.bin.rank as usize > MAX_RANK {
+        return;
+    }
+    // SAFETY: forwarded from the contract.
+    unsafe {
+        match p.dtype {
+            scalar::F32 => compare_typed::<{ scalar::F32 }>(&p, a, b, y),
+            scalar::F64 => compare_typed::<{ scalar::F64 }>(&p, a, b, y),
+            scalar::I64 => compare_typed::<{ scalar::I64 }>(&p, a, b, y),
+            scalar::I32 => compare_typed::<{ scalar::I32 }>(&p, a, b, y),
+            scalar::I8 => compare_typed::<{ scalar::I8 }>(&p, a, b, y),
+            scalar::U8 => compare_typed::<{ scalar::U8 }>(&p, a, b, y),
+            scalar::BOOL => compare_typed::<{ scalar::BOOL }>(&p, a, b, y),
+            _ => {}
+        }
+    }
+}
+
+/// Offsets of output index `i` into the condition and both values.
+#[inline(always)]
+fn where_offsets(p: &WhereParams, i: u64) -> (u64, u64, u64) {
+    if p.rank == 0 {
+        return (i, i, i);
+    }
+    let first = MAX_RANK - p.rank as usize;
+    let (mut rem, mut oc, mut oa, mut ob) = (i, 0u64, 0u64, 0u64);
+    let mut d = MAX_RANK;
+    while d > 0 {
+        d -= 1;
+        if d < first {
+            break;
+        }
+        let dim = p.out_shape[d];
+        let idx = rem % dim;
+        rem /= dim;
+        oc += idx * p.c_strides[d];
+        oa += idx * p.a_strides[d];
+        ob += idx * p.b_strides[d];
+    }
+    (oc, oa, ob)
+}
+
+/// # Safety
+/// The `where_b*` contract for elements of type `T`.
+#[inline(always)]
+unsafe fn select<T: Copy>(p: &WhereParams, c: *const u8, a: *const T, b: *const T, y: *mut T) {
+    if p.rank as usize > MAX_RANK {
+        return;
+    }
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < p.elems {
+        let (ic, ia, ib) = where_offsets(p, i);
+        // SAFETY: offsets inside the operands, i < elems (the contract).
+        unsafe {
+            *y.add(i as usize) =
+                if *c.add(ic as usize) != 0 { *a.add(ia as usize) } else { *b.add(ib as usize) };
+        }
+        i += stride;
+    }
+}
+
+macro_rules! where_kernel {
+    ($name:ident, $t:ty, $bytes:literal) => {
+        #[doc = concat!("ONNX Where of ", $bytes, "-byte elements ([`WhereParams`]).")]
+        ///
+        /// # Safety
+        /// `c` (bool bytes), `a` and `b` hold every element the shape and strides address; `y`
+        /// holds `p.elems` elements and overlaps none of them.
+        ///
+        /// # Parameters
+        /// `p`: shape and strides; `c`: the condition; `a`: taken where it holds; `b`: elsewhere;
+        /// `y`: the output.
+        ///
+        /// # Thread mapping
+        /// 1-D grid of 1-D blocks, any size: a grid-stride loop over the output elements.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            p: WhereParams,
+            c: *const u8,
+            a: *const $t,
+            b: *const $t,
+            y: *mut $t,
+        ) {
+            // SAFETY: forwarded from the contract.
+            unsafe { select(&p, c, a, b, y) }
+        }
+    };
+}
+
+where_kernel!(where_b1, u8, "1");
+where_kernel!(where_b4, u32, "4");
+where_kernel!(where_b8, u64, "8");

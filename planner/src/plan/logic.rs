@@ -1,0 +1,172 @@
+//! Lowering of the type-generic `logic` kernels: Cast / CastLike, comparisons and boolean logic
+//! (bool output, NumPy broadcasting), Where (three-way broadcasting).
+
+use kernels_gpu::abi::{
+    CastParams, CompareParams, KernelId, MAX_RANK, Params, WhereParams, compare_op, scalar,
+};
+
+use super::elementwise::{binary_params, broadcast_strides};
+use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
+use crate::graph::{NodeId, ValueId};
+use crate::op::Op;
+use crate::tensor_info::DType;
+
+type Lowered = Result<Vec<Step>, String>;
+
+fn dims(values: &[PlannedValue], v: ValueId) -> Result<(&[usize], DType), String> {
+    let pv = &values[v.index()];
+    let d = pv.dims.as_deref().ok_or_else(|| format!("`{}` has a data-dependent shape", pv.name))?;
+    Ok((d, pv.dtype))
+}
+
+/// The kernels' code for `dtype`.
+pub fn scalar_code(dtype: DType) -> u32 {
+    match dtype {
+        DType::F32 => scalar::F32,
+        DType::F64 => scalar::F64,
+        DType::I64 => scalar::I64,
+        DType::I32 => scalar::I32,
+        DType::I8 => scalar::I8,
+        DType::U8 => scalar::U8,
+        DType::Bool => scalar::BOOL,
+        DType::F16 => scalar::F16,
+        DType::BF16 => scalar::BF16,
+    }
+}
+
+/// The comparison / logic op code of `op`, if it is one.
+pub fn compare_code(op: &Op) -> Option<u32> {
+    Some(match op {
+        Op::Equal => compare_op::EQUAL,
+        Op::Less => compare_op::LESS,
+        Op::Greater => compare_op::GREATER,
+        Op::LessOrEqual => compare_op::LESS_OR_EQUAL,
+        Op::GreaterOrEqual => compare_op::GREATER_OR_EQUAL,
+        Op::And => compare_op::AND,
+        Op::Or => compare_op::OR,
+        Op::Xor => compare_op::XOR,
+        Op::Not => compare_op::NOT,
+        _ => return None,
+    })
+}
+
+fn launch(
+    id: NodeId,
+    label: String,
+    kernel: KernelId,
+    p: &impl Params,
+    work: u64,
+    o: &PlanOptions,
+    args: &[ValueId],
+) -> Lowered {
+    if work == 0 {
+        return Ok(Vec::new());
+    }
+    let mut all = vec![Arg::Params(p.as_bytes().to_vec())];
+    all.extend(args.iter().map(|&v| Arg::Value(v)));
+    Ok(vec![Step::Kernel {
+        nodes: vec![id],
+        label,
+        kernel,
+        grid: capped_grid(o.sm_count, work.div_ceil(THREADS as u64)),
+        block: [THREADS, 1, 1],
+        shared_bytes: 0,
+        args: all,
+    }])
+}
+
+/// Cast / CastLike of `x` into `y` (the output's dtype is the target).
+pub(super) fn cast(
+    id: NodeId,
+    label: String,
+    x: ValueId,
+    y: ValueId,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    let ((xd, from), (_, to)) = (dims(values, x)?, dims(values, y)?);
+    let elems = xd.iter().product::<usize>() as u64;
+    let p = CastParams { elems, from: scalar_code(from), to: scalar_code(to) };
+    launch(id, label, KernelId::Cast, &p, elems, o, &[x, y])
+}
+
+/// A comparison or logic op (`code` from [`compare_code`]); Not passes its input twice.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn compare(
+    id: NodeId,
+    label: String,
+    code: u32,
+    a: ValueId,
+    b: ValueId,
+    y: ValueId,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    let ((ad, dtype), (bd, _), (yd, _)) = (dims(values, a)?, dims(values, b)?, dims(values, y)?);
+    let bin = binary_params(ad, bd, yd).ok_or("the broadcast collapses to more than 8 dims")?;
+    let p = CompareParams { bin, op: code, dtype: scalar_code(dtype) };
+    if matches!(dtype, DType::F16 | DType::BF16) {
+        return Err(format!("comparisons of {dtype} have no kernel yet"));
+    }
+    launch(id, label, KernelId::Compare, &p, bin.elems, o, &[a, b, y])
+}
+
+/// Where(cond, a, b) with three-way broadcasting to `y`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn where_(
+    id: NodeId,
+    label: String,
+    c: ValueId,
+    a: ValueId,
+    b: ValueId,
+    y: ValueId,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    let ((cd, _), (ad, dtype), (bd, _), (yd, _)) =
+        (dims(values, c)?, dims(values, a)?, dims(values, b)?, dims(values, y)?);
+    let elems = yd.iter().product::<usize>() as u64;
+    let mut p = WhereParams { elems, ..WhereParams::default() };
+    if !(cd == yd && ad == yd && bd == yd) {
+        let r = yd.len();
+        let (sc, sa, sb) = (broadcast_strides(cd, r), broadcast_strides(ad, r), broadcast_strides(bd, r));
+        // (extent, c, a, b strides), size-1 dims dropped, contiguous neighbours merged.
+        let mut dims: Vec<(usize, [usize; 3])> = Vec::new();
+        for k in 0..r {
+            let n = yd[k];
+            if n == 1 {
+                continue;
+            }
+            let s = [sc[k], sa[k], sb[k]];
+            match dims.last_mut() {
+                Some((ln, ls)) if (0..3).all(|j| ls[j] == s[j] * n) => *ln *= n,
+                _ => dims.push((n, s)),
+            }
+            if let Some((_, ls)) = dims.last_mut() {
+                *ls = s;
+            }
+        }
+        if dims.len() > MAX_RANK {
+            return Err("the broadcast collapses to more than 8 dims".into());
+        }
+        p.rank = dims.len() as u32;
+        let first = MAX_RANK - dims.len();
+        for (k, (n, s)) in dims.into_iter().enumerate() {
+            p.out_shape[first + k] = n as u64;
+            (p.c_strides[first + k], p.a_strides[first + k], p.b_strides[first + k]) =
+                (s[0] as u64, s[1] as u64, s[2] as u64);
+        }
+        if p.rank == 0 {
+            // One element: offsets 0 everywhere.
+            p.rank = 1;
+            p.out_shape[MAX_RANK - 1] = 1;
+        }
+    }
+    let kernel = match dtype.size_bytes() {
+        1 => KernelId::WhereB1,
+        4 => KernelId::WhereB4,
+        8 => KernelId::WhereB8,
+        _ => return Err(format!("Where of {dtype} has no kernel yet")),
+    };
+    launch(id, label, kernel, &p, elems, o, &[c, a, b, y])
+}
