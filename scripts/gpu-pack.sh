@@ -4,7 +4,7 @@
 # on a machine that has an NVIDIA GPU but no Rust toolchain:
 #
 #   scripts/gpu-pack.sh                      # here
-#   gpu-pack/run.sh [--bench] [--sanitize]   # there; prints a pass/fail summary, exits non-zero on failure
+#   gpu-pack/run.sh [--bench] [--sanitize] [--latency]   # there; prints a pass/fail summary, exits non-zero on failure
 #
 # The binaries are stripped and travel xz-compressed (each embeds the PTX text, which compresses
 # about tenfold); run.sh unpacks them into a temporary folder. Only the host package's tests (unit
@@ -58,9 +58,9 @@ cat > "$out/run.sh" <<'RUNNER'
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d /tmp/ferrofuse-suite.XXXXXX)
 tar -xJf "$here/suite.tar.xz" -C "$work" && cd "$work/suite" || exit 2
-bench=0; sanitize=0
+bench=0; sanitize=0; latency=0
 for a in "$@"; do
-  case "$a" in --bench) bench=1 ;; --sanitize) sanitize=1 ;; *) echo "unknown option $a"; exit 2 ;; esac
+  case "$a" in --bench) bench=1 ;; --sanitize) sanitize=1 ;; --latency) latency=1 ;; *) echo "unknown option $a"; exit 2 ;; esac
 done
 logs=${OUT:-/tmp}/gpu-suite-logs; mkdir -p "$logs"
 pass=0; fail=0; summary=()
@@ -90,6 +90,17 @@ if [ "$bench" = 1 ]; then
     name="bench-$(basename "$b")"
     "$b" --bench 2>&1 | tee "$logs/$name.log"; record "$name" "${PIPESTATUS[0]}"
   done
+fi
+if [ "$latency" = 1 ]; then
+  # Steady-state latency of the bundled demo and the PyTorch fixtures (from the checkout next to
+  # gpu-pack/), graph replay on and off.
+  fx="$here/../tests/fixtures/pytorch"
+  ./bin/ferrofuse run --repeat 2000 2>&1 | tee "$logs/latency-demo.log"; record latency-demo "${PIPESTATUS[0]}"
+  ./bin/ferrofuse run "$fx/gpt2.onnx" --input input_ids="$fx/gpt2.in.input_ids.npy" --repeat 2000 2>&1 \
+    | tee "$logs/latency-gpt2.log"; record latency-gpt2 "${PIPESTATUS[0]}"
+  ./bin/ferrofuse run "$fx/bert.onnx" --input input_ids="$fx/bert.in.input_ids.npy" \
+    --input attention_mask="$fx/bert.in.attention_mask.npy" --input token_type_ids="$fx/bert.in.token_type_ids.npy" \
+    --repeat 2000 2>&1 | tee "$logs/latency-bert.log"; record latency-bert "${PIPESTATUS[0]}"
 fi
 echo "==== GPU suite summary ===="
 printf '%s\n' "${summary[@]}"
