@@ -298,26 +298,31 @@ fn at<T: Copy>(a: &[T; MAX_RANK], d: usize) -> T {
     }
 }
 
-/// Input coordinate that output coordinate `c` (already shifted by `-begin`) reads along a dim
-/// of `n` elements, or `None` for the constant.
+/// Input coordinate that input-space coordinate `c` reads along a dim whose kept (uncropped)
+/// range is `[lo, hi)`, or `None` for the constant. Negative pads crop first; the modes then act
+/// on the cropped range, as ONNX (NumPy) does.
 #[inline(always)]
-fn pad_source(mode: u32, c: i64, n: i64) -> Option<i64> {
-    if (0..n).contains(&c) {
+fn pad_source(mode: u32, c: i64, lo: i64, hi: i64) -> Option<i64> {
+    if (lo..hi).contains(&c) {
         return Some(c);
     }
-    match mode {
-        pad_mode::EDGE => Some(c.clamp(0, n - 1)),
-        pad_mode::WRAP => Some(c.rem_euclid(n)),
-        pad_mode::REFLECT => {
-            if n == 1 {
-                return Some(0);
-            }
-            let period = 2 * (n - 1);
-            let r = c.rem_euclid(period);
-            Some(if r < n { r } else { period - r })
-        }
-        _ => None,
+    let n = hi - lo;
+    if n <= 0 {
+        return None;
     }
+    let r = c - lo;
+    let k = match mode {
+        pad_mode::EDGE => r.clamp(0, n - 1),
+        pad_mode::WRAP => r.rem_euclid(n),
+        pad_mode::REFLECT if n == 1 => 0,
+        pad_mode::REFLECT => {
+            let period = 2 * (n - 1);
+            let m = r.rem_euclid(period);
+            if m < n { m } else { period - m }
+        }
+        _ => return None,
+    };
+    Some(lo + k)
 }
 
 /// # Safety
@@ -335,10 +340,14 @@ unsafe fn pad<T: Copy>(p: &PadParams, x: *const T, y: *mut T, value: T) {
                 break;
             }
             let dim = at(&p.out_shape, d);
-            let c = (rem % dim) as i64 - at(&p.begin, d);
+            let begin = at(&p.begin, d);
+            let c = (rem % dim) as i64 - begin;
             rem /= dim;
             let n = at(&p.in_shape, d) as i64;
-            match pad_source(p.mode, c, n) {
+            // Cropped (negative-pad) ends: the kept input range is [lo, hi).
+            let end = dim as i64 - n - begin;
+            let (lo, hi) = (0i64.max(-begin), n - 0i64.max(-end));
+            match pad_source(p.mode, c, lo, hi) {
                 Some(s) => off += s * in_stride,
                 None => inside = false,
             }

@@ -81,7 +81,8 @@ pub mod pad_mode {
 /// Parameters of the `movement::pad_b*` kernels (ONNX Pad): output element `o` (row-major over
 /// `out_shape[MAX_RANK - rank..]`) reads input coordinate `o[d] - begin[d]` on each dim; a
 /// coordinate outside `[0, in_shape[d])` takes `value_bits` (mode constant) or is mapped back inside
-/// (reflect, edge, wrap). Negative `begin` crops. The input is contiguous over `in_shape`.
+/// (reflect, edge, wrap). Negative pads crop first and the modes act on the cropped range (the
+/// end pad of a dim is `out_shape - in_shape - begin`). The input is contiguous over `in_shape`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PadParams {
