@@ -31,12 +31,14 @@ mod elementwise;
 mod gemm;
 mod movement;
 mod probe;
+mod recurrent;
 mod rows;
 
 pub use elementwise::*;
 pub use gemm::*;
 pub use movement::*;
 pub use probe::*;
+pub use recurrent::*;
 pub use rows::*;
 
 /// Declares [`KernelId`]: one line per kernel, its variant and its PTX `.entry` name.
@@ -125,6 +127,13 @@ kernel_ids! {
     LayerNormF32 => "layer_norm_f32",
     /// `rows::rms_norm_f32`: RMSNormalization
     RmsNormF32 => "rms_norm_f32",
+    // recurrent
+    /// `recurrent::lstm_f32`: ONNX LSTM recurrence over a precomputed input projection
+    LstmF32 => "lstm_f32",
+    /// `recurrent::gru_f32`: ONNX GRU recurrence over a precomputed input projection
+    GruF32 => "gru_f32",
+    /// `recurrent::rnn_f32`: ONNX RNN recurrence over a precomputed input projection
+    RnnF32 => "rnn_f32",
     // movement
     /// `movement::transpose_f32`: ONNX Transpose (any permutation up to rank 8)
     TransposeF32 => "transpose_f32",
@@ -138,6 +147,18 @@ kernel_ids! {
     /// `probe::probe_hopper`: the sm_90a `wgmma` fences and async-proxy fence (reports whether the
     /// flavour it runs in has them)
     ProbeHopper => "probe_hopper",
+}
+
+impl KernelId {
+    /// How many trailing arguments of the kernel are outputs it writes (pointer arguments, or a
+    /// null pointer for an omitted optional output); every earlier pointer argument is only read.
+    pub const fn written_args(self) -> usize {
+        match self {
+            KernelId::LstmF32 => 3,
+            KernelId::GruF32 | KernelId::RnnF32 => 2,
+            _ => 1,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -166,5 +187,9 @@ mod tests {
         assert_eq!(core::mem::size_of::<RowParams>(), 5 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<TransposeParams>(), 16 + 2 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<GatherParams>(), 4 * 8);
+        assert_eq!(core::mem::size_of::<ActivationSpec>(), 12);
+        assert_eq!(core::mem::size_of::<CellActivations>(), 36);
+        assert_eq!(core::mem::size_of::<RecurrentParams>(), 16 + 8 * 8 + 16 + 2 * 36);
+        assert_eq!(core::mem::align_of::<RecurrentParams>(), 8);
     }
 }
