@@ -6,6 +6,7 @@ mod context;
 mod elementwise;
 mod movement;
 mod probes;
+mod recurrent;
 mod rows;
 mod session;
 
