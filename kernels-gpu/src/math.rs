@@ -214,14 +214,7 @@ pub fn softplus(x: f32) -> f32 {
 /// `clamp(alpha * x + beta, 0, 1)`; NaN stays NaN.
 #[inline(always)]
 pub fn hard_sigmoid(x: f32, alpha: f32, beta: f32) -> f32 {
-    let v = alpha * x + beta;
-    if v < 0.0 {
-        0.0
-    } else if v > 1.0 {
-        1.0
-    } else {
-        v
-    }
+    (alpha * x + beta).clamp(0.0, 1.0)
 }
 
 /// `x < 0 ? alpha * (e^x - 1) : x`, with `e^x - 1` as `expm1` (no cancellation near 0).
