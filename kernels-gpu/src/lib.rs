@@ -30,6 +30,8 @@ mod movement;
 #[cfg(target_arch = "nvptx64")]
 mod probe;
 #[cfg(target_arch = "nvptx64")]
+mod recurrent;
+#[cfg(target_arch = "nvptx64")]
 mod rows;
 
 /// A panic on the device cannot unwind or print: it traps, which aborts the launch and surfaces on

@@ -211,6 +211,50 @@ pub fn softplus(x: f32) -> f32 {
     m + libm::log1pf(exp(-x.abs()))
 }
 
+/// `clamp(alpha * x + beta, 0, 1)`; NaN stays NaN.
+#[inline(always)]
+pub fn hard_sigmoid(x: f32, alpha: f32, beta: f32) -> f32 {
+    (alpha * x + beta).clamp(0.0, 1.0)
+}
+
+/// `x < 0 ? alpha * (e^x - 1) : x`, with `e^x - 1` as `expm1` (no cancellation near 0).
+#[cfg_attr(target_arch = "nvptx64", inline(never))]
+#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+pub fn elu(x: f32, alpha: f32) -> f32 {
+    if x < 0.0 { alpha * libm::expm1f(x) } else { x }
+}
+
+/// `x / (1 + |x|)`
+#[inline(always)]
+pub fn softsign(x: f32) -> f32 {
+    x / (1.0 + x.abs())
+}
+
+/// `x > alpha ? x : 0`
+#[inline(always)]
+pub fn thresholded_relu(x: f32, alpha: f32) -> f32 {
+    if x > alpha { x } else { 0.0 }
+}
+
+/// Applies an activation of an ONNX recurrent cell, with its `alpha` and `beta`.
+#[inline(always)]
+pub fn activate_cell(act: crate::abi::CellActivation, x: f32, alpha: f32, beta: f32) -> f32 {
+    use crate::abi::CellActivation as A;
+    match act {
+        A::Relu => relu(x),
+        A::Tanh => tanh(x),
+        A::Sigmoid => sigmoid(x),
+        A::Affine => fma(alpha, x, beta),
+        A::LeakyRelu => leaky_relu(x, alpha),
+        A::ThresholdedRelu => thresholded_relu(x, alpha),
+        A::ScaledTanh => alpha * tanh(beta * x),
+        A::HardSigmoid => hard_sigmoid(x, alpha, beta),
+        A::Elu => elu(x, alpha),
+        A::Softsign => softsign(x),
+        A::Softplus => softplus(x),
+    }
+}
+
 /// Applies a GEMM-epilogue activation.
 #[inline(always)]
 pub fn activate(act: crate::abi::Activation, x: f32, alpha: f32) -> f32 {
@@ -377,6 +421,39 @@ mod tests {
         assert_eq!(exp(f32::NEG_INFINITY), 0.0);
         assert!(exp(f32::NAN).is_nan());
         assert_eq!(exp(88.8), f32::INFINITY);
+    }
+
+    #[test]
+    fn cell_activations_match_f64() {
+        use crate::abi::CellActivation as A;
+        let (a, b) = (0.7f32, 0.3f32);
+        let (ad, bd) = (a as f64, b as f64);
+        for x in sweep().filter(|x| x.abs() < 1e30) {
+            let d = x as f64;
+            let cases: [(A, f64); 11] = [
+                (A::Relu, d.max(0.0)),
+                (A::Tanh, d.tanh()),
+                (A::Sigmoid, sigmoid64(d)),
+                (A::Affine, ad * d + bd),
+                (A::LeakyRelu, if d < 0.0 { ad * d } else { d }),
+                (A::ThresholdedRelu, if d > ad { d } else { 0.0 }),
+                (A::ScaledTanh, ad * (bd * d).tanh()),
+                (A::HardSigmoid, (ad * d + bd).clamp(0.0, 1.0)),
+                (A::Elu, if d < 0.0 { ad * d.exp_m1() } else { d }),
+                (A::Softsign, d / (1.0 + d.abs())),
+                (A::Softplus, if d > 30.0 { d } else { d.exp().ln_1p() }),
+            ];
+            for (act, want) in cases {
+                assert_eq!(A::from_code(act as u32), act);
+                let got = activate_cell(act, x, a, b);
+                // Affine and HardSigmoid round `alpha * x` (the f64 side uses the exact product).
+                if matches!(act, A::Affine | A::HardSigmoid) {
+                    assert!((got as f64 - want).abs() <= 4.0 * f32::EPSILON as f64 * (want.abs() + 1.0));
+                } else {
+                    check(&std::format!("{act:?}"), got, want, x, 8.0);
+                }
+            }
+        }
     }
 
     #[test]

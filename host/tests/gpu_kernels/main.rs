@@ -7,6 +7,7 @@ mod elementwise;
 mod models;
 mod movement;
 mod probes;
+mod recurrent;
 mod rows;
 mod session;
 mod shape_ops;

@@ -32,6 +32,7 @@ mod gemm;
 mod logic;
 mod movement;
 mod probe;
+mod recurrent;
 mod rows;
 
 pub use elementwise::*;
@@ -39,6 +40,7 @@ pub use gemm::*;
 pub use logic::*;
 pub use movement::*;
 pub use probe::*;
+pub use recurrent::*;
 pub use rows::*;
 
 /// Declares [`KernelId`]: one line per kernel, its variant and its PTX `.entry` name.
@@ -127,6 +129,13 @@ kernel_ids! {
     LayerNormF32 => "layer_norm_f32",
     /// `rows::rms_norm_f32`: RMSNormalization
     RmsNormF32 => "rms_norm_f32",
+    // recurrent
+    /// `recurrent::lstm_f32`: ONNX LSTM recurrence over a precomputed input projection
+    LstmF32 => "lstm_f32",
+    /// `recurrent::gru_f32`: ONNX GRU recurrence over a precomputed input projection
+    GruF32 => "gru_f32",
+    /// `recurrent::rnn_f32`: ONNX RNN recurrence over a precomputed input projection
+    RnnF32 => "rnn_f32",
     // movement
     /// `movement::transpose_f32`: ONNX Transpose (any permutation up to rank 8)
     TransposeF32 => "transpose_f32",
@@ -175,6 +184,18 @@ kernel_ids! {
     ProbeHopper => "probe_hopper",
 }
 
+impl KernelId {
+    /// How many trailing arguments of the kernel are outputs it writes (pointer arguments, or a
+    /// null pointer for an omitted optional output); every earlier pointer argument is only read.
+    pub const fn written_args(self) -> usize {
+        match self {
+            KernelId::LstmF32 => 3,
+            KernelId::GruF32 | KernelId::RnnF32 => 2,
+            _ => 1,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,5 +228,9 @@ mod tests {
         assert_eq!(core::mem::size_of::<CastParams>(), 16);
         assert_eq!(core::mem::size_of::<CompareParams>(), core::mem::size_of::<BinaryParams>() + 8);
         assert_eq!(core::mem::size_of::<WhereParams>(), 16 + 4 * 8 * MAX_RANK);
+        assert_eq!(core::mem::size_of::<ActivationSpec>(), 12);
+        assert_eq!(core::mem::size_of::<CellActivations>(), 36);
+        assert_eq!(core::mem::size_of::<RecurrentParams>(), 16 + 8 * 8 + 16 + 2 * 36);
+        assert_eq!(core::mem::align_of::<RecurrentParams>(), 8);
     }
 }

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Scratch;
 use crate::error::PlanError;
 use crate::graph::{Definition, Graph, NodeId, ValueId};
 use crate::op::Op;
@@ -228,4 +229,20 @@ pub fn analyse_lifetimes(
         grp.life.last_step = grp.life.last_step.max(life.last_step);
     }
     Ok(LifetimeAnalysis { order, lifetimes, bytes, in_place: pairs, views, dynamic, groups })
+}
+
+/// Appends the scratch buffers to `life`: value ids after the graph's, one buffer each, live at
+/// their node's step only.
+pub(super) fn add_scratch(life: &mut LifetimeAnalysis, scratch: &[Scratch]) -> Result<(), PlanError> {
+    for s in scratch {
+        let step = life.order.iter().position(|&n| n == s.node).ok_or_else(|| PlanError::Memory {
+            detail: format!("scratch for node {}, which is not in the execution order", s.node),
+        })?;
+        let v = ValueId(life.lifetimes.len() as u32);
+        let l = Lifetime { first_step: step, last_step: step };
+        life.lifetimes.push(Some(l));
+        life.bytes.push(Some(s.bytes));
+        life.groups.push(Group { members: vec![v], bytes: s.bytes, life: l });
+    }
+    Ok(())
 }

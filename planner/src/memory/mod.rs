@@ -7,6 +7,10 @@
 //! lifetime-overlapping buffers (free gaps between placed buffers are merged before fitting), under
 //! two orderings (by size, by lifetime length), keeping the smaller arena.
 //!
+//! A node may also ask for scratch buffers ([`Scratch`]: workspace a kernel needs only while that
+//! node runs, such as a recurrent layer's input projection). Each gets a value id after the
+//! graph's values and a slot live at that node's step alone, placed like any other buffer.
+//!
 //! Outside the arena: graph inputs and outputs (callers own them), initializers (the weights have
 //! their own allocation), and values whose size depends on data (NonZero-like outputs, everything
 //! downstream of them, control-flow bodies); those are listed in `MemoryPlan::dynamic` and get a
@@ -53,7 +57,8 @@ pub struct MemoryPlan {
     pub arena_bytes: u64,
     /// Slot alignment in bytes.
     pub alignment: u64,
-    /// Arena slot of each value, indexed by `ValueId`; `None` outside the arena.
+    /// Arena slot of each value, indexed by `ValueId`; `None` outside the arena. Scratch buffers
+    /// follow the graph's values (ids `graph.values.len()..`, in request order).
     pub slots: Vec<Option<BufferSlot>>,
     /// Lifetime (in steps of `order`) of each arena value, indexed by `ValueId`.
     pub lifetimes: Vec<Option<Lifetime>>,
@@ -84,9 +89,18 @@ impl Default for MemoryOptions {
     }
 }
 
+/// A scratch buffer node `node` needs while it runs, and only then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scratch {
+    /// The node whose steps use the buffer.
+    pub node: NodeId,
+    /// Its size.
+    pub bytes: u64,
+}
+
 /// Plans the arena of `graph` with its symbolic input dims bound by `binding`.
 pub fn plan(graph: &Graph, binding: &Binding, options: &MemoryOptions) -> Result<MemoryPlan, PlanError> {
-    plan_with_views(graph, binding, options, &[])
+    plan_with(graph, binding, options, &[], &[])
 }
 
 /// [`plan`], with the values in `extra_views` (outputs of data-moving nodes whose readers walk
@@ -98,16 +112,39 @@ pub fn plan_with_views(
     options: &MemoryOptions,
     extra_views: &[ValueId],
 ) -> Result<MemoryPlan, PlanError> {
+    plan_with(graph, binding, options, extra_views, &[])
+}
+
+/// [`plan`], with scratch buffers: `scratch[i]` gets value id `graph.values.len() + i`, a slot in
+/// the arena and a lifetime of its node's step.
+pub fn plan_with_scratch(
+    graph: &Graph,
+    binding: &Binding,
+    options: &MemoryOptions,
+    scratch: &[Scratch],
+) -> Result<MemoryPlan, PlanError> {
+    plan_with(graph, binding, options, &[], scratch)
+}
+
+/// [`plan`] with extra views ([`plan_with_views`]) and scratch buffers ([`plan_with_scratch`]).
+pub fn plan_with(
+    graph: &Graph,
+    binding: &Binding,
+    options: &MemoryOptions,
+    extra_views: &[ValueId],
+    scratch: &[Scratch],
+) -> Result<MemoryPlan, PlanError> {
     if !options.alignment.is_power_of_two() {
         return Err(PlanError::Memory {
             detail: format!("alignment {} is not a power of two", options.alignment),
         });
     }
     let bound = bind_inputs(graph, binding)?;
-    let life = analyse_lifetimes(&bound, options.in_place, extra_views)?;
+    let mut life = analyse_lifetimes(&bound, options.in_place, extra_views)?;
+    lifetime::add_scratch(&mut life, scratch)?;
     let buffers = assign::buffers(&life, options.alignment);
     let (arena_bytes, offsets) = assign::best_of_orderings(&buffers);
-    let mut slots = vec![None; graph.values.len()];
+    let mut slots = vec![None; life.lifetimes.len()];
     for (b, &offset) in buffers.iter().zip(&offsets) {
         for &v in &b.members {
             slots[v.index()] = Some(BufferSlot { offset, bytes: life.bytes[v.index()].unwrap_or(0) });

@@ -205,3 +205,27 @@ fn a_reshape_is_a_view_and_in_place_waits_for_its_last_reader() {
     assert_ne!(p.slots[a.index()].unwrap().offset, p.slots[b.index()].unwrap().offset);
     assert!(p.in_place.contains(&(v, c)) || p.in_place.contains(&(w, c)), "{:?}", p.in_place);
 }
+
+#[test]
+fn scratch_buffers_live_at_their_node_only() {
+    let mut g = Graph::new();
+    let x = input(&mut g, "x", &[1000]);
+    let a = g.relu(x);
+    let b = g.sigmoid(a);
+    let c = g.add(b, x);
+    g.output(c);
+    let n = g.values.len();
+    let scratch = [Scratch { node: NodeId(1), bytes: 5000 }, Scratch { node: NodeId(2), bytes: 100 }];
+    let p = plan_with_scratch(&g, &Binding::new(), &MemoryOptions::default(), &scratch).unwrap();
+    assert_eq!(p.slots.len(), n + 2);
+    for (i, s) in scratch.iter().enumerate() {
+        let step = p.order.iter().position(|&id| id == s.node).unwrap();
+        assert_eq!(p.lifetimes[n + i], Some(Lifetime { first_step: step, last_step: step }));
+        assert_eq!(p.slots[n + i].map(|s| s.bytes), Some(s.bytes));
+    }
+    // The first scratch is live with `a`/`b` (one in-place buffer), so the arena holds both.
+    assert!(p.arena_bytes >= 4096 + 5120, "{p:?}");
+    check_independently(&p);
+    let missing = [Scratch { node: NodeId(7), bytes: 1 }];
+    assert!(plan_with_scratch(&g, &Binding::new(), &MemoryOptions::default(), &missing).is_err());
+}

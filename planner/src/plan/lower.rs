@@ -1,5 +1,6 @@
 //! Lowering one node of the (fused, bound) graph to plan steps. One `match` on the op; anything
-//! without a GPU kernel yet returns the reason, which `compile` collects for every node.
+//! without a GPU kernel yet returns the reason, which `compile` collects for every node. [`scratch`]
+//! names the scratch buffers a node's steps need besides its graph values.
 
 use kernels_gpu::abi::GEMV_WARPS;
 use kernels_gpu::abi::{
@@ -10,6 +11,7 @@ use kernels_gpu::abi::{
 use super::elementwise::{binary_params, broadcast_strides};
 use super::logic;
 use super::movement::{self, MoveNode};
+use super::recurrent;
 use super::rows::{self, RowNode};
 use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
 use crate::graph::{Graph, NodeId, ValueId};
@@ -17,13 +19,13 @@ use crate::op::{GeluApproximation, Op};
 use crate::tensor_info::DType;
 
 /// A plan is data: parameter structs travel as their bytes.
-fn bytes_of<T: Params>(p: &T) -> Vec<u8> {
+pub(super) fn bytes_of<T: Params>(p: &T) -> Vec<u8> {
     p.as_bytes().to_vec()
 }
 
-type Lowered = Result<Vec<Step>, String>;
+pub(super) type Lowered = Result<Vec<Step>, String>;
 
-fn dims(values: &[PlannedValue], v: ValueId) -> Result<(&[usize], DType), String> {
+pub(super) fn dims(values: &[PlannedValue], v: ValueId) -> Result<(&[usize], DType), String> {
     let pv = &values[v.index()];
     pv.dims
         .as_deref()
@@ -31,7 +33,7 @@ fn dims(values: &[PlannedValue], v: ValueId) -> Result<(&[usize], DType), String
         .ok_or_else(|| format!("`{}` has a data-dependent shape", pv.name))
 }
 
-fn f32_only(values: &[PlannedValue], vs: &[ValueId]) -> Result<(), String> {
+pub(super) fn f32_only(values: &[PlannedValue], vs: &[ValueId]) -> Result<(), String> {
     for &v in vs {
         let pv = &values[v.index()];
         if pv.dtype != DType::F32 {
@@ -79,16 +81,31 @@ fn binary_op(op: &Op) -> Option<BinaryOp> {
     })
 }
 
-/// The steps computing node `id`; `act` is the activation fused into it (GEMMs only).
+/// The scratch buffers node `id`'s steps need (named, with their dtype and dims), in the order
+/// [`node`] receives their value ids.
+pub(super) fn scratch(g: &Graph, id: NodeId, values: &[PlannedValue]) -> Vec<PlannedValue> {
+    match &g.nodes[id.index()].op {
+        Op::Lstm(_) | Op::Gru(_) | Op::Rnn(_) => recurrent::scratch(g, id, values).into_iter().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The steps computing node `id`; `scratch` holds the value ids of its [`scratch`] buffers, `act`
+/// is the activation fused into it (GEMMs only).
 pub(super) fn node(
     g: &Graph,
     id: NodeId,
     values: &[PlannedValue],
+    scratch: &[ValueId],
     act: Option<(Activation, f32)>,
     perms: &super::fuse::OperandPerms,
     o: &PlanOptions,
 ) -> Lowered {
     let n = &g.nodes[id.index()];
+    if let Op::Lstm(_) | Op::Gru(_) | Op::Rnn(_) = n.op {
+        // Any of their outputs may be omitted, the first included.
+        return recurrent::lower(g, id, values, scratch);
+    }
     let label = n.op.name().to_string();
     let ins: Vec<Option<ValueId>> = n.inputs.clone();
     let out = n.output(0).ok_or("the node's first output is omitted")?;
@@ -352,8 +369,9 @@ fn row_node(id: NodeId, label: String, ins: &[Option<ValueId>], out: ValueId) ->
     RowNode { id, label, ins, out }
 }
 
+/// A GEMM launch computing `out` from `p` (the GEMV kernel for `p.m <= GEMV_MAX_M`).
 #[allow(clippy::too_many_arguments)]
-fn gemm_step(
+pub(super) fn gemm_step(
     id: NodeId,
     label: String,
     mut p: GemmParams,

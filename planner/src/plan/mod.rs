@@ -1,8 +1,8 @@
 //! `compile`: Graph -> Plan, the contract the GPU session executes.
 //!
 //! Reads like its stages: bind the symbolic input dims and infer shapes, fuse activations into the
-//! GEMM that feeds them, plan the arena, then lower each node (in the memory plan's order) to a
-//! kernel launch or a device copy. Every node without a kernel is reported at once
+//! GEMM that feeds them, size the scratch buffers some lowerings need, plan the arena, then lower
+//! each node (in the memory plan's order) to kernel launches or a device copy. Every node without a kernel is reported at once
 //! ([`PlanError::NoKernel`]); nothing falls back to the CPU silently. The plan is plain serde data
 //! and prints one line per step.
 
@@ -11,6 +11,7 @@ mod fuse;
 mod logic;
 mod lower;
 mod movement;
+mod recurrent;
 mod rows;
 
 use std::fmt;
@@ -23,7 +24,7 @@ pub use movement::transpose_params;
 
 use crate::error::PlanError;
 use crate::graph::{Graph, NodeId, ValueId};
-use crate::memory::{self, MemoryOptions, MemoryPlan};
+use crate::memory::{self, MemoryOptions, MemoryPlan, Scratch};
 use crate::shape_infer;
 use crate::tensor_info::{Binding, DType};
 
@@ -149,15 +150,22 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     let (fused, epilogues) =
         if options.fuse_activations { fuse::activations(&bound, &infos) } else { (bound, Vec::new()) };
     let infos = shape_infer::infer(&fused)?;
-    let (absorbed, operand_perms) = fuse::transposes(&fused, &infos);
-    let memory = memory::plan_with_views(&fused, &Binding::new(), &options.memory, &absorbed)?;
-    let infos = shape_infer::infer(&fused)?;
-    let values: Vec<PlannedValue> = fused
+    let mut values: Vec<PlannedValue> = fused
         .values
         .iter()
         .zip(&infos)
         .map(|(v, i)| PlannedValue { name: v.name.clone(), dtype: i.dtype, dims: i.shape.as_known() })
         .collect();
+    // Scratch buffers become values after the graph's (the memory plan numbers them the same way).
+    let scratch: Vec<(NodeId, PlannedValue)> = (0..fused.nodes.len() as u32)
+        .flat_map(|i| lower::scratch(&fused, NodeId(i), &values).into_iter().map(move |v| (NodeId(i), v)))
+        .collect();
+    let requests: Vec<Scratch> =
+        scratch.iter().map(|(node, v)| Scratch { node: *node, bytes: v.bytes().unwrap_or(0) }).collect();
+    let (absorbed, operand_perms) = fuse::transposes(&fused, &infos);
+    let memory = memory::plan_with(&fused, &Binding::new(), &options.memory, &absorbed, &requests)?;
+    let first_scratch = values.len();
+    values.extend(scratch.iter().map(|(_, v)| v.clone()));
     let mut steps = Vec::new();
     let mut missing = Vec::new();
     for &id in &memory.order {
@@ -167,7 +175,11 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         if absorbed_here {
             continue; // a transpose the MatMul reading it walks through strides
         }
-        match lower::node(&fused, id, &values, act, &operand_perms, options) {
+        let own: Vec<ValueId> = (scratch.iter().enumerate())
+            .filter(|(_, (n, _))| *n == id)
+            .map(|(i, _)| ValueId((first_scratch + i) as u32))
+            .collect();
+        match lower::node(&fused, id, &values, &own, act, &operand_perms, options) {
             Ok(s) => {
                 // A view shares its source's slot: its copy would move bytes onto themselves.
                 let is_view = |st: &Step| matches!(st, Step::Copy { src, dst, .. } if memory.views.contains(&(*src, *dst)));
@@ -179,7 +191,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     if !missing.is_empty() {
         return Err(PlanError::NoKernel { nodes: missing });
     }
-    let mut read = vec![false; fused.values.len()];
+    let mut read = vec![false; values.len()];
     for step in &steps {
         if let Step::Kernel { args, .. } = step {
             for a in args {
@@ -224,15 +236,17 @@ impl Plan {
         }
         for (i, step) in self.steps.iter().enumerate() {
             let (reads, writes): (Vec<ValueId>, Vec<ValueId>) = match step {
-                Step::Kernel { args, .. } => {
-                    let vals: Vec<ValueId> = args
-                        .iter()
-                        .filter_map(|a| if let Arg::Value(v) = a { Some(*v) } else { None })
-                        .collect();
-                    // By convention the kernel's last value argument is its output.
-                    let (last, rest) =
-                        vals.split_last().ok_or_else(|| bad(format!("step {i} writes nothing")))?;
-                    (rest.to_vec(), vec![*last])
+                Step::Kernel { kernel, args, .. } => {
+                    // A kernel writes its last `written_args()` arguments and only reads the others.
+                    let split = args.len().checked_sub(kernel.written_args()).ok_or_else(|| {
+                        bad(format!("step {i} has fewer arguments than {} writes", kernel.symbol()))
+                    })?;
+                    let value = |a: &Arg| if let Arg::Value(v) = a { Some(*v) } else { None };
+                    let writes: Vec<ValueId> = args[split..].iter().filter_map(value).collect();
+                    if writes.is_empty() {
+                        return Err(bad(format!("step {i} writes nothing")));
+                    }
+                    (args[..split].iter().filter_map(value).collect(), writes)
                 }
                 Step::Copy { src, dst, .. } => (vec![*src], vec![*dst]),
             };
