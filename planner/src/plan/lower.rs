@@ -10,6 +10,7 @@ use kernels_gpu::abi::{
 use super::elementwise::{binary_params, broadcast_strides};
 use super::movement;
 use super::rows::{self, RowNode};
+use super::sequence;
 use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{GeluApproximation, Op};
@@ -222,6 +223,14 @@ pub(super) fn node(
             let [Some(x), Some(i)] = ins.as_slice() else { return Err("missing input".into()) };
             movement::gather(id, label, *x, *i, out, a.axis, values, o)
         }
+        Op::MambaScan
+        | Op::SelectiveScan(_)
+        | Op::SsdScan(_)
+        | Op::GriffinRglru
+        | Op::Rglru
+        | Op::RwkvWkv6
+        | Op::Wkv6(_)
+        | Op::CausalConvWithState(_) => sequence::lower(g, id, values, o),
         _ => Err("no GPU kernel for this operator yet".into()),
     }
 }
