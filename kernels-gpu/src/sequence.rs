@@ -24,7 +24,7 @@ use crate::math;
 
 const SLOTS: usize = SCAN_MAX_SLOTS as usize;
 const ROWS: usize = WKV_ROWS as usize;
-const _: () = assert!(SLOTS == 8 && ROWS == 16, "`unroll!` spells out these trip counts");
+const _: () = assert!(SLOTS == 8 && ROWS == 32, "`unroll!` spells out these trip counts");
 
 /// Expands `$body` once per index of a register array with `$k` bound to the literal index: the
 /// unrolling LLVM may decline for long bodies is done here, so the arrays never need local memory.
@@ -33,7 +33,7 @@ macro_rules! unroll {
         unroll!(@ $k $body 0 1 2 3 4 5 6 7)
     };
     ($k:ident in ROWS => $body:block) => {
-        unroll!(@ $k $body 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+        unroll!(@ $k $body 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31)
     };
     (@ $k:ident $body:block $($i:literal)*) => {
         $({

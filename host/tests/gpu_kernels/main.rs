@@ -7,6 +7,8 @@ mod elementwise;
 mod movement;
 mod probes;
 mod rows;
+mod sequence;
+mod sequence_state;
 mod session;
 
 use std::sync::OnceLock;

@@ -29,9 +29,11 @@ pub const fn scan_lanes(n: u32) -> u32 {
 }
 
 /// Rows of the WKV state one thread holds in registers (`wkv6_f32`).
-pub const WKV_ROWS: u32 = 16;
+pub const WKV_ROWS: u32 = 32;
 
-/// Largest WKV head size N (`wkv6_f32`): a block of `ceil(N / WKV_ROWS) * N <= 1024` threads.
+/// Largest WKV head size N (`wkv6_f32`): a block of `ceil(N / WKV_ROWS) * N <= 512` threads, so
+/// that even a thread using 128 registers fits the block on a multiprocessor (the kernels carry
+/// no launch bounds).
 pub const WKV_MAX_HEAD: u32 = 128;
 
 /// Row chunks of a WKV block for head size `n`: thread `c * n + j` owns rows

@@ -23,8 +23,11 @@ fn stateful() -> PlanOptions {
     PlanOptions { stateful: true, ..PlanOptions::default() }
 }
 
-/// The kernel steps of `plan`: (kernel, args, grid, block, shared bytes).
-fn kernels(plan: &Plan) -> Vec<(KernelId, &[Arg], [u32; 3], [u32; 3], u32)> {
+/// A kernel step: (kernel, args, grid, block, shared bytes).
+type Launch<'a> = (KernelId, &'a [Arg], [u32; 3], [u32; 3], u32);
+
+/// The kernel steps of `plan`.
+fn kernels(plan: &Plan) -> Vec<Launch<'_>> {
     plan.steps
         .iter()
         .filter_map(|s| match s {
@@ -201,10 +204,10 @@ fn every_sequence_op_lowers_to_its_kernel() {
 
     let w = find(KernelId::Wkv6F32);
     let p =
-        Wkv6Params { batch: 2, len: 9, heads: 3, head: 64, layout_bhtn: 1, exp_bonus: 1, chunks: 4, _pad: 0 };
+        Wkv6Params { batch: 2, len: 9, heads: 3, head: 64, layout_bhtn: 1, exp_bonus: 1, chunks: 2, _pad: 0 };
     assert_eq!(w[0].1[0], params(&p));
-    assert_eq!((w[0].2, w[0].3, w[0].4), ([6, 1, 1], [256, 1, 1], wkv_shared_bytes(64)));
-    assert_eq!(wkv_shared_bytes(64), (4 * 64 + 4 * 64) * 4);
+    assert_eq!((w[0].2, w[0].3, w[0].4), ([6, 1, 1], [128, 1, 1], wkv_shared_bytes(64)));
+    assert_eq!(wkv_shared_bytes(64), (4 * 64 + 2 * 64) * 4);
     let p = Wkv6Params { len: 3, heads: 9, layout_bhtn: 0, exp_bonus: 0, ..p };
     assert_eq!(w[1].1[0], params(&p));
 
@@ -339,5 +342,7 @@ fn limits_and_dtypes_are_reported() {
     let x = g.input("x", DType::BF16, [Dim::Known(1), Dim::Known(2), Dim::Known(3)]);
     let y = g.op1(Op::GriffinRglru, &[x, x]);
     g.output(y);
-    assert!(no_kernel_reason(&g, &PlanOptions::default()).contains("is bfloat16; the sequence kernels take f32"));
+    assert!(
+        no_kernel_reason(&g, &PlanOptions::default()).contains("is bfloat16; the sequence kernels take f32")
+    );
 }
