@@ -176,10 +176,6 @@ impl<'c> Session<'c> {
             ..PlanOptions::default()
         };
         let plan = compile(&self.graph, binding, &options)?;
-        if self.state.fit(self.ctx, &self.stream, &plan)? {
-            // Captured graphs hold the old state addresses.
-            self.compiled.values_mut().for_each(|c| c.graph = None);
-        }
         let mut weight_offsets = HashMap::new();
         let mut packed = Vec::new();
         for (v, c) in &plan.constants {
@@ -232,6 +228,10 @@ impl<'c> Session<'c> {
     pub fn run(&mut self, inputs: &[(String, HostTensor)]) -> Result<Vec<(String, HostTensor)>, HostError> {
         let binding = self.bind(inputs)?;
         self.prepare(&binding)?;
+        if self.state.fit(self.ctx, &self.stream, &self.compiled[&binding].plan)? {
+            // Captured graphs hold the old state addresses.
+            self.compiled.values_mut().for_each(|c| c.graph = None);
+        }
         let c = self.compiled.get_mut(&binding).expect("prepared above");
         for (i, v) in c.plan.inputs.iter().enumerate() {
             let name = &c.plan.values[v.index()].name;
