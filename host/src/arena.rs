@@ -266,6 +266,19 @@ impl StateBuffers {
         ctx.stream().memcpy_htod(bytes, &mut view).map_err(HostError::driver("loading recurrent state"))
     }
 
+    /// Copies the state named `name` to the host (waits for the context's stream).
+    pub fn read(&self, ctx: &Context, name: &str) -> Result<Vec<u8>, HostError> {
+        let slot = self.slots.iter().find(|(n, _)| n == name).map(|(_, s)| *s);
+        let (Some(slot), Some(buf)) = (slot, self.buf.as_ref()) else {
+            return Err(HostError::Arena { detail: format!("no recurrent state named `{name}`") });
+        };
+        let start = slot.offset as usize;
+        let view = buf.slice(start..start + slot.bytes as usize);
+        let v = ctx.stream().clone_dtoh(&view).map_err(HostError::driver("copying state to the host"))?;
+        ctx.synchronize()?;
+        Ok(v)
+    }
+
     /// Zeroes every state (the start of a new sequence).
     pub fn reset_state(&mut self, ctx: &Context) -> Result<(), HostError> {
         if let Some(buf) = self.buf.as_mut() {

@@ -186,6 +186,13 @@ pub enum HostError {
         /// What is wrong.
         detail: String,
     },
+    /// Persistent recurrent state was used wrongly (no such state, wrong size, a layout change in
+    /// the middle of a sequence, a session that is not stateful).
+    #[error("recurrent state: {detail}")]
+    State {
+        /// What is wrong.
+        detail: String,
+    },
     /// A device self-test produced a wrong value.
     #[error("self-test `{check}` failed: {detail}")]
     SelfTest {

@@ -5,6 +5,9 @@
 //! input/output buffers, runs the steps eagerly once and captures them as a CUDA graph; later runs
 //! with the same binding only copy the inputs in, replay the graph and copy the outputs out — no
 //! device allocation. Errors name the step and its kernel.
+//!
+//! With [`SessionOptions::stateful`], the recurrent state of sequence nodes stays on the device
+//! across runs (in one allocation, `state.rs`) until [`Session::reset_state`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,6 +19,7 @@ use planner::{Binding, Dim, Graph, ValueId};
 use crate::arena::{Arena, alloc};
 use crate::device::{Context, KernelArg, LaunchShape};
 use crate::error::HostError;
+use crate::state::SessionState;
 use crate::tensor::HostTensor;
 
 /// Session options.
@@ -25,11 +29,15 @@ pub struct SessionOptions {
     pub cuda_graph: bool,
     /// Fuse activations into GEMM epilogues (default on).
     pub fuse_activations: bool,
+    /// Keep the state of sequence nodes on the device across runs, named after the node, until
+    /// [`Session::reset_state`] (default off: each run starts from the nodes' initial-state inputs,
+    /// or zeros). For step-by-step decoding: a run of length 1 continues the previous run.
+    pub stateful: bool,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        SessionOptions { cuda_graph: true, fuse_activations: true }
+        SessionOptions { cuda_graph: true, fuse_activations: true, stateful: false }
     }
 }
 
@@ -51,6 +59,7 @@ pub struct Session<'c> {
     options: SessionOptions,
     arena: Arena,
     compiled: HashMap<Binding, Compiled>,
+    state: SessionState,
     allocations: u64,
     device_bytes: u64,
     last: Option<Binding>,
@@ -67,6 +76,7 @@ impl<'c> Session<'c> {
             options,
             arena: Arena::new(ctx, 0)?,
             compiled: HashMap::new(),
+            state: SessionState::default(),
             allocations: 0,
             device_bytes: 0,
             last: None,
@@ -76,12 +86,32 @@ impl<'c> Session<'c> {
     /// Device allocations made so far (arena, weights, input and output buffers): constant across
     /// runs once every binding in use has been seen.
     pub fn allocation_count(&self) -> u64 {
-        self.allocations + self.arena.allocation_count()
+        self.allocations + self.arena.allocation_count() + self.state.allocation_count()
     }
 
     /// Device bytes the session holds (weights, arena, input and output buffers).
     pub fn device_bytes(&self) -> u64 {
-        self.device_bytes + self.arena.bytes()
+        self.device_bytes + self.arena.bytes() + self.state.bytes()
+    }
+
+    /// Zeroes the recurrent state of a stateful session: the next run starts a new sequence.
+    pub fn reset_state(&mut self) -> Result<(), HostError> {
+        self.state.reset(self.ctx, &self.stream)
+    }
+
+    /// The recurrent state slots of a stateful session (empty before its first run).
+    pub fn state_slots(&self) -> &[planner::plan::StateSlot] {
+        self.state.slots()
+    }
+
+    /// The current recurrent state named `name` (a node name), as f32.
+    pub fn state(&self, name: &str) -> Result<HostTensor, HostError> {
+        self.state.read(self.ctx, &self.stream, name)
+    }
+
+    /// Overwrites the recurrent state named `name` (restoring a checkpoint).
+    pub fn load_state(&mut self, name: &str, t: &HostTensor) -> Result<(), HostError> {
+        self.state.load(self.ctx, &self.stream, name, t)
     }
 
     /// The plan of the most recent run's binding.
@@ -142,6 +172,7 @@ impl<'c> Session<'c> {
         let options = PlanOptions {
             sm_count: self.ctx.info().sm_count,
             fuse_activations: self.options.fuse_activations,
+            stateful: self.options.stateful,
             ..PlanOptions::default()
         };
         let plan = compile(&self.graph, binding, &options)?;
@@ -197,6 +228,10 @@ impl<'c> Session<'c> {
     pub fn run(&mut self, inputs: &[(String, HostTensor)]) -> Result<Vec<(String, HostTensor)>, HostError> {
         let binding = self.bind(inputs)?;
         self.prepare(&binding)?;
+        if self.state.fit(self.ctx, &self.stream, &self.compiled[&binding].plan)? {
+            // Captured graphs hold the old state addresses.
+            self.compiled.values_mut().for_each(|c| c.graph = None);
+        }
         let c = self.compiled.get_mut(&binding).expect("prepared above");
         for (i, v) in c.plan.inputs.iter().enumerate() {
             let name = &c.plan.values[v.index()].name;
@@ -236,9 +271,11 @@ impl<'c> Session<'c> {
             .clone()
             .ok_or_else(|| HostError::Arena { detail: "no run has bound the inputs yet".into() })?;
         let use_graph = self.options.cuda_graph;
+        self.state.advance();
         let c = self.compiled.get(&binding).expect("prepared by run");
         if use_graph && c.graph.is_none() {
-            // Eager once, waiting after every step so that a fault names its step, then capture.
+            // Eager once, waiting after every step so that a fault names its step, then capture;
+            // the eager launch is this execution (running twice would advance recurrent state twice).
             self.launch_steps(&binding, true)?;
             let stream = &self.stream;
             stream
@@ -250,6 +287,7 @@ impl<'c> Session<'c> {
                 .map_err(HostError::driver("ending CUDA graph capture"))?;
             launched?;
             self.compiled.get_mut(&binding).expect("prepared").graph = graph;
+            return Ok(());
         }
         let c = &self.compiled[&binding];
         match (&c.graph, use_graph) {
@@ -306,7 +344,8 @@ impl<'c> Session<'c> {
                     let mut ptrs = Vec::with_capacity(args.len());
                     for a in args {
                         ptrs.push(match a {
-                            Arg::Value(v) => Some(self.address(c, *v)?),
+                            Arg::Value(v) | Arg::Output(v) => Some(self.address(c, *v)?),
+                            Arg::State(name) => Some(self.state.ptr(self.ctx, name)?),
                             Arg::Null => Some(0),
                             Arg::Params(_) => None,
                         });

@@ -33,6 +33,8 @@ mod probe;
 mod recurrent;
 #[cfg(target_arch = "nvptx64")]
 mod rows;
+#[cfg(target_arch = "nvptx64")]
+mod sequence;
 
 /// A panic on the device cannot unwind or print: it traps, which aborts the launch and surfaces on
 /// the host as `CUDA_ERROR_LAUNCH_FAILED` for the step that ran the kernel.

@@ -9,6 +9,8 @@ mod movement;
 mod probes;
 mod recurrent;
 mod rows;
+mod sequence;
+mod sequence_state;
 mod session;
 mod shape_ops;
 

@@ -34,6 +34,7 @@ mod movement;
 mod probe;
 mod recurrent;
 mod rows;
+mod sequence;
 
 pub use elementwise::*;
 pub use gemm::*;
@@ -42,6 +43,7 @@ pub use movement::*;
 pub use probe::*;
 pub use recurrent::*;
 pub use rows::*;
+pub use sequence::*;
 
 /// Declares [`KernelId`]: one line per kernel, its variant and its PTX `.entry` name.
 macro_rules! kernel_ids {
@@ -174,6 +176,18 @@ kernel_ids! {
     WhereB4 => "where_b4",
     /// `logic::where_b8`: ONNX Where of 8-byte elements
     WhereB8 => "where_b8",
+    // sequence
+    /// `sequence::selective_scan_f32`: Mamba-1 selective scan (SelectiveScan, SOFIE MambaScan)
+    SelectiveScanF32 => "selective_scan_f32",
+    /// `sequence::ssd_scan_f32`: Mamba-2 SSD scan, recurrent form (SSDScan)
+    SsdScanF32 => "ssd_scan_f32",
+    /// `sequence::rglru_f32`: Griffin RG-LRU scan (RGLRU, SOFIE GriffinRGLRU)
+    RglruF32 => "rglru_f32",
+    /// `sequence::wkv6_f32`: RWKV-6 WKV (WKV6, SOFIE RWKV_WKV6)
+    Wkv6F32 => "wkv6_f32",
+    /// `sequence::causal_conv_f32`: depthwise causal conv1d with a carried window
+    /// (CausalConvWithState)
+    CausalConvF32 => "causal_conv_f32",
     // probe
     /// `probe::probe_warp`: indices, barriers, shuffles, votes, atomics, dynamic shared memory
     ProbeWarp => "probe_warp",
@@ -232,5 +246,10 @@ mod tests {
         assert_eq!(core::mem::size_of::<CellActivations>(), 36);
         assert_eq!(core::mem::size_of::<RecurrentParams>(), 16 + 8 * 8 + 16 + 2 * 36);
         assert_eq!(core::mem::align_of::<RecurrentParams>(), 8);
+        assert_eq!(core::mem::size_of::<SelectiveScanParams>(), 8 * 4);
+        assert_eq!(core::mem::size_of::<SsdScanParams>(), 12 * 4);
+        assert_eq!(core::mem::size_of::<RglruParams>(), 4 * 4);
+        assert_eq!(core::mem::size_of::<Wkv6Params>(), 8 * 4);
+        assert_eq!(core::mem::size_of::<CausalConvParams>(), 6 * 4);
     }
 }

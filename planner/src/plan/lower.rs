@@ -13,6 +13,7 @@ use super::logic;
 use super::movement::{self, MoveNode};
 use super::recurrent;
 use super::rows::{self, RowNode};
+use super::sequence;
 use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{GeluApproximation, Op};
@@ -240,6 +241,14 @@ pub(super) fn node(
             };
             logic::compare(id, label, code, a, b, out, values, o)
         }
+        Op::MambaScan
+        | Op::SelectiveScan(_)
+        | Op::SsdScan(_)
+        | Op::GriffinRglru
+        | Op::Rglru
+        | Op::RwkvWkv6
+        | Op::Wkv6(_)
+        | Op::CausalConvWithState(_) => sequence::lower(g, id, values, o),
         _ => Err("no GPU kernel for this operator yet".into()),
     }
 }

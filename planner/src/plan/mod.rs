@@ -5,6 +5,11 @@
 //! each node (in the memory plan's order) to kernel launches or a device copy. Every node without a kernel is reported at once
 //! ([`PlanError::NoKernel`]); nothing falls back to the CPU silently. The plan is plain serde data
 //! and prints one line per step.
+//!
+//! Recurrent state: compiled with [`PlanOptions::stateful`], each sequence node that keeps state
+//! across calls gets a persistent slot in [`Plan::states`], named after the node; its kernel reads
+//! the initial state from [`Arg::State`] and writes the final state back to the same slot, which
+//! the session keeps on the device between runs (see `sequence` for which ops keep state).
 
 mod elementwise;
 mod fuse;
@@ -13,6 +18,7 @@ mod lower;
 mod movement;
 mod recurrent;
 mod rows;
+mod sequence;
 
 use std::fmt;
 
@@ -49,11 +55,20 @@ pub struct PlanOptions {
     pub memory: MemoryOptions,
     /// Fuse an activation that is a GEMM's only consumer into the GEMM's epilogue.
     pub fuse_activations: bool,
+    /// Keep the state of sequence nodes in persistent slots ([`Plan::states`]) read and written by
+    /// every run, instead of reading it from the node's optional initial-state input (stateful
+    /// decoding: a run of L = 1 continues where the previous run stopped).
+    pub stateful: bool,
 }
 
 impl Default for PlanOptions {
     fn default() -> Self {
-        PlanOptions { sm_count: 132, memory: MemoryOptions::default(), fuse_activations: true }
+        PlanOptions {
+            sm_count: 132,
+            memory: MemoryOptions::default(),
+            fuse_activations: true,
+            stateful: false,
+        }
     }
 }
 
@@ -66,6 +81,29 @@ pub enum Arg {
     Null,
     /// A `#[repr(C)]` parameter struct, as its bytes.
     Params(Vec<u8>),
+    /// The device address of the persistent state slot of this name ([`Plan::states`]); the kernel
+    /// may read and write it. Only plans compiled with [`PlanOptions::stateful`] have them.
+    State(String),
+    /// The device address of a value the kernel writes besides its output (the last
+    /// [`Arg::Value`]), such as a sequence op's final state.
+    Output(ValueId),
+}
+
+/// A persistent recurrent-state slot of a stateful plan: f32, kept on the device across runs,
+/// zeroed by a reset. Named after the node that owns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateSlot {
+    /// Slot name (the owning node's name, or its id when unnamed).
+    pub name: String,
+    /// Dims of the state (the node's final-state shape).
+    pub dims: Vec<usize>,
+}
+
+impl StateSlot {
+    /// Bytes of the slot (f32 elements).
+    pub fn bytes(&self) -> u64 {
+        self.dims.iter().fold(4u64, |acc, &d| acc.saturating_mul(d as u64))
+    }
 }
 
 /// One step of a plan.
@@ -141,6 +179,9 @@ pub struct Plan {
     pub steps: Vec<Step>,
     /// The arena plan.
     pub memory: MemoryPlan,
+    /// Persistent recurrent-state slots (stateful plans only), each used by one step.
+    #[serde(default)]
+    pub states: Vec<StateSlot>,
 }
 
 /// Compiles `graph` for `binding` (every symbolic input dim bound).
@@ -168,6 +209,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     values.extend(scratch.iter().map(|(_, v)| v.clone()));
     let mut steps = Vec::new();
     let mut missing = Vec::new();
+    let mut states = Vec::new();
     for &id in &memory.order {
         let node = &fused.nodes[id.index()];
         let act = epilogues.iter().find(|(n, _, _)| *n == id).map(|&(_, a, alpha)| (a, alpha));
@@ -184,6 +226,9 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
                 // A view shares its source's slot: its copy would move bytes onto themselves.
                 let is_view = |st: &Step| matches!(st, Step::Copy { src, dst, .. } if memory.views.contains(&(*src, *dst)));
                 steps.extend(s.into_iter().filter(|st| !is_view(st)));
+                if let Ok(Some(slot)) = sequence::persistent_state(&fused, id, &values, options) {
+                    states.push(slot);
+                }
             }
             Err(why) => missing.push((fused.node_label(id), node.op.name(), why)),
         }
@@ -215,6 +260,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         constants,
         steps,
         memory,
+        states,
     };
     plan.validate()?;
     Ok(plan)
@@ -222,10 +268,13 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
 
 impl Plan {
     /// Checks the plan's invariants: every value a step reads is a graph input, a weight, a view
-    /// of a value written earlier, or written by an earlier step; every written value has a home (arena slot or graph output);
-    /// and the memory plan's own invariants.
+    /// of a value written earlier, or written by an earlier step; every written value (the last
+    /// `written_args()` [`Arg::Value`]s of its kernel and every [`Arg::Output`]) has a home (arena
+    /// slot or graph output); every [`Arg::State`] names a declared slot, and every slot is
+    /// non-empty, uniquely named and used by exactly one step.
     pub fn validate(&self) -> Result<(), PlanError> {
         let bad = |detail: String| PlanError::Memory { detail: format!("plan: {detail}") };
+        self.validate_states()?;
         let mut ready: Vec<bool> = vec![false; self.values.len()];
         for &v in self.inputs.iter().chain(&self.weights) {
             ready[v.index()] = true;
@@ -237,12 +286,18 @@ impl Plan {
         for (i, step) in self.steps.iter().enumerate() {
             let (reads, writes): (Vec<ValueId>, Vec<ValueId>) = match step {
                 Step::Kernel { kernel, args, .. } => {
-                    // A kernel writes its last `written_args()` arguments and only reads the others.
+                    // A kernel writes its last `written_args()` arguments and every `Arg::Output`,
+                    // and only reads the others.
                     let split = args.len().checked_sub(kernel.written_args()).ok_or_else(|| {
                         bad(format!("step {i} has fewer arguments than {} writes", kernel.symbol()))
                     })?;
                     let value = |a: &Arg| if let Arg::Value(v) = a { Some(*v) } else { None };
-                    let writes: Vec<ValueId> = args[split..].iter().filter_map(value).collect();
+                    let output = |a: &Arg| if let Arg::Output(v) = a { Some(*v) } else { None };
+                    let writes: Vec<ValueId> = args[split..]
+                        .iter()
+                        .filter_map(value)
+                        .chain(args.iter().filter_map(output))
+                        .collect();
                     if writes.is_empty() {
                         return Err(bad(format!("step {i} writes nothing")));
                     }
@@ -274,6 +329,41 @@ impl Plan {
         }
         Ok(())
     }
+
+    /// The state invariants of [`Plan::validate`].
+    fn validate_states(&self) -> Result<(), PlanError> {
+        let bad = |detail: String| PlanError::Memory { detail: format!("plan: {detail}") };
+        let mut users = vec![0usize; self.states.len()];
+        for (i, s) in self.states.iter().enumerate() {
+            if s.dims.contains(&0) {
+                return Err(bad(format!("state `{}` {:?} is empty", s.name, s.dims)));
+            }
+            if self.states[..i].iter().any(|o| o.name == s.name) {
+                return Err(bad(format!("two state slots are named `{}`", s.name)));
+            }
+        }
+        for (i, step) in self.steps.iter().enumerate() {
+            let Step::Kernel { args, .. } = step else { continue };
+            let mut used = vec![false; self.states.len()];
+            for a in args {
+                if let Arg::State(name) = a {
+                    let k = self
+                        .states
+                        .iter()
+                        .position(|s| &s.name == name)
+                        .ok_or_else(|| bad(format!("step {i} uses undeclared state `{name}`")))?;
+                    used[k] = true;
+                }
+            }
+            for (n, u) in users.iter_mut().zip(used) {
+                *n += u as usize;
+            }
+        }
+        if let Some((s, n)) = self.states.iter().zip(&users).find(|&(_, &n)| n != 1) {
+            return Err(bad(format!("state `{}` is used by {n} steps (must be one)", s.name)));
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Display for Plan {
@@ -289,7 +379,12 @@ impl fmt::Display for Plan {
                 Step::Kernel { label, kernel, grid, block, args, .. } => {
                     let vals: Vec<String> = args
                         .iter()
-                        .filter_map(|a| if let Arg::Value(v) = a { Some(place(*v)) } else { None })
+                        .filter_map(|a| match a {
+                            Arg::Value(v) => Some(place(*v)),
+                            Arg::Output(v) => Some(format!("out:{}", place(*v))),
+                            Arg::State(name) => Some(format!("state:{name}")),
+                            Arg::Null | Arg::Params(_) => None,
+                        })
                         .collect();
                     writeln!(
                         f,
@@ -303,7 +398,12 @@ impl fmt::Display for Plan {
                 }
             }
         }
-        write!(f, "arena {} bytes", self.memory.arena_bytes)
+        write!(f, "arena {} bytes", self.memory.arena_bytes)?;
+        if !self.states.is_empty() {
+            let bytes: u64 = self.states.iter().map(StateSlot::bytes).sum();
+            write!(f, ", state {bytes} bytes in {} slots", self.states.len())?;
+        }
+        Ok(())
     }
 }
 

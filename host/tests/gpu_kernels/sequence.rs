@@ -1,0 +1,264 @@
+//! The sequence kernels (selective scan, SSD scan, RG-LRU, WKV6, causal conv) and SOFIE's three
+//! operators through `Session` against the CPU reference: sequence lengths 1, 7, 64 and 300;
+//! state sizes that leave lanes, slots, warps and WKV row chunks partly empty; grouped B/C;
+//! optional inputs present and absent; initial and final states.
+
+use host::selftest::Rng;
+use host::{HostTensor, Session, SessionOptions};
+use planner::op::{self, Op};
+use planner::{DType, Dim, Graph};
+
+use crate::ctx;
+
+/// `|got - want| <= tol * (|want| + m)`, `m` the largest `|want|` of the tensor (at least 1): the
+/// kernels sum in f32 what the reference sums in f64, and sums of terms of mixed sign are only
+/// accurate relative to the terms. `tol` is 1e-5, 1e-4 from 256 steps on (long scans drift).
+pub fn assert_close(what: &str, got: &[(String, HostTensor)], want: &[(String, HostTensor)], len: usize) {
+    let tol = if len >= 256 { 1e-4 } else { 1e-5 };
+    assert_eq!(got.len(), want.len(), "{what}");
+    for ((gn, g), (wn, w)) in got.iter().zip(want) {
+        assert_eq!((gn, g.shape(), g.dtype()), (wn, w.shape(), w.dtype()), "{what}");
+        let (gv, wv) = (g.data().to_f64s(), w.data().to_f64s());
+        let m = wv.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+        for (i, (a, b)) in gv.iter().zip(&wv).enumerate() {
+            assert!(
+                (a - b).abs() <= tol * (b.abs() + m),
+                "{what}: {gn}[{i}] of {:?}: gpu {a}, reference {b} (max |reference| {m})",
+                w.shape()
+            );
+        }
+    }
+}
+
+/// How a graph input's values are drawn.
+#[derive(Clone, Copy, Debug)]
+pub enum Values {
+    /// f32 uniform in `[lo, hi)`.
+    Uniform(f32, f32),
+    /// A bool mask, each element set with probability `p`.
+    Mask(f32),
+    /// An f32 mask of 0 and 1, each element 1 with probability `p`.
+    MaskF32(f32),
+}
+
+/// One graph input of a test case.
+#[derive(Clone, Debug)]
+pub struct Operand {
+    /// Input name.
+    pub name: &'static str,
+    /// Its dims.
+    pub dims: Vec<usize>,
+    /// Its values.
+    pub values: Values,
+}
+
+/// An operand with values uniform in `[lo, hi)`.
+pub fn uniform(name: &'static str, dims: &[usize], lo: f32, hi: f32) -> Option<Operand> {
+    Some(Operand { name, dims: dims.to_vec(), values: Values::Uniform(lo, hi) })
+}
+
+/// A random tensor of `dims` drawn as `values`.
+pub fn draw(rng: &mut Rng, dims: &[usize], values: Values) -> HostTensor {
+    let n: usize = dims.iter().product();
+    let t = match values {
+        Values::Uniform(lo, hi) => return rng.tensor(dims, lo, hi),
+        Values::Mask(p) => {
+            HostTensor::new(dims.to_vec(), (0..n).map(|_| rng.uniform(0.0, 1.0) < p).collect::<Vec<bool>>())
+        }
+        Values::MaskF32(p) => HostTensor::new(
+            dims.to_vec(),
+            (0..n).map(|_| (rng.uniform(0.0, 1.0) < p) as u8 as f32).collect::<Vec<f32>>(),
+        ),
+    };
+    t.expect("length matches")
+}
+
+/// Runs one node of `op` over graph inputs `operands` (`None`: an omitted optional input), with
+/// `outputs` outputs, on the GPU and on the reference; checks the plan launches `symbol`.
+pub fn check(
+    what: &str,
+    rng: &mut Rng,
+    op: Op,
+    operands: &[Option<Operand>],
+    outputs: usize,
+    len: usize,
+    symbol: &str,
+) {
+    let mut g = Graph::new();
+    let mut ins = Vec::new();
+    let mut inputs = Vec::new();
+    for o in operands {
+        ins.push(o.as_ref().map(|o| {
+            let dtype = if matches!(o.values, Values::Mask(_)) { DType::Bool } else { DType::F32 };
+            inputs.push((o.name.to_owned(), draw(rng, &o.dims, o.values)));
+            g.input(o.name, dtype, o.dims.iter().map(|&d| Dim::Known(d)))
+        }));
+    }
+    for y in g.push_opt(op, ins, outputs) {
+        g.output(y);
+    }
+    let want = host::reference::eval(&g, &inputs).unwrap_or_else(|e| panic!("{what}: reference: {e}"));
+    let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
+    let got = s.run(&inputs).unwrap_or_else(|e| panic!("{what}: gpu: {e}"));
+    assert_close(what, &got, &want, len);
+    let plan = s.last_plan().unwrap().to_string();
+    assert!(plan.contains(symbol), "{what}: {plan}");
+    // A second run replays the captured CUDA graph: same result (no state carried over).
+    assert_close(&format!("{what} (replay)"), &s.run(&inputs).unwrap(), &want, len);
+}
+
+/// Sequence lengths every op is tested at.
+pub const LENS: [usize; 4] = [1, 7, 64, 300];
+
+#[test]
+fn selective_scan_matches_the_reference() {
+    let mut rng = Rng::new(0x5e1ec7);
+    // (B, D, N, G): lanes of one (N = 1: 32 channels a warp), partly empty lanes (3), two channels
+    // a warp with an odd channel count (16), partly empty slots (33), the largest N (256).
+    let shapes = [(2, 37, 1, 1), (1, 5, 3, 1), (3, 5, 16, 1), (2, 6, 33, 3), (1, 4, 64, 2), (2, 3, 256, 1)];
+    for (i, &(b, d, n, groups)) in shapes.iter().enumerate() {
+        for len in LENS {
+            let full = (i + len) % 2 == 0;
+            let bc = if groups == 1 && i % 2 == 0 { vec![b, n, len] } else { vec![b, groups, n, len] };
+            let delta = if full { (-3.0, 1.0) } else { (0.01, 0.5) };
+            let operands = [
+                uniform("u", &[b, d, len], -1.0, 1.0),
+                uniform("delta", &[b, d, len], delta.0, delta.1),
+                uniform("A", &[d, n], -2.0, -0.1),
+                uniform("Bm", &bc, -1.0, 1.0),
+                uniform("Cm", &bc, -1.0, 1.0),
+                uniform("D", &[d], -1.0, 1.0).filter(|_| full || len == 7),
+                uniform("z", &[b, d, len], -2.0, 2.0).filter(|_| full),
+                uniform("delta_bias", &[d], -1.0, 0.5).filter(|_| full),
+                uniform("h0", &[b, d, n], -1.0, 1.0).filter(|_| full || len == 1),
+            ];
+            let attrs = op::SelectiveScan { delta_softplus: full };
+            let what = format!("selective scan B={b} D={d} N={n} G={groups} L={len} full={full}");
+            check(&what, &mut rng, Op::SelectiveScan(attrs), &operands, 2, len, "selective_scan_f32");
+        }
+    }
+}
+
+#[test]
+fn sofie_mamba_scan_matches_the_reference() {
+    let mut rng = Rng::new(0x3a3ba);
+    for (b, d, n) in [(1, 3, 16), (2, 33, 4)] {
+        for len in LENS {
+            let operands = [
+                uniform("u", &[b, d, len], -1.0, 1.0),
+                uniform("delta", &[b, d, len], 0.01, 0.5),
+                uniform("A", &[d, n], -2.0, -0.1),
+                uniform("Bm", &[b, n, len], -1.0, 1.0),
+                uniform("Cm", &[b, n, len], -1.0, 1.0),
+                uniform("Dskip", &[d], -1.0, 1.0),
+            ];
+            let what = format!("MambaScan B={b} D={d} N={n} L={len}");
+            check(&what, &mut rng, Op::MambaScan, &operands, 1, len, "selective_scan_f32");
+        }
+    }
+}
+
+#[test]
+fn ssd_scan_matches_the_reference() {
+    let mut rng = Rng::new(0x55d);
+    // (B, H, P, G, N)
+    let shapes = [(1, 1, 1, 1, 1), (2, 4, 8, 2, 16), (1, 3, 5, 1, 33), (2, 2, 16, 2, 64), (1, 2, 3, 1, 256)];
+    for (i, &(b, h, p, groups, n)) in shapes.iter().enumerate() {
+        for len in LENS {
+            let full = (i + len) % 2 == 1;
+            let d_dims = if i % 2 == 0 { vec![h] } else { vec![h * p] };
+            let dt = if full { (-3.0, 1.0) } else { (0.01, 0.5) };
+            let operands = [
+                uniform("x", &[b, len, h, p], -1.0, 1.0),
+                uniform("dt", &[b, len, h], dt.0, dt.1),
+                uniform("A", &[h], -2.0, -0.1),
+                uniform("Bm", &[b, len, groups, n], -1.0, 1.0),
+                uniform("Cm", &[b, len, groups, n], -1.0, 1.0),
+                uniform("D", &d_dims, -1.0, 1.0).filter(|_| full || len == 64),
+                uniform("z", &[b, len, h, p], -2.0, 2.0).filter(|_| full),
+                uniform("dt_bias", &[h], -1.0, 0.5).filter(|_| full),
+                uniform("s0", &[b, h, p, n], -1.0, 1.0).filter(|_| full || len == 7),
+            ];
+            let attrs = if full {
+                op::SsdScan { dt_softplus: true, dt_min: Some(0.05), dt_max: Some(0.8) }
+            } else {
+                op::SsdScan::default()
+            };
+            let what = format!("SSD B={b} H={h} P={p} G={groups} N={n} L={len} full={full}");
+            check(&what, &mut rng, Op::SsdScan(attrs), &operands, 2, len, "ssd_scan_f32");
+        }
+    }
+}
+
+#[test]
+fn rglru_and_griffin_rglru_match_the_reference() {
+    let mut rng = Rng::new(0x6c7);
+    for (i, (b, w)) in [(1, 1), (2, 33), (3, 300)].into_iter().enumerate() {
+        for len in LENS {
+            let reset = match (i + len) % 3 {
+                0 => None,
+                1 => Some(Operand { name: "reset", dims: vec![b, len], values: Values::Mask(0.2) }),
+                _ => Some(Operand { name: "reset", dims: vec![b, len], values: Values::MaskF32(0.2) }),
+            };
+            let operands = [
+                uniform("x", &[b, len, w], -1.0, 1.0),
+                uniform("a", &[b, len, w], 0.0, 0.999),
+                reset,
+                uniform("h0", &[b, w], -1.0, 1.0).filter(|_| len != 64),
+            ];
+            let what = format!("RGLRU B={b} W={w} L={len}");
+            check(&what, &mut rng, Op::Rglru, &operands, 2, len, "rglru_f32");
+            let what = format!("GriffinRGLRU B={b} W={w} L={len}");
+            check(&what, &mut rng, Op::GriffinRglru, &operands[..2], 1, len, "rglru_f32");
+        }
+    }
+}
+
+#[test]
+fn wkv6_matches_the_reference() {
+    let mut rng = Rng::new(0x3c76);
+    // (B, H, N): one row chunk (1, 7, 16), a partial second chunk (33),
+    // two (64), a partial fourth (100), four (128).
+    let shapes = [(1, 1, 1), (2, 3, 7), (1, 2, 16), (2, 1, 33), (1, 2, 64), (1, 1, 100), (1, 1, 128)];
+    for (i, &(b, h, n)) in shapes.iter().enumerate() {
+        for len in LENS {
+            let bhtn = (i + len) % 2 == 0;
+            let dims = if bhtn { vec![b, h, len, n] } else { vec![b, len, h, n] };
+            let operands = [
+                uniform("r", &dims, -1.0, 1.0),
+                uniform("k", &dims, -1.0, 1.0),
+                uniform("v", &dims, -1.0, 1.0),
+                uniform("w", &dims, -2.0, 1.0),
+                uniform("u", &[h, n], -1.0, 1.0),
+                uniform("s0", &[b, h, n, n], -1.0, 1.0).filter(|_| len != 64),
+            ];
+            let layout = if bhtn { op::Wkv6Layout::Bhtn } else { op::Wkv6Layout::Bthn };
+            let what = format!("WKV6 B={b} H={h} N={n} L={len} bhtn={bhtn}");
+            check(&what, &mut rng, Op::Wkv6(op::Wkv6 { layout }), &operands, 2, len, "wkv6_f32");
+            if bhtn {
+                let what = format!("RWKV_WKV6 B={b} H={h} N={n} L={len}");
+                check(&what, &mut rng, Op::RwkvWkv6, &operands[..5], 1, len, "wkv6_f32");
+            }
+        }
+    }
+}
+
+#[test]
+fn causal_conv_matches_the_reference() {
+    let mut rng = Rng::new(0xc0de);
+    for (i, (b, d, k)) in [(1, 1, 1), (2, 5, 2), (3, 40, 4), (1, 300, 16)].into_iter().enumerate() {
+        for len in LENS {
+            let full = (i + len) % 2 == 1;
+            let operands = [
+                uniform("x", &[b, d, len], -1.0, 1.0),
+                uniform("weight", &[d, k], -1.0, 1.0),
+                uniform("bias", &[d], -1.0, 1.0).filter(|_| full),
+                uniform("s0", &[b, d, k - 1], -1.0, 1.0).filter(|_| k > 1 && (full || len == 1)),
+            ];
+            let activation = if full { op::ConvActivation::Silu } else { op::ConvActivation::None };
+            let attrs = op::CausalConvWithState { activation };
+            let what = format!("causal conv B={b} D={d} K={k} L={len} full={full}");
+            check(&what, &mut rng, Op::CausalConvWithState(attrs), &operands, 2, len, "causal_conv_f32");
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! Sequence (state-space and linear-recurrence) kernels: Mamba-1 selective scan, Mamba-2 SSD scan,
+//! RG-LRU, RWKV-6 WKV and the causal depthwise conv with a carried window (OPS.md).
+//!
+//! Every sequence kernel takes, after its inputs, the same three state pointers and then its output:
+//! `state_in` (read once at the start; null means a zero state), `state_out` and `final_state`
+//! (each written once at the end when non-null). `state_in` may equal `state_out` (a persistent
+//! state updated in place): every state element is read and written by the one thread that owns it.
+//! States are f32 and laid out as the reference's final-state outputs.
+
+use super::Params;
+
+/// Threads per block of the channel-scan kernels (`selective_scan_f32`, `ssd_scan_f32`,
+/// `rglru_f32`, `causal_conv_f32`); a multiple of the warp size.
+pub const SEQUENCE_THREADS: u32 = 256;
+
+/// State elements one lane holds in registers in the channel scans (`selective_scan_f32`,
+/// `ssd_scan_f32`): with up to 32 lanes per channel, the state size N is at most
+/// `32 * SCAN_MAX_SLOTS`.
+pub const SCAN_MAX_SLOTS: u32 = 8;
+
+/// Largest state size N (`d_state`) of the channel scans.
+pub const SCAN_MAX_STATE: u32 = 32 * SCAN_MAX_SLOTS;
+
+/// Lanes that share one channel of a channel scan with state size `n` (`1 <= n <= SCAN_MAX_STATE`):
+/// the smallest power of two at least `n`, at most a warp. Each lane then holds
+/// `ceil(n / lanes) <= SCAN_MAX_SLOTS` state elements, and a warp serves `32 / lanes` channels.
+pub const fn scan_lanes(n: u32) -> u32 {
+    if n >= 32 { 32 } else { n.next_power_of_two() }
+}
+
+/// Rows of the WKV state one thread holds in registers (`wkv6_f32`).
+pub const WKV_ROWS: u32 = 32;
+
+/// Largest WKV head size N (`wkv6_f32`): a block of `ceil(N / WKV_ROWS) * N <= 512` threads, so
+/// that even a thread using 128 registers fits the block on a multiprocessor (the kernels carry
+/// no launch bounds).
+pub const WKV_MAX_HEAD: u32 = 128;
+
+/// Row chunks of a WKV block for head size `n`: thread `c * n + j` owns rows
+/// `c * WKV_ROWS .. (c + 1) * WKV_ROWS` of column `j` of the state.
+pub const fn wkv_chunks(n: u32) -> u32 {
+    n.div_ceil(WKV_ROWS)
+}
+
+/// Threads of a WKV block for head size `n`: the `wkv_chunks(n) * n` state owners rounded up to a
+/// whole warp.
+pub const fn wkv_threads(n: u32) -> u32 {
+    (wkv_chunks(n) * n).next_multiple_of(32)
+}
+
+/// Dynamic shared memory of a WKV block for head size `n`: r, k, decay and bonus of one step
+/// (`4 n` f32) and one partial output per state owner (`wkv_chunks(n) * n` f32).
+pub const fn wkv_shared_bytes(n: u32) -> u32 {
+    (4 * n + wkv_chunks(n) * n) * 4
+}
+
+/// Largest conv width K of `causal_conv_f32` (the window of the last K - 1 inputs is held in
+/// registers).
+pub const CONV_MAX_WIDTH: u32 = 16;
+
+/// Parameters of `sequence::selective_scan_f32` (ferrofuse `SelectiveScan`, SOFIE `MambaScan`).
+///
+/// u, delta, z and the output are `(batch, channels, len)`; A is `(channels, state)`; Bm and Cm
+/// are `(batch, groups, state, len)` (a `(batch, state, len)` tensor is `groups == 1`), channel d
+/// reading group `d / (channels / groups)`; D and delta_bias are `(channels)`; the state is
+/// `(batch, channels, state)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SelectiveScanParams {
+    /// B.
+    pub batch: u32,
+    /// D (channels); a multiple of `groups`.
+    pub channels: u32,
+    /// L (time steps).
+    pub len: u32,
+    /// N (state size per channel), `1..=SCAN_MAX_STATE`.
+    pub state: u32,
+    /// G (groups of B and C), at least 1.
+    pub groups: u32,
+    /// Lanes per channel: [`scan_lanes`]`(state)`.
+    pub lanes: u32,
+    /// 1: `delta <- softplus(delta + delta_bias)`; 0: `delta + delta_bias`.
+    pub delta_softplus: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+/// Parameters of `sequence::ssd_scan_f32` (ferrofuse `SSDScan`, recurrent form).
+///
+/// x, z and the output are `(batch, len, heads, head_dim)`; dt is `(batch, len, heads)`; A and
+/// dt_bias are `(heads)`; Bm and Cm are `(batch, len, groups, state)`, head h reading group
+/// `h / (heads / groups)`; D is `(heads)` or, with `d_per_channel`, `(heads * head_dim)`; the
+/// state is `(batch, heads, head_dim, state)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SsdScanParams {
+    /// B.
+    pub batch: u32,
+    /// L (time steps).
+    pub len: u32,
+    /// H (heads); a multiple of `groups`.
+    pub heads: u32,
+    /// P (head dim).
+    pub head_dim: u32,
+    /// G (groups of B and C), at least 1.
+    pub groups: u32,
+    /// N (state size), `1..=SCAN_MAX_STATE`.
+    pub state: u32,
+    /// Lanes per state row: [`scan_lanes`]`(state)`.
+    pub lanes: u32,
+    /// 1: D has one value per channel `(heads * head_dim)`; 0: one per head.
+    pub d_per_channel: u32,
+    /// 1: `dt <- softplus(dt + dt_bias)`; 0: `dt + dt_bias`.
+    pub dt_softplus: u32,
+    /// Lower clamp of dt (after softplus); `-inf` for none.
+    pub dt_min: f32,
+    /// Upper clamp of dt; `+inf` for none.
+    pub dt_max: f32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+/// `RglruParams::reset`: no reset mask.
+pub const RESET_NONE: u32 = 0;
+/// `RglruParams::reset`: an f32 mask, nonzero = reset.
+pub const RESET_F32: u32 = 1;
+/// `RglruParams::reset`: a bool mask (one byte per element, nonzero = reset).
+pub const RESET_BOOL: u32 = 2;
+
+/// Parameters of `sequence::rglru_f32` (ferrofuse `RGLRU`, SOFIE `GriffinRGLRU`).
+///
+/// x, a and the output are `(batch, len, width)`; the reset mask is `(batch, len)`; the state is
+/// `(batch, width)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RglruParams {
+    /// B.
+    pub batch: u32,
+    /// L (time steps).
+    pub len: u32,
+    /// W (channels).
+    pub width: u32,
+    /// Reset mask kind: [`RESET_NONE`], [`RESET_F32`] or [`RESET_BOOL`].
+    pub reset: u32,
+}
+
+/// Parameters of `sequence::wkv6_f32` (ferrofuse `WKV6`, SOFIE `RWKV_WKV6`).
+///
+/// r, k, v, w and the output are `(batch, len, heads, head)` or, with `layout_bhtn`,
+/// `(batch, heads, len, head)`; u is `(heads, head)`; the state is `(batch, heads, head, head)`
+/// indexed [key i, value j].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wkv6Params {
+    /// B.
+    pub batch: u32,
+    /// T (time steps).
+    pub len: u32,
+    /// H (heads).
+    pub heads: u32,
+    /// N (head size), `1..=WKV_MAX_HEAD`.
+    pub head: u32,
+    /// 1: `[B, H, T, N]`; 0: `[B, T, H, N]`.
+    pub layout_bhtn: u32,
+    /// 1: the bonus is `exp(u)` (SOFIE); 0: `u` (RWKV-6).
+    pub exp_bonus: u32,
+    /// Row chunks per column: [`wkv_chunks`]`(head)`.
+    pub chunks: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+/// Parameters of `sequence::causal_conv_f32` (ferrofuse `CausalConvWithState`).
+///
+/// x and the output are `(batch, channels, len)`; the weight is `(channels, width)`; the bias is
+/// `(channels)`; the state is `(batch, channels, width - 1)`, oldest input first.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CausalConvParams {
+    /// B.
+    pub batch: u32,
+    /// D (channels).
+    pub channels: u32,
+    /// L (time steps).
+    pub len: u32,
+    /// K (conv width), `1..=CONV_MAX_WIDTH`.
+    pub width: u32,
+    /// 1: `y <- silu(y)`; 0: no activation.
+    pub silu: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+// SAFETY: #[repr(C)], eight u32 (the last an explicit `_pad`).
+unsafe impl Params for SelectiveScanParams {}
+// SAFETY: #[repr(C)], nine u32, two f32, one u32 `_pad`: 48 bytes, no padding.
+unsafe impl Params for SsdScanParams {}
+// SAFETY: #[repr(C)], four u32.
+unsafe impl Params for RglruParams {}
+// SAFETY: #[repr(C)], eight u32 (the last an explicit `_pad`).
+unsafe impl Params for Wkv6Params {}
+// SAFETY: #[repr(C)], six u32 (the last an explicit `_pad`).
+unsafe impl Params for CausalConvParams {}

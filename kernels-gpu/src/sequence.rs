@@ -1,0 +1,644 @@
+//! f32 sequence kernels, sequential over time and parallel over batch, channels and heads: the
+//! Mamba-1 selective scan, the Mamba-2 SSD scan (recurrent form), the RG-LRU, RWKV-6 WKV and the
+//! causal depthwise conv with a carried window (OPS.md). The chunked prefill kernels come later;
+//! these are the reference-faithful direct forms, and the step (L = 1) kernels.
+//!
+//! State pointers (see `abi::sequence`): `state_in` is read once at the start (null: zero state),
+//! `state_out` and `final_state` are written once at the end (each skipped when null). Every state
+//! element is read and written by the same thread, so `state_in == state_out` (a persistent state
+//! updated in place) is sound.
+//!
+//! Per-thread state lives in fixed-size register arrays indexed only by loop counters of
+//! compile-time trip counts (fully unrolled, so no local memory); the runtime sizes only guard the
+//! unrolled slots. Every global access is guarded by the sizes in the parameter struct.
+
+use crate::abi::{
+    CONV_MAX_WIDTH, CausalConvParams, RESET_BOOL, RESET_F32, RglruParams, SCAN_MAX_SLOTS,
+    SelectiveScanParams, SsdScanParams, WKV_MAX_HEAD, WKV_ROWS, Wkv6Params,
+};
+use crate::intrinsics::{
+    WARP_SIZE, block_dim_x, block_idx_x, dynamic_shared_ptr, global_thread_x, grid_dim_x, grid_threads_x,
+    lane_id, shfl_xor_f32, sync_threads, thread_idx_x,
+};
+use crate::math;
+
+const SLOTS: usize = SCAN_MAX_SLOTS as usize;
+const ROWS: usize = WKV_ROWS as usize;
+const _: () = assert!(SLOTS == 8 && ROWS == 32, "`unroll!` spells out these trip counts");
+
+/// Expands `$body` once per index of a register array with `$k` bound to the literal index: the
+/// unrolling LLVM may decline for long bodies is done here, so the arrays never need local memory.
+macro_rules! unroll {
+    ($k:ident in SLOTS => $body:block) => {
+        unroll!(@ $k $body 0 1 2 3 4 5 6 7)
+    };
+    ($k:ident in ROWS => $body:block) => {
+        unroll!(@ $k $body 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31)
+    };
+    (@ $k:ident $body:block $($i:literal)*) => {
+        $({
+            let $k: usize = $i;
+            $body
+        })*
+    };
+}
+/// Registers of the conv window: the last `CONV_MAX_WIDTH - 1` inputs.
+const WINDOW: usize = CONV_MAX_WIDTH as usize - 1;
+
+/// `a / b`, 0 when `b == 0` (never panics; callers only divide by sizes they know are nonzero
+/// when the result is used).
+#[inline(always)]
+fn quot(a: u64, b: u64) -> u64 {
+    a.checked_div(b).unwrap_or(0)
+}
+
+/// `a % b`, 0 when `b == 0`.
+#[inline(always)]
+fn rem(a: u64, b: u64) -> u64 {
+    a.checked_rem(b).unwrap_or(0)
+}
+
+/// Whether `lanes` lanes per channel can hold a state of `n` elements in `SCAN_MAX_SLOTS` slots.
+#[inline(always)]
+fn lanes_fit(lanes: u32, n: u32) -> bool {
+    lanes.is_power_of_two() && lanes <= WARP_SIZE && n >= 1 && n <= lanes * SCAN_MAX_SLOTS
+}
+
+/// Calls `f(channel, active, sub)` for every channel this lane's group serves: groups of `lanes`
+/// lanes (a power of two) split each warp, and the warps grid-stride over `ceil(channels /
+/// (32 / lanes))` warp tasks. `active` is false for a group past the last channel (it must still
+/// take part in the warp's shuffles); `sub` is the lane's index in its group. The loop is uniform
+/// over a warp. Requires a block size that is a multiple of 32.
+#[inline(always)]
+fn each_channel(channels: u64, lanes: u32, mut f: impl FnMut(u64, bool, u32)) {
+    let lanes = lanes as u64;
+    let per_warp = quot(WARP_SIZE as u64, lanes);
+    let warps = grid_threads_x() / WARP_SIZE as u64;
+    let tasks = quot(channels + per_warp - 1, per_warp);
+    let lane = lane_id() as u64;
+    let (group, sub) = (quot(lane, lanes), rem(lane, lanes) as u32);
+    let mut task = global_thread_x() / WARP_SIZE as u64;
+    while task < tasks {
+        let ch = task * per_warp + group;
+        f(ch, ch < channels, sub);
+        task += warps;
+    }
+}
+
+/// Sum over the `lanes` lanes of this lane's group (butterfly; every lane gets the same bits).
+/// Warp-collective: every lane calls it with the same `lanes`.
+#[inline(always)]
+fn group_sum(mut v: f32, lanes: u32) -> f32 {
+    let mut off = lanes >> 1;
+    while off > 0 {
+        v += shfl_xor_f32(v, off);
+        off >>= 1;
+    }
+    v
+}
+
+/// Reads `p[i]` when `p` is non-null, else `zero`.
+///
+/// # Safety
+/// A non-null `p` holds more than `i` elements.
+#[inline(always)]
+unsafe fn load_or<T: Copy>(p: *const T, i: u64, zero: T) -> T {
+    // SAFETY: the caller's contract.
+    if p.is_null() { zero } else { unsafe { *p.add(i as usize) } }
+}
+
+/// Writes `v` to `p[i]` when `p` is non-null.
+///
+/// # Safety
+/// A non-null `p` holds more than `i` elements.
+#[inline(always)]
+unsafe fn store_if(p: *mut f32, i: u64, v: f32) {
+    if !p.is_null() {
+        // SAFETY: the caller's contract.
+        unsafe { *p.add(i as usize) = v };
+    }
+}
+
+/// Mamba-1 selective scan (`selective_scan_ref`): per channel `(b, d)` and step t,
+/// `Δ = delta + delta_bias` (softplus if `delta_softplus`), `h[n] <- exp(Δ A[d,n]) h[n] +
+/// Δ B[n,t] u`, `y = Σₙ C[n,t] h[n] + D[d] u`, then `y <- y silu(z)` when z is given.
+///
+/// # Safety
+/// Shapes as [`SelectiveScanParams`] states, products fitting in u64: u, delta, y (and z when
+/// non-null) hold `batch * channels * len` f32; A `channels * state`; Bm, Cm
+/// `batch * groups * state * len`; D and delta_bias (when non-null) `channels`; `state_in`,
+/// `state_out`, `final_state` (when non-null) `batch * channels * state`. `y` and `final_state`
+/// overlap nothing else; `state_in` may equal `state_out`, otherwise nothing overlaps a written
+/// buffer. `channels` is a multiple of `groups >= 1`.
+///
+/// # Parameters
+/// `p`; inputs u, delta, A, Bm, Cm, then the optional D, z, delta_bias (null when absent); the
+/// state pointers (module doc); the output y.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks whose size is a multiple of 32 ([`crate::abi::SEQUENCE_THREADS`]).
+/// Groups of `p.lanes` lanes own one channel each and grid-stride over the channels; lane `s` of a
+/// group owns state elements `n = s + k * lanes` (`k < SCAN_MAX_SLOTS`) in registers and the
+/// group sums `C h` by shuffles. A launch whose `lanes` cannot hold `state` writes nothing.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn selective_scan_f32(
+    p: SelectiveScanParams,
+    u: *const f32,
+    delta: *const f32,
+    a: *const f32,
+    bm: *const f32,
+    cm: *const f32,
+    dskip: *const f32,
+    z: *const f32,
+    delta_bias: *const f32,
+    state_in: *const f32,
+    state_out: *mut f32,
+    final_state: *mut f32,
+    y: *mut f32,
+) {
+    let (n, lanes) = (p.state, p.lanes);
+    if !lanes_fit(lanes, n) || p.groups == 0 || p.channels % p.groups != 0 {
+        return;
+    }
+    let (d_len, len, nn) = (p.channels as u64, p.len as u64, n as u64);
+    let per_group = quot(d_len, p.groups as u64);
+    each_channel(p.batch as u64 * d_len, lanes, |ch, active, sub| {
+        let (b, d) = (quot(ch, d_len), rem(ch, d_len));
+        let bc_row = (b * p.groups as u64 + quot(d, per_group)) * nn;
+        let (mut h, mut av) = ([0.0f32; SLOTS], [0.0f32; SLOTS]);
+        unroll!(k in SLOTS => {
+            let i = sub as u64 + (k as u64) * lanes as u64;
+            if active && i < nn {
+                // SAFETY: ch < batch * channels and i < state: inside A and the states.
+                unsafe {
+                    h[k] = load_or(state_in, ch * nn + i, 0.0);
+                    av[k] = *a.add((d * nn + i) as usize);
+                }
+            }
+        });
+        // SAFETY: d < channels (only read when active).
+        let (dv, bias) = if active {
+            unsafe { (load_or(dskip, d, 0.0), load_or(delta_bias, d, 0.0)) }
+        } else {
+            (0.0, 0.0)
+        };
+        let io = ch * len;
+        let mut t = 0;
+        while t < len {
+            // SAFETY: io + t < batch * channels * len when active.
+            let (uv, dl) = if active {
+                unsafe { (*u.add((io + t) as usize), *delta.add((io + t) as usize)) }
+            } else {
+                (0.0, 0.0)
+            };
+            let mut dt = dl + bias;
+            if p.delta_softplus != 0 {
+                dt = math::softplus(dt);
+            }
+            let mut acc = 0.0f32;
+            unroll!(k in SLOTS => {
+                let i = sub as u64 + (k as u64) * lanes as u64;
+                if active && i < nn {
+                    let at = ((bc_row + i) * len + t) as usize;
+                    // SAFETY: (b, group, i, t) lies inside Bm and Cm.
+                    let (bv, cv) = unsafe { (*bm.add(at), *cm.add(at)) };
+                    h[k] = math::fma(math::exp(dt * av[k]), h[k], dt * bv * uv);
+                    acc = math::fma(cv, h[k], acc);
+                }
+            });
+            let acc = group_sum(acc, lanes);
+            if active && sub == 0 {
+                let mut out = math::fma(dv, uv, acc);
+                if !z.is_null() {
+                    // SAFETY: as for u.
+                    out *= math::silu(unsafe { *z.add((io + t) as usize) });
+                }
+                // SAFETY: as for u.
+                unsafe { *y.add((io + t) as usize) = out };
+            }
+            t += 1;
+        }
+        unroll!(k in SLOTS => {
+            let i = sub as u64 + (k as u64) * lanes as u64;
+            if active && i < nn {
+                // SAFETY: inside the states (as at the start).
+                unsafe {
+                    store_if(state_out, ch * nn + i, h[k]);
+                    store_if(final_state, ch * nn + i, h[k]);
+                }
+            }
+        });
+    });
+}
+
+/// Mamba-2 SSD scan, recurrent form (`Mamba2.step`): per `(b, head h)` and step t, with group
+/// `g = h / (heads / groups)`: `dt <- dt + dt_bias[h]` (softplus if `dt_softplus`, then clamped to
+/// `[dt_min, dt_max]`), `S <- exp(dt A[h]) S + dt (x ⊗ B_g)` with `S` of `head_dim × state`,
+/// `y = S C_g + D x`, then `y <- y silu(z)` when z is given.
+///
+/// # Safety
+/// Shapes as [`SsdScanParams`] states, products fitting in u64: x, y (and z when non-null) hold
+/// `batch * len * heads * head_dim` f32; dt `batch * len * heads`; A and dt_bias (when non-null)
+/// `heads`; Bm, Cm `batch * len * groups * state`; D (when non-null) `heads` or, with
+/// `d_per_channel`, `heads * head_dim`; the states (when non-null)
+/// `batch * heads * head_dim * state`. Overlaps as for [`selective_scan_f32`]; `heads` is a
+/// multiple of `groups >= 1`.
+///
+/// # Parameters
+/// `p`; inputs x, dt, A, Bm, Cm, then the optional D, z, dt_bias (null when absent); the state
+/// pointers (module doc); the output y.
+///
+/// # Thread mapping
+/// As [`selective_scan_f32`], with one channel per state row `(b, h, p)`: a group of `p.lanes`
+/// lanes owns the row's `state` elements; the groups of one warp serve neighbouring rows of the
+/// same head, so they read the same B and C.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn ssd_scan_f32(
+    p: SsdScanParams,
+    x: *const f32,
+    dt: *const f32,
+    a: *const f32,
+    bm: *const f32,
+    cm: *const f32,
+    dskip: *const f32,
+    z: *const f32,
+    dt_bias: *const f32,
+    state_in: *const f32,
+    state_out: *mut f32,
+    final_state: *mut f32,
+    y: *mut f32,
+) {
+    let (n, lanes) = (p.state, p.lanes);
+    if !lanes_fit(lanes, n) || p.groups == 0 || p.heads % p.groups != 0 {
+        return;
+    }
+    let (len, heads, pd, nn) = (p.len as u64, p.heads as u64, p.head_dim as u64, n as u64);
+    let (groups, per_group) = (p.groups as u64, quot(heads, p.groups as u64));
+    let rows = p.batch as u64 * heads * pd;
+    each_channel(rows, lanes, |ch, active, sub| {
+        let pi = rem(ch, pd);
+        let h = rem(quot(ch, pd), heads);
+        let b = quot(ch, pd * heads);
+        let g = quot(h, per_group);
+        let mut s = [0.0f32; SLOTS];
+        unroll!(k in SLOTS => {
+            let i = sub as u64 + (k as u64) * lanes as u64;
+            if active && i < nn {
+                // SAFETY: ch < batch * heads * head_dim, i < state: inside the states.
+                s[k] = unsafe { load_or(state_in, ch * nn + i, 0.0) };
+            }
+        });
+        // SAFETY: h < heads and h * head_dim + pi < heads * head_dim (only read when active).
+        let (av, bias, dv) = if active {
+            unsafe {
+                let di = if p.d_per_channel != 0 { h * pd + pi } else { h };
+                (*a.add(h as usize), load_or(dt_bias, h, 0.0), load_or(dskip, di, 0.0))
+            }
+        } else {
+            (0.0, 0.0, 0.0)
+        };
+        let mut t = 0;
+        while t < len {
+            let bt = b * len + t;
+            let xo = (bt * heads + h) * pd + pi;
+            // SAFETY: (b, t, h, pi) lies inside x and dt when active.
+            let (xv, dl) = if active {
+                unsafe { (*x.add(xo as usize), *dt.add((bt * heads + h) as usize)) }
+            } else {
+                (0.0, 0.0)
+            };
+            let mut d = dl + bias;
+            if p.dt_softplus != 0 {
+                d = math::softplus(d);
+            }
+            if d < p.dt_min {
+                d = p.dt_min;
+            }
+            if d > p.dt_max {
+                d = p.dt_max;
+            }
+            let decay = math::exp(d * av);
+            let dx = d * xv;
+            let bc = (bt * groups + g) * nn;
+            let mut acc = 0.0f32;
+            unroll!(k in SLOTS => {
+                let i = sub as u64 + (k as u64) * lanes as u64;
+                if active && i < nn {
+                    // SAFETY: (b, t, g, i) lies inside Bm and Cm.
+                    let (bv, cv) = unsafe { (*bm.add((bc + i) as usize), *cm.add((bc + i) as usize)) };
+                    s[k] = math::fma(decay, s[k], dx * bv);
+                    acc = math::fma(s[k], cv, acc);
+                }
+            });
+            let acc = group_sum(acc, lanes);
+            if active && sub == 0 {
+                let mut out = math::fma(dv, xv, acc);
+                if !z.is_null() {
+                    // SAFETY: z has x's shape.
+                    out *= math::silu(unsafe { *z.add(xo as usize) });
+                }
+                // SAFETY: y has x's shape.
+                unsafe { *y.add(xo as usize) = out };
+            }
+            t += 1;
+        }
+        unroll!(k in SLOTS => {
+            let i = sub as u64 + (k as u64) * lanes as u64;
+            if active && i < nn {
+                // SAFETY: inside the states.
+                unsafe {
+                    store_if(state_out, ch * nn + i, s[k]);
+                    store_if(final_state, ch * nn + i, s[k]);
+                }
+            }
+        });
+    });
+}
+
+/// Griffin RG-LRU scan: per channel `(b, w)`, `h <- a h + sqrt(1 - a²) x` (`1 - a²` with one
+/// rounding, clamped at 0), `y = h`; where the reset mask is set, `h <- x`.
+///
+/// # Safety
+/// x, a and y hold `batch * len * width` f32; the reset mask (unless `reset == RESET_NONE`)
+/// `batch * len` f32 or bytes; the states (when non-null) `batch * width` f32. Overlaps as for
+/// [`selective_scan_f32`].
+///
+/// # Parameters
+/// `p`; inputs x, a, the reset mask (null when absent; bytes or f32 per `p.reset`); the state
+/// pointers (module doc); the output y.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a thread per channel, grid-striding over `batch * width`;
+/// neighbouring threads read neighbouring channels of one step (coalesced).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn rglru_f32(
+    p: RglruParams,
+    x: *const f32,
+    a: *const f32,
+    reset: *const u8,
+    state_in: *const f32,
+    state_out: *mut f32,
+    final_state: *mut f32,
+    y: *mut f32,
+) {
+    let (len, width) = (p.len as u64, p.width as u64);
+    let channels = p.batch as u64 * width;
+    let mut ch = global_thread_x();
+    while ch < channels {
+        let (b, w) = (quot(ch, width), rem(ch, width));
+        // SAFETY: ch < batch * width.
+        let mut h = unsafe { load_or(state_in, ch, 0.0) };
+        let mut t = 0;
+        while t < len {
+            let o = ((b * len + t) * width + w) as usize;
+            let m = (b * len + t) as usize;
+            // SAFETY: o < batch * len * width; m < batch * len (the mask's elements).
+            let (xv, av, r) = unsafe {
+                let r = match p.reset {
+                    RESET_F32 if !reset.is_null() => *reset.cast::<f32>().add(m) != 0.0,
+                    RESET_BOOL if !reset.is_null() => *reset.add(m) != 0,
+                    _ => false,
+                };
+                (*x.add(o), *a.add(o), r)
+            };
+            h = if r {
+                xv
+            } else {
+                let keep = math::fma(-av, av, 1.0);
+                math::fma(av, h, math::sqrt(if keep > 0.0 { keep } else { 0.0 }) * xv)
+            };
+            // SAFETY: as for x.
+            unsafe { *y.add(o) = h };
+            t += 1;
+        }
+        // SAFETY: ch < batch * width.
+        unsafe {
+            store_if(state_out, ch, h);
+            store_if(final_state, ch, h);
+        }
+        ch += grid_threads_x();
+    }
+}
+
+/// RWKV-6 WKV (BlinkDL convention): per `(b, head)` and step t, with state `S` of
+/// `head × head` indexed [key i, value j], `y[j] = Σᵢ r[i] (bonus[i] k[i] v[j] + S[i, j])`, then
+/// `S[i, j] <- exp(-exp(w[i])) S[i, j] + k[i] v[j]`; the bonus is u, or `exp(u)` with `exp_bonus`.
+///
+/// # Safety
+/// r, k, v, w and y hold `batch * len * heads * head` f32; u `heads * head`; the states (when
+/// non-null) `batch * heads * head * head`. Overlaps as for [`selective_scan_f32`]. The launch has
+/// [`crate::abi::wkv_threads`]`(head)` threads per block and
+/// [`crate::abi::wkv_shared_bytes`]`(head)` bytes of dynamic shared memory, and
+/// `p.chunks == wkv_chunks(head)`.
+///
+/// # Parameters
+/// `p`; inputs r, k, v, w, u; the state pointers (module doc); the output y.
+///
+/// # Thread mapping
+/// A block per `(b, head)`, grid-striding over `batch * heads`. Thread `c * head + j` owns rows
+/// `c * WKV_ROWS ..` of column j of S in registers. Per step, threads `< head` stage r, k and the
+/// decay in shared memory; each owner adds its rows' share of `y[j]`; with more than one chunk the
+/// shares meet in shared memory and chunk 0 writes `y[j]`. Two barriers per step.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn wkv6_f32(
+    p: Wkv6Params,
+    r: *const f32,
+    k: *const f32,
+    v: *const f32,
+    w: *const f32,
+    u: *const f32,
+    state_in: *const f32,
+    state_out: *mut f32,
+    final_state: *mut f32,
+    y: *mut f32,
+) {
+    let n = p.head;
+    let chunks = p.chunks;
+    if n == 0 || n > WKV_MAX_HEAD || chunks != n.div_ceil(WKV_ROWS) || block_dim_x() < chunks * n {
+        return;
+    }
+    let (len, heads, nn) = (p.len as u64, p.heads as u64, n as u64);
+    let tid = thread_idx_x();
+    let (j, chunk) = (rem(tid as u64, nn), quot(tid as u64, nn) as u32);
+    let owner = chunk < chunks;
+    let shared = dynamic_shared_ptr().cast::<f32>();
+    // Shared layout (f32): r[n], k[n], decay[n], bonus[n], partial[chunks * n].
+    let (r_sh, k_sh, decay_sh, bonus_sh, part_sh) = (0, nn, 2 * nn, 3 * nn, 4 * nn);
+    // SAFETY (all shared accesses below): indices are below 4 n + chunks n f32, the launch's
+    // `wkv_shared_bytes(n)`.
+    let sh = |i: u64| unsafe { shared.add(i as usize) };
+    let mut bh = block_idx_x() as u64;
+    while bh < p.batch as u64 * heads {
+        let (b, h) = (quot(bh, heads), rem(bh, heads));
+        if (tid as u64) < nn {
+            let i = tid as u64;
+            // SAFETY: h * n + i < heads * n.
+            let uv = unsafe { *u.add((h * nn + i) as usize) };
+            // SAFETY: shared index below 4 n.
+            unsafe { *sh(bonus_sh + i) = if p.exp_bonus != 0 { math::exp(uv) } else { uv } };
+        }
+        let mut s = [0.0f32; ROWS];
+        unroll!(q in ROWS => {
+            let i = chunk as u64 * ROWS as u64 + q as u64;
+            if owner && i < nn {
+                // SAFETY: (b, h, i, j) lies inside the states.
+                s[q] = unsafe { load_or(state_in, (bh * nn + i) * nn + j, 0.0) };
+            }
+        });
+        let mut t = 0;
+        while t < len {
+            let off = if p.layout_bhtn != 0 { (bh * len + t) * nn } else { ((b * len + t) * heads + h) * nn };
+            if (tid as u64) < nn {
+                let i = tid as u64;
+                // SAFETY: off + i < batch * len * heads * n; shared indices below 3 n.
+                unsafe {
+                    *sh(r_sh + i) = *r.add((off + i) as usize);
+                    *sh(k_sh + i) = *k.add((off + i) as usize);
+                    *sh(decay_sh + i) = math::exp(-math::exp(*w.add((off + i) as usize)));
+                }
+            }
+            sync_threads();
+            // SAFETY: off + j < batch * len * heads * n (j < n).
+            let vj = if owner { unsafe { *v.add((off + j) as usize) } } else { 0.0 };
+            let mut part = 0.0f32;
+            unroll!(q in ROWS => {
+                let i = chunk as u64 * ROWS as u64 + q as u64;
+                if owner && i < nn {
+                    // SAFETY: shared indices below 4 n.
+                    let (ri, ki, di, ui) = unsafe {
+                        (*sh(r_sh + i), *sh(k_sh + i), *sh(decay_sh + i), *sh(bonus_sh + i))
+                    };
+                    part = math::fma(ri, math::fma(ui * ki, vj, s[q]), part);
+                    s[q] = math::fma(di, s[q], ki * vj);
+                }
+            });
+            if chunks == 1 {
+                if owner {
+                    // SAFETY: as for v.
+                    unsafe { *y.add((off + j) as usize) = part };
+                }
+            } else {
+                if owner {
+                    // SAFETY: chunk * n + j < chunks * n.
+                    unsafe { *sh(part_sh + chunk as u64 * nn + j) = part };
+                }
+                sync_threads();
+                if owner && chunk == 0 {
+                    let mut sum = 0.0f32;
+                    let mut c = 0;
+                    while c < chunks as u64 {
+                        // SAFETY: c * n + j < chunks * n.
+                        sum += unsafe { *sh(part_sh + c * nn + j) };
+                        c += 1;
+                    }
+                    // SAFETY: as for v.
+                    unsafe { *y.add((off + j) as usize) = sum };
+                }
+            }
+            // The next step restages r, k, decay (and the partials) only after every thread is done.
+            sync_threads();
+            t += 1;
+        }
+        unroll!(q in ROWS => {
+            let i = chunk as u64 * ROWS as u64 + q as u64;
+            if owner && i < nn {
+                // SAFETY: inside the states.
+                unsafe {
+                    store_if(state_out, (bh * nn + i) * nn + j, s[q]);
+                    store_if(final_state, (bh * nn + i) * nn + j, s[q]);
+                }
+            }
+        });
+        // The next (b, head) restages the bonus only after every thread has used this one.
+        sync_threads();
+        bh += grid_dim_x() as u64;
+    }
+}
+
+/// Depthwise causal conv1d with a carried window: per channel `(b, d)`, the input is prefixed with
+/// the `width - 1` carried values (zeros when `state_in` is null), `y[t] = bias[d] +
+/// Σₖ weight[d, k] xp[t + k]` (then `silu` when `p.silu`), and the new state is the last
+/// `width - 1` values of the prefixed input.
+///
+/// # Safety
+/// x and y hold `batch * channels * len` f32; weight `channels * width`; bias (when non-null)
+/// `channels`; the states (when non-null) `batch * channels * (width - 1)`. Overlaps as for
+/// [`selective_scan_f32`].
+///
+/// # Parameters
+/// `p`; inputs x, weight, the optional bias (null when absent); the state pointers (module doc);
+/// the output y.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a thread per channel, grid-striding over
+/// `batch * channels`, holding the window of the last `width - 1` inputs and the channel's weights
+/// in registers. A launch with `width` outside `1..=CONV_MAX_WIDTH` writes nothing.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn causal_conv_f32(
+    p: CausalConvParams,
+    x: *const f32,
+    weight: *const f32,
+    bias: *const f32,
+    state_in: *const f32,
+    state_out: *mut f32,
+    final_state: *mut f32,
+    y: *mut f32,
+) {
+    let kw = p.width as usize;
+    if kw == 0 || kw > CONV_MAX_WIDTH as usize {
+        return;
+    }
+    let (len, d_len, carried) = (p.len as u64, p.channels as u64, (kw - 1) as u64);
+    let channels = p.batch as u64 * d_len;
+    let mut ch = global_thread_x();
+    while ch < channels {
+        let d = rem(ch, d_len);
+        // Tap m (0 = the current input, m = the m-th previous) has weight `weight[d, kw - 1 - m]`
+        // and, for m >= 1, its input in `win[WINDOW - m]`.
+        let mut wt = [0.0f32; WINDOW + 1];
+        let mut win = [0.0f32; WINDOW];
+        for m in 0..=WINDOW {
+            if m < kw {
+                // SAFETY: d < channels, kw - 1 - m < width.
+                wt[m] = unsafe { *weight.add((d * kw as u64 + (kw - 1 - m) as u64) as usize) };
+                if m >= 1 {
+                    // SAFETY: inside the states: ch * (width - 1) + (width - 1 - m).
+                    win[WINDOW - m] = unsafe { load_or(state_in, ch * carried + (kw - 1 - m) as u64, 0.0) };
+                }
+            }
+        }
+        // SAFETY: d < channels.
+        let bv = unsafe { load_or(bias, d, 0.0) };
+        let io = ch * len;
+        let mut t = 0;
+        while t < len {
+            // SAFETY: io + t < batch * channels * len.
+            let xt = unsafe { *x.add((io + t) as usize) };
+            let mut acc = math::fma(wt[0], xt, bv);
+            for m in 1..=WINDOW {
+                if m < kw {
+                    acc = math::fma(wt[m], win[WINDOW - m], acc);
+                }
+            }
+            for q in 0..WINDOW - 1 {
+                win[q] = win[q + 1];
+            }
+            win[WINDOW - 1] = xt;
+            let out = if p.silu != 0 { math::silu(acc) } else { acc };
+            // SAFETY: as for x.
+            unsafe { *y.add((io + t) as usize) = out };
+            t += 1;
+        }
+        for m in 1..=WINDOW {
+            if m < kw {
+                let at = ch * carried + (kw - 1 - m) as u64;
+                // SAFETY: inside the states.
+                unsafe {
+                    store_if(state_out, at, win[WINDOW - m]);
+                    store_if(final_state, at, win[WINDOW - m]);
+                }
+            }
+        }
+        ch += grid_threads_x();
+    }
+}

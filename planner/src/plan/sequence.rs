@@ -1,0 +1,399 @@
+//! Lowering of the sequence operators of OPS.md (SOFIE's `MambaScan`, `GriffinRGLRU`, `RWKV_WKV6`;
+//! ferrofuse's `SelectiveScan`, `SSDScan`, `RGLRU`, `WKV6`, `CausalConvWithState`) to the direct
+//! `sequence` kernels: sequential over time, parallel over batch, channels and heads.
+//!
+//! State: every kernel takes three state pointers after its inputs, `state_in`, `state_out` and
+//! `final_state` (see `kernels_gpu::abi::sequence`), then its output:
+//! - by default they are the node's initial-state input (null: a zero state), null, and the node's
+//!   final-state output as an [`Arg::Output`] (null when absent or unused);
+//! - with [`PlanOptions::stateful`], a node that keeps state across calls reads and writes its
+//!   persistent slot ([`Arg::State`], named after the node, declared in `Plan::states`) in place,
+//!   and still writes its final-state output when it has one. Such a node must not also take an
+//!   initial-state input (it would be ignored); that is reported as its reason for having no
+//!   kernel. SOFIE's `MambaScan` restarts from zero at every call (SOFIE's semantics), so it never
+//!   gets a slot; `GriffinRGLRU` and `RWKV_WKV6` keep theirs, as SOFIE does. A conv of width 1 has
+//!   no state.
+//!
+//! Limits (each reported as the node's reason for having no kernel): f32 operands (a bool or f32
+//! reset mask); state size N <= `SCAN_MAX_STATE` (selective and SSD scans), head size <=
+//! `WKV_MAX_HEAD` (WKV), conv width <= `CONV_MAX_WIDTH`; every dim fits in u32.
+
+use kernels_gpu::abi::{
+    CONV_MAX_WIDTH, CausalConvParams, KernelId, Params, RESET_BOOL, RESET_F32, RESET_NONE, RglruParams,
+    SCAN_MAX_STATE, SEQUENCE_THREADS, SelectiveScanParams, SsdScanParams, WKV_MAX_HEAD, Wkv6Params,
+    scan_lanes, wkv_chunks, wkv_shared_bytes, wkv_threads,
+};
+
+use super::{Arg, PlanOptions, PlannedValue, StateSlot, Step, capped_grid};
+use crate::graph::{Graph, NodeId, ValueId};
+use crate::op::{ConvActivation, Op, SelectiveScan, SsdScan, Wkv6Layout};
+use crate::tensor_info::DType;
+
+type Lowered = Result<Vec<Step>, String>;
+
+/// The state dims of a sequence node (its final-state shape), `None` for any other op.
+fn state_dims(
+    op: &Op,
+    ins: &[Option<ValueId>],
+    values: &[PlannedValue],
+) -> Result<Option<Vec<usize>>, String> {
+    let d = |slot: usize| -> Result<&[usize], String> {
+        let v = ins.get(slot).copied().flatten().ok_or_else(|| format!("input {slot} is missing"))?;
+        let pv = &values[v.index()];
+        pv.dims.as_deref().ok_or_else(|| format!("`{}` has a data-dependent shape", pv.name))
+    };
+    let bad = |what: &str, dims: &[usize]| format!("{what} has shape {dims:?}");
+    Ok(Some(match op {
+        Op::MambaScan | Op::SelectiveScan(_) => match (d(0)?, d(2)?) {
+            (&[b, dd, _], &[_, n]) => vec![b, dd, n],
+            (u, _) => return Err(bad("u", u)),
+        },
+        Op::SsdScan(_) => match (d(0)?, d(3)?) {
+            (&[b, _, h, p], &[_, _, _, n]) => vec![b, h, p, n],
+            (x, _) => return Err(bad("x", x)),
+        },
+        Op::GriffinRglru | Op::Rglru => match d(0)? {
+            &[b, _, w] => vec![b, w],
+            x => return Err(bad("x", x)),
+        },
+        Op::RwkvWkv6 | Op::Wkv6(_) => {
+            let layout = if let Op::Wkv6(a) = op { a.layout } else { Wkv6Layout::Bhtn };
+            match (d(0)?, layout) {
+                (&[b, _, h, n], Wkv6Layout::Bthn) | (&[b, h, _, n], Wkv6Layout::Bhtn) => vec![b, h, n, n],
+                (r, _) => return Err(bad("r", r)),
+            }
+        }
+        Op::CausalConvWithState(_) => match (d(0)?, d(1)?) {
+            (&[b, dd, _], &[_, k]) if k > 0 => vec![b, dd, k - 1],
+            (x, _) => return Err(bad("x", x)),
+        },
+        _ => return Ok(None),
+    }))
+}
+
+/// The persistent state slot of node `id` under `o`: `Some` only for stateful plans, for sequence
+/// ops that keep state across calls (all but SOFIE's `MambaScan`), when the state is not empty.
+pub(super) fn persistent_state(
+    g: &Graph,
+    id: NodeId,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Result<Option<StateSlot>, String> {
+    let n = &g.nodes[id.index()];
+    if !o.stateful || matches!(n.op, Op::MambaScan) {
+        return Ok(None);
+    }
+    Ok(match state_dims(&n.op, &n.inputs, values)? {
+        Some(dims) if !dims.contains(&0) => Some(StateSlot { name: g.node_label(id), dims }),
+        _ => None,
+    })
+}
+
+/// A sequence node being lowered, with its state placement decided.
+struct SeqNode<'a> {
+    id: NodeId,
+    label: String,
+    ins: &'a [Option<ValueId>],
+    values: &'a [PlannedValue],
+    o: &'a PlanOptions,
+    /// The node's output y.
+    out: ValueId,
+    /// Its final-state output, when present and read by anything.
+    final_state: Option<ValueId>,
+    /// Its persistent slot (stateful plans).
+    slot: Option<StateSlot>,
+    /// Its state dims.
+    state: Vec<usize>,
+}
+
+fn u32_of(v: usize, what: &str) -> Result<u32, String> {
+    u32::try_from(v).map_err(|_| format!("{what} = {v} does not fit the kernels' u32 sizes"))
+}
+
+impl SeqNode<'_> {
+    /// Dims of operand `v`, which must be f32 (or one of `also`).
+    fn dims_of(&self, v: ValueId, also: &[DType]) -> Result<&[usize], String> {
+        let pv = &self.values[v.index()];
+        if pv.dtype != DType::F32 && !also.contains(&pv.dtype) {
+            return Err(format!("`{}` is {}; the sequence kernels take f32 so far", pv.name, pv.dtype));
+        }
+        pv.dims.as_deref().ok_or_else(|| format!("`{}` has a data-dependent shape", pv.name))
+    }
+
+    /// Required input `slot`, f32, with its dims.
+    fn input(&self, slot: usize, what: &str) -> Result<(ValueId, &[usize]), String> {
+        let v = self.ins.get(slot).copied().flatten().ok_or_else(|| format!("input `{what}` is missing"))?;
+        Ok((v, self.dims_of(v, &[])?))
+    }
+
+    /// Optional f32 input `slot` whose dims must be `want` (shape inference checked them already).
+    fn optional(&self, slot: usize, what: &str, want: &[usize]) -> Result<Arg, String> {
+        match self.ins.get(slot).copied().flatten() {
+            None => Ok(Arg::Null),
+            Some(v) if self.dims_of(v, &[])? == want => Ok(Arg::Value(v)),
+            Some(v) => Err(format!("`{what}` has shape {:?}, expected {want:?}", self.dims_of(v, &[])?)),
+        }
+    }
+
+    /// `state_in`, `state_out`, `final_state` (module doc), with the initial state at input
+    /// `init_slot` (`None` for SOFIE's ops, which have none).
+    fn state_args(&self, init_slot: Option<usize>) -> Result<[Arg; 3], String> {
+        let init = init_slot.and_then(|s| self.ins.get(s).copied().flatten());
+        for v in init.into_iter().chain(self.final_state) {
+            let d = self.dims_of(v, &[])?;
+            if d != self.state.as_slice() {
+                let name = &self.values[v.index()].name;
+                return Err(format!("state `{name}` has shape {d:?}, expected {:?}", self.state));
+            }
+        }
+        let fin = self.final_state.map_or(Arg::Null, Arg::Output);
+        Ok(match (&self.slot, init) {
+            (Some(_), Some(v)) => {
+                return Err(format!(
+                    "stateful mode keeps this node's state on the device, so its initial_state input \
+                     `{}` would be ignored: drop the input or run without stateful mode",
+                    self.values[v.index()].name
+                ));
+            }
+            (Some(slot), None) => [Arg::State(slot.name.clone()), Arg::State(slot.name.clone()), fin],
+            (None, init) => [init.map_or(Arg::Null, Arg::Value), Arg::Null, fin],
+        })
+    }
+
+    /// The launch: `p`, the operands, the state pointers, then y.
+    fn step(
+        &self,
+        kernel: KernelId,
+        p: &impl Params,
+        shape: ([u32; 3], [u32; 3], u32),
+        operands: Vec<Arg>,
+        state: [Arg; 3],
+    ) -> Vec<Step> {
+        let (grid, block, shared_bytes) = shape;
+        let mut args = vec![Arg::Params(p.as_bytes().to_vec())];
+        args.extend(operands);
+        args.extend(state);
+        args.push(Arg::Value(self.out));
+        vec![Step::Kernel {
+            nodes: vec![self.id],
+            label: self.label.clone(),
+            kernel,
+            grid,
+            block,
+            shared_bytes,
+            args,
+        }]
+    }
+
+    /// A grid of `SEQUENCE_THREADS`-thread blocks for `threads` threads (capped; the kernels
+    /// grid-stride).
+    fn threads_shape(&self, threads: u64) -> ([u32; 3], [u32; 3], u32) {
+        let blocks = threads.div_ceil(SEQUENCE_THREADS as u64);
+        (capped_grid(self.o.sm_count, blocks), [SEQUENCE_THREADS, 1, 1], 0)
+    }
+
+    /// The launch shape of a channel scan: `channels` channels, `lanes` lanes each.
+    fn scan_shape(&self, channels: u64, lanes: u32) -> ([u32; 3], [u32; 3], u32) {
+        let per_warp = (32 / lanes) as u64;
+        self.threads_shape(channels.div_ceil(per_warp) * 32)
+    }
+}
+
+/// Lowers sequence node `id`.
+pub(super) fn lower(g: &Graph, id: NodeId, values: &[PlannedValue], o: &PlanOptions) -> Lowered {
+    let n = &g.nodes[id.index()];
+    let out = n.output(0).ok_or("the node's first output is omitted")?;
+    let used = |v: &ValueId| g.outputs.contains(v) || g.nodes.iter().any(|m| m.uses().contains(v));
+    let s = SeqNode {
+        id,
+        label: n.op.name().to_string(),
+        ins: &n.inputs,
+        values,
+        o,
+        out,
+        final_state: n.output(1).filter(used),
+        slot: persistent_state(g, id, values, o)?,
+        state: state_dims(&n.op, &n.inputs, values)?.ok_or("not a sequence operator")?,
+    };
+    s.dims_of(out, &[])?;
+    match &n.op {
+        Op::MambaScan => selective_scan(&s, None),
+        Op::SelectiveScan(a) => selective_scan(&s, Some(a)),
+        Op::SsdScan(a) => ssd_scan(&s, a),
+        Op::GriffinRglru => rglru(&s, false),
+        Op::Rglru => rglru(&s, true),
+        Op::RwkvWkv6 => wkv6(&s, Wkv6Layout::Bhtn, true),
+        Op::Wkv6(a) => wkv6(&s, a.layout, false),
+        Op::CausalConvWithState(a) => causal_conv(&s, a.activation),
+        _ => Err("not a sequence operator".into()),
+    }
+}
+
+fn state_limit(n: usize) -> Result<u32, String> {
+    if n == 0 || n > SCAN_MAX_STATE as usize {
+        return Err(format!(
+            "state size N = {n}; the direct scan kernels hold 1..={SCAN_MAX_STATE} in registers"
+        ));
+    }
+    Ok(n as u32)
+}
+
+/// SOFIE `MambaScan` (`attrs == None`: inputs u, delta, A, Bm, Cm, Dskip; zero state, no output
+/// state) or `SelectiveScan` (inputs u, delta, A, Bm, Cm, D?, z?, delta_bias?, initial_state?).
+fn selective_scan(s: &SeqNode, attrs: Option<&SelectiveScan>) -> Lowered {
+    let (u, ud) = s.input(0, "u")?;
+    let &[b, d, l] = ud else { return Err(format!("u has shape {ud:?}, expected (B, D, L)")) };
+    let (delta, _) = s.input(1, "delta")?;
+    let (a, ad) = s.input(2, "A")?;
+    let n = state_limit(ad.get(1).copied().unwrap_or(0))?;
+    let (bm, bd) = s.input(3, "Bm")?;
+    let (cm, _) = s.input(4, "Cm")?;
+    let groups = if bd.len() == 4 { bd[1] } else { 1 };
+    if groups == 0 || d % groups != 0 {
+        return Err(format!("{groups} groups of B and C do not divide {d} channels"));
+    }
+    let (dskip, z, bias, init) = match attrs {
+        None => (Arg::Value(s.input(5, "Dskip")?.0), Arg::Null, Arg::Null, None),
+        Some(_) => {
+            (s.optional(5, "D", &[d])?, s.optional(6, "z", ud)?, s.optional(7, "delta_bias", &[d])?, Some(8))
+        }
+    };
+    let state = s.state_args(init)?;
+    let lanes = scan_lanes(n);
+    let p = SelectiveScanParams {
+        batch: u32_of(b, "B")?,
+        channels: u32_of(d, "D")?,
+        len: u32_of(l, "L")?,
+        state: n,
+        groups: u32_of(groups, "G")?,
+        lanes,
+        delta_softplus: attrs.is_some_and(|a| a.delta_softplus) as u32,
+        _pad: 0,
+    };
+    let operands = [u, delta, a, bm, cm].into_iter().map(Arg::Value).chain([dskip, z, bias]).collect();
+    Ok(s.step(KernelId::SelectiveScanF32, &p, s.scan_shape((b * d) as u64, lanes), operands, state))
+}
+
+/// `SSDScan`: inputs x, dt, A, Bm, Cm, D?, z?, dt_bias?, initial_state?.
+fn ssd_scan(s: &SeqNode, attrs: &SsdScan) -> Lowered {
+    let (x, xd) = s.input(0, "x")?;
+    let &[b, l, h, pd] = xd else { return Err(format!("x has shape {xd:?}, expected (B, L, H, P)")) };
+    let (dt, _) = s.input(1, "dt")?;
+    let (a, _) = s.input(2, "A")?;
+    let (bm, bd) = s.input(3, "Bm")?;
+    let (cm, _) = s.input(4, "Cm")?;
+    let &[_, _, groups, n] = bd else { return Err(format!("Bm has shape {bd:?}, expected (B, L, G, N)")) };
+    let n = state_limit(n)?;
+    if groups == 0 || h % groups != 0 {
+        return Err(format!("{groups} groups of B and C do not divide {h} heads"));
+    }
+    let (dskip, d_per_channel) = match s.ins.get(5).copied().flatten() {
+        None => (Arg::Null, false),
+        Some(v) => match s.dims_of(v, &[])? {
+            dd if dd == [h] => (Arg::Value(v), false),
+            dd if dd == [h * pd] => (Arg::Value(v), true),
+            dd => return Err(format!("D has shape {dd:?}, expected ({h}) or ({})", h * pd)),
+        },
+    };
+    let z = s.optional(6, "z", xd)?;
+    let bias = s.optional(7, "dt_bias", &[h])?;
+    let state = s.state_args(Some(8))?;
+    let lanes = scan_lanes(n);
+    let p = SsdScanParams {
+        batch: u32_of(b, "B")?,
+        len: u32_of(l, "L")?,
+        heads: u32_of(h, "H")?,
+        head_dim: u32_of(pd, "P")?,
+        groups: u32_of(groups, "G")?,
+        state: n,
+        lanes,
+        d_per_channel: d_per_channel as u32,
+        dt_softplus: attrs.dt_softplus as u32,
+        dt_min: attrs.dt_min.unwrap_or(f32::NEG_INFINITY),
+        dt_max: attrs.dt_max.unwrap_or(f32::INFINITY),
+        _pad: 0,
+    };
+    let operands = [x, dt, a, bm, cm].into_iter().map(Arg::Value).chain([dskip, z, bias]).collect();
+    Ok(s.step(KernelId::SsdScanF32, &p, s.scan_shape((b * h * pd) as u64, lanes), operands, state))
+}
+
+/// SOFIE `GriffinRGLRU` (x, a) or `RGLRU` (x, a, reset?, initial_state?).
+fn rglru(s: &SeqNode, ferrofuse: bool) -> Lowered {
+    let (x, xd) = s.input(0, "x")?;
+    let &[b, l, w] = xd else { return Err(format!("x has shape {xd:?}, expected (B, L, W)")) };
+    let (a, _) = s.input(1, "a")?;
+    let (reset, kind) = match s.ins.get(2).copied().flatten().filter(|_| ferrofuse) {
+        None => (Arg::Null, RESET_NONE),
+        Some(v) => {
+            let dims = s.dims_of(v, &[DType::Bool])?;
+            if dims != [b, l] {
+                return Err(format!("reset has shape {dims:?}, expected ({b}, {l})"));
+            }
+            let kind = if s.values[v.index()].dtype == DType::Bool { RESET_BOOL } else { RESET_F32 };
+            (Arg::Value(v), kind)
+        }
+    };
+    let state = s.state_args(ferrofuse.then_some(3))?;
+    let p = RglruParams { batch: u32_of(b, "B")?, len: u32_of(l, "L")?, width: u32_of(w, "W")?, reset: kind };
+    let operands = vec![Arg::Value(x), Arg::Value(a), reset];
+    Ok(s.step(KernelId::RglruF32, &p, s.threads_shape((b * w) as u64), operands, state))
+}
+
+/// SOFIE `RWKV_WKV6` (`sofie`: `[B,H,T,N]`, bonus `exp(u)`, no state input) or `WKV6` (r, k, v, w,
+/// u, initial_state?).
+fn wkv6(s: &SeqNode, layout: Wkv6Layout, sofie: bool) -> Lowered {
+    let (r, rd) = s.input(0, "r")?;
+    let (b, t, h, n) = match (rd, layout) {
+        (&[b, t, h, n], Wkv6Layout::Bthn) | (&[b, h, t, n], Wkv6Layout::Bhtn) => (b, t, h, n),
+        _ => return Err(format!("r has shape {rd:?}, expected 4-D")),
+    };
+    if n == 0 || n > WKV_MAX_HEAD as usize {
+        return Err(format!("head size N = {n}; the direct WKV kernel takes 1..={WKV_MAX_HEAD}"));
+    }
+    let n = n as u32;
+    let (k, _) = s.input(1, "k")?;
+    let (v, _) = s.input(2, "v")?;
+    let (w, _) = s.input(3, "w")?;
+    let (u, _) = s.input(4, "u")?;
+    let state = s.state_args((!sofie).then_some(5))?;
+    let p = Wkv6Params {
+        batch: u32_of(b, "B")?,
+        len: u32_of(t, "T")?,
+        heads: u32_of(h, "H")?,
+        head: n,
+        layout_bhtn: (layout == Wkv6Layout::Bhtn) as u32,
+        exp_bonus: sofie as u32,
+        chunks: wkv_chunks(n),
+        _pad: 0,
+    };
+    let shape = (capped_grid(s.o.sm_count, (b * h) as u64), [wkv_threads(n), 1, 1], wkv_shared_bytes(n));
+    let operands = [r, k, v, w, u].into_iter().map(Arg::Value).collect();
+    Ok(s.step(KernelId::Wkv6F32, &p, shape, operands, state))
+}
+
+/// `CausalConvWithState`: x, weight, bias?, initial_state?.
+fn causal_conv(s: &SeqNode, activation: ConvActivation) -> Lowered {
+    let (x, xd) = s.input(0, "x")?;
+    let &[b, d, l] = xd else { return Err(format!("x has shape {xd:?}, expected (B, D, L)")) };
+    let (weight, wd) = s.input(1, "weight")?;
+    let k = wd.get(1).copied().unwrap_or(0);
+    if k == 0 || k > CONV_MAX_WIDTH as usize {
+        return Err(format!("conv width K = {k}; the direct conv kernel takes 1..={CONV_MAX_WIDTH}"));
+    }
+    let bias = s.optional(2, "bias", &[d])?;
+    let state = s.state_args(Some(3))?;
+    let p = CausalConvParams {
+        batch: u32_of(b, "B")?,
+        channels: u32_of(d, "D")?,
+        len: u32_of(l, "L")?,
+        width: k as u32,
+        silu: (activation == ConvActivation::Silu) as u32,
+        _pad: 0,
+    };
+    let operands = vec![Arg::Value(x), Arg::Value(weight), bias];
+    Ok(s.step(KernelId::CausalConvF32, &p, s.threads_shape((b * d) as u64), operands, state))
+}
+
+#[cfg(test)]
+#[path = "sequence_tests.rs"]
+mod tests;

@@ -1,0 +1,348 @@
+//! Lowering of the sequence ops: kernels, parameter bytes, argument order (optional operands as
+//! null, final state as an extra output), launch shapes, persistent state slots in stateful plans,
+//! the limits, and the plan's state invariants.
+
+use kernels_gpu::abi::{
+    CausalConvParams, KernelId, Params, RESET_BOOL, RglruParams, SEQUENCE_THREADS, SelectiveScanParams,
+    SsdScanParams, Wkv6Params, wkv_shared_bytes,
+};
+
+use crate::error::PlanError;
+use crate::graph::{Graph, ValueId};
+use crate::op::{self, Op};
+use crate::plan::{Arg, Plan, PlanOptions, StateSlot, Step, compile};
+use crate::tensor_info::{Binding, DType, Dim};
+
+const F: DType = DType::F32;
+
+fn input(g: &mut Graph, name: &str, dims: &[usize]) -> ValueId {
+    g.input(name, F, dims.iter().map(|&d| Dim::Known(d)))
+}
+
+fn stateful() -> PlanOptions {
+    PlanOptions { stateful: true, ..PlanOptions::default() }
+}
+
+/// A kernel step: (kernel, args, grid, block, shared bytes).
+type Launch<'a> = (KernelId, &'a [Arg], [u32; 3], [u32; 3], u32);
+
+/// The kernel steps of `plan`.
+fn kernels(plan: &Plan) -> Vec<Launch<'_>> {
+    plan.steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Kernel { kernel, args, grid, block, shared_bytes, .. } => {
+                Some((*kernel, args.as_slice(), *grid, *block, *shared_bytes))
+            }
+            Step::Copy { .. } => None,
+        })
+        .collect()
+}
+
+fn params(p: &impl Params) -> Arg {
+    Arg::Params(p.as_bytes().to_vec())
+}
+
+fn no_kernel_reason(g: &Graph, o: &PlanOptions) -> String {
+    match compile(g, &Binding::new(), o) {
+        Err(PlanError::NoKernel { nodes }) => {
+            nodes.iter().map(|n| n.2.clone()).collect::<Vec<_>>().join("; ")
+        }
+        other => panic!("expected NoKernel, got {other:?}"),
+    }
+}
+
+#[test]
+fn selective_scan_lowers_with_groups_optionals_and_states() {
+    let (b, d, l, n, groups) = (2, 6, 5, 16, 2);
+    let mut g = Graph::new();
+    let u = input(&mut g, "u", &[b, d, l]);
+    let delta = input(&mut g, "delta", &[b, d, l]);
+    let a = input(&mut g, "A", &[d, n]);
+    let bm = input(&mut g, "Bm", &[b, groups, n, l]);
+    let cm = input(&mut g, "Cm", &[b, groups, n, l]);
+    let dskip = input(&mut g, "D", &[d]);
+    let bias = input(&mut g, "bias", &[d]);
+    let init = input(&mut g, "h0", &[b, d, n]);
+    let ins =
+        vec![Some(u), Some(delta), Some(a), Some(bm), Some(cm), Some(dskip), None, Some(bias), Some(init)];
+    let outs = g.push_opt(Op::SelectiveScan(op::SelectiveScan { delta_softplus: true }), ins, 2);
+    g.output(outs[0]);
+    g.output(outs[1]);
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let ks = kernels(&plan);
+    assert_eq!(ks.len(), 1, "{plan}");
+    let (kernel, args, grid, block, shared) = ks[0];
+    assert_eq!(kernel, KernelId::SelectiveScanF32);
+    let p = SelectiveScanParams {
+        batch: 2,
+        channels: 6,
+        len: 5,
+        state: 16,
+        groups: 2,
+        lanes: 16,
+        delta_softplus: 1,
+        _pad: 0,
+    };
+    let v = Arg::Value;
+    let want = [
+        params(&p),
+        v(u),
+        v(delta),
+        v(a),
+        v(bm),
+        v(cm),
+        v(dskip),
+        Arg::Null,
+        v(bias),
+        v(init),
+        Arg::Null,
+        Arg::Output(outs[1]),
+        v(outs[0]),
+    ];
+    assert_eq!(args, want);
+    // 12 channels, two per warp: 6 warps in one block.
+    assert_eq!((grid, block, shared), ([1, 1, 1], [SEQUENCE_THREADS, 1, 1], 0));
+    assert!(plan.states.is_empty());
+    assert!(plan.to_string().contains("selective_scan_f32") && plan.to_string().contains("out:"), "{plan}");
+}
+
+#[test]
+fn every_sequence_op_lowers_to_its_kernel() {
+    let mut g = Graph::new();
+    // SOFIE MambaScan: D required, nothing else; no state pointers.
+    let (b, d, l, n) = (1, 40, 3, 64);
+    let ins: Vec<ValueId> = [("mu", vec![b, d, l]), ("md", vec![b, d, l]), ("ma", vec![d, n])]
+        .into_iter()
+        .chain([("mb", vec![b, n, l]), ("mc", vec![b, n, l]), ("mD", vec![d])])
+        .map(|(name, dims)| input(&mut g, name, &dims))
+        .collect();
+    let y = g.op1(Op::MambaScan, &ins);
+    g.output(y);
+    // SSDScan with per-channel D, dt limits, no z.
+    let (l2, h, p, n2) = (7, 4, 8, 32);
+    let x = input(&mut g, "x", &[2, l2, h, p]);
+    let dt = input(&mut g, "dt", &[2, l2, h]);
+    let sa = input(&mut g, "sa", &[h]);
+    let sb = input(&mut g, "sb", &[2, l2, 2, n2]);
+    let sc = input(&mut g, "sc", &[2, l2, 2, n2]);
+    let sd = input(&mut g, "sd", &[h * p]);
+    let attrs = op::SsdScan { dt_softplus: true, dt_min: Some(0.01), dt_max: None };
+    let ssd =
+        g.push_opt(Op::SsdScan(attrs), vec![Some(x), Some(dt), Some(sa), Some(sb), Some(sc), Some(sd)], 1);
+    g.output(ssd[0]);
+    // RGLRU with a bool reset; GriffinRGLRU.
+    let rx = input(&mut g, "rx", &[3, 5, 10]);
+    let ra = input(&mut g, "ra", &[3, 5, 10]);
+    let reset = g.input("reset", DType::Bool, [Dim::Known(3), Dim::Known(5)]);
+    let lru = g.push(Op::Rglru, &[rx, ra, reset], 1);
+    g.output(lru[0]);
+    let gy = g.op1(Op::GriffinRglru, &[rx, ra]);
+    g.output(gy);
+    // RWKV_WKV6 ([B,H,T,N], exp bonus) and WKV6 ([B,T,H,N]) with N = 64.
+    let wk: Vec<ValueId> = ["r", "k", "v", "w"].iter().map(|s| input(&mut g, s, &[2, 3, 9, 64])).collect();
+    let u = input(&mut g, "u", &[3, 64]);
+    let sofie = g.op1(Op::RwkvWkv6, &[wk[0], wk[1], wk[2], wk[3], u]);
+    g.output(sofie);
+    let attrs = op::Wkv6 { layout: op::Wkv6Layout::Bthn };
+    let u9 = input(&mut g, "u9", &[9, 64]);
+    let wkv = g.push(Op::Wkv6(attrs), &[wk[0], wk[1], wk[2], wk[3], u9], 1);
+    g.output(wkv[0]);
+    // CausalConvWithState, width 4, SiLU, no bias.
+    let cx = input(&mut g, "cx", &[2, 16, 11]);
+    let cw = input(&mut g, "cw", &[16, 4]);
+    let conv = op::CausalConvWithState { activation: op::ConvActivation::Silu };
+    let cy = g.push(Op::CausalConvWithState(conv), &[cx, cw], 1);
+    g.output(cy[0]);
+
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let ks = kernels(&plan);
+    let find = |k: KernelId| ks.iter().filter(|s| s.0 == k).collect::<Vec<_>>();
+    let mamba = find(KernelId::SelectiveScanF32);
+    let p = SelectiveScanParams {
+        batch: 1,
+        channels: 40,
+        len: 3,
+        state: 64,
+        groups: 1,
+        lanes: 32,
+        delta_softplus: 0,
+        _pad: 0,
+    };
+    assert_eq!(mamba[0].1[0], params(&p));
+    assert_eq!(
+        mamba[0].1[6..],
+        [Arg::Value(ins[5]), Arg::Null, Arg::Null, Arg::Null, Arg::Null, Arg::Null, Arg::Value(y)]
+    );
+    // 40 channels, a warp each: 1280 threads, 5 blocks.
+    assert_eq!(mamba[0].2, [5, 1, 1]);
+
+    let s = find(KernelId::SsdScanF32);
+    let p = SsdScanParams {
+        batch: 2,
+        len: 7,
+        heads: 4,
+        head_dim: 8,
+        groups: 2,
+        state: 32,
+        lanes: 32,
+        d_per_channel: 1,
+        dt_softplus: 1,
+        dt_min: 0.01,
+        dt_max: f32::INFINITY,
+        _pad: 0,
+    };
+    assert_eq!(s[0].1[0], params(&p));
+    assert_eq!(s[0].1[6..9], [Arg::Value(sd), Arg::Null, Arg::Null]);
+
+    let r = find(KernelId::RglruF32);
+    assert_eq!(r.len(), 2);
+    let p = RglruParams { batch: 3, len: 5, width: 10, reset: RESET_BOOL };
+    assert_eq!(r[0].1[..4], [params(&p), Arg::Value(rx), Arg::Value(ra), Arg::Value(reset)]);
+    let p = RglruParams { reset: 0, ..p };
+    assert_eq!(r[1].1[..4], [params(&p), Arg::Value(rx), Arg::Value(ra), Arg::Null]);
+
+    let w = find(KernelId::Wkv6F32);
+    let p =
+        Wkv6Params { batch: 2, len: 9, heads: 3, head: 64, layout_bhtn: 1, exp_bonus: 1, chunks: 2, _pad: 0 };
+    assert_eq!(w[0].1[0], params(&p));
+    assert_eq!((w[0].2, w[0].3, w[0].4), ([6, 1, 1], [128, 1, 1], wkv_shared_bytes(64)));
+    assert_eq!(wkv_shared_bytes(64), (4 * 64 + 2 * 64) * 4);
+    let p = Wkv6Params { len: 3, heads: 9, layout_bhtn: 0, exp_bonus: 0, ..p };
+    assert_eq!(w[1].1[0], params(&p));
+
+    let c = find(KernelId::CausalConvF32);
+    let p = CausalConvParams { batch: 2, channels: 16, len: 11, width: 4, silu: 1, _pad: 0 };
+    assert_eq!(c[0].1[..4], [params(&p), Arg::Value(cx), Arg::Value(cw), Arg::Null]);
+    assert_eq!(ks.len(), 7, "{plan}");
+}
+
+/// An RGLRU node (with a final-state output), a MambaScan node and a WKV6 node.
+fn recurrent_graph(with_init: bool) -> (Graph, [ValueId; 2]) {
+    let mut g = Graph::new();
+    let x = g.input("x", F, [Dim::Known(2), Dim::Symbol("len".into()), Dim::Known(8)]);
+    let a = g.input("a", F, [Dim::Known(2), Dim::Symbol("len".into()), Dim::Known(8)]);
+    let init = with_init.then(|| input(&mut g, "h0", &[2, 8]));
+    let lru = g.push_opt(Op::Rglru, vec![Some(x), Some(a), None, init], 2);
+    g.output(lru[0]);
+    g.output(lru[1]);
+    let l = Dim::Symbol("len".into());
+    let dims = |d: &[Dim]| d.to_vec();
+    let (k, one) = (Dim::Known(4), Dim::Known(1));
+    let mu = g.input("mu", F, dims(&[one.clone(), k.clone(), l.clone()]));
+    let ma = input(&mut g, "ma", &[4, 2]);
+    let mb = g.input("mb", F, dims(&[one.clone(), Dim::Known(2), l.clone()]));
+    let md = input(&mut g, "md", &[4]);
+    let my = g.op1(Op::MambaScan, &[mu, mu, ma, mb, mb, md]);
+    g.output(my);
+    let r = g.input("r", F, dims(&[one, l, Dim::Known(2), Dim::Known(16)]));
+    let u = input(&mut g, "u", &[2, 16]);
+    let wkv = g.push(Op::Wkv6(op::Wkv6::default()), &[r, r, r, r, u], 1);
+    g.output(wkv[0]);
+    (g, [lru[1], wkv[0]])
+}
+
+#[test]
+fn stateful_plans_bind_persistent_slots_named_after_nodes() {
+    let (g, [lru_final, _]) = recurrent_graph(false);
+    let binding = Binding::new().with("len", 1);
+    let plan = compile(&g, &binding, &stateful()).unwrap();
+    let lru = StateSlot { name: "rglru_0".into(), dims: vec![2, 8] };
+    let wkv = StateSlot { name: "wkv6_2".into(), dims: vec![1, 2, 16, 16] };
+    assert_eq!(plan.states, [lru.clone(), wkv.clone()], "MambaScan restarts every call: no slot");
+    let ks = kernels(&plan);
+    let rg = ks.iter().find(|k| k.0 == KernelId::RglruF32).unwrap();
+    let st = Arg::State("rglru_0".into());
+    assert_eq!(rg.1[4..7], [st.clone(), st, Arg::Output(lru_final)]);
+    let mamba = ks.iter().find(|k| k.0 == KernelId::SelectiveScanF32).unwrap();
+    assert_eq!(mamba.1[9..12], [Arg::Null, Arg::Null, Arg::Null]);
+    let text = plan.to_string();
+    assert!(text.contains("state:wkv6_2") && text.contains(", state 2112 bytes in 2 slots"), "{text}");
+    assert_eq!(lru.bytes() + wkv.bytes(), 64 + 2048);
+    let json = serde_json::to_string(&plan).unwrap();
+    assert_eq!(serde_json::from_str::<Plan>(&json).unwrap(), plan);
+    // The same layout for a prefill binding, and none without stateful mode.
+    let prefill = compile(&g, &Binding::new().with("len", 300), &stateful()).unwrap();
+    assert_eq!(prefill.states, plan.states);
+    assert!(compile(&g, &binding, &PlanOptions::default()).unwrap().states.is_empty());
+}
+
+#[test]
+fn stateful_mode_refuses_an_initial_state_input() {
+    let (g, _) = recurrent_graph(true);
+    let binding = Binding::new().with("len", 3);
+    let plain = compile(&g, &binding, &PlanOptions::default()).unwrap();
+    let rg = kernels(&plain).into_iter().find(|k| k.0 == KernelId::RglruF32).unwrap();
+    assert_eq!(rg.1[4], Arg::Value(g.inputs[2]), "the initial state is read from the input");
+    match compile(&g, &binding, &stateful()) {
+        Err(PlanError::NoKernel { nodes }) => {
+            assert_eq!(nodes.len(), 1);
+            assert!(nodes[0].2.contains("stateful mode") && nodes[0].2.contains("`h0`"), "{nodes:?}");
+        }
+        other => panic!("expected NoKernel, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_plan_checks_its_state_slots() {
+    let (g, _) = recurrent_graph(false);
+    let plan = compile(&g, &Binding::new().with("len", 2), &stateful()).unwrap();
+    let err = |p: &Plan| p.validate().unwrap_err().to_string();
+    let mut p = plan.clone();
+    p.states.remove(0);
+    assert!(err(&p).contains("undeclared state `rglru_0`"), "{}", err(&p));
+    let mut p = plan.clone();
+    p.states.push(StateSlot { name: "extra".into(), dims: vec![3] });
+    assert!(err(&p).contains("`extra` is used by 0 steps"), "{}", err(&p));
+    let mut p = plan.clone();
+    p.states.push(p.states[0].clone());
+    assert!(err(&p).contains("two state slots are named `rglru_0`"), "{}", err(&p));
+    let mut p = plan.clone();
+    p.states[1].dims[0] = 0;
+    assert!(err(&p).contains("is empty"), "{}", err(&p));
+    let mut p = plan;
+    let out = p
+        .steps
+        .iter_mut()
+        .find_map(|s| match s {
+            Step::Kernel { args, .. } => args.iter_mut().find(|a| matches!(a, Arg::Output(_))),
+            Step::Copy { .. } => None,
+        })
+        .expect("the RGLRU step writes its final state");
+    *out = Arg::Output(ValueId(1));
+    assert!(err(&p).contains("which has no buffer"), "an extra output must have a home: {}", err(&p));
+}
+
+#[test]
+fn limits_and_dtypes_are_reported() {
+    // State size past the register budget of the scans.
+    let mut g = Graph::new();
+    let u = input(&mut g, "u", &[1, 2, 3]);
+    let a = input(&mut g, "a", &[2, 257]);
+    let bm = input(&mut g, "bm", &[1, 257, 3]);
+    let y = g.push(Op::SelectiveScan(Default::default()), &[u, u, a, bm, bm], 1);
+    g.output(y[0]);
+    assert!(no_kernel_reason(&g, &PlanOptions::default()).contains("state size N = 257"));
+    // WKV head size past 128.
+    let mut g = Graph::new();
+    let r = input(&mut g, "r", &[1, 1, 2, 130]);
+    let uu = input(&mut g, "u", &[2, 130]);
+    let y = g.push(Op::Wkv6(Default::default()), &[r, r, r, r, uu], 1);
+    g.output(y[0]);
+    assert!(no_kernel_reason(&g, &PlanOptions::default()).contains("head size N = 130"));
+    // A conv wider than 16.
+    let mut g = Graph::new();
+    let x = input(&mut g, "x", &[1, 2, 3]);
+    let w = input(&mut g, "w", &[2, 17]);
+    let y = g.push(Op::CausalConvWithState(Default::default()), &[x, w], 1);
+    g.output(y[0]);
+    assert!(no_kernel_reason(&g, &PlanOptions::default()).contains("conv width K = 17"));
+    // bf16 operands.
+    let mut g = Graph::new();
+    let x = g.input("x", DType::BF16, [Dim::Known(1), Dim::Known(2), Dim::Known(3)]);
+    let y = g.op1(Op::GriffinRglru, &[x, x]);
+    g.output(y);
+    assert!(
+        no_kernel_reason(&g, &PlanOptions::default()).contains("is bfloat16; the sequence kernels take f32")
+    );
+}
