@@ -339,48 +339,78 @@ impl<'c> Session<'c> {
     fn launch_steps(&self, binding: &Binding, sync_each: bool) -> Result<(), HostError> {
         let c = &self.compiled[binding];
         for (i, step) in c.plan.steps.iter().enumerate() {
-            match step {
-                Step::Kernel { kernel, grid, block, shared_bytes, args, .. } => {
-                    let mut ptrs = Vec::with_capacity(args.len());
-                    for a in args {
-                        ptrs.push(match a {
-                            Arg::Value(v) | Arg::Output(v) => Some(self.address(c, *v)?),
-                            Arg::State(name) => Some(self.state.ptr(self.ctx, name)?),
-                            Arg::Null => Some(0),
-                            Arg::Params(_) => None,
-                        });
-                    }
-                    let kargs: Vec<KernelArg> = args
-                        .iter()
-                        .zip(&ptrs)
-                        .map(|(a, p)| match (a, p) {
-                            (Arg::Params(bytes), _) => KernelArg::Params(bytes),
-                            (_, p) => KernelArg::Ptr(p.unwrap_or(0)),
-                        })
-                        .collect();
-                    let shape = LaunchShape { grid: *grid, block: *block, shared_bytes: *shared_bytes };
-                    // SAFETY: the step was lowered by `planner::plan` for this kernel's parameter
-                    // list, from the bound shapes of its operands; every value address points into
-                    // a buffer of at least the value's size (arena slots from the validated memory
-                    // plan, inputs/outputs/weights allocated from the plan's sizes).
-                    unsafe { self.ctx.launch_on(&self.stream, *kernel, shape, &kargs) }
-                        .map_err(|e| step_error(i, step, e))?;
-                    if sync_each {
-                        self.stream.synchronize().map_err(|source| {
-                            step_error(i, step, HostError::Driver { action: "", source })
-                        })?;
-                    }
-                }
-                Step::Copy { src, dst, bytes, .. } => {
-                    let (s, d) = (self.address(c, *src)?, self.address(c, *dst)?);
-                    // SAFETY: both buffers hold at least `bytes` (the plan's sizes) and do not
-                    // overlap (distinct values with overlapping lifetimes never share memory).
-                    unsafe { result::memcpy_dtod_async(d, s, *bytes as usize, self.stream.cu_stream()) }
-                        .map_err(HostError::driver("a copy step"))?;
-                }
+            self.launch_step(c, i, step)?;
+            if sync_each {
+                self.stream
+                    .synchronize()
+                    .map_err(|source| step_error(i, step, HostError::Driver { action: "", source }))?;
             }
         }
         Ok(())
+    }
+
+    /// Device time of each step of the last run's binding, launched alone (eagerly, between two
+    /// events on the session's stream): the median over `iters` executions, in microseconds, in
+    /// step order. Launch gaps between steps are not included, so the sum is below the eager total.
+    pub fn profile_steps(&mut self, iters: usize) -> Result<Vec<f64>, HostError> {
+        let binding = self
+            .last
+            .clone()
+            .ok_or_else(|| HostError::Arena { detail: "no run has bound the inputs yet".into() })?;
+        let c = &self.compiled[&binding];
+        let mut samples = vec![Vec::with_capacity(iters); c.plan.steps.len()];
+        for _ in 0..iters.max(1) {
+            for (i, step) in c.plan.steps.iter().enumerate() {
+                let ms = self.ctx.time_on(&self.stream, || self.launch_step(c, i, step))?;
+                samples[i].push(ms as f64 * 1e3);
+            }
+        }
+        Ok(samples
+            .into_iter()
+            .map(|mut t| {
+                t.sort_by(f64::total_cmp);
+                t[t.len() / 2]
+            })
+            .collect())
+    }
+
+    /// Launches step `i` of `c` on the session's stream.
+    fn launch_step(&self, c: &Compiled, i: usize, step: &Step) -> Result<(), HostError> {
+        match step {
+            Step::Kernel { kernel, grid, block, shared_bytes, args, .. } => {
+                let mut ptrs = Vec::with_capacity(args.len());
+                for a in args {
+                    ptrs.push(match a {
+                        Arg::Value(v) | Arg::Output(v) => Some(self.address(c, *v)?),
+                        Arg::State(name) => Some(self.state.ptr(self.ctx, name)?),
+                        Arg::Null => Some(0),
+                        Arg::Params(_) => None,
+                    });
+                }
+                let kargs: Vec<KernelArg> = args
+                    .iter()
+                    .zip(&ptrs)
+                    .map(|(a, p)| match (a, p) {
+                        (Arg::Params(bytes), _) => KernelArg::Params(bytes),
+                        (_, p) => KernelArg::Ptr(p.unwrap_or(0)),
+                    })
+                    .collect();
+                let shape = LaunchShape { grid: *grid, block: *block, shared_bytes: *shared_bytes };
+                // SAFETY: the step was lowered by `planner::plan` for this kernel's parameter
+                // list, from the bound shapes of its operands; every value address points into
+                // a buffer of at least the value's size (arena slots from the validated memory
+                // plan, inputs/outputs/weights allocated from the plan's sizes).
+                unsafe { self.ctx.launch_on(&self.stream, *kernel, shape, &kargs) }
+                    .map_err(|e| step_error(i, step, e))
+            }
+            Step::Copy { src, dst, bytes, .. } => {
+                let (s, d) = (self.address(c, *src)?, self.address(c, *dst)?);
+                // SAFETY: both buffers hold at least `bytes` (the plan's sizes) and do not
+                // overlap (distinct values with overlapping lifetimes never share memory).
+                unsafe { result::memcpy_dtod_async(d, s, *bytes as usize, self.stream.cu_stream()) }
+                    .map_err(HostError::driver("a copy step"))
+            }
+        }
     }
 }
 

@@ -95,8 +95,33 @@ fn run_cuda(
             session.device_bytes() as f64 / (1u64 << 20) as f64,
             session.allocation_count() - allocations
         );
+        // Per-step profile: each step launched alone between two events (median of 20).
+        let times = session.profile_steps(20)?;
         if let Some(plan) = session.last_plan() {
-            println!("plan ({} steps):\n{plan}", plan.steps.len());
+            let text = plan.to_string();
+            println!(
+                "plan ({} steps), each step's device time launched alone (median of 20):",
+                plan.steps.len()
+            );
+            for (line, t) in text.lines().zip(&times) {
+                println!("step {t:>8.2} us  {line}");
+            }
+            let mut by_kernel: std::collections::BTreeMap<String, (usize, f64)> = Default::default();
+            for (step, t) in plan.steps.iter().zip(&times) {
+                let key = match step {
+                    planner::plan::Step::Kernel { kernel, .. } => kernel.symbol().to_string(),
+                    planner::plan::Step::Copy { .. } => "copy".into(),
+                };
+                let e = by_kernel.entry(key).or_default();
+                (e.0, e.1) = (e.0 + 1, e.1 + t);
+            }
+            let mut rows: Vec<_> = by_kernel.into_iter().collect();
+            rows.sort_by(|a, b| b.1.1.total_cmp(&a.1.1));
+            println!("by kernel (sum of launched-alone times {:.2} us):", times.iter().sum::<f64>());
+            for (k, (n, t)) in rows {
+                println!("  {k:<24} {n:>4} steps {t:>10.2} us");
+            }
+            println!("{}", text.lines().last().unwrap_or_default());
         }
     }
     Ok(outputs)

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Steady-state latency of ferrofuse vs PyTorch on the same GPU, same model, same input.
+
+Model (random weights, fp32, batch 1): the GPT-2-style model of issue 5 (transformers GPT2LMHeadModel,
+4 layers, d 256, 4 heads, seq 128, vocab 1000, eager attention). It exports ONNX (torch.onnx.export,
+dynamo=True, static shapes), runs `ferrofuse run MODEL --repeat N` (median / p95 of CUDA-graph
+replay and of eager launches, device time from CUDA events) and times PyTorch on the GPU:
+eager, and the whole forward captured as one CUDA graph (torch.cuda.CUDAGraph, replay only) — the
+same two modes, timed the same way (CUDA events around each call, after warm-up).
+
+    python3 scripts/latency_vs_pytorch.py path/to/ferrofuse OUT.json
+
+(The physics MLP's latency comes from `gpu-pack/run.sh --latency`.)
+"""
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import transformers
+from transformers import GPT2Config, GPT2LMHeadModel
+
+torch.manual_seed(0)
+SEQ, D, LAYERS, VOCAB = 128, 256, 4, 1000
+RUNS = 2000
+
+
+class Gpt2(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        cfg = GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=D, n_layer=LAYERS, n_head=4,
+                         use_cache=False, attn_implementation="eager")
+        self.m = GPT2LMHeadModel(cfg).eval()
+
+    def forward(self, ids):
+        return self.m(input_ids=ids, use_cache=False).logits
+
+
+def time_calls(fn, runs=RUNS):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(runs):
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0)
+    times.sort()
+    return {"median_us": statistics.median(times), "p95_us": times[int(0.95 * len(times))]}
+
+
+def torch_latency(model, args):
+    model = model.cuda()
+    args = tuple(a.cuda() for a in args)
+    out = {}
+    with torch.no_grad():
+        out["torch_eager"] = time_calls(lambda: model(*args))
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                model(*args)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            model(*args)
+        out["torch_cuda_graph"] = time_calls(g.replay)
+    model.cpu()
+    return out
+
+
+def ferrofuse_latency(binary, path, inputs):
+    cmd = [binary, "run", path, "--repeat", str(RUNS)] + [a for n, f in inputs for a in ("--input", f"{n}={f}")]
+    text = subprocess.run(cmd, capture_output=True, text=True)
+    if text.returncode != 0:
+        return {"ferrofuse_error": (text.stdout + text.stderr)[-3000:]}
+    grab = lambda key: re.search(rf"{key}\s+median\s+([\d.]+) us\s+p95\s+([\d.]+) us", text.stdout)
+    res = {}
+    for key, name in [("CUDA graph replay", "ferrofuse_cuda_graph"), ("eager launches", "ferrofuse_eager")]:
+        m = grab(key)
+        if m:
+            res[name] = {"median_us": float(m.group(1)), "p95_us": float(m.group(2))}
+    steps = re.search(r"plan \((\d+) steps\)", text.stdout)
+    res["ferrofuse_steps"] = int(steps.group(1)) if steps else None
+    res["ferrofuse_profile"] = [l for l in text.stdout.splitlines() if l.startswith("step ")][:200]
+    return res
+
+
+def main(binary, dest):
+    tmp = tempfile.mkdtemp()
+    rows = []
+    ids = torch.randint(0, VOCAB, (1, SEQ))
+    gpt2 = Gpt2()
+    row = {"model": "gpt2 (4L, d256, seq128, batch 1)"}
+    row.update(torch_latency(gpt2, (ids,)))
+    path = os.path.join(tmp, "gpt2.onnx")
+    with torch.no_grad():
+        torch.onnx.export(gpt2.cpu(), (ids,), dynamo=True).save(path)
+    np.save(os.path.join(tmp, "ids.npy"), ids.numpy())
+    row.update(ferrofuse_latency(binary, path, [("input_ids", os.path.join(tmp, "ids.npy"))]))
+    rows.append(row)
+    print(json.dumps({k: v for k, v in row.items() if k != "ferrofuse_profile"}), flush=True)
+    meta = {"torch": torch.__version__, "transformers": transformers.__version__,
+            "device": torch.cuda.get_device_name(0), "rows": rows}
+    with open(dest, "w") as f:
+        json.dump(meta, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
