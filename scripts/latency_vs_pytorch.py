@@ -5,7 +5,8 @@ Model (random weights, fp32, batch 1): the GPT-2-style model of issue 5 (transfo
 4 layers, d 256, 4 heads, seq 128, vocab 1000, eager attention). It exports ONNX (torch.onnx.export,
 dynamo=True, static shapes), runs `ferrofuse run MODEL --repeat N` (median / p95 of CUDA-graph
 replay and of eager launches, device time from CUDA events) and times PyTorch on the GPU:
-eager, and the whole forward captured as one CUDA graph (torch.cuda.CUDAGraph, replay only) — the
+eager, and the whole forward (its torch.export'ed module, since transformers' mask code cannot be
+captured) captured as one CUDA graph (torch.cuda.CUDAGraph, replay only) — the
 same two modes, timed the same way (CUDA events around each call, after warm-up).
 
     python3 scripts/latency_vs_pytorch.py path/to/ferrofuse OUT.json
@@ -63,6 +64,9 @@ def torch_latency(model, args):
     out = {}
     with torch.no_grad():
         out["torch_eager"] = time_calls(lambda: model(*args))
+        # transformers builds its attention mask from host scalars, which CUDA-graph capture
+        # forbids; the torch.export'ed module computes the same forward from graph constants.
+        model = torch.export.export(model, args).module()
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
