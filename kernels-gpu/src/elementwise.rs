@@ -5,7 +5,7 @@
 //! from the host-checked shape and strides). The scalar function each kernel applies lives in
 //! [`crate::math`], which the host tests against f64.
 
-use crate::abi::{BinaryParams, MAX_RANK, UnaryParams};
+use crate::abi::{BinaryParams, EwInstr, EwProgramParams, MAX_RANK, UnaryParams, ew_src};
 use crate::intrinsics::{
     block_dim_x, block_idx_x, global_thread_x, grid_dim_x, grid_threads_x, thread_idx_x,
 };
@@ -429,4 +429,169 @@ pub unsafe extern "ptx-kernel" fn silu_f32(p: UnaryParams, x: *const f32, y: *mu
 pub unsafe extern "ptx-kernel" fn softplus_f32(p: UnaryParams, x: *const f32, y: *mut f32) {
     // SAFETY: the launch contract above.
     unsafe { unary(p.elems, x, y, math::softplus) }
+}
+
+/// `op(a, b)` of an elementwise-program instruction ([`EwInstr`]); each arm is the function its
+/// single-op kernel applies. Out of line: the program calls it from each unrolled instruction.
+#[inline(never)]
+fn ew_apply(op: u32, a: f32, b: f32, imm: f32) -> f32 {
+    match op {
+        0 => math::add(a, b),
+        1 => math::sub(a, b),
+        2 => math::mul(a, b),
+        3 => math::div(a, b),
+        4 => math::pow(a, b),
+        5 => math::max(a, b),
+        6 => math::min(a, b),
+        16 => math::relu(a),
+        17 => math::leaky_relu(a, imm),
+        18 => math::sigmoid(a),
+        19 => math::tanh(a),
+        20 => math::exp(a),
+        21 => math::log(a),
+        22 => math::sqrt(a),
+        23 => math::abs(a),
+        24 => math::neg(a),
+        25 => math::erf(a),
+        26 => math::gelu_erf(a),
+        27 => math::gelu_tanh(a),
+        28 => math::silu(a),
+        29 => math::softplus(a),
+        _ => f32::NAN,
+    }
+}
+
+/// The registers and inputs of one element of an elementwise program (scalars, not arrays, so
+/// they stay in registers).
+#[derive(Clone, Copy, Default)]
+struct EwState {
+    r0: f32,
+    r1: f32,
+    r2: f32,
+    r3: f32,
+    x0: f32,
+    x1: f32,
+    x2: f32,
+    x3: f32,
+}
+
+impl EwState {
+    /// Source `s` ([`ew_src`]) of instruction `ins`; constant-index arms only.
+    #[inline(always)]
+    fn src(&self, s: u32, ins: &EwInstr) -> f32 {
+        match s {
+            0 => self.r0,
+            1 => self.r1,
+            2 => self.r2,
+            3 => self.r3,
+            4 => self.x0,
+            5 => self.x1,
+            6 => self.x2,
+            7 => self.x3,
+            _ => ins.imm,
+        }
+    }
+
+    #[inline(always)]
+    fn set(&mut self, d: u32, v: f32) {
+        match d {
+            0 => self.r0 = v,
+            1 => self.r1 = v,
+            2 => self.r2 = v,
+            _ => self.r3 = v,
+        }
+    }
+
+    #[inline(always)]
+    fn step(&mut self, ins: &EwInstr) {
+        let v = ew_apply(ins.op, self.src(ins.a, ins), self.src(ins.b, ins), ins.imm);
+        self.set(ins.dst, v);
+    }
+}
+
+/// Element offsets of output index `i` into the program's four inputs.
+#[inline(always)]
+fn ew_offsets(p: &EwProgramParams, i: u64) -> [u64; 4] {
+    if p.rank == 0 {
+        return [i; 4];
+    }
+    let first = MAX_RANK - p.rank as usize;
+    let (mut rem, mut o) = (i, [0u64; 4]);
+    let mut d = MAX_RANK;
+    while d > 0 {
+        d -= 1;
+        if d < first {
+            break;
+        }
+        let dim = crate::movement::at(&p.out_shape, d);
+        let idx = rem % dim;
+        rem /= dim;
+        o[0] += idx * crate::movement::at(&p.strides[0], d);
+        o[1] += idx * crate::movement::at(&p.strides[1], d);
+        o[2] += idx * crate::movement::at(&p.strides[2], d);
+        o[3] += idx * crate::movement::at(&p.strides[3], d);
+    }
+    o
+}
+
+/// An elementwise program ([`EwProgramParams`]): several f32 elementwise ops fused into one pass
+/// over the output, with broadcast inputs and immediates; the intermediate values live in four
+/// registers and never touch memory.
+///
+/// # Safety
+/// Inputs `k < p.n_inputs` hold every element their strides address (the host builds the strides
+/// from their shapes); `y` holds `p.elems` f32 and may equal an input of the output's shape (each
+/// element is read before it is written), but overlaps no other input; unused input pointers may
+/// be null. `p.rank <= MAX_RANK`, `p.n_instr <= EW_MAX_INSTRS`, `p.n_inputs <= EW_MAX_INPUTS`.
+///
+/// # Parameters
+/// `p`: shape, strides and the program; `x0`..`x3`: inputs; `y`: the output.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the output elements; the program's
+/// instructions are unrolled (each checks `k < n_instr`, a uniform branch).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn ew_program_f32(
+    p: EwProgramParams,
+    x0: *const f32,
+    x1: *const f32,
+    x2: *const f32,
+    x3: *const f32,
+    y: *mut f32,
+) {
+    if p.rank as usize > MAX_RANK {
+        return;
+    }
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < p.elems {
+        let o = ew_offsets(&p, i);
+        let mut st = EwState::default();
+        // SAFETY: offsets inside each used input (the contract); unused inputs are not read.
+        unsafe {
+            if p.n_inputs > 0 {
+                st.x0 = *x0.add(o[0] as usize);
+            }
+            if p.n_inputs > 1 {
+                st.x1 = *x1.add(o[1] as usize);
+            }
+            if p.n_inputs > 2 {
+                st.x2 = *x2.add(o[2] as usize);
+            }
+            if p.n_inputs > 3 {
+                st.x3 = *x3.add(o[3] as usize);
+            }
+        }
+        macro_rules! run {
+            ($($k:literal)*) => {$(
+                if $k < p.n_instr {
+                    st.step(&p.instrs[$k]);
+                }
+            )*};
+        }
+        run!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+        let out = st.src(p.out_reg, &EwInstr::default());
+        // SAFETY: i < elems.
+        unsafe { *y.add(i as usize) = out };
+        i += stride;
+    }
 }

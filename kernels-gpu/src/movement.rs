@@ -285,7 +285,7 @@ strided_copy_kernel!(strided_copy_b8, u64, "8");
 /// `a[d]` through a match on `d`: every array access has a constant index, so a parameter array is
 /// never copied to local memory even where the loop over `d` is not unrolled.
 #[inline(always)]
-fn at<T: Copy>(a: &[T; MAX_RANK], d: usize) -> T {
+pub(crate) fn at<T: Copy>(a: &[T; MAX_RANK], d: usize) -> T {
     match d {
         0 => a[0],
         1 => a[1],

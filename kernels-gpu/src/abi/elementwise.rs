@@ -162,7 +162,107 @@ impl UnaryOp {
     }
 }
 
+/// Inputs an elementwise program reads (besides immediates).
+pub const EW_MAX_INPUTS: usize = 4;
+/// Instructions in an elementwise program.
+pub const EW_MAX_INSTRS: usize = 16;
+/// Registers of an elementwise program.
+pub const EW_REGS: u32 = 4;
+
+/// Operand sources of an [`EwInstr`]: registers `0..EW_REGS`, then the inputs, then the
+/// instruction's immediate.
+pub mod ew_src {
+    /// Input `k` is source `INPUT0 + k`.
+    pub const INPUT0: u32 = super::EW_REGS;
+    /// The instruction's `imm`.
+    pub const IMM: u32 = INPUT0 + super::EW_MAX_INPUTS as u32;
+}
+
+/// One instruction of an elementwise program: `reg[dst] = op(src a, src b)` (unary ops read `a`
+/// only; LeakyRelu's slope is `imm`). `op` is a [`BinaryOp`] code (`0..=6`, declaration order) or
+/// `16 +` a [`UnaryOp`] code (declaration order).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EwInstr {
+    /// Operation code.
+    pub op: u32,
+    /// Destination register.
+    pub dst: u32,
+    /// First operand ([`ew_src`]).
+    pub a: u32,
+    /// Second operand ([`ew_src`]).
+    pub b: u32,
+    /// Immediate operand (a folded scalar constant, or LeakyRelu's slope).
+    pub imm: f32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+/// The [`EwInstr::op`] code of a binary op.
+pub const fn ew_binary_code(op: BinaryOp) -> u32 {
+    match op {
+        BinaryOp::Add => 0,
+        BinaryOp::Sub => 1,
+        BinaryOp::Mul => 2,
+        BinaryOp::Div => 3,
+        BinaryOp::Pow => 4,
+        BinaryOp::Max => 5,
+        BinaryOp::Min => 6,
+    }
+}
+
+/// The [`EwInstr::op`] code of a unary op.
+pub const fn ew_unary_code(op: UnaryOp) -> u32 {
+    16 + match op {
+        UnaryOp::Relu => 0,
+        UnaryOp::LeakyRelu { .. } => 1,
+        UnaryOp::Sigmoid => 2,
+        UnaryOp::Tanh => 3,
+        UnaryOp::Exp => 4,
+        UnaryOp::Log => 5,
+        UnaryOp::Sqrt => 6,
+        UnaryOp::Abs => 7,
+        UnaryOp::Neg => 8,
+        UnaryOp::Erf => 9,
+        UnaryOp::GeluErf => 10,
+        UnaryOp::GeluTanh => 11,
+        UnaryOp::Silu => 12,
+        UnaryOp::Softplus => 13,
+    }
+}
+
+/// Parameters of `elementwise::ew_program_f32`: a fused chain of f32 elementwise ops. For each
+/// output element `i` (row-major over `out_shape[MAX_RANK - rank..]`; rank 0: `elems` contiguous
+/// elements, every input of the output's shape), input `k < n_inputs` is read at
+/// `sum_d idx[d] * strides[k][d]` (0 broadcasts), the registers start at 0, the `n_instr`
+/// instructions run in order, and `y[i] = reg[out_reg]`. Every op rounds exactly as its
+/// single-op kernel does, so a program gives the bits of the unfused ops.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EwProgramParams {
+    /// Output elements.
+    pub elems: u64,
+    /// Used dims (0: contiguous, no broadcast).
+    pub rank: u32,
+    /// Instructions used.
+    pub n_instr: u32,
+    /// Inputs used.
+    pub n_inputs: u32,
+    /// Register holding the result.
+    pub out_reg: u32,
+    /// Output shape, right-aligned.
+    pub out_shape: [u64; MAX_RANK],
+    /// Element strides of each input, right-aligned.
+    pub strides: [[u64; MAX_RANK]; EW_MAX_INPUTS],
+    /// The program.
+    pub instrs: [EwInstr; EW_MAX_INSTRS],
+}
+
 // SAFETY: #[repr(C)], u64/u32 fields with the padding spelled out as `_pad`.
 unsafe impl Params for BinaryParams {}
 // SAFETY: #[repr(C)], u64 then f32 and an explicit `_pad`.
 unsafe impl Params for UnaryParams {}
+// SAFETY: #[repr(C)], four u32 then an f32 and an explicit `_pad`: 24 bytes, no padding.
+unsafe impl Params for EwInstr {}
+// SAFETY: #[repr(C)], u64, four u32, u64 arrays, then 24-byte instructions: no padding.
+unsafe impl Params for EwProgramParams {}

@@ -117,6 +117,8 @@ kernel_ids! {
     SiluF32 => "silu_f32",
     /// `elementwise::softplus_f32`
     SoftplusF32 => "softplus_f32",
+    /// `elementwise::ew_program_f32`: a fused chain of f32 elementwise ops (an elementwise program)
+    EwProgramF32 => "ew_program_f32",
     // gemm
     /// `gemm::gemm_f32`: tiled f32 GEMM with epilogue
     GemmF32 => "gemm_f32",
@@ -240,6 +242,11 @@ mod tests {
         assert_eq!(core::mem::size_of::<PadParams>(), 24 + 3 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<GatherNdParams>(), 40 + 2 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<CastParams>(), 16);
+        assert_eq!(core::mem::size_of::<EwInstr>(), 24);
+        assert_eq!(
+            core::mem::size_of::<EwProgramParams>(),
+            24 + 8 * MAX_RANK * (1 + EW_MAX_INPUTS) + 24 * EW_MAX_INSTRS
+        );
         assert_eq!(core::mem::size_of::<CompareParams>(), core::mem::size_of::<BinaryParams>() + 8);
         assert_eq!(core::mem::size_of::<WhereParams>(), 16 + 4 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<ActivationSpec>(), 12);

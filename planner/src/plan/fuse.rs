@@ -164,3 +164,225 @@ pub(super) fn transposes(g: &Graph, infos: &[TensorInfo]) -> (Vec<ValueId>, Oper
     }
     (absorbed, perms)
 }
+
+/// A fused elementwise program: its instructions and result register. Its inputs are the
+/// operands of the node standing for it (see [`elementwise_programs`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct EwProgram {
+    pub instrs: Vec<kernels_gpu::abi::EwInstr>,
+    pub out_reg: u32,
+}
+
+/// Elementwise programs by the output value of the node standing for each.
+pub(super) type Programs = std::collections::BTreeMap<ValueId, EwProgram>;
+
+/// An operand of a program instruction while compiling it.
+#[derive(Clone, Copy, PartialEq)]
+enum Src {
+    Reg(u32),
+    Input(u32),
+    Imm(f32),
+}
+
+/// Compiles the members of a group (in execution order, the root last) into a program, or `None`
+/// when it exceeds the kernel's inputs, instructions or registers. Returns the program and the
+/// external (non-immediate) inputs in slot order.
+fn compile_program(g: &Graph, members: &[usize]) -> Option<(EwProgram, Vec<ValueId>)> {
+    use kernels_gpu::abi::{
+        EW_MAX_INPUTS, EW_MAX_INSTRS, EW_REGS, EwInstr, ew_binary_code, ew_src, ew_unary_code,
+    };
+    if members.len() > EW_MAX_INSTRS {
+        return None;
+    }
+    let internal: Vec<ValueId> = members.iter().filter_map(|&m| g.nodes[m].output(0)).collect();
+    let last_use = |v: ValueId| members.iter().rposition(|&m| g.nodes[m].inputs.contains(&Some(v)));
+    let mut inputs: Vec<ValueId> = Vec::new();
+    let mut reg_of: Vec<(ValueId, u32)> = Vec::new();
+    let mut free: Vec<u32> = (0..EW_REGS).rev().collect();
+    let mut instrs = Vec::with_capacity(members.len());
+    let mut out_reg = 0;
+    for (k, &m) in members.iter().enumerate() {
+        let node = &g.nodes[m];
+        let mut srcs = Vec::with_capacity(2);
+        for v in node.inputs.iter() {
+            let v = (*v)?;
+            let src = if let Some(&(_, r)) = reg_of.iter().find(|(x, _)| *x == v) {
+                Src::Reg(r)
+            } else if let Some(c) = g.initializers.get(&v).filter(|c| c.elems() == 1 && c.dtype == DType::F32)
+            {
+                Src::Imm(c.to_f64s()[0] as f32)
+            } else if internal.contains(&v) {
+                return None; // an internal value read before it is made
+            } else {
+                let slot = match inputs.iter().position(|&x| x == v) {
+                    Some(i) => i,
+                    None => {
+                        inputs.push(v);
+                        inputs.len() - 1
+                    }
+                };
+                if slot >= EW_MAX_INPUTS {
+                    return None;
+                }
+                Src::Input(slot as u32)
+            };
+            srcs.push(src);
+        }
+        let (op, mut imm) = if let Some(u) = super::lower::unary_op(&node.op) {
+            (ew_unary_code(u), u.alpha())
+        } else {
+            (ew_binary_code(super::lower::binary_op(&node.op)?), 0.0)
+        };
+        let mut code = |s: Src| -> Option<u32> {
+            Some(match s {
+                Src::Reg(r) => r,
+                Src::Input(i) => ew_src::INPUT0 + i,
+                Src::Imm(x) => {
+                    if super::lower::unary_op(&node.op).is_some() || imm != 0.0 && imm != x {
+                        return None; // a unary op on a constant, or two different immediates
+                    }
+                    imm = x;
+                    ew_src::IMM
+                }
+            })
+        };
+        let a = code(*srcs.first()?)?;
+        let b = match srcs.get(1) {
+            Some(s) => code(*s)?,
+            None => a,
+        };
+        // Registers whose value is read for the last time here are free for the result.
+        for v in node.inputs.iter().flatten() {
+            if last_use(*v) == Some(k)
+                && let Some(i) = reg_of.iter().position(|(x, _)| x == v)
+            {
+                free.push(reg_of.remove(i).1);
+            }
+        }
+        let dst = free.pop()?;
+        reg_of.push((node.output(0)?, dst));
+        instrs.push(EwInstr { op, dst, a, b, imm, _pad: 0 });
+        out_reg = dst;
+    }
+    Some((EwProgram { instrs, out_reg }, inputs))
+}
+
+/// Elementwise fusion: maximal groups of f32 elementwise nodes (the ops of the single-op
+/// elementwise kernels) whose intermediate values have the group's output shape and are read
+/// only inside the group become one elementwise program. Scalar constants become immediates. The
+/// group's last node stands for the program (as a `Sum` of the program's inputs, which has the
+/// right shape and dtype for inference and memory planning); the other nodes and their values
+/// are removed. Returns the graph, the epilogues re-keyed to new node ids, and the programs.
+pub(super) fn elementwise_programs(
+    g: Graph,
+    infos: &[TensorInfo],
+    epilogues: Vec<(NodeId, Activation, f32)>,
+) -> (Graph, Vec<(NodeId, Activation, f32)>, Programs) {
+    let Ok(order) = crate::validate::topo_order(&g) else { return (g, epilogues, Programs::new()) };
+    let mut readers = vec![0usize; g.values.len()];
+    for n in &g.nodes {
+        for v in n.inputs.iter().flatten() {
+            readers[v.index()] += 1;
+        }
+    }
+    let mut def = vec![None; g.values.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        for v in n.outputs.iter().flatten() {
+            def[v.index()] = Some(i);
+        }
+    }
+    let f32_known =
+        |v: ValueId| infos[v.index()].dtype == DType::F32 && infos[v.index()].shape.as_known().is_some();
+    let candidate = |i: usize| {
+        let n = &g.nodes[i];
+        (super::lower::unary_op(&n.op).is_some() || super::lower::binary_op(&n.op).is_some())
+            && n.outputs.len() == 1
+            && n.output(0).is_some_and(f32_known)
+            && n.inputs.iter().all(|v| v.is_some_and(|v| infos[v.index()].dtype == DType::F32))
+            && !epilogues.iter().any(|(e, ..)| e.index() == i)
+    };
+    let mut assigned = vec![false; g.nodes.len()];
+    let mut groups: Vec<(Vec<usize>, EwProgram, Vec<ValueId>)> = Vec::new();
+    for &root in order.iter().rev() {
+        let root = root.index();
+        if assigned[root] || !candidate(root) {
+            continue;
+        }
+        let shape = g.nodes[root].output(0).and_then(|v| infos[v.index()].shape.as_known());
+        let mut members = vec![root];
+        loop {
+            let mut grown = false;
+            for m in members.clone() {
+                for v in g.nodes[m].inputs.iter().flatten() {
+                    let Some(p) = def[v.index()] else { continue };
+                    let fits = candidate(p)
+                        && !assigned[p]
+                        && !members.contains(&p)
+                        && readers[v.index()] == 1
+                        && !g.outputs.contains(v)
+                        && infos[v.index()].shape.as_known() == shape;
+                    if !fits {
+                        continue;
+                    }
+                    let mut trial = members.clone();
+                    trial.push(p);
+                    trial.sort_by_key(|&i| order.iter().position(|o| o.index() == i));
+                    if compile_program(&g, &trial).is_some() {
+                        members = trial;
+                        grown = true;
+                    }
+                }
+            }
+            if !grown {
+                break;
+            }
+        }
+        if members.len() < 2 {
+            continue;
+        }
+        let Some((program, inputs)) = compile_program(&g, &members) else { continue };
+        if inputs.is_empty() {
+            continue;
+        }
+        for &m in &members {
+            assigned[m] = true;
+        }
+        groups.push((members, program, inputs));
+    }
+    if groups.is_empty() {
+        return (g, epilogues, Programs::new());
+    }
+    let mut out = g.clone();
+    let mut removed = vec![false; g.nodes.len()];
+    let mut dead = vec![false; g.values.len()];
+    let mut roots = Vec::new();
+    for (members, program, inputs) in groups {
+        let root = *members.last().expect("groups have members");
+        for &m in &members[..members.len() - 1] {
+            removed[m] = true;
+            for v in g.nodes[m].outputs.iter().flatten() {
+                dead[v.index()] = true;
+            }
+        }
+        out.nodes[root].op = Op::Sum;
+        out.nodes[root].inputs = inputs.into_iter().map(Some).collect();
+        roots.push((root, program));
+    }
+    let mut new_id = vec![None; g.nodes.len()];
+    let mut nodes = Vec::with_capacity(g.nodes.len());
+    for (i, n) in out.nodes.into_iter().enumerate() {
+        if !removed[i] {
+            new_id[i] = Some(NodeId(nodes.len() as u32));
+            nodes.push(n);
+        }
+    }
+    out.nodes = nodes;
+    let out = drop_values(out, &dead);
+    let programs = roots
+        .into_iter()
+        .filter_map(|(root, p)| Some((out.nodes[new_id[root]?.index()].output(0)?, p)))
+        .collect();
+    let epilogues =
+        epilogues.into_iter().filter_map(|(p, a, alpha)| Some((new_id[p.index()]?, a, alpha))).collect();
+    (out, epilogues, programs)
+}

@@ -48,7 +48,7 @@ fn linear_grid(o: &PlanOptions, work: u64) -> [u32; 3] {
     capped_grid(o.sm_count, work.div_ceil(THREADS as u64))
 }
 
-fn unary_op(op: &Op) -> Option<UnaryOp> {
+pub(super) fn unary_op(op: &Op) -> Option<UnaryOp> {
     Some(match op {
         Op::Relu => UnaryOp::Relu,
         Op::LeakyRelu(l) => UnaryOp::LeakyRelu { alpha: l.alpha },
@@ -69,7 +69,7 @@ fn unary_op(op: &Op) -> Option<UnaryOp> {
     })
 }
 
-fn binary_op(op: &Op) -> Option<BinaryOp> {
+pub(super) fn binary_op(op: &Op) -> Option<BinaryOp> {
     Some(match op {
         Op::Add => BinaryOp::Add,
         Op::Sub => BinaryOp::Sub,
@@ -91,6 +91,16 @@ pub(super) fn scratch(g: &Graph, id: NodeId, values: &[PlannedValue]) -> Vec<Pla
     }
 }
 
+/// What the fusion passes decided about the node being lowered.
+pub(super) struct Fusion<'a> {
+    /// The activation fused into a GEMM's epilogue.
+    pub act: Option<(Activation, f32)>,
+    /// Operand permutations of MatMuls reading transposes through strides.
+    pub perms: &'a super::fuse::OperandPerms,
+    /// Elementwise programs, by the output of the node standing for each.
+    pub programs: &'a super::fuse::Programs,
+}
+
 /// The steps computing node `id`; `scratch` holds the value ids of its [`scratch`] buffers, `act`
 /// is the activation fused into it (GEMMs only).
 pub(super) fn node(
@@ -98,10 +108,10 @@ pub(super) fn node(
     id: NodeId,
     values: &[PlannedValue],
     scratch: &[ValueId],
-    act: Option<(Activation, f32)>,
-    perms: &super::fuse::OperandPerms,
+    fusion: &Fusion,
     o: &PlanOptions,
 ) -> Lowered {
+    let (act, perms) = (fusion.act, fusion.perms);
     let n = &g.nodes[id.index()];
     if let Op::Lstm(_) | Op::Gru(_) | Op::Rnn(_) = n.op {
         // Any of their outputs may be omitted, the first included.
@@ -110,6 +120,10 @@ pub(super) fn node(
     let label = n.op.name().to_string();
     let ins: Vec<Option<ValueId>> = n.inputs.clone();
     let out = n.output(0).ok_or("the node's first output is omitted")?;
+    if let Some(program) = fusion.programs.get(&out) {
+        let inputs: Vec<ValueId> = ins.iter().flatten().copied().collect();
+        return ew_program(id, label, program, &inputs, out, values, o);
+    }
     if let Some(u) = unary_op(&n.op) {
         let x = ins.first().copied().flatten().ok_or("missing input")?;
         f32_only(values, &[x, out])?;
@@ -424,4 +438,78 @@ pub(super) fn gemm_step(
         shared_bytes: GEMM_SHARED_BYTES,
         args: vec![Arg::Params(bytes_of(&p)), Arg::Value(a), Arg::Value(b), c_arg, Arg::Value(out)],
     }
+}
+
+/// The launch of an elementwise program whose inputs are `inputs` (broadcast to `out`).
+fn ew_program(
+    id: NodeId,
+    label: String,
+    program: &super::fuse::EwProgram,
+    inputs: &[ValueId],
+    out: ValueId,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    use kernels_gpu::abi::{EW_MAX_INPUTS, EW_MAX_INSTRS, EwProgramParams, MAX_RANK};
+    let od = dims(values, out)?.0;
+    if inputs.len() > EW_MAX_INPUTS || program.instrs.len() > EW_MAX_INSTRS {
+        return Err("the elementwise program exceeds the kernel's inputs or instructions".into());
+    }
+    let elems = od.iter().product::<usize>() as u64;
+    let mut p = EwProgramParams {
+        elems,
+        n_instr: program.instrs.len() as u32,
+        n_inputs: inputs.len() as u32,
+        out_reg: program.out_reg,
+        ..EwProgramParams::default()
+    };
+    p.instrs[..program.instrs.len()].copy_from_slice(&program.instrs);
+    let shapes: Vec<&[usize]> =
+        inputs.iter().map(|&v| dims(values, v).map(|d| d.0)).collect::<Result<_, _>>()?;
+    if !shapes.iter().all(|s| *s == od) {
+        let strides: Vec<Vec<usize>> = shapes.iter().map(|s| broadcast_strides(s, od.len())).collect();
+        // (extent, strides of each input), size-1 dims dropped, contiguous neighbours merged.
+        let mut dims_: Vec<(usize, Vec<usize>)> = Vec::new();
+        for k in 0..od.len() {
+            let n = od[k];
+            if n == 1 {
+                continue;
+            }
+            let s: Vec<usize> = strides.iter().map(|st| st[k]).collect();
+            match dims_.last_mut() {
+                Some((ln, ls)) if ls.iter().zip(&s).all(|(a, b)| *a == b * n) => {
+                    *ln *= n;
+                    *ls = s;
+                }
+                _ => dims_.push((n, s)),
+            }
+        }
+        if dims_.len() > MAX_RANK {
+            return Err("the broadcast collapses to more than 8 dims".into());
+        }
+        p.rank = dims_.len().max(1) as u32;
+        let first = MAX_RANK - p.rank as usize;
+        p.out_shape[MAX_RANK - 1] = 1;
+        for (k, (n, s)) in dims_.into_iter().enumerate() {
+            p.out_shape[first + k] = n as u64;
+            for (j, st) in s.into_iter().enumerate() {
+                p.strides[j][first + k] = st as u64;
+            }
+        }
+    }
+    let mut args = vec![Arg::Params(bytes_of(&p))];
+    for k in 0..EW_MAX_INPUTS {
+        args.push(inputs.get(k).map_or(Arg::Null, |&v| Arg::Value(v)));
+    }
+    args.push(Arg::Value(out));
+    let label = format!("{label}[{} ops]", program.instrs.len());
+    Ok(vec![Step::Kernel {
+        nodes: vec![id],
+        label,
+        kernel: kernels_gpu::abi::KernelId::EwProgramF32,
+        grid: linear_grid(o, elems),
+        block: [THREADS, 1, 1],
+        shared_bytes: 0,
+        args,
+    }])
 }

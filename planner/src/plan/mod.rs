@@ -55,6 +55,8 @@ pub struct PlanOptions {
     pub memory: MemoryOptions,
     /// Fuse an activation that is a GEMM's only consumer into the GEMM's epilogue.
     pub fuse_activations: bool,
+    /// Fuse chains of f32 elementwise ops into elementwise programs (one kernel each).
+    pub fuse_elementwise: bool,
     /// Keep the state of sequence nodes in persistent slots ([`Plan::states`]) read and written by
     /// every run, instead of reading it from the node's optional initial-state input (stateful
     /// decoding: a run of L = 1 continues where the previous run stopped).
@@ -67,6 +69,7 @@ impl Default for PlanOptions {
             sm_count: 132,
             memory: MemoryOptions::default(),
             fuse_activations: true,
+            fuse_elementwise: true,
             stateful: false,
         }
     }
@@ -191,6 +194,12 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     let (fused, epilogues) =
         if options.fuse_activations { fuse::activations(&bound, &infos) } else { (bound, Vec::new()) };
     let infos = shape_infer::infer(&fused)?;
+    let (fused, epilogues, programs) = if options.fuse_elementwise {
+        fuse::elementwise_programs(fused, &infos, epilogues)
+    } else {
+        (fused, epilogues, fuse::Programs::new())
+    };
+    let infos = shape_infer::infer(&fused)?;
     let mut values: Vec<PlannedValue> = fused
         .values
         .iter()
@@ -221,7 +230,8 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
             .filter(|(_, (n, _))| *n == id)
             .map(|(i, _)| ValueId((first_scratch + i) as u32))
             .collect();
-        match lower::node(&fused, id, &values, &own, act, &operand_perms, options) {
+        let fusion = lower::Fusion { act, perms: &operand_perms, programs: &programs };
+        match lower::node(&fused, id, &values, &own, &fusion, options) {
             Ok(s) => {
                 // A view shares its source's slot: its copy would move bytes onto themselves.
                 let is_view = |st: &Step| matches!(st, Step::Copy { src, dst, .. } if memory.views.contains(&(*src, *dst)));
