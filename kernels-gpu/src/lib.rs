@@ -23,9 +23,13 @@ mod elementwise;
 #[cfg(target_arch = "nvptx64")]
 mod gemm;
 #[cfg(target_arch = "nvptx64")]
+mod group;
+#[cfg(target_arch = "nvptx64")]
 mod movement;
 #[cfg(target_arch = "nvptx64")]
 mod probe;
+#[cfg(target_arch = "nvptx64")]
+mod reduce;
 #[cfg(target_arch = "nvptx64")]
 mod rows;
 

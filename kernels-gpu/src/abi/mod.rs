@@ -31,12 +31,14 @@ mod elementwise;
 mod gemm;
 mod movement;
 mod probe;
+mod reduce;
 mod rows;
 
 pub use elementwise::*;
 pub use gemm::*;
 pub use movement::*;
 pub use probe::*;
+pub use reduce::*;
 pub use rows::*;
 
 /// Declares [`KernelId`]: one line per kernel, its variant and its PTX `.entry` name.
@@ -130,6 +132,11 @@ kernel_ids! {
     TransposeF32 => "transpose_f32",
     /// `movement::gather_f32`: ONNX Gather along one axis with i64 indices
     GatherF32 => "gather_f32",
+    // reduce
+    /// `reduce::reduce_f32`: the ONNX `Reduce*` family over any axes
+    ReduceF32 => "reduce_f32",
+    /// `reduce::arg_reduce_f32`: ArgMax / ArgMin along one axis, i64 indices
+    ArgReduceF32 => "arg_reduce_f32",
     // probe
     /// `probe::probe_warp`: indices, barriers, shuffles, votes, atomics, dynamic shared memory
     ProbeWarp => "probe_warp",
@@ -166,5 +173,6 @@ mod tests {
         assert_eq!(core::mem::size_of::<RowParams>(), 5 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<TransposeParams>(), 16 + 2 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<GatherParams>(), 4 * 8);
+        assert_eq!(core::mem::size_of::<ReduceParams>(), 2 * 8 + 4 * 8 * MAX_RANK + 6 * 4);
     }
 }

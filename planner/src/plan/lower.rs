@@ -9,6 +9,7 @@ use kernels_gpu::abi::{
 
 use super::elementwise::{binary_params, broadcast_strides};
 use super::movement;
+use super::reduce::{self, ReduceNode};
 use super::rows::{self, RowNode};
 use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
 use crate::graph::{Graph, NodeId, ValueId};
@@ -123,6 +124,9 @@ pub(super) fn node(
             args: vec![Arg::Params(bytes_of(&p)), Arg::Value(*x), Arg::Value(*y), Arg::Value(out)],
         }]);
     }
+    if let Some((op, attrs)) = reduce::reduce_op(&n.op) {
+        return reduce::reduce(g, reduce_node(id, label, &ins, out), values, op, attrs, o);
+    }
     match &n.op {
         Op::Gemm(attrs) => {
             let (a, b) = match ins.as_slice() {
@@ -222,8 +226,16 @@ pub(super) fn node(
             let [Some(x), Some(i)] = ins.as_slice() else { return Err("missing input".into()) };
             movement::gather(id, label, *x, *i, out, a.axis, values, o)
         }
+        Op::ArgMax(a) => reduce::arg_reduce(reduce_node(id, label, &ins, out), values, true, a, o),
+        Op::ArgMin(a) => reduce::arg_reduce(reduce_node(id, label, &ins, out), values, false, a, o),
+        Op::GlobalAveragePool => reduce::global_pool(reduce_node(id, label, &ins, out), values, false, o),
+        Op::GlobalMaxPool => reduce::global_pool(reduce_node(id, label, &ins, out), values, true, o),
         _ => Err("no GPU kernel for this operator yet".into()),
     }
+}
+
+fn reduce_node(id: NodeId, label: String, ins: &[Option<ValueId>], out: ValueId) -> ReduceNode<'_> {
+    ReduceNode { id, label, ins, out }
 }
 
 fn row_node(id: NodeId, label: String, ins: &[Option<ValueId>], out: ValueId) -> RowNode<'_> {

@@ -10,6 +10,7 @@ mod elementwise;
 mod fuse;
 mod lower;
 mod movement;
+mod reduce;
 mod rows;
 
 use std::fmt;
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 pub use elementwise::{binary_params, broadcast_strides};
 pub use movement::transpose_params;
+pub use reduce::reduce_params;
 
 use crate::error::PlanError;
 use crate::graph::{Graph, NodeId, ValueId};
