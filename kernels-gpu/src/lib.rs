@@ -19,6 +19,8 @@ pub mod math;
 pub mod intrinsics;
 
 #[cfg(target_arch = "nvptx64")]
+mod conv;
+#[cfg(target_arch = "nvptx64")]
 mod elementwise;
 #[cfg(target_arch = "nvptx64")]
 mod gemm;

@@ -27,6 +27,7 @@ pub unsafe trait Params: Copy {
 /// (adjacent dimensions that are contiguous in every operand merge into one) before launch.
 pub const MAX_RANK: usize = 8;
 
+mod conv;
 mod elementwise;
 mod gemm;
 mod movement;
@@ -34,6 +35,7 @@ mod probe;
 mod reduce;
 mod rows;
 
+pub use conv::*;
 pub use elementwise::*;
 pub use gemm::*;
 pub use movement::*;
@@ -137,6 +139,17 @@ kernel_ids! {
     ReduceF32 => "reduce_f32",
     /// `reduce::arg_reduce_f32`: ArgMax / ArgMin along one axis, i64 indices
     ArgReduceF32 => "arg_reduce_f32",
+    // conv
+    /// `conv::conv_gemm_f32`: Conv as an implicit GEMM per group (many output channels per group)
+    ConvGemmF32 => "conv_gemm_f32",
+    /// `conv::conv_direct_f32`: Conv, a thread per output (depthwise, few output channels per group)
+    ConvDirectF32 => "conv_direct_f32",
+    /// `conv::conv_transpose_f32`: ConvTranspose, a thread per output
+    ConvTransposeF32 => "conv_transpose_f32",
+    /// `conv::pool_f32`: MaxPool / AveragePool
+    PoolF32 => "pool_f32",
+    /// `conv::batch_norm_f32`: BatchNormalization (inference)
+    BatchNormF32 => "batch_norm_f32",
     // probe
     /// `probe::probe_warp`: indices, barriers, shuffles, votes, atomics, dynamic shared memory
     ProbeWarp => "probe_warp",
@@ -174,5 +187,9 @@ mod tests {
         assert_eq!(core::mem::size_of::<TransposeParams>(), 16 + 2 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<GatherParams>(), 4 * 8);
         assert_eq!(core::mem::size_of::<ReduceParams>(), 2 * 8 + 4 * 8 * MAX_RANK + 6 * 4);
+        assert_eq!(core::mem::size_of::<ConvParams>(), 26 * 4);
+        assert_eq!(core::mem::size_of::<PoolParams>(), 8 + 24 * 4);
+        assert_eq!(core::mem::align_of::<PoolParams>(), 8);
+        assert_eq!(core::mem::size_of::<BatchNormParams>(), 3 * 8 + 2 * 4);
     }
 }

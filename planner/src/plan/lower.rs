@@ -7,6 +7,7 @@ use kernels_gpu::abi::{
     UnaryOp, UnaryParams,
 };
 
+use super::conv::{self, ConvNode};
 use super::elementwise::{binary_params, broadcast_strides};
 use super::movement;
 use super::reduce::{self, ReduceNode};
@@ -79,7 +80,7 @@ fn binary_op(op: &Op) -> Option<BinaryOp> {
     })
 }
 
-/// The steps computing node `id`; `act` is the activation fused into it (GEMMs only).
+/// The steps computing node `id`; `act` is the activation fused into it (GEMMs and Conv only).
 pub(super) fn node(
     g: &Graph,
     id: NodeId,
@@ -226,12 +227,21 @@ pub(super) fn node(
             let [Some(x), Some(i)] = ins.as_slice() else { return Err("missing input".into()) };
             movement::gather(id, label, *x, *i, out, a.axis, values, o)
         }
+        Op::Conv(a) => conv::conv(conv_node(id, label, n), values, a, act, o),
+        Op::ConvTranspose(a) => conv::conv_transpose(conv_node(id, label, n), values, a, o),
+        Op::MaxPool(a) => conv::max_pool(conv_node(id, label, n), values, a, o),
+        Op::AveragePool(a) => conv::average_pool(conv_node(id, label, n), values, a, o),
+        Op::BatchNormalization(a) => conv::batch_norm(conv_node(id, label, n), values, a, o),
         Op::ArgMax(a) => reduce::arg_reduce(reduce_node(id, label, &ins, out), values, true, a, o),
         Op::ArgMin(a) => reduce::arg_reduce(reduce_node(id, label, &ins, out), values, false, a, o),
         Op::GlobalAveragePool => reduce::global_pool(reduce_node(id, label, &ins, out), values, false, o),
         Op::GlobalMaxPool => reduce::global_pool(reduce_node(id, label, &ins, out), values, true, o),
         _ => Err("no GPU kernel for this operator yet".into()),
     }
+}
+
+fn conv_node(id: NodeId, label: String, n: &crate::graph::Node) -> ConvNode<'_> {
+    ConvNode { id, label, ins: &n.inputs, outs: &n.outputs }
 }
 
 fn reduce_node(id: NodeId, label: String, ins: &[Option<ValueId>], out: ValueId) -> ReduceNode<'_> {

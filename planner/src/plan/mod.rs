@@ -6,6 +6,7 @@
 //! ([`PlanError::NoKernel`]); nothing falls back to the CPU silently. The plan is plain serde data
 //! and prints one line per step.
 
+mod conv;
 mod elementwise;
 mod fuse;
 mod lower;
