@@ -3,9 +3,11 @@
 
 mod arena;
 mod context;
+mod conv;
 mod elementwise;
 mod movement;
 mod probes;
+mod reduce;
 mod rows;
 mod session;
 

@@ -10,8 +10,9 @@ use super::Params;
 ///
 /// Conv: X `(batch, in_channels, in_size)`, W `(out_channels, in_channels / groups, kernel)`,
 /// B `(out_channels)` when `has_bias != 0`, Y `(batch, out_channels, out_size)`, all contiguous;
-/// `Y[n, m, o] = act(B[m] + Σ_{c, k} X[n, g·C/G + c, o·strides + k·dilations − pad_begin] · W[m, c, k])`
-/// with `g = m / (M/G)` and positions outside `[0, in_size)` reading zero.
+/// `Y[n, m, o] = act(B[m] + Σ_{c, k} X[n, g·C/G + c, o·s + k·d − pad_begin] · W[m, c, k])` with
+/// `s` the strides, `d` the dilations, `g = m / (M/G)`, and positions outside `[0, in_size)`
+/// reading zero.
 ///
 /// ConvTranspose: W `(in_channels, out_channels / groups, kernel)`, and
 /// `Y[n, m, o] = act(B[m] + Σ_{c, k, i} X[n, c, i] · W[c, m mod M/G, k])` over the input positions
