@@ -7,15 +7,12 @@
 //!   with few output channels per group, where a 64-row tile would idle);
 //! - [`conv_transpose_f32`]: ConvTranspose, a thread per output element gathering the input
 //!   positions that scatter into it;
-//! - [`pool_f32`]: MaxPool and AveragePool, a thread per output element;
-//! - [`batch_norm_f32`]: BatchNormalization (inference), a thread per element.
+//! - [`pool_f32`]: MaxPool and AveragePool, a thread per output element.
 //!
 //! FP32 FMA, no TF32. Every load is behind a range check of its coordinates against the sizes in
 //! the parameters; element offsets are u64.
 
-use crate::abi::{
-    Activation, BatchNormParams, CONV_SHARED_BYTES, CONV_THREADS, CONV_TILE, ConvParams, PoolOp, PoolParams,
-};
+use crate::abi::{Activation, CONV_SHARED_BYTES, CONV_THREADS, CONV_TILE, ConvParams, PoolOp, PoolParams};
 use crate::intrinsics::{
     block_idx_x, block_idx_y, block_idx_z, dynamic_shared_ptr, global_thread_x, grid_threads_x, sync_threads,
     thread_idx_x, thread_idx_y,
@@ -467,41 +464,6 @@ pub unsafe extern "ptx-kernel" fn pool_f32(p: PoolParams, x: *const f32, y: *mut
         };
         // SAFETY: e < total: inside Y.
         unsafe { *y.add(e as usize) = v };
-        e += step;
-    }
-}
-
-/// ONNX BatchNormalization of f32, inference form:
-/// `y = (x − mean[c]) · (scale[c] / sqrt(var[c] + epsilon)) + bias[c]`.
-///
-/// # Safety
-/// `x` and `y` hold `p.elems` f32 (`y` may equal `x`); `scale`, `bias`, `mean`, `var` hold
-/// `p.channels` f32 each; `p.elems` is a multiple of `p.plane · p.channels`.
-///
-/// # Parameters
-/// [`BatchNormParams`]; operands in ONNX input order, then the output.
-///
-/// # Thread mapping
-/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the elements.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn batch_norm_f32(
-    p: BatchNormParams,
-    x: *const f32,
-    scale: *const f32,
-    bias: *const f32,
-    mean: *const f32,
-    var: *const f32,
-    y: *mut f32,
-) {
-    let (plane, channels) = (p.plane.max(1), p.channels.max(1));
-    let (mut e, step) = (global_thread_x(), grid_threads_x());
-    while e < p.elems {
-        let c = ((e / plane) % channels) as usize;
-        // SAFETY: c < channels; e < elems.
-        unsafe {
-            let k = *scale.add(c) / math::sqrt(*var.add(c) + p.epsilon);
-            *y.add(e as usize) = math::fma(*x.add(e as usize) - *mean.add(c), k, *bias.add(c));
-        }
         e += step;
     }
 }

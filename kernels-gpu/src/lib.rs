@@ -29,6 +29,8 @@ mod group;
 #[cfg(target_arch = "nvptx64")]
 mod movement;
 #[cfg(target_arch = "nvptx64")]
+mod norm;
+#[cfg(target_arch = "nvptx64")]
 mod probe;
 #[cfg(target_arch = "nvptx64")]
 mod reduce;

@@ -6,6 +6,7 @@ mod context;
 mod conv;
 mod elementwise;
 mod movement;
+mod norm;
 mod probes;
 mod reduce;
 mod rows;

@@ -21,8 +21,11 @@ const LENS: [usize; 8] = [1, 7, 9, 31, 32, 33, 1025, 4096];
 const DIMS: [usize; 8] = [1, 2, 3, 5, 31, 32, 33, 1025];
 const MAX_ELEMS: usize = 1 << 19;
 
-/// The ten `Reduce*` ops, each with the input range it is tested over (LogSum: positive sums).
-const OPS: [(&str, fn(Reduce) -> Op, f32, f32); 10] = [
+/// A `Reduce*` op: its name, constructor and the input range it is tested over.
+type ReduceCase = (&'static str, fn(Reduce) -> Op, f32, f32);
+
+/// The ten `Reduce*` ops (LogSum over positive sums; Prod near 1, so long products stay finite).
+const OPS: [ReduceCase; 10] = [
     ("ReduceSum", Op::ReduceSum, -1.0, 1.0),
     ("ReduceMean", Op::ReduceMean, -1.0, 1.0),
     ("ReduceMax", Op::ReduceMax, -100.0, 100.0),

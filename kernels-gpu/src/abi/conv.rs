@@ -1,5 +1,5 @@
 //! Convolution and pooling kernels: Conv (implicit GEMM and direct), ConvTranspose, MaxPool and
-//! AveragePool, and the per-channel BatchNormalization.
+//! AveragePool.
 //!
 //! Every kernel sees 3 spatial dims `[d, h, w]`: the host pads 1-D and 2-D problems with leading
 //! size-1 dims (kernel 1, stride 1, dilation 1, no padding), which changes no index.
@@ -102,26 +102,7 @@ pub struct PoolParams {
     pub _pad: u32,
 }
 
-/// Parameters of `conv::batch_norm_f32` (inference): X and Y `(batch, channels, plane)`
-/// contiguous, `Y = (X − mean[c]) / sqrt(var[c] + epsilon) · scale[c] + bias[c]`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct BatchNormParams {
-    /// Elements of X.
-    pub elems: u64,
-    /// Elements of one `(n, c)` plane (product of the spatial dims).
-    pub plane: u64,
-    /// C.
-    pub channels: u64,
-    /// Added to the variance.
-    pub epsilon: f32,
-    /// Explicit padding; always 0.
-    pub _pad: u32,
-}
-
 // SAFETY: #[repr(C)], 26 four-byte fields (the last an explicit `_pad`): 104 bytes, no padding.
 unsafe impl Params for ConvParams {}
 // SAFETY: #[repr(C)], one u64 then 24 four-byte fields (the last an explicit `_pad`): 104 bytes.
 unsafe impl Params for PoolParams {}
-// SAFETY: #[repr(C)], three u64 and two four-byte fields (the last an explicit `_pad`): 32 bytes.
-unsafe impl Params for BatchNormParams {}

@@ -31,6 +31,7 @@ mod conv;
 mod elementwise;
 mod gemm;
 mod movement;
+mod norm;
 mod probe;
 mod reduce;
 mod rows;
@@ -39,6 +40,7 @@ pub use conv::*;
 pub use elementwise::*;
 pub use gemm::*;
 pub use movement::*;
+pub use norm::*;
 pub use probe::*;
 pub use reduce::*;
 pub use rows::*;
@@ -148,8 +150,11 @@ kernel_ids! {
     ConvTransposeF32 => "conv_transpose_f32",
     /// `conv::pool_f32`: MaxPool / AveragePool
     PoolF32 => "pool_f32",
-    /// `conv::batch_norm_f32`: BatchNormalization (inference)
+    // norm
+    /// `norm::batch_norm_f32`: BatchNormalization (inference)
     BatchNormF32 => "batch_norm_f32",
+    /// `norm::group_norm_f32`: GroupNormalization / InstanceNormalization (a row per `(n, group)`)
+    GroupNormF32 => "group_norm_f32",
     // probe
     /// `probe::probe_warp`: indices, barriers, shuffles, votes, atomics, dynamic shared memory
     ProbeWarp => "probe_warp",
@@ -191,5 +196,6 @@ mod tests {
         assert_eq!(core::mem::size_of::<PoolParams>(), 8 + 24 * 4);
         assert_eq!(core::mem::align_of::<PoolParams>(), 8);
         assert_eq!(core::mem::size_of::<BatchNormParams>(), 3 * 8 + 2 * 4);
+        assert_eq!(core::mem::size_of::<GroupNormParams>(), 5 * 8 + 4 * 4);
     }
 }

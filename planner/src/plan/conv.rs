@@ -1,16 +1,14 @@
 //! Lowering of the convolution family to the `conv` kernels: Conv (implicit GEMM for many output
-//! channels per group, else direct), ConvTranspose, MaxPool, AveragePool and BatchNormalization
-//! (inference). Sliding-window geometry (`auto_pad`, `ceil_mode`) is resolved here, as the ONNX
+//! channels per group, else direct), ConvTranspose, MaxPool and AveragePool. Sliding-window geometry (`auto_pad`, `ceil_mode`) is resolved here, as the ONNX
 //! operator docs define it, and 1-D and 2-D problems become 3-D ones with leading size-1 dims.
 
 use kernels_gpu::abi::{
-    Activation, BatchNormParams, CONV_SHARED_BYTES, CONV_THREADS, CONV_TILE, ConvParams, KernelId, Params,
-    PoolOp, PoolParams,
+    Activation, CONV_SHARED_BYTES, CONV_THREADS, CONV_TILE, ConvParams, KernelId, Params, PoolOp, PoolParams,
 };
 
 use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
 use crate::graph::{NodeId, ValueId};
-use crate::op::{AutoPad, AveragePool, BatchNormalization, Conv, ConvTranspose, MaxPool};
+use crate::op::{AutoPad, AveragePool, Conv, ConvTranspose, MaxPool};
 use crate::tensor_info::DType;
 
 type Lowered = Result<Vec<Step>, String>;
@@ -34,16 +32,16 @@ pub(super) struct ConvNode<'a> {
 }
 
 impl ConvNode<'_> {
-    fn input(&self, i: usize, what: &str) -> Result<ValueId, String> {
+    pub(super) fn input(&self, i: usize, what: &str) -> Result<ValueId, String> {
         self.ins.get(i).copied().flatten().ok_or_else(|| format!("missing input {what}"))
     }
 
-    fn output(&self) -> Result<ValueId, String> {
+    pub(super) fn output(&self) -> Result<ValueId, String> {
         self.outs.first().copied().flatten().ok_or_else(|| "the node's first output is omitted".into())
     }
 }
 
-fn static_f32(values: &[PlannedValue], v: ValueId) -> Result<&[usize], String> {
+pub(super) fn static_f32(values: &[PlannedValue], v: ValueId) -> Result<&[usize], String> {
     let pv = &values[v.index()];
     if pv.dtype != DType::F32 {
         return Err(format!("`{}` is {}; the conv kernels take f32 so far", pv.name, pv.dtype));
@@ -157,7 +155,7 @@ fn check_out(values: &[PlannedValue], out: ValueId, want: &[usize]) -> Result<()
     Ok(())
 }
 
-fn grid_stride_step(
+pub(super) fn grid_stride_step(
     n: &ConvNode,
     kernel: KernelId,
     p: &impl Params,
@@ -178,11 +176,11 @@ fn grid_stride_step(
     }
 }
 
+/// X and W of a Conv or ConvTranspose with their dims.
+type Operands<'v> = (ValueId, ValueId, &'v [usize], &'v [usize]);
+
 /// X and W of a Conv or ConvTranspose, checked: f32, static, same rank 3..=5.
-fn operands<'v>(
-    n: &ConvNode,
-    values: &'v [PlannedValue],
-) -> Result<(ValueId, ValueId, &'v [usize], &'v [usize]), String> {
+fn operands<'v>(n: &ConvNode, values: &'v [PlannedValue]) -> Result<Operands<'v>, String> {
     let (x, w) = (n.input(0, "X")?, n.input(1, "W")?);
     let (xd, wd) = (static_f32(values, x)?, static_f32(values, w)?);
     if xd.len() < 3 || wd.len() != xd.len() {
@@ -434,43 +432,6 @@ pub(super) fn average_pool(
 ) -> Lowered {
     let (k, s, d, pads) = (&a.kernel_shape, &a.strides, &a.dilations, &a.pads);
     pool(n, values, PoolOp::Average, k, s, d, pads, a.auto_pad, a.ceil_mode, a.count_include_pad, o)
-}
-
-/// ONNX BatchNormalization of f32, inference form (one output).
-pub(super) fn batch_norm(
-    n: ConvNode,
-    values: &[PlannedValue],
-    a: &BatchNormalization,
-    o: &PlanOptions,
-) -> Lowered {
-    if a.training_mode || n.outs.iter().skip(1).any(Option::is_some) {
-        return Err("only the inference form (one output, training_mode 0) has a kernel".into());
-    }
-    let x = n.input(0, "X")?;
-    let out = n.output()?;
-    let xd = static_f32(values, x)?;
-    if xd.len() < 2 {
-        return Err(format!("X must be (N, C, ...), got {xd:?}"));
-    }
-    let c = xd[1];
-    let mut args = vec![Arg::Value(x)];
-    for (i, what) in [(1, "scale"), (2, "B"), (3, "input_mean"), (4, "input_var")] {
-        let v = n.input(i, what)?;
-        if static_f32(values, v)? != [c] {
-            return Err(format!("{what} must be [{c}]"));
-        }
-        args.push(Arg::Value(v));
-    }
-    args.push(Arg::Value(out));
-    let elems = xd.iter().product::<usize>() as u64;
-    let p = BatchNormParams {
-        elems,
-        plane: xd[2..].iter().product::<usize>() as u64,
-        channels: c as u64,
-        epsilon: a.epsilon,
-        _pad: 0,
-    };
-    Ok(vec![grid_stride_step(&n, KernelId::BatchNormF32, &p, elems, o, args)])
 }
 
 #[cfg(test)]

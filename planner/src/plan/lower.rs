@@ -10,6 +10,7 @@ use kernels_gpu::abi::{
 use super::conv::{self, ConvNode};
 use super::elementwise::{binary_params, broadcast_strides};
 use super::movement;
+use super::norm;
 use super::reduce::{self, ReduceNode};
 use super::rows::{self, RowNode};
 use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
@@ -231,7 +232,9 @@ pub(super) fn node(
         Op::ConvTranspose(a) => conv::conv_transpose(conv_node(id, label, n), values, a, o),
         Op::MaxPool(a) => conv::max_pool(conv_node(id, label, n), values, a, o),
         Op::AveragePool(a) => conv::average_pool(conv_node(id, label, n), values, a, o),
-        Op::BatchNormalization(a) => conv::batch_norm(conv_node(id, label, n), values, a, o),
+        Op::BatchNormalization(a) => norm::batch_norm(conv_node(id, label, n), values, a, o),
+        Op::GroupNormalization(a) => norm::group_norm(conv_node(id, label, n), values, a, o),
+        Op::InstanceNormalization(a) => norm::instance_norm(conv_node(id, label, n), values, a, o),
         Op::ArgMax(a) => reduce::arg_reduce(reduce_node(id, label, &ins, out), values, true, a, o),
         Op::ArgMin(a) => reduce::arg_reduce(reduce_node(id, label, &ins, out), values, false, a, o),
         Op::GlobalAveragePool => reduce::global_pool(reduce_node(id, label, &ins, out), values, false, o),

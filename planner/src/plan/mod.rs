@@ -11,6 +11,7 @@ mod elementwise;
 mod fuse;
 mod lower;
 mod movement;
+mod norm;
 mod reduce;
 mod rows;
 

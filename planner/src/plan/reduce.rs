@@ -70,7 +70,8 @@ pub fn reduce_params(dims: &[usize], reduced: &[bool]) -> Option<ReduceParams> {
         strides[a] = strides[a + 1] * dims[a + 1] as u64;
     }
     // (extent, stride) runs of each kind, outermost first; size-1 dims carry no index.
-    let (mut kept, mut red): (Vec<(u64, u64)>, Vec<(u64, u64)>) = (Vec::new(), Vec::new());
+    let mut kept: Vec<(u64, u64)> = Vec::new();
+    let mut red: Vec<(u64, u64)> = Vec::new();
     let mut last_kind: Option<bool> = None;
     for (a, &d) in dims.iter().enumerate() {
         if d == 1 {
