@@ -7,7 +7,8 @@
 //!   with few output channels per group, where a 64-row tile would idle);
 //! - [`conv_transpose_f32`]: ConvTranspose, a thread per output element gathering the input
 //!   positions that scatter into it;
-//! - [`pool_f32`]: MaxPool and AveragePool, a thread per output element.
+//! - [`pool_f32`]: MaxPool and AveragePool, a thread per output element, and
+//!   [`max_pool_indices_f32`]: MaxPool's Indices output.
 //!
 //! FP32 FMA, no TF32. Every load is behind a range check of its coordinates against the sizes in
 //! the parameters; element offsets are u64.
@@ -414,6 +415,40 @@ fn pool_counts(p: &PoolParams, a: usize, o: u32) -> (u32, u32) {
     (inside, input)
 }
 
+/// What one pooling window holds: the first maximum of its input elements and where it is (in
+/// row-major kernel order; `None` when the window has no input element), and their sum.
+struct WindowScan {
+    best: f32,
+    at: Option<[u32; 3]>,
+    sum: f32,
+}
+
+/// Scans the window of output position `out` over the input plane starting at `base`.
+///
+/// # Safety
+/// `x` holds the plane: `base + flat(coordinate, in_size)` is inside it for coordinates below
+/// `in_size`.
+#[inline(always)]
+unsafe fn scan(p: &PoolParams, x: *const f32, base: u64, out: [u32; 3]) -> WindowScan {
+    let mut w = WindowScan { best: f32::NEG_INFINITY, at: None, sum: 0.0 };
+    for kz in 0..p.kernel[0] {
+        let Tap::In(iz) = pool_tap(p, 0, out[0], kz) else { continue };
+        for ky in 0..p.kernel[1] {
+            let Tap::In(iy) = pool_tap(p, 1, out[1], ky) else { continue };
+            for kx in 0..p.kernel[2] {
+                let Tap::In(ix) = pool_tap(p, 2, out[2], kx) else { continue };
+                // SAFETY: each coordinate is below its input size: inside the plane.
+                let v = unsafe { *x.add((base + flat([iz, iy, ix], &p.in_size)) as usize) };
+                if w.at.is_none() || v > w.best {
+                    (w.best, w.at) = (v, Some([iz, iy, ix]));
+                }
+                w.sum += v;
+            }
+        }
+    }
+    w
+}
+
 /// ONNX MaxPool (`p.op == Max`) and AveragePool of f32: the first maximum of each window's input
 /// elements (taps in row-major kernel order, `-inf` when there is none), or their sum over the
 /// count of input taps (all taps inside the padded input with `count_include_pad`).
@@ -437,33 +472,53 @@ pub unsafe extern "ptx-kernel" fn pool_f32(p: PoolParams, x: *const f32, y: *mut
     while e < total {
         let (pl, o) = (e / out_plane, e % out_plane);
         let out = unravel(o, &p.out_size);
-        let base = pl * in_plane;
-        let (mut best, mut have, mut sum) = (f32::NEG_INFINITY, false, 0.0f32);
-        for kz in 0..p.kernel[0] {
-            let Tap::In(iz) = pool_tap(&p, 0, out[0], kz) else { continue };
-            for ky in 0..p.kernel[1] {
-                let Tap::In(iy) = pool_tap(&p, 1, out[1], ky) else { continue };
-                for kx in 0..p.kernel[2] {
-                    let Tap::In(ix) = pool_tap(&p, 2, out[2], kx) else { continue };
-                    // SAFETY: each coordinate is below its input size: inside plane `pl` of X.
-                    let v = unsafe { *x.add((base + flat([iz, iy, ix], &p.in_size)) as usize) };
-                    if !have || v > best {
-                        (best, have) = (v, true);
-                    }
-                    sum += v;
-                }
-            }
-        }
+        // SAFETY: pl < planes: the plane is inside X.
+        let w = unsafe { scan(&p, x, pl * in_plane, out) };
         let v = if max {
-            best
+            w.best
         } else {
             let counts = [0, 1, 2].map(|a| pool_counts(&p, a, out[a]));
             let pick = |c: (u32, u32)| if p.count_include_pad != 0 { c.0 } else { c.1 };
             let divisor = pick(counts[0]) as u64 * pick(counts[1]) as u64 * pick(counts[2]) as u64;
-            sum / divisor as f32
+            w.sum / divisor as f32
         };
         // SAFETY: e < total: inside Y.
         unsafe { *y.add(e as usize) = v };
+        e += step;
+    }
+}
+
+/// ONNX MaxPool's Indices output: the flat index into X of each window's first maximum (the
+/// window's plane offset plus the spatial offset, row-major, or column-major with
+/// `p.storage_order`); a window without input elements gets its plane's first index.
+///
+/// # Safety
+/// As [`pool_f32`], with `y` holding `planes · out` i64.
+///
+/// # Parameters
+/// [`PoolParams`] (`op` unused); `x` the input, `y` the indices.
+///
+/// # Thread mapping
+/// As [`pool_f32`].
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn max_pool_indices_f32(p: PoolParams, x: *const f32, y: *mut i64) {
+    let plane = |s: &[u32; 3]| s[0] as u64 * s[1] as u64 * s[2] as u64;
+    let (in_plane, out_plane) = (plane(&p.in_size), plane(&p.out_size));
+    let total = p.planes * out_plane;
+    let (mut e, step) = (global_thread_x(), grid_threads_x());
+    while e < total {
+        let (pl, o) = (e / out_plane, e % out_plane);
+        // SAFETY: pl < planes: the plane is inside X.
+        let w = unsafe { scan(&p, x, pl * in_plane, unravel(o, &p.out_size)) };
+        let [iz, iy, ix] = w.at.unwrap_or([0, 0, 0]);
+        let [d, h, _] = p.in_size;
+        let spatial = if p.storage_order != 0 {
+            iz as u64 + d as u64 * (iy as u64 + h as u64 * ix as u64)
+        } else {
+            flat([iz, iy, ix], &p.in_size)
+        };
+        // SAFETY: e < total: inside Y.
+        unsafe { *y.add(e as usize) = (pl * in_plane + spatial) as i64 };
         e += step;
     }
 }

@@ -2,8 +2,8 @@
 //! (grouped, depthwise, strided, dilated, padded, every `auto_pad`, with and without bias and a
 //! fused Relu) on both the implicit-GEMM path (tile edges: output channels per group and output
 //! columns around 64, GEMM depths around the k step of 16) and the direct path; ConvTranspose
-//! (strides, dilations, pads, output_padding, output_shape, groups); MaxPool (exactly) and
-//! AveragePool (`ceil_mode`, `count_include_pad`, dilations, `auto_pad`).
+//! (strides, dilations, pads, output_padding, output_shape, groups); MaxPool and its Indices
+//! (exactly, with ties, both storage orders) and AveragePool (`ceil_mode`, `count_include_pad`, dilations, `auto_pad`).
 //! Floating-point results must agree within `1e-5 · (|want| + 1)`; weights are scaled by
 //! `1 / sqrt(fan-in)` so outputs stay near 1.
 
@@ -24,8 +24,14 @@ fn assert_matches(what: &str, exact: bool, got: &[(String, HostTensor)], want: &
     assert_eq!(got.len(), want.len(), "{what}");
     for ((gn, g), (wn, w)) in got.iter().zip(want) {
         assert_eq!((gn, g.shape(), g.dtype()), (wn, w.shape(), w.dtype()), "{what}");
+        if let (TensorData::I64(gv), TensorData::I64(wv)) = (g.data(), w.data()) {
+            for (i, (a, b)) in gv.iter().zip(wv).enumerate() {
+                assert_eq!(a, b, "{what}: {gn}[{i}]: gpu {a}, reference {b}");
+            }
+            continue;
+        }
         let (TensorData::F32(gv), TensorData::F32(wv)) = (g.data(), w.data()) else {
-            panic!("{what}: not f32")
+            panic!("{what}: not f32 or i64")
         };
         for (i, (&a, &b)) in gv.iter().zip(wv).enumerate() {
             let (a, b) = (a as f64, b as f64);
@@ -163,6 +169,10 @@ fn conv_direct_matches_the_reference() {
     c.attrs =
         op::Conv { auto_pad: AutoPad::SameUpper, group: 32, strides: vec![2, 2], ..op::Conv::default() };
     c.run(&mut rng, false);
+    // More outputs (640 000 an image) than the capped grid has threads: the grid-stride loop.
+    (c.group, c.cg, c.spatial, c.bias) = (64, 1, vec![100, 100], true);
+    c.attrs = op::Conv { pads: vec![1; 4], group: 64, ..op::Conv::default() };
+    c.run(&mut rng, false);
 }
 
 #[test]
@@ -291,15 +301,27 @@ fn max_pool_matches_the_reference_exactly() {
     for case in 0..60 {
         let (x_shape, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode) =
             pool_case(&mut rng, 1 + case % 3);
+        let storage_order = (rng.next_u64() % 2) as i64;
         let attrs =
-            op::MaxPool { auto_pad, ceil_mode, dilations, kernel_shape, pads, strides, storage_order: 0 };
+            op::MaxPool { auto_pad, ceil_mode, dilations, kernel_shape, pads, strides, storage_order };
+        // Every other case asks for the Indices output too.
+        let outputs = 1 + case % 2;
         let mut g = Graph::new();
         let x = g.input("x", DType::F32, known(&x_shape));
-        let y = g.push_opt(Op::MaxPool(attrs.clone()), vec![Some(x)], 1)[0];
-        g.output(y);
-        let plan =
-            check(&format!("case {case}: {attrs:?} X {x_shape:?}"), true, g, rng.tensor(&x_shape, -5.0, 5.0));
+        for y in g.push_opt(Op::MaxPool(attrs.clone()), vec![Some(x)], outputs) {
+            g.output(y);
+        }
+        // Small integers half the time: ties, where the first maximum must win.
+        let mut data = rng.tensor(&x_shape, -5.0, 5.0);
+        if case % 4 >= 2 {
+            let v: Vec<f32> = data.data().to_f64s().iter().map(|v| v.floor() as f32).collect();
+            data = HostTensor::new(x_shape.clone(), v).unwrap();
+        }
+        let plan = check(&format!("case {case}: {attrs:?} X {x_shape:?} outputs {outputs}"), true, g, data);
         assert!(plan.contains("pool_f32"), "{plan}");
+        if outputs == 2 {
+            assert!(plan.contains("max_pool_indices_f32"), "{plan}");
+        }
     }
 }
 

@@ -142,7 +142,7 @@ fn every_reduction_over_the_last_axis_matches_the_reference() {
 #[test]
 fn reductions_over_middle_split_and_all_axes_match_the_reference() {
     let mut rng = Rng::new(0x3a1d);
-    let cases: [(&[usize], Option<Vec<i64>>); 10] = [
+    let cases: [(&[usize], Option<Vec<i64>>); 12] = [
         // One middle axis: few outputs (warp per output, strided) and many (thread per output).
         (&[3, 33, 5], Some(vec![1])),
         (&[64, 100, 70], Some(vec![1])),
@@ -157,6 +157,9 @@ fn reductions_over_middle_split_and_all_axes_match_the_reference() {
         (&[2, 64, 7, 7], Some(vec![2, 3])),
         (&[3, 31, 33], None),
         (&[1, 1, 1], Some(vec![0, 1, 2])),
+        // More outputs than the capped grid has warps or blocks: the grid-stride loops.
+        (&[20000, 40], Some(vec![1])),
+        (&[2200, 1100], Some(vec![-1])),
     ];
     for (shape, axes) in cases {
         for (name, op, lo, hi) in OPS {

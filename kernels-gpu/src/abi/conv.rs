@@ -69,7 +69,7 @@ pub enum PoolOp {
     Average = 1,
 }
 
-/// Parameters of `conv::pool_f32`: X `(planes, in_size)`, Y `(planes, out_size)`, contiguous
+/// Parameters of `conv::pool_f32` and `conv::max_pool_indices_f32`: X `(planes, in_size)`, Y `(planes, out_size)`, contiguous
 /// (`planes = N · C`). Output position `o`, tap `k` has the padded coordinate
 /// `q = o·strides + k·dilations` on each axis, which is outside the padded input when
 /// `q >= in + pad_begin + pad_end`, padding when `q < pad_begin` or `q >= in + pad_begin`, and
@@ -98,11 +98,12 @@ pub struct PoolParams {
     pub op: u32,
     /// AveragePool: 1 counts padding taps in the divisor.
     pub count_include_pad: u32,
-    /// Explicit padding; always 0.
-    pub _pad: u32,
+    /// `conv::max_pool_indices_f32`: 1 numbers the spatial positions column-major (ONNX
+    /// `storage_order`), 0 row-major.
+    pub storage_order: u32,
 }
 
 // SAFETY: #[repr(C)], 26 four-byte fields (the last an explicit `_pad`): 104 bytes, no padding.
 unsafe impl Params for ConvParams {}
-// SAFETY: #[repr(C)], one u64 then 24 four-byte fields (the last an explicit `_pad`): 104 bytes.
+// SAFETY: #[repr(C)], one u64 then 24 four-byte fields: 104 bytes, no padding.
 unsafe impl Params for PoolParams {}

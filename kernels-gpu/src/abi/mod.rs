@@ -150,6 +150,8 @@ kernel_ids! {
     ConvTransposeF32 => "conv_transpose_f32",
     /// `conv::pool_f32`: MaxPool / AveragePool
     PoolF32 => "pool_f32",
+    /// `conv::max_pool_indices_f32`: MaxPool's Indices output
+    MaxPoolIndicesF32 => "max_pool_indices_f32",
     // norm
     /// `norm::batch_norm_f32`: BatchNormalization (inference)
     BatchNormF32 => "batch_norm_f32",

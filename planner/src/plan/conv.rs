@@ -1,6 +1,8 @@
 //! Lowering of the convolution family to the `conv` kernels: Conv (implicit GEMM for many output
-//! channels per group, else direct), ConvTranspose, MaxPool and AveragePool. Sliding-window geometry (`auto_pad`, `ceil_mode`) is resolved here, as the ONNX
-//! operator docs define it, and 1-D and 2-D problems become 3-D ones with leading size-1 dims.
+//! channels per group, else direct), ConvTranspose, MaxPool (and its Indices output, as a second
+//! step) and AveragePool. Sliding-window geometry (`auto_pad`, `ceil_mode`) is resolved here, as
+//! the ONNX operator docs define it, and 1-D and 2-D problems become 3-D ones with leading size-1
+//! dims.
 
 use kernels_gpu::abi::{
     Activation, CONV_SHARED_BYTES, CONV_THREADS, CONV_TILE, ConvParams, KernelId, Params, PoolOp, PoolParams,
@@ -382,6 +384,7 @@ fn pool(
     auto_pad: AutoPad,
     ceil_mode: bool,
     count_include_pad: bool,
+    storage_order: i64,
     o: &PlanOptions,
 ) -> Lowered {
     let x = n.input(0, "X")?;
@@ -408,19 +411,28 @@ fn pool(
         pad_end: lift_u32(&g.pad_end, 0, "pad")?,
         op: op as u32,
         count_include_pad: u32::from(count_include_pad),
-        _pad: 0,
+        storage_order: u32::from(storage_order == 1),
     };
     let work = y_dims.iter().product::<usize>() as u64;
-    Ok(vec![grid_stride_step(&n, KernelId::PoolF32, &p, work, o, vec![Arg::Value(x), Arg::Value(out)])])
+    let mut steps =
+        vec![grid_stride_step(&n, KernelId::PoolF32, &p, work, o, vec![Arg::Value(x), Arg::Value(out)])];
+    // MaxPool's optional Indices: a second pass over the windows (each step writes one value).
+    if let Some(indices) = n.outs.get(1).copied().flatten() {
+        let pv = &values[indices.index()];
+        if pv.dtype != DType::I64 || pv.dims.as_deref() != Some(&y_dims[..]) {
+            return Err(format!("Indices `{}` must be i64 {y_dims:?}", pv.name));
+        }
+        let args = vec![Arg::Value(x), Arg::Value(indices)];
+        steps.push(grid_stride_step(&n, KernelId::MaxPoolIndicesF32, &p, work, o, args));
+    }
+    Ok(steps)
 }
 
-/// ONNX MaxPool of f32, output Y only.
+/// ONNX MaxPool of f32: Y, and the optional Indices (i64 flat indices into X, the spatial part
+/// row-major, or column-major with `storage_order` 1).
 pub(super) fn max_pool(n: ConvNode, values: &[PlannedValue], a: &MaxPool, o: &PlanOptions) -> Lowered {
-    if n.outs.get(1).copied().flatten().is_some() {
-        return Err("the MaxPool kernel writes Y only, not the Indices output".into());
-    }
     let (k, s, d, pads) = (&a.kernel_shape, &a.strides, &a.dilations, &a.pads);
-    pool(n, values, PoolOp::Max, k, s, d, pads, a.auto_pad, a.ceil_mode, false, o)
+    pool(n, values, PoolOp::Max, k, s, d, pads, a.auto_pad, a.ceil_mode, false, a.storage_order, o)
 }
 
 /// ONNX AveragePool of f32.
@@ -431,7 +443,7 @@ pub(super) fn average_pool(
     o: &PlanOptions,
 ) -> Lowered {
     let (k, s, d, pads) = (&a.kernel_shape, &a.strides, &a.dilations, &a.pads);
-    pool(n, values, PoolOp::Average, k, s, d, pads, a.auto_pad, a.ceil_mode, a.count_include_pad, o)
+    pool(n, values, PoolOp::Average, k, s, d, pads, a.auto_pad, a.ceil_mode, a.count_include_pad, 0, o)
 }
 
 #[cfg(test)]

@@ -51,7 +51,7 @@ fn pool_params(step: &Step) -> PoolParams {
         pad_end: a3(18),
         op: v[21],
         count_include_pad: v[22],
-        _pad: v[23],
+        storage_order: v[23],
     }
 }
 
@@ -198,12 +198,25 @@ fn unsupported_forms_are_refused_with_the_reason() {
     let x = g.input("x", DType::F32, known(&[1, 2, 3, 3, 3, 3]));
     let w = weight(&mut g, "w", &[2, 2, 1, 1, 1, 1]);
     let y = g.op1(Op::Conv(op::Conv::default()), &[x, w]);
-    let x2 = g.input("x2", DType::F32, known(&[1, 2, 6, 6]));
-    let mp = op::MaxPool { kernel_shape: vec![2, 2], ..op::MaxPool::default() };
-    let outs = g.push_opt(Op::MaxPool(mp), vec![Some(x2)], 2);
     g.output(y);
+    let e = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("1 node(s)") && e.contains("4-D convolution"), "{e}");
+}
+
+#[test]
+fn max_pool_indices_take_a_second_step() {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[2, 3, 6, 7]));
+    let mp = op::MaxPool { kernel_shape: vec![2, 2], storage_order: 1, ..op::MaxPool::default() };
+    let outs = g.push_opt(Op::MaxPool(mp), vec![Some(x)], 2);
     g.output(outs[0]);
     g.output(outs[1]);
-    let e = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap_err().to_string();
-    assert!(e.contains("2 node(s)") && e.contains("4-D convolution") && e.contains("Indices"), "{e}");
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let steps = kernel_steps(&plan);
+    assert_eq!(
+        steps.iter().map(|s| s.0).collect::<Vec<_>>(),
+        [KernelId::PoolF32, KernelId::MaxPoolIndicesF32]
+    );
+    let p = pool_params(steps[1].1);
+    assert_eq!((p.planes, p.out_size, p.storage_order), (6, [1, 5, 6], 1));
 }
