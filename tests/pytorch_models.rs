@@ -53,3 +53,21 @@ fn bert_style_matches_pytorch() {
 fn small_cnn_matches_pytorch() {
     check_model("cnn", &["x"], 1);
 }
+
+/// The CNN (Conv+Relu, MaxPool, Conv+Relu, ReduceMean, Gemm) compiles to a GPU plan with no node
+/// left without a kernel: checked here without a GPU; `tests/gpu_models.rs` runs it.
+#[test]
+fn small_cnn_compiles_to_a_gpu_plan() {
+    let model = onnx::load_path(&fixtures().join("cnn.onnx")).expect("model loads");
+    let graph = onnx::to_graph(&model).expect("model converts");
+    let plan =
+        planner::plan::compile(&graph, &planner::Binding::new(), &planner::plan::PlanOptions::default())
+            .unwrap_or_else(|e| panic!("cnn.onnx has no GPU plan: {e}"));
+    let text = plan.to_string();
+    for symbol in
+        ["Conv+Relu conv_direct_f32", "pool_f32", "Conv+Relu conv_gemm_f32", "ReduceMean reduce_f32"]
+    {
+        assert!(text.contains(symbol), "{symbol} missing:\n{text}");
+    }
+    plan.validate().expect("the plan's invariants hold");
+}

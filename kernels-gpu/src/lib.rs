@@ -20,17 +20,25 @@ pub mod math;
 pub mod intrinsics;
 
 #[cfg(target_arch = "nvptx64")]
+mod conv;
+#[cfg(target_arch = "nvptx64")]
 mod elementwise;
 #[cfg(target_arch = "nvptx64")]
 mod gemm;
+#[cfg(target_arch = "nvptx64")]
+mod group;
 #[cfg(target_arch = "nvptx64")]
 mod logic;
 #[cfg(target_arch = "nvptx64")]
 mod movement;
 #[cfg(target_arch = "nvptx64")]
+mod norm;
+#[cfg(target_arch = "nvptx64")]
 mod probe;
 #[cfg(target_arch = "nvptx64")]
 mod recurrent;
+#[cfg(target_arch = "nvptx64")]
+mod reduce;
 #[cfg(target_arch = "nvptx64")]
 mod rows;
 #[cfg(target_arch = "nvptx64")]

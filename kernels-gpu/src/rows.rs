@@ -4,77 +4,20 @@
 //! A group of `threads_per_row` threads owns one row at a time and grid-strides over the rows:
 //! - 1: a thread per row. The host picks it for `inner > 1` (softmax over a non-last axis): adjacent
 //!   threads own adjacent rows, so every pass over the rows reads and writes coalesced.
-//! - [`ROW_WARP`]: a warp per row (`len <= 1024`): lanes stride the row, butterfly shuffles reduce.
+//! - [`ROW_WARP`](crate::abi::ROW_WARP): a warp per row (`len <= 1024`): lanes stride the row,
+//!   butterfly shuffles reduce.
 //! - the block size: a block per row (long rows): warp shuffles, then one partial per warp through
-//!   [`ROW_SHARED_BYTES`] of dynamic shared memory.
+//!   [`ROW_SHARED_BYTES`](crate::abi::ROW_SHARED_BYTES) of dynamic shared memory.
 //!
 //! Rows are re-read from global memory for each pass rather than held in registers (no
 //! runtime-indexed local arrays); the second and third reads of a row usually hit L1/L2.
 //! Statistics are f32; the layer-norm variance is the two-pass sum of squared deviations from the
 //! mean. Every access is `base + j * inner` with `j < len` and `base` a row start, so inside the
-//! `outer * len * inner` elements of `x` and `y`.
+//! `outer * len * inner` elements of `x` and `y`. The groups and their reductions live in `group`.
 
-use crate::abi::{ROW_WARP, RowParams};
-use crate::intrinsics::{
-    WARP_SIZE, block_dim_x, block_idx_x, dynamic_shared_ptr, global_thread_x, grid_dim_x, grid_threads_x,
-    sync_threads, thread_idx_x, warp_max_f32, warp_sum_f32,
-};
+use crate::abi::RowParams;
+use crate::group::{Group, each_item};
 use crate::math;
-
-/// The threads that cooperate on one row, and this thread's place among them.
-#[derive(Clone, Copy)]
-struct Group {
-    /// This thread's index in the group.
-    t: u64,
-    /// Threads in the group.
-    size: u64,
-}
-
-impl Group {
-    /// Sum over the group, the same bits on every thread. Group-collective.
-    #[inline(always)]
-    fn sum(self, v: f32) -> f32 {
-        match self.size {
-            1 => v,
-            32 => warp_sum_f32(v),
-            _ => block_combine(warp_sum_f32(v), |a, b| a + b),
-        }
-    }
-
-    /// Maximum over the group. Group-collective.
-    #[inline(always)]
-    fn max(self, v: f32) -> f32 {
-        match self.size {
-            1 => v,
-            32 => warp_max_f32(v),
-            _ => block_combine(warp_max_f32(v), math::max),
-        }
-    }
-}
-
-/// Combines one value per warp (`w`, already reduced over the warp) across the block, through
-/// shared memory; every thread reads the partials in the same order, so all get the same bits.
-/// Block-collective; the trailing barrier lets the next call reuse the buffer.
-#[inline(always)]
-fn block_combine(w: f32, f: impl Fn(f32, f32) -> f32) -> f32 {
-    let partials = dynamic_shared_ptr().cast::<f32>();
-    let (tid, warps) = (thread_idx_x(), block_dim_x() / WARP_SIZE);
-    if tid % WARP_SIZE == 0 {
-        // SAFETY: tid / 32 < warps <= 32 partials fit in ROW_SHARED_BYTES (launch contract).
-        unsafe { *partials.add((tid / WARP_SIZE) as usize) = w };
-    }
-    sync_threads();
-    // SAFETY: as above; written before the barrier.
-    let mut r = unsafe { *partials };
-    let mut k = 1;
-    while k < warps {
-        // SAFETY: k < warps.
-        r = f(r, unsafe { *partials.add(k as usize) });
-        k += 1;
-    }
-    sync_threads();
-    r
-}
 
 /// Calls `f(group, base)` for every row this thread's group owns, `base` being the row's first
 /// element. The loop condition is uniform over a group, so `f` may use group-collective reductions.
@@ -83,24 +26,9 @@ fn each_row(p: &RowParams, mut f: impl FnMut(Group, u64)) {
     if p.inner == 0 || p.len == 0 {
         return;
     }
-    let size = p.threads_per_row;
-    let (group, first, step) = if size == 1 {
-        (Group { t: 0, size: 1 }, global_thread_x(), grid_threads_x())
-    } else if size == ROW_WARP {
-        let per_block = (block_dim_x() / ROW_WARP) as u64;
-        let (tid, b) = (thread_idx_x(), block_idx_x() as u64);
-        let first = b * per_block + (tid / ROW_WARP) as u64;
-        (Group { t: (tid % ROW_WARP) as u64, size: 32 }, first, grid_dim_x() as u64 * per_block)
-    } else {
-        let g = Group { t: thread_idx_x() as u64, size: block_dim_x() as u64 };
-        (g, block_idx_x() as u64, grid_dim_x() as u64)
-    };
-    let rows = p.outer * p.inner;
-    let mut r = first;
-    while r < rows {
-        f(group, (r / p.inner) * p.len * p.inner + r % p.inner);
-        r += step;
-    }
+    each_item(p.outer * p.inner, p.threads_per_row, |g, r| {
+        f(g, (r / p.inner) * p.len * p.inner + r % p.inner)
+    });
 }
 
 /// Index into a broadcast operand of `n` elements for row position `j` (`n` divides the row).

@@ -3,11 +3,14 @@
 
 mod arena;
 mod context;
+mod conv;
 mod elementwise;
 mod models;
 mod movement;
+mod norm;
 mod probes;
 mod recurrent;
+mod reduce;
 mod rows;
 mod sequence;
 mod sequence_state;

@@ -27,21 +27,27 @@ pub unsafe trait Params: Copy {
 /// (adjacent dimensions that are contiguous in every operand merge into one) before launch.
 pub const MAX_RANK: usize = 8;
 
+mod conv;
 mod elementwise;
 mod gemm;
 mod logic;
 mod movement;
+mod norm;
 mod probe;
 mod recurrent;
+mod reduce;
 mod rows;
 mod sequence;
 
+pub use conv::*;
 pub use elementwise::*;
 pub use gemm::*;
 pub use logic::*;
 pub use movement::*;
+pub use norm::*;
 pub use probe::*;
 pub use recurrent::*;
+pub use reduce::*;
 pub use rows::*;
 pub use sequence::*;
 
@@ -190,6 +196,27 @@ kernel_ids! {
     /// `sequence::causal_conv_f32`: depthwise causal conv1d with a carried window
     /// (CausalConvWithState)
     CausalConvF32 => "causal_conv_f32",
+    // reduce
+    /// `reduce::reduce_f32`: the ONNX `Reduce*` family over any axes
+    ReduceF32 => "reduce_f32",
+    /// `reduce::arg_reduce_f32`: ArgMax / ArgMin along one axis, i64 indices
+    ArgReduceF32 => "arg_reduce_f32",
+    // conv
+    /// `conv::conv_gemm_f32`: Conv as an implicit GEMM per group (many output channels per group)
+    ConvGemmF32 => "conv_gemm_f32",
+    /// `conv::conv_direct_f32`: Conv, a thread per output (depthwise, few output channels per group)
+    ConvDirectF32 => "conv_direct_f32",
+    /// `conv::conv_transpose_f32`: ConvTranspose, a thread per output
+    ConvTransposeF32 => "conv_transpose_f32",
+    /// `conv::pool_f32`: MaxPool / AveragePool
+    PoolF32 => "pool_f32",
+    /// `conv::max_pool_indices_f32`: MaxPool's Indices output
+    MaxPoolIndicesF32 => "max_pool_indices_f32",
+    // norm
+    /// `norm::batch_norm_f32`: BatchNormalization (inference)
+    BatchNormF32 => "batch_norm_f32",
+    /// `norm::group_norm_f32`: GroupNormalization / InstanceNormalization (a row per `(n, group)`)
+    GroupNormF32 => "group_norm_f32",
     // probe
     /// `probe::probe_warp`: indices, barriers, shuffles, votes, atomics, dynamic shared memory
     ProbeWarp => "probe_warp",
@@ -258,5 +285,11 @@ mod tests {
         assert_eq!(core::mem::size_of::<RglruParams>(), 4 * 4);
         assert_eq!(core::mem::size_of::<Wkv6Params>(), 8 * 4);
         assert_eq!(core::mem::size_of::<CausalConvParams>(), 6 * 4);
+        assert_eq!(core::mem::size_of::<ReduceParams>(), 2 * 8 + 4 * 8 * MAX_RANK + 6 * 4);
+        assert_eq!(core::mem::size_of::<ConvParams>(), 26 * 4);
+        assert_eq!(core::mem::size_of::<PoolParams>(), 8 + 24 * 4);
+        assert_eq!(core::mem::align_of::<PoolParams>(), 8);
+        assert_eq!(core::mem::size_of::<BatchNormParams>(), 3 * 8 + 2 * 4);
+        assert_eq!(core::mem::size_of::<GroupNormParams>(), 5 * 8 + 4 * 4);
     }
 }

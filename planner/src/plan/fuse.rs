@@ -1,7 +1,7 @@
-//! Activation fusion: an activation whose only input is a GEMM's (Gemm or MatMul, f32) output,
-//! when it is that output's only consumer, becomes the GEMM kernel's epilogue. The rewritten graph
-//! has the GEMM write the activation's output directly, and the intermediate value is dropped from
-//! the value table (ids renumbered), so it gets no buffer.
+//! Activation fusion: an activation whose only input is a GEMM's (Gemm, MatMul or Conv, f32)
+//! output, when it is that output's only consumer, becomes the GEMM kernel's epilogue. The
+//! rewritten graph has the GEMM write the activation's output directly, and the intermediate
+//! value is dropped from the value table (ids renumbered), so it gets no buffer.
 
 use kernels_gpu::abi::Activation;
 
@@ -40,8 +40,10 @@ pub(super) fn activations(g: &Graph, infos: &[TensorInfo]) -> (Graph, Vec<(NodeI
         else {
             continue;
         };
-        let producer =
-            g.nodes.iter().position(|n| matches!(n.op, Op::Gemm(_) | Op::MatMul) && n.output(0) == Some(*x));
+        let producer = g
+            .nodes
+            .iter()
+            .position(|n| matches!(n.op, Op::Gemm(_) | Op::MatMul | Op::Conv(_)) && n.output(0) == Some(*x));
         let Some(pi) = producer else { continue };
         let single_use = readers[x.index()] == 1 && !g.outputs.contains(x);
         let f32s = infos.get(x.index()).is_some_and(|i| i.dtype == DType::F32);

@@ -8,10 +8,13 @@ use kernels_gpu::abi::{
     UnaryOp, UnaryParams,
 };
 
+use super::conv::{self, ConvNode};
 use super::elementwise::{binary_params, broadcast_strides};
 use super::logic;
 use super::movement::{self, MoveNode};
+use super::norm;
 use super::recurrent;
+use super::reduce::{self, ReduceNode};
 use super::rows::{self, RowNode};
 use super::sequence;
 use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
@@ -102,7 +105,7 @@ pub(super) struct Fusion<'a> {
 }
 
 /// The steps computing node `id`; `scratch` holds the value ids of its [`scratch`] buffers, `act`
-/// is the activation fused into it (GEMMs only).
+/// is the activation fused into it (GEMMs and Conv only).
 pub(super) fn node(
     g: &Graph,
     id: NodeId,
@@ -156,6 +159,9 @@ pub(super) fn node(
             shared_bytes: 0,
             args: vec![Arg::Params(bytes_of(&p)), Arg::Value(*x), Arg::Value(*y), Arg::Value(out)],
         }]);
+    }
+    if let Some((op, attrs)) = reduce::reduce_op(&n.op) {
+        return reduce::reduce(g, reduce_node(id, label, &ins, out), values, op, attrs, o);
     }
     match &n.op {
         Op::Gemm(attrs) => {
@@ -263,6 +269,17 @@ pub(super) fn node(
         | Op::RwkvWkv6
         | Op::Wkv6(_)
         | Op::CausalConvWithState(_) => sequence::lower(g, id, values, o),
+        Op::Conv(a) => conv::conv(conv_node(id, label, n), values, a, act, o),
+        Op::ConvTranspose(a) => conv::conv_transpose(conv_node(id, label, n), values, a, o),
+        Op::MaxPool(a) => conv::max_pool(conv_node(id, label, n), values, a, o),
+        Op::AveragePool(a) => conv::average_pool(conv_node(id, label, n), values, a, o),
+        Op::BatchNormalization(a) => norm::batch_norm(conv_node(id, label, n), values, a, o),
+        Op::GroupNormalization(a) => norm::group_norm(conv_node(id, label, n), values, a, o),
+        Op::InstanceNormalization(a) => norm::instance_norm(conv_node(id, label, n), values, a, o),
+        Op::ArgMax(a) => reduce::arg_reduce(reduce_node(id, label, &ins, out), values, true, a, o),
+        Op::ArgMin(a) => reduce::arg_reduce(reduce_node(id, label, &ins, out), values, false, a, o),
+        Op::GlobalAveragePool => reduce::global_pool(reduce_node(id, label, &ins, out), values, false, o),
+        Op::GlobalMaxPool => reduce::global_pool(reduce_node(id, label, &ins, out), values, true, o),
         _ => Err("no GPU kernel for this operator yet".into()),
     }
 }
@@ -386,6 +403,14 @@ fn move_node<'a>(
     outs: &'a [Option<ValueId>],
 ) -> MoveNode<'a> {
     MoveNode { id, label, ins, outs }
+}
+
+fn conv_node(id: NodeId, label: String, n: &crate::graph::Node) -> ConvNode<'_> {
+    ConvNode { id, label, ins: &n.inputs, outs: &n.outputs }
+}
+
+fn reduce_node(id: NodeId, label: String, ins: &[Option<ValueId>], out: ValueId) -> ReduceNode<'_> {
+    ReduceNode { id, label, ins, out }
 }
 
 fn row_node(id: NodeId, label: String, ins: &[Option<ValueId>], out: ValueId) -> RowNode<'_> {

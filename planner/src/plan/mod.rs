@@ -11,12 +11,15 @@
 //! the initial state from [`Arg::State`] and writes the final state back to the same slot, which
 //! the session keeps on the device between runs (see `sequence` for which ops keep state).
 
+mod conv;
 mod elementwise;
 mod fuse;
 mod logic;
 mod lower;
 mod movement;
+mod norm;
 mod recurrent;
+mod reduce;
 mod rows;
 mod sequence;
 
@@ -27,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 pub use elementwise::{binary_params, broadcast_strides};
 pub use movement::transpose_params;
+pub use reduce::reduce_params;
 
 use crate::error::PlanError;
 use crate::graph::{Graph, NodeId, ValueId};

@@ -45,8 +45,8 @@ fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
 }
 
 /// Launch shape for `rows` rows of `len` elements `inner` apart: (threads per row, grid, block,
-/// shared bytes).
-fn launch(rows: u64, len: u64, inner: u64, o: &PlanOptions) -> (u32, [u32; 3], [u32; 3], u32) {
+/// shared bytes). Also used by the channel normalizations (`norm`).
+pub(super) fn launch(rows: u64, len: u64, inner: u64, o: &PlanOptions) -> (u32, [u32; 3], [u32; 3], u32) {
     let grid = |blocks: u64| capped_grid(o.sm_count, blocks);
     if inner > 1 {
         (1, grid(rows.div_ceil(THREADS as u64)), [THREADS, 1, 1], 0)

@@ -1,0 +1,109 @@
+//! Convolution and pooling kernels: Conv (implicit GEMM and direct), ConvTranspose, MaxPool and
+//! AveragePool.
+//!
+//! Every kernel sees 3 spatial dims `[d, h, w]`: the host pads 1-D and 2-D problems with leading
+//! size-1 dims (kernel 1, stride 1, dilation 1, no padding), which changes no index.
+
+use super::Params;
+
+/// Parameters of `conv::conv_gemm_f32`, `conv::conv_direct_f32` and `conv::conv_transpose_f32`.
+///
+/// Conv: X `(batch, in_channels, in_size)`, W `(out_channels, in_channels / groups, kernel)`,
+/// B `(out_channels)` when `has_bias != 0`, Y `(batch, out_channels, out_size)`, all contiguous;
+/// `Y[n, m, o] = act(B[m] + Σ_{c, k} X[n, g·C/G + c, o·s + k·d − pad_begin] · W[m, c, k])` with
+/// `s` the strides, `d` the dilations, `g = m / (M/G)`, and positions outside `[0, in_size)`
+/// reading zero.
+///
+/// ConvTranspose: W `(in_channels, out_channels / groups, kernel)`, and
+/// `Y[n, m, o] = act(B[m] + Σ_{c, k, i} X[n, c, i] · W[c, m mod M/G, k])` over the input positions
+/// `i` with `i·strides + k·dilations − pad_begin = o`, `c` in group `m / (M/G)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ConvParams {
+    /// N.
+    pub batch: u32,
+    /// C.
+    pub in_channels: u32,
+    /// M.
+    pub out_channels: u32,
+    /// G; divides C and M.
+    pub groups: u32,
+    /// Input spatial dims `[d, h, w]`.
+    pub in_size: [u32; 3],
+    /// Output spatial dims.
+    pub out_size: [u32; 3],
+    /// Kernel spatial dims (W's trailing dims).
+    pub kernel: [u32; 3],
+    /// Strides (>= 1).
+    pub strides: [u32; 3],
+    /// Dilations (>= 1).
+    pub dilations: [u32; 3],
+    /// Padding before each spatial dim (ConvTranspose's may be negative).
+    pub pad_begin: [i32; 3],
+    /// 1 when the bias operand is present.
+    pub has_bias: u32,
+    /// [`super::Activation`] code applied last (a fused Relu, ...).
+    pub act: u32,
+    /// The activation's alpha (LeakyRelu).
+    pub act_alpha: f32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+/// Output channels (rows) and output positions (columns) of one `conv_gemm_f32` block tile.
+pub const CONV_TILE: u32 = 64;
+/// Threads per block dimension of `conv_gemm_f32` (a 16 x 16 block, 4 x 4 outputs per thread).
+pub const CONV_THREADS: u32 = 16;
+/// Dynamic shared memory of `conv_gemm_f32`: a weight tile and an input tile of 16 x 64 f32.
+pub const CONV_SHARED_BYTES: u32 = 2 * 16 * CONV_TILE * 4;
+
+/// Which window reduction `conv::pool_f32` applies (`PoolParams::op`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum PoolOp {
+    /// MaxPool: the first maximum over the window's input elements (-inf when it has none).
+    #[default]
+    Max = 0,
+    /// AveragePool: their sum over their count (with `count_include_pad`, the padding taps count
+    /// too, but not the taps past the padded input that `ceil_mode` adds).
+    Average = 1,
+}
+
+/// Parameters of `conv::pool_f32` and `conv::max_pool_indices_f32`: X `(planes, in_size)`, Y `(planes, out_size)`, contiguous
+/// (`planes = N · C`). Output position `o`, tap `k` has the padded coordinate
+/// `q = o·strides + k·dilations` on each axis, which is outside the padded input when
+/// `q >= in + pad_begin + pad_end`, padding when `q < pad_begin` or `q >= in + pad_begin`, and
+/// else input element `q − pad_begin`. A tap is outside if it is on some axis, else padding if it
+/// is on some axis, else an input element.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolParams {
+    /// `N · C`.
+    pub planes: u64,
+    /// Input spatial dims `[d, h, w]`.
+    pub in_size: [u32; 3],
+    /// Output spatial dims.
+    pub out_size: [u32; 3],
+    /// Window dims.
+    pub kernel: [u32; 3],
+    /// Strides (>= 1).
+    pub strides: [u32; 3],
+    /// Dilations (>= 1).
+    pub dilations: [u32; 3],
+    /// Padding before each spatial dim.
+    pub pad_begin: [u32; 3],
+    /// Padding after each spatial dim.
+    pub pad_end: [u32; 3],
+    /// [`PoolOp`] code.
+    pub op: u32,
+    /// AveragePool: 1 counts padding taps in the divisor.
+    pub count_include_pad: u32,
+    /// `conv::max_pool_indices_f32`: 1 numbers the spatial positions column-major (ONNX
+    /// `storage_order`), 0 row-major.
+    pub storage_order: u32,
+}
+
+// SAFETY: #[repr(C)], 26 four-byte fields (the last an explicit `_pad`): 104 bytes, no padding.
+unsafe impl Params for ConvParams {}
+// SAFETY: #[repr(C)], one u64 then 24 four-byte fields: 104 bytes, no padding.
+unsafe impl Params for PoolParams {}

@@ -1,0 +1,222 @@
+use super::{Window, window};
+use crate::op::{self, AutoPad, Op};
+use crate::plan::{Arg, Plan, PlanOptions, Step, compile};
+use crate::tensor_info::{Binding, DType, Dim};
+use crate::{ConstTensor, Graph, ValueId};
+use kernels_gpu::abi::{Activation, CONV_SHARED_BYTES, ConvParams, KernelId, PoolOp, PoolParams};
+
+fn u32s(b: &[u8]) -> Vec<u32> {
+    b.chunks(4).map(|c| u32::from_ne_bytes(c.try_into().unwrap())).collect()
+}
+
+fn conv_params(step: &Step) -> ConvParams {
+    let Step::Kernel { args, .. } = step else { panic!("{step:?}") };
+    let Arg::Params(b) = &args[0] else { panic!("{args:?}") };
+    assert_eq!(b.len(), core::mem::size_of::<ConvParams>());
+    let v = u32s(b);
+    let a3 = |i: usize| [v[i], v[i + 1], v[i + 2]];
+    ConvParams {
+        batch: v[0],
+        in_channels: v[1],
+        out_channels: v[2],
+        groups: v[3],
+        in_size: a3(4),
+        out_size: a3(7),
+        kernel: a3(10),
+        strides: a3(13),
+        dilations: a3(16),
+        pad_begin: a3(19).map(|p| p as i32),
+        has_bias: v[22],
+        act: v[23],
+        act_alpha: f32::from_bits(v[24]),
+        _pad: v[25],
+    }
+}
+
+fn pool_params(step: &Step) -> PoolParams {
+    let Step::Kernel { args, .. } = step else { panic!("{step:?}") };
+    let Arg::Params(b) = &args[0] else { panic!("{args:?}") };
+    assert_eq!(b.len(), core::mem::size_of::<PoolParams>());
+    let planes = u64::from_ne_bytes(b[..8].try_into().unwrap());
+    let v = u32s(&b[8..]);
+    let a3 = |i: usize| [v[i], v[i + 1], v[i + 2]];
+    PoolParams {
+        planes,
+        in_size: a3(0),
+        out_size: a3(3),
+        kernel: a3(6),
+        strides: a3(9),
+        dilations: a3(12),
+        pad_begin: a3(15),
+        pad_end: a3(18),
+        op: v[21],
+        count_include_pad: v[22],
+        storage_order: v[23],
+    }
+}
+
+fn kernel_steps(plan: &Plan) -> Vec<(KernelId, &Step)> {
+    plan.steps
+        .iter()
+        .filter_map(|s| if let Step::Kernel { kernel, .. } = s { Some((*kernel, s)) } else { None })
+        .collect()
+}
+
+fn weight(g: &mut Graph, name: &str, dims: &[usize]) -> ValueId {
+    let n = dims.iter().product();
+    g.initializer(name, ConstTensor::from_f32(dims, &vec![0.5; n]).unwrap())
+}
+
+fn known(dims: &[usize]) -> Vec<Dim> {
+    dims.iter().map(|&d| Dim::Known(d)).collect()
+}
+
+fn geo(input: &[usize], k: &[usize], s: &[usize], pads: &[usize], ap: AutoPad, ceil: bool) -> Window {
+    window(input, k, s, &[], pads, ap, ceil).unwrap()
+}
+
+#[test]
+fn window_geometry_follows_the_onnx_rules() {
+    assert_eq!(geo(&[5], &[3], &[], &[1, 1], AutoPad::NotSet, false).out, [5]);
+    assert_eq!(geo(&[5], &[3], &[2], &[1, 1], AutoPad::NotSet, false).out, [3]);
+    assert_eq!(geo(&[5], &[3], &[2], &[1, 1], AutoPad::Valid, false).out, [2]);
+    let up = geo(&[5], &[4], &[2], &[], AutoPad::SameUpper, false);
+    assert_eq!((up.out[0], up.pad_begin[0], up.pad_end[0]), (3, 1, 2));
+    let low = geo(&[5], &[4], &[2], &[], AutoPad::SameLower, false);
+    assert_eq!((low.out[0], low.pad_begin[0], low.pad_end[0]), (3, 2, 1));
+    // ceil_mode rounds up, but a window that would start in the end padding is dropped.
+    assert_eq!(geo(&[4], &[3], &[2], &[], AutoPad::NotSet, true).out, [2]);
+    assert_eq!(geo(&[5], &[2], &[2], &[0, 1], AutoPad::NotSet, true).out, [3]);
+    assert_eq!(geo(&[4], &[1], &[2], &[0, 1], AutoPad::NotSet, true).out, [2]);
+    assert!(window(&[2], &[3], &[], &[], &[], AutoPad::NotSet, false).is_err());
+    assert!(window(&[4], &[3], &[0], &[], &[], AutoPad::NotSet, false).is_err());
+}
+
+/// Conv(3 -> 16, 3x3, pad 1) + Relu -> MaxPool 2x2 -> Conv(16 -> 64, 3x3, stride 2, bias) ->
+/// AveragePool(3x3, stride 2, ceil, count_include_pad) -> GlobalAveragePool.
+#[test]
+fn a_small_cnn_lowers_to_conv_pool_and_reduce_kernels() {
+    let mut g = Graph::new();
+    let x = g.input(
+        "x",
+        DType::F32,
+        vec![Dim::Symbol("n".into()), Dim::Known(3), Dim::Known(32), Dim::Known(32)],
+    );
+    let w1 = weight(&mut g, "w1", &[16, 3, 3, 3]);
+    let c1 = op::Conv { pads: vec![1, 1, 1, 1], ..op::Conv::default() };
+    let h = g.op1(Op::Conv(c1), &[x, w1]);
+    let h = g.relu(h);
+    let mp = op::MaxPool { kernel_shape: vec![2, 2], strides: vec![2, 2], ..op::MaxPool::default() };
+    let h = g.push_opt(Op::MaxPool(mp), vec![Some(h)], 1)[0];
+    let (w2, b2) = (weight(&mut g, "w2", &[64, 16, 3, 3]), weight(&mut g, "b2", &[64]));
+    let c2 = op::Conv { strides: vec![2, 2], ..op::Conv::default() };
+    let h = g.op1(Op::Conv(c2), &[h, w2, b2]);
+    let ap = op::AveragePool {
+        kernel_shape: vec![3, 3],
+        strides: vec![2, 2],
+        ceil_mode: true,
+        count_include_pad: true,
+        pads: vec![1, 1, 1, 1],
+        ..op::AveragePool::default()
+    };
+    let h = g.op1(Op::AveragePool(ap), &[h]);
+    let y = g.op1(Op::GlobalAveragePool, &[h]);
+    g.output(y);
+    let plan = compile(&g, &Binding::new().with("n", 2), &PlanOptions::default()).unwrap();
+    let text = plan.to_string();
+    let steps = kernel_steps(&plan);
+    let kernels: Vec<KernelId> = steps.iter().map(|s| s.0).collect();
+    assert_eq!(
+        kernels,
+        [
+            KernelId::ConvDirectF32,
+            KernelId::PoolF32,
+            KernelId::ConvGemmF32,
+            KernelId::PoolF32,
+            KernelId::ReduceF32
+        ],
+        "{text}"
+    );
+    assert!(text.contains("Conv+Relu conv_direct_f32"), "{text}");
+    let p = conv_params(steps[0].1);
+    assert_eq!((p.batch, p.in_channels, p.out_channels, p.groups), (2, 3, 16, 1));
+    assert_eq!(
+        (p.in_size, p.out_size, p.kernel, p.pad_begin),
+        ([1, 32, 32], [1, 32, 32], [1, 3, 3], [0, 1, 1])
+    );
+    assert_eq!((p.has_bias, p.act), (0, Activation::Relu as u32));
+    let p = pool_params(steps[1].1);
+    assert_eq!((p.planes, p.in_size, p.out_size, p.op), (32, [1, 32, 32], [1, 16, 16], PoolOp::Max as u32));
+    let Step::Kernel { grid, block, shared_bytes, .. } = steps[2].1 else { unreachable!() };
+    let p = conv_params(steps[2].1);
+    // 16x16 -> 7x7, two images: 98 columns in two 64-wide tiles, one 64-channel tile.
+    assert_eq!((p.out_size, p.strides, p.has_bias, p.act), ([1, 7, 7], [1, 2, 2], 1, 0));
+    assert_eq!((*grid, *block, *shared_bytes), ([2, 1, 1], [16, 16, 1], CONV_SHARED_BYTES));
+    let p = pool_params(steps[3].1);
+    // 7 + 2 padding, window 3, stride 2, ceil: 4 outputs (the 4th starts at 6 < 7 + 1).
+    assert_eq!(
+        (p.out_size, p.pad_begin, p.pad_end, p.count_include_pad),
+        ([1, 4, 4], [0, 1, 1], [0, 1, 1], 1)
+    );
+}
+
+#[test]
+fn depthwise_one_d_and_transposed_convolutions() {
+    let mut g = Graph::new();
+    // Depthwise 1-D conv, SAME_UPPER, dilation 2: a thread per output.
+    let x = g.input("x", DType::F32, known(&[1, 8, 50]));
+    let w = weight(&mut g, "w", &[8, 1, 4]);
+    let dw = op::Conv { group: 8, dilations: vec![2], auto_pad: AutoPad::SameUpper, ..op::Conv::default() };
+    let h = g.op1(Op::Conv(dw), &[x, w]);
+    // ConvTranspose 1-D, stride 3, output_shape larger than the natural size: a negative pad.
+    let wt = weight(&mut g, "wt", &[8, 2, 3]);
+    let ct = op::ConvTranspose { strides: vec![3], output_shape: vec![153], ..op::ConvTranspose::default() };
+    let y = g.op1(Op::ConvTranspose(ct), &[h, wt]);
+    g.output(y);
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let steps = kernel_steps(&plan);
+    assert_eq!(
+        steps.iter().map(|s| s.0).collect::<Vec<_>>(),
+        [KernelId::ConvDirectF32, KernelId::ConvTransposeF32]
+    );
+    let p = conv_params(steps[0].1);
+    // Extent (4 - 1) * 2 + 1 = 7: 6 padding, 3 before and 3 after.
+    assert_eq!(
+        (p.groups, p.in_size, p.out_size, p.kernel, p.dilations),
+        (8, [1, 1, 50], [1, 1, 50], [1, 1, 4], [1, 1, 2])
+    );
+    assert_eq!(p.pad_begin, [0, 0, 3]);
+    let p = conv_params(steps[1].1);
+    // Natural size 3 * 49 + 3 = 150; 153 requested: total pad -3, of which -3 - floor(-3 / 2) = -1
+    // goes first.
+    assert_eq!((p.in_channels, p.out_channels, p.out_size, p.pad_begin), (8, 2, [1, 1, 153], [0, 0, -1]));
+}
+
+#[test]
+fn unsupported_forms_are_refused_with_the_reason() {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[1, 2, 3, 3, 3, 3]));
+    let w = weight(&mut g, "w", &[2, 2, 1, 1, 1, 1]);
+    let y = g.op1(Op::Conv(op::Conv::default()), &[x, w]);
+    g.output(y);
+    let e = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("1 node(s)") && e.contains("4-D convolution"), "{e}");
+}
+
+#[test]
+fn max_pool_indices_take_a_second_step() {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[2, 3, 6, 7]));
+    let mp = op::MaxPool { kernel_shape: vec![2, 2], storage_order: 1, ..op::MaxPool::default() };
+    let outs = g.push_opt(Op::MaxPool(mp), vec![Some(x)], 2);
+    g.output(outs[0]);
+    g.output(outs[1]);
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let steps = kernel_steps(&plan);
+    assert_eq!(
+        steps.iter().map(|s| s.0).collect::<Vec<_>>(),
+        [KernelId::PoolF32, KernelId::MaxPoolIndicesF32]
+    );
+    let p = pool_params(steps[1].1);
+    assert_eq!((p.planes, p.out_size, p.storage_order), (6, [1, 5, 6], 1));
+}

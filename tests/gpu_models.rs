@@ -1,0 +1,50 @@
+//! Models on the GPU: the PyTorch-exported CNN fixture (`tests/fixtures/pytorch/cnn.onnx`: Conv +
+//! Relu, MaxPool, Conv + Relu, ReduceMean, Gemm) runs through `host::Session` and matches the CPU
+//! reference and PyTorch's own output within 1e-4 relative error (‖gpu − want‖ / ‖want‖), with no
+//! element off by more than 1e-4 · max |want|. Built only with the `gpu` feature; fails (never
+//! skips) without a GPU.
+
+use std::path::{Path, PathBuf};
+
+use host::{Context, HostTensor, Session, SessionOptions};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pytorch")
+}
+
+fn npy(path: &Path) -> HostTensor {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    host::npy::read(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn assert_close(what: &str, got: &HostTensor, want: &HostTensor) {
+    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+    let (g, w) = (got.data().to_f64s(), want.data().to_f64s());
+    let diff = g.iter().zip(&w).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
+    let norm = w.iter().map(|b| b * b).sum::<f64>().sqrt();
+    let scale = w.iter().fold(0.0f64, |m, b| m.max(b.abs()));
+    let worst = g.iter().zip(&w).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    println!("{what}: relative error {:.2e}, worst element {worst:.2e}", diff / norm);
+    assert!(diff <= 1e-4 * norm, "{what}: relative error {:e} > 1e-4", diff / norm);
+    assert!(worst <= 1e-4 * scale, "{what}: element error {worst:e} > 1e-4 * {scale:e}");
+}
+
+#[test]
+fn small_cnn_on_the_gpu_matches_the_reference_and_pytorch() {
+    let ctx = Context::new(0).unwrap_or_else(|e| panic!("this test needs an NVIDIA GPU: {e}"));
+    let dir = fixtures();
+    let model = onnx::load_path(&dir.join("cnn.onnx")).expect("model loads");
+    let graph = onnx::to_graph(&model).expect("model converts");
+    let feeds = vec![("x".to_owned(), npy(&dir.join("cnn.in.x.npy")))];
+    let want = host::reference::eval(&graph, &feeds).expect("reference runs");
+    let mut session = Session::new(&ctx, graph, SessionOptions::default()).expect("session");
+    // Twice: the eager first run and the CUDA-graph replay.
+    for run in 0..2 {
+        let got = session.run(&feeds).expect("gpu run");
+        assert_eq!(got.len(), 1);
+        assert_close(&format!("run {run} vs reference"), &got[0].1, &want[0].1);
+        assert_close(&format!("run {run} vs pytorch"), &got[0].1, &npy(&dir.join("cnn.out.0.npy")));
+    }
+    let plan = session.last_plan().expect("compiled").to_string();
+    assert!(plan.contains("conv_gemm_f32") && plan.contains("pool_f32"), "{plan}");
+}
