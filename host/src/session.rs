@@ -29,6 +29,8 @@ pub struct SessionOptions {
     pub cuda_graph: bool,
     /// Fuse activations into GEMM epilogues (default on).
     pub fuse_activations: bool,
+    /// Fuse chains of elementwise ops into elementwise programs (default on).
+    pub fuse_elementwise: bool,
     /// Keep the state of sequence nodes on the device across runs, named after the node, until
     /// [`Session::reset_state`] (default off: each run starts from the nodes' initial-state inputs,
     /// or zeros). For step-by-step decoding: a run of length 1 continues the previous run.
@@ -37,7 +39,7 @@ pub struct SessionOptions {
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        SessionOptions { cuda_graph: true, fuse_activations: true, stateful: false }
+        SessionOptions { cuda_graph: true, fuse_activations: true, fuse_elementwise: true, stateful: false }
     }
 }
 
@@ -172,6 +174,7 @@ impl<'c> Session<'c> {
         let options = PlanOptions {
             sm_count: self.ctx.info().sm_count,
             fuse_activations: self.options.fuse_activations,
+            fuse_elementwise: self.options.fuse_elementwise,
             stateful: self.options.stateful,
             ..PlanOptions::default()
         };

@@ -9,6 +9,7 @@ mod models;
 mod movement;
 mod norm;
 mod probes;
+mod programs;
 mod recurrent;
 mod reduce;
 mod rows;

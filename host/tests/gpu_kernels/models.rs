@@ -69,6 +69,12 @@ fn bert_style_runs_on_the_gpu() {
 }
 
 #[test]
+fn small_cnn_runs_on_the_gpu() {
+    let feeds = vec![("x".to_string(), npy(fixture!("cnn.in.x.npy")))];
+    check_model("cnn", fixture!("cnn.onnx"), feeds);
+}
+
+#[test]
 fn physics_mlp_runs_on_the_gpu_at_several_batches() {
     let bytes = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../models/demo/physics_mlp.onnx"));
     let model = onnx::load_bytes(bytes, None).expect("demo loads");
