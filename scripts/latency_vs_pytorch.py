@@ -109,7 +109,9 @@ def main(binary, dest):
     with torch.no_grad():
         torch.onnx.export(gpt2.cpu(), (ids,), dynamo=True).save(path)
     np.save(os.path.join(tmp, "ids.npy"), ids.numpy())
-    row.update(ferrofuse_latency(binary, path, [("input_ids", os.path.join(tmp, "ids.npy"))]))
+    import onnx
+    name = onnx.load(path, load_external_data=False).graph.input[0].name
+    row.update(ferrofuse_latency(binary, path, [(name, os.path.join(tmp, "ids.npy"))]))
     rows.append(row)
     print(json.dumps({k: v for k, v in row.items() if k != "ferrofuse_profile"}), flush=True)
     meta = {"torch": torch.__version__, "transformers": transformers.__version__,

@@ -139,7 +139,10 @@ fn elementwise_chains_run_in_place_and_reshapes_copy() {
     let e = g.reshape(d, shape);
     let f = g.op1(Op::Neg, &[e]);
     g.output(f);
-    let mut s = Session::new(ctx(), g.clone(), SessionOptions::default()).unwrap();
+    // Unfused, so that the chain is several kernels writing over their inputs (fused, it is one
+    // elementwise program; `programs.rs` tests that).
+    let options = SessionOptions { fuse_elementwise: false, ..SessionOptions::default() };
+    let mut s = Session::new(ctx(), g.clone(), options).unwrap();
     for n in [1, 7] {
         let inputs = vec![input(&mut rng, "x", &[n, 1000])];
         let want = host::reference::eval(&g, &inputs).unwrap();
@@ -147,6 +150,13 @@ fn elementwise_chains_run_in_place_and_reshapes_copy() {
     }
     let plan = s.last_plan().unwrap();
     assert!(plan.memory.stats.in_place_count >= 2, "{:?}", plan.memory.stats);
+    // Fused: the chain up to the reshape is one program, the reshape a view, Neg its own launch
+    // (a view's reader is not fused across the reshape).
+    let mut fused = Session::new(ctx(), g.clone(), SessionOptions::default()).unwrap();
+    let inputs = vec![input(&mut rng, "x", &[3, 1000])];
+    assert_close(&fused.run(&inputs).unwrap(), &host::reference::eval(&g, &inputs).unwrap());
+    let text = fused.last_plan().unwrap().to_string();
+    assert!(text.contains("[4 ops] ew_program_f32") && !text.contains("copy"), "{text}");
 }
 
 #[test]
