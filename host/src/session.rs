@@ -4,7 +4,9 @@
 //! compiles a plan (`planner::plan::compile`), uploads that plan's weights, sizes the arena and the
 //! input/output buffers, runs the steps eagerly once and captures them as a CUDA graph; later runs
 //! with the same binding only copy the inputs in, replay the graph and copy the outputs out — no
-//! device allocation. Errors name the step and its kernel.
+//! device allocation. A binding that needs a larger arena reallocates it and drops the graphs of
+//! the other bindings (they hold the old addresses); their next run captures them again. Errors
+//! name the step and its kernel.
 //!
 //! With [`SessionOptions::stateful`], the recurrent state of sequence nodes stays on the device
 //! across runs (in one allocation, `state.rs`) until [`Session::reset_state`].
@@ -116,6 +118,11 @@ impl<'c> Session<'c> {
         self.state.load(self.ctx, &self.stream, name, t)
     }
 
+    /// Bindings whose steps are captured as a CUDA graph (replayed by their next run).
+    pub fn captured_graphs(&self) -> usize {
+        self.compiled.values().filter(|c| c.graph.is_some()).count()
+    }
+
     /// The plan of the most recent run's binding.
     pub fn last_plan(&self) -> Option<&Plan> {
         self.compiled.get(self.last.as_ref()?).map(|c| &c.plan)
@@ -216,7 +223,16 @@ impl<'c> Session<'c> {
         };
         let inputs = io(&plan.inputs)?;
         let outputs = io(&plan.outputs)?;
-        self.arena.ensure(self.ctx, plan.memory.arena_bytes)?;
+        if plan.memory.arena_bytes > self.arena.bytes() {
+            // Growing frees the old arena on the context's stream, which does not wait for this
+            // session's stream (`execute` returns before the work ends): wait here.
+            self.stream.synchronize().map_err(HostError::driver("synchronizing the session stream"))?;
+        }
+        if self.arena.ensure(self.ctx, plan.memory.arena_bytes)? {
+            // The CUDA graphs of earlier bindings hold the freed arena's addresses: replaying one
+            // would write into memory the pool may already have handed to another buffer.
+            self.compiled.values_mut().for_each(|c| c.graph = None);
+        }
         // Allocations and uploads went through the context's stream; the session's stream uses
         // them from now on.
         self.ctx.synchronize()?;

@@ -77,8 +77,10 @@ impl Context {
             return Err(HostError::NoSuchDevice { ordinal, count });
         }
         let ctx = CudaContext::new(ordinal).map_err(HostError::driver("creating the CUDA context"))?;
-        // SAFETY: every buffer of this context is used on its one stream, in order, so cudarc's
-        // cross-stream event tracking is not needed.
+        // SAFETY: buffers are allocated and freed on the context's stream; a session uses them on
+        // its own stream only after waiting for the context's stream (allocation) and waits for
+        // its stream before freeing or moving them (drop, arena growth, state reallocation), so
+        // cudarc's cross-stream event tracking is not needed.
         unsafe { ctx.disable_event_tracking() };
         let info = device_info(&ctx, ordinal)?;
         let (major, minor) = info.compute_capability;

@@ -94,6 +94,23 @@ fn a_warm_binding_allocates_nothing_and_replay_matches_eager() {
 }
 
 #[test]
+fn arena_growth_drops_the_graphs_that_point_into_the_old_arena() {
+    let mut rng = Rng::new(0xa7e4a);
+    let g = mlp(&mut rng);
+    let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
+    let small = vec![input(&mut rng, "x", &[1, 64])];
+    let first = s.run(&small).unwrap();
+    assert_eq!(s.captured_graphs(), 1);
+    // Batch 100 needs a larger arena; batch 1's graph holds the freed arena's addresses, and its
+    // replay would write into memory the pool may have handed to another buffer.
+    s.run(&[input(&mut rng, "x", &[100, 64])]).unwrap();
+    assert_eq!(s.captured_graphs(), 1, "only the batch-100 graph outlives the arena growth");
+    // Batch 1 again: launched into the new arena and recaptured, same bits.
+    assert_eq!(s.run(&small).unwrap(), first);
+    assert_eq!(s.captured_graphs(), 2);
+}
+
+#[test]
 fn gemm_and_matmul_variants_match_the_reference() {
     let mut rng = Rng::new(99);
     let mut g = Graph::new();

@@ -4,7 +4,7 @@
 
 use kernels_gpu::abi::{
     CausalConvParams, KernelId, Params, RESET_BOOL, RglruParams, SEQUENCE_THREADS, SelectiveScanParams,
-    SsdScanParams, Wkv6Params, wkv_shared_bytes,
+    SsdScanParams, WKV_MAX_HEAD, WKV_ROWS, Wkv6Params, wkv_chunks, wkv_shared_bytes, wkv_threads,
 };
 
 use crate::error::PlanError;
@@ -215,6 +215,60 @@ fn every_sequence_op_lowers_to_its_kernel() {
     let p = CausalConvParams { batch: 2, channels: 16, len: 11, width: 4, silu: 1, _pad: 0 };
     assert_eq!(c[0].1[..4], [params(&p), Arg::Value(cx), Arg::Value(cw), Arg::Null]);
     assert_eq!(ks.len(), 7, "{plan}");
+}
+
+/// The GPU test's first two-chunk WKV case (B = 2, H = 1, N = 33, L = 1, `[B,H,T,N]`, initial
+/// state, both outputs): 96 threads (rows 0..32 of every column by chunk 0, row 32 by chunk 1),
+/// `4 N + 2 N` f32 of shared memory, the final state written through its own output buffer of
+/// `B H N N` f32 and y through another, neither in the arena.
+#[test]
+fn wkv_two_chunk_launch_covers_every_state_row() {
+    let (b, h, l, n) = (2, 1, 1, 33);
+    let mut g = Graph::new();
+    let rkvw: Vec<ValueId> = ["r", "k", "v", "w"].iter().map(|s| input(&mut g, s, &[b, h, l, n])).collect();
+    let u = input(&mut g, "u", &[h, n]);
+    let s0 = input(&mut g, "s0", &[b, h, n, n]);
+    let ins = rkvw.iter().chain([&u, &s0]).map(|&v| Some(v)).collect();
+    let outs = g.push_opt(Op::Wkv6(op::Wkv6 { layout: op::Wkv6Layout::Bhtn }), ins, 2);
+    let (y, fin) = (outs[0], outs[1]);
+    g.output(y);
+    g.output(fin);
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let ks = kernels(&plan);
+    assert_eq!(ks.len(), 1, "{plan}");
+    let (kernel, args, grid, block, shared) = ks[0];
+    assert_eq!(kernel, KernelId::Wkv6F32);
+    let p =
+        Wkv6Params { batch: 2, len: 1, heads: 1, head: 33, layout_bhtn: 1, exp_bonus: 0, chunks: 2, _pad: 0 };
+    let v = Arg::Value;
+    let want = [
+        params(&p),
+        v(rkvw[0]),
+        v(rkvw[1]),
+        v(rkvw[2]),
+        v(rkvw[3]),
+        v(u),
+        v(s0),
+        Arg::Null,
+        Arg::Output(fin),
+        v(y),
+    ];
+    assert_eq!(args, want);
+    assert_eq!((grid, block, shared), ([2, 1, 1], [96, 1, 1], (4 * 33 + 2 * 33) * 4));
+    assert_eq!(plan.outputs, [y, fin]);
+    assert_eq!(plan.values[fin.index()].bytes(), Some(2 * 33 * 33 * 4));
+    assert_eq!(plan.values[y.index()].bytes(), Some(2 * 33 * 4));
+    assert!(plan.memory.slots[y.index()].is_none() && plan.memory.slots[fin.index()].is_none(), "{plan}");
+    // Every head size: the chunks cover the rows, the block holds every owner, within 512 threads.
+    for n in 1..=WKV_MAX_HEAD {
+        let c = wkv_chunks(n);
+        assert!(c * WKV_ROWS >= n && (c - 1) * WKV_ROWS < n, "N = {n}");
+        assert!(
+            wkv_threads(n) >= c * n && wkv_threads(n) <= 512 && wkv_threads(n).is_multiple_of(32),
+            "N = {n}"
+        );
+        assert_eq!(wkv_shared_bytes(n), (4 * n + c * n) * 4, "N = {n}");
+    }
 }
 
 /// An RGLRU node (with a final-state output), a MambaScan node and a WKV6 node.
