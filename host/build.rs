@@ -9,7 +9,7 @@
 //! The PTX lands in `OUT_DIR/kernels-{flavour}.ptx`, where `host::device::ptx` embeds it.
 
 use std::env;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 struct Flavour {
@@ -86,10 +86,29 @@ fn main() {
             );
         }
         let ptx = target_dir.join("nvptx64-nvidia-cuda/release/kernels_gpu.ptx");
-        copy(&ptx, &out_dir.join(format!("kernels-{}.ptx", f.name)));
+        let text = std::fs::read_to_string(&ptx)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", ptx.display()));
+        let dest = out_dir.join(format!("kernels-{}.ptx", f.name));
+        std::fs::write(&dest, with_launch_bounds(&text))
+            .unwrap_or_else(|e| panic!("writing {}: {e}", dest.display()));
     }
 }
 
-fn copy(from: &Path, to: &Path) {
-    std::fs::copy(from, to).unwrap_or_else(|e| panic!("copying {} to {}: {e}", from.display(), to.display()));
+/// Kernels launched with large blocks and many registers per thread, and the largest block each
+/// is launched with: rustc has no launch-bounds attribute for `ptx-kernel` functions, so the
+/// `.maxntid` directive is added to the PTX here. It makes ptxas keep registers per thread within
+/// what a block of that size may use (otherwise the launch fails with "too many resources
+/// requested"). The planner's launch shapes stay within these (tested there).
+const LAUNCH_BOUNDS: &[(&str, u32)] = &[("wkv6_f32", 512)];
+
+/// `ptx` with `.maxntid` after the parameter list of each kernel of [`LAUNCH_BOUNDS`].
+fn with_launch_bounds(ptx: &str) -> String {
+    let mut out = ptx.to_string();
+    for (name, threads) in LAUNCH_BOUNDS {
+        let head = format!(".entry {name}(");
+        let Some(start) = out.find(&head) else { panic!("kernel {name} of LAUNCH_BOUNDS is not in the PTX") };
+        let close = start + out[start..].find("\n)").expect("an entry's parameter list ends with `)`") + 2;
+        out.insert_str(close, &format!("\n.maxntid {threads}, 1, 1"));
+    }
+    out
 }

@@ -115,17 +115,20 @@ pub unsafe extern "ptx-kernel" fn gemm_f32(
         sync_threads();
         k0 += BK;
     }
-    for (r, acc_row) in acc.iter().enumerate() {
-        for (s, &sum) in acc_row.iter().enumerate() {
-            let (i, j) = (row0 + ty + 16 * r as u32, col0 + tx + 16 * s as u32);
+    // The epilogue is unrolled by hand: a loop over `acc` that LLVM leaves rolled (the epilogue
+    // call is large) would index it at run time and move all sixteen accumulators to local memory.
+    macro_rules! store {
+        ($($r:literal $s:literal),*) => {$({
+            let (i, j) = (row0 + ty + 16 * $r, col0 + tx + 16 * $s);
             // The epilogue reads C at clamped indices so that only the store is conditional.
-            let v = epilogue(&p, c, batch, i.min(p.m - 1), j.min(p.n - 1), sum);
+            let v = epilogue(&p, c, batch, i.min(p.m - 1), j.min(p.n - 1), acc[$r][$s]);
             if i < p.m && j < p.n {
                 // SAFETY: i < m, j < n: inside output matrix `batch`.
                 unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = v };
             }
-        }
+        })*};
     }
+    store!(0 0, 0 1, 0 2, 0 3, 1 0, 1 1, 1 2, 1 3, 2 0, 2 1, 2 2, 2 3, 3 0, 3 1, 3 2, 3 3);
 }
 
 /// Adds `A[i, k] * bv` to each row's accumulator. Rows past `m` repeat row `m - 1` (their

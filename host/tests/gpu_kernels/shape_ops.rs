@@ -341,3 +341,26 @@ fn where_broadcasts_three_ways() {
         }
     }
 }
+
+#[test]
+fn logic_truth_tables() {
+    // Every op on the four input pairs, same shapes and broadcast, bool and i64 operands.
+    let tables: [(Op, [bool; 4]); 3] = [
+        (Op::And, [false, false, false, true]),
+        (Op::Or, [false, true, true, true]),
+        (Op::Xor, [false, true, true, false]),
+    ];
+    for (op, want) in tables {
+        let mut g = Graph::new();
+        let a = g.input("a", DType::Bool, known(&[4]));
+        let b = g.input("b", DType::Bool, known(&[4]));
+        let y = g.op1(op.clone(), &[a, b]);
+        g.output(y);
+        let ta = HostTensor::new(vec![4], vec![false, false, true, true]).unwrap();
+        let tb = HostTensor::new(vec![4], vec![false, true, false, true]).unwrap();
+        let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
+        let got = s.run(&[("a".into(), ta), ("b".into(), tb)]).unwrap();
+        let want = HostTensor::new(vec![4], want.to_vec()).unwrap();
+        assert!(got[0].1.data() == want.data(), "{}: gpu {:?}", op.name(), got[0].1.data());
+    }
+}
