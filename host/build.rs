@@ -86,8 +86,7 @@ fn main() {
             );
         }
         let ptx = target_dir.join("nvptx64-nvidia-cuda/release/kernels_gpu.ptx");
-        let text = std::fs::read_to_string(&ptx)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", ptx.display()));
+        let text = std::fs::read_to_string(&ptx).unwrap_or_else(|e| panic!("reading {}: {e}", ptx.display()));
         let dest = out_dir.join(format!("kernels-{}.ptx", f.name));
         std::fs::write(&dest, with_launch_bounds(&text))
             .unwrap_or_else(|e| panic!("writing {}: {e}", dest.display()));

@@ -13,7 +13,7 @@ use crate::math;
 /// Output tile of the tiled kernel (rows x columns), its k step, and per-thread micro-tile.
 const BM: u32 = GEMM_TILE;
 const BN: u32 = GEMM_TILE;
-const BK: u32 = 16;
+const BK: u32 = crate::abi::GEMM_BK;
 const TM: u32 = GEMM_TILE / GEMM_THREADS;
 const TN: u32 = GEMM_TILE / GEMM_THREADS;
 // The A tile `[BK][BM]` and the B tile `[BK][BN]` must fit the shared memory the host provides,
@@ -60,41 +60,58 @@ pub unsafe extern "ptx-kernel" fn gemm_f32(
     }
     let (tx, ty) = (thread_idx_x(), thread_idx_y());
     let tid = ty * 16 + tx;
-    let (row0, col0, batch) =
-        (block_idx_y() * BM, block_idx_x() * BN, crate::intrinsics::block_idx_z() as u64);
+    let splits = p.splits.max(1);
+    let z = crate::intrinsics::block_idx_z();
+    let (row0, col0, batch, split) =
+        (block_idx_y() * BM, block_idx_x() * BN, (z / splits) as u64, z % splits);
+    let (k_begin, k_end) = if splits == 1 {
+        (0, p.k)
+    } else {
+        (split * p.k_chunk, (split * p.k_chunk).saturating_add(p.k_chunk).min(p.k))
+    };
     let smem = dynamic_shared_ptr() as *mut f32;
     // SAFETY: the two tiles lie inside the GEMM_SHARED_BYTES the launch provides.
     let (a_tile, b_tile) = (smem, unsafe { smem.add((BK * BM) as usize) });
     let (a0, b0) = (batch * p.a_bs, batch * p.b_bs);
-    let mut acc = [[0f32; TN as usize]; TM as usize];
-    let mut k0 = 0;
-    while k0 < p.k {
-        // 256 threads load the 64x16 A tile and the 16x64 B tile, four elements each.
-        for r in 0..4 {
+    // The 64x16 A tile and the 16x64 B tile at k0, four elements each per thread, into registers
+    // (zero outside the matrices or past this split's k range).
+    let load = |k0: u32| {
+        let (mut av, mut bv) = ([0f32; 4], [0f32; 4]);
+        for r in 0..4u32 {
             let e = tid + r * 256;
             let (ai, ak) = (e / BK, e % BK);
             let (gi, gk) = (row0 + ai, k0 + ak);
-            let av = if gi < p.m && gk < p.k {
+            if gi < p.m && gk < k_end {
                 // SAFETY: gi < m and gk < k (launch contract).
-                unsafe { *a.add((a0 + gi as u64 * p.a_rs + gk as u64 * p.a_cs) as usize) }
-            } else {
-                0.0
-            };
+                av[r as usize] = unsafe { *a.add((a0 + gi as u64 * p.a_rs + gk as u64 * p.a_cs) as usize) };
+            }
             let (bk, bj) = (e / BN, e % BN);
             let (gk2, gj) = (k0 + bk, col0 + bj);
-            let bv = if gk2 < p.k && gj < p.n {
+            if gk2 < k_end && gj < p.n {
                 // SAFETY: gk2 < k and gj < n.
-                unsafe { *b.add((b0 + gk2 as u64 * p.b_rs + gj as u64 * p.b_cs) as usize) }
-            } else {
-                0.0
-            };
-            // SAFETY: ak < BK, ai < BM; bk < BK, bj < BN: inside the tiles.
+                bv[r as usize] = unsafe { *b.add((b0 + gk2 as u64 * p.b_rs + gj as u64 * p.b_cs) as usize) };
+            }
+        }
+        (av, bv)
+    };
+    let mut acc = [[0f32; TN as usize]; TM as usize];
+    let (mut av, mut bv) = load(k_begin);
+    let mut k0 = k_begin;
+    while k0 < k_end {
+        for r in 0..4u32 {
+            let e = tid + r * 256;
+            // SAFETY: e / BK < BM, e % BK < BK; e / BN < BK, e % BN < BN: inside the tiles.
             unsafe {
-                *a_tile.add((ak * BM + ai) as usize) = av;
-                *b_tile.add((bk * BN + bj) as usize) = bv;
+                *a_tile.add(((e % BK) * BM + e / BK) as usize) = av[r as usize];
+                *b_tile.add(((e / BN) * BN + e % BN) as usize) = bv[r as usize];
             }
         }
         sync_threads();
+        // The next tile's loads are in flight while this one is multiplied.
+        let next = k0 + BK;
+        if next < k_end {
+            (av, bv) = load(next);
+        }
         for kk in 0..BK {
             let mut fa = [0f32; TM as usize];
             let mut fb = [0f32; TN as usize];
@@ -113,7 +130,22 @@ pub unsafe extern "ptx-kernel" fn gemm_f32(
             }
         }
         sync_threads();
-        k0 += BK;
+        k0 = next;
+    }
+    if splits > 1 {
+        // Raw partial sums into the workspace `[split][batch][i][j]`.
+        let base = (split as u64 * p.batch as u64 + batch) * p.m as u64 * p.n as u64;
+        macro_rules! partial {
+            ($($r:literal $s:literal),*) => {$({
+                let (i, j) = (row0 + ty + 16 * $r, col0 + tx + 16 * $s);
+                if i < p.m && j < p.n {
+                    // SAFETY: inside the splits * batch * m * n workspace.
+                    unsafe { *y.add((base + i as u64 * p.n as u64 + j as u64) as usize) = acc[$r][$s] };
+                }
+            })*};
+        }
+        partial!(0 0, 0 1, 0 2, 0 3, 1 0, 1 1, 1 2, 1 3, 2 0, 2 1, 2 2, 2 3, 3 0, 3 1, 3 2, 3 3);
+        return;
     }
     // The epilogue is unrolled by hand: a loop over `acc` that LLVM leaves rolled (the epilogue
     // call is large) would index it at run time and move all sixteen accumulators to local memory.
@@ -129,6 +161,44 @@ pub unsafe extern "ptx-kernel" fn gemm_f32(
         })*};
     }
     store!(0 0, 0 1, 0 2, 0 3, 1 0, 1 1, 1 2, 1 3, 2 0, 2 1, 2 2, 2 3, 3 0, 3 1, 3 2, 3 3);
+}
+
+/// Sums the split-K partials of [`gemm_f32`] (`p.splits > 1`) in split order and applies the
+/// epilogue.
+///
+/// # Safety
+/// `ws` holds the `p.splits * p.batch * p.m * p.n` partials a `gemm_f32` launch with the same `p`
+/// wrote; `c` as for [`gemm_f32`]; `y` holds `p.batch` matrices of `p.m x p.n` at `p.y_bs` apart
+/// and overlaps neither.
+///
+/// # Parameters
+/// See [`GemmParams`]; `ws` is the workspace, `y` the output.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the `batch * m * n` outputs.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn gemm_reduce_f32(p: GemmParams, c: *const f32, ws: *const f32, y: *mut f32) {
+    let (m, n) = (p.m as u64, p.n as u64);
+    let total = p.batch as u64 * m * n;
+    if m == 0 || n == 0 {
+        return;
+    }
+    let (mut e, stride) = (global_thread_x(), grid_threads_x());
+    while e < total {
+        let (j, rest) = (e % n, e / n);
+        let (i, batch) = (rest % m, rest / m);
+        let mut sum = 0f32;
+        let mut s = 0;
+        while s < p.splits as u64 {
+            // SAFETY: s < splits and e < batch * m * n: inside the workspace.
+            sum += unsafe { *ws.add((s * total + e) as usize) };
+            s += 1;
+        }
+        let v = epilogue(&p, c, batch, i as u32, j as u32, sum);
+        // SAFETY: batch < p.batch, i < m, j < n.
+        unsafe { *y.add((batch * p.y_bs + i * n + j) as usize) = v };
+        e += stride;
+    }
 }
 
 /// Adds `A[i, k] * bv` to each row's accumulator. Rows past `m` repeat row `m - 1` (their

@@ -198,3 +198,44 @@ fn bad_inputs_and_unsupported_ops_are_clear_errors() {
     assert!(e.contains("2 node(s)") && e.contains("Hardmax") && e.contains("Floor"), "{e}");
     let _ = Binding::new();
 }
+
+#[test]
+fn split_k_gemms_match_the_reference() {
+    // Few output tiles and a long k: the planner splits k into a workspace and reduces it in a
+    // second launch (the epilogue — alpha, beta C, activation — runs in the reduction).
+    let mut rng = Rng::new(0x5917);
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Known(128), Dim::Known(1024)]);
+    let w = weight(&mut g, &mut rng, "w", &[1024, 256]);
+    let bias = weight(&mut g, &mut rng, "bias", &[256]);
+    let y1 = gemm(&mut g, x, w, Some(bias), Gemm { alpha: 0.5, beta: 2.0, ..Gemm::default() });
+    let r = g.relu(y1);
+    // A k that is not a multiple of the chunk, a transposed B, batched MatMul with shared weights.
+    let xt = g.input("xt", DType::F32, vec![Dim::Known(3), Dim::Known(70), Dim::Known(1000)]);
+    let wt = weight(&mut g, &mut rng, "wt", &[1000, 90]);
+    let y2 = g.matmul(xt, wt);
+    let q = g.input("q", DType::F32, vec![Dim::Known(2), Dim::Known(65), Dim::Known(700)]);
+    let k = g.input("k", DType::F32, vec![Dim::Known(2), Dim::Known(700), Dim::Known(33)]);
+    let y3 = g.matmul(q, k);
+    for y in [r, y2, y3] {
+        g.output(y);
+    }
+    let inputs = vec![
+        input(&mut rng, "x", &[128, 1024]),
+        input(&mut rng, "xt", &[3, 70, 1000]),
+        input(&mut rng, "q", &[2, 65, 700]),
+        input(&mut rng, "k", &[2, 700, 33]),
+    ];
+    let want = host::reference::eval(&g, &inputs).unwrap();
+    let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
+    let got = s.run(&inputs).unwrap();
+    // Sums of ~1000 products of size <= 0.5: a few ulps of the magnitude.
+    for ((gn, gt), (_, wt)) in got.iter().zip(&want) {
+        let (gv, wv) = (gt.data().to_f64s(), wt.data().to_f64s());
+        for (i, (a, b)) in gv.iter().zip(&wv).enumerate() {
+            assert!((a - b).abs() <= 1e-4 * (b.abs() + 1.0), "{gn}[{i}]: gpu {a}, reference {b}");
+        }
+    }
+    let plan = s.last_plan().unwrap().to_string();
+    assert!(plan.matches("split-k reduce gemm_reduce_f32").count() >= 2, "{plan}");
+}

@@ -90,6 +90,14 @@ pub struct GemmParams {
     pub act_alpha: f32,
     /// Nonzero when `c` is read.
     pub has_c: u32,
+    /// Split-K factor of `gemm_f32` (0 or 1: no split). With `splits > 1`, the launch's grid z is
+    /// `batch * splits`, block `z` sums k in `[s * k_chunk, (s + 1) * k_chunk)` for
+    /// `s = z % splits`, and writes the raw sums (no epilogue) to `y` as a workspace of
+    /// `splits * batch * m * n` f32 (`[s][batch][i][j]`); `gemm_reduce_f32` then adds the splits in
+    /// order and applies the epilogue.
+    pub splits: u32,
+    /// K elements per split (a multiple of the k step, 16).
+    pub k_chunk: u32,
     /// Explicit padding; always 0.
     pub _pad: u32,
 }
@@ -108,6 +116,8 @@ pub const GEMV_WARPS: u32 = 16;
 pub const GEMV_COLS: u32 = 8;
 /// Dynamic shared memory of `gemm_f32` (its A and B tiles) and of `gemv_f32` (partial sums).
 pub const GEMM_SHARED_BYTES: u32 = 16384;
+/// K step of `gemm_f32` (split-K chunks are multiples of it).
+pub const GEMM_BK: u32 = 16;
 
 // SAFETY: #[repr(C)], four u32, ten u64, then six 4-byte fields (the last an explicit `_pad`).
 unsafe impl Params for GemmParams {}

@@ -130,6 +130,8 @@ kernel_ids! {
     GemmF32 => "gemm_f32",
     /// `gemm::gemv_f32`: f32 GEMM for `m <= GEMV_MAX_M` (latency-lean small batches)
     GemvF32 => "gemv_f32",
+    /// `gemm::gemm_reduce_f32`: sums the split-K partials of `gemm_f32` and applies the epilogue
+    GemmReduceF32 => "gemm_reduce_f32",
     // rows
     /// `rows::softmax_f32`: softmax along one axis
     SoftmaxF32 => "softmax_f32",
@@ -261,7 +263,7 @@ mod tests {
         assert_eq!(core::mem::align_of::<BinaryParams>(), 8);
         assert_eq!(core::mem::size_of::<UnaryParams>(), 16);
         assert_eq!(core::mem::size_of::<ProbeParams>(), 8);
-        assert_eq!(core::mem::size_of::<GemmParams>(), 16 + 10 * 8 + 24);
+        assert_eq!(core::mem::size_of::<GemmParams>(), 16 + 10 * 8 + 32);
         assert_eq!(core::mem::size_of::<RowParams>(), 5 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<TransposeParams>(), 16 + 2 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<GatherParams>(), 4 * 8);

@@ -4,8 +4,8 @@
 
 use kernels_gpu::abi::GEMV_WARPS;
 use kernels_gpu::abi::{
-    Activation, BinaryOp, GEMM_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_MAX_M, GemmParams, Params,
-    UnaryOp, UnaryParams,
+    Activation, BinaryOp, GEMM_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_MAX_M, GemmParams, KernelId,
+    Params, UnaryOp, UnaryParams,
 };
 
 use super::conv::{self, ConvNode};
@@ -87,10 +87,93 @@ pub(super) fn binary_op(op: &Op) -> Option<BinaryOp> {
 
 /// The scratch buffers node `id`'s steps need (named, with their dtype and dims), in the order
 /// [`node`] receives their value ids.
-pub(super) fn scratch(g: &Graph, id: NodeId, values: &[PlannedValue]) -> Vec<PlannedValue> {
+pub(super) fn scratch(
+    g: &Graph,
+    id: NodeId,
+    values: &[PlannedValue],
+    perms: &super::fuse::OperandPerms,
+    o: &PlanOptions,
+) -> Vec<PlannedValue> {
     match &g.nodes[id.index()].op {
         Op::Lstm(_) | Op::Gru(_) | Op::Rnn(_) => recurrent::scratch(g, id, values).into_iter().collect(),
+        Op::Gemm(_) | Op::MatMul => match gemm_of(g, id, values, perms) {
+            Ok((p, ..)) if split_k(&p, o.sm_count).0 > 1 => {
+                let (splits, _) = split_k(&p, o.sm_count);
+                let elems = splits as usize * p.batch as usize * p.m as usize * p.n as usize;
+                let name = format!("{}/split-k", g.node_label(id));
+                vec![PlannedValue { name, dtype: DType::F32, dims: Some(vec![elems]) }]
+            }
+            _ => Vec::new(),
+        },
         _ => Vec::new(),
+    }
+}
+
+/// Split-K factor and k per split for the tiled GEMM `p`: when its output tiles cannot fill the
+/// device (fewer than one per multiprocessor) and k is long, k is cut into chunks (at least 64
+/// long, a multiple of the k step) so that about two blocks per multiprocessor run.
+pub(super) fn split_k(p: &GemmParams, sm_count: u32) -> (u32, u32) {
+    let tiles = p.n.div_ceil(GEMM_TILE) as u64 * p.m.div_ceil(GEMM_TILE) as u64 * p.batch as u64;
+    if p.m <= GEMV_MAX_M || p.k < 128 || tiles >= sm_count as u64 || tiles == 0 {
+        return (1, p.k);
+    }
+    let want = (2 * sm_count as u64).div_ceil(tiles).min((p.k / 64) as u64).clamp(1, 32) as u32;
+    let chunk = p.k.div_ceil(want).next_multiple_of(kernels_gpu::abi::GEMM_BK);
+    (p.k.div_ceil(chunk), chunk)
+}
+
+/// The GEMM parameters and operands (A, B, optional C) of a Gemm or MatMul node.
+fn gemm_of(
+    g: &Graph,
+    id: NodeId,
+    values: &[PlannedValue],
+    perms: &super::fuse::OperandPerms,
+) -> Result<(GemmParams, ValueId, ValueId, Option<ValueId>), String> {
+    let n = &g.nodes[id.index()];
+    let out = n.output(0).ok_or("the node's first output is omitted")?;
+    let ins = &n.inputs;
+    match &n.op {
+        Op::Gemm(attrs) => {
+            let (a, b) = match ins.as_slice() {
+                [Some(a), Some(b), ..] => (*a, *b),
+                _ => return Err("missing A or B".into()),
+            };
+            let c = ins.get(2).copied().flatten();
+            f32_only(values, &[a, b, out])?;
+            let (ad, bd) = (dims(values, a)?.0, dims(values, b)?.0);
+            let (m, k) = if attrs.trans_a { (ad[1], ad[0]) } else { (ad[0], ad[1]) };
+            let nn = if attrs.trans_b { bd[0] } else { bd[1] };
+            let mut p = GemmParams {
+                m: m as u32,
+                n: nn as u32,
+                k: k as u32,
+                batch: 1,
+                a_rs: if attrs.trans_a { 1 } else { k as u64 },
+                a_cs: if attrs.trans_a { m as u64 } else { 1 },
+                b_rs: if attrs.trans_b { 1 } else { nn as u64 },
+                b_cs: if attrs.trans_b { k as u64 } else { 1 },
+                alpha: attrs.alpha,
+                beta: attrs.beta,
+                ..GemmParams::default()
+            };
+            if let Some(c) = c {
+                f32_only(values, &[c])?;
+                let cs = broadcast_strides(dims(values, c)?.0, 2);
+                (p.c_rs, p.c_cs, p.has_c) = (cs[0] as u64, cs[1] as u64, 1);
+            }
+            Ok((p, a, b, c))
+        }
+        Op::MatMul => {
+            let [Some(a), Some(b)] = ins.as_slice() else { return Err("missing input".into()) };
+            f32_only(values, &[*a, *b, out])?;
+            let [pa, pb] = perms.get(&out).cloned().unwrap_or([None, None]);
+            let p = matmul_params(
+                operand_view(dims(values, *a)?.0, pa.as_deref(), true),
+                operand_view(dims(values, *b)?.0, pb.as_deref(), false),
+            )?;
+            Ok((p, *a, *b, None))
+        }
+        _ => Err("not a GEMM".into()),
     }
 }
 
@@ -164,46 +247,9 @@ pub(super) fn node(
         return reduce::reduce(g, reduce_node(id, label, &ins, out), values, op, attrs, o);
     }
     match &n.op {
-        Op::Gemm(attrs) => {
-            let (a, b) = match ins.as_slice() {
-                [Some(a), Some(b), ..] => (*a, *b),
-                _ => return Err("missing A or B".into()),
-            };
-            let c = ins.get(2).copied().flatten();
-            f32_only(values, &[a, b, out])?;
-            let (ad, bd) = (dims(values, a)?.0, dims(values, b)?.0);
-            let (m, k) = if attrs.trans_a { (ad[1], ad[0]) } else { (ad[0], ad[1]) };
-            let nn = if attrs.trans_b { bd[0] } else { bd[1] };
-            let mut p = GemmParams {
-                m: m as u32,
-                n: nn as u32,
-                k: k as u32,
-                batch: 1,
-                a_rs: if attrs.trans_a { 1 } else { k as u64 },
-                a_cs: if attrs.trans_a { m as u64 } else { 1 },
-                b_rs: if attrs.trans_b { 1 } else { nn as u64 },
-                b_cs: if attrs.trans_b { k as u64 } else { 1 },
-                alpha: attrs.alpha,
-                beta: attrs.beta,
-                ..GemmParams::default()
-            };
-            if let Some(c) = c {
-                f32_only(values, &[c])?;
-                let cs = broadcast_strides(dims(values, c)?.0, 2);
-                (p.c_rs, p.c_cs, p.has_c) = (cs[0] as u64, cs[1] as u64, 1);
-            }
-            Ok(vec![gemm_step(id, label, p, a, b, c, out, act)])
-        }
-        Op::MatMul => {
-            let [Some(a), Some(b)] = ins.as_slice() else { return Err("missing input".into()) };
-            f32_only(values, &[*a, *b, out])?;
-            let perms = perms.get(&out).cloned().unwrap_or([None, None]);
-            let [pa, pb] = perms;
-            let p = matmul_params(
-                operand_view(dims(values, *a)?.0, pa.as_deref(), true),
-                operand_view(dims(values, *b)?.0, pb.as_deref(), false),
-            )?;
-            Ok(vec![gemm_step(id, label, p, *a, *b, None, out, act)])
+        Op::Gemm(_) | Op::MatMul => {
+            let (p, a, b, c) = gemm_of(g, id, values, perms)?;
+            Ok(gemm_steps(id, label, p, (a, b, c), out, act, scratch.first().copied(), o))
         }
         Op::Identity
         | Op::Dropout(_)
@@ -417,18 +463,20 @@ fn row_node(id: NodeId, label: String, ins: &[Option<ValueId>], out: ValueId) ->
     RowNode { id, label, ins, out }
 }
 
-/// A GEMM launch computing `out` from `p` (the GEMV kernel for `p.m <= GEMV_MAX_M`).
+/// The launches computing `out = act(alpha A B + beta C)` from `p`: the GEMV kernel for
+/// `p.m <= GEMV_MAX_M`, else the tiled kernel — split over k into `workspace` and reduced by a
+/// second launch when [`split_k`] asks for it and a workspace was planned ([`scratch`]).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn gemm_step(
+pub(super) fn gemm_steps(
     id: NodeId,
     label: String,
     mut p: GemmParams,
-    a: ValueId,
-    b: ValueId,
-    c: Option<ValueId>,
+    (a, b, c): (ValueId, ValueId, Option<ValueId>),
     out: ValueId,
     act: Option<(Activation, f32)>,
-) -> Step {
+    workspace: Option<ValueId>,
+    o: &PlanOptions,
+) -> Vec<Step> {
     let label = match act {
         Some((a, _)) => format!("{label}+{a:?}"),
         None => label,
@@ -439,30 +487,59 @@ pub(super) fn gemm_step(
     if p.y_bs == 0 {
         p.y_bs = p.m as u64 * p.n as u64;
     }
-    let (kernel, grid, block) = if p.m <= GEMV_MAX_M {
-        let cols = if p.b_cs == 1 { kernels_gpu::abi::GEMV_COLS } else { 1 };
-        (
-            kernels_gpu::abi::KernelId::GemvF32,
-            [p.n.div_ceil(cols).max(1), p.batch, 1],
-            [GEMV_WARPS * 32, 1, 1],
-        )
-    } else {
-        (
-            kernels_gpu::abi::KernelId::GemmF32,
-            [p.n.div_ceil(GEMM_TILE).max(1), p.m.div_ceil(GEMM_TILE), p.batch],
-            [GEMM_THREADS, GEMM_THREADS, 1],
-        )
-    };
     let c_arg = c.map_or(Arg::Null, Arg::Value);
-    Step::Kernel {
+    let launch = |label: String, kernel, grid, block, shared_bytes, args| Step::Kernel {
         nodes: vec![id],
         label,
         kernel,
         grid,
         block,
-        shared_bytes: GEMM_SHARED_BYTES,
-        args: vec![Arg::Params(bytes_of(&p)), Arg::Value(a), Arg::Value(b), c_arg, Arg::Value(out)],
+        shared_bytes,
+        args,
+    };
+    if p.m <= GEMV_MAX_M {
+        let cols = if p.b_cs == 1 { kernels_gpu::abi::GEMV_COLS } else { 1 };
+        let args = vec![Arg::Params(bytes_of(&p)), Arg::Value(a), Arg::Value(b), c_arg, Arg::Value(out)];
+        let grid = [p.n.div_ceil(cols).max(1), p.batch, 1];
+        return vec![launch(
+            label,
+            KernelId::GemvF32,
+            grid,
+            [GEMV_WARPS * 32, 1, 1],
+            GEMM_SHARED_BYTES,
+            args,
+        )];
     }
+    let tiles = [p.n.div_ceil(GEMM_TILE).max(1), p.m.div_ceil(GEMM_TILE), p.batch];
+    let block = [GEMM_THREADS, GEMM_THREADS, 1];
+    let (splits, chunk) = split_k(&p, o.sm_count);
+    let Some(ws) = workspace.filter(|_| splits > 1) else {
+        let args = vec![Arg::Params(bytes_of(&p)), Arg::Value(a), Arg::Value(b), c_arg, Arg::Value(out)];
+        return vec![launch(label, KernelId::GemmF32, tiles, block, GEMM_SHARED_BYTES, args)];
+    };
+    (p.splits, p.k_chunk) = (splits, chunk);
+    let outputs = p.batch as u64 * p.m as u64 * p.n as u64;
+    let partial =
+        vec![Arg::Params(bytes_of(&p)), Arg::Value(a), Arg::Value(b), c_arg.clone(), Arg::Value(ws)];
+    let reduce = vec![Arg::Params(bytes_of(&p)), c_arg, Arg::Value(ws), Arg::Value(out)];
+    vec![
+        launch(
+            format!("{label} split-k x{splits}"),
+            KernelId::GemmF32,
+            [tiles[0], tiles[1], p.batch * splits],
+            block,
+            GEMM_SHARED_BYTES,
+            partial,
+        ),
+        launch(
+            format!("{label} split-k reduce"),
+            KernelId::GemmReduceF32,
+            linear_grid(o, outputs),
+            [THREADS, 1, 1],
+            0,
+            reduce,
+        ),
+    ]
 }
 
 /// The launch of an elementwise program whose inputs are `inputs` (broadcast to `out`).
@@ -537,4 +614,29 @@ fn ew_program(
         shared_bytes: 0,
         args,
     }])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(m: u32, n: u32, k: u32, batch: u32) -> GemmParams {
+        GemmParams { m, n, k, batch, ..GemmParams::default() }
+    }
+
+    #[test]
+    fn split_k_fills_the_device_only_when_tiles_cannot() {
+        // GPT-2's MLP down-projection: 8 tiles, k 1024 -> 16 chunks of 64.
+        assert_eq!(split_k(&p(128, 256, 1024, 1), 132), (16, 64));
+        // k too short, or enough tiles, or a GEMV: no split.
+        assert_eq!(split_k(&p(128, 256, 64, 1), 132).0, 1);
+        assert_eq!(split_k(&p(1024, 1024, 4096, 1), 132).0, 1);
+        assert_eq!(split_k(&p(4, 256, 4096, 1), 132).0, 1);
+        // Chunks are multiples of the k step and cover k exactly once.
+        for k in [128, 129, 700, 1000, 4097] {
+            let (splits, chunk) = split_k(&p(70, 90, k, 3), 132);
+            assert_eq!(chunk % kernels_gpu::abi::GEMM_BK, 0);
+            assert!(splits * chunk >= k && (splits - 1) * chunk < k, "k {k}: {splits} x {chunk}");
+        }
+    }
 }

@@ -210,13 +210,17 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         .zip(&infos)
         .map(|(v, i)| PlannedValue { name: v.name.clone(), dtype: i.dtype, dims: i.shape.as_known() })
         .collect();
+    let (absorbed, operand_perms) = fuse::transposes(&fused, &infos);
     // Scratch buffers become values after the graph's (the memory plan numbers them the same way).
     let scratch: Vec<(NodeId, PlannedValue)> = (0..fused.nodes.len() as u32)
-        .flat_map(|i| lower::scratch(&fused, NodeId(i), &values).into_iter().map(move |v| (NodeId(i), v)))
+        .flat_map(|i| {
+            lower::scratch(&fused, NodeId(i), &values, &operand_perms, options)
+                .into_iter()
+                .map(move |v| (NodeId(i), v))
+        })
         .collect();
     let requests: Vec<Scratch> =
         scratch.iter().map(|(node, v)| Scratch { node: *node, bytes: v.bytes().unwrap_or(0) }).collect();
-    let (absorbed, operand_perms) = fuse::transposes(&fused, &infos);
     let memory = memory::plan_with(&fused, &Binding::new(), &options.memory, &absorbed, &requests)?;
     let first_scratch = values.len();
     values.extend(scratch.iter().map(|(_, v)| v.clone()));

@@ -17,7 +17,7 @@ use kernels_gpu::abi::{
     RECURRENT_MAX_THREADS, RecurrentParams, recurrent_shared_vectors,
 };
 
-use super::lower::{Lowered, bytes_of, dims, f32_only, gemm_step};
+use super::lower::{Lowered, bytes_of, dims, f32_only, gemm_steps};
 use super::{Arg, PlannedValue, Step};
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{Op, Recurrent, RnnActivation, RnnDirection, RnnLayout};
@@ -242,7 +242,10 @@ pub(super) fn lower(g: &Graph, id: NodeId, values: &[PlannedValue], scratch: &[V
     if b.is_some() {
         (gp.c_cs, gp.c_bs, gp.has_c) = (1, (2 * gh) as u64, 1);
     }
-    let projection = gemm_step(id, format!("{label} input projection"), gp, x, w, b, xw, None);
+    // No split-K workspace: one launch (the options only size split-K).
+    let no_split = super::PlanOptions::default();
+    let mut steps =
+        gemm_steps(id, format!("{label} input projection"), gp, (x, w, b), xw, None, None, &no_split);
 
     let (s_d, s_b) = match rc.layout {
         RnnLayout::SeqFirst => (batch * hidden, hidden),
@@ -291,7 +294,8 @@ pub(super) fn lower(g: &Graph, id: NodeId, values: &[PlannedValue], scratch: &[V
         shared_bytes: shared_bytes as u32,
         args,
     };
-    Ok(vec![projection, recurrence])
+    steps.push(recurrence);
+    Ok(steps)
 }
 
 #[cfg(test)]
