@@ -42,6 +42,16 @@ cargo test -p host --release --features gpu --no-run --message-format=json 2>/de
       if [ "$kind" != bin ]; then cp "$path" "$pack/tests/${name}-$(basename "$path" | sed 's/.*-//')"; fi
     done
 
+# The root package's GPU tests (end-to-end models, ONNX node-test conformance on the GPU) and the
+# node tests themselves when they were fetched.
+cargo test --release --features gpu --test gpu_conformance --test gpu_models --no-run --message-format=json 2>/dev/null \
+  | executables | while read -r kind name path; do
+      if [ "$kind" = test ]; then cp "$path" "$pack/tests/${name}-$(basename "$path" | sed 's/.*-//')"; fi
+    done
+if [ -d target/onnx-node-tests ]; then
+  tar -cf - -C target onnx-node-tests | xz -T2 -6 > "$out/onnx-node-tests.tar.xz"
+fi
+
 # The PTX itself, for ptxas / cuobjdump inspection on the GPU machine.
 cp "$(ls -t target/release/build/host/*/out/kernels-portable.ptx | head -1)" "$pack/"
 cp "$(ls -t target/release/build/host/*/out/kernels-hopper.ptx | head -1)" "$pack/"
@@ -68,9 +78,13 @@ record() { # name status
   if [ "$2" -eq 0 ]; then pass=$((pass+1)); summary+=("PASS $1"); else fail=$((fail+1)); summary+=("FAIL $1 (exit $2, log $logs/$1.log)"); fi
 }
 ./bin/ferrofuse doctor 2>&1 | tee "$logs/doctor.log"; record doctor "${PIPESTATUS[0]}"
+if [ -f "$here/onnx-node-tests.tar.xz" ]; then
+  tar -xJf "$here/onnx-node-tests.tar.xz" -C "$work" && export FERROFUSE_ONNX_NODE_TESTS="$work/onnx-node-tests"
+  export FERROFUSE_REPORT_DIR="$logs"
+fi
 for t in tests/*; do
   name=$(basename "$t")
-  "$t" 2>&1 > "$logs/$name.log"; status=$?
+  "$t" --nocapture 2>&1 > "$logs/$name.log"; status=$?
   grep -E "^test result|panicked|FAILED|failed" "$logs/$name.log" | sed "s/^/  [$name] /" | head -20
   record "$name" "$status"
 done

@@ -86,12 +86,37 @@ fn in_scope(d: DType) -> bool {
     matches!(d, DType::F32 | DType::I64 | DType::Bool)
 }
 
+/// What evaluates a case's graph.
+#[derive(Clone, Copy)]
+#[allow(dead_code)] // each harness uses one of them
+pub enum Executor {
+    /// The CPU reference executor.
+    Reference,
+    /// A GPU session on this context (the GPU conformance run).
+    Gpu(&'static host::Context),
+}
+
+impl Executor {
+    fn eval(
+        self,
+        graph: &planner::Graph,
+        inputs: &[(String, HostTensor)],
+    ) -> Result<Vec<(String, HostTensor)>, host::HostError> {
+        match self {
+            Executor::Reference => host::reference::eval(graph, inputs),
+            Executor::Gpu(ctx) => {
+                host::Session::new(ctx, graph.clone(), host::SessionOptions::default())?.run(inputs)
+            }
+        }
+    }
+}
+
 /// Runs one case with a timeout.
-pub fn run_case(case: &Path) -> Outcome {
+pub fn run_case(case: &Path, exec: Executor) -> Outcome {
     let (tx, rx) = mpsc::channel();
     let path = case.to_path_buf();
     std::thread::spawn(move || {
-        let _ = tx.send(std::panic::catch_unwind(|| run_case_inner(&path)));
+        let _ = tx.send(std::panic::catch_unwind(|| run_case_inner(&path, exec)));
     });
     match rx.recv_timeout(CASE_TIMEOUT) {
         Ok(Ok(outcome)) => outcome,
@@ -106,7 +131,7 @@ pub fn run_case(case: &Path) -> Outcome {
     }
 }
 
-fn run_case_inner(case: &Path) -> Outcome {
+fn run_case_inner(case: &Path, exec: Executor) -> Outcome {
     let model = match onnx::load_path(&case.join("model.onnx")) {
         Ok(m) => m,
         Err(e) => return Outcome::Error { ops: vec![], detail: format!("load: {e}") },
@@ -160,9 +185,12 @@ fn run_case_inner(case: &Path) -> Outcome {
     let mut worst = 0.0f64;
     for (set, (inputs, expected)) in data.into_iter().enumerate() {
         let named: Vec<(String, HostTensor)> = input_names.iter().cloned().zip(inputs).collect();
-        let outputs = match host::reference::eval(&graph, &named) {
+        let outputs = match exec.eval(&graph, &named) {
             Ok(o) => o,
-            Err(e @ host::HostError::Unsupported { .. }) => {
+            Err(
+                e @ (host::HostError::Unsupported { .. }
+                | host::HostError::Plan(planner::PlanError::NoKernel { .. })),
+            ) => {
                 return Outcome::Unsupported { ops, detail: e.to_string() };
             }
             Err(e) => return Outcome::Error { ops, detail: format!("eval: {e}") },

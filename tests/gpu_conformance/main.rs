@@ -1,0 +1,57 @@
+//! ONNX node-test conformance on the GPU: every case that passes on the CPU reference
+//! (`tests/conformance/expected-pass.txt`, embedded at build time) runs through a GPU `Session`
+//! and is compared with the expected outputs by the same rule (rtol 1e-3, atol 1e-7; integers and
+//! bools exactly). Prints both counts and writes `gpu-conformance-report.md` next to the data (or
+//! to `FERROFUSE_REPORT_DIR`). Fails on any case the GPU runs and gets wrong, or that errors; cases
+//! whose operators have no GPU kernel yet are counted and listed, not failed.
+//!
+//! Data: `FERROFUSE_ONNX_NODE_TESTS` (default `target/onnx-node-tests`, fetched by
+//! `scripts/fetch-onnx-node-tests.sh`). Needs a GPU (the `gpu` feature); fails loudly without one.
+
+#[path = "../conformance/case.rs"]
+mod case;
+#[path = "../conformance/report.rs"]
+mod report;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use case::{Executor, Outcome, run_case};
+
+const EXPECTED_PASS: &str = include_str!("../conformance/expected-pass.txt");
+
+fn ctx() -> &'static host::Context {
+    static CTX: OnceLock<host::Context> = OnceLock::new();
+    CTX.get_or_init(|| host::Context::new(0).unwrap_or_else(|e| panic!("GPU conformance needs a GPU: {e}")))
+}
+
+#[test]
+fn onnx_node_tests_on_the_gpu() {
+    let dir: PathBuf = std::env::var_os("FERROFUSE_ONNX_NODE_TESTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/onnx-node-tests"));
+    let names: Vec<&str> =
+        EXPECTED_PASS.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    let missing: Vec<&&str> = names.iter().filter(|n| !dir.join(n).join("model.onnx").is_file()).collect();
+    assert!(missing.is_empty(), "{} cases missing from {} (fetch the node tests first)", missing.len(), dir.display());
+    let results: Vec<(String, Outcome)> =
+        names.iter().map(|n| (n.to_string(), run_case(&dir.join(n), Executor::Gpu(ctx())))).collect();
+    let report_dir = std::env::var_os("FERROFUSE_REPORT_DIR").map(PathBuf::from).unwrap_or_else(|| dir.clone());
+    let report_path = report_dir.join("gpu-conformance-report.md");
+    let summary = report::write(&results, &report_path);
+    let pass = results.iter().filter(|(_, o)| matches!(o, Outcome::Pass { .. })).count();
+    let no_kernel = results.iter().filter(|(_, o)| matches!(o, Outcome::Unsupported { .. })).count();
+    println!("{summary}");
+    println!(
+        "GPU conformance: {pass} of the {} cases that pass on the CPU reference also pass on the GPU; \
+         {no_kernel} need an operator without a GPU kernel; report: {}",
+        names.len(),
+        report_path.display()
+    );
+    let wrong: Vec<String> = results
+        .iter()
+        .filter(|(_, o)| !matches!(o, Outcome::Pass { .. } | Outcome::Unsupported { .. }))
+        .map(|(n, o)| format!("{n}: {o}"))
+        .collect();
+    assert!(wrong.is_empty(), "{} case(s) run on the GPU and fail:\n{}", wrong.len(), wrong.join("\n"));
+}
