@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr, result, sys};
 use planner::plan::{Arg, Plan, PlanOptions, Step, compile};
-use planner::{Binding, Dim, Graph, ValueId};
+use planner::{Binding, DType, Dim, Graph, ValueId};
 
 use crate::arena::{Arena, alloc};
 use crate::device::{Context, KernelArg, LaunchShape};
@@ -45,6 +45,17 @@ impl Default for SessionOptions {
     }
 }
 
+/// What a plan is compiled for: the sizes of the symbolic dims and, once the session specializes
+/// ([`Session`] docs), the values of its small integer inputs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    dims: Binding,
+    values: Vec<(String, Vec<usize>, Vec<i64>)>,
+}
+
+/// Largest integer input (elements) whose values a plan may be specialized on.
+const SPECIALIZE_MAX_ELEMS: usize = 64;
+
 /// Device state of one compiled binding.
 struct Compiled {
     plan: Plan,
@@ -62,11 +73,14 @@ pub struct Session<'c> {
     graph: Graph,
     options: SessionOptions,
     arena: Arena,
-    compiled: HashMap<Binding, Compiled>,
+    compiled: HashMap<Key, Compiled>,
+    /// Set once a compile needed the values of small integer inputs (shape operands fed as graph
+    /// inputs): from then on plans are specialized on those values too.
+    specialize: bool,
     state: SessionState,
     allocations: u64,
     device_bytes: u64,
-    last: Option<Binding>,
+    last: Option<Key>,
 }
 
 impl<'c> Session<'c> {
@@ -80,6 +94,7 @@ impl<'c> Session<'c> {
             options,
             arena: Arena::new(ctx, 0)?,
             compiled: HashMap::new(),
+            specialize: false,
             state: SessionState::default(),
             allocations: 0,
             device_bytes: 0,
@@ -129,6 +144,39 @@ impl<'c> Session<'c> {
     }
 
     /// The binding of symbolic dims that `inputs` imply, after checking names, dtypes and shapes.
+    /// The plan key of a run: `dims`, plus the values of the small integer inputs when the session
+    /// specializes.
+    fn key(&self, dims: Binding, inputs: &[(String, HostTensor)]) -> Key {
+        let values = if self.specialize {
+            inputs
+                .iter()
+                .filter(|(_, t)| t.dtype() == DType::I64 && t.len() <= SPECIALIZE_MAX_ELEMS)
+                .filter_map(|(n, t)| Some((n.clone(), t.shape().to_vec(), t.to_const().to_i64s()?)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Key { dims, values }
+    }
+
+    /// Whether some input is a small integer tensor a plan could be specialized on.
+    fn can_specialize(&self, inputs: &[(String, HostTensor)]) -> bool {
+        inputs.iter().any(|(_, t)| t.dtype() == DType::I64 && t.len() <= SPECIALIZE_MAX_ELEMS)
+    }
+
+    /// The graph a plan for `key` compiles: its specialized inputs become constants.
+    fn specialized(&self, key: &Key) -> Graph {
+        let mut g = self.graph.clone();
+        for (name, dims, values) in &key.values {
+            let Some(pos) = g.inputs.iter().position(|v| &g.values[v.index()].name == name) else { continue };
+            if let Ok(c) = planner::ConstTensor::from_i64(dims, values) {
+                let v = g.inputs.remove(pos);
+                g.initializers.insert(v, c);
+            }
+        }
+        g
+    }
+
     fn bind(&self, inputs: &[(String, HostTensor)]) -> Result<Binding, HostError> {
         let mut b = Binding::new();
         for &v in &self.graph.inputs {
@@ -174,7 +222,7 @@ impl<'c> Session<'c> {
         Ok(b)
     }
 
-    fn prepare(&mut self, binding: &Binding) -> Result<(), HostError> {
+    fn prepare(&mut self, binding: &Key) -> Result<(), HostError> {
         if self.compiled.contains_key(binding) {
             return Ok(());
         }
@@ -185,7 +233,7 @@ impl<'c> Session<'c> {
             stateful: self.options.stateful,
             ..PlanOptions::default()
         };
-        let plan = compile(&self.graph, binding, &options)?;
+        let plan = compile(&self.specialized(binding), &binding.dims, &options)?;
         let mut weight_offsets = HashMap::new();
         let mut packed = Vec::new();
         for (v, c) in &plan.constants {
@@ -245,8 +293,17 @@ impl<'c> Session<'c> {
 
     /// Runs the graph on `inputs` (name, tensor) and returns the outputs in graph order.
     pub fn run(&mut self, inputs: &[(String, HostTensor)]) -> Result<Vec<(String, HostTensor)>, HostError> {
-        let binding = self.bind(inputs)?;
-        self.prepare(&binding)?;
+        let binding = self.key(self.bind(inputs)?, inputs);
+        let binding = match self.prepare(&binding) {
+            Err(e) if !self.specialize && self.can_specialize(inputs) => {
+                // Shape operands fed as graph inputs (axes, sizes, pads...): plan for their values.
+                self.specialize = true;
+                let key = self.key(binding.dims, inputs);
+                self.prepare(&key).map_err(|_| e)?;
+                key
+            }
+            other => other.map(|()| binding)?,
+        };
         if self.state.fit(self.ctx, &self.stream, &self.compiled[&binding].plan)? {
             // Captured graphs hold the old state addresses.
             self.compiled.values_mut().for_each(|c| c.graph = None);
@@ -355,7 +412,7 @@ impl<'c> Session<'c> {
 
     /// Launches every step; with `sync_each`, waits after each so that an asynchronous fault is
     /// reported with the step that caused it.
-    fn launch_steps(&self, binding: &Binding, sync_each: bool) -> Result<(), HostError> {
+    fn launch_steps(&self, binding: &Key, sync_each: bool) -> Result<(), HostError> {
         let c = &self.compiled[binding];
         for (i, step) in c.plan.steps.iter().enumerate() {
             self.launch_step(c, i, step)?;
@@ -423,7 +480,21 @@ impl<'c> Session<'c> {
                     .map_err(|e| step_error(i, step, e))
             }
             Step::Copy { src, dst, bytes, .. } => {
-                let (s, d) = (self.address(c, *src)?, self.address(c, *dst)?);
+                // A graph output that is a constant or an input copies from that buffer into the
+                // output buffer (`src == dst`): reads prefer inputs and weights, writes outputs.
+                let s = match (
+                    c.plan.inputs.iter().position(|&x| x == *src),
+                    c.weight_offsets.get(src),
+                    &c.weights,
+                ) {
+                    (Some(i), _, _) => c.inputs[i].device_ptr(&self.stream).0,
+                    (None, Some(off), Some(w)) => w.device_ptr(&self.stream).0 + off,
+                    _ => self.address(c, *src)?,
+                };
+                let d = match c.plan.outputs.iter().position(|&x| x == *dst) {
+                    Some(i) => c.outputs[i].device_ptr(&self.stream).0,
+                    None => self.address(c, *dst)?,
+                };
                 // SAFETY: both buffers hold at least `bytes` (the plan's sizes) and do not
                 // overlap (distinct values with overlapping lifetimes never share memory).
                 unsafe { result::memcpy_dtod_async(d, s, *bytes as usize, self.stream.cu_stream()) }

@@ -457,6 +457,36 @@ fn ew_apply(op: u32, a: f32, b: f32, imm: f32) -> f32 {
         27 => math::gelu_tanh(a),
         28 => math::silu(a),
         29 => math::softplus(a),
+        30 => libm::floorf(a),
+        31 => libm::ceilf(a),
+        32 => libm::rintf(a),
+        33 => math::div(1.0, a),
+        34 => libm::sinf(a),
+        35 => libm::cosf(a),
+        36 => libm::tanf(a),
+        37 => libm::asinf(a),
+        38 => libm::acosf(a),
+        39 => libm::atanf(a),
+        40 => libm::sinhf(a),
+        41 => libm::coshf(a),
+        42 => libm::asinhf(a),
+        43 => libm::acoshf(a),
+        44 => libm::atanhf(a),
+        45 => {
+            if a > 0.0 {
+                1.0
+            } else if a < 0.0 {
+                -1.0
+            } else {
+                a
+            }
+        }
+        46 => math::elu(a, imm),
+        47 => math::softsign(a),
+        48 => a * math::hard_sigmoid(a, 1.0 / 6.0, 0.5),
+        49 => math::thresholded_relu(a, imm),
+        50 => a * math::tanh(math::softplus(a)),
+        51 => math::max(0.0, a) + math::min(0.0, imm * libm::expm1f(a / imm)),
         _ => f32::NAN,
     }
 }

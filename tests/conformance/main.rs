@@ -45,7 +45,12 @@ fn onnx_node_tests_on_the_reference_executor() {
 
     let results: Vec<(String, Outcome)> = cases
         .iter()
-        .map(|p| (p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), run_case(p, Executor::Reference)))
+        .map(|p| {
+            (
+                p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                run_case(p, Executor::Reference),
+            )
+        })
         .collect();
     let report_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/conformance-report.md");
     let summary = report::write(&results, &report_path);

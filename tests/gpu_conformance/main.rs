@@ -33,10 +33,16 @@ fn onnx_node_tests_on_the_gpu() {
     let names: Vec<&str> =
         EXPECTED_PASS.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
     let missing: Vec<&&str> = names.iter().filter(|n| !dir.join(n).join("model.onnx").is_file()).collect();
-    assert!(missing.is_empty(), "{} cases missing from {} (fetch the node tests first)", missing.len(), dir.display());
+    assert!(
+        missing.is_empty(),
+        "{} cases missing from {} (fetch the node tests first)",
+        missing.len(),
+        dir.display()
+    );
     let results: Vec<(String, Outcome)> =
         names.iter().map(|n| (n.to_string(), run_case(&dir.join(n), Executor::Gpu(ctx())))).collect();
-    let report_dir = std::env::var_os("FERROFUSE_REPORT_DIR").map(PathBuf::from).unwrap_or_else(|| dir.clone());
+    let report_dir =
+        std::env::var_os("FERROFUSE_REPORT_DIR").map(PathBuf::from).unwrap_or_else(|| dir.clone());
     let report_path = report_dir.join("gpu-conformance-report.md");
     let summary = report::write(&results, &report_path);
     let pass = results.iter().filter(|(_, o)| matches!(o, Outcome::Pass { .. })).count();

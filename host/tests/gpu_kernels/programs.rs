@@ -120,3 +120,72 @@ fn a_value_read_outside_the_chain_splits_it() {
     let plan = check("split chain", g, vec![("x".into(), rng.tensor(&[2, 300], -5.0, 5.0))]);
     assert!(plan.contains("[2 ops] ew_program_f32"), "{plan}");
 }
+
+#[test]
+fn ops_without_their_own_kernel_run_as_programs() {
+    // Each op alone (a one-node program) and chained after an Add (fused into it), against the
+    // reference: rounding, trigonometric and hyperbolic functions, the parameterised activations,
+    // Clip with constant bounds.
+    let mut rng = Rng::new(0x0b5);
+    let ops: Vec<(Op, f32, f32)> = vec![
+        (Op::Floor, -5.0, 5.0),
+        (Op::Ceil, -5.0, 5.0),
+        (Op::Round, -5.0, 5.0),
+        (Op::Reciprocal, 0.5, 4.0),
+        (Op::Sin, -4.0, 4.0),
+        (Op::Cos, -4.0, 4.0),
+        (Op::Tan, -1.0, 1.0),
+        (Op::Asin, -0.9, 0.9),
+        (Op::Acos, -0.9, 0.9),
+        (Op::Atan, -4.0, 4.0),
+        (Op::Sinh, -4.0, 4.0),
+        (Op::Cosh, -4.0, 4.0),
+        (Op::Asinh, -4.0, 4.0),
+        (Op::Acosh, 1.5, 4.0),
+        (Op::Atanh, -0.9, 0.9),
+        (Op::Sign, -4.0, 4.0),
+        (Op::Softsign, -4.0, 4.0),
+        (Op::HardSwish, -5.0, 5.0),
+        (Op::Mish, -4.0, 4.0),
+        (Op::Elu(op::Elu { alpha: 0.7 }), -4.0, 4.0),
+        (Op::Selu(op::Selu::default()), -4.0, 4.0),
+        (Op::Celu(op::Celu { alpha: 1.5 }), -4.0, 4.0),
+        (Op::ThresholdedRelu(op::ThresholdedRelu { alpha: 0.5 }), -2.0, 2.0),
+        (Op::HardSigmoid(op::HardSigmoid::default()), -5.0, 5.0),
+        (Op::Clip(op::Clip { min: Some(-0.5), max: Some(0.75) }), -2.0, 2.0),
+    ];
+    for (o, lo, hi) in ops {
+        // Alone.
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&[3, 77]));
+        let y = g.op1(o.clone(), &[x]);
+        g.output(y);
+        let inputs = vec![("x".to_string(), rng.tensor(&[3, 77], lo, hi))];
+        let want = host::reference::eval(&g, &inputs).unwrap();
+        let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
+        let got = s.run(&inputs).unwrap();
+        let (gv, wv) = (got[0].1.data().to_f64s(), want[0].1.data().to_f64s());
+        for i in 0..gv.len() {
+            assert!(
+                (gv[i] - wv[i]).abs() <= 2e-6 * (wv[i].abs() + 1.0),
+                "{}: [{i}] gpu {} reference {}",
+                o.name(),
+                gv[i],
+                wv[i]
+            );
+        }
+        assert!(s.last_plan().unwrap().to_string().contains("ew_program_f32"), "{}", o.name());
+        // After an Add of zero-ish bias (fused with it).
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&[3, 77]));
+        let b = g.input("b", DType::F32, known(&[77]));
+        let t = g.op1(Op::Add, &[x, b]);
+        let y = g.op1(o.clone(), &[t]);
+        g.output(y);
+        let inputs = vec![
+            ("x".to_string(), rng.tensor(&[3, 77], lo, hi)),
+            ("b".to_string(), rng.tensor(&[77], -0.01, 0.01)),
+        ];
+        check(o.name(), g, inputs);
+    }
+}

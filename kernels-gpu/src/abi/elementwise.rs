@@ -231,6 +231,55 @@ pub const fn ew_unary_code(op: UnaryOp) -> u32 {
     }
 }
 
+/// [`EwInstr::op`] codes of the unary functions that only elementwise programs apply (no
+/// single-op kernel): `x` is the instruction's `a` operand, `imm` its immediate.
+pub mod ew_extra {
+    /// `floor(x)`
+    pub const FLOOR: u32 = 30;
+    /// `ceil(x)`
+    pub const CEIL: u32 = 31;
+    /// `x` rounded half to even
+    pub const ROUND: u32 = 32;
+    /// `1 / x`
+    pub const RECIPROCAL: u32 = 33;
+    /// `sin(x)`
+    pub const SIN: u32 = 34;
+    /// `cos(x)`
+    pub const COS: u32 = 35;
+    /// `tan(x)`
+    pub const TAN: u32 = 36;
+    /// `asin(x)`
+    pub const ASIN: u32 = 37;
+    /// `acos(x)`
+    pub const ACOS: u32 = 38;
+    /// `atan(x)`
+    pub const ATAN: u32 = 39;
+    /// `sinh(x)`
+    pub const SINH: u32 = 40;
+    /// `cosh(x)`
+    pub const COSH: u32 = 41;
+    /// `asinh(x)`
+    pub const ASINH: u32 = 42;
+    /// `acosh(x)`
+    pub const ACOSH: u32 = 43;
+    /// `atanh(x)`
+    pub const ATANH: u32 = 44;
+    /// `sign(x)` (-1, 0, 1; NaN stays NaN)
+    pub const SIGN: u32 = 45;
+    /// `x < 0 ? imm * (e^x - 1) : x` (Elu; Selu is this times gamma)
+    pub const ELU: u32 = 46;
+    /// `x / (1 + |x|)`
+    pub const SOFTSIGN: u32 = 47;
+    /// `x * clamp(x / 6 + 1/2, 0, 1)`
+    pub const HARD_SWISH: u32 = 48;
+    /// `x > imm ? x : 0`
+    pub const THRESHOLDED_RELU: u32 = 49;
+    /// `x * tanh(softplus(x))`
+    pub const MISH: u32 = 50;
+    /// `max(0, x) + min(0, imm * (e^(x / imm) - 1))`
+    pub const CELU: u32 = 51;
+}
+
 /// Parameters of `elementwise::ew_program_f32`: a fused chain of f32 elementwise ops. For each
 /// output element `i` (row-major over `out_shape[MAX_RANK - rank..]`; rank 0: `elems` contiguous
 /// elements, every input of the output's shape), input `k < n_inputs` is read at

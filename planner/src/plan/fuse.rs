@@ -186,28 +186,114 @@ enum Src {
     Imm(f32),
 }
 
+/// How a node computes inside an elementwise program.
+pub(super) enum EwNode {
+    /// A binary op (code) on inputs 0 and 1.
+    Binary(u32),
+    /// Instructions applied in turn to input 0 (each `(code, imm)`; binary codes read `imm` as
+    /// their second operand): the unary ops, and ops spelled as a few of them (Selu, HardSigmoid,
+    /// Clip with constant bounds).
+    Chain(Vec<(u32, f32)>),
+}
+
+/// The scalar f32 value of constant input `i` of `node`, `Ok(None)` when absent, `Err` when it is
+/// not a scalar constant.
+fn scalar_input(g: &Graph, node: &crate::graph::Node, i: usize) -> Result<Option<f32>, ()> {
+    match node.inputs.get(i).copied().flatten() {
+        None => Ok(None),
+        Some(v) => match g.initializers.get(&v) {
+            Some(c) if c.elems() == 1 && c.dtype == DType::F32 => Ok(Some(c.to_f64s()[0] as f32)),
+            _ => Err(()),
+        },
+    }
+}
+
+/// The elementwise-program form of `node`'s op, if it has one.
+pub(super) fn ew_node(g: &Graph, node: &crate::graph::Node) -> Option<EwNode> {
+    use kernels_gpu::abi::{BinaryOp as B, ew_binary_code, ew_extra as x, ew_unary_code};
+    if let Some(u) = super::lower::unary_op(&node.op) {
+        return Some(EwNode::Chain(vec![(ew_unary_code(u), u.alpha())]));
+    }
+    if let Some(b) = super::lower::binary_op(&node.op) {
+        return Some(EwNode::Binary(ew_binary_code(b)));
+    }
+    let one = |c: u32| EwNode::Chain(vec![(c, 0.0)]);
+    Some(match &node.op {
+        Op::Floor => one(x::FLOOR),
+        Op::Ceil => one(x::CEIL),
+        Op::Round => one(x::ROUND),
+        Op::Reciprocal => one(x::RECIPROCAL),
+        Op::Sin => one(x::SIN),
+        Op::Cos => one(x::COS),
+        Op::Tan => one(x::TAN),
+        Op::Asin => one(x::ASIN),
+        Op::Acos => one(x::ACOS),
+        Op::Atan => one(x::ATAN),
+        Op::Sinh => one(x::SINH),
+        Op::Cosh => one(x::COSH),
+        Op::Asinh => one(x::ASINH),
+        Op::Acosh => one(x::ACOSH),
+        Op::Atanh => one(x::ATANH),
+        Op::Sign => one(x::SIGN),
+        Op::Softsign => one(x::SOFTSIGN),
+        Op::HardSwish => one(x::HARD_SWISH),
+        Op::Mish => one(x::MISH),
+        Op::Elu(e) => EwNode::Chain(vec![(x::ELU, e.alpha)]),
+        Op::Selu(e) => EwNode::Chain(vec![(x::ELU, e.alpha), (ew_binary_code(B::Mul), e.gamma)]),
+        Op::Celu(e) => EwNode::Chain(vec![(x::CELU, e.alpha)]),
+        Op::ThresholdedRelu(t) => EwNode::Chain(vec![(x::THRESHOLDED_RELU, t.alpha)]),
+        Op::HardSigmoid(h) => EwNode::Chain(vec![
+            (ew_binary_code(B::Mul), h.alpha),
+            (ew_binary_code(B::Add), h.beta),
+            (ew_binary_code(B::Max), 0.0),
+            (ew_binary_code(B::Min), 1.0),
+        ]),
+        Op::Clip(c) => {
+            let lo = c.min.or(scalar_input(g, node, 1).ok()?);
+            let hi = c.max.or(scalar_input(g, node, 2).ok()?);
+            let mut steps = Vec::new();
+            if let Some(lo) = lo {
+                steps.push((ew_binary_code(B::Max), lo));
+            }
+            if let Some(hi) = hi {
+                steps.push((ew_binary_code(B::Min), hi));
+            }
+            if steps.is_empty() {
+                steps.push((ew_binary_code(B::Max), f32::NEG_INFINITY));
+            }
+            EwNode::Chain(steps)
+        }
+        _ => return None,
+    })
+}
+
 /// Compiles the members of a group (in execution order, the root last) into a program, or `None`
 /// when it exceeds the kernel's inputs, instructions or registers. Returns the program and the
 /// external (non-immediate) inputs in slot order.
-fn compile_program(g: &Graph, members: &[usize]) -> Option<(EwProgram, Vec<ValueId>)> {
-    use kernels_gpu::abi::{
-        EW_MAX_INPUTS, EW_MAX_INSTRS, EW_REGS, EwInstr, ew_binary_code, ew_src, ew_unary_code,
+pub(super) fn compile_program(g: &Graph, members: &[usize]) -> Option<(EwProgram, Vec<ValueId>)> {
+    use kernels_gpu::abi::{EW_MAX_INPUTS, EW_MAX_INSTRS, EW_REGS, EwInstr, ew_src};
+    let forms: Vec<EwNode> = members.iter().map(|&m| ew_node(g, &g.nodes[m])).collect::<Option<_>>()?;
+    // The operands a member reads as values (a chain reads input 0 only; its other inputs are
+    // constant bounds folded into its immediates).
+    let operands = |k: usize| -> Vec<Option<ValueId>> {
+        let ins = &g.nodes[members[k]].inputs;
+        match forms[k] {
+            EwNode::Binary(_) => ins.iter().take(2).copied().collect(),
+            EwNode::Chain(_) => ins.iter().take(1).copied().collect(),
+        }
     };
-    if members.len() > EW_MAX_INSTRS {
-        return None;
-    }
     let internal: Vec<ValueId> = members.iter().filter_map(|&m| g.nodes[m].output(0)).collect();
-    let last_use = |v: ValueId| members.iter().rposition(|&m| g.nodes[m].inputs.contains(&Some(v)));
+    let last_use = |v: ValueId| (0..members.len()).rev().find(|&k| operands(k).contains(&Some(v)));
     let mut inputs: Vec<ValueId> = Vec::new();
     let mut reg_of: Vec<(ValueId, u32)> = Vec::new();
     let mut free: Vec<u32> = (0..EW_REGS).rev().collect();
-    let mut instrs = Vec::with_capacity(members.len());
+    let mut instrs = Vec::new();
     let mut out_reg = 0;
     for (k, &m) in members.iter().enumerate() {
         let node = &g.nodes[m];
         let mut srcs = Vec::with_capacity(2);
-        for v in node.inputs.iter() {
-            let v = (*v)?;
+        for v in operands(k) {
+            let v = v?;
             let src = if let Some(&(_, r)) = reg_of.iter().find(|(x, _)| *x == v) {
                 Src::Reg(r)
             } else if let Some(c) = g.initializers.get(&v).filter(|c| c.elems() == 1 && c.dtype == DType::F32)
@@ -230,41 +316,46 @@ fn compile_program(g: &Graph, members: &[usize]) -> Option<(EwProgram, Vec<Value
             };
             srcs.push(src);
         }
-        let (op, mut imm) = if let Some(u) = super::lower::unary_op(&node.op) {
-            (ew_unary_code(u), u.alpha())
-        } else {
-            (ew_binary_code(super::lower::binary_op(&node.op)?), 0.0)
-        };
-        let mut code = |s: Src| -> Option<u32> {
-            Some(match s {
-                Src::Reg(r) => r,
-                Src::Input(i) => ew_src::INPUT0 + i,
-                Src::Imm(x) => {
-                    if super::lower::unary_op(&node.op).is_some() || imm != 0.0 && imm != x {
-                        return None; // a unary op on a constant, or two different immediates
-                    }
-                    imm = x;
-                    ew_src::IMM
-                }
-            })
-        };
-        let a = code(*srcs.first()?)?;
-        let b = match srcs.get(1) {
-            Some(s) => code(*s)?,
-            None => a,
-        };
-        // Registers whose value is read for the last time here are free for the result.
-        for v in node.inputs.iter().flatten() {
-            if last_use(*v) == Some(k)
-                && let Some(i) = reg_of.iter().position(|(x, _)| x == v)
+        // Registers whose value is read for the last time here are free for the result (each
+        // instruction reads its operands before it writes).
+        let mut release = Vec::new();
+        for v in operands(k).into_iter().flatten() {
+            if last_use(v) == Some(k)
+                && let Some(i) = reg_of.iter().position(|(x, _)| *x == v)
             {
-                free.push(reg_of.remove(i).1);
+                release.push(reg_of.remove(i).1);
             }
         }
+        let code_of = |s: Src| match s {
+            Src::Reg(r) => Some(r),
+            Src::Input(i) => Some(ew_src::INPUT0 + i),
+            Src::Imm(_) => None,
+        };
+        free.extend(release);
         let dst = free.pop()?;
+        match &forms[k] {
+            EwNode::Binary(op) => {
+                let (a, b, imm) = match (srcs[0], srcs[1]) {
+                    (Src::Imm(_), Src::Imm(_)) => return None,
+                    (Src::Imm(x), s) => (ew_src::IMM, code_of(s)?, x),
+                    (s, Src::Imm(x)) => (code_of(s)?, ew_src::IMM, x),
+                    (s, t) => (code_of(s)?, code_of(t)?, 0.0),
+                };
+                instrs.push(EwInstr { op: *op, dst, a, b, imm, _pad: 0 });
+            }
+            EwNode::Chain(steps) => {
+                let mut a = code_of(srcs[0])?;
+                for &(op, imm) in steps {
+                    instrs.push(EwInstr { op, dst, a, b: ew_src::IMM, imm, _pad: 0 });
+                    a = dst;
+                }
+            }
+        }
         reg_of.push((node.output(0)?, dst));
-        instrs.push(EwInstr { op, dst, a, b, imm, _pad: 0 });
         out_reg = dst;
+    }
+    if instrs.len() > EW_MAX_INSTRS {
+        return None;
     }
     Some((EwProgram { instrs, out_reg }, inputs))
 }
@@ -297,7 +388,7 @@ pub(super) fn elementwise_programs(
         |v: ValueId| infos[v.index()].dtype == DType::F32 && infos[v.index()].shape.as_known().is_some();
     let candidate = |i: usize| {
         let n = &g.nodes[i];
-        (super::lower::unary_op(&n.op).is_some() || super::lower::binary_op(&n.op).is_some())
+        ew_node(&g, n).is_some()
             && n.outputs.len() == 1
             && n.output(0).is_some_and(f32_known)
             && n.inputs.iter().all(|v| v.is_some_and(|v| infos[v.index()].dtype == DType::F32))

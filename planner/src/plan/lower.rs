@@ -257,6 +257,9 @@ pub(super) fn node(
         | Op::Flatten(_)
         | Op::Squeeze(_)
         | Op::Unsqueeze(_) => {
+            if n.outputs.iter().skip(1).any(Option::is_some) {
+                return Err("Dropout's mask output has no GPU kernel yet".into());
+            }
             let x = ins.first().copied().flatten().ok_or("missing input")?;
             let bytes = values[out.index()].bytes().ok_or("data-dependent output size")?;
             Ok(vec![Step::Copy { node: id, src: x, dst: out, bytes }])
@@ -326,6 +329,14 @@ pub(super) fn node(
         Op::ArgMin(a) => reduce::arg_reduce(reduce_node(id, label, &ins, out), values, false, a, o),
         Op::GlobalAveragePool => reduce::global_pool(reduce_node(id, label, &ins, out), values, false, o),
         Op::GlobalMaxPool => reduce::global_pool(reduce_node(id, label, &ins, out), values, true, o),
+        _ if super::fuse::ew_node(g, n).is_some() => {
+            // An op only elementwise programs apply: a program of this one node.
+            let x = ins.first().copied().flatten().ok_or("missing input")?;
+            f32_only(values, &[x, out])?;
+            let (program, inputs) = super::fuse::compile_program(g, &[id.index()])
+                .ok_or("the op's bounds must be scalar constants")?;
+            ew_program(id, label, &program, &inputs, out, values, o)
+        }
         _ => Err("no GPU kernel for this operator yet".into()),
     }
 }

@@ -134,7 +134,8 @@ pub enum Step {
         args: Vec<Arg>,
     },
     /// A device-to-device copy (reshapes and identities whose output cannot share the input's
-    /// buffer).
+    /// buffer; a graph output that is a constant or a graph input, then `src == dst`: the source
+    /// is the weight or input buffer, the destination the output buffer).
     Copy {
         /// The node.
         node: NodeId,
@@ -253,6 +254,29 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     }
     if !missing.is_empty() {
         return Err(PlanError::NoKernel { nodes: missing });
+    }
+    // Outputs no step writes: constants (folded) and graph inputs passed through are copied in.
+    let mut written = vec![false; values.len()];
+    for step in &steps {
+        match step {
+            Step::Kernel { args, .. } => args.iter().for_each(|a| {
+                if let Arg::Value(v) | Arg::Output(v) = a {
+                    written[v.index()] = true;
+                }
+            }),
+            Step::Copy { dst, .. } => written[dst.index()] = true,
+        }
+    }
+    for &(src, view) in &memory.views {
+        written[view.index()] |= written[src.index()];
+    }
+    for &o in &fused.outputs {
+        let passthrough = fused.initializers.contains_key(&o) || fused.inputs.contains(&o);
+        if !written[o.index()] && passthrough && values[o.index()].bytes() != Some(0) {
+            let bytes = values[o.index()].bytes().unwrap_or(0);
+            let node = memory.order.first().copied().unwrap_or(NodeId(0));
+            steps.push(Step::Copy { node, src: o, dst: o, bytes });
+        }
     }
     let mut read = vec![false; values.len()];
     for step in &steps {
@@ -467,13 +491,13 @@ mod tests {
         let mut g = Graph::new();
         let x = g.input("x", DType::F32, vec![Dim::Known(4), Dim::Known(8)]);
         let s = g.op1(Op::Hardmax(crate::op::Softmax { axis: 1 }), &[x]);
-        let t = g.op1(Op::Floor, &[s]);
+        let t = g.op1(Op::Shrink(crate::op::Shrink { lambd: 0.5, bias: 0.0 }), &[s]);
         let r = g.relu(t);
         g.output(r);
         match compile(&g, &Binding::new(), &PlanOptions::default()) {
             Err(PlanError::NoKernel { nodes }) => {
                 let ops: Vec<&str> = nodes.iter().map(|(_, op, _)| *op).collect();
-                assert_eq!(ops, ["Hardmax", "Floor"]);
+                assert_eq!(ops, ["Hardmax", "Shrink"]);
             }
             other => panic!("expected NoKernel, got {other:?}"),
         }
