@@ -297,9 +297,12 @@ impl<'c> Session<'c> {
         let binding = match self.prepare(&binding) {
             Err(e) if !self.specialize && self.can_specialize(inputs) => {
                 // Shape operands fed as graph inputs (axes, sizes, pads...): plan for their values.
+                // (If that fails too, its error is the one to report: it is about the plan for
+                // these values.)
+                let _ = e;
                 self.specialize = true;
                 let key = self.key(binding.dims, inputs);
-                self.prepare(&key).map_err(|_| e)?;
+                self.prepare(&key)?;
                 key
             }
             other => other.map(|()| binding)?,

@@ -189,7 +189,9 @@ fn run_case_inner(case: &Path, exec: Executor) -> Outcome {
             Ok(o) => o,
             Err(
                 e @ (host::HostError::Unsupported { .. }
-                | host::HostError::Plan(planner::PlanError::NoKernel { .. })),
+                | host::HostError::Plan(
+                    planner::PlanError::NoKernel { .. } | planner::PlanError::Unsupported { .. },
+                )),
             ) => {
                 return Outcome::Unsupported { ops, detail: e.to_string() };
             }

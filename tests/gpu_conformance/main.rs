@@ -2,8 +2,9 @@
 //! (`tests/conformance/expected-pass.txt`, embedded at build time) runs through a GPU `Session`
 //! and is compared with the expected outputs by the same rule (rtol 1e-3, atol 1e-7; integers and
 //! bools exactly). Prints both counts and writes `gpu-conformance-report.md` next to the data (or
-//! to `FERROFUSE_REPORT_DIR`). Fails on any case the GPU runs and gets wrong, or that errors; cases
-//! whose operators have no GPU kernel yet are counted and listed, not failed.
+//! to `FERROFUSE_REPORT_DIR`). Fails on any case the GPU runs and gets wrong, or that errors, unless
+//! `tests/conformance/gpu-known-failures.txt` lists it with what is known (and fails when a listed
+//! case passes); cases whose operators have no GPU kernel yet are counted and listed, not failed.
 //!
 //! Data: `FERROFUSE_ONNX_NODE_TESTS` (default `target/onnx-node-tests`, fetched by
 //! `scripts/fetch-onnx-node-tests.sh`). Needs a GPU (the `gpu` feature); fails loudly without one.
@@ -19,6 +20,7 @@ use std::sync::OnceLock;
 use case::{Executor, Outcome, run_case};
 
 const EXPECTED_PASS: &str = include_str!("../conformance/expected-pass.txt");
+const KNOWN_FAILURES: &str = include_str!("../conformance/gpu-known-failures.txt");
 
 fn ctx() -> &'static host::Context {
     static CTX: OnceLock<host::Context> = OnceLock::new();
@@ -54,10 +56,24 @@ fn onnx_node_tests_on_the_gpu() {
         names.len(),
         report_path.display()
     );
+    let known: Vec<&str> = KNOWN_FAILURES
+        .lines()
+        .filter_map(|l| l.split('#').next())
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     let wrong: Vec<String> = results
         .iter()
-        .filter(|(_, o)| !matches!(o, Outcome::Pass { .. } | Outcome::Unsupported { .. }))
+        .filter(|(n, o)| {
+            !matches!(o, Outcome::Pass { .. } | Outcome::Unsupported { .. }) && !known.contains(&n.as_str())
+        })
         .map(|(n, o)| format!("{n}: {o}"))
         .collect();
+    let mended: Vec<&&str> = known
+        .iter()
+        .filter(|k| results.iter().any(|(n, o)| n == **k && matches!(o, Outcome::Pass { .. })))
+        .collect();
+    println!("known GPU failures (tests/conformance/gpu-known-failures.txt): {}", known.len());
     assert!(wrong.is_empty(), "{} case(s) run on the GPU and fail:\n{}", wrong.len(), wrong.join("\n"));
+    assert!(mended.is_empty(), "known failures that now pass (remove them from the list): {mended:?}");
 }
