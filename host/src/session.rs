@@ -12,7 +12,7 @@
 //! across runs (in one allocation, `state.rs`) until [`Session::reset_state`].
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr, result, sys};
 use planner::plan::{Arg, Plan, PlanOptions, Step, compile};
@@ -56,14 +56,36 @@ struct Key {
 /// Largest integer input (elements) whose values a plan may be specialized on.
 const SPECIALIZE_MAX_ELEMS: usize = 64;
 
+/// One binding's weights on the device (the plan's constants packed at 256-byte offsets), shared
+/// by every session forked from the same one ([`Session::fork`]).
+struct Weights {
+    buf: CudaSlice<u8>,
+    offsets: HashMap<ValueId, u64>,
+}
+
+// SAFETY: the buffer is written once (the upload, before the `Weights` is shared) and only read by
+// kernels afterwards; the host never touches it again, and cudarc's cross-stream event tracking,
+// the only host-side state a `CudaSlice` mutates, is off for this context (`Context::new`).
+unsafe impl Sync for Weights {}
+
+/// Weights by plan key, shared between forked sessions.
+type WeightCache = Arc<Mutex<HashMap<Key, Arc<Weights>>>>;
+
+/// A captured CUDA graph.
+struct Graphed(CudaGraph);
+
+// SAFETY: a graph exec is a driver object that any thread may launch once the context is current
+// (cudarc's launch makes it so); the session that owns it is used by one thread at a time
+// (`&mut self`), so moving it to another thread is sound.
+unsafe impl Send for Graphed {}
+
 /// Device state of one compiled binding.
 struct Compiled {
     plan: Plan,
-    weights: Option<CudaSlice<u8>>,
-    weight_offsets: HashMap<ValueId, u64>,
+    weights: Option<Arc<Weights>>,
     inputs: Vec<CudaSlice<u8>>,
     outputs: Vec<CudaSlice<u8>>,
-    graph: Option<CudaGraph>,
+    graph: Option<Graphed>,
 }
 
 /// A model ready to run on one device.
@@ -74,6 +96,7 @@ pub struct Session<'c> {
     options: SessionOptions,
     arena: Arena,
     compiled: HashMap<Key, Compiled>,
+    weight_cache: WeightCache,
     /// Set once a compile needed the values of small integer inputs (shape operands fed as graph
     /// inputs): from then on plans are specialized on those values too.
     specialize: bool,
@@ -94,12 +117,24 @@ impl<'c> Session<'c> {
             options,
             arena: Arena::new(ctx, 0)?,
             compiled: HashMap::new(),
+            weight_cache: WeightCache::default(),
             specialize: false,
             state: SessionState::default(),
             allocations: 0,
             device_bytes: 0,
             last: None,
         })
+    }
+
+    /// A new session for the same model that shares this one's weights on the device (for every
+    /// binding either has compiled, or compiles later) but has its own stream, arena, input and
+    /// output buffers and recurrent state: one copy of the weights serves several sessions, e.g.
+    /// one per thread (a `Session` is `Send`). Nothing else is allocated until its first run.
+    pub fn fork(&self) -> Result<Session<'c>, HostError> {
+        let mut s = Session::new(self.ctx, self.graph.clone(), self.options)?;
+        s.weight_cache = self.weight_cache.clone();
+        s.specialize = self.specialize;
+        Ok(s)
     }
 
     /// Device allocations made so far (arena, weights, input and output buffers): constant across
@@ -234,25 +269,32 @@ impl<'c> Session<'c> {
             ..PlanOptions::default()
         };
         let plan = compile(&self.specialized(binding), &binding.dims, &options)?;
-        let mut weight_offsets = HashMap::new();
-        let mut packed = Vec::new();
-        for (v, c) in &plan.constants {
-            let at = packed.len().div_ceil(256) * 256;
-            packed.resize(at, 0);
-            packed.extend_from_slice(&c.bytes);
-            weight_offsets.insert(*v, at as u64);
-        }
-        let weights = if packed.is_empty() {
-            None
-        } else {
-            self.allocations += 1;
-            self.device_bytes += packed.len() as u64;
-            Some(
-                self.ctx
+        let cached = self.weight_cache.lock().ok().and_then(|m| m.get(binding).cloned());
+        let weights = match cached {
+            Some(w) => Some(w),
+            None if plan.constants.is_empty() => None,
+            None => {
+                let mut offsets = HashMap::new();
+                let mut packed = Vec::new();
+                for (v, c) in &plan.constants {
+                    let at = packed.len().div_ceil(256) * 256;
+                    packed.resize(at, 0);
+                    packed.extend_from_slice(&c.bytes);
+                    offsets.insert(*v, at as u64);
+                }
+                self.allocations += 1;
+                self.device_bytes += packed.len() as u64;
+                let buf = self
+                    .ctx
                     .stream()
                     .clone_htod(&packed)
-                    .map_err(|source| HostError::OutOfMemory { bytes: packed.len() as u64, source })?,
-            )
+                    .map_err(|source| HostError::OutOfMemory { bytes: packed.len() as u64, source })?;
+                let w = Arc::new(Weights { buf, offsets });
+                if let Ok(mut m) = self.weight_cache.lock() {
+                    m.insert(binding.clone(), w.clone());
+                }
+                Some(w)
+            }
         };
         let mut io = |vs: &[ValueId]| -> Result<Vec<CudaSlice<u8>>, HostError> {
             vs.iter()
@@ -284,10 +326,7 @@ impl<'c> Session<'c> {
         // Allocations and uploads went through the context's stream; the session's stream uses
         // them from now on.
         self.ctx.synchronize()?;
-        self.compiled.insert(
-            binding.clone(),
-            Compiled { plan, weights, weight_offsets, inputs, outputs, graph: None },
-        );
+        self.compiled.insert(binding.clone(), Compiled { plan, weights, inputs, outputs, graph: None });
         Ok(())
     }
 
@@ -365,12 +404,12 @@ impl<'c> Session<'c> {
                 .end_capture(sys::CUgraphInstantiate_flags(0))
                 .map_err(HostError::driver("ending CUDA graph capture"))?;
             launched?;
-            self.compiled.get_mut(&binding).expect("prepared").graph = graph;
+            self.compiled.get_mut(&binding).expect("prepared").graph = graph.map(Graphed);
             return Ok(());
         }
         let c = &self.compiled[&binding];
         match (&c.graph, use_graph) {
-            (Some(g), true) => g.launch().map_err(HostError::driver("replaying the CUDA graph")),
+            (Some(g), true) => g.0.launch().map_err(HostError::driver("replaying the CUDA graph")),
             _ => self.launch_steps(&binding, false),
         }
     }
@@ -404,8 +443,10 @@ impl<'c> Session<'c> {
         if let Some(i) = c.plan.outputs.iter().position(|&x| x == v) {
             return Ok(c.outputs[i].device_ptr(stream).0);
         }
-        if let (Some(off), Some(w)) = (c.weight_offsets.get(&v), &c.weights) {
-            return Ok(w.device_ptr(stream).0 + off);
+        if let Some(w) = &c.weights
+            && let Some(off) = w.offsets.get(&v)
+        {
+            return Ok(w.buf.device_ptr(stream).0 + off);
         }
         match c.plan.memory.slots.get(v.index()).copied().flatten() {
             Some(slot) => self.arena.slot_ptr(self.ctx, slot),
@@ -485,13 +526,13 @@ impl<'c> Session<'c> {
             Step::Copy { src, dst, bytes, .. } => {
                 // A graph output that is a constant or an input copies from that buffer into the
                 // output buffer (`src == dst`): reads prefer inputs and weights, writes outputs.
-                let s = match (
-                    c.plan.inputs.iter().position(|&x| x == *src),
-                    c.weight_offsets.get(src),
-                    &c.weights,
-                ) {
-                    (Some(i), _, _) => c.inputs[i].device_ptr(&self.stream).0,
-                    (None, Some(off), Some(w)) => w.device_ptr(&self.stream).0 + off,
+                let weight = c
+                    .weights
+                    .as_ref()
+                    .and_then(|w| Some(w.buf.device_ptr(&self.stream).0 + w.offsets.get(src)?));
+                let s = match (c.plan.inputs.iter().position(|&x| x == *src), weight) {
+                    (Some(i), _) => c.inputs[i].device_ptr(&self.stream).0,
+                    (None, Some(w)) => w,
                     _ => self.address(c, *src)?,
                 };
                 let d = match c.plan.outputs.iter().position(|&x| x == *dst) {
@@ -524,5 +565,14 @@ fn step_error(i: usize, step: &Step, e: HostError) -> HostError {
             HostError::Step { step: i, label: label.clone(), kernel: kernel.symbol(), detail }
         }
         Step::Copy { .. } => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_session_can_move_to_another_thread() {
+        fn send<T: Send>() {}
+        send::<super::Session<'static>>();
     }
 }

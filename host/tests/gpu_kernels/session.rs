@@ -239,3 +239,41 @@ fn split_k_gemms_match_the_reference() {
     let plan = s.last_plan().unwrap().to_string();
     assert!(plan.matches("split-k reduce gemm_reduce_f32").count() >= 2, "{plan}");
 }
+
+#[test]
+fn forked_sessions_share_weights_and_run_on_their_own_threads() {
+    let mut rng = Rng::new(0xf0e);
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Symbol("batch".into()), Dim::Known(64)]);
+    let w = weight(&mut g, &mut rng, "w", &[64, 512]);
+    let b = weight(&mut g, &mut rng, "b", &[512]);
+    let y = gemm(&mut g, x, w, Some(b), Gemm::default());
+    let r = g.relu(y);
+    g.output(r);
+    let mut first = Session::new(ctx(), g.clone(), SessionOptions::default()).unwrap();
+    first.run(&[input(&mut rng, "x", &[4, 64])]).unwrap();
+    let forks: Vec<Session> = (0..4).map(|_| first.fork().unwrap()).collect();
+    let feeds: Vec<Vec<(String, HostTensor)>> =
+        (0..4).map(|_| vec![input(&mut rng, "x", &[4, 64])]).collect();
+    let results: Vec<Vec<(String, HostTensor)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = forks
+            .into_iter()
+            .zip(&feeds)
+            .map(|(mut s, feed)| {
+                scope.spawn(move || {
+                    let mut out = Vec::new();
+                    for _ in 0..20 {
+                        out = s.run(feed).unwrap();
+                    }
+                    // The fork reused the uploaded weights: its device bytes are its own buffers only.
+                    assert!(s.device_bytes() < 64 * 512 * 4, "fork holds {} bytes", s.device_bytes());
+                    out
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (feed, got) in feeds.iter().zip(&results) {
+        assert_close(got, &host::reference::eval(&g, feed).unwrap());
+    }
+}
