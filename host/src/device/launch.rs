@@ -93,13 +93,14 @@ impl Context {
             })
             .collect();
         self.bind()?;
+        let function = self.module.function(kernel)?;
         let [gx, gy, gz] = shape.grid;
         let [bx, by, bz] = shape.block;
         // SAFETY: the function belongs to this context's loaded module; `params` holds one pointer
         // per kernel parameter, each to live storage of the parameter's size (caller's contract).
         unsafe {
             result::launch_kernel(
-                self.module.function(kernel),
+                function,
                 (gx, gy, gz),
                 (bx, by, bz),
                 shape.shared_bytes,

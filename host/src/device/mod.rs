@@ -69,8 +69,9 @@ pub fn device_count() -> Result<usize, HostError> {
 }
 
 impl Context {
-    /// Opens device `ordinal`: creates its stream, loads the PTX flavour its compute capability
-    /// needs, and resolves every kernel (a missing one is an error here, not at first launch).
+    /// Opens device `ordinal`: creates its stream and picks the PTX flavour its compute capability
+    /// needs. Kernels are loaded (JIT-compiled) on first launch, each on its own
+    /// ([`Context::load_all_kernels`] loads them all).
     pub fn new(ordinal: usize) -> Result<Self, HostError> {
         let count = device_count()?;
         if ordinal >= count {
@@ -103,9 +104,23 @@ impl Context {
         self.flavour
     }
 
-    /// Time `Context::new` spent loading the module (JIT compile included) and resolving kernels.
+    /// Time `Context::new` spent preparing the kernels (they load on first use).
     pub fn module_load_time(&self) -> Duration {
         self.module_load_time
+    }
+
+    /// Loads (JIT-compiles) every kernel now and returns how long it took: what a cold driver
+    /// cache costs for all of them. A missing or broken kernel is an error here.
+    pub fn load_all_kernels(&self) -> Result<Duration, HostError> {
+        self.bind()?;
+        let start = Instant::now();
+        self.module.load_all()?;
+        Ok(start.elapsed())
+    }
+
+    /// Kernels loaded so far (each loads on its first launch).
+    pub fn loaded_kernel_count(&self) -> usize {
+        self.module.loaded_count()
     }
 
     /// Waits for all work on the stream; reports the first asynchronous error.

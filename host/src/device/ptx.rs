@@ -55,6 +55,118 @@ impl PtxFlavour {
     }
 }
 
+/// A top-level PTX function (`.func` or `.entry`) as text.
+struct PtxFunction<'a> {
+    name: &'a str,
+    /// The forward declaration (ends with `;`), when the file has one.
+    decl: Option<String>,
+    /// The definition (ends with `}`).
+    def: Option<String>,
+}
+
+/// The name of the function whose header line is `line` (`.func (.param ...) name`, `.entry name(`).
+fn function_name(line: &str) -> Option<&str> {
+    let at = line.find(".func").map(|i| i + 5).or_else(|| line.find(".entry").map(|i| i + 6))?;
+    let mut rest = line[at..].trim_start();
+    if rest.starts_with('(') {
+        rest = rest[rest.find(')')? + 1..].trim_start();
+    }
+    let end = rest.find(|c: char| c == '(' || c.is_whitespace()).unwrap_or(rest.len());
+    (end > 0).then(|| &rest[..end])
+}
+
+/// Names of the functions `body` calls.
+fn callees(body: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for line in body.lines() {
+        let t = line.trim_start();
+        let Some(rest) = t.strip_prefix("call") else { continue };
+        let rest = rest.strip_prefix(".uni").unwrap_or(rest).trim_start();
+        // `call.uni (retval0), name, (params);` or `call.uni name, (params);`
+        let rest = if rest.starts_with('(') {
+            rest[rest.find(')').map_or(0, |i| i + 1)..].trim_start_matches([',', ' ', '\t'])
+        } else {
+            rest
+        };
+        let end = rest.find([',', ';', ' ', '(']).unwrap_or(rest.len());
+        if end > 0 {
+            out.push(&rest[..end]);
+        }
+    }
+    out
+}
+
+/// A standalone PTX module with just `entry` and the functions it calls (transitively), plus the
+/// file's header and global declarations: loading it JITs one kernel instead of all of them.
+/// `None` when `ptx` has no such entry.
+pub fn kernel_module(ptx: &str, entry: &str) -> Option<String> {
+    let mut preamble = String::new();
+    let mut funcs: Vec<PtxFunction> = Vec::new();
+    let mut lines = ptx.lines();
+    while let Some(line) = lines.next() {
+        let top = [".func", ".visible .func", ".weak .func", ".entry", ".visible .entry"]
+            .iter()
+            .any(|p| line.starts_with(p));
+        if top {
+            let name = function_name(line)?;
+            let mut text = String::from(line);
+            text.push('\n');
+            let mut is_decl = false;
+            for l in lines.by_ref() {
+                text.push_str(l);
+                text.push('\n');
+                if l == ";" || (l.ends_with(';') && !l.starts_with([' ', '\t'])) {
+                    is_decl = true;
+                    break;
+                }
+                if l == "}" {
+                    break;
+                }
+            }
+            let f = match funcs.iter_mut().position(|f| f.name == name) {
+                Some(i) => &mut funcs[i],
+                None => {
+                    funcs.push(PtxFunction { name, decl: None, def: None });
+                    funcs.last_mut().expect("just pushed")
+                }
+            };
+            if is_decl { f.decl = Some(text) } else { f.def = Some(text) }
+        } else if [".version", ".target", ".address_size", ".global", ".extern", ".const", ".shared"]
+            .iter()
+            .any(|p| line.starts_with(p))
+        {
+            preamble.push_str(line);
+            preamble.push('\n');
+        }
+    }
+    // Functions the entry needs, in file order.
+    let mut needed = vec![entry];
+    let mut i = 0;
+    while i < needed.len() {
+        let body = funcs.iter().find(|f| f.name == needed[i]).and_then(|f| f.def.as_deref()).unwrap_or("");
+        for c in callees(body) {
+            if !needed.contains(&c) {
+                needed.push(c);
+            }
+        }
+        i += 1;
+    }
+    funcs.iter().find(|f| f.name == entry && f.def.is_some())?;
+    let mut out = preamble;
+    for f in funcs.iter().filter(|f| f.name != entry && needed.contains(&f.name)) {
+        if let Some(d) = &f.decl {
+            out.push_str(d);
+        }
+    }
+    for f in funcs.iter().filter(|f| f.name != entry && needed.contains(&f.name)) {
+        if let Some(d) = &f.def {
+            out.push_str(d);
+        }
+    }
+    out.push_str(funcs.iter().find(|f| f.name == entry)?.def.as_deref()?);
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +212,30 @@ mod tests {
         assert_eq!(PtxFlavour::for_compute_capability(8, 6), Some(PtxFlavour::Portable));
         assert_eq!(PtxFlavour::for_compute_capability(10, 0), Some(PtxFlavour::Portable));
         assert_eq!(PtxFlavour::for_compute_capability(7, 5), None);
+    }
+
+    #[test]
+    fn every_kernel_splits_into_a_module_with_its_callees() {
+        for flavour in PtxFlavour::ALL {
+            let all = flavour.source();
+            for &k in KernelId::ALL {
+                let m =
+                    kernel_module(all, k.symbol()).unwrap_or_else(|| panic!("{} has no module", k.symbol()));
+                assert!(m.contains(&format!(".entry {}(", k.symbol())), "{}", k.symbol());
+                assert!(m.starts_with(".version") || m.contains("\n.target"), "{}: header", k.symbol());
+                // Exactly one entry, every called function defined, braces balanced.
+                assert_eq!(m.matches(".entry ").count(), 1, "{}", k.symbol());
+                // Every function the module calls is defined in it.
+                for c in callees(&m) {
+                    assert!(
+                        kernel_module(&m, c).is_some(),
+                        "{}: calls {c}, not defined in its module",
+                        k.symbol()
+                    );
+                }
+                assert_eq!(m.matches('{').count(), m.matches('}').count(), "{}", k.symbol());
+            }
+            assert!(kernel_module(all, "no_such_kernel").is_none());
+        }
     }
 }
