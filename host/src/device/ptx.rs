@@ -62,6 +62,9 @@ struct PtxFunction<'a> {
     decl: Option<String>,
     /// The definition (ends with `}`).
     def: Option<String>,
+    /// Where the definition stands among the file's definitions (PTX needs a function declared or
+    /// defined before a call to it, so definitions keep the file's order).
+    def_pos: usize,
 }
 
 /// The name of the function whose header line is `line` (`.func (.param ...) name`, `.entry name(`).
@@ -102,6 +105,7 @@ fn callees(body: &str) -> Vec<&str> {
 pub fn kernel_module(ptx: &str, entry: &str) -> Option<String> {
     let mut preamble = String::new();
     let mut funcs: Vec<PtxFunction> = Vec::new();
+    let mut defs_seen = 0;
     let mut lines = ptx.lines();
     while let Some(line) = lines.next() {
         let top = [".func", ".visible .func", ".weak .func", ".entry", ".visible .entry"]
@@ -126,11 +130,17 @@ pub fn kernel_module(ptx: &str, entry: &str) -> Option<String> {
             let f = match funcs.iter_mut().position(|f| f.name == name) {
                 Some(i) => &mut funcs[i],
                 None => {
-                    funcs.push(PtxFunction { name, decl: None, def: None });
+                    funcs.push(PtxFunction { name, decl: None, def: None, def_pos: usize::MAX });
                     funcs.last_mut().expect("just pushed")
                 }
             };
-            if is_decl { f.decl = Some(text) } else { f.def = Some(text) }
+            if is_decl {
+                f.decl = Some(text)
+            } else {
+                f.def = Some(text);
+                f.def_pos = defs_seen;
+                defs_seen += 1;
+            }
         } else if [".version", ".target", ".address_size", ".global", ".extern", ".const", ".shared"]
             .iter()
             .any(|p| line.starts_with(p))
@@ -158,10 +168,11 @@ pub fn kernel_module(ptx: &str, entry: &str) -> Option<String> {
             out.push_str(d);
         }
     }
-    for f in funcs.iter().filter(|f| f.name != entry && needed.contains(&f.name)) {
-        if let Some(d) = &f.def {
-            out.push_str(d);
-        }
+    let mut defs: Vec<&PtxFunction> =
+        funcs.iter().filter(|f| f.name != entry && needed.contains(&f.name) && f.def.is_some()).collect();
+    defs.sort_by_key(|f| f.def_pos);
+    for f in defs {
+        out.push_str(f.def.as_deref().unwrap_or_default());
     }
     out.push_str(funcs.iter().find(|f| f.name == entry)?.def.as_deref()?);
     Some(out)
