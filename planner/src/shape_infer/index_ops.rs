@@ -203,8 +203,31 @@ pub(crate) fn resize(ctx: &mut Ctx, r: &Resize) -> Result<Vec<TensorInfo>, PlanE
         if sizes.len() != axes.len() || sizes.iter().any(|&s| s < 0) {
             return Err(ctx.attr(format!("sizes {sizes:?} for {} axes", axes.len())));
         }
-        for (&a, &s) in axes.iter().zip(&sizes) {
-            dims[a] = Dim::Known(s as usize);
+        // keep_aspect_ratio_policy: one scale for every resized axis, the smallest (not_larger)
+        // or largest (not_smaller) of size / input extent; needs the input extents.
+        let policy = r.keep_aspect_ratio_policy;
+        let extents: Option<Vec<usize>> = axes.iter().map(|&a| dims[a].known()).collect();
+        match (policy, extents) {
+            (crate::op::KeepAspectRatioPolicy::Stretch, _) => {
+                for (&a, &s) in axes.iter().zip(&sizes) {
+                    dims[a] = Dim::Known(s as usize);
+                }
+            }
+            (_, None) => return Ok(vec![fresh_axes(ctx, x, &axes)]),
+            (p, Some(ext)) => {
+                if ext.contains(&0) {
+                    return Err(ctx.attr("sizes with a keep_aspect_ratio_policy need non-empty axes"));
+                }
+                let ratios = sizes.iter().zip(&ext).map(|(&s, &e)| s as f64 / e as f64);
+                let common = if p == crate::op::KeepAspectRatioPolicy::NotLarger {
+                    ratios.fold(f64::INFINITY, f64::min)
+                } else {
+                    ratios.fold(0.0, f64::max)
+                };
+                for (&a, &e) in axes.iter().zip(&ext) {
+                    dims[a] = Dim::Known((common * e as f64 + 0.5).floor() as usize);
+                }
+            }
         }
     } else if nonempty(2) {
         let Some(scales) = ctx.constant(2).map(|c| c.to_f64s()) else {
