@@ -24,22 +24,12 @@ import tempfile
 import numpy as np
 import torch
 import transformers
-from transformers import GPT2Config, GPT2LMHeadModel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from memory_vs_pytorch import Gpt2, SEQ, VOCAB  # noqa: E402  (the same GPT-2-style model)
 
 torch.manual_seed(0)
-SEQ, D, LAYERS, VOCAB = 128, 256, 4, 1000
 RUNS = 2000
-
-
-class Gpt2(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        cfg = GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=D, n_layer=LAYERS, n_head=4,
-                         use_cache=False, attn_implementation="eager")
-        self.m = GPT2LMHeadModel(cfg).eval()
-
-    def forward(self, ids):
-        return self.m(input_ids=ids, use_cache=False).logits
 
 
 def time_calls(fn, runs=RUNS):

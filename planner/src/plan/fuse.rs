@@ -53,15 +53,7 @@ pub(super) fn activations(g: &Graph, infos: &[TensorInfo]) -> (Graph, Vec<(NodeI
             fused.push((pi, act, alpha));
         }
     }
-    let mut new_id = vec![None; g.nodes.len()];
-    let mut nodes = Vec::with_capacity(g.nodes.len());
-    for (i, n) in out.nodes.into_iter().enumerate() {
-        if !removed[i] {
-            new_id[i] = Some(NodeId(nodes.len() as u32));
-            nodes.push(n);
-        }
-    }
-    out.nodes = nodes;
+    let new_id = remove_nodes(&mut out, &removed);
     let mut dead = vec![false; g.values.len()];
     for (ai, n) in g.nodes.iter().enumerate() {
         if removed[ai] {
@@ -72,6 +64,20 @@ pub(super) fn activations(g: &Graph, infos: &[TensorInfo]) -> (Graph, Vec<(NodeI
     }
     let epilogues = fused.into_iter().filter_map(|(p, a, alpha)| Some((new_id[p]?, a, alpha))).collect();
     (drop_values(out, &dead), epilogues)
+}
+
+/// Removes the nodes marked in `removed` from `g`; returns each old node's new id.
+fn remove_nodes(g: &mut Graph, removed: &[bool]) -> Vec<Option<NodeId>> {
+    let mut new_id = vec![None; g.nodes.len()];
+    let mut nodes = Vec::with_capacity(g.nodes.len());
+    for (i, n) in std::mem::take(&mut g.nodes).into_iter().enumerate() {
+        if !removed[i] {
+            new_id[i] = Some(NodeId(nodes.len() as u32));
+            nodes.push(n);
+        }
+    }
+    g.nodes = nodes;
+    new_id
 }
 
 /// `g` without the values marked dead (which nothing defines or reads), ids renumbered.
@@ -461,15 +467,7 @@ pub(super) fn elementwise_programs(
         out.nodes[root].inputs = inputs.into_iter().map(Some).collect();
         roots.push((root, program));
     }
-    let mut new_id = vec![None; g.nodes.len()];
-    let mut nodes = Vec::with_capacity(g.nodes.len());
-    for (i, n) in out.nodes.into_iter().enumerate() {
-        if !removed[i] {
-            new_id[i] = Some(NodeId(nodes.len() as u32));
-            nodes.push(n);
-        }
-    }
-    out.nodes = nodes;
+    let new_id = remove_nodes(&mut out, &removed);
     let out = drop_values(out, &dead);
     let programs = roots
         .into_iter()
