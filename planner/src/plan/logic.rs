@@ -6,18 +6,11 @@ use kernels_gpu::abi::{
 };
 
 use super::elementwise::{binary_params, broadcast_strides};
-use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
+use super::lower::{Lowered, dims};
+use super::{Arg, PlanOptions, PlannedValue};
 use crate::graph::{NodeId, ValueId};
 use crate::op::Op;
 use crate::tensor_info::DType;
-
-type Lowered = Result<Vec<Step>, String>;
-
-fn dims(values: &[PlannedValue], v: ValueId) -> Result<(&[usize], DType), String> {
-    let pv = &values[v.index()];
-    let d = pv.dims.as_deref().ok_or_else(|| format!("`{}` has a data-dependent shape", pv.name))?;
-    Ok((d, pv.dtype))
-}
 
 /// The kernels' code for `dtype`.
 pub fn scalar_code(dtype: DType) -> u32 {
@@ -62,17 +55,7 @@ fn launch(
     if work == 0 {
         return Ok(Vec::new());
     }
-    let mut all = vec![Arg::Params(p.as_bytes().to_vec())];
-    all.extend(args.iter().map(|&v| Arg::Value(v)));
-    Ok(vec![Step::Kernel {
-        nodes: vec![id],
-        label,
-        kernel,
-        grid: capped_grid(o.sm_count, work.div_ceil(THREADS as u64)),
-        block: [THREADS, 1, 1],
-        shared_bytes: 0,
-        args: all,
-    }])
+    Ok(super::movement::step(id, label, kernel, p, work, o, args.iter().map(|&v| Arg::Value(v)).collect()))
 }
 
 /// Cast / CastLike of `x` into `y` (the output's dtype is the target).

@@ -9,13 +9,12 @@ use kernels_gpu::abi::{
     pad_mode,
 };
 
+use super::lower::{Lowered, dims};
 use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{Pad, PadMode, Slice, Split};
 use crate::shape_infer::slice_range;
 use crate::tensor_info::DType;
-
-type Lowered = Result<Vec<Step>, String>;
 
 fn static_dims(values: &[PlannedValue], v: ValueId, dtype: DType) -> Result<&[usize], String> {
     let pv = &values[v.index()];
@@ -23,13 +22,6 @@ fn static_dims(values: &[PlannedValue], v: ValueId, dtype: DType) -> Result<&[us
         return Err(format!("`{}` is {}; the movement kernel takes {dtype} here", pv.name, pv.dtype));
     }
     pv.dims.as_deref().ok_or_else(|| format!("`{}` has a data-dependent shape", pv.name))
-}
-
-/// Dims and dtype of a value with a static shape.
-fn any_dims(values: &[PlannedValue], v: ValueId) -> Result<(&[usize], DType), String> {
-    let pv = &values[v.index()];
-    let d = pv.dims.as_deref().ok_or_else(|| format!("`{}` has a data-dependent shape", pv.name))?;
-    Ok((d, pv.dtype))
 }
 
 /// The constant integers of input `v` (folded shape operands), or why not.
@@ -117,7 +109,8 @@ fn strided_copy(
     Ok(step(id, label.to_string(), kernel, &p, elems, o, vec![Arg::Value(x), Arg::Value(y)]))
 }
 
-fn step(
+/// One grid-stride launch of `kernel` over `work` items: `params`, then `args`.
+pub(super) fn step(
     id: NodeId,
     label: String,
     kernel: KernelId,
@@ -186,7 +179,7 @@ pub(super) fn transpose(
     values: &[PlannedValue],
     o: &PlanOptions,
 ) -> Lowered {
-    let (d, dtype) = any_dims(values, x)?;
+    let (d, dtype) = dims(values, x)?;
     let perm: Vec<usize> = perm.map_or_else(|| (0..d.len()).rev().collect(), <[usize]>::to_vec);
     let mut seen = vec![false; d.len()];
     if perm.len() != d.len() || perm.iter().any(|&a| a >= d.len() || std::mem::replace(&mut seen[a], true)) {
@@ -216,7 +209,7 @@ pub(super) fn gather(
     values: &[PlannedValue],
     o: &PlanOptions,
 ) -> Lowered {
-    let (d, dtype) = any_dims(values, data)?;
+    let (d, dtype) = dims(values, data)?;
     let n_idx = static_dims(values, indices, DType::I64)?.iter().product::<usize>() as u64;
     let kernel = by_size(
         dtype,
@@ -266,7 +259,7 @@ fn axis_of(axis: i64, rank: usize) -> Result<usize, String> {
 /// ONNX Slice (starts, ends, axes, steps constant after folding).
 pub(super) fn slice(n: &MoveNode, s: &Slice, g: &Graph, values: &[PlannedValue], o: &PlanOptions) -> Lowered {
     let (x, y) = (n.input(0)?, n.output()?);
-    let (d, dtype) = any_dims(values, x)?;
+    let (d, dtype) = dims(values, x)?;
     let (starts, ends, axes, steps) = match (&s.starts, &s.ends) {
         (Some(st), Some(en)) => (st.clone(), en.clone(), s.axes.clone(), None),
         _ => {
@@ -304,7 +297,7 @@ pub(super) fn slice(n: &MoveNode, s: &Slice, g: &Graph, values: &[PlannedValue],
 /// ONNX Split: one strided copy per output, at its offset along the axis.
 pub(super) fn split(n: &MoveNode, s: &Split, values: &[PlannedValue], o: &PlanOptions) -> Lowered {
     let x = n.input(0)?;
-    let (d, dtype) = any_dims(values, x)?;
+    let (d, dtype) = dims(values, x)?;
     let a = axis_of(s.axis, d.len())?;
     if n.outs.iter().any(Option::is_none) {
         return Err("Split with an omitted output has no kernel yet".into());
@@ -314,7 +307,7 @@ pub(super) fn split(n: &MoveNode, s: &Split, values: &[PlannedValue], o: &PlanOp
     let mut steps = Vec::new();
     for out in n.outs {
         let Some(y) = *out else { continue };
-        let (od, _) = any_dims(values, y)?;
+        let (od, _) = dims(values, y)?;
         steps.extend(strided_copy(
             n.id,
             &n.label,
@@ -332,14 +325,14 @@ pub(super) fn split(n: &MoveNode, s: &Split, values: &[PlannedValue], o: &PlanOp
 /// ONNX Concat: one strided copy per input into its place in the output.
 pub(super) fn concat(n: &MoveNode, axis: i64, values: &[PlannedValue], o: &PlanOptions) -> Lowered {
     let y = n.output()?;
-    let (od, dtype) = any_dims(values, y)?;
+    let (od, dtype) = dims(values, y)?;
     let a = axis_of(axis, od.len())?;
     let ys = contiguous(od);
     let mut at = 0i64;
     let mut steps = Vec::new();
     for (i, inp) in n.ins.iter().enumerate() {
         let x = inp.ok_or_else(|| format!("input {i} is missing"))?;
-        let (xd, _) = any_dims(values, x)?;
+        let (xd, _) = dims(values, x)?;
         steps.extend(strided_copy(
             n.id,
             &n.label,
@@ -357,7 +350,7 @@ pub(super) fn concat(n: &MoveNode, axis: i64, values: &[PlannedValue], o: &PlanO
 /// ONNX Expand: the input broadcast to the output shape (stride 0 on broadcast dims).
 pub(super) fn expand(n: &MoveNode, values: &[PlannedValue], o: &PlanOptions) -> Lowered {
     let (x, y) = (n.input(0)?, n.output()?);
-    let ((xd, dtype), (od, _)) = (any_dims(values, x)?, any_dims(values, y)?);
+    let ((xd, dtype), (od, _)) = (dims(values, x)?, dims(values, y)?);
     let xs: Vec<i64> =
         super::elementwise::broadcast_strides(xd, od.len()).into_iter().map(|s| s as i64).collect();
     strided_copy(n.id, &n.label, (x, 0, &xs), (y, 0, &contiguous(od)), od, dtype, o)
@@ -366,7 +359,7 @@ pub(super) fn expand(n: &MoveNode, values: &[PlannedValue], o: &PlanOptions) -> 
 /// ONNX Tile: output dim `d` is `[repeats[d], n[d]]` row-major, read with stride 0 over the repeats.
 pub(super) fn tile(n: &MoveNode, g: &Graph, values: &[PlannedValue], o: &PlanOptions) -> Lowered {
     let (x, y) = (n.input(0)?, n.output()?);
-    let (xd, dtype) = any_dims(values, x)?;
+    let (xd, dtype) = dims(values, x)?;
     let reps = const_ints(g, n.input(1)?, "repeats")?;
     if reps.len() != xd.len() || reps.iter().any(|&r| r < 0) {
         return Err(format!("repeats {reps:?} for rank {}", xd.len()));
@@ -383,7 +376,7 @@ pub(super) fn tile(n: &MoveNode, g: &Graph, values: &[PlannedValue], o: &PlanOpt
 /// ONNX Pad (pads, constant value and axes constant after folding).
 pub(super) fn pad(n: &MoveNode, pa: &Pad, g: &Graph, values: &[PlannedValue], o: &PlanOptions) -> Lowered {
     let (x, y) = (n.input(0)?, n.output()?);
-    let ((xd, dtype), (od, _)) = (any_dims(values, x)?, any_dims(values, y)?);
+    let ((xd, dtype), (od, _)) = (dims(values, x)?, dims(values, y)?);
     let rank = xd.len();
     let pads = match &pa.pads {
         Some(p) => p.clone(),
@@ -448,7 +441,7 @@ pub(super) fn gather_nd(
     o: &PlanOptions,
 ) -> Lowered {
     let (x, idx, y) = (n.input(0)?, n.input(1)?, n.output()?);
-    let (xd, dtype) = any_dims(values, x)?;
+    let (xd, dtype) = dims(values, x)?;
     let id = static_dims(values, idx, DType::I64)?;
     let k = *id.last().ok_or("indices must have rank >= 1")?;
     if k == 0 || k > MAX_RANK || batch_dims + k > xd.len() || batch_dims >= id.len() {
