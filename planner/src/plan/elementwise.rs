@@ -17,6 +17,33 @@ pub fn broadcast_strides(shape: &[usize], out_rank: usize) -> Vec<usize> {
     strides
 }
 
+/// `shape` as the fewest dims the kernels index: size-1 dims dropped, and neighbours merged where
+/// every operand walks them contiguously (the outer stride is the inner stride times the inner
+/// extent). `strides[k]` are operand `k`'s element strides along `shape`. Returns (extent, the
+/// operands' strides), outermost first; empty when `shape` holds one element.
+pub(super) fn collapse_dims(shape: &[usize], strides: &[Vec<i64>]) -> Vec<(usize, Vec<i64>)> {
+    let mut dims: Vec<(usize, Vec<i64>)> = Vec::new();
+    for (d, &n) in shape.iter().enumerate() {
+        if n == 1 {
+            continue;
+        }
+        let s: Vec<i64> = strides.iter().map(|st| st[d]).collect();
+        match dims.last_mut() {
+            Some((ln, ls)) if ls.iter().zip(&s).all(|(&outer, &inner)| outer == inner * n as i64) => {
+                *ln *= n;
+                *ls = s;
+            }
+            _ => dims.push((n, s)),
+        }
+    }
+    dims
+}
+
+/// [`broadcast_strides`] as the signed strides [`collapse_dims`] takes.
+pub(super) fn broadcast_strides_i64(shape: &[usize], out_rank: usize) -> Vec<i64> {
+    broadcast_strides(shape, out_rank).into_iter().map(|s| s as i64).collect()
+}
+
 /// The kernel parameters of `out = a (op) b`, or `None` when the collapsed rank exceeds
 /// [`MAX_RANK`]. `out` must be the broadcast shape of `a` and `b`.
 pub fn binary_params(a: &[usize], b: &[usize], out: &[usize]) -> Option<BinaryParams> {
@@ -25,22 +52,10 @@ pub fn binary_params(a: &[usize], b: &[usize], out: &[usize]) -> Option<BinaryPa
     if a == out && b == out {
         return Some(p);
     }
-    let (sa, sb) = (broadcast_strides(a, out.len()), broadcast_strides(b, out.len()));
-    // (size, a stride, b stride), outermost first; size-1 dimensions carry no index.
-    let mut dims: Vec<(usize, usize, usize)> = Vec::new();
-    for i in 0..out.len() {
-        if out[i] == 1 {
-            continue;
-        }
-        match dims.last_mut() {
-            Some(last) if last.1 == sa[i] * out[i] && last.2 == sb[i] * out[i] => {
-                *last = (last.0 * out[i], sa[i], sb[i]);
-            }
-            _ => dims.push((out[i], sa[i], sb[i])),
-        }
-    }
+    let strides = [broadcast_strides_i64(a, out.len()), broadcast_strides_i64(b, out.len())];
+    let dims = collapse_dims(out, &strides);
     // Fully contiguous after collapsing (e.g. [1, n] with [n]): the fast path applies.
-    if dims.len() <= 1 && dims.iter().all(|&(_, x, y)| x == 1 && y == 1) {
+    if dims.len() <= 1 && dims.iter().all(|(_, s)| s.iter().all(|&x| x == 1)) {
         return Some(p);
     }
     if dims.len() > MAX_RANK {
@@ -48,10 +63,10 @@ pub fn binary_params(a: &[usize], b: &[usize], out: &[usize]) -> Option<BinaryPa
     }
     p.rank = dims.len() as u32;
     let first = MAX_RANK - dims.len();
-    for (k, &(n, x, y)) in dims.iter().enumerate() {
-        p.out_shape[first + k] = n as u64;
-        p.a_strides[first + k] = x as u64;
-        p.b_strides[first + k] = y as u64;
+    for (k, (n, s)) in dims.iter().enumerate() {
+        p.out_shape[first + k] = *n as u64;
+        p.a_strides[first + k] = s[0] as u64;
+        p.b_strides[first + k] = s[1] as u64;
     }
     Some(p)
 }

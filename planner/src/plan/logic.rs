@@ -5,7 +5,7 @@ use kernels_gpu::abi::{
     CastParams, CompareParams, KernelId, MAX_RANK, Params, WhereParams, compare_op, scalar,
 };
 
-use super::elementwise::{binary_params, broadcast_strides};
+use super::elementwise::{binary_params, broadcast_strides_i64, collapse_dims};
 use super::lower::{Lowered, dims};
 use super::{Arg, PlanOptions, PlannedValue};
 use crate::graph::{NodeId, ValueId};
@@ -112,23 +112,8 @@ pub(super) fn where_(
     let mut p = WhereParams { elems, ..WhereParams::default() };
     if !(cd == yd && ad == yd && bd == yd) {
         let r = yd.len();
-        let (sc, sa, sb) = (broadcast_strides(cd, r), broadcast_strides(ad, r), broadcast_strides(bd, r));
-        // (extent, c, a, b strides), size-1 dims dropped, contiguous neighbours merged.
-        let mut dims: Vec<(usize, [usize; 3])> = Vec::new();
-        for k in 0..r {
-            let n = yd[k];
-            if n == 1 {
-                continue;
-            }
-            let s = [sc[k], sa[k], sb[k]];
-            match dims.last_mut() {
-                Some((ln, ls)) if (0..3).all(|j| ls[j] == s[j] * n) => *ln *= n,
-                _ => dims.push((n, s)),
-            }
-            if let Some((_, ls)) = dims.last_mut() {
-                *ls = s;
-            }
-        }
+        let strides = [cd, ad, bd].map(|d| broadcast_strides_i64(d, r));
+        let dims = collapse_dims(yd, &strides);
         if dims.len() > MAX_RANK {
             return Err("the broadcast collapses to more than 8 dims".into());
         }

@@ -580,23 +580,9 @@ fn ew_program(
     let shapes: Vec<&[usize]> =
         inputs.iter().map(|&v| dims(values, v).map(|d| d.0)).collect::<Result<_, _>>()?;
     if !shapes.iter().all(|s| *s == od) {
-        let strides: Vec<Vec<usize>> = shapes.iter().map(|s| broadcast_strides(s, od.len())).collect();
-        // (extent, strides of each input), size-1 dims dropped, contiguous neighbours merged.
-        let mut dims_: Vec<(usize, Vec<usize>)> = Vec::new();
-        for k in 0..od.len() {
-            let n = od[k];
-            if n == 1 {
-                continue;
-            }
-            let s: Vec<usize> = strides.iter().map(|st| st[k]).collect();
-            match dims_.last_mut() {
-                Some((ln, ls)) if ls.iter().zip(&s).all(|(a, b)| *a == b * n) => {
-                    *ln *= n;
-                    *ls = s;
-                }
-                _ => dims_.push((n, s)),
-            }
-        }
+        let strides: Vec<Vec<i64>> =
+            shapes.iter().map(|s| super::elementwise::broadcast_strides_i64(s, od.len())).collect();
+        let dims_ = super::elementwise::collapse_dims(od, &strides);
         if dims_.len() > MAX_RANK {
             return Err("the broadcast collapses to more than 8 dims".into());
         }

@@ -71,20 +71,7 @@ fn strided_copy(
     if elems == 0 {
         return Ok(Vec::new());
     }
-    // (extent, x stride, y stride), outermost first; size-1 dims carry no index.
-    let mut dims: Vec<(u64, i64, i64)> = Vec::new();
-    for k in 0..shape.len() {
-        let n = shape[k] as u64;
-        if n == 1 {
-            continue;
-        }
-        match dims.last_mut() {
-            Some(last) if last.1 == xs[k] * n as i64 && last.2 == ys[k] * n as i64 => {
-                *last = (last.0 * n, xs[k], ys[k]);
-            }
-            _ => dims.push((n, xs[k], ys[k])),
-        }
-    }
+    let dims = super::elementwise::collapse_dims(shape, &[xs.to_vec(), ys.to_vec()]);
     if dims.len() > MAX_RANK {
         return Err(format!("the copy collapses to {} dims, more than {MAX_RANK}", dims.len()));
     }
@@ -96,8 +83,8 @@ fn strided_copy(
         ..StridedCopyParams::default()
     };
     let first = MAX_RANK - dims.len();
-    for (k, (n, a, b)) in dims.into_iter().enumerate() {
-        (p.shape[first + k], p.x_strides[first + k], p.y_strides[first + k]) = (n, a, b);
+    for (k, (n, s)) in dims.into_iter().enumerate() {
+        (p.shape[first + k], p.x_strides[first + k], p.y_strides[first + k]) = (n as u64, s[0], s[1]);
     }
     let sizes = [
         Some(KernelId::StridedCopyB1),
