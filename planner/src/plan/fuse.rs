@@ -202,15 +202,18 @@ pub(super) enum EwNode {
     Chain(Vec<(u32, f32)>),
 }
 
+/// The value of `v` when it is a one-element f32 constant (a program immediate).
+fn scalar_f32(g: &Graph, v: ValueId) -> Option<f32> {
+    let c = g.initializers.get(&v).filter(|c| c.elems() == 1 && c.dtype == DType::F32)?;
+    Some(c.to_f64s()[0] as f32)
+}
+
 /// The scalar f32 value of constant input `i` of `node`, `Ok(None)` when absent, `Err` when it is
 /// not a scalar constant.
 fn scalar_input(g: &Graph, node: &crate::graph::Node, i: usize) -> Result<Option<f32>, ()> {
     match node.inputs.get(i).copied().flatten() {
         None => Ok(None),
-        Some(v) => match g.initializers.get(&v) {
-            Some(c) if c.elems() == 1 && c.dtype == DType::F32 => Ok(Some(c.to_f64s()[0] as f32)),
-            _ => Err(()),
-        },
+        Some(v) => scalar_f32(g, v).map(Some).ok_or(()),
     }
 }
 
@@ -302,9 +305,8 @@ pub(super) fn compile_program(g: &Graph, members: &[usize]) -> Option<(EwProgram
             let v = v?;
             let src = if let Some(&(_, r)) = reg_of.iter().find(|(x, _)| *x == v) {
                 Src::Reg(r)
-            } else if let Some(c) = g.initializers.get(&v).filter(|c| c.elems() == 1 && c.dtype == DType::F32)
-            {
-                Src::Imm(c.to_f64s()[0] as f32)
+            } else if let Some(x) = scalar_f32(g, v) {
+                Src::Imm(x)
             } else if internal.contains(&v) {
                 return None; // an internal value read before it is made
             } else {
