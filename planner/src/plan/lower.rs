@@ -2,14 +2,11 @@
 //! without a GPU kernel yet returns the reason, which `compile` collects for every node. [`scratch`]
 //! names the scratch buffers a node's steps need besides its graph values.
 
-use kernels_gpu::abi::GEMV_WARPS;
-use kernels_gpu::abi::{
-    Activation, BinaryOp, GEMM_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_MAX_M, GemmParams, KernelId,
-    Params, UnaryOp, UnaryParams,
-};
+use kernels_gpu::abi::{Activation, BinaryOp, Params, UnaryOp, UnaryParams};
 
 use super::conv::{self, ConvNode};
-use super::elementwise::{binary_params, broadcast_strides};
+use super::elementwise::binary_params;
+use super::gemm::{gemm_of, gemm_steps, split_k};
 use super::logic;
 use super::movement::{self, MoveNode};
 use super::norm;
@@ -47,7 +44,7 @@ pub(super) fn f32_only(values: &[PlannedValue], vs: &[ValueId]) -> Result<(), St
     Ok(())
 }
 
-fn linear_grid(o: &PlanOptions, work: u64) -> [u32; 3] {
+pub(super) fn linear_grid(o: &PlanOptions, work: u64) -> [u32; 3] {
     capped_grid(o.sm_count, work.div_ceil(THREADS as u64))
 }
 
@@ -106,74 +103,6 @@ pub(super) fn scratch(
             _ => Vec::new(),
         },
         _ => Vec::new(),
-    }
-}
-
-/// Split-K factor and k per split for the tiled GEMM `p`: when its output tiles cannot fill the
-/// device (fewer than one per multiprocessor) and k is long, k is cut into chunks (at least 64
-/// long, a multiple of the k step) so that about two blocks per multiprocessor run.
-pub(super) fn split_k(p: &GemmParams, sm_count: u32) -> (u32, u32) {
-    let tiles = p.n.div_ceil(GEMM_TILE) as u64 * p.m.div_ceil(GEMM_TILE) as u64 * p.batch as u64;
-    if p.m <= GEMV_MAX_M || p.k < 128 || tiles >= sm_count as u64 || tiles == 0 {
-        return (1, p.k);
-    }
-    let want = (2 * sm_count as u64).div_ceil(tiles).min((p.k / 64) as u64).clamp(1, 32) as u32;
-    let chunk = p.k.div_ceil(want).next_multiple_of(kernels_gpu::abi::GEMM_BK);
-    (p.k.div_ceil(chunk), chunk)
-}
-
-/// The GEMM parameters and operands (A, B, optional C) of a Gemm or MatMul node.
-fn gemm_of(
-    g: &Graph,
-    id: NodeId,
-    values: &[PlannedValue],
-    perms: &super::fuse::OperandPerms,
-) -> Result<(GemmParams, ValueId, ValueId, Option<ValueId>), String> {
-    let n = &g.nodes[id.index()];
-    let out = n.output(0).ok_or("the node's first output is omitted")?;
-    let ins = &n.inputs;
-    match &n.op {
-        Op::Gemm(attrs) => {
-            let (a, b) = match ins.as_slice() {
-                [Some(a), Some(b), ..] => (*a, *b),
-                _ => return Err("missing A or B".into()),
-            };
-            let c = ins.get(2).copied().flatten();
-            f32_only(values, &[a, b, out])?;
-            let (ad, bd) = (dims(values, a)?.0, dims(values, b)?.0);
-            let (m, k) = if attrs.trans_a { (ad[1], ad[0]) } else { (ad[0], ad[1]) };
-            let nn = if attrs.trans_b { bd[0] } else { bd[1] };
-            let mut p = GemmParams {
-                m: m as u32,
-                n: nn as u32,
-                k: k as u32,
-                batch: 1,
-                a_rs: if attrs.trans_a { 1 } else { k as u64 },
-                a_cs: if attrs.trans_a { m as u64 } else { 1 },
-                b_rs: if attrs.trans_b { 1 } else { nn as u64 },
-                b_cs: if attrs.trans_b { k as u64 } else { 1 },
-                alpha: attrs.alpha,
-                beta: attrs.beta,
-                ..GemmParams::default()
-            };
-            if let Some(c) = c {
-                f32_only(values, &[c])?;
-                let cs = broadcast_strides(dims(values, c)?.0, 2);
-                (p.c_rs, p.c_cs, p.has_c) = (cs[0] as u64, cs[1] as u64, 1);
-            }
-            Ok((p, a, b, c))
-        }
-        Op::MatMul => {
-            let [Some(a), Some(b)] = ins.as_slice() else { return Err("missing input".into()) };
-            f32_only(values, &[*a, *b, out])?;
-            let [pa, pb] = perms.get(&out).cloned().unwrap_or([None, None]);
-            let p = matmul_params(
-                operand_view(dims(values, *a)?.0, pa.as_deref(), true),
-                operand_view(dims(values, *b)?.0, pb.as_deref(), false),
-            )?;
-            Ok((p, *a, *b, None))
-        }
-        _ => Err("not a GEMM".into()),
     }
 }
 
@@ -341,118 +270,6 @@ pub(super) fn node(
     }
 }
 
-/// A MatMul operand of `dims` as the kernel walks it: dims and element strides. An absorbed
-/// transpose (`perm`: operand dim `d` is source dim `perm[d]`) is read in its contiguous source's
-/// layout; a 1-D A gains a leading 1, a 1-D B a trailing 1.
-fn operand_view(dims: &[usize], perm: Option<&[usize]>, is_a: bool) -> (Vec<usize>, Vec<u64>) {
-    let contiguous = |ds: &[usize]| {
-        let mut strides = vec![0u64; ds.len()];
-        let mut s = 1u64;
-        for (k, &d) in ds.iter().enumerate().rev() {
-            strides[k] = s;
-            s *= d as u64;
-        }
-        strides
-    };
-    let (mut d, mut st): (Vec<usize>, Vec<u64>) = match perm {
-        Some(p) => {
-            let mut src = vec![0usize; dims.len()];
-            for (k, &a) in p.iter().enumerate() {
-                src[a] = dims[k];
-            }
-            let ss = contiguous(&src);
-            (dims.to_vec(), p.iter().map(|&a| ss[a]).collect())
-        }
-        None => (dims.to_vec(), contiguous(dims)),
-    };
-    if d.len() == 1 {
-        if is_a {
-            d.insert(0, 1);
-            st.insert(0, 0);
-        } else {
-            d.push(1);
-            st.push(0);
-        }
-    }
-    (d, st)
-}
-
-/// GEMM parameters of `A @ B` for operand views `(dims, strides)` with NumPy batch broadcasting;
-/// the output is contiguous. The broadcast batch must collapse to one strided dim, or fold into
-/// the rows when B is shared across it.
-fn matmul_params(a: (Vec<usize>, Vec<u64>), b: (Vec<usize>, Vec<u64>)) -> Result<GemmParams, String> {
-    let ((ad, ast), (bd, bst)) = (a, b);
-    let (ra, rb) = (ad.len(), bd.len());
-    let (m, k, n) = (ad[ra - 2], ad[ra - 1], bd[rb - 1]);
-    if bd[rb - 2] != k {
-        return Err(format!("inner dims {k} and {} differ", bd[rb - 2]));
-    }
-    let batch_rank = (ra - 2).max(rb - 2);
-    // Right-aligned batch dims: (extent, a stride, b stride); broadcast dims read stride 0.
-    let mut batch: Vec<(usize, u64, u64)> = Vec::new();
-    for i in 0..batch_rank {
-        let at = |d: &[usize], st: &[u64], r: usize| {
-            let off = batch_rank - (r - 2);
-            if i < off { (1, 0) } else { (d[i - off], st[i - off]) }
-        };
-        let ((na, sa), (nb, sb)) = (at(&ad, &ast, ra), at(&bd, &bst, rb));
-        let e = na.max(nb);
-        if (na != e && na != 1) || (nb != e && nb != 1) {
-            return Err(format!("batch dims {na} and {nb} do not broadcast"));
-        }
-        if e != 1 {
-            batch.push((e, if na == 1 { 0 } else { sa }, if nb == 1 { 0 } else { sb }));
-        }
-    }
-    let mut p = GemmParams {
-        m: m as u32,
-        n: n as u32,
-        k: k as u32,
-        batch: 1,
-        a_rs: ast[ra - 2],
-        a_cs: ast[ra - 1],
-        b_rs: bst[rb - 2],
-        b_cs: bst[rb - 1],
-        alpha: 1.0,
-        beta: 0.0,
-        y_bs: (m * n) as u64,
-        ..GemmParams::default()
-    };
-    let total: usize = batch.iter().map(|b| b.0).product();
-    // B shared across the batch and A's rows contiguous across it: one GEMM with more rows.
-    let a_folds = {
-        let mut stride = p.a_rs * m as u64;
-        batch.iter().rev().all(|&(e, sa, _)| {
-            let ok = sa == stride;
-            stride *= e as u64;
-            ok
-        })
-    };
-    if batch.iter().all(|&(_, _, sb)| sb == 0) && a_folds && total > 1 {
-        p.m = (total * m) as u32;
-        return Ok(p);
-    }
-    // Collapse the batch dims into one (each outer stride = inner stride * inner extent).
-    let mut collapsed: Vec<(usize, u64, u64)> = Vec::new();
-    for (e, sa, sb) in batch {
-        match collapsed.last_mut() {
-            Some(l) if l.1 == sa * e as u64 && l.2 == sb * e as u64 => *l = (l.0 * e, sa, sb),
-            _ => collapsed.push((e, sa, sb)),
-        }
-    }
-    match collapsed.as_slice() {
-        [] => {}
-        [(e, sa, sb)] => (p.batch, p.a_bs, p.b_bs) = (*e as u32, *sa, *sb),
-        _ => {
-            return Err(format!(
-                "the batch dims collapse to {} strided dims (one has a kernel)",
-                collapsed.len()
-            ));
-        }
-    }
-    Ok(p)
-}
-
 fn move_node<'a>(
     id: NodeId,
     label: String,
@@ -472,85 +289,6 @@ fn reduce_node(id: NodeId, label: String, ins: &[Option<ValueId>], out: ValueId)
 
 fn row_node(id: NodeId, label: String, ins: &[Option<ValueId>], out: ValueId) -> RowNode<'_> {
     RowNode { id, label, ins, out }
-}
-
-/// The launches computing `out = act(alpha A B + beta C)` from `p`: the GEMV kernel for
-/// `p.m <= GEMV_MAX_M`, else the tiled kernel — split over k into `workspace` and reduced by a
-/// second launch when [`split_k`] asks for it and a workspace was planned ([`scratch`]).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn gemm_steps(
-    id: NodeId,
-    label: String,
-    mut p: GemmParams,
-    (a, b, c): (ValueId, ValueId, Option<ValueId>),
-    out: ValueId,
-    act: Option<(Activation, f32)>,
-    workspace: Option<ValueId>,
-    o: &PlanOptions,
-) -> Vec<Step> {
-    let label = match act {
-        Some((a, _)) => format!("{label}+{a:?}"),
-        None => label,
-    };
-    if let Some((a, alpha)) = act {
-        (p.act, p.act_alpha) = (a as u32, alpha);
-    }
-    if p.y_bs == 0 {
-        p.y_bs = p.m as u64 * p.n as u64;
-    }
-    let c_arg = c.map_or(Arg::Null, Arg::Value);
-    let launch = |label: String, kernel, grid, block, shared_bytes, args| Step::Kernel {
-        nodes: vec![id],
-        label,
-        kernel,
-        grid,
-        block,
-        shared_bytes,
-        args,
-    };
-    if p.m <= GEMV_MAX_M {
-        let cols = if p.b_cs == 1 { kernels_gpu::abi::GEMV_COLS } else { 1 };
-        let args = vec![Arg::Params(bytes_of(&p)), Arg::Value(a), Arg::Value(b), c_arg, Arg::Value(out)];
-        let grid = [p.n.div_ceil(cols).max(1), p.batch, 1];
-        return vec![launch(
-            label,
-            KernelId::GemvF32,
-            grid,
-            [GEMV_WARPS * 32, 1, 1],
-            GEMM_SHARED_BYTES,
-            args,
-        )];
-    }
-    let tiles = [p.n.div_ceil(GEMM_TILE).max(1), p.m.div_ceil(GEMM_TILE), p.batch];
-    let block = [GEMM_THREADS, GEMM_THREADS, 1];
-    let (splits, chunk) = split_k(&p, o.sm_count);
-    let Some(ws) = workspace.filter(|_| splits > 1) else {
-        let args = vec![Arg::Params(bytes_of(&p)), Arg::Value(a), Arg::Value(b), c_arg, Arg::Value(out)];
-        return vec![launch(label, KernelId::GemmF32, tiles, block, GEMM_SHARED_BYTES, args)];
-    };
-    (p.splits, p.k_chunk) = (splits, chunk);
-    let outputs = p.batch as u64 * p.m as u64 * p.n as u64;
-    let partial =
-        vec![Arg::Params(bytes_of(&p)), Arg::Value(a), Arg::Value(b), c_arg.clone(), Arg::Value(ws)];
-    let reduce = vec![Arg::Params(bytes_of(&p)), c_arg, Arg::Value(ws), Arg::Value(out)];
-    vec![
-        launch(
-            format!("{label} split-k x{splits}"),
-            KernelId::GemmF32,
-            [tiles[0], tiles[1], p.batch * splits],
-            block,
-            GEMM_SHARED_BYTES,
-            partial,
-        ),
-        launch(
-            format!("{label} split-k reduce"),
-            KernelId::GemmReduceF32,
-            linear_grid(o, outputs),
-            [THREADS, 1, 1],
-            0,
-            reduce,
-        ),
-    ]
 }
 
 /// The launch of an elementwise program whose inputs are `inputs` (broadcast to `out`).
@@ -611,29 +349,4 @@ fn ew_program(
         shared_bytes: 0,
         args,
     }])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(m: u32, n: u32, k: u32, batch: u32) -> GemmParams {
-        GemmParams { m, n, k, batch, ..GemmParams::default() }
-    }
-
-    #[test]
-    fn split_k_fills_the_device_only_when_tiles_cannot() {
-        // GPT-2's MLP down-projection: 8 tiles, k 1024 -> 16 chunks of 64.
-        assert_eq!(split_k(&p(128, 256, 1024, 1), 132), (16, 64));
-        // k too short, or enough tiles, or a GEMV: no split.
-        assert_eq!(split_k(&p(128, 256, 64, 1), 132).0, 1);
-        assert_eq!(split_k(&p(1024, 1024, 4096, 1), 132).0, 1);
-        assert_eq!(split_k(&p(4, 256, 4096, 1), 132).0, 1);
-        // Chunks are multiples of the k step and cover k exactly once.
-        for k in [128, 129, 700, 1000, 4097] {
-            let (splits, chunk) = split_k(&p(70, 90, k, 3), 132);
-            assert_eq!(chunk % kernels_gpu::abi::GEMM_BK, 0);
-            assert!(splits * chunk >= k && (splits - 1) * chunk < k, "k {k}: {splits} x {chunk}");
-        }
-    }
 }

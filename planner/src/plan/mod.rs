@@ -14,6 +14,7 @@
 mod conv;
 mod elementwise;
 mod fuse;
+mod gemm;
 mod logic;
 mod lower;
 mod movement;

@@ -17,7 +17,8 @@ use kernels_gpu::abi::{
     RECURRENT_MAX_THREADS, RecurrentParams, recurrent_shared_vectors,
 };
 
-use super::lower::{Lowered, bytes_of, dims, f32_only, gemm_steps};
+use super::gemm::gemm_steps;
+use super::lower::{Lowered, bytes_of, dims, f32_only};
 use super::{Arg, PlannedValue, Step};
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{Op, Recurrent, RnnActivation, RnnDirection, RnnLayout};
