@@ -36,6 +36,8 @@ mod norm;
 #[cfg(target_arch = "nvptx64")]
 mod probe;
 #[cfg(target_arch = "nvptx64")]
+mod program;
+#[cfg(target_arch = "nvptx64")]
 mod recurrent;
 #[cfg(target_arch = "nvptx64")]
 mod reduce;

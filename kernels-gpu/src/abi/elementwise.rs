@@ -280,7 +280,7 @@ pub mod ew_extra {
     pub const CELU: u32 = 51;
 }
 
-/// Parameters of `elementwise::ew_program_f32`: a fused chain of f32 elementwise ops. For each
+/// Parameters of `program::ew_program_f32`: a fused chain of f32 elementwise ops. For each
 /// output element `i` (row-major over `out_shape[MAX_RANK - rank..]`; rank 0: `elems` contiguous
 /// elements, every input of the output's shape), input `k < n_inputs` is read at
 /// `sum_d idx[d] * strides[k][d]` (0 broadcasts), the registers start at 0, the `n_instr`

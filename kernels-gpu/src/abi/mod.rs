@@ -123,7 +123,7 @@ kernel_ids! {
     SiluF32 => "silu_f32",
     /// `elementwise::softplus_f32`
     SoftplusF32 => "softplus_f32",
-    /// `elementwise::ew_program_f32`: a fused chain of f32 elementwise ops (an elementwise program)
+    /// `program::ew_program_f32`: a fused chain of f32 elementwise ops (an elementwise program)
     EwProgramF32 => "ew_program_f32",
     // gemm
     /// `gemm::gemm_f32`: tiled f32 GEMM with epilogue

@@ -1,0 +1,203 @@
+//! Elementwise programs (`ew_program_f32`): several f32 elementwise ops fused into one pass over
+//! the output. The planner compiles a chain of ops into at most 16 instructions over four registers,
+//! four broadcast inputs and per-instruction immediates ([`EwProgramParams`]); each instruction
+//! applies the same scalar function as its single-op kernel, so a program gives the same bits.
+
+use crate::abi::{EwInstr, EwProgramParams, MAX_RANK};
+use crate::intrinsics::{global_thread_x, grid_threads_x};
+use crate::math;
+
+/// `op(a, b)` of an elementwise-program instruction ([`EwInstr`]); each arm is the function its
+/// single-op kernel applies. Out of line: the program calls it from each unrolled instruction.
+#[inline(never)]
+fn ew_apply(op: u32, a: f32, b: f32, imm: f32) -> f32 {
+    match op {
+        0 => math::add(a, b),
+        1 => math::sub(a, b),
+        2 => math::mul(a, b),
+        3 => math::div(a, b),
+        4 => math::pow(a, b),
+        5 => math::max(a, b),
+        6 => math::min(a, b),
+        16 => math::relu(a),
+        17 => math::leaky_relu(a, imm),
+        18 => math::sigmoid(a),
+        19 => math::tanh(a),
+        20 => math::exp(a),
+        21 => math::log(a),
+        22 => math::sqrt(a),
+        23 => math::abs(a),
+        24 => math::neg(a),
+        25 => math::erf(a),
+        26 => math::gelu_erf(a),
+        27 => math::gelu_tanh(a),
+        28 => math::silu(a),
+        29 => math::softplus(a),
+        30 => libm::floorf(a),
+        31 => libm::ceilf(a),
+        32 => libm::rintf(a),
+        33 => math::div(1.0, a),
+        34 => libm::sinf(a),
+        35 => libm::cosf(a),
+        36 => libm::tanf(a),
+        37 => libm::asinf(a),
+        38 => libm::acosf(a),
+        39 => libm::atanf(a),
+        40 => libm::sinhf(a),
+        41 => libm::coshf(a),
+        42 => libm::asinhf(a),
+        43 => libm::acoshf(a),
+        44 => libm::atanhf(a),
+        45 => {
+            if a > 0.0 {
+                1.0
+            } else if a < 0.0 {
+                -1.0
+            } else {
+                a
+            }
+        }
+        46 => math::elu(a, imm),
+        47 => math::softsign(a),
+        48 => a * math::hard_sigmoid(a, 1.0 / 6.0, 0.5),
+        49 => math::thresholded_relu(a, imm),
+        50 => a * math::tanh(math::softplus(a)),
+        51 => math::max(0.0, a) + math::min(0.0, imm * libm::expm1f(a / imm)),
+        _ => f32::NAN,
+    }
+}
+
+/// The registers and inputs of one element of an elementwise program (scalars, not arrays, so
+/// they stay in registers).
+#[derive(Clone, Copy, Default)]
+struct EwState {
+    r0: f32,
+    r1: f32,
+    r2: f32,
+    r3: f32,
+    x0: f32,
+    x1: f32,
+    x2: f32,
+    x3: f32,
+}
+
+impl EwState {
+    /// Source `s` ([`crate::abi::ew_src`]) of instruction `ins`; constant-index arms only.
+    #[inline(always)]
+    fn src(&self, s: u32, ins: &EwInstr) -> f32 {
+        match s {
+            0 => self.r0,
+            1 => self.r1,
+            2 => self.r2,
+            3 => self.r3,
+            4 => self.x0,
+            5 => self.x1,
+            6 => self.x2,
+            7 => self.x3,
+            _ => ins.imm,
+        }
+    }
+
+    #[inline(always)]
+    fn set(&mut self, d: u32, v: f32) {
+        match d {
+            0 => self.r0 = v,
+            1 => self.r1 = v,
+            2 => self.r2 = v,
+            _ => self.r3 = v,
+        }
+    }
+
+    #[inline(always)]
+    fn step(&mut self, ins: &EwInstr) {
+        let v = ew_apply(ins.op, self.src(ins.a, ins), self.src(ins.b, ins), ins.imm);
+        self.set(ins.dst, v);
+    }
+}
+
+/// Element offsets of output index `i` into the program's four inputs.
+#[inline(always)]
+fn ew_offsets(p: &EwProgramParams, i: u64) -> [u64; 4] {
+    if p.rank == 0 {
+        return [i; 4];
+    }
+    let first = MAX_RANK - p.rank as usize;
+    let (mut rem, mut o) = (i, [0u64; 4]);
+    let mut d = MAX_RANK;
+    while d > 0 {
+        d -= 1;
+        if d < first {
+            break;
+        }
+        let dim = crate::movement::at(&p.out_shape, d);
+        let idx = rem % dim;
+        rem /= dim;
+        o[0] += idx * crate::movement::at(&p.strides[0], d);
+        o[1] += idx * crate::movement::at(&p.strides[1], d);
+        o[2] += idx * crate::movement::at(&p.strides[2], d);
+        o[3] += idx * crate::movement::at(&p.strides[3], d);
+    }
+    o
+}
+
+/// An elementwise program ([`EwProgramParams`]): several f32 elementwise ops fused into one pass
+/// over the output, with broadcast inputs and immediates; the intermediate values live in four
+/// registers and never touch memory.
+///
+/// # Safety
+/// Inputs `k < p.n_inputs` hold every element their strides address (the host builds the strides
+/// from their shapes); `y` holds `p.elems` f32 and may equal an input of the output's shape (each
+/// element is read before it is written), but overlaps no other input; unused input pointers may
+/// be null. `p.rank <= MAX_RANK`, `p.n_instr <= EW_MAX_INSTRS`, `p.n_inputs <= EW_MAX_INPUTS`.
+///
+/// # Parameters
+/// `p`: shape, strides and the program; `x0`..`x3`: inputs; `y`: the output.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the output elements; the program's
+/// instructions are unrolled (each checks `k < n_instr`, a uniform branch).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn ew_program_f32(
+    p: EwProgramParams,
+    x0: *const f32,
+    x1: *const f32,
+    x2: *const f32,
+    x3: *const f32,
+    y: *mut f32,
+) {
+    if p.rank as usize > MAX_RANK {
+        return;
+    }
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < p.elems {
+        let o = ew_offsets(&p, i);
+        let mut st = EwState::default();
+        // SAFETY: offsets inside each used input (the contract); unused inputs are not read.
+        unsafe {
+            if p.n_inputs > 0 {
+                st.x0 = *x0.add(o[0] as usize);
+            }
+            if p.n_inputs > 1 {
+                st.x1 = *x1.add(o[1] as usize);
+            }
+            if p.n_inputs > 2 {
+                st.x2 = *x2.add(o[2] as usize);
+            }
+            if p.n_inputs > 3 {
+                st.x3 = *x3.add(o[3] as usize);
+            }
+        }
+        macro_rules! run {
+            ($($k:literal)*) => {$(
+                if $k < p.n_instr {
+                    st.step(&p.instrs[$k]);
+                }
+            )*};
+        }
+        run!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+        let out = st.src(p.out_reg, &EwInstr::default());
+        // SAFETY: i < elems.
+        unsafe { *y.add(i as usize) = out };
+        i += stride;
+    }
+}
