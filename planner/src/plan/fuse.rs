@@ -31,6 +31,7 @@ pub(super) fn activations(g: &Graph, infos: &[TensorInfo]) -> (Graph, Vec<(NodeI
             readers[u.index()] += 1;
         }
     }
+    let producer = producers(g);
     let mut out = g.clone();
     let mut removed = vec![false; g.nodes.len()];
     let mut fused: Vec<(usize, Activation, f32)> = Vec::new();
@@ -40,11 +41,10 @@ pub(super) fn activations(g: &Graph, infos: &[TensorInfo]) -> (Graph, Vec<(NodeI
         else {
             continue;
         };
-        let producer = g
-            .nodes
-            .iter()
-            .position(|n| matches!(n.op, Op::Gemm(_) | Op::MatMul | Op::Conv(_)) && n.output(0) == Some(*x));
-        let Some(pi) = producer else { continue };
+        let Some((pi, 0)) = producer[x.index()] else { continue };
+        if !matches!(g.nodes[pi].op, Op::Gemm(_) | Op::MatMul | Op::Conv(_)) {
+            continue;
+        }
         let single_use = readers[x.index()] == 1 && !g.outputs.contains(x);
         let f32s = infos.get(x.index()).is_some_and(|i| i.dtype == DType::F32);
         if single_use && f32s && !removed[pi] && !fused.iter().any(|(p, ..)| *p == pi) {
@@ -64,6 +64,18 @@ pub(super) fn activations(g: &Graph, infos: &[TensorInfo]) -> (Graph, Vec<(NodeI
     }
     let epilogues = fused.into_iter().filter_map(|(p, a, alpha)| Some((new_id[p]?, a, alpha))).collect();
     (drop_values(out, &dead), epilogues)
+}
+
+/// The node index and output slot that produce each value, indexed by `ValueId` (`None` for
+/// inputs, initializers and captures).
+fn producers(g: &Graph) -> Vec<Option<(usize, usize)>> {
+    g.definitions()
+        .into_iter()
+        .map(|d| match d {
+            Some(crate::graph::Definition::Node { node, slot }) => Some((node.index(), slot)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Removes the nodes marked in `removed` from `g`; returns each old node's new id.
@@ -142,7 +154,8 @@ pub(super) fn transposes(g: &Graph, infos: &[TensorInfo]) -> (Vec<ValueId>, Oper
             readers[u.index()] += 1;
         }
     }
-    let producer = |v: ValueId| g.nodes.iter().position(|n| n.output(0) == Some(v));
+    let defs = producers(g);
+    let producer = |v: ValueId| defs[v.index()].filter(|&(_, slot)| slot == 0).map(|(node, _)| node);
     let mut absorbed = Vec::new();
     let mut perms = OperandPerms::new();
     for mm in &g.nodes {
@@ -380,18 +393,18 @@ pub(super) fn elementwise_programs(
     epilogues: Vec<(NodeId, Activation, f32)>,
 ) -> (Graph, Vec<(NodeId, Activation, f32)>, Programs) {
     let Ok(order) = crate::validate::topo_order(&g) else { return (g, epilogues, Programs::new()) };
+    // Execution position of each node (members are kept in this order).
+    let mut pos = vec![0usize; g.nodes.len()];
+    for (k, id) in order.iter().enumerate() {
+        pos[id.index()] = k;
+    }
     let mut readers = vec![0usize; g.values.len()];
     for n in &g.nodes {
         for v in n.inputs.iter().flatten() {
             readers[v.index()] += 1;
         }
     }
-    let mut def = vec![None; g.values.len()];
-    for (i, n) in g.nodes.iter().enumerate() {
-        for v in n.outputs.iter().flatten() {
-            def[v.index()] = Some(i);
-        }
-    }
+    let def: Vec<Option<usize>> = producers(&g).into_iter().map(|p| p.map(|(node, _)| node)).collect();
     let f32_known =
         |v: ValueId| infos[v.index()].dtype == DType::F32 && infos[v.index()].shape.as_known().is_some();
     let candidate = |i: usize| {
@@ -427,7 +440,7 @@ pub(super) fn elementwise_programs(
                     }
                     let mut trial = members.clone();
                     trial.push(p);
-                    trial.sort_by_key(|&i| order.iter().position(|o| o.index() == i));
+                    trial.sort_by_key(|&i| pos[i]);
                     if compile_program(&g, &trial).is_some() {
                         members = trial;
                         grown = true;
