@@ -56,6 +56,12 @@ struct Key {
 /// Largest integer input (elements) whose values a plan may be specialized on.
 const SPECIALIZE_MAX_ELEMS: usize = 64;
 
+/// Whether a plan may be specialized on the values of input `t` (a small integer tensor: a shape
+/// operand, axes, sizes, pads).
+fn specializable(t: &HostTensor) -> bool {
+    t.dtype() == DType::I64 && t.len() <= SPECIALIZE_MAX_ELEMS
+}
+
 /// One binding's weights on the device (the plan's constants packed at 256-byte offsets), shared
 /// by every session forked from the same one ([`Session::fork`]).
 struct Weights {
@@ -185,7 +191,7 @@ impl<'c> Session<'c> {
         let values = if self.specialize {
             inputs
                 .iter()
-                .filter(|(_, t)| t.dtype() == DType::I64 && t.len() <= SPECIALIZE_MAX_ELEMS)
+                .filter(|(_, t)| specializable(t))
                 .filter_map(|(n, t)| Some((n.clone(), t.shape().to_vec(), t.to_const().to_i64s()?)))
                 .collect()
         } else {
@@ -196,7 +202,7 @@ impl<'c> Session<'c> {
 
     /// Whether some input is a small integer tensor a plan could be specialized on.
     fn can_specialize(&self, inputs: &[(String, HostTensor)]) -> bool {
-        inputs.iter().any(|(_, t)| t.dtype() == DType::I64 && t.len() <= SPECIALIZE_MAX_ELEMS)
+        inputs.iter().any(|(_, t)| specializable(t))
     }
 
     /// The graph a plan for `key` compiles: its specialized inputs become constants.
