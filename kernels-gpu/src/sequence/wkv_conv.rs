@@ -1,0 +1,233 @@
+//! The sequence kernels that mix a window or a matrix state per head: RWKV-6 WKV and the causal
+//! depthwise conv with a carried window (helpers and conventions: the parent module).
+
+use super::{ROWS, WINDOW, load_or, quot, rem, store_if};
+use crate::abi::{CONV_MAX_WIDTH, CausalConvParams, WKV_MAX_HEAD, WKV_ROWS, Wkv6Params};
+use crate::intrinsics::{
+    block_dim_x, block_idx_x, dynamic_shared_ptr, global_thread_x, grid_dim_x, grid_threads_x, sync_threads,
+    thread_idx_x,
+};
+use crate::math;
+
+/// RWKV-6 WKV (BlinkDL convention): per `(b, head)` and step t, with state `S` of
+/// `head × head` indexed [key i, value j], `y[j] = Σᵢ r[i] (bonus[i] k[i] v[j] + S[i, j])`, then
+/// `S[i, j] <- exp(-exp(w[i])) S[i, j] + k[i] v[j]`; the bonus is u, or `exp(u)` with `exp_bonus`.
+///
+/// # Safety
+/// r, k, v, w and y hold `batch * len * heads * head` f32; u `heads * head`; the states (when
+/// non-null) `batch * heads * head * head`. Overlaps as for [`selective_scan_f32`]. The launch has
+/// [`crate::abi::wkv_threads`]`(head)` threads per block and
+/// [`crate::abi::wkv_shared_bytes`]`(head)` bytes of dynamic shared memory, and
+/// `p.chunks == wkv_chunks(head)`.
+///
+/// # Parameters
+/// `p`; inputs r, k, v, w, u; the state pointers (module doc); the output y.
+///
+/// # Thread mapping
+/// A block per `(b, head)`, grid-striding over `batch * heads`. Thread `c * head + j` owns rows
+/// `c * WKV_ROWS ..` of column j of S in registers. Per step, threads `< head` stage r, k and the
+/// decay in shared memory; each owner adds its rows' share of `y[j]`; with more than one chunk the
+/// shares meet in shared memory and chunk 0 writes `y[j]`. Two barriers per step.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn wkv6_f32(
+    p: Wkv6Params,
+    r: *const f32,
+    k: *const f32,
+    v: *const f32,
+    w: *const f32,
+    u: *const f32,
+    state_in: *const f32,
+    state_out: *mut f32,
+    final_state: *mut f32,
+    y: *mut f32,
+) {
+    let n = p.head;
+    let chunks = p.chunks;
+    if n == 0 || n > WKV_MAX_HEAD || chunks != n.div_ceil(WKV_ROWS) || block_dim_x() < chunks * n {
+        return;
+    }
+    let (len, heads, nn) = (p.len as u64, p.heads as u64, n as u64);
+    let tid = thread_idx_x();
+    let (j, chunk) = (rem(tid as u64, nn), quot(tid as u64, nn) as u32);
+    let owner = chunk < chunks;
+    let shared = dynamic_shared_ptr().cast::<f32>();
+    // Shared layout (f32): r[n], k[n], decay[n], bonus[n], partial[chunks * n].
+    let (r_sh, k_sh, decay_sh, bonus_sh, part_sh) = (0, nn, 2 * nn, 3 * nn, 4 * nn);
+    // SAFETY (all shared accesses below): indices are below 4 n + chunks n f32, the launch's
+    // `wkv_shared_bytes(n)`.
+    let sh = |i: u64| unsafe { shared.add(i as usize) };
+    let mut bh = block_idx_x() as u64;
+    while bh < p.batch as u64 * heads {
+        let (b, h) = (quot(bh, heads), rem(bh, heads));
+        if (tid as u64) < nn {
+            let i = tid as u64;
+            // SAFETY: h * n + i < heads * n.
+            let uv = unsafe { *u.add((h * nn + i) as usize) };
+            // SAFETY: shared index below 4 n.
+            unsafe { *sh(bonus_sh + i) = if p.exp_bonus != 0 { math::exp(uv) } else { uv } };
+        }
+        let mut s = [0.0f32; ROWS];
+        unroll!(q in ROWS => {
+            let i = chunk as u64 * ROWS as u64 + q as u64;
+            if owner && i < nn {
+                // SAFETY: (b, h, i, j) lies inside the states.
+                s[q] = unsafe { load_or(state_in, (bh * nn + i) * nn + j, 0.0) };
+            }
+        });
+        let mut t = 0;
+        while t < len {
+            let off = if p.layout_bhtn != 0 { (bh * len + t) * nn } else { ((b * len + t) * heads + h) * nn };
+            if (tid as u64) < nn {
+                let i = tid as u64;
+                // SAFETY: off + i < batch * len * heads * n; shared indices below 3 n.
+                unsafe {
+                    *sh(r_sh + i) = *r.add((off + i) as usize);
+                    *sh(k_sh + i) = *k.add((off + i) as usize);
+                    *sh(decay_sh + i) = math::exp(-math::exp(*w.add((off + i) as usize)));
+                }
+            }
+            sync_threads();
+            // SAFETY: off + j < batch * len * heads * n (j < n).
+            let vj = if owner { unsafe { *v.add((off + j) as usize) } } else { 0.0 };
+            let mut part = 0.0f32;
+            unroll!(q in ROWS => {
+                let i = chunk as u64 * ROWS as u64 + q as u64;
+                if owner && i < nn {
+                    // SAFETY: shared indices below 4 n.
+                    let (ri, ki, di, ui) = unsafe {
+                        (*sh(r_sh + i), *sh(k_sh + i), *sh(decay_sh + i), *sh(bonus_sh + i))
+                    };
+                    part = math::fma(ri, math::fma(ui * ki, vj, s[q]), part);
+                    s[q] = math::fma(di, s[q], ki * vj);
+                }
+            });
+            if chunks == 1 {
+                if owner {
+                    // SAFETY: as for v.
+                    unsafe { *y.add((off + j) as usize) = part };
+                }
+            } else {
+                if owner {
+                    // SAFETY: chunk * n + j < chunks * n.
+                    unsafe { *sh(part_sh + chunk as u64 * nn + j) = part };
+                }
+                sync_threads();
+                if owner && chunk == 0 {
+                    let mut sum = 0.0f32;
+                    let mut c = 0;
+                    while c < chunks as u64 {
+                        // SAFETY: c * n + j < chunks * n.
+                        sum += unsafe { *sh(part_sh + c * nn + j) };
+                        c += 1;
+                    }
+                    // SAFETY: as for v.
+                    unsafe { *y.add((off + j) as usize) = sum };
+                }
+            }
+            // The next step restages r, k, decay (and the partials) only after every thread is done.
+            sync_threads();
+            t += 1;
+        }
+        unroll!(q in ROWS => {
+            let i = chunk as u64 * ROWS as u64 + q as u64;
+            if owner && i < nn {
+                // SAFETY: inside the states.
+                unsafe {
+                    store_if(state_out, (bh * nn + i) * nn + j, s[q]);
+                    store_if(final_state, (bh * nn + i) * nn + j, s[q]);
+                }
+            }
+        });
+        // The next (b, head) restages the bonus only after every thread has used this one.
+        sync_threads();
+        bh += grid_dim_x() as u64;
+    }
+}
+
+/// Depthwise causal conv1d with a carried window: per channel `(b, d)`, the input is prefixed with
+/// the `width - 1` carried values (zeros when `state_in` is null), `y[t] = bias[d] +
+/// Σₖ weight[d, k] xp[t + k]` (then `silu` when `p.silu`), and the new state is the last
+/// `width - 1` values of the prefixed input.
+///
+/// # Safety
+/// x and y hold `batch * channels * len` f32; weight `channels * width`; bias (when non-null)
+/// `channels`; the states (when non-null) `batch * channels * (width - 1)`. Overlaps as for
+/// [`selective_scan_f32`].
+///
+/// # Parameters
+/// `p`; inputs x, weight, the optional bias (null when absent); the state pointers (module doc);
+/// the output y.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a thread per channel, grid-striding over
+/// `batch * channels`, holding the window of the last `width - 1` inputs and the channel's weights
+/// in registers. A launch with `width` outside `1..=CONV_MAX_WIDTH` writes nothing.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn causal_conv_f32(
+    p: CausalConvParams,
+    x: *const f32,
+    weight: *const f32,
+    bias: *const f32,
+    state_in: *const f32,
+    state_out: *mut f32,
+    final_state: *mut f32,
+    y: *mut f32,
+) {
+    let kw = p.width as usize;
+    if kw == 0 || kw > CONV_MAX_WIDTH as usize {
+        return;
+    }
+    let (len, d_len, carried) = (p.len as u64, p.channels as u64, (kw - 1) as u64);
+    let channels = p.batch as u64 * d_len;
+    let mut ch = global_thread_x();
+    while ch < channels {
+        let d = rem(ch, d_len);
+        // Tap m (0 = the current input, m = the m-th previous) has weight `weight[d, kw - 1 - m]`
+        // and, for m >= 1, its input in `win[WINDOW - m]`.
+        let mut wt = [0.0f32; WINDOW + 1];
+        let mut win = [0.0f32; WINDOW];
+        for m in 0..=WINDOW {
+            if m < kw {
+                // SAFETY: d < channels, kw - 1 - m < width.
+                wt[m] = unsafe { *weight.add((d * kw as u64 + (kw - 1 - m) as u64) as usize) };
+                if m >= 1 {
+                    // SAFETY: inside the states: ch * (width - 1) + (width - 1 - m).
+                    win[WINDOW - m] = unsafe { load_or(state_in, ch * carried + (kw - 1 - m) as u64, 0.0) };
+                }
+            }
+        }
+        // SAFETY: d < channels.
+        let bv = unsafe { load_or(bias, d, 0.0) };
+        let io = ch * len;
+        let mut t = 0;
+        while t < len {
+            // SAFETY: io + t < batch * channels * len.
+            let xt = unsafe { *x.add((io + t) as usize) };
+            let mut acc = math::fma(wt[0], xt, bv);
+            for m in 1..=WINDOW {
+                if m < kw {
+                    acc = math::fma(wt[m], win[WINDOW - m], acc);
+                }
+            }
+            for q in 0..WINDOW - 1 {
+                win[q] = win[q + 1];
+            }
+            win[WINDOW - 1] = xt;
+            let out = if p.silu != 0 { math::silu(acc) } else { acc };
+            // SAFETY: as for x.
+            unsafe { *y.add((io + t) as usize) = out };
+            t += 1;
+        }
+        for m in 1..=WINDOW {
+            if m < kw {
+                let at = ch * carried + (kw - 1 - m) as u64;
+                // SAFETY: inside the states.
+                unsafe {
+                    store_if(state_out, at, win[WINDOW - m]);
+                    store_if(final_state, at, win[WINDOW - m]);
+                }
+            }
+        }
+        ch += grid_threads_x();
+    }
+}
