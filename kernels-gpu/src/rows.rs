@@ -123,7 +123,7 @@ pub unsafe extern "ptx-kernel" fn log_softmax_f32(p: RowParams, x: *const f32, y
     unsafe { softmax_rows(&p, x, y, true) }
 }
 
-/// ONNX LayerNormalization (Y only): `y = (x - mean) / sqrt(var + epsilon) * scale + bias` over
+/// ONNX LayerNormalization: `y = (x - mean) / sqrt(var + epsilon) * scale + bias` over
 /// rows of `len` contiguous elements (`inner == 1`), mean first, then the variance as the mean of
 /// squared deviations (two passes), then the output.
 ///
@@ -132,7 +132,8 @@ pub unsafe extern "ptx-kernel" fn log_softmax_f32(p: RowParams, x: *const f32, y
 ///
 /// # Parameters
 /// `p` ([`RowParams`] with `inner == 1`), input `x`, `scale` (`scale_len`), `bias` (`bias_len`, or
-/// null when 0), output `y`.
+/// null when 0), the optional per-row outputs `mean_out` and `rstd_out` (`1 / sqrt(var + epsilon)`;
+/// null when not wanted, else `outer` f32 each), output `y`.
 ///
 /// # Thread mapping
 /// See the row launch contract above (a warp or a block per row).
@@ -142,6 +143,8 @@ pub unsafe extern "ptx-kernel" fn layer_norm_f32(
     x: *const f32,
     scale: *const f32,
     bias: *const f32,
+    mean_out: *mut f32,
+    rstd_out: *mut f32,
     y: *mut f32,
 ) {
     let inv_len = 1.0 / p.len as f32;
@@ -164,6 +167,20 @@ pub unsafe extern "ptx-kernel" fn layer_norm_f32(
             j += g.size;
         }
         let rstd = 1.0 / math::sqrt(g.sum(q) * inv_len + p.epsilon);
+        if g.t == 0 {
+            // The row's statistics (LayerNormalization's optional Mean and InvStdDev outputs):
+            // rows are `len` apart (`inner == 1`).
+            let row = (base / p.len.max(1)) as usize;
+            // SAFETY: row < the row count, the length of both statistics outputs when non-null.
+            unsafe {
+                if !mean_out.is_null() {
+                    *mean_out.add(row) = mean;
+                }
+                if !rstd_out.is_null() {
+                    *rstd_out.add(row) = rstd;
+                }
+            }
+        }
         let mut j = g.t;
         while j < p.len {
             // SAFETY: j < len; scale and bias indices are below their lengths (`wrap`).

@@ -152,3 +152,21 @@ fn rms_norm_matches_the_reference() {
     let g = rms_norm_graph(&mut rng, &shape, 1, &[700]);
     check("rms norm axis 1", g, &mut rng, &shape, -4.0, 4.0);
 }
+
+#[test]
+fn layer_norm_writes_mean_and_inv_std_dev_when_asked() {
+    let mut rng = Rng::new(0x5ead);
+    for (shape, axis) in [(vec![3, 33], -1i64), (vec![2, 5, 1025], 1), (vec![7, 4, 6], -2)] {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&shape));
+        let a = (if axis < 0 { axis + shape.len() as i64 } else { axis }) as usize;
+        let s = weight(&mut g, &mut rng, "s", &shape[a..], 0.5, 1.5);
+        let attrs = op::LayerNormalization { axis, ..op::LayerNormalization::default() };
+        let outs = g.push_opt(Op::LayerNormalization(attrs), vec![Some(x), Some(s), None], 3);
+        for o in outs {
+            g.output(o);
+        }
+        let plan = check(&format!("layer norm stats {shape:?} axis {axis}"), g, &mut rng, &shape, -3.0, 3.0);
+        assert!(plan.contains("layer_norm_f32"), "{plan}");
+    }
+}

@@ -137,7 +137,7 @@ kernel_ids! {
     SoftmaxF32 => "softmax_f32",
     /// `rows::log_softmax_f32`: log-softmax along one axis
     LogSoftmaxF32 => "log_softmax_f32",
-    /// `rows::layer_norm_f32`: LayerNormalization (Y only)
+    /// `rows::layer_norm_f32`: LayerNormalization (Y, and optionally Mean and InvStdDev)
     LayerNormF32 => "layer_norm_f32",
     /// `rows::rms_norm_f32`: RMSNormalization
     RmsNormF32 => "rms_norm_f32",

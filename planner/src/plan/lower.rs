@@ -196,10 +196,11 @@ pub(super) fn node(
         Op::Softmax(a) => rows::softmax(row_node(id, label, &ins, out), values, a.axis, false, o),
         Op::LogSoftmax(a) => rows::softmax(row_node(id, label, &ins, out), values, a.axis, true, o),
         Op::LayerNormalization(a) => {
-            if n.outputs.iter().skip(1).any(Option::is_some) {
-                return Err("the LayerNormalization kernel writes Y only, not Mean or InvStdDev".into());
+            let stats = [n.outputs.get(1).copied().flatten(), n.outputs.get(2).copied().flatten()];
+            for v in stats.into_iter().flatten() {
+                f32_only(values, &[v]).map_err(|_| "Mean / InvStdDev in a stash type other than f32")?;
             }
-            rows::layer_norm(row_node(id, label, &ins, out), values, a.axis, a.epsilon, o)
+            rows::layer_norm(row_node(id, label, &ins, out), values, a.axis, a.epsilon, stats, o)
         }
         Op::RmsNormalization(a) => {
             rows::rms_norm(row_node(id, label, &ins, out), values, a.axis, a.epsilon, o)

@@ -124,6 +124,7 @@ pub(super) fn layer_norm(
     values: &[PlannedValue],
     axis: i64,
     eps: f32,
+    stats: [Option<ValueId>; 2],
     o: &PlanOptions,
 ) -> Lowered {
     let (x, mut p, norm) = norm_view(&n, values, axis)?;
@@ -133,7 +134,8 @@ pub(super) fn layer_norm(
     if let Some(b) = bias {
         p.bias_len = suffix_len(values, b, &norm)?;
     }
-    let operands = vec![Arg::Value(x), Arg::Value(scale), bias.map_or(Arg::Null, Arg::Value)];
+    let [mean, rstd] = stats.map(|v| v.map_or(Arg::Null, Arg::Output));
+    let operands = vec![Arg::Value(x), Arg::Value(scale), bias.map_or(Arg::Null, Arg::Value), mean, rstd];
     Ok(step(n, KernelId::LayerNormF32, p, o, operands))
 }
 
@@ -216,16 +218,27 @@ mod tests {
     }
 
     #[test]
-    fn layer_norm_statistics_outputs_and_odd_broadcasts_are_refused() {
+    fn layer_norm_statistics_are_kernel_outputs_and_odd_broadcasts_are_refused() {
         let mut g = Graph::new();
         let x = g.input("x", DType::F32, vec![Dim::Known(2), Dim::Known(3), Dim::Known(4)]);
         let scale = g.initializer("scale", ConstTensor::from_f32(&[3, 1], &[1.0; 3]).unwrap());
         let ln = Op::LayerNormalization(op::LayerNormalization { axis: 1, ..Default::default() });
         let y = g.push_opt(ln.clone(), vec![Some(x), Some(scale)], 1)[0];
-        let outs = g.push_opt(ln, vec![Some(x), Some(scale)], 3);
         g.output(y);
-        g.output(outs[0]);
         let e = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap_err().to_string();
-        assert!(e.contains("2 node(s)") && e.contains("broadcasts") && e.contains("InvStdDev"), "{e}");
+        assert!(e.contains("1 node(s)") && e.contains("broadcasts"), "{e}");
+        // Mean and InvStdDev are written by the same launch (extra outputs before Y).
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, vec![Dim::Known(2), Dim::Known(3), Dim::Known(4)]);
+        let scale = g.initializer("scale", ConstTensor::from_f32(&[4], &[1.0; 4]).unwrap());
+        let ln = Op::LayerNormalization(op::LayerNormalization { axis: -1, ..Default::default() });
+        let outs = g.push_opt(ln, vec![Some(x), Some(scale)], 3);
+        for o in &outs {
+            g.output(*o);
+        }
+        let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+        let Step::Kernel { args, kernel, .. } = &plan.steps[0] else { panic!("{plan}") };
+        assert_eq!(*kernel, KernelId::LayerNormF32);
+        assert_eq!(&args[4..], &[Arg::Output(outs[1]), Arg::Output(outs[2]), Arg::Value(outs[0])]);
     }
 }
