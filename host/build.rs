@@ -88,7 +88,7 @@ fn main() {
         let ptx = target_dir.join("nvptx64-nvidia-cuda/release/kernels_gpu.ptx");
         let text = std::fs::read_to_string(&ptx).unwrap_or_else(|e| panic!("reading {}: {e}", ptx.display()));
         let dest = out_dir.join(format!("kernels-{}.ptx", f.name));
-        std::fs::write(&dest, with_launch_bounds(&text))
+        std::fs::write(&dest, with_directives(&text, f.name))
             .unwrap_or_else(|e| panic!("writing {}: {e}", dest.display()));
     }
 }
@@ -100,14 +100,25 @@ fn main() {
 /// requested"). The planner's launch shapes stay within these (tested there).
 const LAUNCH_BOUNDS: &[(&str, u32)] = &[("wkv6_f32", 512)];
 
-/// `ptx` with `.maxntid` after the parameter list of each kernel of [`LAUNCH_BOUNDS`].
-fn with_launch_bounds(ptx: &str) -> String {
+/// Kernels that run as one thread-block cluster of a fixed size on the Hopper flavour, and that
+/// size: `.reqnctapercluster` (CUDA's `__cluster_dims__`) makes every launch of the kernel use
+/// clusters of it, so the host launches it like any other kernel (grid a multiple of the size).
+const CLUSTER_DIMS: &[(&str, u32)] = &[("mlp_f32", 8)];
+
+/// `ptx` with the directives of [`LAUNCH_BOUNDS`] (every flavour) and [`CLUSTER_DIMS`] (Hopper)
+/// after the parameter list of their kernels.
+fn with_directives(ptx: &str, flavour: &str) -> String {
+    let clusters: &[(&str, u32)] = if flavour == "hopper" { CLUSTER_DIMS } else { &[] };
+    let directives = LAUNCH_BOUNDS
+        .iter()
+        .map(|(name, threads)| (*name, format!(".maxntid {threads}, 1, 1")))
+        .chain(clusters.iter().map(|(name, size)| (*name, format!(".reqnctapercluster {size}, 1, 1"))));
     let mut out = ptx.to_string();
-    for (name, threads) in LAUNCH_BOUNDS {
+    for (name, directive) in directives {
         let head = format!(".entry {name}(");
-        let Some(start) = out.find(&head) else { panic!("kernel {name} of LAUNCH_BOUNDS is not in the PTX") };
+        let Some(start) = out.find(&head) else { panic!("kernel {name} of the build's directives is not in the PTX") };
         let close = start + out[start..].find("\n)").expect("an entry's parameter list ends with `)`") + 2;
-        out.insert_str(close, &format!("\n.maxntid {threads}, 1, 1"));
+        out.insert_str(close, &format!("\n{directive}"));
     }
     out
 }

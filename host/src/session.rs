@@ -272,6 +272,7 @@ impl<'c> Session<'c> {
             fuse_activations: self.options.fuse_activations,
             fuse_elementwise: self.options.fuse_elementwise,
             stateful: self.options.stateful,
+            cluster_mlp: self.ctx.flavour() == crate::PtxFlavour::Hopper,
             ..PlanOptions::default()
         };
         let plan = compile(&self.specialized(binding), &binding.dims, &options)?;

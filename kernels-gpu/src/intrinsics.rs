@@ -272,6 +272,45 @@ pub fn dynamic_shared_addr() -> u32 {
     r
 }
 
+/// Rank of this block in its thread-block cluster (`%cluster_ctarank`).
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+pub fn cluster_rank() -> u32 {
+    let r: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {r}, %cluster_ctarank;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+
+/// Cluster-wide barrier: every thread of every block of the cluster arrives (release) and waits
+/// (acquire), so shared-memory writes made before it anywhere in the cluster (also to other
+/// blocks' shared memory) are visible after it. Every thread of the cluster must reach it.
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+pub fn cluster_sync() {
+    // SAFETY: a barrier; the contract above makes every thread reach it.
+    unsafe {
+        asm!("barrier.cluster.arrive.release.aligned;", "barrier.cluster.wait.acquire.aligned;", options(nostack))
+    };
+}
+
+/// Stores `v` at shared-window address `addr` (an address of this block's shared memory) in the
+/// shared memory of block `rank` of the cluster (`mapa` + `st.shared::cluster`).
+///
+/// # Safety
+/// `addr .. addr + 4` lies in the dynamic shared memory every block of the launch has, `rank` is
+/// below the cluster size, and block `rank` is running (a [`cluster_sync`] after the launch's
+/// start and before that block exits).
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+pub unsafe fn store_shared_cluster_f32(addr: u32, rank: u32, v: f32) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        asm!("mapa.shared::cluster.u32 {a}, {a}, {r};", "st.shared::cluster.b32 [{a}], {v};",
+             a = inout(reg32) addr => _, r = in(reg32) rank, v = in(reg32) v.to_bits(), options(nostack))
+    };
+}
+
 /// Starts an asynchronous 16-byte copy from global memory to shared memory (`cp.async.cg`, bypassing
 /// L1). Completes at a later [`cp_async_wait_all`] after [`cp_async_commit`].
 ///

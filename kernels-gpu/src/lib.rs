@@ -30,6 +30,8 @@ mod group;
 #[cfg(target_arch = "nvptx64")]
 mod logic;
 #[cfg(target_arch = "nvptx64")]
+mod mlp;
+#[cfg(target_arch = "nvptx64")]
 mod movement;
 #[cfg(target_arch = "nvptx64")]
 mod norm;

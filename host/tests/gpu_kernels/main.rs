@@ -5,6 +5,7 @@ mod arena;
 mod context;
 mod conv;
 mod elementwise;
+mod mlp;
 mod models;
 mod movement;
 mod norm;

@@ -121,3 +121,73 @@ pub const GEMM_BK: u32 = 16;
 
 // SAFETY: #[repr(C)], four u32, ten u64, then six 4-byte fields (the last an explicit `_pad`).
 unsafe impl Params for GemmParams {}
+
+/// Most layers one `mlp_f32` launch runs (longer chains take several launches).
+pub const MLP_MAX_LAYERS: usize = 8;
+/// Largest `m` (activation rows) of `mlp_f32`.
+pub const MLP_MAX_M: u32 = 4;
+/// Largest `m * width` of an activation `mlp_f32` keeps in shared memory (f32 elements), for the
+/// chain's input, every hidden layer and (through the k loop) the last layer's input.
+pub const MLP_MAX_ACTIVATIONS: u32 = 4096;
+/// Blocks of one `mlp_f32` launch: a single thread-block cluster on the Hopper flavour (the
+/// blocks exchange each layer's output through distributed shared memory). The portable flavour
+/// has no clusters: its kernel runs as one block (launch it with one).
+pub const MLP_CLUSTER: u32 = 8;
+/// Threads per `mlp_f32` block.
+pub const MLP_THREADS: u32 = 256;
+/// Dynamic shared memory of `mlp_f32`: two activation buffers and the partial sums of its
+/// column-contiguous mode (`[warps][32][MLP_MAX_M]`).
+pub const MLP_SHARED_BYTES: u32 = 2 * MLP_MAX_ACTIVATIONS * 4 + (MLP_THREADS / 32) * 32 * MLP_MAX_M * 4;
+
+/// One layer of `mlp_f32`: `h'[i, j] = act(alpha * sum_k h[i, k] W[k, j] + beta * C[i, j])` for
+/// `i < m`, `j < n`, with `W[k, j] = w[k * b_rs + j * b_cs]` (one of the two strides is 1) and
+/// `C[i, j] = c[i * c_rs + j * c_cs]` when `has_c != 0`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MlpLayer {
+    /// Input width.
+    pub k: u32,
+    /// Output width.
+    pub n: u32,
+    /// [`Activation`] code.
+    pub act: u32,
+    /// Nonzero when `c` is read.
+    pub has_c: u32,
+    /// Scale of `h W`.
+    pub alpha: f32,
+    /// Scale of `C`.
+    pub beta: f32,
+    /// LeakyRelu slope.
+    pub act_alpha: f32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+    /// W row (k) stride.
+    pub b_rs: u64,
+    /// W column stride.
+    pub b_cs: u64,
+    /// C row stride.
+    pub c_rs: u64,
+    /// C column stride.
+    pub c_cs: u64,
+}
+
+/// Parameters of `mlp_f32`: `layers` layers ([`MlpLayer`]) applied to `m` contiguous input rows
+/// of `layer[0].k` elements; the output is `m` contiguous rows of `layer[layers - 1].n`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MlpParams {
+    /// Layers used (1 to [`MLP_MAX_LAYERS`]).
+    pub layers: u32,
+    /// Rows (1 to [`MLP_MAX_M`]).
+    pub m: u32,
+    /// Explicit padding; always 0.
+    pub _pad: [u32; 2],
+    /// The layers; entries past `layers` are ignored.
+    pub layer: [MlpLayer; MLP_MAX_LAYERS],
+}
+
+// SAFETY: #[repr(C)]: eight 4-byte fields (the last an explicit `_pad`), then four u64.
+unsafe impl Params for MlpLayer {}
+// SAFETY: #[repr(C)]: four u32 (two of them explicit padding), then an array of `MlpLayer`
+// (64 bytes each, 8-aligned, itself without implicit padding).
+unsafe impl Params for MlpParams {}

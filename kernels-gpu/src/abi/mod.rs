@@ -132,6 +132,8 @@ kernel_ids! {
     GemvF32 => "gemv_f32",
     /// `gemm::gemm_reduce_f32`: sums the split-K partials of `gemm_f32` and applies the epilogue
     GemmReduceF32 => "gemm_reduce_f32",
+    /// `mlp::mlp_f32`: a chain of small-`m` GEMM layers in one launch (one cluster on Hopper)
+    MlpF32 => "mlp_f32",
     // rows
     /// `rows::softmax_f32`: softmax along one axis
     SoftmaxF32 => "softmax_f32",
@@ -264,6 +266,8 @@ mod tests {
         assert_eq!(core::mem::size_of::<UnaryParams>(), 16);
         assert_eq!(core::mem::size_of::<ProbeParams>(), 8);
         assert_eq!(core::mem::size_of::<GemmParams>(), 16 + 10 * 8 + 32);
+        assert_eq!(core::mem::size_of::<MlpLayer>(), 64);
+        assert_eq!(core::mem::size_of::<MlpParams>(), 16 + 64 * MLP_MAX_LAYERS);
         assert_eq!(core::mem::size_of::<RowParams>(), 5 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<TransposeParams>(), 16 + 2 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<GatherParams>(), 4 * 8);

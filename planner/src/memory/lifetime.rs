@@ -103,11 +103,13 @@ pub fn is_view(op: &Op) -> bool {
 }
 
 /// Lifetimes, sizes and in-place groups of every node-produced value of `g`, whose input shapes must
-/// already be bound (see `bind_inputs`). Graph outputs are excluded: the caller owns them.
+/// already be bound (see `bind_inputs`). Graph outputs are excluded: the caller owns them, and so
+/// are `elided` values (results a fused kernel keeps on chip: no buffer).
 pub fn analyse_lifetimes(
     g: &Graph,
     in_place: bool,
     extra_views: &[ValueId],
+    elided: &[ValueId],
 ) -> Result<LifetimeAnalysis, PlanError> {
     let infos = shape_infer::infer(g)?;
     let order = validate::topo_order(g)?;
@@ -122,7 +124,7 @@ pub fn analyse_lifetimes(
     let mut dynamic = Vec::new();
     for v in 0..n {
         let Some(Definition::Node { node, .. }) = defs[v] else { continue };
-        if g.outputs.contains(&ValueId(v as u32)) {
+        if g.outputs.contains(&ValueId(v as u32)) || elided.contains(&ValueId(v as u32)) {
             continue;
         }
         let info = &infos[v];

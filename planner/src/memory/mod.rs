@@ -100,7 +100,7 @@ pub struct Scratch {
 
 /// Plans the arena of `graph` with its symbolic input dims bound by `binding`.
 pub fn plan(graph: &Graph, binding: &Binding, options: &MemoryOptions) -> Result<MemoryPlan, PlanError> {
-    plan_with(graph, binding, options, &[], &[])
+    plan_with(graph, binding, options, &[], &[], &[])
 }
 
 /// [`plan`], with the values in `extra_views` (outputs of data-moving nodes whose readers walk
@@ -112,7 +112,7 @@ pub fn plan_with_views(
     options: &MemoryOptions,
     extra_views: &[ValueId],
 ) -> Result<MemoryPlan, PlanError> {
-    plan_with(graph, binding, options, extra_views, &[])
+    plan_with(graph, binding, options, extra_views, &[], &[])
 }
 
 /// [`plan`], with scratch buffers: `scratch[i]` gets value id `graph.values.len() + i`, a slot in
@@ -123,16 +123,18 @@ pub fn plan_with_scratch(
     options: &MemoryOptions,
     scratch: &[Scratch],
 ) -> Result<MemoryPlan, PlanError> {
-    plan_with(graph, binding, options, &[], scratch)
+    plan_with(graph, binding, options, &[], scratch, &[])
 }
 
-/// [`plan`] with extra views ([`plan_with_views`]) and scratch buffers ([`plan_with_scratch`]).
+/// [`plan`] with extra views ([`plan_with_views`]), scratch buffers ([`plan_with_scratch`]) and
+/// elided values: results a fused kernel keeps on chip, which get no slot and no lifetime.
 pub fn plan_with(
     graph: &Graph,
     binding: &Binding,
     options: &MemoryOptions,
     extra_views: &[ValueId],
     scratch: &[Scratch],
+    elided: &[ValueId],
 ) -> Result<MemoryPlan, PlanError> {
     if !options.alignment.is_power_of_two() {
         return Err(PlanError::Memory {
@@ -140,7 +142,7 @@ pub fn plan_with(
         });
     }
     let bound = bind_inputs(graph, binding)?;
-    let mut life = analyse_lifetimes(&bound, options.in_place, extra_views)?;
+    let mut life = analyse_lifetimes(&bound, options.in_place, extra_views, elided)?;
     lifetime::add_scratch(&mut life, scratch)?;
     let buffers = assign::buffers(&life, options.alignment);
     let (arena_bytes, offsets) = assign::best_of_orderings(&buffers);

@@ -17,6 +17,7 @@ mod fuse;
 mod gemm;
 mod logic;
 mod lower;
+mod mlp;
 mod movement;
 mod norm;
 mod recurrent;
@@ -62,6 +63,9 @@ pub struct PlanOptions {
     pub fuse_activations: bool,
     /// Fuse chains of f32 elementwise ops into elementwise programs (one kernel each).
     pub fuse_elementwise: bool,
+    /// The target runs the Hopper flavour (thread-block clusters): chains of small-`m` GEMM
+    /// layers (batch-1 MLPs) become one `mlp_f32` launch.
+    pub cluster_mlp: bool,
     /// Keep the state of sequence nodes in persistent slots ([`Plan::states`]) read and written by
     /// every run, instead of reading it from the node's optional initial-state input (stateful
     /// decoding: a run of L = 1 continues where the previous run stopped).
@@ -75,6 +79,7 @@ impl Default for PlanOptions {
             memory: MemoryOptions::default(),
             fuse_activations: true,
             fuse_elementwise: true,
+            cluster_mlp: true,
             stateful: false,
         }
     }
@@ -223,7 +228,9 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         .collect();
     let requests: Vec<Scratch> =
         scratch.iter().map(|(node, v)| Scratch { node: *node, bytes: v.bytes().unwrap_or(0) }).collect();
-    let memory = memory::plan_with(&fused, &Binding::new(), &options.memory, &absorbed, &requests)?;
+    let chains = mlp::Chains::find(&fused, &values, &operand_perms, &epilogues, options);
+    let memory =
+        memory::plan_with(&fused, &Binding::new(), &options.memory, &absorbed, &requests, &chains.elided(&fused))?;
     let first_scratch = values.len();
     values.extend(scratch.iter().map(|(_, v)| v.clone()));
     let mut steps = Vec::new();
@@ -235,6 +242,15 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         let absorbed_here = node.outputs.iter().flatten().any(|v| absorbed.contains(v));
         if absorbed_here {
             continue; // a transpose the MatMul reading it walks through strides
+        }
+        if let Some((chain, last)) = chains.of(id) {
+            if last {
+                match mlp::step(&fused, chain, &values, &operand_perms, &epilogues) {
+                    Ok(s) => steps.push(s),
+                    Err(why) => missing.push((fused.node_label(id), node.op.name(), why)),
+                }
+            }
+            continue;
         }
         let own: Vec<ValueId> = (scratch.iter().enumerate())
             .filter(|(_, (n, _))| *n == id)
@@ -473,8 +489,37 @@ mod tests {
     }
 
     #[test]
+    fn an_mlp_compiles_to_one_cluster_launch_on_hopper() {
+        for batch in 1..=4 {
+            let plan = compile(&mlp(), &Binding::new().with("batch", batch), &PlanOptions::default()).unwrap();
+            let text = plan.to_string();
+            assert_eq!(plan.steps.len(), 1, "{text}");
+            assert!(text.contains("MLP[Gemm+Relu, Gemm+Relu, Gemm+Sigmoid] mlp_f32"), "{text}");
+            // The hidden activations stay on chip: no arena at all.
+            assert_eq!(plan.memory.arena_bytes, 0, "{text}");
+            assert_eq!(plan.weights.len(), 6);
+        }
+        // Past the kernel's row limit the layers are GEMVs again.
+        let plan = compile(&mlp(), &Binding::new().with("batch", 5), &PlanOptions::default()).unwrap();
+        assert_eq!(plan.steps.len(), 3, "{plan}");
+    }
+
+    #[test]
+    fn mlp_chains_break_at_values_read_elsewhere() {
+        // The first hidden activation is also a graph output: layers 2 and 3 still chain.
+        let mut g = mlp();
+        let first = g.nodes[1].output(0).unwrap();
+        g.output(first);
+        let plan = compile(&g, &Binding::new().with("batch", 1), &PlanOptions::default()).unwrap();
+        let text = plan.to_string();
+        assert_eq!(plan.steps.len(), 2, "{text}");
+        assert!(text.contains("Gemm+Relu gemv_f32") && text.contains("MLP[Gemm+Relu, Gemm+Sigmoid]"), "{text}");
+    }
+
+    #[test]
     fn an_mlp_compiles_to_three_fused_gemv_launches() {
-        let plan = compile(&mlp(), &Binding::new().with("batch", 1), &PlanOptions::default()).unwrap();
+        let options = PlanOptions { cluster_mlp: false, ..PlanOptions::default() };
+        let plan = compile(&mlp(), &Binding::new().with("batch", 1), &options).unwrap();
         let text = plan.to_string();
         assert_eq!(plan.steps.len(), 3, "{text}");
         assert!(text.contains("Gemm+Relu gemv_f32") && text.contains("Gemm+Sigmoid gemv_f32"), "{text}");

@@ -1,0 +1,294 @@
+//! The fused MLP: a chain of small-`m` GEMM layers (`h' = act(alpha h W + beta C)`, the planner's
+//! Gemm / MatMul nodes with their activation epilogues) in one launch. Batch-1 inference of the
+//! small MLPs of particle physics is pure latency: one launch per layer costs more than the
+//! layer's arithmetic. Here every block keeps the whole activation (all `m` rows) in shared
+//! memory and computes its share of the next layer's columns; on the Hopper flavour the launch is
+//! one thread-block cluster and every block writes its columns into the shared memory of every
+//! block of the cluster (distributed shared memory), then the cluster synchronises — no global
+//! memory round trip and no launch between layers. The portable flavour (no clusters) runs the
+//! same code as a single block.
+//!
+//! FP32 FMA on the CUDA cores in a fixed order per output (a lane's strided partial sums, then a
+//! butterfly or an ordered sum over warps), so results are deterministic run to run.
+
+use crate::abi::{Activation, MLP_MAX_ACTIVATIONS, MLP_MAX_M, MLP_THREADS, MlpLayer, MlpParams};
+use crate::intrinsics::*;
+use crate::math;
+
+/// Blocks sharing one chain (the cluster size; 1 without clusters).
+#[cfg(ferrofuse_hopper)]
+const CLUSTER: u32 = crate::abi::MLP_CLUSTER;
+#[cfg(not(ferrofuse_hopper))]
+const CLUSTER: u32 = 1;
+
+const M: usize = MLP_MAX_M as usize;
+const WARPS: u32 = MLP_THREADS / 32;
+/// Columns a warp accumulates at once in the k-contiguous mode (independent loads in flight).
+const COLS: u32 = 4;
+/// k steps of 32 a lane issues before it consumes them (more loads in flight).
+const UNROLL: u32 = 4;
+const BUFFER_BYTES: u32 = MLP_MAX_ACTIVATIONS * 4;
+
+#[cfg(ferrofuse_hopper)]
+fn rank() -> u32 {
+    cluster_rank()
+}
+#[cfg(not(ferrofuse_hopper))]
+fn rank() -> u32 {
+    0
+}
+
+#[cfg(ferrofuse_hopper)]
+fn sync_chain() {
+    cluster_sync()
+}
+#[cfg(not(ferrofuse_hopper))]
+fn sync_chain() {
+    sync_threads()
+}
+
+/// Stores `v` at byte offset `at` of the activation buffer at shared-window address `buf` in every
+/// block of the chain.
+///
+/// # Safety
+/// `at + 4 <= BUFFER_BYTES`; `buf` is one of the two buffers; called between two [`sync_chain`]s.
+#[inline(always)]
+unsafe fn broadcast(buf: u32, at: u32, v: f32) {
+    #[cfg(ferrofuse_hopper)]
+    for r in 0..CLUSTER {
+        // SAFETY: the caller's contract; every block of the cluster has the same buffers and runs
+        // until the chain's last sync.
+        unsafe { store_shared_cluster_f32(buf + at, r, v) };
+    }
+    #[cfg(not(ferrofuse_hopper))]
+    // SAFETY: the caller's contract; the buffer is this block's shared memory.
+    unsafe {
+        *dynamic_shared_ptr().add((buf - dynamic_shared_addr() + at) as usize).cast::<f32>() = v
+    };
+}
+
+/// Output `(i, j)` of layer `l` from its sum `acc`: the epilogue, then the store (to `y` for the
+/// last layer, else into every block's next activation buffer `dst`).
+///
+/// # Safety
+/// As [`mlp_f32`]; `i < m`, `j < l.n`.
+#[inline(always)]
+unsafe fn emit(l: &MlpLayer, c: *const f32, i: u32, j: u32, acc: f32, dst: u32, y: *mut f32) {
+    let mut v = l.alpha * acc;
+    if l.has_c != 0 {
+        let at = i as u64 * l.c_rs + j as u64 * l.c_cs;
+        // SAFETY: the host checked that C covers every (i, j) through its strides.
+        v = math::fma(l.beta, unsafe { *c.add(at as usize) }, v);
+    }
+    v = math::activate(Activation::from_code(l.act), v, l.act_alpha);
+    let at = i * l.n + j;
+    if y.is_null() {
+        // SAFETY: m * n <= MLP_MAX_ACTIVATIONS for a hidden layer (host contract).
+        unsafe { broadcast(dst, at * 4, v) };
+    } else {
+        // SAFETY: y holds m x n f32 of the last layer.
+        unsafe { *y.add(at as usize) = v };
+    }
+}
+
+/// One layer: reads the activation `h` (this block's shared memory, `m` rows of `l.k`), writes
+/// this block's columns of the output through [`emit`].
+///
+/// # Safety
+/// As [`mlp_f32`]; every thread of the block calls it (the column-contiguous mode synchronises the
+/// block).
+#[inline(always)]
+unsafe fn layer(l: &MlpLayer, m: u32, w: *const f32, c: *const f32, h: *const f32, dst: u32, y: *mut f32) {
+    let per = l.n.div_ceil(CLUSTER);
+    let j0 = rank() * per;
+    let j1 = (j0 + per).min(l.n);
+    let (warp, lane) = (thread_idx_x() / 32, lane_id());
+    if l.b_rs == 1 {
+        // k contiguous in W (nn.Linear weights): lanes walk k, a warp owns COLS columns at a time.
+        let mut j = j0 + warp * COLS;
+        while j < j1 {
+            let mut acc = [[0.0f32; M]; COLS as usize];
+            let mut k = lane;
+            while k < l.k {
+                for u in 0..UNROLL {
+                    let kk = k + u * 32;
+                    if kk < l.k {
+                        // Rows past m repeat the last one (every loop here has a constant trip
+                        // count, so the arrays stay in registers); their sums are never stored.
+                        let mut x = [0.0f32; M];
+                        for i in 0..M {
+                            let row = (i as u32).min(m - 1);
+                            // SAFETY: row < m, kk < k: inside the activation buffer.
+                            x[i] = unsafe { *h.add((row * l.k + kk) as usize) };
+                        }
+                        for q in 0..COLS as usize {
+                            // Columns past j1 repeat the last one, like the rows (never stored).
+                            let jq = (j + q as u32).min(j1 - 1);
+                            // SAFETY: jq < n, kk < k; the host checked W's extent.
+                            let wv = unsafe { *w.add((jq as u64 * l.b_cs + kk as u64) as usize) };
+                            for i in 0..M {
+                                acc[q][i] = math::fma(x[i], wv, acc[q][i]);
+                            }
+                        }
+                    }
+                }
+                k += 32 * UNROLL;
+            }
+            // Butterfly sums: every lane gets all COLS x M sums and keeps the one it emits (lane
+            // q * M + i), so the emits run in parallel and the loop stays small enough to unroll.
+            // (Spelled out per column: as a loop, LLVM leaves it rolled and `acc` in local memory.)
+            let mut mine = 0.0f32;
+            macro_rules! column {
+                ($q:literal) => {
+                    for i in 0..M {
+                        let sum = warp_sum_f32(acc[$q][i]);
+                        if lane == ($q * M + i) as u32 {
+                            mine = sum;
+                        }
+                    }
+                };
+            }
+            const _: () = assert!(COLS == 4);
+            column!(0);
+            column!(1);
+            column!(2);
+            column!(3);
+            let (q, i) = (lane / MLP_MAX_M, lane % MLP_MAX_M);
+            if q < COLS && i < m && j + q < j1 {
+                // SAFETY: i < m, j + q < n.
+                unsafe { emit(l, c, i, j + q, mine, dst, y) };
+            }
+            j += WARPS * COLS;
+        }
+    } else {
+        // Columns contiguous in W: lanes own 32 adjacent columns, warps split k, and the partial
+        // sums meet in shared memory after the two activation buffers.
+        // SAFETY: the partial sums follow the two buffers inside MLP_SHARED_BYTES.
+        let red = unsafe { dynamic_shared_ptr().add(2 * BUFFER_BYTES as usize).cast::<f32>() };
+        let mut jc = j0;
+        while jc < j1 {
+            let j = jc + lane;
+            let mut acc = [0.0f32; M];
+            if j < j1 {
+                let mut k = warp;
+                while k < l.k {
+                    // SAFETY: k < l.k, j < n; the host checked W's extent.
+                    let wv = unsafe { *w.add((k as u64 * l.b_rs + j as u64 * l.b_cs) as usize) };
+                    for i in 0..M {
+                        let row = (i as u32).min(m - 1);
+                        // SAFETY: row < m, k < l.k.
+                        acc[i] = math::fma(unsafe { *h.add((row * l.k + k) as usize) }, wv, acc[i]);
+                    }
+                    k += WARPS;
+                }
+            }
+            for i in 0..M {
+                // SAFETY: (warp * 32 + lane) * M + i < WARPS * 32 * M.
+                unsafe { *red.add(((warp * 32 + lane) * MLP_MAX_M) as usize + i) = acc[i] };
+            }
+            sync_threads();
+            let t = thread_idx_x();
+            let (i, jj) = (t / 32, jc + t % 32);
+            if i < m && jj < j1 {
+                let mut s = 0.0f32;
+                for wi in 0..WARPS {
+                    // SAFETY: as above.
+                    s += unsafe { *red.add(((wi * 32 + t % 32) * MLP_MAX_M + i) as usize) };
+                }
+                // SAFETY: i < m, jj < n.
+                unsafe { emit(l, c, i, jj, s, dst, y) };
+            }
+            sync_threads();
+            jc += 32;
+        }
+    }
+}
+
+/// A chain of `p.layers` GEMM layers ([`MlpParams`]) in one launch.
+///
+/// # Safety
+/// `x` holds `p.m` contiguous rows of `p.layer[0].k` f32; for each used layer `l`, `w_l` is valid
+/// for every offset `k * b_rs + j * b_cs` (`k < l.k`, `j < l.n`) and `c_l` (when `has_c`) for
+/// every `i * c_rs + j * c_cs`; the unused `w_l`, `c_l` may be null; consecutive layers chain
+/// (`layer[l + 1].k == layer[l].n`); `p.m <= MLP_MAX_M`, `p.m * width <= MLP_MAX_ACTIVATIONS` for
+/// the input and every hidden width; `y` holds `p.m` rows of the last layer's `n`.
+///
+/// # Parameters
+/// `p`, the input `x`, the weight and optional C of each of the 8 layer slots, the output `y`.
+///
+/// # Thread mapping
+/// Blocks of [`MLP_THREADS`] threads and `MLP_SHARED_BYTES` of dynamic shared memory; the grid is
+/// one cluster of `MLP_CLUSTER` blocks on the Hopper flavour (fixed at compile time by the
+/// `.reqnctapercluster` directive the build adds), one block otherwise. Block `r` computes output
+/// columns `[r * ceil(n / blocks), ...)` of every layer: in the k-contiguous mode a warp owns
+/// 4 columns at a time and its lanes stride over k (warp-shuffle sum); otherwise the lanes own 32
+/// adjacent columns and the warps split k (ordered sum in shared memory).
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn mlp_f32(
+    p: MlpParams,
+    x: *const f32,
+    w0: *const f32,
+    c0: *const f32,
+    w1: *const f32,
+    c1: *const f32,
+    w2: *const f32,
+    c2: *const f32,
+    w3: *const f32,
+    c3: *const f32,
+    w4: *const f32,
+    c4: *const f32,
+    w5: *const f32,
+    c5: *const f32,
+    w6: *const f32,
+    c6: *const f32,
+    w7: *const f32,
+    c7: *const f32,
+    y: *mut f32,
+) {
+    let base = dynamic_shared_ptr().cast::<f32>();
+    let addr = dynamic_shared_addr();
+    let input = p.m * p.layer[0].k;
+    let mut t = thread_idx_x();
+    while t < input {
+        // SAFETY: t < m * k0 <= MLP_MAX_ACTIVATIONS: inside x and the first buffer.
+        unsafe { *base.add(t as usize) = *x.add(t as usize) };
+        t += MLP_THREADS;
+    }
+    // Every block of the cluster has started (its shared memory may be written) and the input is
+    // in place.
+    sync_chain();
+    // The layer slots unrolled, so that every parameter index is a constant (no local memory).
+    macro_rules! run {
+        ($l:literal, $w:ident, $c:ident) => {
+            if $l < p.layers {
+                let last = $l + 1 == p.layers;
+                let (src, dst) = if $l % 2 == 0 { (0, BUFFER_BYTES) } else { (BUFFER_BYTES, 0) };
+                // SAFETY: the launch contract; `src` holds layer $l's input (written before the
+                // last sync), `dst` the buffer no block reads during this layer.
+                unsafe {
+                    layer(
+                        &p.layer[$l],
+                        p.m,
+                        $w,
+                        $c,
+                        base.add((src / 4) as usize),
+                        addr + dst,
+                        if last { y } else { core::ptr::null_mut() },
+                    )
+                };
+                if !last {
+                    sync_chain();
+                }
+            }
+        };
+    }
+    run!(0, w0, c0);
+    run!(1, w1, c1);
+    run!(2, w2, c2);
+    run!(3, w3, c3);
+    run!(4, w4, c4);
+    run!(5, w5, c5);
+    run!(6, w6, c6);
+    run!(7, w7, c7);
+}
