@@ -115,14 +115,18 @@ pub fn kernel_module(ptx: &str, entry: &str) -> Option<String> {
             let name = function_name(line)?;
             let mut text = String::from(line);
             text.push('\n');
-            let mut is_decl = false;
+            // A declaration ends with `;` before any body opens; a definition's body runs from
+            // `{` to the `}` at the start of a line (inline-asm lines inside it may also end with
+            // `;` at column 0).
+            let (mut is_decl, mut in_body) = (false, false);
             for l in lines.by_ref() {
                 text.push_str(l);
                 text.push('\n');
-                if l == ";" || (l.ends_with(';') && !l.starts_with([' ', '\t'])) {
+                if !in_body && (l == ";" || (l.ends_with(';') && !l.starts_with([' ', '\t']))) {
                     is_decl = true;
                     break;
                 }
+                in_body |= l.starts_with('{');
                 if l == "}" {
                     break;
                 }
@@ -223,6 +227,15 @@ mod tests {
         assert_eq!(PtxFlavour::for_compute_capability(8, 6), Some(PtxFlavour::Portable));
         assert_eq!(PtxFlavour::for_compute_capability(10, 0), Some(PtxFlavour::Portable));
         assert_eq!(PtxFlavour::for_compute_capability(7, 5), None);
+    }
+
+    #[test]
+    fn the_mlp_kernel_runs_as_a_cluster_of_the_abi_size_on_hopper_only() {
+        let directive = format!(".reqnctapercluster {}, 1, 1", kernels_gpu::abi::MLP_CLUSTER);
+        let hopper = kernel_module(PtxFlavour::Hopper.source(), "mlp_f32").expect("mlp_f32 in hopper");
+        assert!(hopper.contains(&directive), "{}", &hopper[..400]);
+        let portable = kernel_module(PtxFlavour::Portable.source(), "mlp_f32").expect("mlp_f32 in portable");
+        assert!(!portable.contains(".reqnctapercluster"));
     }
 
     #[test]
