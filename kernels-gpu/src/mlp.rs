@@ -21,7 +21,6 @@ const CLUSTER: u32 = crate::abi::MLP_CLUSTER;
 #[cfg(not(ferrofuse_hopper))]
 const CLUSTER: u32 = 1;
 
-const M: usize = MLP_MAX_M as usize;
 const WARPS: u32 = MLP_THREADS / 32;
 /// Columns a warp accumulates at once in the k-contiguous mode (independent loads in flight).
 const COLS: u32 = 4;
@@ -91,14 +90,74 @@ unsafe fn emit(l: &MlpLayer, c: *const f32, i: u32, j: u32, acc: f32, dst: u32, 
     }
 }
 
-/// One layer: reads the activation `h` (this block's shared memory, `m` rows of `l.k`), writes
-/// this block's columns of the output through [`emit`].
+/// Adds `v[t]` and `v[t + half]` across the lanes `offset` apart, keeping (in `v[t]`, `t < half`)
+/// the upper half on lanes with the `offset` bit set and the lower half on the others: one step
+/// of a transposed warp reduction.
+#[inline(always)]
+fn fold<const V: usize>(v: &mut [f32; V], half: usize, offset: u32) {
+    // All ones on the lanes that keep the upper half (a bit select: LLVM turns an `if` here into
+    // an indexed pair in local memory).
+    let upper = 0u32.wrapping_sub((lane_id() & offset != 0) as u32);
+    for t in 0..half {
+        let (lo, hi) = (v[t].to_bits(), v[t + half].to_bits());
+        let keep = f32::from_bits((hi & upper) | (lo & !upper));
+        let send = f32::from_bits((lo & upper) | (hi & !upper));
+        v[t] = keep + shfl_xor_f32(send, offset);
+    }
+}
+
+/// Warp sums of `V` values (a power of two, at most 16) in `V - 1 + 5 - log2(V)` shuffles instead
+/// of `5 V`: returns, on each lane, the full sum of value `(lane >> (5 - log2 V)) & (V - 1)`.
+/// Warp-collective.
+#[inline(always)]
+fn warp_sums<const V: usize>(mut v: [f32; V]) -> f32 {
+    const { assert!(V.is_power_of_two() && V <= 16) };
+    let (mut half, mut offset) = (V / 2, 16);
+    // (Four explicit folds, each skipped by a constant condition: as a loop, the array would
+    // leave registers.)
+    if half >= 1 {
+        fold(&mut v, half, offset);
+        (half, offset) = (half / 2, offset / 2);
+    }
+    if half >= 1 {
+        fold(&mut v, half, offset);
+        (half, offset) = (half / 2, offset / 2);
+    }
+    if half >= 1 {
+        fold(&mut v, half, offset);
+        (half, offset) = (half / 2, offset / 2);
+    }
+    if half >= 1 {
+        fold(&mut v, half, offset);
+        offset /= 2;
+    }
+    let mut s = v[0];
+    while offset >= 1 {
+        s += shfl_xor_f32(s, offset);
+        offset /= 2;
+    }
+    s
+}
+
+/// One layer for `R` rows (`m <= R`; rows past `m` repeat the last one, so that every loop has a
+/// constant trip count and the arrays stay in registers; their sums are never stored): reads the
+/// activation `h` (this block's shared memory, `m` rows of `l.k`), writes this block's columns of
+/// the output through [`emit`].
 ///
 /// # Safety
 /// As [`mlp_f32`]; every thread of the block calls it (the column-contiguous mode synchronises the
 /// block).
 #[inline(always)]
-unsafe fn layer(l: &MlpLayer, m: u32, w: *const f32, c: *const f32, h: *const f32, dst: u32, y: *mut f32) {
+unsafe fn layer_rows<const R: usize, const V: usize>(
+    l: &MlpLayer,
+    m: u32,
+    w: *const f32,
+    c: *const f32,
+    h: *const f32,
+    dst: u32,
+    y: *mut f32,
+) {
+    const { assert!(V == R * COLS as usize) };
     let per = l.n.div_ceil(CLUSTER);
     let j0 = rank() * per;
     let j1 = (j0 + per).min(l.n);
@@ -107,56 +166,39 @@ unsafe fn layer(l: &MlpLayer, m: u32, w: *const f32, c: *const f32, h: *const f3
         // k contiguous in W (nn.Linear weights): lanes walk k, a warp owns COLS columns at a time.
         let mut j = j0 + warp * COLS;
         while j < j1 {
-            let mut acc = [[0.0f32; M]; COLS as usize];
+            // acc[q * R + i]: column j + q, row i.
+            let mut acc = [0.0f32; V];
             let mut k = lane;
             while k < l.k {
                 for u in 0..UNROLL {
                     let kk = k + u * 32;
                     if kk < l.k {
-                        // Rows past m repeat the last one (every loop here has a constant trip
-                        // count, so the arrays stay in registers); their sums are never stored.
-                        let mut x = [0.0f32; M];
-                        for i in 0..M {
+                        let mut x = [0.0f32; R];
+                        for (i, xi) in x.iter_mut().enumerate() {
                             let row = (i as u32).min(m - 1);
                             // SAFETY: row < m, kk < k: inside the activation buffer.
-                            x[i] = unsafe { *h.add((row * l.k + kk) as usize) };
+                            *xi = unsafe { *h.add((row * l.k + kk) as usize) };
                         }
                         for q in 0..COLS as usize {
                             // Columns past j1 repeat the last one, like the rows (never stored).
                             let jq = (j + q as u32).min(j1 - 1);
                             // SAFETY: jq < n, kk < k; the host checked W's extent.
                             let wv = unsafe { *w.add((jq as u64 * l.b_cs + kk as u64) as usize) };
-                            for i in 0..M {
-                                acc[q][i] = math::fma(x[i], wv, acc[q][i]);
+                            for i in 0..R {
+                                acc[q * R + i] = math::fma(x[i], wv, acc[q * R + i]);
                             }
                         }
                     }
                 }
                 k += 32 * UNROLL;
             }
-            // Butterfly sums: every lane gets all COLS x M sums and keeps the one it emits (lane
-            // q * M + i), so the emits run in parallel and the loop stays small enough to unroll.
-            // (Spelled out per column: as a loop, LLVM leaves it rolled and `acc` in local memory.)
-            let mut mine = 0.0f32;
-            macro_rules! column {
-                ($q:literal) => {
-                    for i in 0..M {
-                        let sum = warp_sum_f32(acc[$q][i]);
-                        if lane == ($q * M + i) as u32 {
-                            mine = sum;
-                        }
-                    }
-                };
-            }
-            const _: () = assert!(COLS == 4);
-            column!(0);
-            column!(1);
-            column!(2);
-            column!(3);
-            let (q, i) = (lane / MLP_MAX_M, lane % MLP_MAX_M);
-            if q < COLS && i < m && j + q < j1 {
+            let sum = warp_sums(acc);
+            let shift = 5 - V.trailing_zeros();
+            let idx = (lane >> shift) as usize & (V - 1);
+            let (q, i) = ((idx / R) as u32, (idx % R) as u32);
+            if lane & ((1 << shift) - 1) == 0 && i < m && j + q < j1 {
                 // SAFETY: i < m, j + q < n.
-                unsafe { emit(l, c, i, j + q, mine, dst, y) };
+                unsafe { emit(l, c, i, j + q, sum, dst, y) };
             }
             j += WARPS * COLS;
         }
@@ -168,23 +210,23 @@ unsafe fn layer(l: &MlpLayer, m: u32, w: *const f32, c: *const f32, h: *const f3
         let mut jc = j0;
         while jc < j1 {
             let j = jc + lane;
-            let mut acc = [0.0f32; M];
+            let mut acc = [0.0f32; R];
             if j < j1 {
                 let mut k = warp;
                 while k < l.k {
                     // SAFETY: k < l.k, j < n; the host checked W's extent.
                     let wv = unsafe { *w.add((k as u64 * l.b_rs + j as u64 * l.b_cs) as usize) };
-                    for i in 0..M {
+                    for (i, a) in acc.iter_mut().enumerate() {
                         let row = (i as u32).min(m - 1);
                         // SAFETY: row < m, k < l.k.
-                        acc[i] = math::fma(unsafe { *h.add((row * l.k + k) as usize) }, wv, acc[i]);
+                        *a = math::fma(unsafe { *h.add((row * l.k + k) as usize) }, wv, *a);
                     }
                     k += WARPS;
                 }
             }
-            for i in 0..M {
-                // SAFETY: (warp * 32 + lane) * M + i < WARPS * 32 * M.
-                unsafe { *red.add(((warp * 32 + lane) * MLP_MAX_M) as usize + i) = acc[i] };
+            for (i, &a) in acc.iter().enumerate() {
+                // SAFETY: (warp * 32 + lane) * MLP_MAX_M + i < WARPS * 32 * MLP_MAX_M.
+                unsafe { *red.add(((warp * 32 + lane) * MLP_MAX_M) as usize + i) = a };
             }
             sync_threads();
             let t = thread_idx_x();
@@ -200,6 +242,44 @@ unsafe fn layer(l: &MlpLayer, m: u32, w: *const f32, c: *const f32, h: *const f3
             }
             sync_threads();
             jc += 32;
+        }
+    }
+}
+
+/// One layer, its code specialised for 1, 2 or 4 rows (one copy of each, shared by the layer
+/// slots).
+///
+/// # Safety
+/// As [`layer_rows`].
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn layer(
+    k: u32,
+    n: u32,
+    act: u32,
+    has_c: u32,
+    alpha: f32,
+    beta: f32,
+    act_alpha: f32,
+    b_rs: u64,
+    b_cs: u64,
+    c_rs: u64,
+    c_cs: u64,
+    m: u32,
+    w: *const f32,
+    c: *const f32,
+    h: *const f32,
+    dst: u32,
+    y: *mut f32,
+) {
+    // (The fields arrive as scalars: an aggregate or tuple argument is staged in local memory.)
+    let l = MlpLayer { k, n, act, has_c, alpha, beta, act_alpha, _pad: 0, b_rs, b_cs, c_rs, c_cs };
+    // SAFETY: the caller's contract; m <= MLP_MAX_M = 4 picks a specialisation with R >= m.
+    unsafe {
+        match m {
+            1 => layer_rows::<1, 4>(&l, m, w, c, h, dst, y),
+            2 => layer_rows::<2, 8>(&l, m, w, c, h, dst, y),
+            _ => layer_rows::<4, 16>(&l, m, w, c, h, dst, y),
         }
     }
 }
@@ -267,8 +347,19 @@ pub unsafe extern "ptx-kernel" fn mlp_f32(
                 // SAFETY: the launch contract; `src` holds layer $l's input (written before the
                 // last sync), `dst` the buffer no block reads during this layer.
                 unsafe {
+                    let l = &p.layer[$l];
                     layer(
-                        &p.layer[$l],
+                        l.k,
+                        l.n,
+                        l.act,
+                        l.has_c,
+                        l.alpha,
+                        l.beta,
+                        l.act_alpha,
+                        l.b_rs,
+                        l.b_cs,
+                        l.c_rs,
+                        l.c_cs,
                         p.m,
                         $w,
                         $c,
