@@ -132,6 +132,13 @@ kernel_ids! {
     GemvF32 => "gemv_f32",
     /// `gemm::gemm_reduce_f32`: sums the split-K partials of `gemm_f32` and applies the epilogue
     GemmReduceF32 => "gemm_reduce_f32",
+    /// `gemm::gemm_program_f32`: `gemm_f32` whose epilogue continues with an elementwise program
+    GemmProgramF32 => "gemm_program_f32",
+    /// `gemm::gemv_program_f32`: `gemv_f32` whose epilogue continues with an elementwise program
+    GemvProgramF32 => "gemv_program_f32",
+    /// `gemm::gemm_reduce_program_f32`: `gemm_reduce_f32` whose epilogue continues with an
+    /// elementwise program
+    GemmReduceProgramF32 => "gemm_reduce_program_f32",
     // rows
     /// `rows::softmax_f32`: softmax along one axis
     SoftmaxF32 => "softmax_f32",
