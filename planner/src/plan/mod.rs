@@ -14,6 +14,8 @@
 mod conv;
 mod elementwise;
 mod epilogue;
+#[cfg(test)]
+mod epilogue_tests;
 mod fuse;
 mod gemm;
 mod logic;
