@@ -5,6 +5,7 @@ mod arena;
 mod context;
 mod conv;
 mod elementwise;
+mod gemm_programs;
 mod models;
 mod movement;
 mod norm;
