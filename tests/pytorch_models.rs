@@ -71,3 +71,46 @@ fn small_cnn_compiles_to_a_gpu_plan() {
     }
     plan.validate().expect("the plan's invariants hold");
 }
+
+/// The GPU plans of GPT-2 and BERT with and without the GEMM-epilogue fusion: every elementwise
+/// program or op that alone reads a GEMM result (residual adds, biases, GELU, the attention mask)
+/// moves into the GEMM's epilogue, and the plans stay valid.
+#[test]
+fn transformer_plans_fuse_programs_into_gemm_epilogues() {
+    use planner::plan::{PlanOptions, compile};
+    for (name, unfused_steps, fused_steps, fused_gemms) in [("gpt2", 42, 34, 8), ("bert", 56, 42, 14)] {
+        let model = onnx::load_path(&fixtures().join(format!("{name}.onnx"))).expect("model loads");
+        let graph = onnx::to_graph(&model).expect("model converts");
+        let off = PlanOptions { fuse_gemm_programs: false, ..PlanOptions::default() };
+        let before = compile(&graph, &planner::Binding::new(), &off).expect("unfused plan");
+        let after = compile(&graph, &planner::Binding::new(), &PlanOptions::default()).expect("fused plan");
+        after.validate().expect("the plan's invariants hold");
+        let text = after.to_string();
+        assert_eq!(before.steps.len(), unfused_steps, "{name} unfused:\n{before}");
+        assert_eq!(after.steps.len(), fused_steps, "{name} fused:\n{text}");
+        let fused =
+            text.lines().filter(|l| l.contains("_program_f32") && !l.contains("ew_program_f32")).count();
+        assert_eq!(fused, fused_gemms, "{name}:\n{text}");
+        // What remains of the elementwise launches reads no GEMM result.
+        let ew_after_gemm = |p: &planner::plan::Plan| {
+            let lines: Vec<String> = p.to_string().lines().map(str::to_string).collect();
+            lines
+                .windows(2)
+                .filter(|w| {
+                    w[0].contains("gemm") && (w[1].contains("add_f32") || w[1].contains("ew_program_f32"))
+                })
+                .count()
+        };
+        assert!(ew_after_gemm(&before) > 0, "{name}: the unfused plan has GEMM -> elementwise pairs");
+        assert_eq!(ew_after_gemm(&after), 0, "{name}:\n{text}");
+    }
+    // GPT-2: the residual adds after the attention projection and after the split-K MLP
+    // projection, and the 8-op GELU after FC1, are gone.
+    let model = onnx::load_path(&fixtures().join("gpt2.onnx")).expect("model loads");
+    let graph = onnx::to_graph(&model).expect("model converts");
+    let text = compile(&graph, &planner::Binding::new(), &PlanOptions::default()).unwrap().to_string();
+    assert!(text.contains("Gemm+Sum[8 ops] gemm_program_f32"), "{text}");
+    assert!(text.contains("Gemm+Add split-k reduce gemm_reduce_program_f32"), "{text}");
+    assert!(!text.contains("Sum[8 ops] ew_program_f32"), "{text}");
+    assert_eq!(text.matches("add_f32").count(), 1, "only the embedding add remains:\n{text}");
+}

@@ -33,6 +33,9 @@ pub struct SessionOptions {
     pub fuse_activations: bool,
     /// Fuse chains of elementwise ops into elementwise programs (default on).
     pub fuse_elementwise: bool,
+    /// Fuse an elementwise program (or op) that alone reads a GEMM's result into the GEMM's
+    /// epilogue (default on).
+    pub fuse_gemm_programs: bool,
     /// Keep the state of sequence nodes on the device across runs, named after the node, until
     /// [`Session::reset_state`] (default off: each run starts from the nodes' initial-state inputs,
     /// or zeros). For step-by-step decoding: a run of length 1 continues the previous run.
@@ -41,7 +44,13 @@ pub struct SessionOptions {
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        SessionOptions { cuda_graph: true, fuse_activations: true, fuse_elementwise: true, stateful: false }
+        SessionOptions {
+            cuda_graph: true,
+            fuse_activations: true,
+            fuse_elementwise: true,
+            fuse_gemm_programs: true,
+            stateful: false,
+        }
     }
 }
 
@@ -271,6 +280,7 @@ impl<'c> Session<'c> {
             sm_count: self.ctx.info().sm_count,
             fuse_activations: self.options.fuse_activations,
             fuse_elementwise: self.options.fuse_elementwise,
+            fuse_gemm_programs: self.options.fuse_gemm_programs,
             stateful: self.options.stateful,
             cluster_mlp: self.ctx.flavour() == crate::PtxFlavour::Hopper,
             ..PlanOptions::default()

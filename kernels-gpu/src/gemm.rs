@@ -3,9 +3,15 @@
 //! over arbitrary element strides (transposes, broadcast bias, batched and broadcast-batched
 //! operands). FP32 FMA on the CUDA cores: exact FP32 semantics, no TF32. The tensor-core paths come
 //! with the matrix-kernel issue.
+//!
+//! Each kernel has a `*_program_f32` twin whose epilogue continues with an elementwise program
+//! ([`EwProgramParams`], the interpreter of `program.rs`): the GEMM result is the program's input
+//! 0 and its other inputs are read at the output element's broadcast offsets (a residual stream,
+//! a bias row). The plain entries are monomorphized without it, so their code is unchanged.
 
 use crate::abi::{
-    Activation, GEMM_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_COLS, GEMV_MAX_M, GEMV_WARPS, GemmParams,
+    Activation, EwProgramParams, GEMM_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_COLS, GEMV_MAX_M,
+    GEMV_WARPS, GemmParams, MAX_RANK,
 };
 use crate::intrinsics::*;
 use crate::math;
@@ -18,8 +24,12 @@ const TM: u32 = GEMM_TILE / GEMM_THREADS;
 const TN: u32 = GEMM_TILE / GEMM_THREADS;
 // The A tile `[BK][BM]` and the B tile `[BK][BN]` must fit the shared memory the host provides,
 // and so must the GEMV partial sums `[8 warps][GEMV_MAX_M][32]`.
-const _: () =
-    assert!((BK * BM + BK * BN) * 4 <= GEMM_SHARED_BYTES && 8 * GEMV_MAX_M * 32 * 4 <= GEMM_SHARED_BYTES);
+// The program epilogue stages a whole `[BM][BN]` output tile there too.
+const _: () = assert!(
+    (BK * BM + BK * BN) * 4 <= GEMM_SHARED_BYTES
+        && 8 * GEMV_MAX_M * 32 * 4 <= GEMM_SHARED_BYTES
+        && BM * BN * 4 <= GEMM_SHARED_BYTES
+);
 
 #[inline(always)]
 fn epilogue(p: &GemmParams, c: *const f32, batch: u64, i: u32, j: u32, acc: f32) -> f32 {
@@ -31,6 +41,43 @@ fn epilogue(p: &GemmParams, c: *const f32, batch: u64, i: u32, j: u32, acc: f32)
         v = math::fma(p.beta, unsafe { *c.add(at as usize) }, v);
     }
     math::activate(Activation::from_code(p.act), v, p.act_alpha)
+}
+
+/// A program epilogue: the program and its input pointers (input 0 is the GEMM result and is not
+/// read from memory).
+type Program<'a> = Option<(&'a EwProgramParams, [*const f32; 4])>;
+
+/// [`epilogue`], then the program of `program` (if any) on output element `(batch, i, j)`, whose
+/// index into the program's output is `(batch * m + i) * n + j`.
+///
+/// # Safety
+/// The program's inputs `1..n_inputs` hold every element their strides address for the outputs.
+#[inline(always)]
+unsafe fn finish(
+    p: &GemmParams,
+    c: *const f32,
+    program: Program,
+    batch: u64,
+    i: u32,
+    j: u32,
+    acc: f32,
+) -> f32 {
+    let v = epilogue(p, c, batch, i, j, acc);
+    match program {
+        None => v,
+        Some((e, x)) => {
+            let at = (batch * p.m as u64 + i as u64) * p.n as u64 + j as u64;
+            // SAFETY: forwarded (the caller's contract).
+            unsafe { crate::program::ew_element(e, at, Some(v), x) }
+        }
+    }
+}
+
+/// Whether a program epilogue's parameters are usable (a corrupt rank would index past the
+/// shape arrays).
+#[inline(always)]
+fn program_ok(e: &EwProgramParams) -> bool {
+    e.rank as usize <= MAX_RANK
 }
 
 /// Tiled f32 GEMM.
@@ -55,6 +102,60 @@ pub unsafe extern "ptx-kernel" fn gemm_f32(
     c: *const f32,
     y: *mut f32,
 ) {
+    // SAFETY: forwarded (the kernel's contract).
+    unsafe { gemm_tiled(&p, a, b, c, y, None) }
+}
+
+/// [`gemm_f32`] with a program epilogue: `y[b, i, j] = program(epilogue(b, i, j), x1, x2, x3)`,
+/// the GEMM result as the program's input 0 (not read from memory) and inputs `1..e.n_inputs`
+/// read from `x1`..`x3` at the offsets of output index `(b * m + i) * n + j` ([`EwProgramParams`]
+/// over the output's shape, `e.elems = batch * m * n`). Not for split-K partials (`p.splits > 1`:
+/// [`gemm_f32`] writes those, [`gemm_reduce_program_f32`] finishes them).
+///
+/// # Safety
+/// As [`gemm_f32`]; the program's inputs hold every element their strides address. `y` may equal
+/// a program input of the output's shape read without broadcast (each output element's input is
+/// read by the thread that writes it, right before), but no other operand.
+///
+/// # Parameters
+/// See [`GemmParams`] and [`EwProgramParams`].
+///
+/// # Thread mapping
+/// As [`gemm_f32`]; the results are staged in shared memory and each thread runs the program over
+/// its sixteen outputs in a rolled loop (one copy of the interpreter).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn gemm_program_f32(
+    p: GemmParams,
+    e: EwProgramParams,
+    a: *const f32,
+    b: *const f32,
+    c: *const f32,
+    x1: *const f32,
+    x2: *const f32,
+    x3: *const f32,
+    y: *mut f32,
+) {
+    if !program_ok(&e) || p.splits > 1 {
+        trap();
+    }
+    // SAFETY: forwarded (the kernel's contract).
+    unsafe { gemm_tiled(&p, a, b, c, y, Some((&e, [core::ptr::null(), x1, x2, x3]))) }
+}
+
+/// The body of [`gemm_f32`] and [`gemm_program_f32`].
+///
+/// # Safety
+/// As [`gemm_program_f32`].
+#[inline(always)]
+unsafe fn gemm_tiled(
+    p: &GemmParams,
+    a: *const f32,
+    b: *const f32,
+    c: *const f32,
+    y: *mut f32,
+    program: Program,
+) {
+    let p = *p;
     if p.m == 0 || p.n == 0 {
         return;
     }
@@ -147,6 +248,31 @@ pub unsafe extern "ptx-kernel" fn gemm_f32(
         partial!(0 0, 0 1, 0 2, 0 3, 1 0, 1 1, 1 2, 1 3, 2 0, 2 1, 2 2, 2 3, 3 0, 3 1, 3 2, 3 3);
         return;
     }
+    if let Some((e, x)) = program {
+        // Stage the 64x64 results in shared memory (the tiles are free after the k loop's last
+        // barrier; each thread reads back only its own cells), then run the program over them in a
+        // rolled loop: one inlined interpreter instead of sixteen.
+        macro_rules! stage {
+            ($($r:literal $s:literal),*) => {$(
+                // SAFETY: (ty + 16 r) * BN + tx + 16 s < BM * BN floats = GEMM_SHARED_BYTES.
+                unsafe { *smem.add(((ty + 16 * $r) * BN + tx + 16 * $s) as usize) = acc[$r][$s] };
+            )*};
+        }
+        stage!(0 0, 0 1, 0 2, 0 3, 1 0, 1 1, 1 2, 1 3, 2 0, 2 1, 2 2, 2 3, 3 0, 3 1, 3 2, 3 3);
+        for q in 0..TM * TN {
+            let (li, lj) = (ty + 16 * (q / TN), tx + 16 * (q % TN));
+            let (i, j) = (row0 + li, col0 + lj);
+            if i < p.m && j < p.n {
+                // SAFETY: li < BM, lj < BN: a cell this thread wrote.
+                let v = unsafe { *smem.add((li * BN + lj) as usize) };
+                // SAFETY: the program's inputs cover the output (the contract).
+                let out = unsafe { finish(&p, c, Some((e, x)), batch, i, j, v) };
+                // SAFETY: i < m, j < n: inside output matrix `batch`.
+                unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = out };
+            }
+        }
+        return;
+    }
     // The epilogue is unrolled by hand: a loop over `acc` that LLVM leaves rolled (the epilogue
     // call is large) would index it at run time and move all sixteen accumulators to local memory.
     macro_rules! store {
@@ -178,6 +304,45 @@ pub unsafe extern "ptx-kernel" fn gemm_f32(
 /// 1-D grid of 1-D blocks, any size: a grid-stride loop over the `batch * m * n` outputs.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn gemm_reduce_f32(p: GemmParams, c: *const f32, ws: *const f32, y: *mut f32) {
+    // SAFETY: forwarded (the kernel's contract).
+    unsafe { gemm_reduce(&p, c, ws, y, None) }
+}
+
+/// [`gemm_reduce_f32`] with a program epilogue (see [`gemm_program_f32`]): finishes the split-K
+/// partials of a [`gemm_f32`] launch with the same `p`.
+///
+/// # Safety
+/// As [`gemm_reduce_f32`] and, for the program's inputs and `y`, [`gemm_program_f32`].
+///
+/// # Parameters
+/// See [`GemmParams`] and [`EwProgramParams`]; `ws` is the workspace, `y` the output.
+///
+/// # Thread mapping
+/// As [`gemm_reduce_f32`].
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn gemm_reduce_program_f32(
+    p: GemmParams,
+    e: EwProgramParams,
+    c: *const f32,
+    ws: *const f32,
+    x1: *const f32,
+    x2: *const f32,
+    x3: *const f32,
+    y: *mut f32,
+) {
+    if !program_ok(&e) {
+        trap();
+    }
+    // SAFETY: forwarded (the kernel's contract).
+    unsafe { gemm_reduce(&p, c, ws, y, Some((&e, [core::ptr::null(), x1, x2, x3]))) }
+}
+
+/// The body of [`gemm_reduce_f32`] and [`gemm_reduce_program_f32`].
+///
+/// # Safety
+/// As [`gemm_reduce_program_f32`].
+#[inline(always)]
+unsafe fn gemm_reduce(p: &GemmParams, c: *const f32, ws: *const f32, y: *mut f32, program: Program) {
     let (m, n) = (p.m as u64, p.n as u64);
     let total = p.batch as u64 * m * n;
     if m == 0 || n == 0 {
@@ -194,7 +359,8 @@ pub unsafe extern "ptx-kernel" fn gemm_reduce_f32(p: GemmParams, c: *const f32, 
             sum += unsafe { *ws.add((s * total + e) as usize) };
             s += 1;
         }
-        let v = epilogue(&p, c, batch, i as u32, j as u32, sum);
+        // SAFETY: the program's inputs cover the output (the contract).
+        let v = unsafe { finish(p, c, program, batch, i as u32, j as u32, sum) };
         // SAFETY: batch < p.batch, i < m, j < n.
         unsafe { *y.add((batch * p.y_bs + i * n + j) as usize) = v };
         e += stride;
@@ -267,6 +433,46 @@ pub unsafe extern "ptx-kernel" fn gemv_f32(
     c: *const f32,
     y: *mut f32,
 ) {
+    // SAFETY: forwarded (the kernel's contract).
+    unsafe { gemv(&p, a, b, c, y, None) }
+}
+
+/// [`gemv_f32`] with a program epilogue (see [`gemm_program_f32`]).
+///
+/// # Safety
+/// As [`gemv_f32`] and, for the program's inputs and `y`, [`gemm_program_f32`].
+///
+/// # Parameters
+/// See [`GemmParams`] and [`EwProgramParams`].
+///
+/// # Thread mapping
+/// As [`gemv_f32`].
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn gemv_program_f32(
+    p: GemmParams,
+    e: EwProgramParams,
+    a: *const f32,
+    b: *const f32,
+    c: *const f32,
+    x1: *const f32,
+    x2: *const f32,
+    x3: *const f32,
+    y: *mut f32,
+) {
+    if !program_ok(&e) {
+        trap();
+    }
+    // SAFETY: forwarded (the kernel's contract).
+    unsafe { gemv(&p, a, b, c, y, Some((&e, [core::ptr::null(), x1, x2, x3]))) }
+}
+
+/// The body of [`gemv_f32`] and [`gemv_program_f32`].
+///
+/// # Safety
+/// As [`gemv_program_f32`].
+#[inline(always)]
+unsafe fn gemv(p: &GemmParams, a: *const f32, b: *const f32, c: *const f32, y: *mut f32, program: Program) {
+    let p = *p;
     if p.m == 0 || p.m > GEMV_MAX_M {
         trap();
     }
@@ -320,7 +526,8 @@ pub unsafe extern "ptx-kernel" fn gemv_f32(
                     // SAFETY: as for the writes.
                     sum += unsafe { *partial.add(((w * GEMV_MAX_M + i) * GEMV_COLS + col) as usize) };
                 }
-                let v = epilogue(&p, c, batch, i, j, sum);
+                // SAFETY: the program's inputs cover the output (the contract).
+                let v = unsafe { finish(&p, c, program, batch, i, j, sum) };
                 // SAFETY: i < m, j < n.
                 unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = v };
             }
@@ -352,7 +559,8 @@ pub unsafe extern "ptx-kernel" fn gemv_f32(
                 // SAFETY: as for the writes.
                 sum += unsafe { *partial.add((w * GEMV_MAX_M + i) as usize) };
             }
-            let v = epilogue(&p, c, batch, i, j, sum);
+            // SAFETY: the program's inputs cover the output (the contract).
+            let v = unsafe { finish(&p, c, program, batch, i, j, sum) };
             // SAFETY: i < m, j < n.
             unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = v };
         }

@@ -140,6 +140,46 @@ fn ew_offsets(p: &EwProgramParams, i: u64) -> [u64; 4] {
     o
 }
 
+/// Output element `i` of program `p`: the inputs at their offsets for `i`, the instructions in
+/// order, the result register. `first`, when given, is input 0's value (a GEMM epilogue holds it
+/// in a register; `x[0]` is then not read).
+///
+/// # Safety
+/// Each input `k < p.n_inputs` read from memory holds the element its strides address for `i`;
+/// `p.rank <= MAX_RANK`.
+#[inline(always)]
+pub(crate) unsafe fn ew_element(p: &EwProgramParams, i: u64, first: Option<f32>, x: [*const f32; 4]) -> f32 {
+    let o = ew_offsets(p, i);
+    let mut st = EwState::default();
+    // SAFETY: offsets inside each used input (the contract); unused inputs are not read.
+    unsafe {
+        if p.n_inputs > 0 {
+            st.x0 = match first {
+                Some(v) => v,
+                None => *x[0].add(o[0] as usize),
+            };
+        }
+        if p.n_inputs > 1 {
+            st.x1 = *x[1].add(o[1] as usize);
+        }
+        if p.n_inputs > 2 {
+            st.x2 = *x[2].add(o[2] as usize);
+        }
+        if p.n_inputs > 3 {
+            st.x3 = *x[3].add(o[3] as usize);
+        }
+    }
+    macro_rules! run {
+        ($($k:literal)*) => {$(
+            if $k < p.n_instr {
+                st.step(&p.instrs[$k]);
+            }
+        )*};
+    }
+    run!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+    st.src(p.out_reg, &EwInstr::default())
+}
+
 /// An elementwise program ([`EwProgramParams`]): several f32 elementwise ops fused into one pass
 /// over the output, with broadcast inputs and immediates; the intermediate values live in four
 /// registers and never touch memory.
@@ -170,32 +210,8 @@ pub unsafe extern "ptx-kernel" fn ew_program_f32(
     }
     let (mut i, stride) = (global_thread_x(), grid_threads_x());
     while i < p.elems {
-        let o = ew_offsets(&p, i);
-        let mut st = EwState::default();
-        // SAFETY: offsets inside each used input (the contract); unused inputs are not read.
-        unsafe {
-            if p.n_inputs > 0 {
-                st.x0 = *x0.add(o[0] as usize);
-            }
-            if p.n_inputs > 1 {
-                st.x1 = *x1.add(o[1] as usize);
-            }
-            if p.n_inputs > 2 {
-                st.x2 = *x2.add(o[2] as usize);
-            }
-            if p.n_inputs > 3 {
-                st.x3 = *x3.add(o[3] as usize);
-            }
-        }
-        macro_rules! run {
-            ($($k:literal)*) => {$(
-                if $k < p.n_instr {
-                    st.step(&p.instrs[$k]);
-                }
-            )*};
-        }
-        run!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
-        let out = st.src(p.out_reg, &EwInstr::default());
+        // SAFETY: the kernel's contract covers every input for every output index below elems.
+        let out = unsafe { ew_element(&p, i, None, [x0, x1, x2, x3]) };
         // SAFETY: i < elems.
         unsafe { *y.add(i as usize) = out };
         i += stride;

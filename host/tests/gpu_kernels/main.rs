@@ -6,6 +6,7 @@ mod context;
 mod conv;
 mod elementwise;
 mod mlp;
+mod gemm_programs;
 mod models;
 mod movement;
 mod norm;

@@ -134,6 +134,13 @@ kernel_ids! {
     GemmReduceF32 => "gemm_reduce_f32",
     /// `mlp::mlp_f32`: a chain of small-`m` GEMM layers in one launch (one cluster on Hopper)
     MlpF32 => "mlp_f32",
+    /// `gemm::gemm_program_f32`: `gemm_f32` whose epilogue continues with an elementwise program
+    GemmProgramF32 => "gemm_program_f32",
+    /// `gemm::gemv_program_f32`: `gemv_f32` whose epilogue continues with an elementwise program
+    GemvProgramF32 => "gemv_program_f32",
+    /// `gemm::gemm_reduce_program_f32`: `gemm_reduce_f32` whose epilogue continues with an
+    /// elementwise program
+    GemmReduceProgramF32 => "gemm_reduce_program_f32",
     // rows
     /// `rows::softmax_f32`: softmax along one axis
     SoftmaxF32 => "softmax_f32",

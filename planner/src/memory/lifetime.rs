@@ -94,6 +94,22 @@ fn writes_in_place(op: &Op) -> bool {
     )
 }
 
+/// The inputs `node`'s output may overwrite in place (subject to the lifetime, size and dtype
+/// checks): every input of an elementwise op; the program inputs of a [`Op::FusedGemm`] (whose
+/// kernel reads each output element's program inputs in the thread that writes it, right before),
+/// but never one of its GEMM operands, which other threads read while outputs are written. A
+/// program input of the output's size is read without broadcast, so it maps element to element.
+fn in_place_sources(node: &crate::graph::Node) -> Vec<ValueId> {
+    match &node.op {
+        Op::FusedGemm(_) => {
+            let operands: Vec<Option<ValueId>> = node.inputs.iter().take(3).copied().collect();
+            node.inputs.iter().skip(3).flatten().copied().filter(|v| !operands.contains(&Some(*v))).collect()
+        }
+        op if writes_in_place(op) => node.inputs.iter().flatten().copied().collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Ops whose output is its input's bytes under another shape (no data movement).
 pub fn is_view(op: &Op) -> bool {
     matches!(
@@ -194,11 +210,11 @@ pub fn analyse_lifetimes(
         for (s, id) in order.iter().enumerate() {
             let node = &g.nodes[id.index()];
             let Some(y) = node.output(0) else { continue };
-            if !writes_in_place(&node.op) || bytes[y.index()].is_none() {
+            if bytes[y.index()].is_none() {
                 continue;
             }
             let used = node.uses();
-            let source = node.inputs.iter().flatten().copied().find(|x| {
+            let source = in_place_sources(node).into_iter().find(|x| {
                 let r = vclass[x.index()];
                 // The whole view class dies here, and this node reads no other member of it.
                 let sole = used.iter().all(|u| u == x || vclass[u.index()] != r);

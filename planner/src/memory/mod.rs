@@ -32,7 +32,7 @@ use crate::error::PlanError;
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::tensor_info::Binding;
 
-pub use lifetime::{Lifetime, analyse_lifetimes};
+pub use lifetime::{Lifetime, analyse_lifetimes, is_view};
 pub use stats::MemoryStats;
 
 /// Default slot alignment in bytes (what cudaMalloc guarantees; enough for 16-byte vector access

@@ -237,6 +237,20 @@ impl Default for Gemm {
     }
 }
 
+/// Planner-internal, made by the GEMM-epilogue fusion (no ONNX op_type): a Gemm (`gemm: Some`,
+/// its attributes) or MatMul (`None`) whose result feeds an elementwise program that the GEMM
+/// kernel applies in its epilogue. Inputs: A, B, C (absent for a MatMul or a Gemm without C), then
+/// the program's other inputs (each broadcastable to the output). Output: the program's result,
+/// of shape `dims` (the GEMM result's element count, reshaped: the GEMM writes it in row-major
+/// order). The program itself lives in the plan's fusion tables.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FusedGemm {
+    /// The Gemm attributes, or `None` for a MatMul.
+    pub gemm: Option<Gemm>,
+    /// Output dims.
+    pub dims: Vec<usize>,
+}
+
 /// `Einsum` with its equation (e.g. `"bij,bjk->bik"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Einsum {

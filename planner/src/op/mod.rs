@@ -192,6 +192,8 @@ pub enum Op {
     MatMul,
     /// `alpha * A' @ B' + beta * C` on 2-D operands.
     Gemm(Gemm),
+    /// Planner-internal: a Gemm or MatMul with an elementwise program in its epilogue.
+    FusedGemm(FusedGemm),
     /// Einstein summation.
     Einsum(Einsum),
     /// N-D convolution; inputs X, W, B?.

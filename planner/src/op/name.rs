@@ -85,6 +85,7 @@ impl Op {
             Op::ArgMin(_) => "ArgMin",
             Op::MatMul => "MatMul",
             Op::Gemm(_) => "Gemm",
+            Op::FusedGemm(_) => "FusedGemm",
             Op::Einsum(_) => "Einsum",
             Op::Conv(_) => "Conv",
             Op::ConvTranspose(_) => "ConvTranspose",

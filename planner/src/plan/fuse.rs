@@ -68,7 +68,7 @@ pub(super) fn activations(g: &Graph, infos: &[TensorInfo]) -> (Graph, Vec<(NodeI
 
 /// The node index and output slot that produce each value, indexed by `ValueId` (`None` for
 /// inputs, initializers and captures).
-fn producers(g: &Graph) -> Vec<Option<(usize, usize)>> {
+pub(super) fn producers(g: &Graph) -> Vec<Option<(usize, usize)>> {
     g.definitions()
         .into_iter()
         .map(|d| match d {
@@ -79,7 +79,7 @@ fn producers(g: &Graph) -> Vec<Option<(usize, usize)>> {
 }
 
 /// Removes the nodes marked in `removed` from `g`; returns each old node's new id.
-fn remove_nodes(g: &mut Graph, removed: &[bool]) -> Vec<Option<NodeId>> {
+pub(super) fn remove_nodes(g: &mut Graph, removed: &[bool]) -> Vec<Option<NodeId>> {
     let mut new_id = vec![None; g.nodes.len()];
     let mut nodes = Vec::with_capacity(g.nodes.len());
     for (i, n) in std::mem::take(&mut g.nodes).into_iter().enumerate() {
@@ -93,7 +93,12 @@ fn remove_nodes(g: &mut Graph, removed: &[bool]) -> Vec<Option<NodeId>> {
 }
 
 /// `g` without the values marked dead (which nothing defines or reads), ids renumbered.
-fn drop_values(mut g: Graph, dead: &[bool]) -> Graph {
+fn drop_values(g: Graph, dead: &[bool]) -> Graph {
+    drop_values_mapped(g, dead).0
+}
+
+/// [`drop_values`], and each old value's new id (`None` for the dropped ones).
+pub(super) fn drop_values_mapped(mut g: Graph, dead: &[bool]) -> (Graph, Vec<Option<ValueId>>) {
     let mut map = vec![None; g.values.len()];
     let mut values = Vec::with_capacity(g.values.len());
     for (i, v) in g.values.drain(..).enumerate() {
@@ -118,7 +123,7 @@ fn drop_values(mut g: Graph, dead: &[bool]) -> Graph {
         *v = re(*v);
     }
     g.initializers = std::mem::take(&mut g.initializers).into_iter().map(|(v, c)| (re(v), c)).collect();
-    g
+    (g, map)
 }
 
 /// Operand transposes a MatMul reads through strides: MatMul output value -> the permutation of
@@ -159,7 +164,8 @@ pub(super) fn transposes(g: &Graph, infos: &[TensorInfo]) -> (Vec<ValueId>, Oper
     let mut absorbed = Vec::new();
     let mut perms = OperandPerms::new();
     for mm in &g.nodes {
-        let (Op::MatMul, Some(y)) = (&mm.op, mm.output(0)) else { continue };
+        let is_matmul = matches!(mm.op, Op::MatMul | Op::FusedGemm(crate::op::FusedGemm { gemm: None, .. }));
+        let (true, Some(y)) = (is_matmul, mm.output(0)) else { continue };
         for operand in 0..2 {
             let Some(Some(t)) = mm.inputs.get(operand).copied() else { continue };
             let Some(ti) = producer(t) else { continue };

@@ -1,9 +1,12 @@
 //! Lowering of Gemm and MatMul to the GEMM kernels: parameters from operand views (strided,
 //! transposed through strides, NumPy batch broadcasting), the GEMV kernel for small `m`, and
-//! split-K with an ordered reduction when the output tiles cannot fill the device.
+//! split-K with an ordered reduction when the output tiles cannot fill the device. A
+//! [`Op::FusedGemm`] lowers the same way to the `*_program_f32` twins of those kernels, whose
+//! epilogue continues with its elementwise program.
 
 use kernels_gpu::abi::{
-    Activation, GEMM_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_MAX_M, GEMV_WARPS, GemmParams, KernelId,
+    Activation, EW_MAX_INPUTS, EwProgramParams, GEMM_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_MAX_M,
+    GEMV_WARPS, GemmParams, KernelId,
 };
 
 use super::elementwise::broadcast_strides;
@@ -34,10 +37,17 @@ pub(super) fn gemm_of(
 ) -> Result<(GemmParams, ValueId, ValueId, Option<ValueId>), String> {
     let n = &g.nodes[id.index()];
     let out = n.output(0).ok_or("the node's first output is omitted")?;
-    let ins = &n.inputs;
-    match &n.op {
+    let (op, ins) = match &n.op {
+        // The fused node's GEMM operands are its first three inputs (C absent for a MatMul).
+        Op::FusedGemm(f) => match &f.gemm {
+            Some(attrs) => (Op::Gemm(attrs.clone()), &n.inputs[..n.inputs.len().min(3)]),
+            None => (Op::MatMul, &n.inputs[..n.inputs.len().min(2)]),
+        },
+        op => (op.clone(), n.inputs.as_slice()),
+    };
+    match &op {
         Op::Gemm(attrs) => {
-            let (a, b) = match ins.as_slice() {
+            let (a, b) = match ins {
                 [Some(a), Some(b), ..] => (*a, *b),
                 _ => return Err("missing A or B".into()),
             };
@@ -67,7 +77,7 @@ pub(super) fn gemm_of(
             Ok((p, a, b, c))
         }
         Op::MatMul => {
-            let [Some(a), Some(b)] = ins.as_slice() else { return Err("missing input".into()) };
+            let [Some(a), Some(b)] = ins else { return Err("missing input".into()) };
             f32_only(values, &[*a, *b, out])?;
             let [pa, pb] = perms.get(&out).cloned().unwrap_or([None, None]);
             let p = matmul_params(
@@ -192,9 +202,20 @@ fn matmul_params(a: (Vec<usize>, Vec<u64>), b: (Vec<usize>, Vec<u64>)) -> Result
     Ok(p)
 }
 
-/// The launches computing `out = act(alpha A B + beta C)` from `p`: the GEMV kernel for
+/// What a GEMM applies after `alpha A B + beta C`.
+pub(super) struct Epilogue {
+    /// An activation.
+    pub act: Option<(Activation, f32)>,
+    /// Then an elementwise program (its parameters over the output, input 0 the GEMM result)
+    /// and its other inputs, in slot order from 1.
+    pub program: Option<(EwProgramParams, Vec<ValueId>)>,
+}
+
+/// The launches computing `out = program(act(alpha A B + beta C))` from `p`: the GEMV kernel for
 /// `p.m <= GEMV_MAX_M`, else the tiled kernel — split over k into `workspace` and reduced by a
-/// second launch when [`split_k`] asks for it and a workspace was planned ([`scratch`]).
+/// second launch when [`split_k`] asks for it and a workspace was planned ([`scratch`]). With a
+/// program the kernels are the `*_program_f32` twins (the split-K partials need none). A label
+/// with a program already names the whole fusion.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn gemm_steps(
     id: NodeId,
@@ -202,13 +223,33 @@ pub(super) fn gemm_steps(
     mut p: GemmParams,
     (a, b, c): (ValueId, ValueId, Option<ValueId>),
     out: ValueId,
-    act: Option<(Activation, f32)>,
+    epi: Epilogue,
     workspace: Option<ValueId>,
     o: &PlanOptions,
 ) -> Vec<Step> {
+    let Epilogue { act, program } = epi;
     let label = match act {
-        Some((a, _)) => format!("{label}+{a:?}"),
-        None => label,
+        Some((a, _)) if program.is_none() => format!("{label}+{a:?}"),
+        _ => label,
+    };
+    // The program's parameters and its inputs 1.. (null where unused) after A, B, C.
+    let program = program.map(|(e, extras)| {
+        let xs: Vec<Arg> =
+            (1..EW_MAX_INPUTS).map(|k| extras.get(k - 1).map_or(Arg::Null, |&v| Arg::Value(v))).collect();
+        (Arg::Params(bytes_of(&e)), xs)
+    });
+    // `[p, (e,) a, b, c, (x1, x2, x3,) out]`.
+    let operands = |p: &GemmParams| {
+        let mut args = vec![Arg::Params(bytes_of(p))];
+        if let Some((e, _)) = &program {
+            args.push(e.clone());
+        }
+        args.extend([Arg::Value(a), Arg::Value(b), c.map_or(Arg::Null, Arg::Value)]);
+        if let Some((_, xs)) = &program {
+            args.extend(xs.iter().cloned());
+        }
+        args.push(Arg::Value(out));
+        args
     };
     if let Some((a, alpha)) = act {
         (p.act, p.act_alpha) = (a as u32, alpha);
@@ -228,29 +269,33 @@ pub(super) fn gemm_steps(
     };
     if p.m <= GEMV_MAX_M {
         let cols = if p.b_cs == 1 { kernels_gpu::abi::GEMV_COLS } else { 1 };
-        let args = vec![Arg::Params(bytes_of(&p)), Arg::Value(a), Arg::Value(b), c_arg, Arg::Value(out)];
+        let args = operands(&p);
         let grid = [p.n.div_ceil(cols).max(1), p.batch, 1];
-        return vec![launch(
-            label,
-            KernelId::GemvF32,
-            grid,
-            [GEMV_WARPS * 32, 1, 1],
-            GEMM_SHARED_BYTES,
-            args,
-        )];
+        let kernel = if program.is_some() { KernelId::GemvProgramF32 } else { KernelId::GemvF32 };
+        return vec![launch(label, kernel, grid, [GEMV_WARPS * 32, 1, 1], GEMM_SHARED_BYTES, args)];
     }
     let tiles = [p.n.div_ceil(GEMM_TILE).max(1), p.m.div_ceil(GEMM_TILE), p.batch];
     let block = [GEMM_THREADS, GEMM_THREADS, 1];
     let (splits, chunk) = split_k(&p, o.sm_count);
     let Some(ws) = workspace.filter(|_| splits > 1) else {
-        let args = vec![Arg::Params(bytes_of(&p)), Arg::Value(a), Arg::Value(b), c_arg, Arg::Value(out)];
-        return vec![launch(label, KernelId::GemmF32, tiles, block, GEMM_SHARED_BYTES, args)];
+        let kernel = if program.is_some() { KernelId::GemmProgramF32 } else { KernelId::GemmF32 };
+        return vec![launch(label, kernel, tiles, block, GEMM_SHARED_BYTES, operands(&p))];
     };
     (p.splits, p.k_chunk) = (splits, chunk);
     let outputs = p.batch as u64 * p.m as u64 * p.n as u64;
     let partial =
         vec![Arg::Params(bytes_of(&p)), Arg::Value(a), Arg::Value(b), c_arg.clone(), Arg::Value(ws)];
-    let reduce = vec![Arg::Params(bytes_of(&p)), c_arg, Arg::Value(ws), Arg::Value(out)];
+    let (reduce_kernel, reduce) = match &program {
+        None => {
+            (KernelId::GemmReduceF32, vec![Arg::Params(bytes_of(&p)), c_arg, Arg::Value(ws), Arg::Value(out)])
+        }
+        Some((e, xs)) => {
+            let mut args = vec![Arg::Params(bytes_of(&p)), e.clone(), c_arg, Arg::Value(ws)];
+            args.extend(xs.iter().cloned());
+            args.push(Arg::Value(out));
+            (KernelId::GemmReduceProgramF32, args)
+        }
+    };
     vec![
         launch(
             format!("{label} split-k x{splits}"),
@@ -262,7 +307,7 @@ pub(super) fn gemm_steps(
         ),
         launch(
             format!("{label} split-k reduce"),
-            KernelId::GemmReduceF32,
+            reduce_kernel,
             linear_grid(o, outputs),
             [THREADS, 1, 1],
             0,

@@ -6,7 +6,7 @@ use kernels_gpu::abi::{Activation, BinaryOp, Params, UnaryOp, UnaryParams};
 
 use super::conv::{self, ConvNode};
 use super::elementwise::binary_params;
-use super::gemm::{gemm_of, gemm_steps, split_k};
+use super::gemm::{Epilogue, gemm_of, gemm_steps, split_k};
 use super::logic;
 use super::movement::{self, MoveNode};
 use super::norm;
@@ -93,7 +93,7 @@ pub(super) fn scratch(
 ) -> Vec<PlannedValue> {
     match &g.nodes[id.index()].op {
         Op::Lstm(_) | Op::Gru(_) | Op::Rnn(_) => recurrent::scratch(g, id, values).into_iter().collect(),
-        Op::Gemm(_) | Op::MatMul => match gemm_of(g, id, values, perms) {
+        Op::Gemm(_) | Op::MatMul | Op::FusedGemm(_) => match gemm_of(g, id, values, perms) {
             Ok((p, ..)) if split_k(&p, o.sm_count).0 > 1 => {
                 let (splits, _) = split_k(&p, o.sm_count);
                 let elems = splits as usize * p.batch as usize * p.m as usize * p.n as usize;
@@ -114,6 +114,8 @@ pub(super) struct Fusion<'a> {
     pub perms: &'a super::fuse::OperandPerms,
     /// Elementwise programs, by the output of the node standing for each.
     pub programs: &'a super::fuse::Programs,
+    /// Epilogue programs of fused GEMMs, by the fused node's output.
+    pub gemm_programs: &'a super::epilogue::GemmPrograms,
 }
 
 /// The steps computing node `id`; `scratch` holds the value ids of its [`scratch`] buffers, `act`
@@ -178,7 +180,26 @@ pub(super) fn node(
     match &n.op {
         Op::Gemm(_) | Op::MatMul => {
             let (p, a, b, c) = gemm_of(g, id, values, perms)?;
-            Ok(gemm_steps(id, label, p, (a, b, c), out, act, scratch.first().copied(), o))
+            let epi = Epilogue { act, program: None };
+            Ok(gemm_steps(id, label, p, (a, b, c), out, epi, scratch.first().copied(), o))
+        }
+        Op::FusedGemm(f) => {
+            let (p, a, b, c) = gemm_of(g, id, values, perms)?;
+            let fused = fusion.gemm_programs.get(&out).ok_or("a FusedGemm without its program")?;
+            let extras: Vec<ValueId> = ins.iter().skip(3).flatten().copied().collect();
+            let od = dims(values, out)?.0;
+            let mut shapes = vec![od];
+            for &x in &extras {
+                shapes.push(dims(values, x)?.0);
+            }
+            let params = program_params(&fused.program, &shapes, od)?;
+            let base = if f.gemm.is_some() { "Gemm" } else { "MatMul" };
+            let label = match act {
+                Some((a, _)) => format!("{base}+{a:?}+{}", fused.label),
+                None => format!("{base}+{}", fused.label),
+            };
+            let epi = Epilogue { act, program: Some((params, extras)) };
+            Ok(gemm_steps(id, label, p, (a, b, c), out, epi, scratch.first().copied(), o))
         }
         Op::Identity
         | Op::Dropout(_)
@@ -302,22 +323,49 @@ fn ew_program(
     values: &[PlannedValue],
     o: &PlanOptions,
 ) -> Lowered {
-    use kernels_gpu::abi::{EW_MAX_INPUTS, EW_MAX_INSTRS, EwProgramParams, MAX_RANK};
+    use kernels_gpu::abi::EW_MAX_INPUTS;
     let od = dims(values, out)?.0;
-    if inputs.len() > EW_MAX_INPUTS || program.instrs.len() > EW_MAX_INSTRS {
+    let shapes: Vec<&[usize]> =
+        inputs.iter().map(|&v| dims(values, v).map(|d| d.0)).collect::<Result<_, _>>()?;
+    let p = program_params(program, &shapes, od)?;
+    let elems = p.elems;
+    let mut args = vec![Arg::Params(bytes_of(&p))];
+    for k in 0..EW_MAX_INPUTS {
+        args.push(inputs.get(k).map_or(Arg::Null, |&v| Arg::Value(v)));
+    }
+    args.push(Arg::Value(out));
+    let label = format!("{label}[{} ops]", program.instrs.len());
+    Ok(vec![Step::Kernel {
+        nodes: vec![id],
+        label,
+        kernel: kernels_gpu::abi::KernelId::EwProgramF32,
+        grid: linear_grid(o, elems),
+        block: [THREADS, 1, 1],
+        shared_bytes: 0,
+        args,
+    }])
+}
+
+/// The parameters of `program` over an output of dims `od` whose inputs have dims `shapes` (each
+/// broadcast to `od`).
+pub(super) fn program_params(
+    program: &super::fuse::EwProgram,
+    shapes: &[&[usize]],
+    od: &[usize],
+) -> Result<kernels_gpu::abi::EwProgramParams, String> {
+    use kernels_gpu::abi::{EW_MAX_INPUTS, EW_MAX_INSTRS, EwProgramParams, MAX_RANK};
+    if shapes.len() > EW_MAX_INPUTS || program.instrs.len() > EW_MAX_INSTRS {
         return Err("the elementwise program exceeds the kernel's inputs or instructions".into());
     }
     let elems = od.iter().product::<usize>() as u64;
     let mut p = EwProgramParams {
         elems,
         n_instr: program.instrs.len() as u32,
-        n_inputs: inputs.len() as u32,
+        n_inputs: shapes.len() as u32,
         out_reg: program.out_reg,
         ..EwProgramParams::default()
     };
     p.instrs[..program.instrs.len()].copy_from_slice(&program.instrs);
-    let shapes: Vec<&[usize]> =
-        inputs.iter().map(|&v| dims(values, v).map(|d| d.0)).collect::<Result<_, _>>()?;
     if !shapes.iter().all(|s| *s == od) {
         let strides: Vec<Vec<i64>> =
             shapes.iter().map(|s| super::elementwise::broadcast_strides_i64(s, od.len())).collect();
@@ -335,19 +383,5 @@ fn ew_program(
             }
         }
     }
-    let mut args = vec![Arg::Params(bytes_of(&p))];
-    for k in 0..EW_MAX_INPUTS {
-        args.push(inputs.get(k).map_or(Arg::Null, |&v| Arg::Value(v)));
-    }
-    args.push(Arg::Value(out));
-    let label = format!("{label}[{} ops]", program.instrs.len());
-    Ok(vec![Step::Kernel {
-        nodes: vec![id],
-        label,
-        kernel: kernels_gpu::abi::KernelId::EwProgramF32,
-        grid: linear_grid(o, elems),
-        block: [THREADS, 1, 1],
-        shared_bytes: 0,
-        args,
-    }])
+    Ok(p)
 }

@@ -13,6 +13,9 @@
 
 mod conv;
 mod elementwise;
+mod epilogue;
+#[cfg(test)]
+mod epilogue_tests;
 mod fuse;
 mod gemm;
 mod logic;
@@ -66,6 +69,9 @@ pub struct PlanOptions {
     /// The target runs the Hopper flavour (thread-block clusters): chains of small-`m` GEMM
     /// layers (batch-1 MLPs) become one `mlp_f32` launch.
     pub cluster_mlp: bool,
+    /// Fuse an elementwise program (or op) that is the only reader of a Gemm / MatMul result into
+    /// the GEMM kernel's epilogue.
+    pub fuse_gemm_programs: bool,
     /// Keep the state of sequence nodes in persistent slots ([`Plan::states`]) read and written by
     /// every run, instead of reading it from the node's optional initial-state input (stateful
     /// decoding: a run of L = 1 continues where the previous run stopped).
@@ -80,6 +86,7 @@ impl Default for PlanOptions {
             fuse_activations: true,
             fuse_elementwise: true,
             cluster_mlp: true,
+            fuse_gemm_programs: true,
             stateful: false,
         }
     }
@@ -211,6 +218,12 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         (fused, epilogues, fuse::Programs::new())
     };
     let infos = shape_infer::infer(&fused)?;
+    let (fused, epilogues, programs, gemm_programs) = if options.fuse_gemm_programs {
+        epilogue::gemm_programs(fused, &infos, epilogues, programs)
+    } else {
+        (fused, epilogues, programs, epilogue::GemmPrograms::new())
+    };
+    let infos = shape_infer::infer(&fused)?;
     let mut values: Vec<PlannedValue> = fused
         .values
         .iter()
@@ -256,7 +269,8 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
             .filter(|(_, (n, _))| *n == id)
             .map(|(i, _)| ValueId((first_scratch + i) as u32))
             .collect();
-        let fusion = lower::Fusion { act, perms: &operand_perms, programs: &programs };
+        let fusion =
+            lower::Fusion { act, perms: &operand_perms, programs: &programs, gemm_programs: &gemm_programs };
         match lower::node(&fused, id, &values, &own, &fusion, options) {
             Ok(s) => {
                 // A view shares its source's slot: its copy would move bytes onto themselves.
@@ -551,7 +565,7 @@ mod tests {
 
     #[test]
     fn without_fusion_each_activation_is_its_own_launch() {
-        let o = PlanOptions { fuse_activations: false, ..PlanOptions::default() };
+        let o = PlanOptions { fuse_activations: false, fuse_gemm_programs: false, ..PlanOptions::default() };
         let plan = compile(&mlp(), &Binding::new().with("batch", 2), &o).unwrap();
         assert_eq!(plan.steps.len(), 6);
     }

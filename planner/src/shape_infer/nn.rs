@@ -7,7 +7,7 @@ use super::Ctx;
 use super::dims::Window;
 use super::elementwise::{broadcast_infos, unidirectional};
 use crate::error::PlanError;
-use crate::op::{AutoPad, AveragePool, Conv, ConvTranspose, Gemm, LpPool, MaxPool};
+use crate::op::{AutoPad, AveragePool, Conv, ConvTranspose, FusedGemm, Gemm, LpPool, MaxPool};
 use crate::tensor_info::{DType, Dim, Shape, TensorInfo};
 
 /// NumPy `matmul`: 1-D operands are promoted and the added dim removed; batch dims broadcast.
@@ -58,6 +58,26 @@ pub(crate) fn gemm(ctx: &mut Ctx, g: &Gemm) -> Result<Vec<TensorInfo>, PlanError
         unidirectional(ctx, c, &y, "C")?;
     }
     Ok(vec![y])
+}
+
+/// A [`FusedGemm`]: its GEMM's operands checked as the Gemm or MatMul would be, its program
+/// inputs of the same dtype, and the output `dims` (holding the GEMM result's elements).
+pub(crate) fn fused_gemm(ctx: &mut Ctx, f: &FusedGemm) -> Result<Vec<TensorInfo>, PlanError> {
+    let gemm_out = match &f.gemm {
+        Some(g) => gemm(ctx, g)?,
+        None => matmul(ctx)?,
+    };
+    let y = &gemm_out[0];
+    let extras: Vec<&TensorInfo> = (3..ctx.n_inputs()).filter_map(|i| ctx.opt(i)).collect();
+    let mut all = vec![y];
+    all.extend(extras.iter().copied());
+    let dtype = ctx.same_dtype(&all)?;
+    if let Some(d) = y.shape.as_known()
+        && d.iter().product::<usize>() != f.dims.iter().product::<usize>()
+    {
+        return Err(ctx.mismatch(format!("the GEMM result {y} does not hold {:?}", f.dims)));
+    }
+    Ok(vec![TensorInfo { dtype, shape: Shape::known(&f.dims) }])
 }
 
 /// Pooling attributes common to MaxPool, AveragePool and LpPool.

@@ -1,0 +1,231 @@
+//! GEMM-epilogue fusion: a Gemm or MatMul (f32) whose result is read only by one elementwise
+//! program (or one elementwise op: a program of one node), possibly through reshape-like views,
+//! becomes an [`Op::FusedGemm`] that writes the program's result directly. The GEMM result is the
+//! program's input 0 (it stays in a register); the program's other inputs (a residual stream, a
+//! bias row) become inputs of the fused node, read at their broadcast offsets over the output. The
+//! GEMM's result and the views of it are dropped from the value table, so they get no buffer.
+//!
+//! Runs after [`super::fuse::elementwise_programs`]. Anything unusual keeps the unfused pair: a
+//! non-f32 or data-dependent value, a GEMM result that is a graph output or read elsewhere, a
+//! program input that does not broadcast to the output, a program that would not fit the kernel.
+//!
+//! Memory: the fused node's output may overwrite a program input in place (see
+//! `memory::lifetime`): only a program input of the output's size (read element for element, by
+//! the thread that writes that element) and never a GEMM operand.
+
+use kernels_gpu::abi::{Activation, EW_MAX_INPUTS, MAX_RANK, ew_src};
+
+use super::PlannedValue;
+use super::fuse::{EwProgram, Programs, compile_program, drop_values_mapped, ew_node, remove_nodes};
+use crate::graph::{Graph, NodeId, ValueId};
+use crate::op::{FusedGemm, Op};
+use crate::tensor_info::{DType, TensorInfo};
+
+/// The program a [`Op::FusedGemm`] applies in its epilogue: input 0 is the GEMM result, inputs
+/// `1..` are the node's inputs after its A, B, C slots.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct GemmProgram {
+    /// The program.
+    pub program: EwProgram,
+    /// The fused consumer's op, for the step label (`Add`, `Sum[8 ops]`).
+    pub label: String,
+}
+
+/// Epilogue programs by the output value of their [`Op::FusedGemm`].
+pub(super) type GemmPrograms = std::collections::BTreeMap<ValueId, GemmProgram>;
+
+/// The fused graph, the activation epilogues and elementwise programs re-keyed to it, and the
+/// epilogue program of each fused GEMM.
+pub(super) fn gemm_programs(
+    g: Graph,
+    infos: &[TensorInfo],
+    epilogues: Vec<(NodeId, Activation, f32)>,
+    mut programs: Programs,
+) -> (Graph, Vec<(NodeId, Activation, f32)>, Programs, GemmPrograms) {
+    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); g.values.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        for u in n.uses() {
+            readers[u.index()].push(i);
+        }
+    }
+    let known_f32 = |v: ValueId| {
+        let i = &infos[v.index()];
+        if i.dtype == DType::F32 { i.shape.as_known() } else { None }
+    };
+    let values: Vec<PlannedValue> = g
+        .values
+        .iter()
+        .zip(infos)
+        .map(|(v, i)| PlannedValue { name: v.name.clone(), dtype: i.dtype, dims: i.shape.as_known() })
+        .collect();
+    let no_perms = super::fuse::OperandPerms::new();
+    let mut taken = vec![false; g.nodes.len()];
+    let mut fusions: Vec<Fusion> = Vec::new();
+    for (gi, gnode) in g.nodes.iter().enumerate() {
+        let gemm = match &gnode.op {
+            Op::Gemm(a) => Some(a.clone()),
+            Op::MatMul => None,
+            _ => continue,
+        };
+        let (Some(x), 1) = (gnode.output(0), gnode.outputs.len()) else { continue };
+        // The GEMM must lower on its own (the fused node lowers through the same path).
+        if taken[gi] || super::gemm::gemm_of(&g, NodeId(gi as u32), &values, &no_perms).is_err() {
+            continue;
+        }
+        let Some(f) = fusion_of(&g, gi, x, &readers, &known_f32, &programs, &taken) else { continue };
+        taken[gi] = true;
+        for &m in &f.removed {
+            taken[m] = true;
+        }
+        fusions.push(Fusion { gemm, ..f });
+    }
+    if fusions.is_empty() {
+        return (g, epilogues, programs, GemmPrograms::new());
+    }
+    let mut out = g.clone();
+    let mut removed = vec![false; g.nodes.len()];
+    let mut dead = vec![false; g.values.len()];
+    let mut fused: Vec<(usize, GemmProgram)> = Vec::new();
+    for f in fusions {
+        let node = &mut out.nodes[f.gemm_node];
+        let mut inputs: Vec<Option<ValueId>> = node.inputs.clone();
+        inputs.resize(3, None);
+        inputs.extend(f.extras.iter().copied().map(Some));
+        node.inputs = inputs;
+        node.outputs = vec![Some(f.y)];
+        node.op = Op::FusedGemm(FusedGemm { gemm: f.gemm, dims: f.dims });
+        for &m in &f.removed {
+            removed[m] = true;
+        }
+        for v in f.dropped {
+            dead[v.index()] = true;
+        }
+        // A consumed program now lives in the GEMM's epilogue (its output is the fused node's).
+        programs.remove(&f.y);
+        fused.push((f.gemm_node, GemmProgram { program: f.program, label: f.label }));
+    }
+    let new_id = remove_nodes(&mut out, &removed);
+    let (out, map) = drop_values_mapped(out, &dead);
+    let gemm_programs =
+        fused.into_iter().filter_map(|(n, p)| Some((out.nodes[new_id[n]?.index()].output(0)?, p))).collect();
+    let programs = programs.into_iter().filter_map(|(v, p)| Some((map[v.index()]?, p))).collect();
+    let epilogues =
+        epilogues.into_iter().filter_map(|(p, a, alpha)| Some((new_id[p.index()]?, a, alpha))).collect();
+    (out, epilogues, programs, gemm_programs)
+}
+
+/// One GEMM-program fusion, in the ids of the graph it was found in.
+struct Fusion {
+    gemm_node: usize,
+    gemm: Option<crate::op::Gemm>,
+    /// The program's output, which the fused node writes.
+    y: ValueId,
+    dims: Vec<usize>,
+    /// The program's inputs after input 0.
+    extras: Vec<ValueId>,
+    program: EwProgram,
+    label: String,
+    /// The views and the consumer.
+    removed: Vec<usize>,
+    /// The GEMM result and its views.
+    dropped: Vec<ValueId>,
+}
+
+/// The fusion of GEMM node `gi`, whose result is `x`, with the program reading it, if it applies.
+fn fusion_of(
+    g: &Graph,
+    gi: usize,
+    x: ValueId,
+    readers: &[Vec<usize>],
+    known_f32: &dyn Fn(ValueId) -> Option<Vec<usize>>,
+    programs: &Programs,
+    taken: &[bool],
+) -> Option<Fusion> {
+    let elems = known_f32(x)?.iter().product::<usize>();
+    // Walk the reshape-like views (single reader each) down to the consumer.
+    let (mut v, mut removed, mut dropped) = (x, Vec::new(), vec![x]);
+    let consumer = loop {
+        let [r] = readers[v.index()].as_slice() else { return None };
+        if g.outputs.contains(&v) || taken[*r] || *r == gi {
+            return None;
+        }
+        let node = &g.nodes[*r];
+        if !crate::memory::is_view(&node.op) {
+            break *r;
+        }
+        let (Some(Some(src)), Some(w)) = (node.inputs.first(), node.output(0)) else { return None };
+        if node.outputs.iter().skip(1).any(Option::is_some) {
+            return None; // Dropout's mask
+        }
+        if *src != v || known_f32(w)?.iter().product::<usize>() != elems {
+            return None;
+        }
+        removed.push(*r);
+        dropped.push(w);
+        v = w;
+    };
+    let cnode = &g.nodes[consumer];
+    let y = cnode.output(0).filter(|_| cnode.outputs.len() == 1)?;
+    let (program, inputs, label) = match programs.get(&y) {
+        Some(p) => {
+            let label = format!("{}[{} ops]", cnode.op.name(), p.instrs.len());
+            (p.clone(), cnode.inputs.iter().copied().collect::<Option<Vec<_>>>()?, label)
+        }
+        None => {
+            ew_node(g, cnode)?;
+            let (p, ins) = compile_program(g, &[consumer])?;
+            (p, ins, cnode.op.name().to_string())
+        }
+    };
+    let dims = known_f32(y)?;
+    if known_f32(v)? != dims || inputs.len() > EW_MAX_INPUTS {
+        return None;
+    }
+    let k0 = inputs.iter().position(|&i| i == v)?;
+    if inputs.iter().filter(|&&i| i == v).count() != 1 {
+        return None;
+    }
+    let extras: Vec<ValueId> = inputs.iter().copied().filter(|&i| i != v).collect();
+    let mut strides = vec![broadcast(&dims, &dims)?];
+    for &e in &extras {
+        strides.push(broadcast(&known_f32(e)?, &dims)?);
+    }
+    if super::elementwise::collapse_dims(&dims, &strides).len() > MAX_RANK {
+        return None;
+    }
+    // Input k0 becomes input 0; the inputs before it move up one slot.
+    let slot = |s: u32| {
+        let input0 = ew_src::INPUT0;
+        if !(input0..input0 + EW_MAX_INPUTS as u32).contains(&s) {
+            return s;
+        }
+        let k = (s - input0) as usize;
+        let new = if k == k0 {
+            0
+        } else if k < k0 {
+            k + 1
+        } else {
+            k
+        };
+        input0 + new as u32
+    };
+    let mut program = program;
+    for ins in &mut program.instrs {
+        (ins.a, ins.b) = (slot(ins.a), slot(ins.b));
+    }
+    removed.push(consumer);
+    Some(Fusion { gemm_node: gi, gemm: None, y, dims, extras, program, label, removed, dropped })
+}
+
+/// Element strides of an input of `shape` broadcast (unidirectionally) to `out`, or `None` when it
+/// does not broadcast to it.
+fn broadcast(shape: &[usize], out: &[usize]) -> Option<Vec<i64>> {
+    if shape.len() > out.len() {
+        return None;
+    }
+    let lead = out.len() - shape.len();
+    if shape.iter().zip(&out[lead..]).any(|(&s, &o)| s != o && s != 1) {
+        return None;
+    }
+    Some(super::elementwise::broadcast_strides_i64(shape, out.len()))
+}

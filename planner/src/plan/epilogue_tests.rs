@@ -1,0 +1,220 @@
+//! Tests of the GEMM-epilogue fusion (`epilogue.rs`): which launches disappear, the kernels the
+//! fused GEMMs take (tiled, split-K, GEMV), the fallbacks, and what the memory plan does with the
+//! fused node (the GEMM result gets no slot; the output overwrites a dying same-size program input
+//! but never a broadcast one or a GEMM operand).
+
+use kernels_gpu::abi::KernelId;
+
+use super::{Plan, PlanOptions, Step, compile};
+use crate::ConstTensor;
+use crate::graph::{Graph, ValueId};
+use crate::op::{Gemm, Op};
+use crate::tensor_info::{Binding, DType, Dim};
+
+fn known(dims: &[usize]) -> Vec<Dim> {
+    dims.iter().map(|&d| Dim::Known(d)).collect()
+}
+
+fn weight(g: &mut Graph, name: &str, dims: &[usize]) -> ValueId {
+    let n: usize = dims.iter().product();
+    let data: Vec<f32> = (0..n).map(|i| ((i % 13) as f32 - 6.0) * 0.01).collect();
+    g.initializer(name, ConstTensor::from_f32(dims, &data).unwrap())
+}
+
+fn plan(g: &Graph, fuse: bool) -> Plan {
+    let o = PlanOptions { fuse_gemm_programs: fuse, ..PlanOptions::default() };
+    let p = compile(g, &Binding::new(), &o).unwrap();
+    p.validate().unwrap();
+    p
+}
+
+fn kernels(p: &Plan) -> Vec<KernelId> {
+    p.steps
+        .iter()
+        .filter_map(|s| if let Step::Kernel { kernel, .. } = s { Some(*kernel) } else { None })
+        .collect()
+}
+
+fn value(p: &Plan, g: &Graph, v: ValueId) -> Option<ValueId> {
+    let name = &g.values[v.index()].name;
+    p.values.iter().position(|pv| &pv.name == name).map(|i| ValueId(i as u32))
+}
+
+/// `y = x @ w + r` with x `[m, k]`, w `[k, n]`, r `[m, n]` graph inputs; returns (graph, h).
+fn residual(m: usize, k: usize, n: usize) -> (Graph, ValueId) {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[m, k]));
+    let r = g.input("r", DType::F32, known(&[m, n]));
+    let w = weight(&mut g, "w", &[k, n]);
+    let h = g.matmul(x, w);
+    let y = g.add(h, r);
+    g.output(y);
+    (g, h)
+}
+
+#[test]
+fn a_residual_add_runs_in_each_gemm_kernels_epilogue() {
+    for (m, k, n, want) in [
+        (64, 64, 96, vec![KernelId::GemmProgramF32]),
+        (4, 64, 96, vec![KernelId::GemvProgramF32]),
+        (128, 1024, 256, vec![KernelId::GemmF32, KernelId::GemmReduceProgramF32]),
+    ] {
+        let (g, h) = residual(m, k, n);
+        let unfused = plan(&g, false);
+        assert_eq!(unfused.steps.len(), want.len() + 1, "{unfused}");
+        let fused = plan(&g, true);
+        assert_eq!(kernels(&fused), want, "{fused}");
+        assert!(fused.to_string().contains("MatMul+Add"), "{fused}");
+        // The GEMM result is gone: no value, no slot.
+        assert!(value(&unfused, &g, h).is_some() && value(&fused, &g, h).is_none());
+    }
+}
+
+#[test]
+fn gelu_tanh_spelled_out_after_a_gemm_is_one_launch() {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[16, 64]));
+    let w = weight(&mut g, "w", &[64, 256]);
+    let b = weight(&mut g, "b", &[256]);
+    let h = g.push(Op::Gemm(Gemm::default()), &[x, w, b], 1)[0];
+    let s = |g: &mut Graph, name: &str, v: f32| g.initializer(name, ConstTensor::scalar_f32(v));
+    let (half, three, c, k, one) = (
+        s(&mut g, "half", 0.5),
+        s(&mut g, "three", 3.0),
+        s(&mut g, "c", 0.044715),
+        s(&mut g, "k", 0.7978846),
+        s(&mut g, "one", 1.0),
+    );
+    let t1 = g.mul(h, half);
+    let t2 = g.op1(Op::Pow, &[h, three]);
+    let t3 = g.mul(t2, c);
+    let t4 = g.add(h, t3);
+    let t5 = g.mul(t4, k);
+    let t6 = g.op1(Op::Tanh, &[t5]);
+    let t7 = g.add(t6, one);
+    let y = g.mul(t1, t7);
+    g.output(y);
+    assert_eq!(kernels(&plan(&g, false)), [KernelId::GemmF32, KernelId::EwProgramF32]);
+    let fused = plan(&g, true);
+    assert_eq!(kernels(&fused), [KernelId::GemmProgramF32], "{fused}");
+    assert!(fused.to_string().contains("Gemm+Sum[8 ops]"), "{fused}");
+}
+
+#[test]
+fn a_bias_row_broadcasts_and_a_reshape_is_looked_through() {
+    // GPT-2's attention output: Gemm [16, 64] -> Reshape [1, 16, 64] -> + residual, then + bias.
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[16, 64]));
+    let r = g.input("r", DType::F32, known(&[1, 16, 64]));
+    let w = weight(&mut g, "w", &[64, 64]);
+    let bias = weight(&mut g, "bias", &[64]);
+    let h = g.matmul(x, w);
+    let shape = g.const_i64("shape", &[3], &[1, 16, 64]);
+    let v = g.reshape(h, shape);
+    let a = g.add(v, r);
+    let y = g.add(a, bias);
+    g.output(y);
+    let fused = plan(&g, true);
+    assert_eq!(kernels(&fused), [KernelId::GemmProgramF32], "{fused}");
+    assert!(fused.to_string().contains("MatMul+Sum[2 ops]"), "{fused}");
+    assert_eq!(fused.values[fused.outputs[0].index()].dims, Some(vec![1, 16, 64]));
+}
+
+#[test]
+fn an_activation_epilogue_comes_before_the_program() {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[2, 32]));
+    let r = g.input("r", DType::F32, known(&[2, 48]));
+    let w = weight(&mut g, "w", &[32, 48]);
+    let h = g.push(Op::Gemm(Gemm::default()), &[x, w], 1)[0];
+    let a = g.relu(h);
+    let y = g.mul(a, r);
+    g.output(y);
+    let fused = plan(&g, true);
+    assert_eq!(kernels(&fused), [KernelId::GemvProgramF32], "{fused}");
+    assert!(fused.to_string().contains("Gemm+Relu+Mul"), "{fused}");
+}
+
+#[test]
+fn unusual_cases_keep_the_unfused_pair() {
+    // The GEMM result is also a graph output.
+    let (mut g, h) = residual(32, 32, 32);
+    g.output(h);
+    assert_eq!(kernels(&plan(&g, true)), [KernelId::GemmF32, KernelId::AddF32]);
+    // The GEMM result has a second reader.
+    let (mut g, h) = residual(32, 32, 32);
+    let z = g.relu(h);
+    g.output(z);
+    assert!(!kernels(&plan(&g, true)).contains(&KernelId::GemmProgramF32));
+    // The program's output is larger than the GEMM result (the GEMM result broadcasts).
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[1, 32]));
+    let r = g.input("r", DType::F32, known(&[8, 32]));
+    let w = weight(&mut g, "w", &[32, 32]);
+    let h = g.matmul(x, w);
+    let y = g.add(h, r);
+    g.output(y);
+    assert_eq!(kernels(&plan(&g, true)), [KernelId::GemvF32, KernelId::AddF32]);
+    // A consumer that is not elementwise.
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[16, 32]));
+    let w = weight(&mut g, "w", &[32, 32]);
+    let h = g.matmul(x, w);
+    let y = g.softmax(h, -1);
+    g.output(y);
+    assert_eq!(kernels(&plan(&g, true)), [KernelId::GemmF32, KernelId::SoftmaxF32]);
+    // The option off.
+    let (g, _) = residual(32, 32, 32);
+    assert_eq!(kernels(&plan(&g, false)), [KernelId::GemmF32, KernelId::AddF32]);
+}
+
+/// `y = softmax((a @ w) + extra)` where `extra = softmax(e)` is an arena value of dims
+/// `extra_dims` that dies at the fused node (a softmax, so that no elementwise program absorbs
+/// it), or `a = softmax(x)`, the A operand. Returns (graph, extra, sum).
+fn memory_case(extra_dims: &[usize], extra_is_a: bool) -> (Graph, ValueId, ValueId) {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[32, 64]));
+    let e = g.input("e", DType::F32, known(extra_dims));
+    let w = weight(&mut g, "w", &[64, 64]);
+    let a = g.softmax(x, -1);
+    let extra = if extra_is_a { a } else { g.softmax(e, -1) };
+    let h = g.matmul(a, w);
+    let s = g.add(h, extra);
+    let y = g.softmax(s, -1);
+    g.output(y);
+    (g, extra, s)
+}
+
+#[test]
+fn the_fused_output_overwrites_only_a_same_size_program_input() {
+    // A dying residual of the output's size: the GEMM writes over it (each element's residual is
+    // read by the thread that writes that element, right before).
+    let (g, extra, s) = memory_case(&[32, 64], false);
+    let p = plan(&g, true);
+    assert!(kernels(&p).contains(&KernelId::GemmProgramF32), "{p}");
+    let (extra, s) = (value(&p, &g, extra).unwrap(), value(&p, &g, s).unwrap());
+    assert!(p.memory.in_place.contains(&(extra, s)), "{:?}\n{p}", p.memory.in_place);
+    assert_eq!(p.memory.slots[extra.index()].map(|b| b.offset), p.memory.slots[s.index()].map(|b| b.offset));
+    // A broadcast bias row is read by every row's threads: never overwritten.
+    let (g, extra, s) = memory_case(&[64], false);
+    let p = plan(&g, true);
+    let (extra, s) = (value(&p, &g, extra).unwrap(), value(&p, &g, s).unwrap());
+    assert!(kernels(&p).contains(&KernelId::GemmProgramF32), "{p}");
+    assert!(!p.memory.in_place.contains(&(extra, s)), "{p}");
+    // The residual is also the A operand, which other threads read while outputs are written.
+    let (g, extra, s) = memory_case(&[32, 64], true);
+    let p = plan(&g, true);
+    let (extra, s) = (value(&p, &g, extra).unwrap(), value(&p, &g, s).unwrap());
+    assert!(kernels(&p).contains(&KernelId::GemmProgramF32), "{p}");
+    assert!(!p.memory.in_place.iter().any(|&(_, dst)| dst == s), "{:?}\n{p}", p.memory.in_place);
+    let (sa, ss) = (p.memory.slots[extra.index()].unwrap(), p.memory.slots[s.index()].unwrap());
+    assert!(sa.offset + sa.bytes <= ss.offset || ss.offset + ss.bytes <= sa.offset, "{p}");
+}
+
+#[test]
+fn shape_inference_gives_the_fused_node_its_declared_dims() {
+    let (g, _) = residual(8, 16, 24);
+    let p = plan(&g, true);
+    let out = p.outputs[0];
+    assert_eq!(p.values[out.index()].dims, Some(vec![8, 24]));
+}
