@@ -71,3 +71,41 @@ fn small_cnn_compiles_to_a_gpu_plan() {
     }
     plan.validate().expect("the plan's invariants hold");
 }
+
+/// Each attention of the GPT-2-style and BERT-style fixtures (QKV projection, split or per-head
+/// projections, reshapes and transposes, scaled and masked scores, softmax, `· V`, transpose back)
+/// compiles to one `attention_f32` launch reading the projections in place: GPT-2 42 -> 28 steps,
+/// BERT 56 -> 42. Checked without a GPU; `host/tests/gpu_kernels/models.rs` runs them.
+#[test]
+fn fixture_attentions_fuse_into_one_launch_each() {
+    use planner::plan::{Arg, PlanOptions, Step, compile};
+    let binding = planner::Binding::new();
+    for (name, unfused_steps, fused_steps) in [("gpt2", 42, 28), ("bert", 56, 42)] {
+        let model = onnx::load_path(&fixtures().join(format!("{name}.onnx"))).expect("model loads");
+        let graph = onnx::to_graph(&model).expect("model converts");
+        let off = PlanOptions { fuse_attention: false, ..PlanOptions::default() };
+        let unfused = compile(&graph, &binding, &off).expect("unfused plan");
+        let plan = compile(&graph, &binding, &PlanOptions::default()).expect("fused plan");
+        plan.validate().expect("the plan's invariants hold");
+        let text = plan.to_string();
+        assert_eq!((unfused.steps.len(), plan.steps.len()), (unfused_steps, fused_steps), "{name}:\n{text}");
+        let attention: Vec<&Step> = plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s, Step::Kernel { kernel: kernels_gpu::abi::KernelId::AttentionF32, .. }))
+            .collect();
+        assert_eq!(attention.len(), 2, "{name}: one launch per layer:\n{text}");
+        assert!(!text.contains("softmax_f32") && !text.contains("strided_copy_b4"), "{name}:\n{text}");
+        // Scores and probabilities have no buffer: nothing the launches write or read is
+        // [B, H, S, S].
+        for step in attention {
+            let Step::Kernel { args, .. } = step else { unreachable!() };
+            for a in args {
+                if let Arg::Value(v) = a {
+                    let dims = plan.values[v.index()].dims.clone().unwrap_or_default();
+                    assert!(dims.len() < 4 || dims[2] != dims[3] || dims[1] == 1, "{name}: {v} {dims:?}");
+                }
+            }
+        }
+    }
+}

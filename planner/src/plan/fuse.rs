@@ -68,7 +68,7 @@ pub(super) fn activations(g: &Graph, infos: &[TensorInfo]) -> (Graph, Vec<(NodeI
 
 /// The node index and output slot that produce each value, indexed by `ValueId` (`None` for
 /// inputs, initializers and captures).
-fn producers(g: &Graph) -> Vec<Option<(usize, usize)>> {
+pub(super) fn producers(g: &Graph) -> Vec<Option<(usize, usize)>> {
     g.definitions()
         .into_iter()
         .map(|d| match d {
@@ -79,7 +79,7 @@ fn producers(g: &Graph) -> Vec<Option<(usize, usize)>> {
 }
 
 /// Removes the nodes marked in `removed` from `g`; returns each old node's new id.
-fn remove_nodes(g: &mut Graph, removed: &[bool]) -> Vec<Option<NodeId>> {
+pub(super) fn remove_nodes(g: &mut Graph, removed: &[bool]) -> Vec<Option<NodeId>> {
     let mut new_id = vec![None; g.nodes.len()];
     let mut nodes = Vec::with_capacity(g.nodes.len());
     for (i, n) in std::mem::take(&mut g.nodes).into_iter().enumerate() {
@@ -93,7 +93,7 @@ fn remove_nodes(g: &mut Graph, removed: &[bool]) -> Vec<Option<NodeId>> {
 }
 
 /// `g` without the values marked dead (which nothing defines or reads), ids renumbered.
-fn drop_values(mut g: Graph, dead: &[bool]) -> Graph {
+pub(super) fn drop_values(mut g: Graph, dead: &[bool]) -> Graph {
     let mut map = vec![None; g.values.len()];
     let mut values = Vec::with_capacity(g.values.len());
     for (i, v) in g.values.drain(..).enumerate() {

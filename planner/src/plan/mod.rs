@@ -11,6 +11,7 @@
 //! the initial state from [`Arg::State`] and writes the final state back to the same slot, which
 //! the session keeps on the device between runs (see `sequence` for which ops keep state).
 
+mod attention;
 mod conv;
 mod elementwise;
 mod fuse;
@@ -62,6 +63,9 @@ pub struct PlanOptions {
     pub fuse_activations: bool,
     /// Fuse chains of f32 elementwise ops into elementwise programs (one kernel each).
     pub fuse_elementwise: bool,
+    /// Fuse `MatMul -> [elementwise] -> Softmax -> MatMul` attention chains (operands read in place
+    /// through strides) into one attention kernel each.
+    pub fuse_attention: bool,
     /// Keep the state of sequence nodes in persistent slots ([`Plan::states`]) read and written by
     /// every run, instead of reading it from the node's optional initial-state input (stateful
     /// decoding: a run of L = 1 continues where the previous run stopped).
@@ -75,6 +79,7 @@ impl Default for PlanOptions {
             memory: MemoryOptions::default(),
             fuse_activations: true,
             fuse_elementwise: true,
+            fuse_attention: true,
             stateful: false,
         }
     }
@@ -206,6 +211,12 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         (fused, epilogues, fuse::Programs::new())
     };
     let infos = shape_infer::infer(&fused)?;
+    let (fused, epilogues, programs, attentions) = if options.fuse_attention {
+        attention::fuse(fused, &infos, epilogues, programs)
+    } else {
+        (fused, epilogues, programs, attention::Attentions::new())
+    };
+    let infos = shape_infer::infer(&fused)?;
     let mut values: Vec<PlannedValue> = fused
         .values
         .iter()
@@ -241,7 +252,12 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
             .map(|(i, _)| ValueId((first_scratch + i) as u32))
             .collect();
         let fusion = lower::Fusion { act, perms: &operand_perms, programs: &programs };
-        match lower::node(&fused, id, &values, &own, &fusion, options) {
+        let out = node.output(0);
+        let lowered = match out.and_then(|o| attentions.get(&o)) {
+            Some(p) => attention::lower(&fused, id, p, &values),
+            None => lower::node(&fused, id, &values, &own, &fusion, options),
+        };
+        match lowered {
             Ok(s) => {
                 // A view shares its source's slot: its copy would move bytes onto themselves.
                 let is_view = |st: &Step| matches!(st, Step::Copy { src, dst, .. } if memory.views.contains(&(*src, *dst)));
