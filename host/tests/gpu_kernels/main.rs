@@ -2,6 +2,7 @@
 //! feature; they fail (never skip) when no GPU is present.
 
 mod arena;
+mod attention;
 mod context;
 mod conv;
 mod elementwise;
