@@ -116,7 +116,9 @@ fn with_directives(ptx: &str, flavour: &str) -> String {
     let mut out = ptx.to_string();
     for (name, directive) in directives {
         let head = format!(".entry {name}(");
-        let Some(start) = out.find(&head) else { panic!("kernel {name} of the build's directives is not in the PTX") };
+        let Some(start) = out.find(&head) else {
+            panic!("kernel {name} of the build's directives is not in the PTX")
+        };
         let close = start + out[start..].find("\n)").expect("an entry's parameter list ends with `)`") + 2;
         out.insert_str(close, &format!("\n{directive}"));
     }

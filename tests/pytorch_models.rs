@@ -81,9 +81,11 @@ fn transformer_plans_fuse_programs_into_gemm_epilogues() {
     for (name, unfused_steps, fused_steps, fused_gemms) in [("gpt2", 42, 34, 8), ("bert", 56, 42, 14)] {
         let model = onnx::load_path(&fixtures().join(format!("{name}.onnx"))).expect("model loads");
         let graph = onnx::to_graph(&model).expect("model converts");
-        let off = PlanOptions { fuse_gemm_programs: false, ..PlanOptions::default() };
+        // (The attention fusion off in both, so that this counts the epilogue pass alone.)
+        let on = PlanOptions { fuse_attention: false, ..PlanOptions::default() };
+        let off = PlanOptions { fuse_gemm_programs: false, ..on };
         let before = compile(&graph, &planner::Binding::new(), &off).expect("unfused plan");
-        let after = compile(&graph, &planner::Binding::new(), &PlanOptions::default()).expect("fused plan");
+        let after = compile(&graph, &planner::Binding::new(), &on).expect("fused plan");
         after.validate().expect("the plan's invariants hold");
         let text = after.to_string();
         assert_eq!(before.steps.len(), unfused_steps, "{name} unfused:\n{before}");
@@ -113,4 +115,64 @@ fn transformer_plans_fuse_programs_into_gemm_epilogues() {
     assert!(text.contains("Gemm+Add split-k reduce gemm_reduce_program_f32"), "{text}");
     assert!(!text.contains("Sum[8 ops] ew_program_f32"), "{text}");
     assert_eq!(text.matches("add_f32").count(), 1, "only the embedding add remains:\n{text}");
+}
+
+/// Each attention of the GPT-2-style and BERT-style fixtures (QKV projection, split or per-head
+/// projections, reshapes and transposes, scaled and masked scores, softmax, `· V`, transpose back)
+/// compiles to one `attention_f32` launch reading the projections in place: GPT-2 42 -> 28 steps,
+/// BERT 56 -> 42. Checked without a GPU; `host/tests/gpu_kernels/models.rs` runs them.
+#[test]
+fn fixture_attentions_fuse_into_one_launch_each() {
+    use planner::plan::{Arg, PlanOptions, Step, compile};
+    let binding = planner::Binding::new();
+    for (name, unfused_steps, fused_steps) in [("gpt2", 42, 28), ("bert", 56, 42)] {
+        let model = onnx::load_path(&fixtures().join(format!("{name}.onnx"))).expect("model loads");
+        let graph = onnx::to_graph(&model).expect("model converts");
+        // (The GEMM-epilogue fusion off in both, so that this counts the attention pass alone.)
+        let on = PlanOptions { fuse_gemm_programs: false, ..PlanOptions::default() };
+        let off = PlanOptions { fuse_attention: false, ..on };
+        let unfused = compile(&graph, &binding, &off).expect("unfused plan");
+        let plan = compile(&graph, &binding, &on).expect("fused plan");
+        plan.validate().expect("the plan's invariants hold");
+        let text = plan.to_string();
+        assert_eq!((unfused.steps.len(), plan.steps.len()), (unfused_steps, fused_steps), "{name}:\n{text}");
+        let attention: Vec<&Step> = plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s, Step::Kernel { kernel: kernels_gpu::abi::KernelId::AttentionF32, .. }))
+            .collect();
+        assert_eq!(attention.len(), 2, "{name}: one launch per layer:\n{text}");
+        assert!(!text.contains("softmax_f32") && !text.contains("strided_copy_b4"), "{name}:\n{text}");
+        // Scores and probabilities have no buffer: nothing the launches write or read is
+        // [B, H, S, S].
+        for step in attention {
+            let Step::Kernel { args, .. } = step else { unreachable!() };
+            for a in args {
+                if let Arg::Value(v) = a {
+                    let dims = plan.values[v.index()].dims.clone().unwrap_or_default();
+                    assert!(dims.len() < 4 || dims[2] != dims[3] || dims[1] == 1, "{name}: {v} {dims:?}");
+                }
+            }
+        }
+    }
+}
+
+/// Both transformer fusions together (attention, then GEMM epilogues) with the default options:
+/// GPT-2 42 -> 22 steps, BERT 56 -> 30, and the plans stay valid.
+#[test]
+fn transformer_plans_with_every_fusion() {
+    use planner::plan::{PlanOptions, compile};
+    for (name, steps) in [("gpt2", 22), ("bert", 30)] {
+        let model = onnx::load_path(&fixtures().join(format!("{name}.onnx"))).expect("model loads");
+        let graph = onnx::to_graph(&model).expect("model converts");
+        let plan = compile(&graph, &planner::Binding::new(), &PlanOptions::default()).expect("plan");
+        plan.validate().expect("the plan's invariants hold");
+        let text = plan.to_string();
+        assert_eq!(plan.steps.len(), steps, "{name}:\n{text}");
+        assert_eq!(text.matches("attention_f32").count(), 2, "{name}:\n{text}");
+        assert!(
+            !text.contains("softmax_f32") && !text.contains("Sum[8 ops] ew_program_f32"),
+            "{name}:\n{text}"
+        );
+    }
 }

@@ -290,7 +290,11 @@ pub fn cluster_rank() -> u32 {
 pub fn cluster_sync() {
     // SAFETY: a barrier; the contract above makes every thread reach it.
     unsafe {
-        asm!("barrier.cluster.arrive.release.aligned;", "barrier.cluster.wait.acquire.aligned;", options(nostack))
+        asm!(
+            "barrier.cluster.arrive.release.aligned;",
+            "barrier.cluster.wait.acquire.aligned;",
+            options(nostack)
+        )
     };
 }
 

@@ -20,6 +20,8 @@ pub mod math;
 pub mod intrinsics;
 
 #[cfg(target_arch = "nvptx64")]
+mod attention;
+#[cfg(target_arch = "nvptx64")]
 mod conv;
 #[cfg(target_arch = "nvptx64")]
 mod elementwise;

@@ -3,7 +3,7 @@
 //! four broadcast inputs and per-instruction immediates ([`EwProgramParams`]); each instruction
 //! applies the same scalar function as its single-op kernel, so a program gives the same bits.
 
-use crate::abi::{EwInstr, EwProgramParams, MAX_RANK};
+use crate::abi::{EW_MAX_INSTRS, EwInstr, EwProgramParams, MAX_RANK};
 use crate::intrinsics::{global_thread_x, grid_threads_x};
 use crate::math;
 
@@ -68,17 +68,21 @@ fn ew_apply(op: u32, a: f32, b: f32, imm: f32) -> f32 {
 }
 
 /// The registers and inputs of one element of an elementwise program (scalars, not arrays, so
-/// they stay in registers).
+/// they stay in registers). Also the score program of `attention::attention_f32`.
 #[derive(Clone, Copy, Default)]
-struct EwState {
+pub(crate) struct EwState {
     r0: f32,
     r1: f32,
     r2: f32,
     r3: f32,
-    x0: f32,
-    x1: f32,
-    x2: f32,
-    x3: f32,
+    /// Input 0.
+    pub x0: f32,
+    /// Input 1.
+    pub x1: f32,
+    /// Input 2.
+    pub x2: f32,
+    /// Input 3.
+    pub x3: f32,
 }
 
 impl EwState {
@@ -112,6 +116,21 @@ impl EwState {
     fn step(&mut self, ins: &EwInstr) {
         let v = ew_apply(ins.op, self.src(ins.a, ins), self.src(ins.b, ins), ins.imm);
         self.set(ins.dst, v);
+    }
+
+    /// Runs the first `n_instr` instructions of `instrs` (unrolled; each checks `k < n_instr`, a
+    /// uniform branch) and returns source `out_reg` ([`crate::abi::ew_src`]) afterwards.
+    #[inline(always)]
+    pub(crate) fn run(&mut self, instrs: &[EwInstr; EW_MAX_INSTRS], n_instr: u32, out_reg: u32) -> f32 {
+        macro_rules! run {
+            ($($k:literal)*) => {$(
+                if $k < n_instr {
+                    self.step(&instrs[$k]);
+                }
+            )*};
+        }
+        run!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+        self.src(out_reg, &EwInstr::default())
     }
 }
 
@@ -169,15 +188,7 @@ pub(crate) unsafe fn ew_element(p: &EwProgramParams, i: u64, first: Option<f32>,
             st.x3 = *x[3].add(o[3] as usize);
         }
     }
-    macro_rules! run {
-        ($($k:literal)*) => {$(
-            if $k < p.n_instr {
-                st.step(&p.instrs[$k]);
-            }
-        )*};
-    }
-    run!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
-    st.src(p.out_reg, &EwInstr::default())
+    st.run(&p.instrs, p.n_instr, p.out_reg)
 }
 
 /// An elementwise program ([`EwProgramParams`]): several f32 elementwise ops fused into one pass

@@ -265,6 +265,9 @@ pub fn node(
         Op::Adam(a) => return nn::adam(ctx, a, inputs),
         Op::Momentum(a) => return nn::momentum(ctx, a, inputs),
         Op::FlexAttention(a) => return nn::flex_attention(ctx, a, inputs, scope),
+        Op::FusedAttention(_) => {
+            return Err(ctx.err("FusedAttention is planner-internal: the reference runs the unfused graph"));
+        }
         Op::Binarizer(a) => return nn::binarizer(ctx, a, inputs),
         Op::ArrayFeatureExtractor => return nn::array_feature_extractor(ctx, &(), inputs),
         Op::TreeEnsemble(a) => return nn::tree_ensemble(ctx, a, inputs),

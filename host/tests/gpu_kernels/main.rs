@@ -2,11 +2,12 @@
 //! feature; they fail (never skip) when no GPU is present.
 
 mod arena;
+mod attention;
 mod context;
 mod conv;
 mod elementwise;
-mod mlp;
 mod gemm_programs;
+mod mlp;
 mod models;
 mod movement;
 mod norm;

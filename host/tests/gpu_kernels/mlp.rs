@@ -73,7 +73,10 @@ fn check(what: &str, g: Graph, rng: &mut Rng, m: usize, k0: usize) -> String {
         let (g, w) = (got[0].1.data().to_f64s(), want[0].1.data().to_f64s());
         assert_eq!((got[0].1.shape(), g.len()), (want[0].1.shape(), w.len()), "{what}");
         for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-            assert!((a - b).abs() <= 1e-4 * (b.abs() + 1.0), "{what} (run {run}): y[{i}]: gpu {a}, reference {b}");
+            assert!(
+                (a - b).abs() <= 1e-4 * (b.abs() + 1.0),
+                "{what} (run {run}): y[{i}]: gpu {a}, reference {b}"
+            );
         }
     }
     s.last_plan().unwrap().to_string()

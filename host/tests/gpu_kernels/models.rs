@@ -29,7 +29,8 @@ fn errors(got: &HostTensor, want: &HostTensor) -> (f64, f64, f64) {
     (diff / norm, worst, scale)
 }
 
-fn check_model(name: &str, onnx_bytes: &[u8], feeds: Vec<(String, HostTensor)>) {
+/// Checks the model; returns the plan's text.
+fn check_model(name: &str, onnx_bytes: &[u8], feeds: Vec<(String, HostTensor)>) -> String {
     let model = onnx::load_bytes(onnx_bytes, None).expect("model loads");
     let graph = onnx::to_graph(&model).expect("model converts");
     let want = host::reference::eval(&graph, &feeds).expect("reference runs");
@@ -50,12 +51,14 @@ fn check_model(name: &str, onnx_bytes: &[u8], feeds: Vec<(String, HostTensor)>) 
         assert!(worst <= 1e-4 * scale.max(1e-30), "{name} `{name_g}`: element error {worst:e}");
     }
     println!("{name}: {} steps\n{}", s.last_plan().unwrap().steps.len(), s.last_plan().unwrap());
+    s.last_plan().unwrap().to_string()
 }
 
 #[test]
 fn gpt2_style_runs_on_the_gpu() {
     let feeds = vec![("input_ids".to_string(), npy(fixture!("gpt2.in.input_ids.npy")))];
-    check_model("gpt2", fixture!("gpt2.onnx"), feeds);
+    let plan = check_model("gpt2", fixture!("gpt2.onnx"), feeds);
+    assert_eq!(plan.matches("attention_f32").count(), 2, "each attention is one fused launch:\n{plan}");
 }
 
 #[test]
@@ -65,7 +68,8 @@ fn bert_style_runs_on_the_gpu() {
         ("attention_mask".to_string(), npy(fixture!("bert.in.attention_mask.npy"))),
         ("token_type_ids".to_string(), npy(fixture!("bert.in.token_type_ids.npy"))),
     ];
-    check_model("bert", fixture!("bert.onnx"), feeds);
+    let plan = check_model("bert", fixture!("bert.onnx"), feeds);
+    assert_eq!(plan.matches("attention_f32").count(), 2, "each attention is one fused launch:\n{plan}");
 }
 
 #[test]

@@ -27,6 +27,7 @@ pub unsafe trait Params: Copy {
 /// (adjacent dimensions that are contiguous in every operand merge into one) before launch.
 pub const MAX_RANK: usize = 8;
 
+mod attention;
 mod conv;
 mod elementwise;
 mod gemm;
@@ -39,6 +40,7 @@ mod reduce;
 mod rows;
 mod sequence;
 
+pub use attention::*;
 pub use conv::*;
 pub use elementwise::*;
 pub use gemm::*;
@@ -228,6 +230,9 @@ kernel_ids! {
     BatchNormF32 => "batch_norm_f32",
     /// `norm::group_norm_f32`: GroupNormalization / InstanceNormalization (a row per `(n, group)`)
     GroupNormF32 => "group_norm_f32",
+    // attention
+    /// `attention::attention_f32`: fused `softmax(program(Q Kᵀ)) V` over strided views
+    AttentionF32 => "attention_f32",
     // probe
     /// `probe::probe_warp`: indices, barriers, shuffles, votes, atomics, dynamic shared memory
     ProbeWarp => "probe_warp",
@@ -304,5 +309,8 @@ mod tests {
         assert_eq!(core::mem::align_of::<PoolParams>(), 8);
         assert_eq!(core::mem::size_of::<BatchNormParams>(), 3 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<GroupNormParams>(), 5 * 8 + 4 * 4);
+        assert_eq!(core::mem::size_of::<AttnView>(), 5 * 8);
+        assert_eq!(core::mem::size_of::<AttentionParams>(), 12 * 4 + 7 * 5 * 8 + 24 * EW_MAX_INSTRS);
+        assert_eq!(core::mem::align_of::<AttentionParams>(), 8);
     }
 }

@@ -195,6 +195,7 @@ impl Op {
             Op::Adagrad(_) | Op::Momentum(_) => Arity::new(5, MANY, 2, MANY),
             Op::Adam(_) => Arity::new(6, MANY, 3, MANY),
             Op::FlexAttention(_) => fixed(3, 1),
+            Op::FusedAttention(_) => Arity::new(3, 6, 1, 1),
             Op::Binarizer(_) => fixed(1, 1),
             Op::ArrayFeatureExtractor => fixed(2, 1),
             Op::TreeEnsemble(_) => fixed(1, 1),

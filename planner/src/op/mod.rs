@@ -363,6 +363,9 @@ pub enum Op {
     Stft(Stft),
     /// Attention with score/probability modifier subgraphs (ai.onnx.preview); inputs Q, K, V.
     FlexAttention(FlexAttention),
+    /// Planner-internal (never loaded): a fused `softmax(program(Q Kᵀ)) V` whose inputs are the
+    /// arena values its strided operands live in; see [`FusedAttention`].
+    FusedAttention(FusedAttention),
     /// `x > threshold` as 1/0 in x's dtype (ai.onnx.ml).
     Binarizer(Binarizer),
     /// Selection along the last axis by indices (ai.onnx.ml); 1-D data gives `[1, n]`.
@@ -386,6 +389,7 @@ impl Op {
                 "ai.ferrofuse"
             }
             Op::MambaScan | Op::GriffinRglru | Op::RwkvWkv6 => "com.sofie",
+            Op::FusedAttention(_) => "ai.ferrofuse",
             Op::FlexAttention(_) => "ai.onnx.preview",
             Op::Binarizer(_) | Op::ArrayFeatureExtractor | Op::TreeEnsemble(_) => "ai.onnx.ml",
             Op::Adagrad(_) | Op::Adam(_) | Op::Momentum(_) => "ai.onnx.preview.training",

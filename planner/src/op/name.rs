@@ -173,6 +173,7 @@ impl Op {
             Op::Adam(_) => "Adam",
             Op::Momentum(_) => "Momentum",
             Op::FlexAttention(_) => "FlexAttention",
+            Op::FusedAttention(_) => "FusedAttention",
             Op::Binarizer(_) => "Binarizer",
             Op::ArrayFeatureExtractor => "ArrayFeatureExtractor",
             Op::TreeEnsemble(_) => "TreeEnsemble",

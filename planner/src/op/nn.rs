@@ -255,6 +255,16 @@ pub struct Attention {
     pub softmax_precision: Option<DType>,
 }
 
+/// Planner-internal fused attention (`ai.ferrofuse`, never produced by the loader): stands for a
+/// matched `MatMul -> [score program] -> Softmax -> MatMul` chain whose operands the attention
+/// kernel reads in place. Inputs: the values holding Q, K, V, then up to three score-program
+/// inputs; the launch parameters (views, program) are kept by the planner beside the graph.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FusedAttention {
+    /// Dims of the output value.
+    pub dims: Vec<usize>,
+}
+
 /// `RotaryEmbedding` (opset 23). Inputs X, cos_cache, sin_cache, position_ids?.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RotaryEmbedding {

@@ -34,14 +34,16 @@ pub(super) struct GemmProgram {
 /// Epilogue programs by the output value of their [`Op::FusedGemm`].
 pub(super) type GemmPrograms = std::collections::BTreeMap<ValueId, GemmProgram>;
 
-/// The fused graph, the activation epilogues and elementwise programs re-keyed to it, and the
-/// epilogue program of each fused GEMM.
-pub(super) fn gemm_programs(
+/// The fused graph, the activation epilogues, elementwise programs and `keyed` (another pass's
+/// parameters by output value, such as fused attentions) re-keyed to it, and the epilogue program
+/// of each fused GEMM.
+pub(super) fn gemm_programs<T>(
     g: Graph,
     infos: &[TensorInfo],
     epilogues: Vec<(NodeId, Activation, f32)>,
     mut programs: Programs,
-) -> (Graph, Vec<(NodeId, Activation, f32)>, Programs, GemmPrograms) {
+    keyed: std::collections::BTreeMap<ValueId, T>,
+) -> (Graph, Vec<(NodeId, Activation, f32)>, Programs, std::collections::BTreeMap<ValueId, T>, GemmPrograms) {
     let mut readers: Vec<Vec<usize>> = vec![Vec::new(); g.values.len()];
     for (i, n) in g.nodes.iter().enumerate() {
         for u in n.uses() {
@@ -80,7 +82,7 @@ pub(super) fn gemm_programs(
         fusions.push(Fusion { gemm, ..f });
     }
     if fusions.is_empty() {
-        return (g, epilogues, programs, GemmPrograms::new());
+        return (g, epilogues, programs, keyed, GemmPrograms::new());
     }
     let mut out = g.clone();
     let mut removed = vec![false; g.nodes.len()];
@@ -109,9 +111,10 @@ pub(super) fn gemm_programs(
     let gemm_programs =
         fused.into_iter().filter_map(|(n, p)| Some((out.nodes[new_id[n]?.index()].output(0)?, p))).collect();
     let programs = programs.into_iter().filter_map(|(v, p)| Some((map[v.index()]?, p))).collect();
+    let keyed = keyed.into_iter().filter_map(|(v, p)| Some((map[v.index()]?, p))).collect();
     let epilogues =
         epilogues.into_iter().filter_map(|(p, a, alpha)| Some((new_id[p.index()]?, a, alpha))).collect();
-    (out, epilogues, programs, gemm_programs)
+    (out, epilogues, programs, keyed, gemm_programs)
 }
 
 /// One GEMM-program fusion, in the ids of the graph it was found in.

@@ -93,7 +93,7 @@ pub(super) fn remove_nodes(g: &mut Graph, removed: &[bool]) -> Vec<Option<NodeId
 }
 
 /// `g` without the values marked dead (which nothing defines or reads), ids renumbered.
-fn drop_values(g: Graph, dead: &[bool]) -> Graph {
+pub(super) fn drop_values(g: Graph, dead: &[bool]) -> Graph {
     drop_values_mapped(g, dead).0
 }
 

@@ -48,7 +48,15 @@ fn layer(
     let a_contiguous = p.a_cs == 1 && (p.a_rs == p.k as u64 || p.m == 1);
     let b_mode = p.b_rs == 1 || p.b_cs == 1;
     let fits = p.m as u64 * p.k.max(p.n) as u64 <= MLP_MAX_ACTIVATIONS as u64;
-    if p.batch != 1 || p.m == 0 || p.m > MLP_MAX_M || p.k == 0 || p.n == 0 || !a_contiguous || !b_mode || !fits {
+    if p.batch != 1
+        || p.m == 0
+        || p.m > MLP_MAX_M
+        || p.k == 0
+        || p.n == 0
+        || !a_contiguous
+        || !b_mode
+        || !fits
+    {
         return None;
     }
     let (act, act_alpha) = act.map_or((0, 0.0), |(a, alpha)| (a as u32, alpha));
@@ -90,7 +98,8 @@ impl Chains {
             }
         }
         let act = |id: NodeId| epilogues.iter().find(|(n, ..)| *n == id).map(|&(_, a, alpha)| (a, alpha));
-        let layers: Vec<Option<Layer>> = order.iter().map(|&id| layer(g, id, values, perms, act(id))).collect();
+        let layers: Vec<Option<Layer>> =
+            order.iter().map(|&id| layer(g, id, values, perms, act(id))).collect();
         // Position s continues the chain of s - 1 when it reads that layer's private output as A.
         let links = |s: usize| match (&layers[s - 1], &layers[s]) {
             (Some(prev), Some(cur)) => {

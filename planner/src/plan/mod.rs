@@ -11,6 +11,7 @@
 //! the initial state from [`Arg::State`] and writes the final state back to the same slot, which
 //! the session keeps on the device between runs (see `sequence` for which ops keep state).
 
+mod attention;
 mod conv;
 mod elementwise;
 mod epilogue;
@@ -72,6 +73,9 @@ pub struct PlanOptions {
     /// Fuse an elementwise program (or op) that is the only reader of a Gemm / MatMul result into
     /// the GEMM kernel's epilogue.
     pub fuse_gemm_programs: bool,
+    /// Fuse `MatMul -> [elementwise] -> Softmax -> MatMul` attention chains (operands read in place
+    /// through strides) into one attention kernel each.
+    pub fuse_attention: bool,
     /// Keep the state of sequence nodes in persistent slots ([`Plan::states`]) read and written by
     /// every run, instead of reading it from the node's optional initial-state input (stateful
     /// decoding: a run of L = 1 continues where the previous run stopped).
@@ -87,6 +91,7 @@ impl Default for PlanOptions {
             fuse_elementwise: true,
             cluster_mlp: true,
             fuse_gemm_programs: true,
+            fuse_attention: true,
             stateful: false,
         }
     }
@@ -218,10 +223,18 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         (fused, epilogues, fuse::Programs::new())
     };
     let infos = shape_infer::infer(&fused)?;
-    let (fused, epilogues, programs, gemm_programs) = if options.fuse_gemm_programs {
-        epilogue::gemm_programs(fused, &infos, epilogues, programs)
+    let (fused, epilogues, programs, attentions) = if options.fuse_attention {
+        attention::fuse(fused, &infos, epilogues, programs)
     } else {
-        (fused, epilogues, programs, epilogue::GemmPrograms::new())
+        (fused, epilogues, programs, attention::Attentions::new())
+    };
+    let infos = shape_infer::infer(&fused)?;
+    // After the attention pass: its score programs (scale, mask) would otherwise become epilogues
+    // of the score MatMuls and hide the pattern.
+    let (fused, epilogues, programs, attentions, gemm_programs) = if options.fuse_gemm_programs {
+        epilogue::gemm_programs(fused, &infos, epilogues, programs, attentions)
+    } else {
+        (fused, epilogues, programs, attentions, epilogue::GemmPrograms::new())
     };
     let infos = shape_infer::infer(&fused)?;
     let mut values: Vec<PlannedValue> = fused
@@ -242,8 +255,14 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     let requests: Vec<Scratch> =
         scratch.iter().map(|(node, v)| Scratch { node: *node, bytes: v.bytes().unwrap_or(0) }).collect();
     let chains = mlp::Chains::find(&fused, &values, &operand_perms, &epilogues, options);
-    let memory =
-        memory::plan_with(&fused, &Binding::new(), &options.memory, &absorbed, &requests, &chains.elided(&fused))?;
+    let memory = memory::plan_with(
+        &fused,
+        &Binding::new(),
+        &options.memory,
+        &absorbed,
+        &requests,
+        &chains.elided(&fused),
+    )?;
     let first_scratch = values.len();
     values.extend(scratch.iter().map(|(_, v)| v.clone()));
     let mut steps = Vec::new();
@@ -271,7 +290,12 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
             .collect();
         let fusion =
             lower::Fusion { act, perms: &operand_perms, programs: &programs, gemm_programs: &gemm_programs };
-        match lower::node(&fused, id, &values, &own, &fusion, options) {
+        let out = node.output(0);
+        let lowered = match out.and_then(|o| attentions.get(&o)) {
+            Some(p) => attention::lower(&fused, id, p, &values),
+            None => lower::node(&fused, id, &values, &own, &fusion, options),
+        };
+        match lowered {
             Ok(s) => {
                 // A view shares its source's slot: its copy would move bytes onto themselves.
                 let is_view = |st: &Step| matches!(st, Step::Copy { src, dst, .. } if memory.views.contains(&(*src, *dst)));
@@ -505,7 +529,8 @@ mod tests {
     #[test]
     fn an_mlp_compiles_to_one_cluster_launch_on_hopper() {
         for batch in 1..=4 {
-            let plan = compile(&mlp(), &Binding::new().with("batch", batch), &PlanOptions::default()).unwrap();
+            let plan =
+                compile(&mlp(), &Binding::new().with("batch", batch), &PlanOptions::default()).unwrap();
             let text = plan.to_string();
             assert_eq!(plan.steps.len(), 1, "{text}");
             assert!(text.contains("MLP[Gemm+Relu, Gemm+Relu, Gemm+Sigmoid] mlp_f32"), "{text}");
@@ -527,7 +552,10 @@ mod tests {
         let plan = compile(&g, &Binding::new().with("batch", 1), &PlanOptions::default()).unwrap();
         let text = plan.to_string();
         assert_eq!(plan.steps.len(), 2, "{text}");
-        assert!(text.contains("Gemm+Relu gemv_f32") && text.contains("MLP[Gemm+Relu, Gemm+Sigmoid]"), "{text}");
+        assert!(
+            text.contains("Gemm+Relu gemv_f32") && text.contains("MLP[Gemm+Relu, Gemm+Sigmoid]"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use super::Ctx;
 use crate::error::PlanError;
-use crate::op::{Attention, LinearAttention, RotaryEmbedding};
+use crate::op::{Attention, FusedAttention, LinearAttention, RotaryEmbedding};
 use crate::tensor_info::{Dim, Shape, TensorInfo};
 
 /// Per-tensor view in 4-D terms: batch, heads, seq, head size.
@@ -92,6 +92,15 @@ pub(crate) fn attention(ctx: &mut Ctx, a: &Attention) -> Result<Vec<TensorInfo>,
         TensorInfo { dtype, shape: present(&vh.size) },
         TensorInfo { dtype, shape: qk },
     ])
+}
+
+/// `FusedAttention` (planner-internal): one f32 output of the recorded dims; the inputs are the
+/// buffers the fused operands are views of, so their shapes say nothing about the output.
+pub(crate) fn fused_attention(ctx: &mut Ctx, a: &FusedAttention) -> Result<Vec<TensorInfo>, PlanError> {
+    for i in 0..3 {
+        ctx.input(i)?;
+    }
+    Ok(vec![TensorInfo::new(crate::tensor_info::DType::F32, a.dims.iter().copied())])
 }
 
 /// `RotaryEmbedding`: same info as X; caches are 2-D (or 3-D with batch) and position ids integer.

@@ -160,6 +160,7 @@ pub(crate) fn infer_node(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
         Op::Adagrad(_) | Op::Momentum(_) => super::training::optimizer(ctx, 3),
         Op::Adam(_) => super::training::optimizer(ctx, 4),
         Op::FlexAttention(_) => preview::flex_attention(ctx),
+        Op::FusedAttention(a) => attention::fused_attention(ctx, a),
         Op::Binarizer(_) => preview::binarizer(ctx),
         Op::ArrayFeatureExtractor => preview::array_feature_extractor(ctx),
         Op::TreeEnsemble(t) => preview::tree_ensemble(ctx, t.n_targets),

@@ -1,0 +1,199 @@
+//! The fused attention kernel (`attention_f32`, through the planner's attention fusion) against
+//! the CPU reference running the unfused graph: GPT-2's layout (Q, K, V split out of one
+//! projection and reshaped / transposed per head, the output transposed back, all read and written
+//! in place) with a causal mask, BERT's layout (per-head transposes of separate projections) with
+//! an additive padding mask broadcast over heads and rows, no score program at all, a value head
+//! size different from the key's, sequence lengths around the 32-key block and up to a few
+//! thousand, one and several heads, and fully masked rows (NaN, as the unfused softmax gives).
+//! Tolerance: ‖gpu − ref‖ / ‖ref‖ ≤ 1e-4 and no element off by more than 1e-4 · max |ref|; NaNs
+//! must sit exactly where the reference has them.
+
+use host::selftest::Rng;
+use host::{HostTensor, Session, SessionOptions};
+use planner::op::{Softmax, Split, Transpose};
+use planner::{ConstTensor, DType, Dim, Graph, Op, ValueId};
+
+use crate::ctx;
+
+fn known(shape: &[usize]) -> Vec<Dim> {
+    shape.iter().map(|&d| Dim::Known(d)).collect()
+}
+
+fn transpose(g: &mut Graph, x: ValueId, perm: [usize; 4]) -> ValueId {
+    g.op1(Op::Transpose(Transpose { perm: Some(perm.to_vec()) }), &[x])
+}
+
+fn reshape(g: &mut Graph, name: &str, x: ValueId, dims: &[usize]) -> ValueId {
+    let dims_i64: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+    let shape = g.initializer(name, ConstTensor::from_i64(&[dims.len()], &dims_i64).unwrap());
+    g.op1(Op::Reshape(Default::default()), &[x, shape])
+}
+
+/// Runs `g` on the GPU (default options: attention fused) and on the reference; checks the plan
+/// has an `attention_f32` launch and no `softmax_f32`, and the outputs agree.
+fn check(what: &str, g: Graph, inputs: Vec<(String, HostTensor)>) {
+    let want = host::reference::eval(&g, &inputs).unwrap_or_else(|e| panic!("{what}: reference: {e}"));
+    let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let got = s.run(&inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let plan = s.last_plan().unwrap().to_string();
+    assert!(plan.contains("attention_f32") && !plan.contains("softmax_f32"), "{what}: not fused:\n{plan}");
+    for ((name, g), (_, w)) in got.iter().zip(&want) {
+        assert_eq!(g.shape(), w.shape(), "{what}: `{name}` shape");
+        let (gv, wv) = (g.f32s("gpu").unwrap(), w.data().to_f64s());
+        let (mut diff, mut norm, mut scale) = (0.0f64, 0.0f64, 0.0f64);
+        for (i, (&a, &b)) in gv.iter().zip(&wv).enumerate() {
+            assert_eq!(a.is_nan(), b.is_nan(), "{what}: `{name}`[{i}]: gpu {a}, reference {b}");
+            if b.is_nan() {
+                continue;
+            }
+            diff += (a as f64 - b) * (a as f64 - b);
+            norm += b * b;
+            scale = scale.max(b.abs());
+        }
+        let rel = diff.sqrt() / norm.sqrt().max(f64::MIN_POSITIVE);
+        assert!(rel <= 1e-4, "{what}: `{name}` relative error {rel:e}");
+        for (i, (&a, &b)) in gv.iter().zip(&wv).enumerate() {
+            if !b.is_nan() {
+                let err = (a as f64 - b).abs();
+                assert!(err <= 1e-4 * scale.max(1e-30), "{what}: `{name}`[{i}]: gpu {a}, reference {b}");
+            }
+        }
+    }
+}
+
+/// GPT-2's attention: `qkv [B, S, 3·H·D]` split, reshaped to heads and transposed, scores scaled
+/// by `1/√D` and masked by `mask [1, 1, S, S]` (added), softmax, `· V`, transposed and reshaped
+/// back to `[B, S, H·D]`.
+fn gpt2_layout(b: usize, n: usize, h: usize, d: usize, mask: &[f32]) -> Graph {
+    let hd = h * d;
+    let mut g = Graph::new();
+    let qkv = g.input("qkv", DType::F32, known(&[b, n, 3 * hd]));
+    let parts = g.push(Op::Split(Split { axis: 2, split: None, num_outputs: Some(3) }), &[qkv], 3);
+    let mut ops = Vec::new();
+    for (i, perm) in [[0, 2, 1, 3], [0, 2, 3, 1], [0, 2, 1, 3]].into_iter().enumerate() {
+        let r = reshape(&mut g, &format!("heads{i}"), parts[i], &[b, n, h, d]);
+        ops.push(transpose(&mut g, r, perm));
+    }
+    let scores = g.op1(Op::MatMul, &[ops[0], ops[1]]);
+    let root = g.initializer("root", ConstTensor::scalar_f32((d as f32).sqrt()));
+    let scaled = g.op1(Op::Div, &[scores, root]);
+    let mask = g.initializer("mask", ConstTensor::from_f32(&[1, 1, n, n], mask).unwrap());
+    let masked = g.op1(Op::Add, &[scaled, mask]);
+    let probs = g.op1(Op::Softmax(Softmax { axis: -1 }), &[masked]);
+    let o = g.op1(Op::MatMul, &[probs, ops[2]]);
+    let t = transpose(&mut g, o, [0, 2, 1, 3]);
+    let y = reshape(&mut g, "merged", t, &[b, n, hd]);
+    g.output(y);
+    g
+}
+
+fn causal(n: usize) -> Vec<f32> {
+    (0..n * n).map(|k| if k % n > k / n { f32::NEG_INFINITY } else { 0.0 }).collect()
+}
+
+#[test]
+fn gpt2_layout_with_a_causal_mask_matches_the_reference() {
+    let mut rng = Rng::new(0xa77e);
+    for (b, n, h, d) in [
+        (1, 1, 1, 4),
+        (1, 5, 3, 4),
+        (2, 31, 2, 16),
+        (1, 32, 4, 64),
+        (1, 33, 4, 64),
+        (2, 100, 1, 32),
+        (1, 257, 3, 64),
+    ] {
+        let g = gpt2_layout(b, n, h, d, &causal(n));
+        let x = rng.tensor(&[b, n, 3 * h * d], -1.0, 1.0);
+        check(&format!("gpt2 b={b} s={n} h={h} d={d}"), g, vec![("qkv".into(), x)]);
+    }
+}
+
+#[test]
+fn long_sequences_loop_over_key_blocks() {
+    let mut rng = Rng::new(0x10c);
+    for (n, h, d) in [(1030, 2, 64), (2049, 1, 32)] {
+        let g = gpt2_layout(1, n, h, d, &causal(n));
+        let x = rng.tensor(&[1, n, 3 * h * d], -1.0, 1.0);
+        check(&format!("long s={n} h={h} d={d}"), g, vec![("qkv".into(), x)]);
+    }
+}
+
+#[test]
+fn fully_masked_rows_are_nan_like_the_unfused_softmax() {
+    let mut rng = Rng::new(0x4a4);
+    let n = 40;
+    // Rows 0 and 35 masked everywhere; row 7 masked but for its last key (past the first block).
+    let mut mask = causal(n);
+    for j in 0..n {
+        mask[j] = f32::NEG_INFINITY;
+        mask[35 * n + j] = f32::NEG_INFINITY;
+        mask[7 * n + j] = if j == n - 1 { 0.0 } else { f32::NEG_INFINITY };
+    }
+    let g = gpt2_layout(1, n, 2, 8, &mask);
+    let x = rng.tensor(&[1, n, 3 * 2 * 8], -1.0, 1.0);
+    check("fully masked rows", g, vec![("qkv".into(), x)]);
+}
+
+/// BERT's attention: separate `[B, S, H·D]` projections reshaped to heads, Q and V transposed to
+/// `[B, H, S, D]` and K to `[B, H, D, S]`, scores scaled and added to `mask [B, 1, 1, S]`.
+#[test]
+fn bert_layout_with_an_additive_padding_mask_matches_the_reference() {
+    let mut rng = Rng::new(0xbe27);
+    for (b, n, h, d, dv) in [(2, 12, 4, 16, 16), (3, 45, 2, 8, 40), (1, 64, 1, 128, 256)] {
+        let mut g = Graph::new();
+        let q = g.input("q", DType::F32, known(&[b, n, h * d]));
+        let k = g.input("k", DType::F32, known(&[b, n, h * d]));
+        let v = g.input("v", DType::F32, known(&[b, n, h * dv]));
+        let mask = g.input("mask", DType::F32, known(&[b, 1, 1, n]));
+        let qh = reshape(&mut g, "qh", q, &[b, n, h, d]);
+        let kh = reshape(&mut g, "kh", k, &[b, n, h, d]);
+        let vh = reshape(&mut g, "vh", v, &[b, n, h, dv]);
+        let (qt, kt, vt) = (
+            transpose(&mut g, qh, [0, 2, 1, 3]),
+            transpose(&mut g, kh, [0, 2, 3, 1]),
+            transpose(&mut g, vh, [0, 2, 1, 3]),
+        );
+        let scores = g.op1(Op::MatMul, &[qt, kt]);
+        let scale = g.initializer("scale", ConstTensor::scalar_f32(1.0 / (d as f32).sqrt()));
+        let scaled = g.op1(Op::Mul, &[scores, scale]);
+        let masked = g.op1(Op::Add, &[scaled, mask]);
+        let probs = g.op1(Op::Softmax(Softmax { axis: 3 }), &[masked]);
+        let o = g.op1(Op::MatMul, &[probs, vt]);
+        let t = transpose(&mut g, o, [0, 2, 1, 3]);
+        let y = reshape(&mut g, "merged", t, &[b, n, h * dv]);
+        g.output(y);
+        // Batch row r keeps its first n - 3r keys (at least one).
+        let mask_data: Vec<f32> =
+            (0..b * n).map(|i| if i % n < (n - 3 * (i / n)).max(1) { 0.0 } else { -10000.0 }).collect();
+        let inputs = vec![
+            ("q".into(), rng.tensor(&[b, n, h * d], -1.0, 1.0)),
+            ("k".into(), rng.tensor(&[b, n, h * d], -1.0, 1.0)),
+            ("v".into(), rng.tensor(&[b, n, h * dv], -1.0, 1.0)),
+            ("mask".into(), HostTensor::new(vec![b, 1, 1, n], mask_data).unwrap()),
+        ];
+        check(&format!("bert b={b} s={n} h={h} d={d} dv={dv}"), g, inputs);
+    }
+}
+
+/// `softmax(Q Kᵀ) V` on contiguous 4-D inputs, no score program, K given transposed.
+#[test]
+fn a_bare_softmax_between_the_matmuls_matches_the_reference() {
+    let mut rng = Rng::new(0xba2e);
+    for (b, h, n, m, d) in [(1, 1, 1, 1, 1), (2, 3, 7, 70, 24), (1, 2, 65, 33, 64)] {
+        let mut g = Graph::new();
+        let q = g.input("q", DType::F32, known(&[b, h, n, d]));
+        let kt = g.input("kt", DType::F32, known(&[b, h, d, m]));
+        let v = g.input("v", DType::F32, known(&[b, h, m, d]));
+        let s = g.op1(Op::MatMul, &[q, kt]);
+        let p = g.op1(Op::Softmax(Softmax { axis: -1 }), &[s]);
+        let y = g.op1(Op::MatMul, &[p, v]);
+        g.output(y);
+        let inputs = vec![
+            ("q".into(), rng.tensor(&[b, h, n, d], -2.0, 2.0)),
+            ("kt".into(), rng.tensor(&[b, h, d, m], -2.0, 2.0)),
+            ("v".into(), rng.tensor(&[b, h, m, d], -1.0, 1.0)),
+        ];
+        check(&format!("bare b={b} h={h} q={n} kv={m} d={d}"), g, inputs);
+    }
+}

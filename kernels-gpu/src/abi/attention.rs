@@ -1,0 +1,89 @@
+//! Fused attention: `softmax(program(Q Kᵀ)) V` in one launch, every operand a strided view.
+
+use super::{EW_MAX_INPUTS, EW_MAX_INSTRS, EwInstr, Params};
+
+/// Largest value head size (`dv`) of `attention_f32`: each lane keeps `ATTN_MAX_DV / 32` output
+/// accumulators in registers.
+pub const ATTN_MAX_DV: u32 = 256;
+/// Warps per block of `attention_f32` (one query row per warp at a time).
+pub const ATTN_WARPS: u32 = 4;
+/// Dynamic shared memory the planner may give `attention_f32` (the default per-block limit).
+pub const ATTN_MAX_SHARED_BYTES: u32 = 48 * 1024;
+
+/// Dynamic shared memory of an `attention_f32` launch: per warp, the query row (`dk` f32) and
+/// the 32 probabilities of the key block in flight.
+pub const fn attention_shared_bytes(dk: u32) -> u32 {
+    ATTN_WARPS * (dk + 32) * 4
+}
+
+/// A strided 4-D view `[batch, head, row, col]` of an f32 operand: element `(b, h, r, c)` is at
+/// `offset + b * strides[0] + h * strides[1] + r * strides[2] + c * strides[3]` from the
+/// operand's pointer (a stride of 0 broadcasts).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AttnView {
+    /// Element offset of `(0, 0, 0, 0)`.
+    pub offset: u64,
+    /// Element strides of batch, head, row and column.
+    pub strides: [u64; 4],
+}
+
+/// Parameters of `attention::attention_f32`: for every batch `b < batch`, head `h < heads` and
+/// query row `i < q_len`:
+///
+/// - `s[j] = sum_c Q[b, h, i, c] K[b, h / kv_group, j, c]` for `j < kv_len`, `c < dk`;
+/// - the *score program* (an elementwise program, see `EwProgramParams`) maps each `s[j]` to a
+///   score: input 0 is `s[j]`, inputs `1..n_inputs` are read at `extra[k - 1]`'s offset and
+///   strides over `(b, h, i, j)` (the view's row and column are `i` and `j`); with no
+///   instructions (`n_instr == 0`) the score is `s[j]` (`out_reg` must then be `ew_src::INPUT0`);
+/// - `causal != 0` adds `-inf` to the scores of `j > i + causal_offset`;
+/// - `Y[b, h, i, c] = sum_j softmax(score)[j] V[b, h / kv_group, j, c]` for `c < dv`.
+///
+/// The softmax follows the unfused `Softmax`: a row whose scores hold a NaN or `+inf`, or are all
+/// `-inf`, gives NaN everywhere.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AttentionParams {
+    /// Batch extent.
+    pub batch: u32,
+    /// Query heads.
+    pub heads: u32,
+    /// Query rows per (batch, head).
+    pub q_len: u32,
+    /// Key / value rows per (batch, head).
+    pub kv_len: u32,
+    /// Query / key head size.
+    pub dk: u32,
+    /// Value head size (at most [`ATTN_MAX_DV`]).
+    pub dv: u32,
+    /// Query heads per key / value head (K and V head index is `h / kv_group`), at least 1.
+    pub kv_group: u32,
+    /// Non-zero: mask `j > i + causal_offset` with `-inf`.
+    pub causal: u32,
+    /// Causal diagonal offset (keys before the first query row, e.g. a past).
+    pub causal_offset: u32,
+    /// Instructions of the score program.
+    pub n_instr: u32,
+    /// Inputs of the score program, the score included (1..=EW_MAX_INPUTS).
+    pub n_inputs: u32,
+    /// Register (or source code) holding the program's result.
+    pub out_reg: u32,
+    /// Q `[batch, head, q_len, dk]`.
+    pub q: AttnView,
+    /// K `[batch, kv head, kv_len, dk]`.
+    pub k: AttnView,
+    /// V `[batch, kv head, kv_len, dv]`.
+    pub v: AttnView,
+    /// Y `[batch, head, q_len, dv]` (written).
+    pub y: AttnView,
+    /// Program inputs `1..n_inputs` over `[batch, head, q row, k row]`.
+    pub extra: [AttnView; EW_MAX_INPUTS - 1],
+    /// The score program.
+    pub instrs: [EwInstr; EW_MAX_INSTRS],
+}
+
+// SAFETY: #[repr(C)]: twelve u32 (48 bytes), then u64-only views and 24-byte instructions of
+// u32/f32 fields: no padding.
+unsafe impl Params for AttnView {}
+// SAFETY: as above.
+unsafe impl Params for AttentionParams {}

@@ -1,0 +1,590 @@
+//! Attention fusion: `MatMul(Q, Kᵀ) -> [score program] -> Softmax(last axis) -> MatMul(·, V)`
+//! becomes one `attention_f32` launch.
+//!
+//! The score program is an elementwise program node (from `fuse::elementwise_programs`) or a
+//! chain of single elementwise nodes reading the scores; its other inputs (masks, scales) are read
+//! by the kernel with broadcast strides. Q, K and V are traced back through Transpose, reshape-like
+//! ops and Split as long as each step is an offset and strides over the value it starts from, and
+//! the output forward through Transpose and reshape-like ops with one reader each, so the kernel
+//! reads the QKV projection and writes the final layout in place. The chain's nodes (and the
+//! tracing nodes left without readers) are removed; the last one stands for the fusion as an
+//! [`Op::FusedAttention`] over the operands' buffers, so the intermediates get no arena slots.
+//!
+//! Invariant: a pattern is fused only when every view is exactly expressible; anything else keeps
+//! the unfused nodes.
+
+use std::collections::BTreeMap;
+
+use kernels_gpu::abi::{
+    ATTN_MAX_DV, ATTN_MAX_SHARED_BYTES, ATTN_WARPS, Activation, AttentionParams, AttnView, EW_MAX_INPUTS,
+    EW_MAX_INSTRS, KernelId, attention_shared_bytes, ew_src,
+};
+
+use super::fuse::{EwProgram, Programs, compile_program, drop_values, ew_node, producers, remove_nodes};
+use super::lower::bytes_of;
+use super::{Arg, PlannedValue, Step};
+use crate::graph::{Graph, NodeId, ValueId};
+use crate::op::{FusedAttention, Op};
+use crate::tensor_info::{DType, TensorInfo};
+
+/// Launch parameters of each fused attention, by the output value of its [`Op::FusedAttention`].
+pub(super) type Attentions = BTreeMap<ValueId, AttentionParams>;
+
+/// Elements of `base` seen as `dims` with element `strides` from `offset`.
+#[derive(Debug, Clone, PartialEq)]
+struct View {
+    base: ValueId,
+    offset: u64,
+    dims: Vec<usize>,
+    strides: Vec<u64>,
+}
+
+fn contiguous(dims: &[usize]) -> Vec<u64> {
+    let mut s = vec![0u64; dims.len()];
+    let mut acc = 1u64;
+    for (k, &d) in dims.iter().enumerate().rev() {
+        s[k] = acc;
+        acc *= d as u64;
+    }
+    s
+}
+
+/// Strides of a reshape of the strided view `(od, os)` to `nd` without moving data, if there are
+/// any (NumPy's no-copy reshape: each group of old dims that merges or splits must be contiguous
+/// within itself).
+fn reshape_strides(od: &[usize], os: &[u64], nd: &[usize]) -> Option<Vec<u64>> {
+    if od.iter().product::<usize>() != nd.iter().product::<usize>() || od.contains(&0) {
+        return None;
+    }
+    let (od, os): (Vec<usize>, Vec<u64>) =
+        od.iter().zip(os).filter(|(d, _)| **d != 1).map(|(d, s)| (*d, *s)).unzip();
+    let mut ns = vec![1u64; nd.len()];
+    let (mut oi, mut ni) = (0, 0);
+    while oi < od.len() && ni < nd.len() {
+        let (mut oj, mut nj) = (oi + 1, ni + 1);
+        let (mut op, mut np) = (od[oi], nd[ni]);
+        while op != np {
+            if np < op {
+                np *= *nd.get(nj)?;
+                nj += 1;
+            } else {
+                op *= *od.get(oj)?;
+                oj += 1;
+            }
+        }
+        if (oi..oj - 1).any(|k| os[k] != od[k + 1] as u64 * os[k + 1]) {
+            return None;
+        }
+        ns[nj - 1] = os[oj - 1];
+        for k in (ni + 1..nj).rev() {
+            ns[k - 1] = ns[k] * nd[k] as u64;
+        }
+        (oi, ni) = (oj, nj);
+    }
+    nd[ni..].iter().all(|&d| d == 1).then_some(ns)
+}
+
+fn reshape_like(op: &Op) -> bool {
+    matches!(op, Op::Reshape(_) | Op::Flatten(_) | Op::Squeeze(_) | Op::Unsqueeze(_) | Op::Identity)
+}
+
+/// What the pass reads of the graph.
+struct Ctx<'a> {
+    g: &'a Graph,
+    infos: &'a [TensorInfo],
+    defs: Vec<Option<(usize, usize)>>,
+    readers: Vec<usize>,
+}
+
+impl Ctx<'_> {
+    fn f32_dims(&self, v: ValueId) -> Option<Vec<usize>> {
+        let i = self.infos.get(v.index())?;
+        if i.dtype != DType::F32 {
+            return None;
+        }
+        i.shape.as_known()
+    }
+
+    /// `v` as a view of the value it is traced back to, and the nodes traced through.
+    fn trace_back(&self, v: ValueId) -> Option<(View, Vec<usize>)> {
+        let dims = self.f32_dims(v)?;
+        let own = View { base: v, offset: 0, strides: contiguous(&dims), dims: dims.clone() };
+        let Some((ni, slot)) = self.defs[v.index()] else { return Some((own, Vec::new())) };
+        let node = &self.g.nodes[ni];
+        let Some(Some(x)) = node.inputs.first().copied() else { return Some((own, Vec::new())) };
+        let traced = match &node.op {
+            Op::Transpose(t) => self.trace_back(x).and_then(|(xv, nodes)| {
+                let perm: Vec<usize> = t.perm.clone().unwrap_or_else(|| (0..xv.dims.len()).rev().collect());
+                if perm.len() != xv.dims.len() || perm.iter().any(|&p| p >= perm.len()) {
+                    return None;
+                }
+                let strides = perm.iter().map(|&p| xv.strides[p]).collect();
+                Some((View { strides, dims: dims.clone(), ..xv }, nodes))
+            }),
+            op if reshape_like(op) && slot == 0 => self.trace_back(x).and_then(|(xv, nodes)| {
+                let strides = reshape_strides(&xv.dims, &xv.strides, &dims)?;
+                Some((View { strides, dims: dims.clone(), ..xv }, nodes))
+            }),
+            Op::Split(s) => self.trace_back(x).and_then(|(xv, nodes)| {
+                let rank = xv.dims.len() as i64;
+                let axis = if s.axis < 0 { s.axis + rank } else { s.axis };
+                if !(0..rank).contains(&axis) {
+                    return None;
+                }
+                let axis = axis as usize;
+                let mut start = 0u64;
+                for o in &node.outputs[..slot] {
+                    start += self.f32_dims((*o)?)?.get(axis).copied()? as u64;
+                }
+                let offset = xv.offset + start * xv.strides[axis];
+                Some((View { offset, dims: dims.clone(), ..xv }, nodes))
+            }),
+            _ => None,
+        };
+        Some(match traced {
+            Some((view, mut nodes)) => {
+                nodes.push(ni);
+                (view, nodes)
+            }
+            None => (own, Vec::new()),
+        })
+    }
+
+    /// The single reader of `v` when it has exactly one and `v` is not a graph output.
+    fn sole_reader(&self, v: ValueId) -> Option<usize> {
+        if self.readers[v.index()] != 1 || self.g.outputs.contains(&v) {
+            return None;
+        }
+        self.g.nodes.iter().position(|n| n.inputs.contains(&Some(v)))
+    }
+
+    /// The value `o` is finally written to (through single-reader transposes and reshapes), the
+    /// nodes passed, and `o`'s dims as a view of that value.
+    fn trace_forward(&self, o: ValueId) -> Option<(ValueId, Vec<usize>, View)> {
+        let mut chain = Vec::new();
+        let mut cur = o;
+        while let Some(n) = self.sole_reader(cur) {
+            let node = &self.g.nodes[n];
+            let movable = matches!(node.op, Op::Transpose(_)) || reshape_like(&node.op);
+            let Some(y) = node.output(0) else { break };
+            if !movable || node.inputs.first() != Some(&Some(cur)) || node.outputs.len() != 1 {
+                break;
+            }
+            if self.f32_dims(y).is_none() {
+                break;
+            }
+            chain.push(n);
+            cur = y;
+        }
+        // The longest prefix of the chain whose layout maps back onto `o`.
+        loop {
+            let last = chain.last().map_or(o, |&n| self.g.nodes[n].output(0).expect("checked above"));
+            let dims = self.f32_dims(last)?;
+            let mut view = View { base: last, offset: 0, strides: contiguous(&dims), dims };
+            let mut ok = true;
+            for &n in chain.iter().rev() {
+                let node = &self.g.nodes[n];
+                let x = node.inputs[0].expect("chain nodes read their predecessor");
+                let xd = self.f32_dims(x)?;
+                let strides = match &node.op {
+                    Op::Transpose(t) => {
+                        let perm: Vec<usize> =
+                            t.perm.clone().unwrap_or_else(|| (0..xd.len()).rev().collect());
+                        let mut s = vec![0u64; xd.len()];
+                        for (i, &p) in perm.iter().enumerate() {
+                            *s.get_mut(p)? = view.strides[i];
+                        }
+                        Some(s)
+                    }
+                    _ => reshape_strides(&view.dims, &view.strides, &xd),
+                };
+                match strides {
+                    Some(s) => view = View { strides: s, dims: xd, ..view },
+                    None => {
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+            if ok {
+                return Some((last, chain, view));
+            }
+            chain.pop();
+        }
+    }
+}
+
+/// `view` (rank 2 to 4) as the kernel's `[batch, head, row, col]`, its leading dims right-aligned
+/// against `batch` (an extent of 1 broadcasts).
+fn attn_view(view: &View, batch: [usize; 2]) -> Option<AttnView> {
+    let r = view.dims.len();
+    if !(2..=4).contains(&r) {
+        return None;
+    }
+    let mut strides = [0u64; 4];
+    strides[2] = view.strides[r - 2];
+    strides[3] = view.strides[r - 1];
+    for k in 0..r - 2 {
+        let slot = 4 - r + k;
+        if view.dims[k] == batch[slot] {
+            strides[slot] = view.strides[k];
+        } else if view.dims[k] != 1 {
+            return None;
+        }
+    }
+    Some(AttnView { offset: view.offset, strides })
+}
+
+/// One matched attention.
+struct Match {
+    /// Nodes removed (the anchor excluded).
+    removed: Vec<usize>,
+    /// The node that becomes the [`Op::FusedAttention`].
+    anchor: usize,
+    /// Its inputs: Q, K, V buffers, then the score program's other inputs.
+    inputs: Vec<ValueId>,
+    /// Nodes traced through backwards (removed if nothing else reads them).
+    traced: Vec<usize>,
+    out: ValueId,
+    out_dims: Vec<usize>,
+    params: AttentionParams,
+    /// The program node whose entry in `Programs` goes away.
+    program_value: Option<ValueId>,
+}
+
+/// The score program between the scores `x` of softmax and the first MatMul: its nodes, the
+/// program (input 0 the raw scores), its other inputs, and the raw scores.
+fn score_program(
+    c: &Ctx,
+    programs: &Programs,
+    x: ValueId,
+) -> Option<(Vec<usize>, EwProgram, Vec<ValueId>, ValueId)> {
+    let is_matmul =
+        |v: ValueId| c.defs[v.index()].is_some_and(|(n, s)| s == 0 && c.g.nodes[n].op == Op::MatMul);
+    if is_matmul(x) {
+        let program = EwProgram { instrs: Vec::new(), out_reg: ew_src::INPUT0 };
+        return Some((Vec::new(), program, Vec::new(), x));
+    }
+    let (xn, _) = c.defs[x.index()]?;
+    let (members, program, inputs) = if let Some(p) = programs.get(&x) {
+        let inputs: Vec<ValueId> = c.g.nodes[xn].inputs.iter().copied().collect::<Option<_>>()?;
+        (vec![xn], p.clone(), inputs)
+    } else {
+        // A chain of single elementwise nodes back to the MatMul.
+        let mut members = vec![xn];
+        let mut cur = xn;
+        loop {
+            let node = &c.g.nodes[cur];
+            ew_node(c.g, node)?;
+            let next: Vec<usize> = node
+                .inputs
+                .iter()
+                .take(2)
+                .flatten()
+                .filter(|v| !is_matmul(**v))
+                .filter_map(|v| {
+                    let (p, _) = c.defs[v.index()]?;
+                    let fits = ew_node(c.g, &c.g.nodes[p]).is_some()
+                        && !programs.contains_key(v)
+                        && c.readers[v.index()] == 1
+                        && !c.g.outputs.contains(v);
+                    fits.then_some(p)
+                })
+                .collect();
+            if node.inputs.iter().take(2).flatten().any(|v| is_matmul(*v)) {
+                break;
+            }
+            match next.as_slice() {
+                [p] if members.len() < EW_MAX_INSTRS => {
+                    members.push(*p);
+                    cur = *p;
+                }
+                _ => return None,
+            }
+        }
+        members.reverse();
+        let (program, inputs) = compile_program(c.g, &members)?;
+        (members, program, inputs)
+    };
+    let scores: Vec<ValueId> = inputs.iter().copied().filter(|v| is_matmul(*v)).collect();
+    let [s] = scores.as_slice() else { return None };
+    if inputs.iter().filter(|v| *v == s).count() != 1 || c.readers[s.index()] != 1 || c.g.outputs.contains(s)
+    {
+        return None;
+    }
+    // Renumber the inputs: the scores first, the others after in order.
+    let slot = inputs.iter().position(|v| v == s)? as u32;
+    let remap = |code: u32| {
+        if (ew_src::INPUT0..ew_src::IMM).contains(&code) {
+            let k = code - ew_src::INPUT0;
+            ew_src::INPUT0
+                + if k == slot {
+                    0
+                } else if k < slot {
+                    k + 1
+                } else {
+                    k
+                }
+        } else {
+            code
+        }
+    };
+    let instrs = program
+        .instrs
+        .iter()
+        .map(|i| kernels_gpu::abi::EwInstr { a: remap(i.a), b: remap(i.b), ..*i })
+        .collect();
+    let extras = inputs.iter().copied().filter(|v| v != s).collect();
+    Some((members, EwProgram { instrs, out_reg: remap(program.out_reg) }, extras, *s))
+}
+
+/// The attention ending at MatMul node `mm2`, if it matches and every operand is expressible.
+fn match_at(c: &Ctx, programs: &Programs, mm2: usize) -> Option<Match> {
+    let node = &c.g.nodes[mm2];
+    let (Op::MatMul, [Some(pv), Some(vv)], Some(o2)) = (&node.op, node.inputs.as_slice(), node.output(0))
+    else {
+        return None;
+    };
+    let (pv, vv) = (*pv, *vv);
+    if pv == vv || c.readers[pv.index()] != 1 || c.g.outputs.contains(&pv) {
+        return None;
+    }
+    let (sm, _) = c.defs[pv.index()]?;
+    let Op::Softmax(a) = &c.g.nodes[sm].op else { return None };
+    let x = c.g.nodes[sm].inputs.first().copied().flatten()?;
+    let xd = c.f32_dims(x)?;
+    if a.axis != -1 && a.axis != xd.len() as i64 - 1 {
+        return None;
+    }
+    if c.readers[x.index()] != 1 || c.g.outputs.contains(&x) {
+        return None;
+    }
+    let (members, program, extras, s) = score_program(c, programs, x)?;
+    let sd = c.f32_dims(s)?;
+    if sd != xd {
+        return None;
+    }
+    let (mm1, _) = c.defs[s.index()]?;
+    let [Some(qa), Some(kb)] = c.g.nodes[mm1].inputs.as_slice() else { return None };
+    let (qv, qn) = c.trace_back(*qa)?;
+    let (mut kv, kn) = c.trace_back(*kb)?;
+    let (vw, vn) = c.trace_back(vv)?;
+    let od = c.f32_dims(o2)?;
+    let (out, fwd, ov) = c.trace_forward(o2)?;
+    // Kᵀ's last two dims, swapped back: K as [.., kv_len, dk].
+    let r = kv.dims.len();
+    if r < 2 {
+        return None;
+    }
+    kv.dims.swap(r - 2, r - 1);
+    kv.strides.swap(r - 2, r - 1);
+    let ro = od.len();
+    if !(2..=4).contains(&ro) || sd.len() != ro || sd[..ro - 2] != od[..ro - 2] {
+        return None;
+    }
+    let mut batch = [1usize; 2];
+    batch[4 - ro..].copy_from_slice(&od[..ro - 2]);
+    let (q_len, dv) = (od[ro - 2], od[ro - 1]);
+    let (kv_len, dk) = (sd[ro - 1], *qv.dims.last()?);
+    // Program inputs, broadcast against the scores.
+    let mut extra = [AttnView::default(); EW_MAX_INPUTS - 1];
+    for (slot, &e) in extras.iter().enumerate() {
+        let ed = c.f32_dims(e)?;
+        if ed.len() > sd.len() {
+            return None;
+        }
+        let es = contiguous(&ed);
+        let mut dims = vec![1usize; sd.len() - ed.len()];
+        dims.extend(&ed);
+        let mut strides = vec![0u64; sd.len() - ed.len()];
+        strides.extend(ed.iter().zip(&es).map(|(&d, &st)| if d == 1 { 0 } else { st }));
+        if dims.iter().zip(&sd).any(|(&d, &want)| d != want && d != 1) {
+            return None;
+        }
+        // Broadcast row / column dims read stride 0 in `attn_view`'s last two slots too.
+        let view = View { base: e, offset: 0, dims: sd.clone(), strides };
+        *extra.get_mut(slot)? = attn_view(&view, batch)?;
+    }
+    let shared = attention_shared_bytes(u32::try_from(dk).ok()?);
+    let fits = |n: usize| n > 0 && n <= u32::MAX as usize;
+    let blocks = (batch[0] * batch[1]) as u64 * q_len.div_ceil(ATTN_WARPS as usize) as u64;
+    if ![batch[0], batch[1], q_len, kv_len, dk, dv].into_iter().all(fits)
+        || dv > ATTN_MAX_DV as usize
+        || shared > ATTN_MAX_SHARED_BYTES
+        || blocks > i32::MAX as u64
+        || program.instrs.len() > EW_MAX_INSTRS
+        || extras.len() >= EW_MAX_INPUTS
+    {
+        return None;
+    }
+    let mut instrs = [kernels_gpu::abi::EwInstr::default(); EW_MAX_INSTRS];
+    instrs[..program.instrs.len()].copy_from_slice(&program.instrs);
+    let params = AttentionParams {
+        batch: batch[0] as u32,
+        heads: batch[1] as u32,
+        q_len: q_len as u32,
+        kv_len: kv_len as u32,
+        dk: dk as u32,
+        dv: dv as u32,
+        kv_group: 1,
+        causal: 0,
+        causal_offset: 0,
+        n_instr: program.instrs.len() as u32,
+        n_inputs: 1 + extras.len() as u32,
+        out_reg: program.out_reg,
+        q: attn_view(&qv, batch)?,
+        k: attn_view(&kv, batch)?,
+        v: attn_view(&vw, batch)?,
+        y: attn_view(&ov, batch)?,
+        extra,
+        instrs,
+    };
+    let anchor = fwd.last().copied().unwrap_or(mm2);
+    let mut removed: Vec<usize> = members.iter().copied().chain([mm1, sm, mm2]).chain(fwd).collect();
+    removed.retain(|&n| n != anchor);
+    let mut inputs = vec![qv.base, kv.base, vw.base];
+    inputs.extend(extras);
+    let traced = qn.into_iter().chain(kn).chain(vn).collect();
+    let out_dims = c.f32_dims(out)?;
+    let program_value = programs.contains_key(&x).then_some(x);
+    Some(Match { removed, anchor, inputs, traced, out, out_dims, params, program_value })
+}
+
+/// Attention fusion over `g` (see the module doc). Returns the graph, the epilogues and programs
+/// re-keyed to its ids, and the fused attentions.
+pub(super) fn fuse(
+    g: Graph,
+    infos: &[TensorInfo],
+    epilogues: Vec<(NodeId, Activation, f32)>,
+    programs: Programs,
+) -> (Graph, Vec<(NodeId, Activation, f32)>, Programs, Attentions) {
+    let mut readers = vec![0usize; g.values.len()];
+    for n in &g.nodes {
+        for u in n.uses() {
+            readers[u.index()] += 1;
+        }
+    }
+    let c = Ctx { g: &g, infos, defs: producers(&g), readers };
+    let mut matches: Vec<Match> = Vec::new();
+    let mut taken = vec![false; g.nodes.len()];
+    for i in 0..g.nodes.len() {
+        let Some(m) = match_at(&c, &programs, i) else { continue };
+        let nodes = || m.removed.iter().chain([&m.anchor]);
+        let has_epilogue = nodes().any(|&n| epilogues.iter().any(|(e, ..)| e.index() == n));
+        if has_epilogue || nodes().any(|&n| taken[n]) {
+            continue;
+        }
+        nodes().for_each(|&n| taken[n] = true);
+        matches.push(m);
+    }
+    if matches.is_empty() {
+        return (g, epilogues, programs, Attentions::new());
+    }
+    let mut readers = c.readers.clone();
+    let mut out = g.clone();
+    let mut removed = vec![false; g.nodes.len()];
+    let mut programs = programs;
+    let drop_node = |n: usize, readers: &mut Vec<usize>, removed: &mut Vec<bool>| {
+        removed[n] = true;
+        for u in g.nodes[n].uses() {
+            readers[u.index()] -= 1;
+        }
+    };
+    let mut anchors = Vec::new();
+    for m in &matches {
+        for &n in m.removed.iter().chain([&m.anchor]) {
+            drop_node(n, &mut readers, &mut removed);
+        }
+        removed[m.anchor] = false;
+        for v in &m.inputs {
+            readers[v.index()] += 1;
+        }
+        let a = &mut out.nodes[m.anchor];
+        a.op = Op::FusedAttention(FusedAttention { dims: m.out_dims.clone() });
+        a.inputs = m.inputs.iter().map(|&v| Some(v)).collect();
+        a.outputs = vec![Some(m.out)];
+        if let Some(x) = m.program_value {
+            programs.remove(&x);
+        }
+        anchors.push((m.anchor, m.params));
+    }
+    // Tracing nodes nothing reads any more (repeat: a Transpose may feed a Reshape).
+    let traced: Vec<usize> = matches.iter().flat_map(|m| m.traced.iter().copied()).collect();
+    loop {
+        let dead = traced.iter().copied().find(|&n| {
+            !removed[n]
+                && g.nodes[n]
+                    .outputs
+                    .iter()
+                    .flatten()
+                    .all(|v| readers[v.index()] == 0 && !g.outputs.contains(v))
+        });
+        match dead {
+            Some(n) => drop_node(n, &mut readers, &mut removed),
+            None => break,
+        }
+    }
+    let mut dead = vec![false; g.values.len()];
+    for (n, node) in g.nodes.iter().enumerate() {
+        if removed[n] {
+            node.outputs.iter().flatten().for_each(|v| dead[v.index()] = true);
+        }
+    }
+    // The anchors' own old outputs (their first output is now the fused output).
+    for m in &matches {
+        for v in g.nodes[m.anchor].outputs.iter().flatten() {
+            dead[v.index()] |= *v != m.out;
+        }
+    }
+    let new_node = remove_nodes(&mut out, &removed);
+    let mut new_value = vec![None; g.values.len()];
+    let mut next = 0u32;
+    for (i, d) in dead.iter().enumerate() {
+        if !d {
+            new_value[i] = Some(ValueId(next));
+            next += 1;
+        }
+    }
+    let out = drop_values(out, &dead);
+    let attentions = anchors
+        .into_iter()
+        .filter_map(|(a, p)| Some((out.nodes[new_node[a]?.index()].output(0)?, p)))
+        .collect();
+    let programs = programs.into_iter().filter_map(|(v, p)| Some((new_value[v.index()]?, p))).collect();
+    let epilogues =
+        epilogues.into_iter().filter_map(|(n, a, alpha)| Some((new_node[n.index()]?, a, alpha))).collect();
+    (out, epilogues, programs, attentions)
+}
+
+/// The launch of fused attention node `id` with parameters `p`.
+pub(super) fn lower(
+    g: &Graph,
+    id: NodeId,
+    p: &AttentionParams,
+    values: &[PlannedValue],
+) -> Result<Vec<Step>, String> {
+    let n = &g.nodes[id.index()];
+    let out = n.output(0).ok_or("the fused attention's output is omitted")?;
+    let ins: Vec<ValueId> = n.inputs.iter().copied().collect::<Option<_>>().ok_or("an omitted operand")?;
+    super::lower::f32_only(values, &ins)?;
+    let mut args = vec![Arg::Params(bytes_of(p))];
+    args.extend(ins[..3].iter().map(|&v| Arg::Value(v)));
+    for k in 3..3 + EW_MAX_INPUTS - 1 {
+        args.push(ins.get(k).map_or(Arg::Null, |&v| Arg::Value(v)));
+    }
+    args.push(Arg::Value(out));
+    let blocks = p.batch as u64 * p.heads as u64 * p.q_len.div_ceil(ATTN_WARPS) as u64;
+    Ok(vec![Step::Kernel {
+        nodes: vec![id],
+        label: "Attention".into(),
+        kernel: KernelId::AttentionF32,
+        grid: [u32::try_from(blocks).map_err(|_| "too many query blocks")?, 1, 1],
+        block: [ATTN_WARPS * 32, 1, 1],
+        shared_bytes: attention_shared_bytes(p.dk),
+        args,
+    }])
+}
+
+#[cfg(test)]
+#[path = "attention_tests.rs"]
+mod tests;

@@ -1,0 +1,145 @@
+//! Attention fusion on hand-built GPT-2-style graphs: what fuses, the views it records, and the
+//! variants that must keep the unfused nodes.
+
+use super::*;
+use crate::ConstTensor;
+use crate::op::{Softmax, Split, Transpose};
+use crate::plan::{PlanOptions, compile};
+use crate::tensor_info::{Binding, Dim};
+
+/// The knobs of [`gpt2_attention`].
+#[derive(Clone, Copy)]
+struct Shape {
+    batch: usize,
+    seq: usize,
+    heads: usize,
+    head: usize,
+    softmax_axis: i64,
+    probs_are_output: bool,
+}
+
+const SMALL: Shape = Shape { batch: 2, seq: 5, heads: 3, head: 4, softmax_axis: -1, probs_are_output: false };
+
+/// `qkv [B, S, 3·H·D] -> Split -> Reshape [B, S, H, D] -> Transpose` to Q, Kᵀ and V, then
+/// `softmax(QKᵀ / √D + causal mask) V`, transposed and reshaped back to `[B, S, H·D]`.
+fn gpt2_attention(s: Shape) -> Graph {
+    let (b, n, h, d) = (s.batch, s.seq, s.heads, s.head);
+    let hd = h * d;
+    let mut g = Graph::new();
+    let qkv = g.input("qkv", DType::F32, vec![Dim::Known(b), Dim::Known(n), Dim::Known(3 * hd)]);
+    let parts = g.push(Op::Split(Split { axis: 2, split: None, num_outputs: Some(3) }), &[qkv], 3);
+    let heads_shape = g.initializer(
+        "heads",
+        ConstTensor::from_i64(&[4], &[b as i64, n as i64, h as i64, d as i64]).unwrap(),
+    );
+    let mut ops = Vec::new();
+    for (i, perm) in [[0, 2, 1, 3], [0, 2, 3, 1], [0, 2, 1, 3]].into_iter().enumerate() {
+        let r = g.op1(Op::Reshape(Default::default()), &[parts[i], heads_shape]);
+        ops.push(g.op1(Op::Transpose(Transpose { perm: Some(perm.to_vec()) }), &[r]));
+    }
+    let scores = g.op1(Op::MatMul, &[ops[0], ops[1]]);
+    let root = g.initializer("root", ConstTensor::scalar_f32((d as f32).sqrt()));
+    let scaled = g.op1(Op::Div, &[scores, root]);
+    let mask: Vec<f32> = (0..n * n).map(|k| if k % n > k / n { f32::NEG_INFINITY } else { 0.0 }).collect();
+    let mask = g.initializer("mask", ConstTensor::from_f32(&[1, 1, n, n], &mask).unwrap());
+    let masked = g.op1(Op::Add, &[scaled, mask]);
+    let probs = g.op1(Op::Softmax(Softmax { axis: s.softmax_axis }), &[masked]);
+    let o = g.op1(Op::MatMul, &[probs, ops[2]]);
+    let t = g.op1(Op::Transpose(Transpose { perm: Some(vec![0, 2, 1, 3]) }), &[o]);
+    let out_shape =
+        g.initializer("out", ConstTensor::from_i64(&[3], &[b as i64, n as i64, hd as i64]).unwrap());
+    let y = g.op1(Op::Reshape(Default::default()), &[t, out_shape]);
+    g.output(y);
+    if s.probs_are_output {
+        g.output(probs);
+    }
+    g
+}
+
+fn kernels(plan: &super::super::Plan) -> Vec<KernelId> {
+    plan.steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Kernel { kernel, .. } => Some(*kernel),
+            Step::Copy { .. } => None,
+        })
+        .collect()
+}
+
+#[test]
+fn reshape_strides_split_and_merge_contiguous_groups_only() {
+    // A column slice [S, 768)[:, 0:256] split into heads.
+    assert_eq!(reshape_strides(&[16, 256], &[768, 1], &[16, 4, 64]), Some(vec![768, 64, 1]));
+    assert_eq!(reshape_strides(&[16, 4, 64], &[768, 64, 1], &[16, 256]), Some(vec![768, 1]));
+    assert_eq!(reshape_strides(&[1, 16, 256], &[0, 768, 1], &[16, 1, 256]), Some(vec![768, 256, 1]));
+    // (The stride of an extent-1 dim is never used.) Merging a transposed pair needs a copy.
+    assert_eq!(reshape_strides(&[4, 16], &[1, 4], &[64]), None);
+    assert_eq!(reshape_strides(&[2, 3], &[3, 1], &[7]), None);
+}
+
+#[test]
+fn a_gpt2_attention_is_one_launch_reading_the_qkv_projection_in_place() {
+    let g = gpt2_attention(SMALL);
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    assert_eq!(kernels(&plan), [KernelId::AttentionF32], "{plan}");
+    // Nothing between the input and the output needs a buffer.
+    assert_eq!(plan.memory.arena_bytes, 0, "{plan}");
+    let unfused =
+        compile(&g, &Binding::new(), &PlanOptions { fuse_attention: false, ..PlanOptions::default() })
+            .unwrap();
+    assert!(unfused.steps.len() >= 7, "{unfused}");
+    assert!(!kernels(&unfused).contains(&KernelId::AttentionF32));
+
+    let infos = crate::shape_infer::infer(&g).unwrap();
+    let (fused, _, _, attentions) = fuse(g.clone(), &infos, Vec::new(), Programs::new());
+    assert_eq!(fused.nodes.len(), 1, "Split, Reshapes and Transposes are gone");
+    let p = attentions.values().next().unwrap();
+    let (n, hd) = (SMALL.seq as u64, (SMALL.heads * SMALL.head) as u64);
+    assert_eq!((p.batch, p.heads, p.q_len, p.kv_len, p.dk, p.dv), (2, 3, 5, 5, 4, 4));
+    assert_eq!(p.q, AttnView { offset: 0, strides: [n * 3 * hd, 4, 3 * hd, 1] });
+    assert_eq!(p.k, AttnView { offset: hd, strides: [n * 3 * hd, 4, 3 * hd, 1] });
+    assert_eq!(p.v, AttnView { offset: 2 * hd, strides: [n * 3 * hd, 4, 3 * hd, 1] });
+    assert_eq!(p.y, AttnView { offset: 0, strides: [n * hd, 4, hd, 1] });
+    // The mask [1, 1, S, S] broadcasts over batch and heads; the scale is an immediate.
+    assert_eq!(p.n_inputs, 2);
+    assert_eq!(p.extra[0], AttnView { offset: 0, strides: [0, 0, n, 1] });
+    assert_eq!(p.n_instr, 2);
+    assert_eq!(p.instrs[0].a, ew_src::INPUT0, "the scores are input 0");
+}
+
+#[test]
+fn variants_that_cannot_fuse_keep_the_unfused_nodes() {
+    let cases = [
+        ("softmax over a non-last axis", Shape { softmax_axis: 2, ..SMALL }),
+        ("probabilities are a graph output", Shape { probs_are_output: true, ..SMALL }),
+        ("value head over ATTN_MAX_DV", Shape { head: ATTN_MAX_DV as usize + 4, heads: 1, ..SMALL }),
+    ];
+    for (what, shape) in cases {
+        let plan = compile(&gpt2_attention(shape), &Binding::new(), &PlanOptions::default())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(!kernels(&plan).contains(&KernelId::AttentionF32), "{what}:\n{plan}");
+        assert!(kernels(&plan).contains(&KernelId::SoftmaxF32), "{what}:\n{plan}");
+    }
+}
+
+#[test]
+fn a_bare_softmax_between_the_matmuls_fuses_without_a_program() {
+    let (b, h, n, d) = (1, 2, 33, 8);
+    let mut g = Graph::new();
+    let dims = |r: usize, c: usize| vec![Dim::Known(b), Dim::Known(h), Dim::Known(r), Dim::Known(c)];
+    let q = g.input("q", DType::F32, dims(n, d));
+    let kt = g.input("kt", DType::F32, dims(d, n));
+    let v = g.input("v", DType::F32, dims(n, d));
+    let s = g.op1(Op::MatMul, &[q, kt]);
+    let p = g.op1(Op::Softmax(Softmax { axis: 3 }), &[s]);
+    let y = g.op1(Op::MatMul, &[p, v]);
+    g.output(y);
+    let infos = crate::shape_infer::infer(&g).unwrap();
+    let (_, _, _, attentions) = fuse(g.clone(), &infos, Vec::new(), Programs::new());
+    let a = attentions.values().next().unwrap();
+    assert_eq!((a.n_instr, a.n_inputs, a.out_reg), (0, 1, ew_src::INPUT0));
+    // Kᵀ [d, n] contiguous: K row j, column c is at c * n + j.
+    assert_eq!(a.k.strides, [(h * d * n) as u64, (d * n) as u64, 1, n as u64]);
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    assert_eq!(kernels(&plan), [KernelId::AttentionF32]);
+}
