@@ -37,6 +37,16 @@ impl Lane for (f32, u32) {
     }
 }
 
+impl Lane for f64 {
+    #[inline(always)]
+    fn shfl_xor(self, mask: u32) -> Self {
+        let bits = self.to_bits();
+        let lo = shfl_xor_u32(bits as u32, mask) as u64;
+        let hi = shfl_xor_u32((bits >> 32) as u32, mask) as u64;
+        f64::from_bits(hi << 32 | lo)
+    }
+}
+
 /// The threads that cooperate on one item, and this thread's place among them.
 #[derive(Clone, Copy)]
 pub(crate) struct Group {

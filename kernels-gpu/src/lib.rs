@@ -30,7 +30,11 @@ mod gemm;
 #[cfg(target_arch = "nvptx64")]
 mod group;
 #[cfg(target_arch = "nvptx64")]
+mod indexing;
+#[cfg(target_arch = "nvptx64")]
 mod logic;
+#[cfg(target_arch = "nvptx64")]
+mod loss;
 #[cfg(target_arch = "nvptx64")]
 mod mlp;
 #[cfg(target_arch = "nvptx64")]

@@ -1,10 +1,11 @@
-//! Kernels on any element type: Cast, comparisons and boolean logic (bool output), Where.
+//! Kernels on any element type: Cast, comparisons, boolean logic and IsNaN / IsInf (bool output),
+//! Where, OneHot.
 //!
 //! Element types travel as [`scalar`] codes; the kernel branches on them once per launch (the
 //! branch is uniform), then runs a grid-stride loop monomorphized for the pair of types. Every
 //! thread handles one output element at a time, so writes are coalesced.
 
-use crate::abi::{CastParams, CompareParams, MAX_RANK, WhereParams, compare_op, scalar};
+use crate::abi::{CastParams, CompareParams, MAX_RANK, OneHotParams, WhereParams, compare_op, scalar};
 use crate::elementwise::broadcast_offsets;
 use crate::intrinsics::{global_thread_x, grid_threads_x};
 use crate::math;
@@ -145,6 +146,63 @@ pub unsafe extern "ptx-kernel" fn cast(p: CastParams, x: *const u8, y: *mut u8) 
     }
 }
 
+/// # Safety
+/// The [`one_hot`] contract, with `IDX` equal to `p.index_type`.
+#[inline(always)]
+unsafe fn one_hot_typed<const IDX: u32>(p: &OneHotParams, idx: *const u8, values: *const u8, y: *mut u8) {
+    let elems = p.outer * p.depth * p.inner;
+    // SAFETY: `values` holds two elements of `value_type` (the contract).
+    let (off, on) = unsafe { (load(p.value_type, values, 0), load(p.value_type, values, 1)) };
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < elems {
+        let (o, rest) = (i / (p.depth * p.inner), i % (p.depth * p.inner));
+        let (d, k) = (rest / p.inner, rest % p.inner);
+        // SAFETY: o < outer and k < inner: inside the `outer * inner` indices.
+        let raw = match unsafe { load(IDX, idx, (o * p.inner + k) as usize) } {
+            Wide::F(v) => libm::trunc(v) as i64,
+            Wide::I(v) => v,
+        };
+        let a = if raw < 0 { raw.wrapping_add(p.depth as i64) } else { raw };
+        // SAFETY: i < elems, the output's length. (`value_type` is uniform over the launch.)
+        unsafe { store(p.value_type, y, i as usize, if a == d as i64 { on } else { off }) };
+        i += stride;
+    }
+}
+
+/// ONNX OneHot ([`OneHotParams`]): `values[1]` where an index names the position on the new axis,
+/// `values[0]` elsewhere; indices of any numeric type (floats truncate), values and output of any
+/// type.
+///
+/// # Safety
+/// `idx` holds `outer * inner` elements of `p.index_type`, `values` two of `p.value_type`, `y`
+/// `outer * depth * inner` of `p.value_type`, overlapping neither. `p.inner` and `p.depth` are
+/// non-zero when the output is not empty.
+///
+/// # Parameters
+/// `p`: sizes and types; `idx`: the indices; `values`: `[off, on]`; `y`: the output.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the output elements (neighbouring
+/// threads read neighbouring indices along `inner`).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn one_hot(p: OneHotParams, idx: *const u8, values: *const u8, y: *mut u8) {
+    if p.inner == 0 || p.depth == 0 {
+        return;
+    }
+    // SAFETY: forwarded from the contract.
+    unsafe {
+        match p.index_type {
+            scalar::F32 => one_hot_typed::<{ scalar::F32 }>(&p, idx, values, y),
+            scalar::F64 => one_hot_typed::<{ scalar::F64 }>(&p, idx, values, y),
+            scalar::I64 => one_hot_typed::<{ scalar::I64 }>(&p, idx, values, y),
+            scalar::I32 => one_hot_typed::<{ scalar::I32 }>(&p, idx, values, y),
+            scalar::I8 => one_hot_typed::<{ scalar::I8 }>(&p, idx, values, y),
+            scalar::U8 => one_hot_typed::<{ scalar::U8 }>(&p, idx, values, y),
+            _ => {}
+        }
+    }
+}
+
 /// Element offsets of output `i` into both operands (rank 0: contiguous).
 #[inline(always)]
 fn offsets(p: &CompareParams, i: u64) -> (u64, u64) {
@@ -171,7 +229,8 @@ fn apply(op: u32, a: Wide, b: Wide) -> bool {
             compare_op::AND => x != 0 && y != 0,
             compare_op::OR => x != 0 || y != 0,
             compare_op::XOR => (x != 0) != (y != 0),
-            _ => x == 0,
+            compare_op::NOT => x == 0,
+            _ => false,
         },
         _ => {
             let (x, y) = (a.f64(), b.f64());
@@ -184,7 +243,12 @@ fn apply(op: u32, a: Wide, b: Wide) -> bool {
                 compare_op::AND => x != 0.0 && y != 0.0,
                 compare_op::OR => x != 0.0 || y != 0.0,
                 compare_op::XOR => (x != 0.0) != (y != 0.0),
-                _ => x == 0.0,
+                compare_op::NOT => x == 0.0,
+                compare_op::IS_NAN => x.is_nan(),
+                compare_op::IS_INF => x.is_infinite(),
+                compare_op::IS_POS_INF => x == f64::INFINITY,
+                compare_op::IS_NEG_INF => x == f64::NEG_INFINITY,
+                _ => false,
             }
         }
     }
@@ -207,12 +271,14 @@ unsafe fn compare_typed<const TY: u32>(p: &CompareParams, a: *const u8, b: *cons
     }
 }
 
-/// Comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual) and boolean logic (And, Or,
-/// Xor, Not) with NumPy broadcasting; the output is bool bytes ([`CompareParams`]).
+/// Comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual), boolean logic (And, Or,
+/// Xor, Not) and the float classes (IsNaN, IsInf) with NumPy broadcasting; the output is bool
+/// bytes ([`CompareParams`]).
 ///
 /// # Safety
 /// `a` and `b` hold every element the shape and strides of `p.bin` address, of type `p.dtype`;
-/// `y` holds `p.bin.elems` bytes and does not overlap the operands. For Not, `b` is `a`.
+/// `y` holds `p.bin.elems` bytes and does not overlap the operands. For the one-operand ops (Not,
+/// IsNaN, IsInf), `b` is `a`.
 ///
 /// # Parameters
 /// `p`: shape, strides, op and type; `a`, `b`: the operands; `y`: the bool output.

@@ -63,6 +63,22 @@ fn ew_apply(op: u32, a: f32, b: f32, imm: f32) -> f32 {
         49 => math::thresholded_relu(a, imm),
         50 => a * math::tanh(math::softplus(a)),
         51 => math::max(0.0, a) + math::min(0.0, imm * libm::expm1f(a / imm)),
+        52 => {
+            if a < 0.0 {
+                b * a
+            } else {
+                a
+            }
+        }
+        53 => {
+            if a < -imm {
+                a + b
+            } else if a > imm {
+                a - b
+            } else {
+                0.0
+            }
+        }
         _ => f32::NAN,
     }
 }

@@ -1,4 +1,5 @@
-//! f32 row kernels: softmax, log-softmax, LayerNormalization and RMSNormalization.
+//! f32 row kernels: softmax, log-softmax, Hardmax, LpNormalization, LayerNormalization and
+//! RMSNormalization.
 //!
 //! The tensor is viewed as `[outer, len, inner]` ([`RowParams`]); each kernel reduces along `len`.
 //! A group of `threads_per_row` threads owns one row at a time and grid-strides over the rows:
@@ -76,7 +77,81 @@ unsafe fn softmax_rows(p: &RowParams, x: *const f32, y: *mut f32, log: bool) {
     });
 }
 
-// Row launch contract, shared by the four kernels below.
+/// No element seen yet (an index no row reaches: rows are shorter than `u32::MAX`).
+const NO_INDEX: u32 = u32::MAX;
+
+/// The better of two (value, index) candidates for Hardmax: a larger value, then a lower index;
+/// [`NO_INDEX`] loses to anything. A total order, so the group reduction gives the same bits on
+/// every lane.
+#[inline(always)]
+fn first_max(a: (f32, u32), b: (f32, u32)) -> (f32, u32) {
+    let b_wins = b.1 != NO_INDEX && (a.1 == NO_INDEX || b.0 > a.0 || (b.0 == a.0 && b.1 < a.1));
+    if b_wins { b } else { a }
+}
+
+/// Hardmax over each row: 1 at the first maximum, 0 elsewhere, with the reference's NaN rule
+/// (a scan keeping the first element unless a later one is greater: a NaN never wins, and a NaN
+/// first element wins outright).
+///
+/// # Safety
+/// The row launch contract (see [`hardmax_f32`]).
+#[inline(always)]
+unsafe fn hardmax_rows(p: &RowParams, x: *const f32, y: *mut f32) {
+    each_row(p, |g, base| {
+        let at = |j: u64| (base + j * p.inner) as usize;
+        // This thread's first maximum among its non-NaN elements (it sees them in index order).
+        let mut best = (f32::NEG_INFINITY, NO_INDEX);
+        let mut j = g.t;
+        while j < p.len {
+            // SAFETY: j < len: inside the row.
+            let v = unsafe { *x.add(at(j)) };
+            if v > best.0 || (v == best.0 && best.1 == NO_INDEX) {
+                best = (v, j as u32);
+            }
+            j += g.size;
+        }
+        let (_, winner) = g.reduce(best, first_max);
+        // SAFETY: len > 0 (`each_row` skips empty rows): element 0 is inside the row.
+        let first = unsafe { *x.add(at(0)) };
+        let winner = if first.is_nan() || winner == NO_INDEX { 0 } else { winner as u64 };
+        let mut j = g.t;
+        while j < p.len {
+            // SAFETY: j < len: inside the row of `y`.
+            unsafe { *y.add(at(j)) = if j == winner { 1.0 } else { 0.0 } };
+            j += g.size;
+        }
+    });
+}
+
+/// LpNormalization over each row: `y = x / ||x||_p` (`l1`: the sum of magnitudes, else the
+/// Euclidean norm), 0 where the norm is 0.
+///
+/// # Safety
+/// The row launch contract (see [`lp_norm2_f32`]).
+#[inline(always)]
+unsafe fn lp_norm_rows(p: &RowParams, x: *const f32, y: *mut f32, l1: bool) {
+    each_row(p, |g, base| {
+        let at = |j: u64| (base + j * p.inner) as usize;
+        let mut s = 0.0f32;
+        let mut j = g.t;
+        while j < p.len {
+            // SAFETY: j < len: inside the row.
+            let v = unsafe { *x.add(at(j)) };
+            s += if l1 { math::abs(v) } else { v * v };
+            j += g.size;
+        }
+        let total = g.sum(s);
+        let norm = if l1 { total } else { math::sqrt(total) };
+        let mut j = g.t;
+        while j < p.len {
+            // SAFETY: j < len: inside the row, in `x` and `y`.
+            unsafe { *y.add(at(j)) = if norm == 0.0 { 0.0 } else { *x.add(at(j)) / norm } };
+            j += g.size;
+        }
+    });
+}
+
+// Row launch contract, shared by the kernels below.
 //
 // # Safety
 // `x` and `y` hold `p.outer * p.len * p.inner` f32 each (`y` may equal `x`, not partially overlap
@@ -121,6 +196,60 @@ pub unsafe extern "ptx-kernel" fn softmax_f32(p: RowParams, x: *const f32, y: *m
 pub unsafe extern "ptx-kernel" fn log_softmax_f32(p: RowParams, x: *const f32, y: *mut f32) {
     // SAFETY: the launch contract.
     unsafe { softmax_rows(&p, x, y, true) }
+}
+
+/// ONNX Hardmax along the `len` axis: `y = 1` at the first maximum of each row, 0 elsewhere
+/// (NaN never wins, unless it is the row's first element).
+///
+/// # Safety
+/// The row launch contract above, with `len < u32::MAX` and, for a block per row,
+/// `HARDMAX_SHARED_BYTES` of dynamic shared memory (a value and an index per warp).
+///
+/// # Parameters
+/// As [`softmax_f32`].
+///
+/// # Thread mapping
+/// See the row launch contract above.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn hardmax_f32(p: RowParams, x: *const f32, y: *mut f32) {
+    if p.len >= NO_INDEX as u64 {
+        return;
+    }
+    // SAFETY: the launch contract.
+    unsafe { hardmax_rows(&p, x, y) }
+}
+
+/// ONNX LpNormalization with `p = 1` along the `len` axis: `y = x / sum |x|` (0 for a zero row).
+///
+/// # Safety
+/// The row launch contract above.
+///
+/// # Parameters
+/// As [`softmax_f32`].
+///
+/// # Thread mapping
+/// See the row launch contract above.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn lp_norm1_f32(p: RowParams, x: *const f32, y: *mut f32) {
+    // SAFETY: the launch contract.
+    unsafe { lp_norm_rows(&p, x, y, true) }
+}
+
+/// ONNX LpNormalization with `p = 2` along the `len` axis: `y = x / sqrt(sum x^2)` (0 for a zero
+/// row).
+///
+/// # Safety
+/// The row launch contract above.
+///
+/// # Parameters
+/// As [`softmax_f32`].
+///
+/// # Thread mapping
+/// See the row launch contract above.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn lp_norm2_f32(p: RowParams, x: *const f32, y: *mut f32) {
+    // SAFETY: the launch contract.
+    unsafe { lp_norm_rows(&p, x, y, false) }
 }
 
 /// ONNX LayerNormalization: `y = (x - mean) / sqrt(var + epsilon) * scale + bias` over

@@ -231,8 +231,8 @@ pub const fn ew_unary_code(op: UnaryOp) -> u32 {
     }
 }
 
-/// [`EwInstr::op`] codes of the unary functions that only elementwise programs apply (no
-/// single-op kernel): `x` is the instruction's `a` operand, `imm` its immediate.
+/// [`EwInstr::op`] codes of the functions that only elementwise programs apply (no single-op
+/// kernel): `x` is the instruction's `a` operand, `b` its `b` operand, `imm` its immediate.
 pub mod ew_extra {
     /// `floor(x)`
     pub const FLOOR: u32 = 30;
@@ -278,6 +278,10 @@ pub mod ew_extra {
     pub const MISH: u32 = 50;
     /// `max(0, x) + min(0, imm * (e^(x / imm) - 1))`
     pub const CELU: u32 = 51;
+    /// `x < 0 ? b * x : x` (PRelu; a binary instruction, `b` the slope)
+    pub const PRELU: u32 = 52;
+    /// `x < -imm ? x + b : x > imm ? x - b : 0` (Shrink: `imm` is lambd, operand `b` the bias)
+    pub const SHRINK: u32 = 53;
 }
 
 /// Parameters of `program::ew_program_f32`: a fused chain of f32 elementwise ops. For each

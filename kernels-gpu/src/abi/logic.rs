@@ -58,6 +58,16 @@ pub mod compare_op {
     pub const XOR: u32 = 7;
     /// `!a` (`b` is ignored; pass `a` again).
     pub const NOT: u32 = 8;
+    /// `a` is NaN (`b` is ignored; pass `a` again; integers never are).
+    pub const IS_NAN: u32 = 9;
+    /// `a` is +inf or -inf (`b` is ignored; integers never are).
+    pub const IS_INF: u32 = 10;
+    /// `a` is +inf (`b` is ignored).
+    pub const IS_POS_INF: u32 = 11;
+    /// `a` is -inf (`b` is ignored).
+    pub const IS_NEG_INF: u32 = 12;
+    /// Always false (IsInf detecting neither infinity; `b` is ignored).
+    pub const FALSE: u32 = 13;
 }
 
 /// Parameters of `logic::compare`: `y[i] = op(a[ia], b[ib])` as a bool byte, with the broadcast
@@ -96,6 +106,27 @@ pub struct WhereParams {
     pub b_strides: [u64; MAX_RANK],
 }
 
+/// Parameters of `logic::one_hot` (ONNX OneHot): indices viewed as `[outer, inner]` (the new axis
+/// goes between), output `[outer, depth, inner]` with `y[o, d, i] = values[1]` where
+/// `trunc(indices[o, i])` (plus `depth` when negative) is `d`, else `values[0]`. An index outside
+/// `[-depth, depth)` gives a row of `values[0]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OneHotParams {
+    /// Product of the index dims before the new axis.
+    pub outer: u64,
+    /// Extent of the new axis.
+    pub depth: u64,
+    /// Product of the index dims after the new axis.
+    pub inner: u64,
+    /// Element type of the indices ([`scalar`]).
+    pub index_type: u32,
+    /// Element type of the values and the output ([`scalar`]).
+    pub value_type: u32,
+}
+
+// SAFETY: #[repr(C)], three u64 then two u32.
+unsafe impl Params for OneHotParams {}
 // SAFETY: #[repr(C)], u64 then two u32.
 unsafe impl Params for CastParams {}
 // SAFETY: #[repr(C)], BinaryParams (no padding, 8-aligned) then two u32.

@@ -31,7 +31,9 @@ mod attention;
 mod conv;
 mod elementwise;
 mod gemm;
+mod indexing;
 mod logic;
+mod loss;
 mod movement;
 mod norm;
 mod probe;
@@ -44,7 +46,9 @@ pub use attention::*;
 pub use conv::*;
 pub use elementwise::*;
 pub use gemm::*;
+pub use indexing::*;
 pub use logic::*;
+pub use loss::*;
 pub use movement::*;
 pub use norm::*;
 pub use probe::*;
@@ -148,6 +152,12 @@ kernel_ids! {
     SoftmaxF32 => "softmax_f32",
     /// `rows::log_softmax_f32`: log-softmax along one axis
     LogSoftmaxF32 => "log_softmax_f32",
+    /// `rows::hardmax_f32`: Hardmax along one axis
+    HardmaxF32 => "hardmax_f32",
+    /// `rows::lp_norm1_f32`: LpNormalization with p = 1
+    LpNorm1F32 => "lp_norm1_f32",
+    /// `rows::lp_norm2_f32`: LpNormalization with p = 2
+    LpNorm2F32 => "lp_norm2_f32",
     /// `rows::layer_norm_f32`: LayerNormalization (Y, and optionally Mean and InvStdDev)
     LayerNormF32 => "layer_norm_f32",
     /// `rows::rms_norm_f32`: RMSNormalization
@@ -191,6 +201,8 @@ kernel_ids! {
     Cast => "cast",
     /// `logic::compare`: comparisons and boolean logic with broadcasting, bool output
     Compare => "compare",
+    /// `logic::one_hot`: ONNX OneHot (indices and values of any type)
+    OneHot => "one_hot",
     /// `logic::where_b1`: ONNX Where of 1-byte elements
     WhereB1 => "where_b1",
     /// `logic::where_b4`: ONNX Where of 4-byte elements
@@ -233,6 +245,24 @@ kernel_ids! {
     // attention
     /// `attention::attention_f32`: fused `softmax(program(Q Kᵀ)) V` over strided views
     AttentionF32 => "attention_f32",
+    // indexing
+    /// `indexing::gather_elements_b1`: ONNX GatherElements of 1-byte elements
+    GatherElementsB1 => "gather_elements_b1",
+    /// `indexing::gather_elements_b4`: ONNX GatherElements of 4-byte elements
+    GatherElementsB4 => "gather_elements_b4",
+    /// `indexing::gather_elements_b8`: ONNX GatherElements of 8-byte elements
+    GatherElementsB8 => "gather_elements_b8",
+    /// `indexing::scatter_elements_f32`: ONNX ScatterElements' update pass (f32, every reduction)
+    ScatterElementsF32 => "scatter_elements_f32",
+    /// `indexing::trilu_b1`: ONNX Trilu of 1-byte elements
+    TriluB1 => "trilu_b1",
+    /// `indexing::trilu_b4`: ONNX Trilu of 4-byte elements
+    TriluB4 => "trilu_b4",
+    /// `indexing::trilu_b8`: ONNX Trilu of 8-byte elements
+    TriluB8 => "trilu_b8",
+    // loss
+    /// `loss::nll_loss_f32`: NegativeLogLikelihoodLoss (every reduction, weights, ignore_index)
+    NllLossF32 => "nll_loss_f32",
     // probe
     /// `probe::probe_warp`: indices, barriers, shuffles, votes, atomics, dynamic shared memory
     ProbeWarp => "probe_warp",
@@ -312,5 +342,9 @@ mod tests {
         assert_eq!(core::mem::size_of::<AttnView>(), 5 * 8);
         assert_eq!(core::mem::size_of::<AttentionParams>(), 12 * 4 + 7 * 5 * 8 + 24 * EW_MAX_INSTRS);
         assert_eq!(core::mem::align_of::<AttentionParams>(), 8);
+        assert_eq!(core::mem::size_of::<ElementsParams>(), 2 * 8 + 4 * 4 + 2 * 8 * MAX_RANK);
+        assert_eq!(core::mem::size_of::<TriluParams>(), 3 * 8 + 2 * 4);
+        assert_eq!(core::mem::size_of::<LossParams>(), 4 * 8 + 4 * 4);
+        assert_eq!(core::mem::size_of::<OneHotParams>(), 3 * 8 + 2 * 4);
     }
 }

@@ -33,6 +33,9 @@ pub struct RowParams {
 pub const ROW_WARP: u32 = 32;
 /// Dynamic shared memory of a row kernel launched with a block per row (one partial per warp).
 pub const ROW_SHARED_BYTES: u32 = 32 * 4;
+/// Dynamic shared memory of `rows::hardmax_f32` launched with a block per row (a value and an
+/// index per warp).
+pub const HARDMAX_SHARED_BYTES: u32 = 32 * 8;
 
 // SAFETY: #[repr(C)], five u64 then two 4-byte fields: 48 bytes, no padding.
 unsafe impl Params for RowParams {}

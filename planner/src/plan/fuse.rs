@@ -243,7 +243,8 @@ pub(super) fn ew_node(g: &Graph, node: &crate::graph::Node) -> Option<EwNode> {
         return Some(EwNode::Chain(vec![(ew_unary_code(u), u.alpha())]));
     }
     if let Some(b) = super::lower::binary_op(&node.op) {
-        return Some(EwNode::Binary(ew_binary_code(b)));
+        // Variadic Max / Min (and Sum, Mean) with other than two inputs are not one binary op.
+        return (node.inputs.len() == 2).then(|| EwNode::Binary(ew_binary_code(b)));
     }
     let one = |c: u32| EwNode::Chain(vec![(c, 0.0)]);
     Some(match &node.op {

@@ -1,8 +1,8 @@
 //! Lowering of the type-generic `logic` kernels: Cast / CastLike, comparisons and boolean logic
-//! (bool output, NumPy broadcasting), Where (three-way broadcasting).
+//! (bool output, NumPy broadcasting), Where (three-way broadcasting), OneHot.
 
 use kernels_gpu::abi::{
-    CastParams, CompareParams, KernelId, MAX_RANK, Params, WhereParams, compare_op, scalar,
+    CastParams, CompareParams, KernelId, MAX_RANK, OneHotParams, Params, WhereParams, compare_op, scalar,
 };
 
 use super::elementwise::{binary_params, broadcast_strides_i64, collapse_dims};
@@ -27,7 +27,7 @@ pub fn scalar_code(dtype: DType) -> u32 {
     }
 }
 
-/// The comparison / logic op code of `op`, if it is one.
+/// The comparison / logic op code of `op`, if it is one (IsNaN and IsInf included).
 pub fn compare_code(op: &Op) -> Option<u32> {
     Some(match op {
         Op::Equal => compare_op::EQUAL,
@@ -39,6 +39,13 @@ pub fn compare_code(op: &Op) -> Option<u32> {
         Op::Or => compare_op::OR,
         Op::Xor => compare_op::XOR,
         Op::Not => compare_op::NOT,
+        Op::IsNaN => compare_op::IS_NAN,
+        Op::IsInf(a) => match (a.detect_positive, a.detect_negative) {
+            (true, true) => compare_op::IS_INF,
+            (true, false) => compare_op::IS_POS_INF,
+            (false, true) => compare_op::IS_NEG_INF,
+            (false, false) => compare_op::FALSE,
+        },
         _ => return None,
     })
 }
@@ -73,7 +80,8 @@ pub(super) fn cast(
     launch(id, label, KernelId::Cast, &p, elems, o, &[x, y])
 }
 
-/// A comparison or logic op (`code` from [`compare_code`]); Not passes its input twice.
+/// A comparison or logic op (`code` from [`compare_code`]); the one-operand ops (Not, IsNaN,
+/// IsInf) pass their input twice.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn compare(
     id: NodeId,
@@ -137,4 +145,40 @@ pub(super) fn where_(
         _ => return Err(format!("Where of {dtype} has no kernel yet")),
     };
     launch(id, label, kernel, &p, elems, o, &[c, a, b, y])
+}
+
+/// OneHot(indices, depth, values) along `axis` of the output; the depth is the output's extent
+/// there (shape inference needs it constant).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn one_hot(
+    id: NodeId,
+    label: String,
+    (idx, values_in): (ValueId, ValueId),
+    y: ValueId,
+    axis: i64,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    let ((id_dims, it), (vd, vt), (yd, _)) = (dims(values, idx)?, dims(values, values_in)?, dims(values, y)?);
+    if vd.iter().product::<usize>() != 2 {
+        return Err(format!("values must hold [off, on], got {vd:?}"));
+    }
+    if matches!(it, DType::Bool | DType::F16 | DType::BF16) {
+        return Err(format!("indices of {it}"));
+    }
+    let r = yd.len() as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if !(0..r).contains(&a) || yd.len() != id_dims.len() + 1 {
+        return Err(format!("axis {axis} for output {yd:?}"));
+    }
+    let a = a as usize;
+    let prod = |s: &[usize]| s.iter().product::<usize>() as u64;
+    let p = OneHotParams {
+        outer: prod(&id_dims[..a]),
+        depth: yd[a] as u64,
+        inner: prod(&id_dims[a..]),
+        index_type: scalar_code(it),
+        value_type: scalar_code(vt),
+    };
+    launch(id, label, KernelId::OneHot, &p, prod(yd), o, &[idx, values_in, y])
 }

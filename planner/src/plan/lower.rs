@@ -6,8 +6,11 @@ use kernels_gpu::abi::{Activation, BinaryOp, Params, UnaryOp, UnaryParams};
 
 use super::conv::{self, ConvNode};
 use super::elementwise::binary_params;
+use super::ew_ops::{self, Variadic};
 use super::gemm::{Epilogue, gemm_of, gemm_steps, split_k};
+use super::indexing;
 use super::logic;
+use super::loss;
 use super::movement::{self, MoveNode};
 use super::norm;
 use super::recurrent;
@@ -93,6 +96,16 @@ pub(super) fn scratch(
 ) -> Vec<PlannedValue> {
     match &g.nodes[id.index()].op {
         Op::Lstm(_) | Op::Gru(_) | Op::Rnn(_) => recurrent::scratch(g, id, values).into_iter().collect(),
+        Op::SoftmaxCrossEntropyLoss(_) => {
+            let n = &g.nodes[id.index()];
+            match (n.inputs.first().copied().flatten(), n.outputs.get(1).copied().flatten()) {
+                (Some(x), None) => {
+                    let name = format!("{}/log-prob", g.node_label(id));
+                    vec![loss::sce_scratch(name, &values[x.index()])]
+                }
+                _ => Vec::new(),
+            }
+        }
         Op::Gemm(_) | Op::MatMul | Op::FusedGemm(_) => match gemm_of(g, id, values, perms) {
             Ok((p, ..)) if split_k(&p, o.sm_count).0 > 1 => {
                 let (splits, _) = split_k(&p, o.sm_count);
@@ -156,9 +169,19 @@ pub(super) fn node(
             args: vec![Arg::Params(bytes_of(&p)), Arg::Value(x), Arg::Value(out)],
         }]);
     }
+    let variadic = match n.op {
+        Op::Sum => Some(Variadic::Sum),
+        Op::Mean => Some(Variadic::Mean),
+        Op::Max if ins.len() != 2 => Some(Variadic::Max),
+        Op::Min if ins.len() != 2 => Some(Variadic::Min),
+        _ => None,
+    };
+    if let Some(v) = variadic {
+        return ew_ops::variadic(id, label, v, &ins, out, values, o);
+    }
     if let Some(b) = binary_op(&n.op) {
         let [Some(x), Some(y)] = ins.as_slice() else {
-            return Err("only the two-input form has a kernel".into());
+            return Err("an omitted input".into());
         };
         f32_only(values, &[*x, *y, out])?;
         let (xd, yd, od) = (dims(values, *x)?.0, dims(values, *y)?.0, dims(values, out)?.0);
@@ -216,6 +239,8 @@ pub(super) fn node(
         }
         Op::Softmax(a) => rows::softmax(row_node(id, label, &ins, out), values, a.axis, false, o),
         Op::LogSoftmax(a) => rows::softmax(row_node(id, label, &ins, out), values, a.axis, true, o),
+        Op::LpNormalization(a) => rows::lp_norm(row_node(id, label, &ins, out), values, a.axis, a.p, o),
+        Op::Hardmax(a) => rows::hardmax(row_node(id, label, &ins, out), values, a.axis, o),
         Op::LayerNormalization(a) => {
             let stats = [n.outputs.get(1).copied().flatten(), n.outputs.get(2).copied().flatten()];
             for v in stats.into_iter().flatten() {
@@ -243,9 +268,48 @@ pub(super) fn node(
         Op::GatherNd(a) => {
             movement::gather_nd(&move_node(id, label, &ins, &n.outputs), a.batch_dims, values, o)
         }
+        Op::PRelu => {
+            let [Some(x), Some(slope)] = ins.as_slice() else { return Err("missing input".into()) };
+            ew_ops::prelu(id, label, (*x, *slope), out, values, o)
+        }
+        Op::Shrink(a) => {
+            let x = ins.first().copied().flatten().ok_or("missing input")?;
+            ew_ops::shrink(id, label, x, out, (a.lambd, a.bias), values, o)
+        }
+        Op::NegativeLogLikelihoodLoss(a) => {
+            let ln = loss_node(id, label, n, a.reduction, a.ignore_index);
+            loss::nll(&ln, values, o)
+        }
+        Op::SoftmaxCrossEntropyLoss(a) => {
+            let ln = loss_node(id, label, n, a.reduction, a.ignore_index);
+            loss::sce(&ln, scratch.first().copied(), values, o)
+        }
+        Op::GatherElements(a) => {
+            indexing::gather_elements(&move_node(id, label, &ins, &n.outputs), a.axis, values, o)
+        }
+        Op::ScatterElements(a) => {
+            let mn = move_node(id, label, &ins, &n.outputs);
+            indexing::scatter_elements(&mn, a.axis, a.reduction, values, o)
+        }
+        Op::Scatter(a) => {
+            let mn = move_node(id, label, &ins, &n.outputs);
+            indexing::scatter_elements(&mn, a.axis, crate::op::ScatterReduction::None, values, o)
+        }
+        Op::Trilu(a) => indexing::trilu(&move_node(id, label, &ins, &n.outputs), a.upper, values, o),
+        Op::DepthToSpace(a) => {
+            let mn = move_node(id, label, &ins, &n.outputs);
+            indexing::depth_to_space(&mn, a.blocksize, a.mode, values, o)
+        }
+        Op::SpaceToDepth(a) => {
+            indexing::space_to_depth(&move_node(id, label, &ins, &n.outputs), a.blocksize, values, o)
+        }
         Op::Cast(_) | Op::CastLike(_) => {
             let x = ins.first().copied().flatten().ok_or("missing input")?;
             logic::cast(id, label, x, out, values, o)
+        }
+        Op::OneHot(a) => {
+            let [Some(i), Some(_), Some(v)] = ins.as_slice() else { return Err("missing input".into()) };
+            logic::one_hot(id, label, (*i, *v), out, a.axis, values, o)
         }
         Op::Where => {
             let [Some(c), Some(a), Some(b)] = ins.as_slice() else { return Err("missing input".into()) };
@@ -254,7 +318,7 @@ pub(super) fn node(
         op if logic::compare_code(op).is_some() => {
             let code = logic::compare_code(op).unwrap_or_default();
             let a = ins.first().copied().flatten().ok_or("missing input")?;
-            let b = if matches!(op, Op::Not) {
+            let b = if matches!(op, Op::Not | Op::IsNaN | Op::IsInf(_)) {
                 a
             } else {
                 ins.get(1).copied().flatten().ok_or("missing input")?
@@ -301,6 +365,16 @@ fn move_node<'a>(
     MoveNode { id, label, ins, outs }
 }
 
+fn loss_node(
+    id: NodeId,
+    label: String,
+    n: &crate::graph::Node,
+    reduction: crate::op::LossReduction,
+    ignore_index: Option<i64>,
+) -> loss::LossNode<'_> {
+    loss::LossNode { id, label, ins: &n.inputs, outs: &n.outputs, reduction, ignore_index }
+}
+
 fn conv_node(id: NodeId, label: String, n: &crate::graph::Node) -> ConvNode<'_> {
     ConvNode { id, label, ins: &n.inputs, outs: &n.outputs }
 }
@@ -314,7 +388,7 @@ fn row_node(id: NodeId, label: String, ins: &[Option<ValueId>], out: ValueId) ->
 }
 
 /// The launch of an elementwise program whose inputs are `inputs` (broadcast to `out`).
-fn ew_program(
+pub(super) fn ew_program(
     id: NodeId,
     label: String,
     program: &super::fuse::EwProgram,

@@ -17,9 +17,12 @@ mod elementwise;
 mod epilogue;
 #[cfg(test)]
 mod epilogue_tests;
+mod ew_ops;
 mod fuse;
 mod gemm;
+mod indexing;
 mod logic;
+mod loss;
 mod lower;
 mod mlp;
 mod movement;
@@ -577,15 +580,15 @@ mod tests {
     #[test]
     fn every_node_without_a_kernel_is_listed() {
         let mut g = Graph::new();
-        let x = g.input("x", DType::F32, vec![Dim::Known(4), Dim::Known(8)]);
-        let s = g.op1(Op::Hardmax(crate::op::Softmax { axis: 1 }), &[x]);
-        let t = g.op1(Op::Shrink(crate::op::Shrink { lambd: 0.5, bias: 0.0 }), &[s]);
+        let x = g.input("x", DType::F32, vec![Dim::Known(4), Dim::Known(8), Dim::Known(8)]);
+        let s = g.op1(Op::Mod(crate::op::Mod { fmod: true }), &[x, x]);
+        let t = g.op1(Op::Det, &[s]);
         let r = g.relu(t);
         g.output(r);
         match compile(&g, &Binding::new(), &PlanOptions::default()) {
             Err(PlanError::NoKernel { nodes }) => {
                 let ops: Vec<&str> = nodes.iter().map(|(_, op, _)| *op).collect();
-                assert_eq!(ops, ["Hardmax", "Shrink"]);
+                assert_eq!(ops, ["Mod", "Det"]);
             }
             other => panic!("expected NoKernel, got {other:?}"),
         }
@@ -596,5 +599,36 @@ mod tests {
         let o = PlanOptions { fuse_activations: false, fuse_gemm_programs: false, ..PlanOptions::default() };
         let plan = compile(&mlp(), &Binding::new().with("batch", 2), &o).unwrap();
         assert_eq!(plan.steps.len(), 6);
+    }
+}
+
+#[cfg(test)]
+mod variadic_tests {
+    use super::*;
+    use crate::tensor_info::Dim;
+
+    /// A three-input Max between fusable elementwise ops stays out of their program (the program
+    /// compiler reads two operands of a binary op): the Relu and Neg are lowered around it.
+    #[test]
+    fn a_variadic_max_is_not_fused_as_a_binary_op() {
+        let mut g = Graph::new();
+        let dims = vec![Dim::Known(4), Dim::Known(8)];
+        let x = g.input("x", DType::F32, dims.clone());
+        let a = g.input("a", DType::F32, dims.clone());
+        let b = g.input("b", DType::F32, dims);
+        let r = g.relu(x);
+        let m = g.op1(crate::op::Op::Max, &[r, a, b]);
+        let n = g.op1(crate::op::Op::Neg, &[m]);
+        g.output(n);
+        let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+        let text = plan.to_string();
+        // Relu and Neg cannot form a program across the Max: three launches at least, and the
+        // Max's launch reads all three inputs.
+        assert!(plan.steps.len() >= 3, "{text}");
+        let max_line = text.lines().find(|l| l.contains("Max")).unwrap_or_else(|| panic!("{text}"));
+        assert!(
+            max_line.contains(&format!("{a}@input")) && max_line.contains(&format!("{b}@input")),
+            "{text}"
+        );
     }
 }

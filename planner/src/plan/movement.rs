@@ -25,7 +25,7 @@ fn static_dims(values: &[PlannedValue], v: ValueId, dtype: DType) -> Result<&[us
 }
 
 /// The constant integers of input `v` (folded shape operands), or why not.
-fn const_ints(g: &Graph, v: ValueId, what: &str) -> Result<Vec<i64>, String> {
+pub(super) fn const_ints(g: &Graph, v: ValueId, what: &str) -> Result<Vec<i64>, String> {
     g.initializers
         .get(&v)
         .and_then(|c| c.to_i64s())
@@ -33,7 +33,7 @@ fn const_ints(g: &Graph, v: ValueId, what: &str) -> Result<Vec<i64>, String> {
 }
 
 /// Row-major element strides of `dims`.
-fn contiguous(dims: &[usize]) -> Vec<i64> {
+pub(super) fn contiguous(dims: &[usize]) -> Vec<i64> {
     let mut strides = vec![0i64; dims.len()];
     let mut s = 1i64;
     for (k, &d) in dims.iter().enumerate().rev() {
@@ -44,7 +44,7 @@ fn contiguous(dims: &[usize]) -> Vec<i64> {
 }
 
 /// Kernel of an element-size family (1, 2, 4, 8 bytes).
-fn by_size(dtype: DType, kernels: [Option<KernelId>; 4], what: &str) -> Result<KernelId, String> {
+pub(super) fn by_size(dtype: DType, kernels: [Option<KernelId>; 4], what: &str) -> Result<KernelId, String> {
     let k = match dtype.size_bytes() {
         1 => kernels[0],
         2 => kernels[1],
@@ -58,7 +58,7 @@ fn by_size(dtype: DType, kernels: [Option<KernelId>; 4], what: &str) -> Result<K
 /// One strided-copy launch: `y[y_off + idx . ys] = x[x_off + idx . xs]` over `shape`, dims
 /// collapsed where both sides are contiguous. Copies of nothing give no step.
 #[allow(clippy::too_many_arguments)]
-fn strided_copy(
+pub(super) fn strided_copy(
     id: NodeId,
     label: &str,
     (x, x_off, xs): (ValueId, i64, &[i64]),
@@ -225,16 +225,16 @@ pub(super) struct MoveNode<'a> {
 }
 
 impl MoveNode<'_> {
-    fn input(&self, i: usize) -> Result<ValueId, String> {
+    pub(super) fn input(&self, i: usize) -> Result<ValueId, String> {
         self.ins.get(i).copied().flatten().ok_or_else(|| format!("input {i} is missing"))
     }
 
-    fn output(&self) -> Result<ValueId, String> {
+    pub(super) fn output(&self) -> Result<ValueId, String> {
         self.outs.first().copied().flatten().ok_or_else(|| "the output is omitted".to_string())
     }
 }
 
-fn axis_of(axis: i64, rank: usize) -> Result<usize, String> {
+pub(super) fn axis_of(axis: i64, rank: usize) -> Result<usize, String> {
     let a = if axis < 0 { axis + rank as i64 } else { axis };
     if (0..rank as i64).contains(&a) {
         Ok(a as usize)

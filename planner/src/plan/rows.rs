@@ -1,8 +1,8 @@
-//! Lowering of the row ops (Softmax, LogSoftmax, LayerNormalization, RMSNormalization) to the
-//! `rows` kernels: the input is viewed as `[outer, len, inner]` and the launch shape picks how many
-//! threads share a row (see `kernels_gpu::abi::RowParams`).
+//! Lowering of the row ops (Softmax, LogSoftmax, Hardmax, LpNormalization, LayerNormalization,
+//! RMSNormalization) to the `rows` kernels: the input is viewed as `[outer, len, inner]` and the
+//! launch shape picks how many threads share a row (see `kernels_gpu::abi::RowParams`).
 
-use kernels_gpu::abi::{KernelId, Params, ROW_SHARED_BYTES, ROW_WARP, RowParams};
+use kernels_gpu::abi::{HARDMAX_SHARED_BYTES, KernelId, Params, ROW_SHARED_BYTES, ROW_WARP, RowParams};
 
 use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
 use crate::graph::{NodeId, ValueId};
@@ -68,8 +68,9 @@ fn step(n: RowNode, kernel: KernelId, p: RowParams, o: &PlanOptions, operands: V
     vec![Step::Kernel { nodes: vec![n.id], label: n.label, kernel, grid, block, shared_bytes, args }]
 }
 
-/// Softmax (`log == false`) or LogSoftmax along `axis` (opset-13 semantics: one axis).
-pub(super) fn softmax(n: RowNode, values: &[PlannedValue], axis: i64, log: bool, o: &PlanOptions) -> Lowered {
+/// The `[outer, len, inner]` view of `n`'s input along `axis` (a scalar is one row of one), f32
+/// in and out.
+fn axis_view(n: &RowNode, values: &[PlannedValue], axis: i64) -> Result<(ValueId, RowParams), String> {
     let x = n.ins.first().copied().flatten().ok_or("missing input")?;
     let d = static_f32(values, x)?;
     static_f32(values, n.out)?;
@@ -79,9 +80,41 @@ pub(super) fn softmax(n: RowNode, values: &[PlannedValue], axis: i64, log: bool,
         let a = axis_index(axis, d.len())?;
         (d[..a].iter().product::<usize>(), d[a], d[a + 1..].iter().product::<usize>())
     };
-    let p = RowParams { outer: outer as u64, len: len as u64, inner: inner as u64, ..RowParams::default() };
+    Ok((x, RowParams { outer: outer as u64, len: len as u64, inner: inner as u64, ..RowParams::default() }))
+}
+
+/// Softmax (`log == false`) or LogSoftmax along `axis` (opset-13 semantics: one axis).
+pub(super) fn softmax(n: RowNode, values: &[PlannedValue], axis: i64, log: bool, o: &PlanOptions) -> Lowered {
+    let (x, p) = axis_view(&n, values, axis)?;
     let kernel = if log { KernelId::LogSoftmaxF32 } else { KernelId::SoftmaxF32 };
     Ok(step(n, kernel, p, o, vec![Arg::Value(x)]))
+}
+
+/// LpNormalization along `axis` with `p` 1 or 2.
+pub(super) fn lp_norm(n: RowNode, values: &[PlannedValue], axis: i64, p: u32, o: &PlanOptions) -> Lowered {
+    let kernel = match p {
+        1 => KernelId::LpNorm1F32,
+        2 => KernelId::LpNorm2F32,
+        _ => return Err(format!("p = {p} (only 1 and 2 are defined)")),
+    };
+    let (x, rp) = axis_view(&n, values, axis)?;
+    Ok(step(n, kernel, rp, o, vec![Arg::Value(x)]))
+}
+
+/// Hardmax along `axis` (opset-13 semantics: one axis): the softmax view, a block-per-row launch
+/// with room for a (value, index) partial per warp.
+pub(super) fn hardmax(n: RowNode, values: &[PlannedValue], axis: i64, o: &PlanOptions) -> Lowered {
+    let (x, p) = axis_view(&n, values, axis)?;
+    if p.len >= u32::MAX as u64 {
+        return Err(format!("rows of {} elements (the kernel indexes them in u32)", p.len));
+    }
+    let mut steps = step(n, KernelId::HardmaxF32, p, o, vec![Arg::Value(x)]);
+    if let Some(Step::Kernel { shared_bytes, .. }) = steps.first_mut()
+        && *shared_bytes > 0
+    {
+        *shared_bytes = HARDMAX_SHARED_BYTES;
+    }
+    Ok(steps)
 }
 
 /// Elements of an operand that broadcasts unidirectionally to the normalised dims `norm`, when it

@@ -1,0 +1,250 @@
+//! The element-indexed kernels (GatherElements, ScatterElements, Trilu) and the transposes through
+//! strides (DepthToSpace, SpaceToDepth) through `Session` against the CPU reference: random shapes
+//! and axes, i32 and i64 indices with negative values, every scatter reduction, Trilu with and
+//! without `k` (a run-time input), both DepthToSpace modes. Also [`compare`], the check the other
+//! op files share.
+
+use host::selftest::Rng;
+use host::tensor::TensorData;
+use host::{HostTensor, Session, SessionOptions};
+use planner::op::{self, Op};
+use planner::{DType, Dim, Graph};
+
+use crate::ctx;
+
+pub fn known(shape: &[usize]) -> Vec<Dim> {
+    shape.iter().map(|&d| Dim::Known(d)).collect()
+}
+
+/// Runs `g` on the GPU and on the reference and compares every output: integers and bools
+/// exactly, floats within `rtol * (|want| + 1)` (0: bit for bit, NaN matching NaN). Returns the
+/// plan's text.
+pub fn compare(what: &str, g: Graph, inputs: &[(String, HostTensor)], rtol: f64) -> String {
+    let want = host::reference::eval(&g, inputs).unwrap();
+    let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
+    let got = s.run(inputs).unwrap();
+    assert_eq!(got.len(), want.len(), "{what}");
+    for ((gn, g), (wn, w)) in got.iter().zip(&want) {
+        assert_eq!((gn, g.shape(), g.dtype()), (wn, w.shape(), w.dtype()), "{what}");
+        let exact = !matches!(g.data(), TensorData::F32(_) | TensorData::F64(_));
+        for (i, (a, b)) in g.data().to_f64s().iter().zip(w.data().to_f64s()).enumerate() {
+            let ok = if exact || rtol == 0.0 {
+                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+            } else {
+                (a - b).abs() <= rtol * (b.abs() + 1.0) || (a.is_nan() && b.is_nan())
+            };
+            assert!(ok, "{what}: {gn}[{i}]: gpu {a}, reference {b}");
+        }
+    }
+    s.last_plan().unwrap().to_string()
+}
+
+pub fn pick<T: Copy>(rng: &mut Rng, from: &[T]) -> T {
+    from[(rng.next_u64() % from.len() as u64) as usize]
+}
+
+/// A random shape of `rank` dims from `dims`.
+pub fn shape_of(rng: &mut Rng, rank: usize, dims: &[usize]) -> Vec<usize> {
+    (0..rank).map(|_| pick(rng, dims)).collect()
+}
+
+/// `n` random indices in `[-len, len)` as an i32 or i64 tensor of `shape`.
+fn indices(rng: &mut Rng, shape: &[usize], len: usize, i32s: bool) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<i64> = (0..n).map(|_| (rng.next_u64() % (2 * len as u64)) as i64 - len as i64).collect();
+    if i32s {
+        HostTensor::new(shape.to_vec(), v.into_iter().map(|x| x as i32).collect::<Vec<i32>>()).unwrap()
+    } else {
+        HostTensor::new(shape.to_vec(), v).unwrap()
+    }
+}
+
+#[test]
+fn gather_elements_matches_the_reference() {
+    let mut rng = Rng::new(0x6e1e);
+    for rank in 1..=4 {
+        for _ in 0..4 {
+            let data = shape_of(&mut rng, rank, &[1, 2, 3, 5, 33]);
+            let axis = (rng.next_u64() % rank as u64) as i64
+                - if rng.next_u64().is_multiple_of(2) { rank as i64 } else { 0 };
+            let a = axis.rem_euclid(rank as i64) as usize;
+            // Indices no larger than the data off the axis, any length along it.
+            let idx: Vec<usize> = (0..rank)
+                .map(|d| {
+                    if d == a {
+                        1 + (rng.next_u64() % 7) as usize
+                    } else {
+                        1 + (rng.next_u64() % data[d] as u64) as usize
+                    }
+                })
+                .collect();
+            let i32s = rng.next_u64().is_multiple_of(2);
+            let mut g = Graph::new();
+            let x = g.input("x", DType::F32, known(&data));
+            let i = g.input("i", if i32s { DType::I32 } else { DType::I64 }, known(&idx));
+            let y = g.op1(Op::GatherElements(op::GatherElements { axis }), &[x, i]);
+            g.output(y);
+            let inputs = vec![
+                ("x".to_owned(), rng.tensor(&data, -1e3, 1e3)),
+                ("i".to_owned(), indices(&mut rng, &idx, data[a], i32s)),
+            ];
+            let what = format!("GatherElements data {data:?} indices {idx:?} axis {axis}");
+            let plan = compare(&what, g, &inputs, 0.0);
+            assert!(plan.contains("gather_elements_b4"), "{what}:\n{plan}");
+        }
+    }
+    // i64 data (8-byte elements).
+    let mut g = Graph::new();
+    let x = g.input("x", DType::I64, known(&[3, 4]));
+    let i = g.input("i", DType::I64, known(&[2, 4]));
+    let y = g.op1(Op::GatherElements(op::GatherElements { axis: 0 }), &[x, i]);
+    g.output(y);
+    let inputs = vec![
+        ("x".to_owned(), HostTensor::new(vec![3, 4], (0..12i64).collect::<Vec<_>>()).unwrap()),
+        ("i".to_owned(), HostTensor::new(vec![2, 4], vec![0i64, 1, 2, -1, -3, 2, 1, 0]).unwrap()),
+    ];
+    assert!(compare("GatherElements i64", g, &inputs, 0.0).contains("gather_elements_b8"));
+}
+
+#[test]
+fn scatter_elements_matches_the_reference_for_every_reduction() {
+    use op::ScatterReduction as R;
+    let mut rng = Rng::new(0x5ca7);
+    for reduction in [R::None, R::Add, R::Mul, R::Max, R::Min] {
+        for rank in 1..=3 {
+            let data = shape_of(&mut rng, rank, &[2, 3, 7, 33]);
+            let axis = (rng.next_u64() % rank as u64) as i64;
+            let a = axis as usize;
+            let idx: Vec<usize> = (0..rank).map(|d| 1 + (rng.next_u64() % data[d] as u64) as usize).collect();
+            let n: usize = idx.iter().product();
+            // Reduction none: distinct indices along the axis (a permutation prefix per line), so
+            // the result does not depend on which duplicate wins. Others: any indices.
+            let index_tensor = if reduction == R::None {
+                let mut v = vec![0i64; n];
+                let inner: usize = idx[a + 1..].iter().product();
+                let outer: usize = idx[..a].iter().product();
+                for o in 0..outer {
+                    for k in 0..inner {
+                        let mut perm: Vec<i64> = (0..data[a] as i64).collect();
+                        for j in (1..perm.len()).rev() {
+                            perm.swap(j, (rng.next_u64() % (j as u64 + 1)) as usize);
+                        }
+                        for j in 0..idx[a] {
+                            v[(o * idx[a] + j) * inner + k] =
+                                perm[j] - if j % 2 == 0 { data[a] as i64 } else { 0 };
+                        }
+                    }
+                }
+                HostTensor::new(idx.clone(), v).unwrap()
+            } else {
+                indices(&mut rng, &idx, data[a], false)
+            };
+            let mut g = Graph::new();
+            let x = g.input("x", DType::F32, known(&data));
+            let i = g.input("i", DType::I64, known(&idx));
+            let u = g.input("u", DType::F32, known(&idx));
+            let y = g.op1(Op::ScatterElements(op::ScatterElements { axis, reduction }), &[x, i, u]);
+            g.output(y);
+            let inputs = vec![
+                ("x".to_owned(), rng.tensor(&data, -2.0, 2.0)),
+                ("i".to_owned(), index_tensor),
+                ("u".to_owned(), rng.tensor(&idx, -2.0, 2.0)),
+            ];
+            let what = format!("ScatterElements {reduction:?} data {data:?} indices {idx:?} axis {axis}");
+            // Duplicates under add / mul combine in f32 in arrival order.
+            let plan = compare(&what, g, &inputs, 1e-5);
+            assert!(plan.contains("scatter_elements_f32"), "{what}:\n{plan}");
+        }
+    }
+}
+
+#[test]
+fn trilu_matches_the_reference() {
+    let mut rng = Rng::new(0x7e11);
+    for upper in [true, false] {
+        for k in [None, Some(0i64), Some(2), Some(-1), Some(-40), Some(40)] {
+            for (shape, dtype) in
+                [(vec![5, 7], DType::F32), (vec![3, 33, 4], DType::I64), (vec![2, 1, 9, 1], DType::F32)]
+            {
+                let mut g = Graph::new();
+                let x = g.input("x", dtype, known(&shape));
+                let mut ins = vec![x];
+                let mut inputs = vec![(
+                    "x".to_owned(),
+                    if dtype == DType::F32 {
+                        rng.tensor(&shape, -1e3, 1e3)
+                    } else {
+                        let n: usize = shape.iter().product();
+                        HostTensor::new(shape.clone(), (0..n as i64).collect::<Vec<_>>()).unwrap()
+                    },
+                )];
+                if let Some(k) = k {
+                    ins.push(g.input("k", DType::I64, known(&[])));
+                    inputs.push(("k".to_owned(), HostTensor::new(vec![], vec![k]).unwrap()));
+                }
+                let y = g.op1(Op::Trilu(op::Trilu { upper }), &ins);
+                g.output(y);
+                let what = format!("Trilu upper {upper} k {k:?} {shape:?} {dtype}");
+                let plan = compare(&what, g, &inputs, 0.0);
+                assert!(plan.contains("trilu_b"), "{what}:\n{plan}");
+            }
+        }
+    }
+}
+
+#[test]
+fn depth_to_space_and_space_to_depth_match_the_reference() {
+    let mut rng = Rng::new(0xd250);
+    for b in [1usize, 2, 3] {
+        for mode in [op::DepthToSpaceMode::Dcr, op::DepthToSpaceMode::Crd] {
+            let shape = [2, 2 * b * b, 3, 5];
+            let mut g = Graph::new();
+            let x = g.input("x", DType::F32, known(&shape));
+            let y = g.op1(Op::DepthToSpace(op::DepthToSpace { blocksize: b, mode }), &[x]);
+            g.output(y);
+            let inputs = vec![("x".to_owned(), rng.tensor(&shape, -1e3, 1e3))];
+            let what = format!("DepthToSpace b {b} {mode:?} {shape:?}");
+            compare(&what, g, &inputs, 0.0);
+        }
+        let shape = [2, 3, 4 * b, 2 * b];
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&shape));
+        let y = g.op1(Op::SpaceToDepth(op::SpaceToDepth { blocksize: b }), &[x]);
+        g.output(y);
+        let inputs = vec![("x".to_owned(), rng.tensor(&shape, -1e3, 1e3))];
+        compare(&format!("SpaceToDepth b {b} {shape:?}"), g, &inputs, 0.0);
+    }
+}
+
+#[test]
+fn one_hot_matches_the_reference() {
+    let mut rng = Rng::new(0x0e07);
+    for axis in [-1i64, 0, 1, -2] {
+        for float_indices in [false, true] {
+            let (shape, depth) = ([3usize, 5], 7i64);
+            let n: usize = shape.iter().product();
+            // Indices in [-depth - 2, depth + 2): negatives wrap, the outermost are out of range.
+            let raw: Vec<i64> =
+                (0..n).map(|_| (rng.next_u64() % (2 * depth as u64 + 4)) as i64 - depth - 2).collect();
+            let mut g = Graph::new();
+            let i = g.input("i", if float_indices { DType::F32 } else { DType::I64 }, known(&shape));
+            let d = g.initializer("d", planner::ConstTensor::from_i64(&[], &[depth]).unwrap());
+            let v = g.input("v", DType::F32, known(&[2]));
+            let y = g.op1(Op::OneHot(op::OneHot { axis }), &[i, d, v]);
+            g.output(y);
+            let indices = if float_indices {
+                HostTensor::new(shape.to_vec(), raw.iter().map(|&k| k as f32 + 0.25).collect::<Vec<f32>>())
+                    .unwrap()
+            } else {
+                HostTensor::new(shape.to_vec(), raw).unwrap()
+            };
+            let inputs = vec![
+                ("i".to_owned(), indices),
+                ("v".to_owned(), HostTensor::new(vec![2], vec![-1.5f32, 4.0]).unwrap()),
+            ];
+            let what = format!("OneHot axis {axis} float indices {float_indices}");
+            let plan = compare(&what, g, &inputs, 0.0);
+            assert!(plan.contains("one_hot"), "{what}:\n{plan}");
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! Element-indexed kernels: GatherElements, ScatterElements, Trilu.
+
+use super::{MAX_RANK, Params};
+
+/// `ElementsParams::reduction`: how ScatterElements combines an update with the element it hits.
+pub mod scatter_reduction {
+    /// Replace (duplicate indices: one of the updates wins, unspecified which, as ONNX allows).
+    pub const NONE: u32 = 0;
+    /// Add (atomic).
+    pub const ADD: u32 = 1;
+    /// Multiply (atomic compare-and-swap loop).
+    pub const MUL: u32 = 2;
+    /// Maximum (atomic compare-and-swap loop).
+    pub const MAX: u32 = 3;
+    /// Minimum (atomic compare-and-swap loop).
+    pub const MIN: u32 = 4;
+}
+
+/// Parameters of the `indexing::gather_elements_b*` and `indexing::scatter_elements_*` kernels
+/// (ONNX GatherElements / ScatterElements along one axis).
+///
+/// The indices tensor (and the output of GatherElements, the updates of ScatterElements) has shape
+/// `shape[MAX_RANK - rank..]` (row-major, `elems` elements); its element at multi-index `idx`
+/// addresses the data element (GatherElements' input, ScatterElements' output) at
+/// `sum_d idx[d] * data_strides[d]` with `idx[axis]` replaced by the index read (a negative one
+/// plus `axis_len`). An index outside `[-axis_len, axis_len)` is never dereferenced: GatherElements
+/// writes 0 (NaN for f32) there and ScatterElements drops the update.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ElementsParams {
+    /// Elements of the indices tensor.
+    pub elems: u64,
+    /// Data extent along the axis.
+    pub axis_len: u64,
+    /// Used dims.
+    pub rank: u32,
+    /// The axis, as a right-aligned dim position (`MAX_RANK - rank + axis`).
+    pub axis: u32,
+    /// Bytes per index: 4 (i32) or 8 (i64).
+    pub index_bytes: u32,
+    /// One of [`scatter_reduction`] (ScatterElements only).
+    pub reduction: u32,
+    /// Indices shape, right-aligned.
+    pub shape: [u64; MAX_RANK],
+    /// Element strides of the data tensor, right-aligned (the axis' stride included).
+    pub data_strides: [u64; MAX_RANK],
+}
+
+/// Parameters of the `indexing::trilu_b*` kernels (ONNX Trilu): the input is a stack of
+/// `rows x cols` matrices (row-major, `elems` elements in all); element `(r, c)` is kept when
+/// `c - r >= k` (`upper != 0`) or `c - r <= k` (lower), else it is zero. `k` is read from the
+/// kernel's `k` pointer (one i64), or is 0 when that is null.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TriluParams {
+    /// Elements of the input (and output).
+    pub elems: u64,
+    /// Rows of each matrix (the second-to-last dim).
+    pub rows: u64,
+    /// Columns of each matrix (the last dim).
+    pub cols: u64,
+    /// 1: keep the upper triangle; 0: the lower.
+    pub upper: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+// SAFETY: #[repr(C)], two u64, four u32, two u64 arrays: no padding.
+unsafe impl Params for ElementsParams {}
+// SAFETY: #[repr(C)], three u64, two u32 (`_pad` explicit).
+unsafe impl Params for TriluParams {}

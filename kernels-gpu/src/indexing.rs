@@ -1,0 +1,226 @@
+//! Element-indexed kernels: GatherElements (1-, 4- and 8-byte elements), ScatterElements (f32,
+//! every reduction) and Trilu (1-, 4- and 8-byte elements).
+//!
+//! Each maps one thread to one element of the indices (or of the Trilu input) at a time over a
+//! grid-stride loop, so the index reads and the contiguous writes are coalesced; the data side of
+//! GatherElements / ScatterElements is as scattered as the indices are. Indices are bounds-checked
+//! before any dereference (see [`ElementsParams`]). Loops over the dims have constant trip counts
+//! and read the parameter arrays through `movement::at`, so nothing is copied to local memory.
+
+use crate::abi::{ElementsParams, MAX_RANK, TriluParams, scatter_reduction};
+use crate::intrinsics::{atomic_add_f32, atomic_cas_u32, global_thread_x, grid_threads_x};
+use crate::math;
+use crate::movement::at;
+
+/// Index `i` of an i32 (`bytes == 4`) or i64 index tensor, widened.
+///
+/// # Safety
+/// `idx` holds more than `i` indices of that width.
+#[inline(always)]
+unsafe fn load_index(idx: *const u8, bytes: u32, i: u64) -> i64 {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if bytes == 4 {
+            *idx.cast::<i32>().add(i as usize) as i64
+        } else {
+            *idx.cast::<i64>().add(i as usize)
+        }
+    }
+}
+
+/// The data offset indices element `i` addresses, or `None` when its index is out of range.
+///
+/// # Safety
+/// `idx` holds `p.elems` indices of `p.index_bytes` bytes and `i < p.elems`.
+#[inline(always)]
+unsafe fn element_offset(p: &ElementsParams, idx: *const u8, i: u64) -> Option<u64> {
+    // SAFETY: i < elems (the caller's contract).
+    let raw = unsafe { load_index(idx, p.index_bytes, i) };
+    let a = if raw < 0 { raw.wrapping_add(p.axis_len as i64) } else { raw };
+    if a < 0 || a as u64 >= p.axis_len {
+        return None;
+    }
+    let first = MAX_RANK - p.rank as usize;
+    let (mut rem, mut off) = (i, 0u64);
+    let mut d = MAX_RANK;
+    while d > 0 {
+        d -= 1;
+        if d < first {
+            break;
+        }
+        let dim = at(&p.shape, d);
+        let k = if d == p.axis as usize { a as u64 } else { rem % dim };
+        rem /= dim;
+        off += k * at(&p.data_strides, d);
+    }
+    Some(off)
+}
+
+/// # Safety
+/// The `gather_elements_b*` contract for elements of type `T`.
+#[inline(always)]
+unsafe fn gather_elements<T: Copy + Default>(p: &ElementsParams, x: *const T, idx: *const u8, y: *mut T) {
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < p.elems {
+        // SAFETY: i < elems; an in-range offset is inside `x` (the contract).
+        unsafe {
+            *y.add(i as usize) = match element_offset(p, idx, i) {
+                Some(off) => *x.add(off as usize),
+                None => T::default(),
+            };
+        }
+        i += stride;
+    }
+}
+
+macro_rules! gather_elements_kernel {
+    ($name:ident, $t:ty, $bytes:literal) => {
+        #[doc = concat!("ONNX GatherElements of ", $bytes, "-byte elements ([`ElementsParams`]):")]
+        /// `y[idx] = x[idx with idx[axis] = indices[idx]]`. An out-of-range index is never
+        /// dereferenced: its output element is 0 (the CPU reference reports an error instead).
+        ///
+        /// # Safety
+        /// `x` holds every element `data_strides` address for in-range indices (the data tensor
+        /// the strides were built from, whose dims are at least the indices' dims off the axis);
+        /// `idx` holds `p.elems` indices of `p.index_bytes` bytes; `y` holds `p.elems` elements
+        /// and overlaps neither. `1 <= p.rank <= MAX_RANK`.
+        ///
+        /// # Parameters
+        /// `p`: shapes and strides; `x`: data; `idx`: indices; `y`: the output (indices' shape).
+        ///
+        /// # Thread mapping
+        /// 1-D grid of 1-D blocks, any size: a grid-stride loop over the output elements.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(p: ElementsParams, x: *const $t, idx: *const u8, y: *mut $t) {
+            if p.rank == 0 || p.rank as usize > MAX_RANK {
+                return;
+            }
+            // SAFETY: forwarded from the contract.
+            unsafe { gather_elements(&p, x, idx, y) }
+        }
+    };
+}
+
+gather_elements_kernel!(gather_elements_b1, u8, "1");
+gather_elements_kernel!(gather_elements_b4, u32, "4");
+gather_elements_kernel!(gather_elements_b8, u64, "8");
+
+/// `*addr = f(*addr)` atomically, through a compare-and-swap loop on the bits.
+///
+/// # Safety
+/// `addr` is a valid, aligned f32 that concurrent threads update only through atomics.
+#[inline(always)]
+unsafe fn atomic_update(addr: *mut f32, f: impl Fn(f32) -> f32) {
+    let bits = addr.cast::<u32>();
+    // SAFETY: the caller's contract; a racy first read only costs another trip round the loop.
+    let mut old = unsafe { core::ptr::read_volatile(bits) };
+    loop {
+        let new = f(f32::from_bits(old)).to_bits();
+        // SAFETY: the caller's contract.
+        let seen = unsafe { atomic_cas_u32(bits, old, new) };
+        if seen == old {
+            break;
+        }
+        old = seen;
+    }
+}
+
+/// ONNX ScatterElements of f32 ([`ElementsParams`]), the update pass: for every element of
+/// `updates`, `y[idx with idx[axis] = indices[idx]] (reduction)= updates[idx]`. The host copies
+/// `data` into `y` first. Add is `atom.add.f32`; mul, max and min are compare-and-swap loops (max
+/// and min propagate NaN, as the reference does). With reduction none and duplicate indices one
+/// update wins, unspecified which (ONNX leaves it undefined; the reference takes the last).
+/// Combining in f32 in arrival order, duplicates under add / mul may differ from the reference (f64,
+/// row-major order) in the last bits. An out-of-range index drops its update.
+///
+/// # Safety
+/// `y` holds every element `data_strides` address for in-range indices and overlaps neither
+/// `idx` (`p.elems` indices of `p.index_bytes` bytes) nor `upd` (`p.elems` f32).
+/// `1 <= p.rank <= MAX_RANK`.
+///
+/// # Parameters
+/// `p`: shapes, strides, reduction; `idx`: indices; `upd`: updates; `y`: the output, already
+/// holding `data`.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the updates.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn scatter_elements_f32(
+    p: ElementsParams,
+    idx: *const u8,
+    upd: *const f32,
+    y: *mut f32,
+) {
+    if p.rank == 0 || p.rank as usize > MAX_RANK {
+        return;
+    }
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < p.elems {
+        // SAFETY: i < elems; an in-range offset is inside `y` (the contract); `y` is only
+        // updated atomically when the reduction is not none.
+        unsafe {
+            if let Some(off) = element_offset(&p, idx, i) {
+                let (dst, u) = (y.add(off as usize), *upd.add(i as usize));
+                match p.reduction {
+                    scatter_reduction::ADD => {
+                        atomic_add_f32(dst, u);
+                    }
+                    scatter_reduction::MUL => atomic_update(dst, |v| v * u),
+                    scatter_reduction::MAX => atomic_update(dst, |v| math::max(v, u)),
+                    scatter_reduction::MIN => atomic_update(dst, |v| math::min(v, u)),
+                    _ => *dst = u,
+                }
+            }
+        }
+        i += stride;
+    }
+}
+
+/// # Safety
+/// The `trilu_b*` contract for elements of type `T`.
+#[inline(always)]
+unsafe fn trilu<T: Copy + Default>(p: &TriluParams, x: *const T, k: *const i64, y: *mut T) {
+    // SAFETY: a non-null `k` points at one i64 (the contract).
+    let k = if k.is_null() { 0 } else { unsafe { *k } };
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < p.elems {
+        let c = (i % p.cols) as i64;
+        let r = ((i / p.cols) % p.rows) as i64;
+        // c - r cannot overflow (both below 2^63); `k` is compared as given.
+        let keep = if p.upper != 0 { c - r >= k } else { c - r <= k };
+        // SAFETY: i < elems, the length of `x` and `y`.
+        unsafe { *y.add(i as usize) = if keep { *x.add(i as usize) } else { T::default() } };
+        i += stride;
+    }
+}
+
+macro_rules! trilu_kernel {
+    ($name:ident, $t:ty, $bytes:literal) => {
+        #[doc = concat!("ONNX Trilu of ", $bytes, "-byte elements ([`TriluParams`]): the upper or")]
+        /// lower triangle (offset by `k` diagonals) of every matrix, zeros elsewhere.
+        ///
+        /// # Safety
+        /// `x` and `y` hold `p.elems` elements (`y` may equal `x`: each element is read before it
+        /// is written), `p.rows` and `p.cols` are non-zero when `p.elems` is, and `k` is null or
+        /// points at one i64.
+        ///
+        /// # Parameters
+        /// `p`: sizes and which triangle; `x`: the input; `k`: the diagonal offset (or null);
+        /// `y`: the output.
+        ///
+        /// # Thread mapping
+        /// 1-D grid of 1-D blocks, any size: a grid-stride loop over the elements.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(p: TriluParams, x: *const $t, k: *const i64, y: *mut $t) {
+            if p.rows == 0 || p.cols == 0 {
+                return;
+            }
+            // SAFETY: forwarded from the contract.
+            unsafe { trilu(&p, x, k, y) }
+        }
+    };
+}
+
+trilu_kernel!(trilu_b1, u8, "1");
+trilu_kernel!(trilu_b4, u32, "4");
+trilu_kernel!(trilu_b8, u64, "8");
