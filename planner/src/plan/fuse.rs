@@ -126,9 +126,9 @@ pub(super) fn drop_values_mapped(mut g: Graph, dead: &[bool]) -> (Graph, Vec<Opt
     (g, map)
 }
 
-/// Operand transposes a MatMul reads through strides: MatMul output value -> the permutation of
-/// its A and B operands (which then name the transposes' sources).
-pub(super) type OperandPerms = std::collections::BTreeMap<ValueId, [Option<Vec<usize>>; 2]>;
+/// Operand transposes a MatMul reads through strides: MatMul output value -> for its A and B
+/// operands, the permutation and the transpose's source (which the launch reads).
+pub(super) type OperandPerms = std::collections::BTreeMap<ValueId, [Option<(Vec<usize>, ValueId)>; 2]>;
 
 /// Whether the batch dims (all but the last two) of `dims` permuted by `perm` collapse into at most
 /// one strided dim, so the GEMM kernel's single batch stride can walk them.
@@ -174,9 +174,12 @@ pub(super) fn transposes(g: &Graph, infos: &[TensorInfo]) -> (Vec<ValueId>, Oper
             let info = &infos[src.index()];
             let Some(dims) = info.shape.as_known() else { continue };
             let perm: Vec<usize> = tr.perm.clone().unwrap_or_else(|| (0..dims.len()).rev().collect());
+            // An arena source: the transpose becomes a view of it (its slot lives as long as the
+            // MatMul reads it); a weight: the MatMul reads the weight itself.
             let arena_source = producer(src).is_some() && !g.outputs.contains(&src);
+            let weight_source = g.initializers.contains_key(&src);
             let ok = info.dtype == DType::F32
-                && arena_source
+                && (arena_source || weight_source)
                 && dims.len() >= 2
                 && perm.len() == dims.len()
                 && readers[t.index()] == 1
@@ -185,7 +188,7 @@ pub(super) fn transposes(g: &Graph, infos: &[TensorInfo]) -> (Vec<ValueId>, Oper
                 && batch_collapses(&dims, &perm);
             if ok {
                 absorbed.push(t);
-                perms.entry(y).or_insert([None, None])[operand] = Some(perm);
+                perms.entry(y).or_insert([None, None])[operand] = Some((perm, src));
             }
         }
     }

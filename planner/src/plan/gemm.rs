@@ -81,10 +81,13 @@ pub(super) fn gemm_of(
             f32_only(values, &[*a, *b, out])?;
             let [pa, pb] = perms.get(&out).cloned().unwrap_or([None, None]);
             let p = matmul_params(
-                operand_view(dims(values, *a)?.0, pa.as_deref(), true),
-                operand_view(dims(values, *b)?.0, pb.as_deref(), false),
+                operand_view(dims(values, *a)?.0, pa.as_ref().map(|(perm, _)| perm.as_slice()), true),
+                operand_view(dims(values, *b)?.0, pb.as_ref().map(|(perm, _)| perm.as_slice()), false),
             )?;
-            Ok((p, *a, *b, None))
+            // An absorbed transpose is read in its source's layout, from its source.
+            let source =
+                |t: ValueId, absorbed: Option<(Vec<usize>, ValueId)>| absorbed.map_or(t, |(_, src)| src);
+            Ok((p, source(*a, pa), source(*b, pb), None))
         }
         _ => Err("not a GEMM".into()),
     }

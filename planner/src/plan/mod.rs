@@ -258,14 +258,22 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     let requests: Vec<Scratch> =
         scratch.iter().map(|(node, v)| Scratch { node: *node, bytes: v.bytes().unwrap_or(0) }).collect();
     let chains = mlp::Chains::find(&fused, &values, &operand_perms, &epilogues, options);
-    let memory = memory::plan_with(
-        &fused,
-        &Binding::new(),
-        &options.memory,
-        &absorbed,
-        &requests,
-        &chains.elided(&fused),
-    )?;
+    // Values no step writes: chain intermediates, and transposes of weights that a MatMul reads in
+    // the weight's own layout.
+    let defs = fused.definitions();
+    let mut elided = chains.elided(&fused);
+    elided.extend(absorbed.iter().filter(|t| {
+        match defs[t.index()] {
+            Some(crate::graph::Definition::Node { node, .. }) => fused.nodes[node.index()]
+                .inputs
+                .first()
+                .copied()
+                .flatten()
+                .is_some_and(|s| fused.initializers.contains_key(&s)),
+            _ => false,
+        }
+    }));
+    let memory = memory::plan_with(&fused, &Binding::new(), &options.memory, &absorbed, &requests, &elided)?;
     let first_scratch = values.len();
     values.extend(scratch.iter().map(|(_, v)| v.clone()));
     let mut steps = Vec::new();
