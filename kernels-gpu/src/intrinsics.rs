@@ -298,6 +298,25 @@ pub fn cluster_sync() {
     };
 }
 
+/// The arrive half of [`cluster_sync`] (release): this thread's earlier writes, also to other
+/// blocks' shared memory, become visible to threads after their [`cluster_wait`]. Every thread of
+/// the cluster must arrive once before waiting.
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+pub fn cluster_arrive() {
+    // SAFETY: a barrier phase; the contract above.
+    unsafe { asm!("barrier.cluster.arrive.release.aligned;", options(nostack)) };
+}
+
+/// The wait half of [`cluster_sync`] (acquire): returns once every thread of the cluster has
+/// arrived.
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+pub fn cluster_wait() {
+    // SAFETY: a barrier phase; the contract of [`cluster_arrive`].
+    unsafe { asm!("barrier.cluster.wait.acquire.aligned;", options(nostack)) };
+}
+
 /// Stores `v` at shared-window address `addr` (an address of this block's shared memory) in the
 /// shared memory of block `rank` of the cluster (`mapa` + `st.shared::cluster`).
 ///

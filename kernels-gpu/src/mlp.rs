@@ -46,33 +46,63 @@ fn sync_chain() {
     sync_threads()
 }
 
-/// Stores `v` at byte offset `at` of the activation buffer at shared-window address `buf` in every
-/// block of the chain.
+/// The two halves of [`sync_chain`], split so that a layer can issue its weight loads (which do
+/// not depend on the previous layer) between them.
+#[cfg(ferrofuse_hopper)]
+fn arrive_chain() {
+    cluster_arrive()
+}
+#[cfg(not(ferrofuse_hopper))]
+fn arrive_chain() {
+    sync_threads()
+}
+#[cfg(ferrofuse_hopper)]
+fn wait_chain() {
+    cluster_wait()
+}
+#[cfg(not(ferrofuse_hopper))]
+fn wait_chain() {}
+
+/// Stores `v` at byte offset `at` of the activation buffer at shared-window address `buf` in
+/// blocks `first, first + step, ...` of the chain (several lanes holding the same value share the
+/// remote stores).
 ///
 /// # Safety
-/// `at + 4 <= BUFFER_BYTES`; `buf` is one of the two buffers; called between two [`sync_chain`]s.
+/// `at + 4 <= BUFFER_BYTES`; `buf` is one of the two buffers; called between two chain barriers.
 #[inline(always)]
-unsafe fn broadcast(buf: u32, at: u32, v: f32) {
+unsafe fn broadcast(buf: u32, at: u32, v: f32, (first, step): (u32, u32)) {
     #[cfg(ferrofuse_hopper)]
-    for r in 0..CLUSTER {
+    for r in (first..CLUSTER).step_by(step as usize) {
         // SAFETY: the caller's contract; every block of the cluster has the same buffers and runs
         // until the chain's last sync.
         unsafe { store_shared_cluster_f32(buf + at, r, v) };
     }
     #[cfg(not(ferrofuse_hopper))]
-    // SAFETY: the caller's contract; the buffer is this block's shared memory.
-    unsafe {
-        *dynamic_shared_ptr().add((buf - dynamic_shared_addr() + at) as usize).cast::<f32>() = v
-    };
+    if first == 0 {
+        // SAFETY: the caller's contract; the buffer is this block's shared memory.
+        unsafe { *dynamic_shared_ptr().add((buf - dynamic_shared_addr() + at) as usize).cast::<f32>() = v };
+    }
+    #[cfg(not(ferrofuse_hopper))]
+    let _ = step;
 }
 
 /// Output `(i, j)` of layer `l` from its sum `acc`: the epilogue, then the store (to `y` for the
-/// last layer, else into every block's next activation buffer `dst`).
+/// last layer, by the lane with `ranks.0 == 0`, else into the next activation buffer `dst` of the
+/// blocks `ranks` names, see [`broadcast`]).
 ///
 /// # Safety
 /// As [`mlp_f32`]; `i < m`, `j < l.n`.
 #[inline(always)]
-unsafe fn emit(l: &MlpLayer, c: *const f32, i: u32, j: u32, acc: f32, dst: u32, y: *mut f32) {
+unsafe fn emit(
+    l: &MlpLayer,
+    c: *const f32,
+    i: u32,
+    j: u32,
+    acc: f32,
+    dst: u32,
+    y: *mut f32,
+    ranks: (u32, u32),
+) {
     let mut v = l.alpha * acc;
     if l.has_c != 0 {
         let at = i as u64 * l.c_rs + j as u64 * l.c_cs;
@@ -83,8 +113,8 @@ unsafe fn emit(l: &MlpLayer, c: *const f32, i: u32, j: u32, acc: f32, dst: u32, 
     let at = i * l.n + j;
     if y.is_null() {
         // SAFETY: m * n <= MLP_MAX_ACTIVATIONS for a hidden layer (host contract).
-        unsafe { broadcast(dst, at * 4, v) };
-    } else {
+        unsafe { broadcast(dst, at * 4, v, ranks) };
+    } else if ranks.0 == 0 {
         // SAFETY: y holds m x n f32 of the last layer.
         unsafe { *y.add(at as usize) = v };
     }
@@ -148,6 +178,7 @@ fn warp_sums<const V: usize>(mut v: [f32; V]) -> f32 {
 /// As [`mlp_f32`]; every thread of the block calls it (the column-contiguous mode synchronises the
 /// block).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn layer_rows<const R: usize, const V: usize>(
     l: &MlpLayer,
     m: u32,
@@ -156,6 +187,7 @@ unsafe fn layer_rows<const R: usize, const V: usize>(
     h: *const f32,
     dst: u32,
     y: *mut f32,
+    wait: bool,
 ) {
     const { assert!(V == R * COLS as usize) };
     let per = l.n.div_ceil(CLUSTER);
@@ -164,49 +196,82 @@ unsafe fn layer_rows<const R: usize, const V: usize>(
     let (warp, lane) = (thread_idx_x() / 32, lane_id());
     if l.b_rs == 1 {
         // k contiguous in W (nn.Linear weights): lanes walk k, a warp owns COLS columns at a time.
+        // The previous layer's output is awaited (when `wait`) only after the first weights are
+        // in flight: they do not depend on it.
+        let mut waiting = wait;
         let mut j = j0 + warp * COLS;
         while j < j1 {
             // acc[q * R + i]: column j + q, row i.
             let mut acc = [0.0f32; V];
-            let mut k = lane;
-            while k < l.k {
-                for u in 0..UNROLL {
-                    let kk = k + u * 32;
-                    if kk < l.k {
-                        let mut x = [0.0f32; R];
-                        for (i, xi) in x.iter_mut().enumerate() {
-                            let row = (i as u32).min(m - 1);
-                            // SAFETY: row < m, kk < k: inside the activation buffer.
-                            *xi = unsafe { *h.add((row * l.k + kk) as usize) };
-                        }
-                        for q in 0..COLS as usize {
-                            // Columns past j1 repeat the last one, like the rows (never stored).
-                            let jq = (j + q as u32).min(j1 - 1);
-                            // SAFETY: jq < n, kk < k; the host checked W's extent.
-                            let wv = unsafe { *w.add((jq as u64 * l.b_cs + kk as u64) as usize) };
-                            for i in 0..R {
-                                acc[q * R + i] = math::fma(x[i], wv, acc[q * R + i]);
-                            }
+            // The k loop is warp-uniform (every lane takes each step, past l.k as zeros), so that
+            // the whole warp reaches the cluster wait together.
+            let mut kb = 0;
+            while kb < l.k {
+                let k = kb + lane;
+                // Weights of this k step; k indices past l.k read the last one and count as zero
+                // (no condition around the loop bodies: LLVM would roll them and move the arrays
+                // to local memory).
+                let mut wv = [0.0f32; COLS as usize * UNROLL as usize];
+                for u in 0..UNROLL as usize {
+                    let valid = k + (u as u32) * 32 < l.k;
+                    let kk = (k + u as u32 * 32).min(l.k - 1);
+                    for q in 0..COLS as usize {
+                        // Columns past j1 repeat the last one, like the rows (never stored).
+                        let jq = (j + q as u32).min(j1 - 1);
+                        // SAFETY: jq < n, kk < k; the host checked W's extent.
+                        let v = unsafe { *w.add((jq as u64 * l.b_cs + kk as u64) as usize) };
+                        wv[u * COLS as usize + q] = if valid { v } else { 0.0 };
+                    }
+                }
+                if waiting {
+                    wait_chain();
+                    waiting = false;
+                }
+                for u in 0..UNROLL as usize {
+                    let valid = k + (u as u32) * 32 < l.k;
+                    let kk = (k + u as u32 * 32).min(l.k - 1);
+                    let mut x = [0.0f32; R];
+                    for (i, xi) in x.iter_mut().enumerate() {
+                        let row = (i as u32).min(m - 1);
+                        // SAFETY: row < m, kk < k: inside the activation buffer.
+                        let v = unsafe { *h.add((row * l.k + kk) as usize) };
+                        // (Zeroed, not multiplied by a zero weight: an infinite activation would
+                        // make a NaN.)
+                        *xi = if valid { v } else { 0.0 };
+                    }
+                    for q in 0..COLS as usize {
+                        for i in 0..R {
+                            acc[q * R + i] = math::fma(x[i], wv[u * COLS as usize + q], acc[q * R + i]);
                         }
                     }
                 }
-                k += 32 * UNROLL;
+                kb += 32 * UNROLL;
             }
             let sum = warp_sums(acc);
             let shift = 5 - V.trailing_zeros();
             let idx = (lane >> shift) as usize & (V - 1);
             let (q, i) = ((idx / R) as u32, (idx % R) as u32);
-            if lane & ((1 << shift) - 1) == 0 && i < m && j + q < j1 {
+            // The 32 / V lanes holding each sum share its remote stores: copy `lane % copies`
+            // stores to the blocks of that residue.
+            let copies = 1u32 << shift;
+            if i < m && j + q < j1 {
                 // SAFETY: i < m, j + q < n.
-                unsafe { emit(l, c, i, j + q, sum, dst, y) };
+                unsafe { emit(l, c, i, j + q, sum, dst, y, (lane & (copies - 1), copies)) };
             }
             j += WARPS * COLS;
+        }
+        if waiting {
+            // A warp without columns in this block still takes part in the barrier.
+            wait_chain();
         }
     } else {
         // Columns contiguous in W: lanes own 32 adjacent columns, warps split k, and the partial
         // sums meet in shared memory after the two activation buffers.
         // SAFETY: the partial sums follow the two buffers inside MLP_SHARED_BYTES.
         let red = unsafe { dynamic_shared_ptr().add(2 * BUFFER_BYTES as usize).cast::<f32>() };
+        if wait {
+            wait_chain();
+        }
         let mut jc = j0;
         while jc < j1 {
             let j = jc + lane;
@@ -238,7 +303,7 @@ unsafe fn layer_rows<const R: usize, const V: usize>(
                     s += unsafe { *red.add(((wi * 32 + t % 32) * MLP_MAX_M + i) as usize) };
                 }
                 // SAFETY: i < m, jj < n.
-                unsafe { emit(l, c, i, jj, s, dst, y) };
+                unsafe { emit(l, c, i, jj, s, dst, y, (0, 1)) };
             }
             sync_threads();
             jc += 32;
@@ -271,15 +336,16 @@ unsafe fn layer(
     h: *const f32,
     dst: u32,
     y: *mut f32,
+    wait: bool,
 ) {
     // (The fields arrive as scalars: an aggregate or tuple argument is staged in local memory.)
     let l = MlpLayer { k, n, act, has_c, alpha, beta, act_alpha, _pad: 0, b_rs, b_cs, c_rs, c_cs };
     // SAFETY: the caller's contract; m <= MLP_MAX_M = 4 picks a specialisation with R >= m.
     unsafe {
         match m {
-            1 => layer_rows::<1, 4>(&l, m, w, c, h, dst, y),
-            2 => layer_rows::<2, 8>(&l, m, w, c, h, dst, y),
-            _ => layer_rows::<4, 16>(&l, m, w, c, h, dst, y),
+            1 => layer_rows::<1, 4>(&l, m, w, c, h, dst, y, wait),
+            2 => layer_rows::<2, 8>(&l, m, w, c, h, dst, y, wait),
+            _ => layer_rows::<4, 16>(&l, m, w, c, h, dst, y, wait),
         }
     }
 }
@@ -366,10 +432,13 @@ pub unsafe extern "ptx-kernel" fn mlp_f32(
                         base.add((src / 4) as usize),
                         addr + dst,
                         if last { y } else { core::ptr::null_mut() },
+                        $l > 0,
                     )
                 };
                 if !last {
-                    sync_chain();
+                    // This block's stores into the cluster are done; the next layer waits for
+                    // everyone's after issuing its first weight loads.
+                    arrive_chain();
                 }
             }
         };
