@@ -15,7 +15,9 @@ use crate::indexing::{compare, known};
 fn variadic_sum_mean_max_min_match_the_reference() {
     let mut rng = Rng::new(0x5a11);
     let shapes: [&[usize]; 5] = [&[33, 5], &[5], &[1, 5], &[33, 1], &[]];
-    for (o, rtol) in [(Op::Sum, 1e-6), (Op::Mean, 1e-6), (Op::Max, 0.0), (Op::Min, 0.0)] {
+    // Sum and Mean accumulate in f32 (the reference in f64): inputs that cancel leave a few
+    // f32 roundings of the larger terms, so 1e-5 of the result's magnitude (+1).
+    for (o, rtol) in [(Op::Sum, 1e-5), (Op::Mean, 1e-5), (Op::Max, 0.0), (Op::Min, 0.0)] {
         for n in [1usize, 2, 3, 4, 5, 9] {
             let mut g = Graph::new();
             let mut ins = Vec::new();
@@ -93,15 +95,9 @@ fn hardmax_matches_the_reference() {
     let mut rng = Rng::new(0x4a2d);
     // Last axis: a warp per row (len <= 1024), a block per row (longer); inner axis: a thread
     // per row.
-    let cases: [(&[usize], i64); 7] = [
-        (&[5, 1], -1),
-        (&[7, 33], -1),
-        (&[3, 1025], 1),
-        (&[2, 5000], -1),
-        (&[4, 6, 9], 1),
-        (&[33, 2], 0),
-        (&[], 0),
-    ];
+    // (Rank 0 is not a Hardmax input: the reference refuses it.)
+    let cases: [(&[usize], i64); 6] =
+        [(&[5, 1], -1), (&[7, 33], -1), (&[3, 1025], 1), (&[2, 5000], -1), (&[4, 6, 9], 1), (&[33, 2], 0)];
     for (shape, axis) in cases {
         for ties in [false, true] {
             let mut g = Graph::new();

@@ -34,6 +34,11 @@ pub(super) struct GemmProgram {
 /// Epilogue programs by the output value of their [`Op::FusedGemm`].
 pub(super) type GemmPrograms = std::collections::BTreeMap<ValueId, GemmProgram>;
 
+/// What [`gemm_programs`] returns: the graph, the activation epilogues, the elementwise
+/// programs, the caller's keyed map re-keyed, and the GEMM programs.
+type Fused<T> =
+    (Graph, Vec<(NodeId, Activation, f32)>, Programs, std::collections::BTreeMap<ValueId, T>, GemmPrograms);
+
 /// The fused graph, the activation epilogues, elementwise programs and `keyed` (another pass's
 /// parameters by output value, such as fused attentions) re-keyed to it, and the epilogue program
 /// of each fused GEMM.
@@ -43,7 +48,7 @@ pub(super) fn gemm_programs<T>(
     epilogues: Vec<(NodeId, Activation, f32)>,
     mut programs: Programs,
     keyed: std::collections::BTreeMap<ValueId, T>,
-) -> (Graph, Vec<(NodeId, Activation, f32)>, Programs, std::collections::BTreeMap<ValueId, T>, GemmPrograms) {
+) -> Fused<T> {
     let mut readers: Vec<Vec<usize>> = vec![Vec::new(); g.values.len()];
     for (i, n) in g.nodes.iter().enumerate() {
         for u in n.uses() {
