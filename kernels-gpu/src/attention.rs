@@ -46,8 +46,9 @@ fn warp_max_ignoring_nan(x: f32) -> f32 {
     m
 }
 
-/// Elements of a chunk copy issued back to back per thread (loads in flight before the stores).
-const LOAD_BATCH: u32 = 8;
+/// Elements of a chunk copy issued back to back per thread, per operand (loads in flight before
+/// the stores): a 64-key chunk of head size 64 is one batch of K and V.
+const LOAD_BATCH: u32 = 16;
 
 /// One operand of a key chunk copy: `rows × d` elements of a strided source, row `r` of the chunk
 /// read at source row `min(k0 + r, last)` (so every address is inside the operand), written to
@@ -120,7 +121,7 @@ impl Tile {
                 rc = self.step(rc);
             )*};
         }
-        one!(0 1 2 3 4 5 6 7);
+        one!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
         out
     }
 
@@ -140,7 +141,7 @@ impl Tile {
                 rc = self.step(rc);
             )*};
         }
-        one!(0 1 2 3 4 5 6 7);
+        one!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
     }
 
     /// Cursor `LOAD_BATCH` steps on from `rc`.
@@ -150,7 +151,7 @@ impl Tile {
         macro_rules! one {
             ($($u:literal)*) => {$( let _ = $u; rc = self.step(rc); )*};
         }
-        one!(0 1 2 3 4 5 6 7);
+        one!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
         rc
     }
 }
