@@ -52,8 +52,10 @@ const LOAD_BATCH: u32 = 16;
 
 /// One operand of a key chunk copy: `rows × d` elements of a strided source, row `r` of the chunk
 /// read at source row `min(k0 + r, last)` (so every address is inside the operand), written to
-/// `dst[r * ds + c]`. Thread `t` copies elements `t, t + ATTN_THREADS, ...` of the flattened
-/// chunk, tracking each one's `(row, column)` incrementally (no division in the loop).
+/// `dst[r * ds + c]`. Thread `t` copies elements `t, t + ATTN_THREADS, ...` of the chunk
+/// flattened along its unit-stride axis (the columns, or the rows when only those have unit
+/// stride, as a K given transposed), so consecutive threads read consecutive addresses; each
+/// element's `(slow, fast)` index is tracked incrementally (no division in the loop).
 #[derive(Clone, Copy)]
 struct Tile {
     src: *const f32,
@@ -61,43 +63,66 @@ struct Tile {
     base: u64,
     row_stride: u64,
     col_stride: u64,
-    d: u32,
+    /// The flattening runs along the rows (`fast` is then `rows`, else the columns `d`).
+    rows_fast: bool,
+    /// Extent of the fast axis (at least 1).
+    fast: u32,
     dst: *mut f32,
     ds: u32,
     /// Elements of the chunk (`rows * d`).
     total: u32,
-    /// `ATTN_THREADS / d` and `ATTN_THREADS % d`: the cursor's step.
-    dr: u32,
-    dc: u32,
+    /// `ATTN_THREADS / fast` and `ATTN_THREADS % fast`: the cursor's step.
+    ds_slow: u32,
+    ds_fast: u32,
 }
 
 impl Tile {
     #[inline(always)]
     fn new(src: *const f32, base: u64, view: &AttnView, d: u32, dst: *mut f32, ds: u32, rows: u32) -> Self {
-        let d1 = d.max(1);
+        let rows_fast = view.strides[3] != 1 && view.strides[2] == 1;
+        let fast = if rows_fast { rows } else { d }.max(1);
         Tile {
             src,
             base,
             row_stride: view.strides[2],
             col_stride: view.strides[3],
-            d: d1,
+            rows_fast,
+            fast,
             dst,
             ds,
             total: rows * d,
-            dr: ATTN_THREADS / d1,
-            dc: ATTN_THREADS % d1,
+            ds_slow: ATTN_THREADS / fast,
+            ds_fast: ATTN_THREADS % fast,
         }
     }
 
-    /// Moves `(r, c)` on by `ATTN_THREADS` flattened elements.
+    /// Cursor `(slow, fast)` of flattened element `e`.
     #[inline(always)]
-    fn step(&self, rc: (u32, u32)) -> (u32, u32) {
-        let (mut r, mut c) = (rc.0 + self.dr, rc.1 + self.dc);
-        if c >= self.d {
-            c -= self.d;
-            r += 1;
+    fn start(&self, e: u32) -> (u32, u32) {
+        (e / self.fast, e % self.fast)
+    }
+
+    /// Moves cursor `sf` on by `ATTN_THREADS` flattened elements.
+    #[inline(always)]
+    fn step(&self, sf: (u32, u32)) -> (u32, u32) {
+        let (mut s, mut f) = (sf.0 + self.ds_slow, sf.1 + self.ds_fast);
+        if f >= self.fast {
+            f -= self.fast;
+            s += 1;
         }
-        (r, c)
+        (s, f)
+    }
+
+    /// Chunk row of cursor `sf`.
+    #[inline(always)]
+    fn row(&self, sf: (u32, u32)) -> u32 {
+        if self.rows_fast { sf.1 } else { sf.0 }
+    }
+
+    /// Column of cursor `sf`.
+    #[inline(always)]
+    fn col(&self, sf: (u32, u32)) -> u32 {
+        if self.rows_fast { sf.0 } else { sf.1 }
     }
 
     /// Reads elements `e + u * ATTN_THREADS` (`u < LOAD_BATCH`, those below `total`), the first at
@@ -113,9 +138,9 @@ impl Tile {
         macro_rules! one {
             ($($u:literal)*) => {$(
                 if e + $u * ATTN_THREADS < self.total {
-                    let row = (k0 + rc.0).min(last) as u64;
-                    let off = self.base + row * self.row_stride + rc.1 as u64 * self.col_stride;
-                    // SAFETY: row <= last and rc.1 < d: inside the operand (the contract).
+                    let row = (k0 + self.row(rc)).min(last) as u64;
+                    let off = self.base + row * self.row_stride + self.col(rc) as u64 * self.col_stride;
+                    // SAFETY: row <= last and the column below d: inside the operand (the contract).
                     out[$u] = unsafe { *self.src.add(off as usize) };
                 }
                 rc = self.step(rc);
@@ -135,8 +160,8 @@ impl Tile {
         macro_rules! one {
             ($($u:literal)*) => {$(
                 if e + $u * ATTN_THREADS < self.total {
-                    // SAFETY: below `total`: rc.0 < rows, rc.1 < d <= ds: inside `dst`.
-                    unsafe { *self.dst.add((rc.0 * self.ds + rc.1) as usize) = vals[$u] };
+                    // SAFETY: below `total`: the row below rows, the column below d <= ds: inside `dst`.
+                    unsafe { *self.dst.add((self.row(rc) * self.ds + self.col(rc)) as usize) = vals[$u] };
                 }
                 rc = self.step(rc);
             )*};
@@ -241,7 +266,7 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
     }
     let kt = Tile::new(k, at(&p.k, b, hk, 0, 0), &p.k, dk, k_sh, k_stride, kc);
     let vt = Tile::new(v, at(&p.v, b, hk, 0, 0), &p.v, dv, v_sh, dv, kc);
-    let (k_rc0, v_rc0) = ((tid / kt.d, tid % kt.d), (tid / vt.d, tid % vt.d));
+    let (k_rc0, v_rc0) = (kt.start(tid), vt.start(tid));
     let batch_elems = LOAD_BATCH * ATTN_THREADS;
     let copied = kt.total.max(vt.total);
     let last = p.kv_len.saturating_sub(1);
