@@ -16,8 +16,8 @@
 use std::collections::BTreeMap;
 
 use kernels_gpu::abi::{
-    ATTN_MAX_DV, ATTN_MAX_SHARED_BYTES, ATTN_WARPS, Activation, AttentionParams, AttnView, EW_MAX_INPUTS,
-    EW_MAX_INSTRS, KernelId, attention_shared_bytes, ew_src,
+    ATTN_MAX_DV, ATTN_THREADS, ATTN_WARPS, Activation, AttentionParams, AttnView, EW_MAX_INPUTS,
+    EW_MAX_INSTRS, KernelId, attention_chunk, attention_shared_bytes, ew_src,
 };
 
 use super::fuse::{EwProgram, Programs, compile_program, drop_values, ew_node, producers, remove_nodes};
@@ -405,12 +405,11 @@ fn match_at(c: &Ctx, programs: &Programs, mm2: usize) -> Option<Match> {
         let view = View { base: e, offset: 0, dims: sd.clone(), strides };
         *extra.get_mut(slot)? = attn_view(&view, batch)?;
     }
-    let shared = attention_shared_bytes(u32::try_from(dk).ok()?);
     let fits = |n: usize| n > 0 && n <= u32::MAX as usize;
     let blocks = (batch[0] * batch[1]) as u64 * q_len.div_ceil(ATTN_WARPS as usize) as u64;
     if ![batch[0], batch[1], q_len, kv_len, dk, dv].into_iter().all(fits)
         || dv > ATTN_MAX_DV as usize
-        || shared > ATTN_MAX_SHARED_BYTES
+        || attention_chunk(dk as u32, dv as u32) == 0
         || blocks > i32::MAX as u64
         || program.instrs.len() > EW_MAX_INSTRS
         || extras.len() >= EW_MAX_INPUTS
@@ -579,8 +578,8 @@ pub(super) fn lower(
         label: "Attention".into(),
         kernel: KernelId::AttentionF32,
         grid: [u32::try_from(blocks).map_err(|_| "too many query blocks")?, 1, 1],
-        block: [ATTN_WARPS * 32, 1, 1],
-        shared_bytes: attention_shared_bytes(p.dk),
+        block: [ATTN_THREADS, 1, 1],
+        shared_bytes: attention_shared_bytes(p.dk, p.dv),
         args,
     }])
 }
