@@ -24,8 +24,6 @@ const CLUSTER: u32 = 1;
 const WARPS: u32 = MLP_THREADS / 32;
 /// Columns a warp accumulates at once in the k-contiguous mode (independent loads in flight).
 const COLS: u32 = 4;
-/// k steps of 32 a lane issues before it consumes them (more loads in flight).
-const UNROLL: u32 = 4;
 const BUFFER_BYTES: u32 = MLP_MAX_ACTIVATIONS * 4;
 
 #[cfg(ferrofuse_hopper)]
@@ -179,7 +177,7 @@ fn warp_sums<const V: usize>(mut v: [f32; V]) -> f32 {
 /// block).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn layer_rows<const R: usize, const V: usize>(
+unsafe fn layer_rows<const R: usize, const V: usize, const UNROLL: usize, const W: usize>(
     l: &MlpLayer,
     m: u32,
     w: *const f32,
@@ -189,7 +187,9 @@ unsafe fn layer_rows<const R: usize, const V: usize>(
     y: *mut f32,
     wait: bool,
 ) {
-    const { assert!(V == R * COLS as usize) };
+    // UNROLL: k steps of 32 a lane loads before it consumes them (loads in flight: a 256-wide k
+    // in one round for one row; fewer with more rows, whose accumulators take the registers).
+    const { assert!(V == R * COLS as usize && W == COLS as usize * UNROLL) };
     let per = l.n.div_ceil(CLUSTER);
     let j0 = rank() * per;
     let j1 = (j0 + per).min(l.n);
@@ -211,8 +211,8 @@ unsafe fn layer_rows<const R: usize, const V: usize>(
                 // Weights of this k step; k indices past l.k read the last one and count as zero
                 // (no condition around the loop bodies: LLVM would roll them and move the arrays
                 // to local memory).
-                let mut wv = [0.0f32; COLS as usize * UNROLL as usize];
-                for u in 0..UNROLL as usize {
+                let mut wv = [0.0f32; W];
+                for u in 0..UNROLL {
                     let valid = k + (u as u32) * 32 < l.k;
                     let kk = (k + u as u32 * 32).min(l.k - 1);
                     for q in 0..COLS as usize {
@@ -227,7 +227,7 @@ unsafe fn layer_rows<const R: usize, const V: usize>(
                     wait_chain();
                     waiting = false;
                 }
-                for u in 0..UNROLL as usize {
+                for u in 0..UNROLL {
                     let valid = k + (u as u32) * 32 < l.k;
                     let kk = (k + u as u32 * 32).min(l.k - 1);
                     let mut x = [0.0f32; R];
@@ -245,7 +245,7 @@ unsafe fn layer_rows<const R: usize, const V: usize>(
                         }
                     }
                 }
-                kb += 32 * UNROLL;
+                kb += 32 * UNROLL as u32;
             }
             let sum = warp_sums(acc);
             let shift = 5 - V.trailing_zeros();
@@ -343,9 +343,9 @@ unsafe fn layer(
     // SAFETY: the caller's contract; m <= MLP_MAX_M = 4 picks a specialisation with R >= m.
     unsafe {
         match m {
-            1 => layer_rows::<1, 4>(&l, m, w, c, h, dst, y, wait),
-            2 => layer_rows::<2, 8>(&l, m, w, c, h, dst, y, wait),
-            _ => layer_rows::<4, 16>(&l, m, w, c, h, dst, y, wait),
+            1 => layer_rows::<1, 4, 8, 32>(&l, m, w, c, h, dst, y, wait),
+            2 => layer_rows::<2, 8, 4, 16>(&l, m, w, c, h, dst, y, wait),
+            _ => layer_rows::<4, 16, 4, 16>(&l, m, w, c, h, dst, y, wait),
         }
     }
 }
