@@ -35,17 +35,9 @@ fn rank() -> u32 {
     0
 }
 
-#[cfg(ferrofuse_hopper)]
-fn sync_chain() {
-    cluster_sync()
-}
-#[cfg(not(ferrofuse_hopper))]
-fn sync_chain() {
-    sync_threads()
-}
-
-/// The two halves of [`sync_chain`], split so that a layer can issue its weight loads (which do
-/// not depend on the previous layer) between them.
+/// The two halves of a chain-wide barrier (the cluster's on Hopper, the block's otherwise), split
+/// so that a layer can issue its weight loads (which do not depend on the previous layer) between
+/// them.
 #[cfg(ferrofuse_hopper)]
 fn arrive_chain() {
     cluster_arrive()
@@ -401,9 +393,10 @@ pub unsafe extern "ptx-kernel" fn mlp_f32(
         unsafe { *base.add(t as usize) = *x.add(t as usize) };
         t += MLP_THREADS;
     }
-    // Every block of the cluster has started (its shared memory may be written) and the input is
-    // in place.
-    sync_chain();
+    // The input is in place once the block has passed the barrier; the first layer waits for it
+    // (and for every block of the cluster to have started, so that its shared memory may be
+    // written) after issuing its first weight loads.
+    arrive_chain();
     // The layer slots unrolled, so that every parameter index is a constant (no local memory).
     macro_rules! run {
         ($l:literal, $w:ident, $c:ident) => {
@@ -432,7 +425,7 @@ pub unsafe extern "ptx-kernel" fn mlp_f32(
                         base.add((src / 4) as usize),
                         addr + dst,
                         if last { y } else { core::ptr::null_mut() },
-                        $l > 0,
+                        true,
                     )
                 };
                 if !last {

@@ -13,7 +13,7 @@ use crate::abi::{
 use crate::intrinsics::{global_thread_x, grid_threads_x};
 
 /// The integer arithmetic the index math needs, for u32 and u64.
-pub(crate) trait Index:
+trait Index:
     Copy
     + Default
     + PartialOrd

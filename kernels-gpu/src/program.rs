@@ -150,40 +150,27 @@ impl EwState {
     }
 }
 
-/// Element offsets of output index `i` into the program's four inputs. Every input holds at most
-/// `p.elems` elements (it broadcasts to the output), so when `p.elems` fits in u32 all the
-/// arithmetic does too: u32 division costs a fraction of u64's, and this runs per element (also
-/// in the GEMM program epilogues).
+/// Element offsets of output index `i` into the program's four inputs.
 #[inline(always)]
 fn ew_offsets(p: &EwProgramParams, i: u64) -> [u64; 4] {
     if p.rank == 0 {
         return [i; 4];
     }
-    if p.elems <= u32::MAX as u64 {
-        ew_offsets_in::<u32>(p, i as u32).map(u64::from)
-    } else {
-        ew_offsets_in::<u64>(p, i)
-    }
-}
-
-#[inline(always)]
-fn ew_offsets_in<I: crate::movement::Index>(p: &EwProgramParams, i: I) -> [I; 4] {
     let first = MAX_RANK - p.rank as usize;
-    let (mut rem, mut o) = (i, [I::default(); 4]);
-    let at = |a: &[u64; MAX_RANK], d: usize| I::cast(crate::movement::at(a, d));
+    let (mut rem, mut o) = (i, [0u64; 4]);
     let mut d = MAX_RANK;
     while d > 0 {
         d -= 1;
         if d < first {
             break;
         }
-        let dim = at(&p.out_shape, d);
+        let dim = crate::movement::at(&p.out_shape, d);
         let idx = rem % dim;
-        rem = rem / dim;
-        o[0] = o[0] + idx * at(&p.strides[0], d);
-        o[1] = o[1] + idx * at(&p.strides[1], d);
-        o[2] = o[2] + idx * at(&p.strides[2], d);
-        o[3] = o[3] + idx * at(&p.strides[3], d);
+        rem /= dim;
+        o[0] += idx * crate::movement::at(&p.strides[0], d);
+        o[1] += idx * crate::movement::at(&p.strides[1], d);
+        o[2] += idx * crate::movement::at(&p.strides[2], d);
+        o[3] += idx * crate::movement::at(&p.strides[3], d);
     }
     o
 }
