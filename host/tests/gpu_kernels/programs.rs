@@ -21,14 +21,29 @@ fn scalar(g: &mut Graph, name: &str, v: f32) -> ValueId {
 
 /// Runs `g` fused and unfused on the GPU and on the reference; returns the fused plan's text.
 fn check(what: &str, g: Graph, inputs: Vec<(String, HostTensor)>) -> String {
-    let want = host::reference::eval(&g, &inputs).unwrap();
     let unfused = SessionOptions { fuse_elementwise: false, ..SessionOptions::default() };
+    fused_matches_unfused(what, g, &inputs, unfused, 1e-5)
+}
+
+/// Runs `g` on the GPU with the default options and with `unfused` (a fusion switched off), and
+/// on the reference: the fused outputs must equal the unfused ones bit for bit and lie within
+/// `tol * (|reference| + 1)` of the reference. Returns the fused plan's text.
+pub fn fused_matches_unfused(
+    what: &str,
+    g: Graph,
+    inputs: &[(String, HostTensor)],
+    unfused: SessionOptions,
+    tol: f64,
+) -> String {
+    let want = host::reference::eval(&g, inputs).unwrap();
     let mut plain = Session::new(ctx(), g.clone(), unfused).unwrap();
-    let base = plain.run(&inputs).unwrap();
+    let base = plain.run(inputs).unwrap();
     let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
-    let got = s.run(&inputs).unwrap();
+    let got = s.run(inputs).unwrap();
+    assert_eq!(got.len(), want.len(), "{what}: outputs");
     for (((gn, g), (_, b)), (_, w)) in got.iter().zip(&base).zip(&want) {
         let (gv, bv, wv) = (g.f32s("gpu").unwrap(), b.f32s("base").unwrap(), w.data().to_f64s());
+        assert_eq!((gv.len(), bv.len()), (wv.len(), wv.len()), "{what}: {gn} length");
         for i in 0..gv.len() {
             assert_eq!(
                 gv[i].to_bits(),
@@ -37,9 +52,8 @@ fn check(what: &str, g: Graph, inputs: Vec<(String, HostTensor)>) -> String {
                 gv[i],
                 bv[i]
             );
-            let tol = 1e-5 * (wv[i].abs() + 1.0);
             assert!(
-                (gv[i] as f64 - wv[i]).abs() <= tol,
+                (gv[i] as f64 - wv[i]).abs() <= tol * (wv[i].abs() + 1.0),
                 "{what}: {gn}[{i}]: gpu {} reference {}",
                 gv[i],
                 wv[i]
