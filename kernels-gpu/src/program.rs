@@ -184,7 +184,22 @@ fn ew_offsets(p: &EwProgramParams, i: u64) -> [u64; 4] {
 /// `p.rank <= MAX_RANK`.
 #[inline(always)]
 pub(crate) unsafe fn ew_element(p: &EwProgramParams, i: u64, first: Option<f32>, x: [*const f32; 4]) -> f32 {
-    let o = ew_offsets(p, i);
+    // SAFETY: forwarded; the offsets are those of element i.
+    unsafe { ew_element_at(p, ew_offsets(p, i), first, x) }
+}
+
+/// [`ew_element`] with the inputs' element offsets `o` already known (a GEMM epilogue computes
+/// them from its row and column, without dividing).
+///
+/// # Safety
+/// As [`ew_element`], `o` being the offsets of the element computed.
+#[inline(always)]
+pub(crate) unsafe fn ew_element_at(
+    p: &EwProgramParams,
+    o: [u64; 4],
+    first: Option<f32>,
+    x: [*const f32; 4],
+) -> f32 {
     let mut st = EwState::default();
     // SAFETY: offsets inside each used input (the contract); unused inputs are not read.
     unsafe {

@@ -205,6 +205,51 @@ fn matmul_params(a: (Vec<usize>, Vec<u64>), b: (Vec<usize>, Vec<u64>)) -> Result
     Ok(p)
 }
 
+/// `e` (program parameters over a GEMM output of `batch x m x n` elements) rewritten over the
+/// dims `[batch, m, n]` when every input's offset is linear in the batch, the row and the column
+/// (each of the three spans a part of one collapsed dim), so that the GEMM epilogue computes the
+/// offsets from its indices without dividing; `e` as it was otherwise (the kernels then unravel
+/// the flat index). Both forms address the same elements.
+pub(super) fn gemm_aligned(e: EwProgramParams, batch: u32, m: u32, n: u32) -> EwProgramParams {
+    use kernels_gpu::abi::MAX_RANK;
+    if e.rank == 0 || e.rank as usize > MAX_RANK {
+        return e;
+    }
+    // The collapsed dims, innermost first: (extent, stride of each input).
+    let first = MAX_RANK - e.rank as usize;
+    let dims: Vec<(u64, [u64; EW_MAX_INPUTS])> =
+        (first..MAX_RANK).rev().map(|d| (e.out_shape[d], std::array::from_fn(|k| e.strides[k][d]))).collect();
+    let (mut d, mut used) = (0usize, 1u64);
+    let mut axes = [[0u64; EW_MAX_INPUTS]; 3];
+    for (slot, extent) in [(2, n as u64), (1, m as u64), (0, batch as u64)] {
+        if extent == 1 {
+            continue;
+        }
+        while d < dims.len() && used == dims[d].0 {
+            (d, used) = (d + 1, 1);
+        }
+        let Some(&(size, strides)) = dims.get(d) else { return e };
+        if size % (used * extent) != 0 {
+            return e;
+        }
+        axes[slot] = std::array::from_fn(|k| strides[k] * used);
+        used *= extent;
+    }
+    let consumed = |from: usize| dims[from..].iter().all(|&(size, _)| size == 1);
+    if !(d == dims.len() || (used == dims[d].0 && consumed(d + 1))) {
+        return e;
+    }
+    let mut out =
+        EwProgramParams { rank: 3, out_shape: [0; MAX_RANK], strides: [[0; MAX_RANK]; EW_MAX_INPUTS], ..e };
+    out.out_shape[MAX_RANK - 3..].copy_from_slice(&[batch as u64, m as u64, n as u64]);
+    for k in 0..EW_MAX_INPUTS {
+        for (a, axis) in axes.iter().enumerate() {
+            out.strides[k][MAX_RANK - 3 + a] = axis[k];
+        }
+    }
+    out
+}
+
 /// What a GEMM applies after `alpha A B + beta C`.
 pub(super) struct Epilogue {
     /// An activation.
@@ -325,6 +370,70 @@ mod tests {
 
     fn p(m: u32, n: u32, k: u32, batch: u32) -> GemmParams {
         GemmParams { m, n, k, batch, ..GemmParams::default() }
+    }
+
+    /// The flat-index unravel of the kernels (`ew_offsets`), on the host.
+    fn unravel(e: &EwProgramParams, i: u64) -> [u64; EW_MAX_INPUTS] {
+        use kernels_gpu::abi::MAX_RANK;
+        if e.rank == 0 {
+            return [i; EW_MAX_INPUTS];
+        }
+        let (mut rem, mut o) = (i, [0u64; EW_MAX_INPUTS]);
+        for d in (MAX_RANK - e.rank as usize..MAX_RANK).rev() {
+            let idx = rem % e.out_shape[d];
+            rem /= e.out_shape[d];
+            for (k, ok) in o.iter_mut().enumerate() {
+                *ok += idx * e.strides[k][d];
+            }
+        }
+        o
+    }
+
+    #[test]
+    fn gemm_aligned_programs_address_what_the_flat_unravel_does() {
+        use crate::plan::fuse::EwProgram;
+        let program = EwProgram { instrs: vec![kernels_gpu::abi::EwInstr::default()], out_reg: 0 };
+        // (output dims, the GEMM's batch / m / n over them, input shapes, aligned expected)
+        let cases: [(&[usize], [u32; 3], &[&[usize]], bool); 7] = [
+            // Bias row over a [m, n] output; a residual; a bias over a batched output.
+            (&[24, 64], [1, 24, 64], &[&[24, 64], &[64]], true),
+            (&[2, 12, 64], [2, 12, 64], &[&[2, 12, 64], &[1, 1, 64], &[2, 12, 64]], true),
+            // A MatMul whose batch folded into m: the bias is still linear in the row.
+            (&[2, 12, 64], [1, 24, 64], &[&[2, 12, 64], &[64]], true),
+            // A per-batch column broadcast: linear in batch, row and column.
+            (&[3, 5, 7], [3, 5, 7], &[&[3, 5, 7], &[3, 1, 7]], true),
+            // Folded batch with an input varying by batch only: the row spans two dims.
+            (&[3, 5, 7], [1, 15, 7], &[&[3, 5, 7], &[3, 1, 1]], false),
+            // An attention mask over heads: [1, 4, 16, 16] output, [1, 1, 16, 16] mask.
+            (&[1, 4, 16, 16], [4, 16, 16], &[&[1, 4, 16, 16], &[1, 1, 16, 16]], true),
+            (&[8, 1, 9], [8, 1, 9], &[&[8, 1, 9], &[1, 1, 9], &[8, 1, 1]], true),
+        ];
+        for (od, [batch, m, n], shapes, aligned) in cases {
+            let e = crate::plan::lower::program_params(&program, shapes, od).unwrap();
+            let a = gemm_aligned(e, batch, m, n);
+            let r = kernels_gpu::abi::MAX_RANK - 3;
+            let is_aligned = a.rank == 3 && a.out_shape[r..] == [batch as u64, m as u64, n as u64];
+            assert_eq!(is_aligned, aligned, "{od:?} {shapes:?}: {a:?}");
+            if !is_aligned {
+                assert_eq!(a, e, "{od:?} {shapes:?}: unchanged when not aligned");
+                continue;
+            }
+            for b in 0..batch as u64 {
+                for i in 0..m as u64 {
+                    for j in 0..n as u64 {
+                        let flat = unravel(&e, (b * m as u64 + i) * n as u64 + j);
+                        let direct: [u64; EW_MAX_INPUTS] = std::array::from_fn(|k| {
+                            b * a.strides[k][r] + i * a.strides[k][r + 1] + j * a.strides[k][r + 2]
+                        });
+                        assert_eq!(
+                            flat[..shapes.len()],
+                            direct[..shapes.len()],
+                            "{od:?} {shapes:?} ({b}, {i}, {j})"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

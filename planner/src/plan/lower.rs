@@ -215,7 +215,8 @@ pub(super) fn node(
             for &x in &extras {
                 shapes.push(dims(values, x)?.0);
             }
-            let params = program_params(&fused.program, &shapes, od)?;
+            let params =
+                super::gemm::gemm_aligned(program_params(&fused.program, &shapes, od)?, p.batch, p.m, p.n);
             let base = if f.gemm.is_some() { "Gemm" } else { "MatMul" };
             let label = match act {
                 Some((a, _)) => format!("{base}+{a:?}+{}", fused.label),
