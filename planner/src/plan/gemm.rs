@@ -394,7 +394,8 @@ mod tests {
         use crate::plan::fuse::EwProgram;
         let program = EwProgram { instrs: vec![kernels_gpu::abi::EwInstr::default()], out_reg: 0 };
         // (output dims, the GEMM's batch / m / n over them, input shapes, aligned expected)
-        let cases: [(&[usize], [u32; 3], &[&[usize]], bool); 7] = [
+        type Case<'a> = (&'a [usize], [u32; 3], &'a [&'a [usize]], bool);
+        let cases: [Case; 7] = [
             // Bias row over a [m, n] output; a residual; a bias over a batched output.
             (&[24, 64], [1, 24, 64], &[&[24, 64], &[64]], true),
             (&[2, 12, 64], [2, 12, 64], &[&[2, 12, 64], &[1, 1, 64], &[2, 12, 64]], true),
