@@ -197,3 +197,150 @@ fn a_bare_softmax_between_the_matmuls_matches_the_reference() {
         check(&format!("bare b={b} h={h} q={n} kv={m} d={d}"), g, inputs);
     }
 }
+
+/// One ONNX `Attention` node over graph inputs `q`, `k`, `v` (and `mask`, f32, when given).
+fn onnx_attention(
+    a: planner::op::Attention,
+    shapes: [&[usize]; 3],
+    mask: Option<(&[usize], Vec<f32>)>,
+    rng: &mut Rng,
+) -> (Graph, Vec<(String, HostTensor)>) {
+    let mut g = Graph::new();
+    let mut ins = Vec::new();
+    let mut inputs = Vec::new();
+    for (name, s) in ["q", "k", "v"].into_iter().zip(shapes) {
+        ins.push(Some(g.input(name, DType::F32, known(s))));
+        inputs.push((name.to_string(), rng.tensor(s, -1.5, 1.5)));
+    }
+    if let Some((ms, data)) = mask {
+        ins.push(Some(g.input("mask", DType::F32, known(ms))));
+        inputs.push(("mask".into(), HostTensor::new(ms.to_vec(), data).unwrap()));
+    }
+    let y = g.push_opt(Op::Attention(a), ins, 1);
+    g.output(y[0]);
+    (g, inputs)
+}
+
+fn attn(q_heads: Option<usize>, kv_heads: Option<usize>) -> planner::op::Attention {
+    planner::op::Attention { q_num_heads: q_heads, kv_num_heads: kv_heads, ..Default::default() }
+}
+
+/// ONNX `Attention` on 4-D `(B, H, S, D)` and 3-D `(B, S, H·D)` operands, default and explicit
+/// scales, Sq ≠ Skv, a value head size different from the key's, keys past one chunk.
+#[test]
+fn onnx_attention_4d_and_3d_match_the_reference() {
+    let mut rng = Rng::new(0x0a77);
+    for (b, h, sq, skv, d, dv, scale) in [
+        (1, 1, 1, 1, 4, 4, None),
+        (2, 3, 4, 6, 8, 8, None),
+        (1, 2, 33, 70, 16, 24, Some(0.3)),
+        (2, 1, 9, 150, 64, 64, Some(0.25)),
+    ] {
+        let a = planner::op::Attention { scale, ..Default::default() };
+        let (g, inputs) =
+            onnx_attention(a, [&[b, h, sq, d], &[b, h, skv, d], &[b, h, skv, dv]], None, &mut rng);
+        check(&format!("onnx 4d b={b} h={h} sq={sq} skv={skv} d={d} dv={dv} scale={scale:?}"), g, inputs);
+        let a = planner::op::Attention { scale, ..attn(Some(h), Some(h)) };
+        let (g, inputs) =
+            onnx_attention(a, [&[b, sq, h * d], &[b, skv, h * d], &[b, skv, h * dv]], None, &mut rng);
+        check(&format!("onnx 3d b={b} h={h} sq={sq} skv={skv} d={d} dv={dv} scale={scale:?}"), g, inputs);
+    }
+}
+
+/// `is_causal` masks keys `j > i` (top-left aligned without a past): square, fewer queries than
+/// keys, more queries than keys, 4-D and 3-D, one and several key chunks.
+#[test]
+fn onnx_attention_causal_matches_the_reference() {
+    let mut rng = Rng::new(0xca05);
+    for (b, h, sq, skv, d) in
+        [(1, 2, 7, 7, 8), (2, 3, 40, 40, 16), (1, 2, 5, 12, 8), (1, 1, 12, 5, 8), (1, 2, 70, 130, 32)]
+    {
+        let a = planner::op::Attention { is_causal: true, ..Default::default() };
+        let (g, inputs) =
+            onnx_attention(a, [&[b, h, sq, d], &[b, h, skv, d], &[b, h, skv, d]], None, &mut rng);
+        check(&format!("onnx causal 4d b={b} h={h} sq={sq} skv={skv} d={d}"), g, inputs);
+        let a = planner::op::Attention { is_causal: true, ..attn(Some(h), Some(h)) };
+        let (g, inputs) =
+            onnx_attention(a, [&[b, sq, h * d], &[b, skv, h * d], &[b, skv, h * d]], None, &mut rng);
+        check(&format!("onnx causal 3d b={b} h={h} sq={sq} skv={skv} d={d}"), g, inputs);
+    }
+}
+
+/// A float `attn_mask` added to the scaled scores, broadcast from `(Skv)`, `(Sq, Skv)`,
+/// `(H, Sq, Skv)` (3-D, right-aligned) and `(B, 1, Sq, Skv)`, with `-inf` entries (a fully
+/// masked row is NaN, as in the reference), alone and with the causal mask.
+#[test]
+fn onnx_attention_with_an_additive_mask_matches_the_reference() {
+    let mut rng = Rng::new(0x3a5c);
+    let (b, h, sq, skv, d) = (2, 3, 6, 10, 8);
+    for (ms, causal) in [
+        (vec![skv], false),
+        (vec![sq, skv], false),
+        (vec![h, sq, skv], true),
+        (vec![b, 1, sq, skv], false),
+        (vec![b, 1, sq, skv], true),
+    ] {
+        let n: usize = ms.iter().product();
+        let data: Vec<f32> = (0..n)
+            .map(|i| match i % 7 {
+                3 => f32::NEG_INFINITY,
+                5 => -2.5,
+                _ => (i % 5) as f32 * 0.25,
+            })
+            .collect();
+        let mut data = data;
+        if ms.len() >= 2 {
+            // Row 1 of the first (batch, head) masked everywhere: NaN.
+            data[skv..2 * skv].iter_mut().for_each(|x| *x = f32::NEG_INFINITY);
+        }
+        let a = planner::op::Attention { is_causal: causal, scale: Some(0.7), ..Default::default() };
+        let shapes: [&[usize]; 3] = [&[b, h, sq, d], &[b, h, skv, d], &[b, h, skv, d]];
+        let (g, inputs) = onnx_attention(a, shapes, Some((&ms, data)), &mut rng);
+        check(&format!("onnx mask {ms:?} causal={causal}"), g, inputs);
+    }
+}
+
+/// Grouped-query attention (`kv_group`): 2 KV heads under 4 and 6 query heads, 4-D and 3-D, with
+/// and without the causal mask.
+#[test]
+fn onnx_attention_grouped_query_heads_match_the_reference() {
+    let mut rng = Rng::new(0x6a0a);
+    for (b, hq, hkv, sq, skv, d, causal) in [
+        (1, 4, 2, 5, 5, 8, false),
+        (2, 6, 2, 9, 13, 16, true),
+        (1, 6, 2, 33, 65, 32, false),
+        (2, 4, 2, 12, 7, 8, true),
+    ] {
+        let a = planner::op::Attention { is_causal: causal, ..Default::default() };
+        let shapes: [&[usize]; 3] = [&[b, hq, sq, d], &[b, hkv, skv, d], &[b, hkv, skv, d]];
+        let (g, inputs) = onnx_attention(a, shapes, None, &mut rng);
+        check(&format!("onnx gqa 4d hq={hq} hkv={hkv} sq={sq} skv={skv} causal={causal}"), g, inputs);
+        let a = planner::op::Attention { is_causal: causal, ..attn(Some(hq), Some(hkv)) };
+        let shapes: [&[usize]; 3] = [&[b, sq, hq * d], &[b, skv, hkv * d], &[b, skv, hkv * d]];
+        let (g, inputs) = onnx_attention(a, shapes, None, &mut rng);
+        check(&format!("onnx gqa 3d hq={hq} hkv={hkv} sq={sq} skv={skv} causal={causal}"), g, inputs);
+    }
+}
+
+/// `softcap · tanh(s / softcap)` on the scaled scores, before the mask (a `-inf` mask entry stays
+/// `-inf`), alone, with a mask, causal and grouped.
+#[test]
+fn onnx_attention_softcap_matches_the_reference() {
+    let mut rng = Rng::new(0x50f7);
+    let (b, h, sq, skv, d) = (2, 4, 8, 11, 16);
+    let ms = [sq, skv];
+    let mask: Vec<f32> = (0..sq * skv).map(|i| if i % 4 == 1 { f32::NEG_INFINITY } else { 0.5 }).collect();
+    for (softcap, scale, masked, causal, hkv) in
+        [(2.0, None, false, false, h), (0.5, Some(3.0), true, false, h), (5.0, None, true, true, 2)]
+    {
+        let a = planner::op::Attention { softcap, scale, is_causal: causal, ..Default::default() };
+        let shapes: [&[usize]; 3] = [&[b, h, sq, d], &[b, hkv, skv, d], &[b, hkv, skv, d]];
+        let m = masked.then(|| (&ms[..], mask.clone()));
+        let (g, inputs) = onnx_attention(a, shapes, m, &mut rng);
+        check(
+            &format!("onnx softcap={softcap} scale={scale:?} mask={masked} causal={causal} hkv={hkv}"),
+            g,
+            inputs,
+        );
+    }
+}

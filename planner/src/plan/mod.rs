@@ -12,6 +12,7 @@
 //! the session keeps on the device between runs (see `sequence` for which ops keep state).
 
 mod attention;
+mod attention_op;
 mod conv;
 mod elementwise;
 mod epilogue;

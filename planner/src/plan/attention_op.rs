@@ -1,0 +1,247 @@
+//! The ONNX `Attention` operator (opsets 23/24) as one `attention_f32` launch.
+//!
+//! Semantics follow the CPU reference (`host::reference::nn::attention`): per query row,
+//! `score = softcap(scale · Q Kᵀ) + attn_mask`, then the causal mask (`j > i`, top-left aligned
+//! when there is no past), softmax over the keys, `· V`; query head `h` reads K/V head
+//! `h / (q_heads / kv_heads)`. The scale, soft cap and additive mask become the kernel's score
+//! program (input 0 the raw `Q·K` dot product, input 1 the mask), in exactly that order; the causal
+//! mask is the kernel's own (applied after the program, as the reference adds it with the mask).
+//!
+//! Lowered: f32 Q/K/V/Y, 4-D `(B, H, S, D)` or 3-D `(B, S, H·D)` (read and written in place
+//! through strided views), any scale, `softcap`, `is_causal`, a float mask broadcastable to
+//! `(B, Hq, Sq, Skv)` whose last dim is the key length, grouped-query heads, a value head size
+//! different from the key's. Refused (the node stays unsupported): other dtypes, a bool mask (the
+//! program reads masks as f32), a mask narrower than the keys (the reference pads it with
+//! `-inf`), `past_key` / `past_value`, `nonpad_kv_seqlen`, and the `present_key`,
+//! `present_value` and `qk_matmul_output` outputs. `softmax_precision` is ignored: the kernel
+//! accumulates in f32, as it does for the f32 inputs it takes.
+
+use kernels_gpu::abi::{
+    ATTN_MAX_DV, ATTN_THREADS, ATTN_WARPS, AttentionParams, AttnView, BinaryOp, EW_MAX_INPUTS, EW_MAX_INSTRS,
+    EwInstr, KernelId, UnaryOp, attention_chunk, attention_shared_bytes, ew_binary_code, ew_src,
+    ew_unary_code,
+};
+
+use super::lower::{Lowered, bytes_of, dims, f32_only};
+use super::{Arg, PlannedValue, Step};
+use crate::graph::{Graph, NodeId};
+use crate::op::Attention;
+use crate::tensor_info::DType;
+
+/// Row-major strides of `dims`.
+fn contiguous(dims: &[usize]) -> Vec<u64> {
+    let mut s = vec![0u64; dims.len()];
+    let mut acc = 1u64;
+    for (k, &d) in dims.iter().enumerate().rev() {
+        s[k] = acc;
+        acc *= d as u64;
+    }
+    s
+}
+
+/// One of Q, K, V or Y as `(batch, heads, seq, head size)` and its kernel view.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Heads {
+    batch: usize,
+    heads: usize,
+    seq: usize,
+    size: usize,
+    view: AttnView,
+}
+
+/// `d` (4-D `(B, H, S, D)` or 3-D `(B, S, H·D)` with `num_heads` heads) as [`Heads`], both
+/// contiguous in their own layout.
+fn heads(d: &[usize], num_heads: Option<usize>, what: &str) -> Result<Heads, String> {
+    match (d, num_heads) {
+        (&[batch, heads, seq, size], _) => {
+            let s = contiguous(d);
+            Ok(Heads {
+                batch,
+                heads,
+                seq,
+                size,
+                view: AttnView { offset: 0, strides: [s[0], s[1], s[2], s[3]] },
+            })
+        }
+        (&[batch, seq, hidden], Some(heads)) if heads > 0 && hidden % heads == 0 => {
+            let size = hidden / heads;
+            let strides = [(seq * hidden) as u64, size as u64, hidden as u64, 1];
+            Ok(Heads { batch, heads, seq, size, view: AttnView { offset: 0, strides } })
+        }
+        (&[_, _, _], Some(h)) => Err(format!("3-D {what} {d:?} does not split into {h} heads")),
+        (&[_, _, _], None) => Err(format!("3-D {what} needs its num_heads attribute")),
+        _ => Err(format!("{what} must be 3-D or 4-D, got {d:?}")),
+    }
+}
+
+/// The score program: `x0` the raw dot product, `x1` the mask (when `masked`). Returns the
+/// instructions and the result's source.
+fn score_program(scale: f32, softcap: f32, masked: bool) -> (Vec<EwInstr>, u32) {
+    let mut instrs = Vec::new();
+    let mut cur = ew_src::INPUT0;
+    let mut push = |op: u32, a: u32, b: u32, imm: f32| {
+        instrs.push(EwInstr { op, dst: 0, a, b, imm, _pad: 0 });
+        0
+    };
+    if scale != 1.0 {
+        cur = push(ew_binary_code(BinaryOp::Mul), cur, ew_src::IMM, scale);
+    }
+    // As the reference: capped only for a positive softcap.
+    if softcap > 0.0 {
+        cur = push(ew_binary_code(BinaryOp::Div), cur, ew_src::IMM, softcap);
+        cur = push(ew_unary_code(UnaryOp::Tanh), cur, cur, 0.0);
+        cur = push(ew_binary_code(BinaryOp::Mul), cur, ew_src::IMM, softcap);
+    }
+    if masked {
+        cur = push(ew_binary_code(BinaryOp::Add), cur, ew_src::INPUT0 + 1, 0.0);
+    }
+    (instrs, cur)
+}
+
+/// The shapes and dtypes the lowering decides on (`None`: the operand is absent).
+pub(super) struct Operands<'a> {
+    pub q: &'a [usize],
+    pub k: &'a [usize],
+    pub v: &'a [usize],
+    pub y: &'a [usize],
+    /// The mask's dims and dtype.
+    pub mask: Option<(&'a [usize], DType)>,
+}
+
+/// The launch parameters of `Attention` with attributes `a` over `ops`, or why it does not lower.
+/// Q, K, V and Y are f32 (checked by the caller).
+pub(super) fn attention_params(a: &Attention, ops: &Operands) -> Result<AttentionParams, String> {
+    let rank = ops.q.len();
+    if ops.k.len() != rank || ops.v.len() != rank {
+        return Err(format!("Q {:?}, K {:?}, V {:?} differ in rank", ops.q, ops.k, ops.v));
+    }
+    let q = heads(ops.q, a.q_num_heads, "Q")?;
+    let k = heads(ops.k, a.kv_num_heads, "K")?;
+    let v = heads(ops.v, a.kv_num_heads, "V")?;
+    if q.batch != k.batch || k.batch != v.batch || q.size != k.size || k.heads != v.heads || k.seq != v.seq {
+        return Err(format!("Q {:?}, K {:?}, V {:?} disagree", ops.q, ops.k, ops.v));
+    }
+    if k.heads == 0 || q.heads % k.heads != 0 {
+        return Err(format!("{} query heads are not a multiple of {} kv heads", q.heads, k.heads));
+    }
+    let (batch, hq, sq, skv, dk, dv) = (q.batch, q.heads, q.seq, k.seq, q.size, v.size);
+    let want_y = if rank == 3 { vec![batch, sq, hq * dv] } else { vec![batch, hq, sq, dv] };
+    if ops.y != want_y.as_slice() {
+        return Err(format!("Y {:?} is not the expected {want_y:?}", ops.y));
+    }
+    let y = heads(ops.y, Some(hq), "Y")?;
+    let fits = |n: usize| n > 0 && n <= u32::MAX as usize;
+    if ![batch, hq, sq, skv, dk, dv].into_iter().all(fits) {
+        return Err("an empty or oversized extent".into());
+    }
+    if dv > ATTN_MAX_DV as usize || attention_chunk(dk as u32, dv as u32) == 0 {
+        return Err(format!("head sizes {dk} / {dv} exceed the attention kernel's shared memory"));
+    }
+    if (batch * hq) as u64 * sq.div_ceil(ATTN_WARPS as usize) as u64 > i32::MAX as u64 {
+        return Err("too many query blocks".into());
+    }
+    let mut extra = [AttnView::default(); EW_MAX_INPUTS - 1];
+    if let Some((md, dtype)) = ops.mask {
+        if dtype == DType::Bool {
+            return Err("a bool attn_mask: the score program reads f32 masks only".into());
+        }
+        if dtype != DType::F32 {
+            return Err(format!("attn_mask is {dtype}; the GPU kernels take f32 so far"));
+        }
+        if md.is_empty() || md.len() > 4 {
+            return Err(format!("attn_mask {md:?} must be 1-D to 4-D"));
+        }
+        if md[md.len() - 1] != skv {
+            // The reference pads a narrower mask with -inf (and rejects a wider one).
+            return Err(format!("attn_mask {md:?}: its last dim is not the {skv} keys"));
+        }
+        let mut full = [1usize; 4];
+        full[4 - md.len()..].copy_from_slice(md);
+        let ms = contiguous(&full);
+        let mut strides = [0u64; 4];
+        for (d, want) in [batch, hq, sq, skv].into_iter().enumerate() {
+            if full[d] == want {
+                strides[d] = if want == 1 { 0 } else { ms[d] };
+            } else if full[d] != 1 {
+                return Err(format!("attn_mask {md:?} does not broadcast to ({batch}, {hq}, {sq}, {skv})"));
+            }
+        }
+        extra[0] = AttnView { offset: 0, strides };
+    }
+    let scale = a.scale.unwrap_or((1.0 / (dk as f64).sqrt()) as f32);
+    let (program, out_reg) = score_program(scale, a.softcap, ops.mask.is_some());
+    let mut instrs = [EwInstr::default(); EW_MAX_INSTRS];
+    instrs[..program.len()].copy_from_slice(&program);
+    Ok(AttentionParams {
+        batch: batch as u32,
+        heads: hq as u32,
+        q_len: sq as u32,
+        kv_len: skv as u32,
+        dk: dk as u32,
+        dv: dv as u32,
+        kv_group: (hq / k.heads) as u32,
+        causal: a.is_causal as u32,
+        // No past: the reference masks j > i (top-left aligned, also for Sq != Skv).
+        causal_offset: 0,
+        n_instr: program.len() as u32,
+        n_inputs: 1 + ops.mask.is_some() as u32,
+        out_reg,
+        q: q.view,
+        k: k.view,
+        v: v.view,
+        y: y.view,
+        extra,
+        instrs,
+    })
+}
+
+/// The launch of ONNX `Attention` node `id` (see the module doc), or why it has none.
+pub(super) fn lower(g: &Graph, id: NodeId, a: &Attention, values: &[PlannedValue]) -> Lowered {
+    let n = &g.nodes[id.index()];
+    let input = |k: usize| n.inputs.get(k).copied().flatten();
+    let (Some(q), Some(k), Some(v)) = (input(0), input(1), input(2)) else {
+        return Err("Q, K and V are required".into());
+    };
+    if input(4).is_some() || input(5).is_some() {
+        return Err("past_key / past_value (a KV cache) are not lowered yet".into());
+    }
+    if input(6).is_some() {
+        return Err("nonpad_kv_seqlen is not lowered yet".into());
+    }
+    if n.outputs.iter().skip(1).any(Option::is_some) {
+        return Err("present_key / present_value / qk_matmul_output are not lowered yet".into());
+    }
+    let y = n.output(0).ok_or("the output Y is omitted")?;
+    f32_only(values, &[q, k, v, y])?;
+    let mask = input(3);
+    let mask_dims = match mask {
+        Some(m) => Some(dims(values, m)?),
+        None => None,
+    };
+    let ops = Operands {
+        q: dims(values, q)?.0,
+        k: dims(values, k)?.0,
+        v: dims(values, v)?.0,
+        y: dims(values, y)?.0,
+        mask: mask_dims,
+    };
+    let p = attention_params(a, &ops)?;
+    let mut args = vec![Arg::Params(bytes_of(&p)), Arg::Value(q), Arg::Value(k), Arg::Value(v)];
+    args.push(mask.map_or(Arg::Null, Arg::Value));
+    args.extend([Arg::Null, Arg::Null]);
+    args.push(Arg::Value(y));
+    let blocks = p.batch as u64 * p.heads as u64 * p.q_len.div_ceil(ATTN_WARPS) as u64;
+    Ok(vec![Step::Kernel {
+        nodes: vec![id],
+        label: "Attention".into(),
+        kernel: KernelId::AttentionF32,
+        grid: [u32::try_from(blocks).map_err(|_| "too many query blocks")?, 1, 1],
+        block: [ATTN_THREADS, 1, 1],
+        shared_bytes: attention_shared_bytes(p.dk, p.dv),
+        args,
+    }])
+}
+
+#[cfg(test)]
+#[path = "attention_op_tests.rs"]
+mod tests;
