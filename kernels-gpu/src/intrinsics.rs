@@ -78,6 +78,17 @@ pub fn grid_threads_x() -> u64 {
     grid_dim_x() as u64 * block_dim_x() as u64
 }
 
+/// `floor(x)` in f64 (`cvt.rmi.f64.f64`, exact like the host's `f64::floor`).
+#[inline(always)]
+pub fn floor_f64(x: f64) -> f64 {
+    let r: f64;
+    // SAFETY: a pure register-to-register conversion.
+    unsafe {
+        asm!("cvt.rmi.f64.f64 {r}, {x};", r = out(reg64) r, x = in(reg64) x, options(pure, nomem, nostack))
+    };
+    r
+}
+
 /// This thread's lane in its warp, `%laneid` (0..32).
 #[inline(always)]
 pub fn lane_id() -> u32 {

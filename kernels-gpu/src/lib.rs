@@ -50,6 +50,8 @@ mod recurrent;
 #[cfg(target_arch = "nvptx64")]
 mod reduce;
 #[cfg(target_arch = "nvptx64")]
+mod resize;
+#[cfg(target_arch = "nvptx64")]
 mod rows;
 #[cfg(target_arch = "nvptx64")]
 mod sequence;

@@ -39,6 +39,7 @@ mod norm;
 mod probe;
 mod recurrent;
 mod reduce;
+mod resize;
 mod rows;
 mod sequence;
 
@@ -54,6 +55,7 @@ pub use norm::*;
 pub use probe::*;
 pub use recurrent::*;
 pub use reduce::*;
+pub use resize::*;
 pub use rows::*;
 pub use sequence::*;
 
@@ -196,6 +198,19 @@ kernel_ids! {
     GatherNdB4 => "gather_nd_b4",
     /// `movement::gather_nd_b8`: ONNX GatherND of 8-byte elements
     GatherNdB8 => "gather_nd_b8",
+    // resize
+    /// `resize::resize_nearest_b1`: ONNX Resize, nearest, 1-byte elements
+    ResizeNearestB1 => "resize_nearest_b1",
+    /// `resize::resize_nearest_b2`: ONNX Resize, nearest, 2-byte elements
+    ResizeNearestB2 => "resize_nearest_b2",
+    /// `resize::resize_nearest_b4`: ONNX Resize, nearest, 4-byte elements
+    ResizeNearestB4 => "resize_nearest_b4",
+    /// `resize::resize_nearest_b8`: ONNX Resize, nearest, 8-byte elements
+    ResizeNearestB8 => "resize_nearest_b8",
+    /// `resize::resize_linear_f32`: ONNX Resize, linear (n-linear over up to 3 axes), f32
+    ResizeLinearF32 => "resize_linear_f32",
+    /// `resize::resize_cubic_f32`: ONNX Resize, cubic (up to 3 axes), f32
+    ResizeCubicF32 => "resize_cubic_f32",
     // logic
     /// `logic::cast`: ONNX Cast between f32, f64, i64, i32, i8, u8, bool, f16, bf16
     Cast => "cast",
@@ -316,6 +331,8 @@ mod tests {
         assert_eq!(core::mem::size_of::<StridedCopyParams>(), 32 + 3 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<PadParams>(), 24 + 3 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<GatherNdParams>(), 40 + 2 * 8 * MAX_RANK);
+        assert_eq!(core::mem::size_of::<ResizeAxis>(), 7 * 8);
+        assert_eq!(core::mem::size_of::<ResizeParams>(), 40 + 2 * 8 * MAX_RANK + 56 * RESIZE_MAX_AXES);
         assert_eq!(core::mem::size_of::<CastParams>(), 16);
         assert_eq!(core::mem::size_of::<EwInstr>(), 24);
         assert_eq!(

@@ -206,6 +206,58 @@ impl Default for Resize {
     }
 }
 
+impl Resize {
+    /// Per-axis scale and output extent of a Resize of `shape` (opset 19): `axes` are resolved
+    /// (non-negative, in range) and exactly one of `scales` / `sizes` is given. Output extents are
+    /// `floor(in · scale)` for scales, the sizes for `stretch`, and `floor(s · in + 0.5)` with `s`
+    /// the min/max ratio under the other `keep_aspect_ratio_policy` values. Axes not resized keep
+    /// scale 1. The CPU reference and the GPU lowering both use this.
+    pub fn geometry(
+        &self,
+        shape: &[usize],
+        axes: &[usize],
+        scales: Option<&[f64]>,
+        sizes: Option<&[i64]>,
+    ) -> Result<(Vec<f64>, Vec<usize>), String> {
+        let mut scale = vec![1.0f64; shape.len()];
+        let mut out = shape.to_vec();
+        match (scales, sizes) {
+            (Some(s), None) => {
+                if s.len() != axes.len() || s.iter().any(|&v| v <= 0.0) {
+                    return Err(format!("scales {s:?} must hold {} positive values", axes.len()));
+                }
+                for (&a, &v) in axes.iter().zip(s) {
+                    scale[a] = v;
+                    out[a] = (shape[a] as f64 * v).floor() as usize;
+                }
+            }
+            (None, Some(sz)) => {
+                if sz.len() != axes.len() || sz.iter().any(|&v| v < 0) || axes.iter().any(|&a| shape[a] == 0)
+                {
+                    return Err(format!("sizes {sz:?} must hold {} sizes of non-empty axes", axes.len()));
+                }
+                let ratios: Vec<f64> =
+                    axes.iter().zip(sz).map(|(&a, &v)| v as f64 / shape[a] as f64).collect();
+                let common = match self.keep_aspect_ratio_policy {
+                    KeepAspectRatioPolicy::Stretch => None,
+                    KeepAspectRatioPolicy::NotLarger => {
+                        Some(ratios.iter().copied().fold(f64::INFINITY, f64::min))
+                    }
+                    KeepAspectRatioPolicy::NotSmaller => Some(ratios.iter().copied().fold(0.0, f64::max)),
+                };
+                for (i, &a) in axes.iter().enumerate() {
+                    (scale[a], out[a]) = match common {
+                        None => (ratios[i], sz[i] as usize),
+                        Some(c) => (c, (c * shape[a] as f64 + 0.5).floor() as usize),
+                    };
+                }
+            }
+            _ => return Err("exactly one of scales and sizes must be given".into()),
+        }
+        Ok((scale, out))
+    }
+}
+
 /// `Reshape` to the shape given by input 1.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Reshape {

@@ -15,6 +15,7 @@ use super::movement::{self, MoveNode};
 use super::norm;
 use super::recurrent;
 use super::reduce::{self, ReduceNode};
+use super::resize;
 use super::rows::{self, RowNode};
 use super::sequence;
 use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
@@ -266,6 +267,7 @@ pub(super) fn node(
         Op::Expand => movement::expand(&move_node(id, label, &ins, &n.outputs), values, o),
         Op::Tile => movement::tile(&move_node(id, label, &ins, &n.outputs), g, values, o),
         Op::Pad(p) => movement::pad(&move_node(id, label, &ins, &n.outputs), p, g, values, o),
+        Op::Resize(r) => resize::resize(&move_node(id, label, &ins, &n.outputs), r, g, values, o),
         Op::GatherNd(a) => {
             movement::gather_nd(&move_node(id, label, &ins, &n.outputs), a.batch_dims, values, o)
         }

@@ -30,6 +30,7 @@ mod movement;
 mod norm;
 mod recurrent;
 mod reduce;
+mod resize;
 mod rows;
 mod sequence;
 

@@ -8,9 +8,7 @@
 //! the edge element (the ONNX reference pads in "edge" mode). Tap weights follow the ONNX reference:
 //! `filter(s′·(idx − x))` normalized, with `s′ = min(scale, 1)` under antialias and 1 otherwise.
 
-use planner::op::{
-    CoordinateTransformationMode as Ctm, KeepAspectRatioPolicy, NearestMode, Resize, ResizeMode,
-};
+use planner::op::{CoordinateTransformationMode as Ctm, NearestMode, Resize, ResizeMode};
 
 use super::operand::{axis, count, floats, ints, numbers, optional, required, strides, tensor, unravel};
 use crate::error::HostError;
@@ -128,44 +126,16 @@ pub fn resize(
         Some(list) => list.iter().map(|&a| axis(node, a, rank)).collect::<Result<_, _>>()?,
         None => (0..rank).collect(),
     };
-    let mut scale = vec![1.0f64; rank];
-    let mut out = x.shape.clone();
-    match (present(2), present(3)) {
-        (Some(s), None) => {
-            let s = floats(node, s, "scales")?.data;
-            if s.len() != axes.len() || s.iter().any(|&v| v <= 0.0) {
-                return Err(node.err(format!("scales {s:?} must hold {} positive values", axes.len())));
-            }
-            for (&a, &v) in axes.iter().zip(&s) {
-                scale[a] = v;
-                out[a] = (x.shape[a] as f64 * v).floor() as usize;
-            }
-        }
-        (None, Some(sz)) => {
-            let sz = ints(node, sz, "sizes")?;
-            if sz.len() != axes.len() || sz.iter().any(|&v| v < 0) || axes.iter().any(|&a| x.shape[a] == 0) {
-                return Err(
-                    node.err(format!("sizes {sz:?} must hold {} sizes of non-empty axes", axes.len()))
-                );
-            }
-            let ratios: Vec<f64> =
-                axes.iter().zip(&sz).map(|(&a, &v)| v as f64 / x.shape[a] as f64).collect();
-            let common = match attrs.keep_aspect_ratio_policy {
-                KeepAspectRatioPolicy::Stretch => None,
-                KeepAspectRatioPolicy::NotLarger => {
-                    Some(ratios.iter().copied().fold(f64::INFINITY, f64::min))
-                }
-                KeepAspectRatioPolicy::NotSmaller => Some(ratios.iter().copied().fold(0.0, f64::max)),
-            };
-            for (i, &a) in axes.iter().enumerate() {
-                (scale[a], out[a]) = match common {
-                    None => (ratios[i], sz[i] as usize),
-                    Some(c) => (c, (c * x.shape[a] as f64 + 0.5).floor() as usize),
-                };
-            }
-        }
-        _ => return Err(node.err("exactly one of scales and sizes must be given")),
-    }
+    let scales = match present(2) {
+        Some(s) => Some(floats(node, s, "scales")?.data),
+        None => None,
+    };
+    let sizes = match present(3) {
+        Some(s) => Some(ints(node, s, "sizes")?),
+        None => None,
+    };
+    let (scale, out) =
+        attrs.geometry(&x.shape, &axes, scales.as_deref(), sizes.as_deref()).map_err(|e| node.err(e))?;
     let mut roi = vec![(0.0, 1.0); rank];
     if attrs.coordinate_transformation_mode == Ctm::TfCropAndResize
         && let Some(r) = present(1)

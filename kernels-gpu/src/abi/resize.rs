@@ -1,0 +1,111 @@
+//! ONNX Resize: nearest (any element size), linear and cubic (f32).
+
+use super::{MAX_RANK, Params};
+
+/// Most axes one Resize launch interpolates (the others are copied index for index).
+pub const RESIZE_MAX_AXES: usize = 3;
+
+/// `ResizeParams::ctm`: ONNX `coordinate_transformation_mode`.
+pub mod resize_ctm {
+    /// `(x + 0.5) / scale - 0.5`.
+    pub const HALF_PIXEL: u32 = 0;
+    /// Half pixel, centred on the unrounded output length.
+    pub const HALF_PIXEL_SYMMETRIC: u32 = 1;
+    /// Half pixel, 0 for an output length of 1.
+    pub const PYTORCH_HALF_PIXEL: u32 = 2;
+    /// `x * (in - 1) / (scale * in - 1)`.
+    pub const ALIGN_CORNERS: u32 = 3;
+    /// `x / scale`.
+    pub const ASYMMETRIC: u32 = 4;
+    /// Crop to the roi, `extrapolation` outside the input.
+    pub const TF_CROP_AND_RESIZE: u32 = 5;
+}
+
+/// `ResizeParams::nearest_mode`: ONNX `nearest_mode`.
+pub mod resize_nearest {
+    /// Round, halves down.
+    pub const ROUND_PREFER_FLOOR: u32 = 0;
+    /// Round, halves up.
+    pub const ROUND_PREFER_CEIL: u32 = 1;
+    /// Floor.
+    pub const FLOOR: u32 = 2;
+    /// Ceil.
+    pub const CEIL: u32 = 3;
+}
+
+/// One interpolated axis of [`ResizeParams`]. An unused slot is `ResizeAxis::UNUSED` (lengths 1,
+/// stride 0): it maps every output to input 0 with weight 1.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ResizeAxis {
+    /// Output elements per step of this axis (the product of the later output extents).
+    pub out_stride: u64,
+    /// Output extent.
+    pub out_len: u64,
+    /// Input extent (at least 1).
+    pub in_len: u64,
+    /// Input element stride.
+    pub in_stride: u64,
+    /// Scale (output / input) as the ONNX reference computes it, in f64.
+    pub scale: f64,
+    /// `tf_crop_and_resize` roi start (normalized), 0 otherwise.
+    pub roi_start: f64,
+    /// `tf_crop_and_resize` roi end (normalized), 1 otherwise.
+    pub roi_end: f64,
+}
+
+impl ResizeAxis {
+    /// A slot that interpolates nothing.
+    pub const UNUSED: ResizeAxis = ResizeAxis {
+        out_stride: 1,
+        out_len: 1,
+        in_len: 1,
+        in_stride: 0,
+        scale: 1.0,
+        roi_start: 0.0,
+        roi_end: 1.0,
+    };
+}
+
+impl Default for ResizeAxis {
+    fn default() -> Self {
+        Self::UNUSED
+    }
+}
+
+/// Parameters of the `resize::resize_*` kernels (ONNX Resize, opset 19 semantics, no antialias
+/// when downscaling). Output element `i` (row-major over `out_shape[MAX_RANK - rank..]`) reads the
+/// input at `base + sum_k taps_k`, where `base = sum_d idx[d] * copy_strides[d]` covers the axes
+/// that are copied unchanged (`copy_strides` is 0 on the interpolated axes) and each of the
+/// `RESIZE_MAX_AXES` slots of `axes` maps its output coordinate to input taps exactly as the CPU
+/// reference does (coordinates and weights in f64). With `tf_crop_and_resize`, an element whose
+/// coordinate leaves the input on any interpolated axis is `value_bits` (the element's bits).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ResizeParams {
+    /// Output elements.
+    pub elems: u64,
+    /// Number of used dimensions of `out_shape` / `copy_strides`.
+    pub rank: u32,
+    /// One of [`resize_ctm`].
+    pub ctm: u32,
+    /// One of [`resize_nearest`] (nearest kernels only).
+    pub nearest_mode: u32,
+    /// Cubic: zero the weights of taps outside the input (then renormalize), when non-zero.
+    pub exclude_outside: u32,
+    /// Cubic coefficient `a` (the f32 attribute widened).
+    pub cubic_coeff_a: f64,
+    /// Extrapolation value, as the low bytes of this word (little-endian element bits).
+    pub value_bits: u64,
+    /// Output shape, right-aligned.
+    pub out_shape: [u64; MAX_RANK],
+    /// Input element stride of each copied axis, 0 on interpolated axes, right-aligned.
+    pub copy_strides: [u64; MAX_RANK],
+    /// The interpolated axes (unused slots are [`ResizeAxis::UNUSED`]).
+    pub axes: [ResizeAxis; RESIZE_MAX_AXES],
+}
+
+// SAFETY: #[repr(C)], seven 8-byte fields each.
+unsafe impl Params for ResizeAxis {}
+// SAFETY: #[repr(C)], u64, four u32, f64, u64, two u64 arrays, an array of 56-byte ResizeAxis.
+unsafe impl Params for ResizeParams {}
