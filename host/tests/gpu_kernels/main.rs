@@ -18,6 +18,7 @@ mod probes;
 mod programs;
 mod recurrent;
 mod reduce;
+mod resize;
 mod rows;
 mod sequence;
 mod sequence_state;

@@ -2,6 +2,7 @@
 //! identities (scale 1 is the identity; linear interpolation reproduces a linear ramp).
 
 use super::*;
+use planner::op::KeepAspectRatioPolicy;
 use crate::reference::nn::testing::{Rng, assert_close, node, tf, ti, vals};
 
 fn by_scales(attrs: &Resize, x: &HostTensor, scales: &[f64]) -> HostTensor {

@@ -1,0 +1,186 @@
+//! Resize through `Session` against the CPU reference: every mode (nearest with each
+//! `nearest_mode`, linear, cubic with and without `exclude_outside`) × every
+//! `coordinate_transformation_mode`, on random shapes with 1–3 resized axes, up- and
+//! down-sampling, `scales` or `sizes` (with each `keep_aspect_ratio_policy`), with and without the
+//! `axes` attribute, random rois and an extrapolation value for `tf_crop_and_resize`. Nearest must
+//! match bit for bit (same source index), linear and cubic within 1e-5.
+
+use host::HostTensor;
+use host::selftest::Rng;
+use planner::op::{
+    self, CoordinateTransformationMode as Ctm, KeepAspectRatioPolicy, NearestMode, Op, ResizeMode,
+};
+use planner::{ConstTensor, DType, Graph};
+
+use crate::indexing::{compare, known, pick, shape_of};
+
+const CTMS: [Ctm; 6] = [
+    Ctm::HalfPixel,
+    Ctm::HalfPixelSymmetric,
+    Ctm::PytorchHalfPixel,
+    Ctm::AlignCorners,
+    Ctm::Asymmetric,
+    Ctm::TfCropAndResize,
+];
+
+/// One random Resize case for `attrs`: the graph (x an input, roi/scales/sizes initializers) and a
+/// description, or `None` when the drawn shape resizes to nothing.
+fn case(rng: &mut Rng, mut attrs: op::Resize, dtype: DType) -> Option<(String, Graph, Vec<usize>)> {
+    let rank = 1 + (rng.next_u64() % 5) as usize;
+    let shape = shape_of(rng, rank, &[1, 2, 3, 4, 5, 7, 9]);
+    let resized = 1 + (rng.next_u64() % rank.min(3) as u64) as usize;
+    // Distinct resized axes, ascending or not.
+    let mut axes: Vec<usize> = (0..rank).collect();
+    for i in 0..rank {
+        let j = i + (rng.next_u64() % (rank - i) as u64) as usize;
+        axes.swap(i, j);
+    }
+    axes.truncate(resized);
+    let with_axes = rng.next_u64().is_multiple_of(2) || resized == rank;
+    // The axes the operands list: the drawn ones (attribute) or all of them.
+    let listed: Vec<usize> = if with_axes { axes.clone() } else { (0..rank).collect() };
+    if with_axes {
+        attrs.axes = Some(
+            axes.iter()
+                .map(|&a| if rng.next_u64().is_multiple_of(2) { a as i64 - rank as i64 } else { a as i64 })
+                .collect(),
+        );
+    }
+    let mut g = Graph::new();
+    let x = g.input("x", dtype, known(&shape));
+    let (mut scales, mut sizes) = (None, None);
+    if rng.next_u64().is_multiple_of(2) {
+        let s: Vec<f32> = listed
+            .iter()
+            .map(|a| {
+                if axes.contains(a) {
+                    pick(rng, &[0.5, 0.6, 0.75, 1.0, 1.3, 1.5, 2.0, 2.5, 3.0])
+                } else {
+                    1.0
+                }
+            })
+            .collect();
+        scales = Some(s);
+    } else {
+        let s: Vec<i64> = listed
+            .iter()
+            .map(|&a| if axes.contains(&a) { 1 + (rng.next_u64() % 9) as i64 } else { shape[a] as i64 })
+            .collect();
+        attrs.keep_aspect_ratio_policy = pick(
+            rng,
+            &[
+                KeepAspectRatioPolicy::Stretch,
+                KeepAspectRatioPolicy::NotLarger,
+                KeepAspectRatioPolicy::NotSmaller,
+            ],
+        );
+        sizes = Some(s);
+    }
+    let sc: Option<Vec<f64>> = scales.as_ref().map(|s| s.iter().map(|&v| v as f64).collect());
+    let (_, out) = attrs.geometry(&shape, &listed, sc.as_deref(), sizes.as_deref()).ok()?;
+    if out.contains(&0) {
+        return None;
+    }
+    let roi = (attrs.coordinate_transformation_mode == Ctm::TfCropAndResize).then(|| {
+        let starts: Vec<f32> = listed.iter().map(|_| rng.uniform(-0.2, 0.5)).collect();
+        let ends: Vec<f32> = listed.iter().map(|_| rng.uniform(0.5, 1.2)).collect();
+        [starts, ends].concat()
+    });
+    if roi.is_some() && dtype == DType::F32 {
+        attrs.extrapolation_value = pick(rng, &[0.0, 10.0, -3.5]);
+    }
+    let what =
+        format!("{attrs:?} {dtype} x {shape:?} scales {scales:?} sizes {sizes:?} roi {roi:?} -> {out:?}");
+    let mut operand = |name: &str, t: Option<ConstTensor>| t.map(|t| g.initializer(name, t));
+    let roi = operand("roi", roi.map(|r| ConstTensor::from_f32(&[r.len()], &r).unwrap()));
+    let scales = operand("scales", scales.map(|s| ConstTensor::from_f32(&[s.len()], &s).unwrap()));
+    let sizes = operand("sizes", sizes.map(|s| ConstTensor::from_i64(&[s.len()], &s).unwrap()));
+    let y = g.push_opt(Op::Resize(attrs), vec![Some(x), roi, scales, sizes], 1)[0];
+    g.output(y);
+    Some((what, g, shape))
+}
+
+/// `cases` random cases of each attribute set against the reference; the plan must use `kernel`.
+fn check(seed: u64, variants: &[op::Resize], dtype: DType, kernel: &str, rtol: f64) {
+    let mut rng = Rng::new(seed);
+    for base in variants {
+        for ctm in CTMS {
+            let attrs = op::Resize { coordinate_transformation_mode: ctm, ..base.clone() };
+            let mut done = 0;
+            while done < 6 {
+                let Some((what, g, shape)) = case(&mut rng, attrs.clone(), dtype) else { continue };
+                let n: usize = shape.iter().product();
+                let x = match dtype {
+                    DType::F32 => rng.tensor(&shape, -2.0, 2.0),
+                    DType::I64 => HostTensor::new(
+                        shape.clone(),
+                        (0..n).map(|_| rng.next_u64() as i64 >> 3).collect::<Vec<i64>>(),
+                    )
+                    .unwrap(),
+                    _ => HostTensor::new(
+                        shape.clone(),
+                        (0..n).map(|_| rng.next_u64() as i32 >> 12).collect::<Vec<i32>>(),
+                    )
+                    .unwrap(),
+                };
+                let plan = compare(&what, g, &[("x".into(), x)], rtol);
+                assert!(plan.contains(kernel), "{what}:\n{plan}");
+                done += 1;
+            }
+        }
+    }
+}
+
+#[test]
+fn resize_nearest_matches_the_reference_in_every_mode() {
+    let variants: Vec<op::Resize> =
+        [NearestMode::RoundPreferFloor, NearestMode::RoundPreferCeil, NearestMode::Floor, NearestMode::Ceil]
+            .into_iter()
+            .map(|nearest_mode| op::Resize { nearest_mode, ..op::Resize::default() })
+            .collect();
+    check(0x5e51, &variants, DType::F32, "resize_nearest_b4", 0.0);
+}
+
+#[test]
+fn resize_nearest_moves_integer_elements_exactly() {
+    let variants = [
+        op::Resize { nearest_mode: NearestMode::RoundPreferCeil, ..op::Resize::default() },
+        op::Resize { nearest_mode: NearestMode::Floor, ..op::Resize::default() },
+    ];
+    check(0x5e52, &variants, DType::I64, "resize_nearest_b8", 0.0);
+    check(0x5e53, &variants, DType::I32, "resize_nearest_b4", 0.0);
+}
+
+#[test]
+fn resize_linear_matches_the_reference_in_every_mode() {
+    check(
+        0x5e54,
+        &[op::Resize { mode: ResizeMode::Linear, ..op::Resize::default() }],
+        DType::F32,
+        "resize_linear_f32",
+        1e-5,
+    );
+    // Antialias changes nothing when no axis shrinks; such cases still lower.
+    let aa = op::Resize { mode: ResizeMode::Linear, antialias: true, ..op::Resize::default() };
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[1, 2, 3, 4]));
+    let s = g.initializer("scales", ConstTensor::from_f32(&[4], &[1.0, 1.0, 2.0, 1.5]).unwrap());
+    let y = g.push_opt(Op::Resize(aa), vec![Some(x), None, Some(s)], 1)[0];
+    g.output(y);
+    let x = Rng::new(7).tensor(&[1, 2, 3, 4], -1.0, 1.0);
+    assert!(compare("antialias upscale", g, &[("x".into(), x)], 1e-5).contains("resize_linear_f32"));
+}
+
+#[test]
+fn resize_cubic_matches_the_reference_in_every_mode() {
+    let variants = [
+        op::Resize { mode: ResizeMode::Cubic, ..op::Resize::default() },
+        op::Resize {
+            mode: ResizeMode::Cubic,
+            exclude_outside: true,
+            cubic_coeff_a: -0.5,
+            ..op::Resize::default()
+        },
+    ];
+    check(0x5e55, &variants, DType::F32, "resize_cubic_f32", 1e-5);
+}
