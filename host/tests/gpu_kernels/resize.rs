@@ -2,7 +2,7 @@
 //! `nearest_mode`, linear, cubic with and without `exclude_outside`) × every
 //! `coordinate_transformation_mode`, on random shapes with 1–3 resized axes, up- and
 //! down-sampling, `scales` or `sizes` (with each `keep_aspect_ratio_policy`), with and without the
-//! `axes` attribute, random rois and an extrapolation value for `tf_crop_and_resize`. Nearest must
+//! `axes` attribute, random rois (on the resized axes) and an extrapolation value for `tf_crop_and_resize`. Nearest must
 //! match bit for bit (same source index), linear and cubic within 1e-5.
 
 use host::HostTensor;
@@ -66,14 +66,17 @@ fn case(rng: &mut Rng, mut attrs: op::Resize, dtype: DType) -> Option<(String, G
             .iter()
             .map(|&a| if axes.contains(&a) { 1 + (rng.next_u64() % 9) as i64 } else { shape[a] as i64 })
             .collect();
-        attrs.keep_aspect_ratio_policy = pick(
-            rng,
-            &[
-                KeepAspectRatioPolicy::Stretch,
-                KeepAspectRatioPolicy::NotLarger,
-                KeepAspectRatioPolicy::NotSmaller,
-            ],
-        );
+        // A policy scales every listed axis alike: only with the axes attribute (at most 3).
+        if with_axes {
+            attrs.keep_aspect_ratio_policy = pick(
+                rng,
+                &[
+                    KeepAspectRatioPolicy::Stretch,
+                    KeepAspectRatioPolicy::NotLarger,
+                    KeepAspectRatioPolicy::NotSmaller,
+                ],
+            );
+        }
         sizes = Some(s);
     }
     let sc: Option<Vec<f64>> = scales.as_ref().map(|s| s.iter().map(|&v| v as f64).collect());
@@ -82,8 +85,10 @@ fn case(rng: &mut Rng, mut attrs: op::Resize, dtype: DType) -> Option<(String, G
         return None;
     }
     let roi = (attrs.coordinate_transformation_mode == Ctm::TfCropAndResize).then(|| {
-        let starts: Vec<f32> = listed.iter().map(|_| rng.uniform(-0.2, 0.5)).collect();
-        let ends: Vec<f32> = listed.iter().map(|_| rng.uniform(0.5, 1.2)).collect();
+        let starts: Vec<f32> =
+            listed.iter().map(|a| if axes.contains(a) { rng.uniform(-0.2, 0.5) } else { 0.0 }).collect();
+        let ends: Vec<f32> =
+            listed.iter().map(|a| if axes.contains(a) { rng.uniform(0.5, 1.2) } else { 1.0 }).collect();
         [starts, ends].concat()
     });
     if roi.is_some() && dtype == DType::F32 {
