@@ -55,20 +55,44 @@ impl Default for SessionOptions {
 }
 
 /// What a plan is compiled for: the sizes of the symbolic dims and, once the session specializes
-/// ([`Session`] docs), the values of its small integer inputs.
+/// ([`Session`] docs), the values of its small integer inputs (and of Resize's float roi / scales).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
     dims: Binding,
-    values: Vec<(String, Vec<usize>, Vec<i64>)>,
+    values: Vec<(String, DType, Vec<usize>, Vec<u8>)>,
 }
 
-/// Largest integer input (elements) whose values a plan may be specialized on.
+/// Largest input (elements) whose values a plan may be specialized on.
 const SPECIALIZE_MAX_ELEMS: usize = 64;
 
-/// Whether a plan may be specialized on the values of input `t` (a small integer tensor: a shape
-/// operand, axes, sizes, pads).
-fn specializable(t: &HostTensor) -> bool {
-    t.dtype() == DType::I64 && t.len() <= SPECIALIZE_MAX_ELEMS
+/// Whether a plan may be specialized on the values of input `t` of `graph`: a small integer tensor
+/// (a shape operand, axes, sizes, pads), or a small float tensor that only Resize reads, as its roi
+/// or scales (never data a kernel computes on).
+fn specializable(graph: &Graph, name: &str, t: &HostTensor) -> bool {
+    if t.len() > SPECIALIZE_MAX_ELEMS {
+        return false;
+    }
+    match t.dtype() {
+        DType::I64 => true,
+        DType::F32 | DType::F16 | DType::F64 => resize_operand(graph, name),
+        _ => false,
+    }
+}
+
+/// Whether graph input `name` is read only as the roi or scales of Resize nodes.
+fn resize_operand(graph: &Graph, name: &str) -> bool {
+    let Some(&v) = graph.inputs.iter().find(|v| graph.values[v.index()].name == name) else { return false };
+    if graph.outputs.contains(&v) {
+        return false;
+    }
+    let mut uses = graph.nodes.iter().flat_map(|n| {
+        n.inputs.iter().enumerate().filter(|(_, i)| **i == Some(v)).map(move |(slot, _)| (&n.op, slot))
+    });
+    let mut any = false;
+    uses.all(|(op, slot)| {
+        any = true;
+        matches!(op, planner::Op::Resize(_)) && (slot == 1 || slot == 2)
+    }) && any
 }
 
 /// One binding's weights on the device (the plan's constants packed at 256-byte offsets), shared
@@ -113,7 +137,8 @@ pub struct Session<'c> {
     compiled: HashMap<Key, Compiled>,
     weight_cache: WeightCache,
     /// Set once a compile needed the values of small integer inputs (shape operands fed as graph
-    /// inputs): from then on plans are specialized on those values too.
+    /// inputs; also the float roi / scales of Resize): from then on plans are specialized on those
+    /// values too.
     specialize: bool,
     state: SessionState,
     allocations: u64,
@@ -200,8 +225,8 @@ impl<'c> Session<'c> {
         let values = if self.specialize {
             inputs
                 .iter()
-                .filter(|(_, t)| specializable(t))
-                .filter_map(|(n, t)| Some((n.clone(), t.shape().to_vec(), t.to_const().to_i64s()?)))
+                .filter(|(n, t)| specializable(&self.graph, n, t))
+                .map(|(n, t)| (n.clone(), t.dtype(), t.shape().to_vec(), t.to_const().bytes))
                 .collect()
         } else {
             Vec::new()
@@ -209,17 +234,17 @@ impl<'c> Session<'c> {
         Key { dims, values }
     }
 
-    /// Whether some input is a small integer tensor a plan could be specialized on.
+    /// Whether some input is a small tensor a plan could be specialized on.
     fn can_specialize(&self, inputs: &[(String, HostTensor)]) -> bool {
-        inputs.iter().any(|(_, t)| specializable(t))
+        inputs.iter().any(|(n, t)| specializable(&self.graph, n, t))
     }
 
     /// The graph a plan for `key` compiles: its specialized inputs become constants.
     fn specialized(&self, key: &Key) -> Graph {
         let mut g = self.graph.clone();
-        for (name, dims, values) in &key.values {
+        for (name, dtype, dims, bytes) in &key.values {
             let Some(pos) = g.inputs.iter().position(|v| &g.values[v.index()].name == name) else { continue };
-            if let Ok(c) = planner::ConstTensor::from_i64(dims, values) {
+            if let Ok(c) = planner::ConstTensor::new(*dtype, dims.clone(), bytes.clone()) {
                 let v = g.inputs.remove(pos);
                 g.initializers.insert(v, c);
             }
