@@ -2,8 +2,8 @@
 //! identities (scale 1 is the identity; linear interpolation reproduces a linear ramp).
 
 use super::*;
-use planner::op::KeepAspectRatioPolicy;
 use crate::reference::nn::testing::{Rng, assert_close, node, tf, ti, vals};
+use planner::op::KeepAspectRatioPolicy;
 
 fn by_scales(attrs: &Resize, x: &HostTensor, scales: &[f64]) -> HostTensor {
     let s = tf(&[scales.len()], scales);
