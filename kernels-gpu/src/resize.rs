@@ -4,9 +4,10 @@
 //! plain offset (`copy_strides`); each of the [`RESIZE_MAX_AXES`] interpolated slots maps its output
 //! coordinate to input taps with the CPU reference's formulas in f64 (so nearest picks the same
 //! input index and weights agree to rounding), then the element is the sum over the product of
-//! the slots' taps, in the reference's order. Every array is indexed by constants (the tap loops
-//! have constant trip counts and unroll; the rank loop goes through `at`), so nothing is copied to
-//! local memory.
+//! the slots' taps, in the reference's order. Linear and cubic filters are widened by
+//! `1 / filter_scale` (antialias), so the tap counts are run-time values: tap weights are
+//! recomputed where they are used rather than stored, and the parameter arrays are read with
+//! constant indices (`at`), so nothing lives in local memory.
 
 use crate::abi::{MAX_RANK, RESIZE_MAX_AXES, ResizeAxis, ResizeParams, resize_ctm, resize_nearest};
 use crate::intrinsics::{floor_f64, global_thread_x, grid_threads_x};
@@ -89,64 +90,66 @@ fn cubic(t: f64, a: f64) -> f64 {
     }
 }
 
-/// Taps of one axis: input offsets (times the stride) and normalized weights; linear uses the
-/// first two.
-type Taps = ([u64; 4], [f64; 4]);
-
-/// `a[t]` through a match on `t` (constant indices, like `movement::at`).
-#[inline(always)]
-fn tap<X: Copy>(a: &[X; 4], t: usize) -> X {
-    match t {
-        0 => a[0],
-        1 => a[1],
-        2 => a[2],
-        _ => a[3],
-    }
+/// The filter of one axis for one output coordinate (the reference's `taps`): taps
+/// `x0 + j` for `j` in `start..=1 - start`, tap `j` weighing `filter(s · (j − r)) / total`.
+/// Weights are recomputed where they are used, so no per-tap array exists.
+#[derive(Clone, Copy)]
+struct Filter {
+    x0: i64,
+    r: f64,
+    /// `min(scale, 1)` under antialias, else 1.
+    s: f64,
+    start: i64,
+    total: f64,
 }
 
-/// `a[t] = v` through a match on `t`.
-#[inline(always)]
-fn set_tap<X: Copy>(a: &mut [X; 4], t: usize, v: X) {
-    match t {
-        0 => a[0] = v,
-        1 => a[1] = v,
-        2 => a[2] = v,
-        _ => a[3] = v,
-    }
-}
-
-/// The `T` taps (2: linear, 4: cubic) of slot `a` for element `i`, or `None` when the element
-/// extrapolates (the reference's `taps` with scale factor 1, zero weights kept).
-#[inline(always)]
-fn filter_taps<const T: usize>(p: &ResizeParams, i: u64, a: &ResizeAxis) -> Option<Taps> {
-    let x = source_coord(p.ctm, out_coord(i, a), a)?;
-    let x0 = floor_f64(x);
-    let r = x - x0;
-    let start = 1 - T as i64 / 2;
-    let last = a.in_len as i64 - 1;
-    let (mut idx, mut w) = ([0u64; 4], [0f64; 4]);
-    let mut total = 0.0;
-    for t in 0..T {
-        let j = start + t as i64;
-        let d = j as f64 - r;
-        let mut wt = if T == 4 {
-            cubic(d, p.cubic_coeff_a)
-        } else {
-            let m = 1.0 - if d < 0.0 { -d } else { d };
-            if m > 0.0 { m } else { 0.0 }
-        };
-        let s = x0 as i64 + j;
-        if p.exclude_outside != 0 && (s < 0 || s > last) {
-            wt = 0.0;
+impl Filter {
+    /// The filter of slot `a` for element `i`, or `None` when the element extrapolates.
+    #[inline(always)]
+    fn new<const CUBIC: bool>(p: &ResizeParams, i: u64, a: &ResizeAxis) -> Option<Self> {
+        let x = source_coord(p.ctm, out_coord(i, a), a)?;
+        let x0 = floor_f64(x);
+        let support = if CUBIC { 2.0 } else { 1.0 };
+        let s = a.filter_scale;
+        let mut f =
+            Filter { x0: x0 as i64, r: x - x0, s, start: floor_f64(-support / s) as i64 + 1, total: 1.0 };
+        let mut total = 0.0;
+        let mut j = f.start;
+        while j <= 1 - f.start {
+            total += f.raw::<CUBIC>(p, a, j);
+            j += 1;
         }
-        total += wt;
-        set_tap(&mut idx, t, clamped(s, a));
-        set_tap(&mut w, t, wt);
+        f.total = total;
+        Some(f)
     }
-    for wt in &mut w {
-        *wt /= total;
+
+    /// Unnormalized weight of tap `j` (zero outside the input under `exclude_outside`).
+    #[inline(always)]
+    fn raw<const CUBIC: bool>(&self, p: &ResizeParams, a: &ResizeAxis, j: i64) -> f64 {
+        let t = self.s * (j as f64 - self.r);
+        let i = self.x0 + j;
+        if p.exclude_outside != 0 && (i < 0 || i > a.in_len as i64 - 1) {
+            return 0.0;
+        }
+        if CUBIC {
+            cubic(t, p.cubic_coeff_a)
+        } else {
+            let m = 1.0 - if t < 0.0 { -t } else { t };
+            if m > 0.0 { m } else { 0.0 }
+        }
     }
-    Some((idx, w))
+
+    /// Normalized weight of tap `j`.
+    #[inline(always)]
+    fn weight<const CUBIC: bool>(&self, p: &ResizeParams, a: &ResizeAxis, j: i64) -> f64 {
+        self.raw::<CUBIC>(p, a, j) / self.total
+    }
+
+    /// Input offset (times the stride) of tap `j`, clamped into the axis.
+    #[inline(always)]
+    fn offset(&self, a: &ResizeAxis, j: i64) -> u64 {
+        clamped(self.x0 + j, a)
+    }
 }
 
 /// Input offset of the copied axes of element `i`.
@@ -219,42 +222,46 @@ nearest_kernel!(resize_nearest_b4, u32, "4");
 nearest_kernel!(resize_nearest_b8, u64, "8");
 
 /// # Safety
-/// The `resize_linear_f32` / `resize_cubic_f32` contract, `T` taps per axis.
+/// The `resize_linear_f32` / `resize_cubic_f32` contract.
 #[inline(always)]
-unsafe fn filtered<const T: usize>(p: &ResizeParams, x: *const f32, y: *mut f32) {
+unsafe fn filtered<const CUBIC: bool>(p: &ResizeParams, x: *const f32, y: *mut f32) {
     let [a0, a1, a2] = &p.axes;
     let value = f32::from_bits(p.value_bits as u32);
     let (mut i, stride) = (global_thread_x(), grid_threads_x());
     while i < p.elems {
-        let taps = (filter_taps::<T>(p, i, a0), filter_taps::<T>(p, i, a1), filter_taps::<T>(p, i, a2));
-        let v = match taps {
-            (Some((i0, w0)), Some((i1, w1)), Some((i2, w2))) => {
+        let filters =
+            (Filter::new::<CUBIC>(p, i, a0), Filter::new::<CUBIC>(p, i, a1), Filter::new::<CUBIC>(p, i, a2));
+        let v = match filters {
+            (Some(f0), Some(f1), Some(f2)) => {
                 let base = copy_base(p, i);
                 let mut acc = 0.0f64;
                 // The reference's order: lexicographic over the axes' taps, zero weights skipped,
                 // the weight a product in axis order.
-                for a in 0..T {
-                    let wa = tap(&w0, a);
-                    if wa == 0.0 {
-                        continue;
-                    }
-                    for b in 0..T {
-                        let wb = tap(&w1, b);
-                        if wb == 0.0 {
-                            continue;
-                        }
-                        let wab = wa * wb;
-                        let off = base + tap(&i0, a) + tap(&i1, b);
-                        for c in 0..T {
-                            let wc = tap(&w2, c);
-                            if wc == 0.0 {
-                                continue;
+                let mut j0 = f0.start;
+                while j0 <= 1 - f0.start {
+                    let w0 = f0.weight::<CUBIC>(p, a0, j0);
+                    if w0 != 0.0 {
+                        let off0 = base + f0.offset(a0, j0);
+                        let mut j1 = f1.start;
+                        while j1 <= 1 - f1.start {
+                            let w1 = f1.weight::<CUBIC>(p, a1, j1);
+                            if w1 != 0.0 {
+                                let (w01, off1) = (w0 * w1, off0 + f1.offset(a1, j1));
+                                let mut j2 = f2.start;
+                                while j2 <= 1 - f2.start {
+                                    let w2 = f2.weight::<CUBIC>(p, a2, j2);
+                                    if w2 != 0.0 {
+                                        // SAFETY: every tap is clamped inside its axis.
+                                        let xv = unsafe { *x.add((off1 + f2.offset(a2, j2)) as usize) };
+                                        acc += w01 * w2 * xv as f64;
+                                    }
+                                    j2 += 1;
+                                }
                             }
-                            // SAFETY: every tap is clamped inside its axis.
-                            let xv = unsafe { *x.add((off + tap(&i2, c)) as usize) };
-                            acc += wab * wc * xv as f64;
+                            j1 += 1;
                         }
                     }
+                    j0 += 1;
                 }
                 acc as f32
             }
@@ -284,7 +291,7 @@ pub unsafe extern "ptx-kernel" fn resize_linear_f32(p: ResizeParams, x: *const f
         return;
     }
     // SAFETY: forwarded from the contract.
-    unsafe { filtered::<2>(&p, x, y) }
+    unsafe { filtered::<false>(&p, x, y) }
 }
 
 /// ONNX Resize, cubic mode (`cubic_coeff_a`, `exclude_outside`; up to [`RESIZE_MAX_AXES`] axes),
@@ -305,5 +312,5 @@ pub unsafe extern "ptx-kernel" fn resize_cubic_f32(p: ResizeParams, x: *const f3
         return;
     }
     // SAFETY: forwarded from the contract.
-    unsafe { filtered::<4>(&p, x, y) }
+    unsafe { filtered::<true>(&p, x, y) }
 }

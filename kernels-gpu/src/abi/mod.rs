@@ -331,8 +331,8 @@ mod tests {
         assert_eq!(core::mem::size_of::<StridedCopyParams>(), 32 + 3 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<PadParams>(), 24 + 3 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<GatherNdParams>(), 40 + 2 * 8 * MAX_RANK);
-        assert_eq!(core::mem::size_of::<ResizeAxis>(), 7 * 8);
-        assert_eq!(core::mem::size_of::<ResizeParams>(), 40 + 2 * 8 * MAX_RANK + 56 * RESIZE_MAX_AXES);
+        assert_eq!(core::mem::size_of::<ResizeAxis>(), 8 * 8);
+        assert_eq!(core::mem::size_of::<ResizeParams>(), 40 + 2 * 8 * MAX_RANK + 64 * RESIZE_MAX_AXES);
         assert_eq!(core::mem::size_of::<CastParams>(), 16);
         assert_eq!(core::mem::size_of::<EwInstr>(), 24);
         assert_eq!(

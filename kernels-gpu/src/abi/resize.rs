@@ -48,6 +48,9 @@ pub struct ResizeAxis {
     pub in_stride: u64,
     /// Scale (output / input) as the ONNX reference computes it, in f64.
     pub scale: f64,
+    /// Linear / cubic filter scale: `min(scale, 1)` under antialias, else 1 (the filter spans
+    /// `support / filter_scale` input elements each side).
+    pub filter_scale: f64,
     /// `tf_crop_and_resize` roi start (normalized), 0 otherwise.
     pub roi_start: f64,
     /// `tf_crop_and_resize` roi end (normalized), 1 otherwise.
@@ -62,6 +65,7 @@ impl ResizeAxis {
         in_len: 1,
         in_stride: 0,
         scale: 1.0,
+        filter_scale: 1.0,
         roi_start: 0.0,
         roi_end: 1.0,
     };
@@ -73,8 +77,7 @@ impl Default for ResizeAxis {
     }
 }
 
-/// Parameters of the `resize::resize_*` kernels (ONNX Resize, opset 19 semantics, no antialias
-/// when downscaling). Output element `i` (row-major over `out_shape[MAX_RANK - rank..]`) reads the
+/// Parameters of the `resize::resize_*` kernels (ONNX Resize, opset 19 semantics). Output element `i` (row-major over `out_shape[MAX_RANK - rank..]`) reads the
 /// input at `base + sum_k taps_k`, where `base = sum_d idx[d] * copy_strides[d]` covers the axes
 /// that are copied unchanged (`copy_strides` is 0 on the interpolated axes) and each of the
 /// `RESIZE_MAX_AXES` slots of `axes` maps its output coordinate to input taps exactly as the CPU
@@ -105,7 +108,7 @@ pub struct ResizeParams {
     pub axes: [ResizeAxis; RESIZE_MAX_AXES],
 }
 
-// SAFETY: #[repr(C)], seven 8-byte fields each.
+// SAFETY: #[repr(C)], eight 8-byte fields.
 unsafe impl Params for ResizeAxis {}
-// SAFETY: #[repr(C)], u64, four u32, f64, u64, two u64 arrays, an array of 56-byte ResizeAxis.
+// SAFETY: #[repr(C)], u64, four u32, f64, u64, two u64 arrays, an array of 64-byte ResizeAxis.
 unsafe impl Params for ResizeParams {}

@@ -4,8 +4,8 @@
 //! scales and output extents come from [`Resize::geometry`], the computation the CPU reference
 //! uses, and must agree with the planned output shape. Axes whose mapping is the identity (scale
 //! 1, same extent, full roi) are copied; up to [`RESIZE_MAX_AXES`] others are interpolated.
-//! Nearest takes any element size (it copies bits); linear and cubic take f32. Antialiased
-//! linear/cubic downscaling is refused (its filter grows with 1 / scale).
+//! Nearest takes any element size (it copies bits); linear and cubic take f32, antialiased too (the
+//! filter widens by 1 / scale when downscaling; refused past [`MAX_TAPS`] taps per element).
 
 use kernels_gpu::abi::{
     KernelId, MAX_RANK, RESIZE_MAX_AXES, ResizeAxis, ResizeParams, resize_ctm, resize_nearest,
@@ -17,6 +17,9 @@ use super::{Arg, PlanOptions, PlannedValue};
 use crate::graph::{Graph, ValueId};
 use crate::op::{CoordinateTransformationMode as Ctm, NearestMode, Resize, ResizeMode};
 use crate::tensor_info::DType;
+
+/// Most input elements one linear / cubic output element may read.
+const MAX_TAPS: usize = 4096;
 
 /// Input `i` when it is given and not empty (an empty tensor counts as absent), or why it cannot be
 /// told.
@@ -107,9 +110,11 @@ pub(super) fn resize(
     if (0..rank).any(|a| xd[a] == 0 && out[a] > 0) {
         return Err(format!("cannot resize the empty input {xd:?} to {out:?}"));
     }
-    if r.antialias && r.mode != ResizeMode::Nearest && scale.iter().any(|&s| s < 1.0) {
-        return Err("antialiased downscaling has no kernel".into());
-    }
+    // The filter scale and taps per element of linear / cubic (the reference's `taps`).
+    let filter_scale: Vec<f64> = scale
+        .iter()
+        .map(|&s| if r.antialias && r.mode != ResizeMode::Nearest { s.min(1.0) } else { 1.0 })
+        .collect();
     let kernel = match r.mode {
         ResizeMode::Nearest => by_size(
             dtype,
@@ -137,6 +142,13 @@ pub(super) fn resize(
         (0..rank).filter(|&a| scale[a] != 1.0 || out[a] != xd[a] || roi[a] != (0.0, 1.0)).collect();
     if interpolated.len() > RESIZE_MAX_AXES {
         return Err(format!("{} interpolated axes, more than {RESIZE_MAX_AXES}", interpolated.len()));
+    }
+    let support = if r.mode == ResizeMode::Cubic { 2.0 } else { 1.0 };
+    let taps: f64 = interpolated.iter().map(|&a| 2.0 * -(-support / filter_scale[a]).floor()).product();
+    if r.mode != ResizeMode::Nearest && taps > MAX_TAPS as f64 {
+        return Err(format!(
+            "antialiased downscaling by {scale:?} reads {taps} taps per element, more than {MAX_TAPS}"
+        ));
     }
     let elems: u64 = out.iter().map(|&d| d as u64).product();
     if elems == 0 {
@@ -167,6 +179,7 @@ pub(super) fn resize(
             in_len: xd[a] as u64,
             in_stride: in_strides[a] as u64,
             scale: scale[a],
+            filter_scale: filter_scale[a],
             roi_start: roi[a].0,
             roi_end: roi[a].1,
         };

@@ -22,8 +22,13 @@ const AXES: usize = COPY_STRIDES + MAX_RANK;
 
 /// Slot `k` as (out_stride, out_len, in_len, in_stride, scale, roi_start, roi_end).
 fn slot(w: &[u64], k: usize) -> (u64, u64, u64, u64, f64, f64, f64) {
-    let s = &w[AXES + 7 * k..AXES + 7 * k + 7];
-    (s[0], s[1], s[2], s[3], f64::from_bits(s[4]), f64::from_bits(s[5]), f64::from_bits(s[6]))
+    let s = &w[AXES + 8 * k..AXES + 8 * k + 8];
+    (s[0], s[1], s[2], s[3], f64::from_bits(s[4]), f64::from_bits(s[6]), f64::from_bits(s[7]))
+}
+
+/// Slot `k`'s filter scale.
+fn filter_scale(w: &[u64], k: usize) -> f64 {
+    f64::from_bits(w[AXES + 8 * k + 5])
 }
 
 /// One Resize of an input `x` of `dims`/`dtype` with inputs roi, scales, sizes; the plan's steps.
@@ -142,7 +147,6 @@ fn unsupported_forms_are_refused_with_the_reason() {
     let linear = op::Resize { mode: ResizeMode::Linear, ..op::Resize::default() };
     let cases: Vec<(op::Resize, &[usize], DType, &str)> = vec![
         (linear.clone(), &[2, 4], DType::I64, "linear / cubic Resize of"),
-        (op::Resize { antialias: true, ..linear.clone() }, &[2, 4], DType::F32, "antialiased downscaling"),
         (
             op::Resize {
                 coordinate_transformation_mode: Ctm::TfCropAndResize,
@@ -170,4 +174,22 @@ fn unsupported_forms_are_refused_with_the_reason() {
     })
     .unwrap_err();
     assert!(e.contains("1 node(s)"), "{e}");
+}
+
+#[test]
+fn antialias_widens_the_filter_of_shrunk_axes_within_a_tap_budget() {
+    let aa = op::Resize { mode: ResizeMode::Cubic, antialias: true, ..op::Resize::default() };
+    let steps =
+        plan(aa.clone(), &[2, 8], DType::F32, |g| [None, f32s(g, "scales", &[2.0, 0.5]), None]).unwrap();
+    let (k, w) = words(&steps[0]);
+    assert_eq!(k, KernelId::ResizeCubicF32);
+    assert_eq!((filter_scale(&w, 0), filter_scale(&w, 1), filter_scale(&w, 2)), (1.0, 0.5, 1.0));
+    // Without antialias the filter keeps its width.
+    let plain = op::Resize { antialias: false, ..aa.clone() };
+    let steps = plan(plain, &[2, 8], DType::F32, |g| [None, f32s(g, "scales", &[2.0, 0.5]), None]).unwrap();
+    assert_eq!(filter_scale(&words(&steps[0]).1, 1), 1.0);
+    // 1 / 100 widens each cubic filter to 400 taps: 160000 per element.
+    let e =
+        plan(aa, &[200, 400], DType::F32, |g| [None, f32s(g, "scales", &[0.01, 0.01]), None]).unwrap_err();
+    assert!(e.contains("taps per element"), "{e}");
 }
