@@ -617,4 +617,26 @@ mod tests {
         fn send<T: Send>() {}
         send::<super::Session<'static>>();
     }
+
+    #[test]
+    fn only_small_integers_and_resize_roi_or_scales_are_specialized() {
+        use planner::op::{self, Op};
+        use planner::{DType, Graph};
+
+        use crate::HostTensor;
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, [1usize, 4]);
+        let s = g.input("s", DType::F32, [2usize]);
+        let z = g.input("z", DType::F32, [1usize, 8]);
+        let y = g.push_opt(Op::Resize(op::Resize::default()), vec![Some(x), None, Some(s)], 1)[0];
+        let w = g.op1(Op::Add, &[y, z]);
+        g.output(w);
+        let f32s = |n: usize| HostTensor::new(vec![n], vec![1.0f32; n]).unwrap();
+        assert!(super::specializable(&g, "s", &f32s(2)));
+        // Data (Resize's X, an Add operand) never is, however small.
+        assert!(!super::specializable(&g, "x", &f32s(4)));
+        assert!(!super::specializable(&g, "z", &f32s(8)));
+        assert!(super::specializable(&g, "k", &HostTensor::new(vec![1], vec![3i64]).unwrap()));
+        assert!(!super::specializable(&g, "s", &f32s(65)));
+    }
 }
