@@ -572,6 +572,13 @@ pub(super) fn lower(
         args.push(ins.get(k).map_or(Arg::Null, |&v| Arg::Value(v)));
     }
     args.push(Arg::Value(out));
+    launch(id, p, args)
+}
+
+/// The `attention_f32` launch of node `id` with parameters `p` and the kernel's arguments `args`
+/// (parameters, Q, K, V, the score program's three extra inputs, Y): a block per batch, head and
+/// `ATTN_WARPS` query rows.
+pub(super) fn launch(id: NodeId, p: &AttentionParams, args: Vec<Arg>) -> Result<Vec<Step>, String> {
     let blocks = p.batch as u64 * p.heads as u64 * p.q_len.div_ceil(ATTN_WARPS) as u64;
     Ok(vec![Step::Kernel {
         nodes: vec![id],

@@ -17,13 +17,12 @@
 //! accumulates in f32, as it does for the f32 inputs it takes.
 
 use kernels_gpu::abi::{
-    ATTN_MAX_DV, ATTN_THREADS, ATTN_WARPS, AttentionParams, AttnView, BinaryOp, EW_MAX_INPUTS, EW_MAX_INSTRS,
-    EwInstr, KernelId, UnaryOp, attention_chunk, attention_shared_bytes, ew_binary_code, ew_src,
-    ew_unary_code,
+    ATTN_MAX_DV, ATTN_WARPS, AttentionParams, AttnView, BinaryOp, EW_MAX_INPUTS, EW_MAX_INSTRS, EwInstr,
+    UnaryOp, attention_chunk, ew_binary_code, ew_src, ew_unary_code,
 };
 
 use super::lower::{Lowered, bytes_of, dims, f32_only};
-use super::{Arg, PlannedValue, Step};
+use super::{Arg, PlannedValue};
 use crate::graph::{Graph, NodeId};
 use crate::op::Attention;
 use crate::tensor_info::DType;
@@ -230,16 +229,7 @@ pub(super) fn lower(g: &Graph, id: NodeId, a: &Attention, values: &[PlannedValue
     args.push(mask.map_or(Arg::Null, Arg::Value));
     args.extend([Arg::Null, Arg::Null]);
     args.push(Arg::Value(y));
-    let blocks = p.batch as u64 * p.heads as u64 * p.q_len.div_ceil(ATTN_WARPS) as u64;
-    Ok(vec![Step::Kernel {
-        nodes: vec![id],
-        label: "Attention".into(),
-        kernel: KernelId::AttentionF32,
-        grid: [u32::try_from(blocks).map_err(|_| "too many query blocks")?, 1, 1],
-        block: [ATTN_THREADS, 1, 1],
-        shared_bytes: attention_shared_bytes(p.dk, p.dv),
-        args,
-    }])
+    super::attention::launch(id, &p, args)
 }
 
 #[cfg(test)]
