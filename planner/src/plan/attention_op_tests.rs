@@ -3,9 +3,10 @@
 
 use super::*;
 use crate::error::PlanError;
-use crate::plan::{PlanOptions, compile};
+use crate::plan::{PlanOptions, Step, compile};
 use crate::tensor_info::{Binding, Dim};
 use crate::{Graph, Op};
+use kernels_gpu::abi::KernelId;
 
 fn known(d: &[usize]) -> Vec<Dim> {
     d.iter().map(|&x| Dim::Known(x)).collect()
