@@ -457,12 +457,7 @@ pub(super) fn fuse(
     epilogues: Vec<(NodeId, Activation, f32)>,
     programs: Programs,
 ) -> (Graph, Vec<(NodeId, Activation, f32)>, Programs, Attentions) {
-    let mut readers = vec![0usize; g.values.len()];
-    for n in &g.nodes {
-        for u in n.uses() {
-            readers[u.index()] += 1;
-        }
-    }
+    let readers = super::fuse::reader_counts(&g);
     let c = Ctx { g: &g, infos, defs: producers(&g), readers };
     let mut matches: Vec<Match> = Vec::new();
     let mut taken = vec![false; g.nodes.len()];

@@ -25,12 +25,7 @@ fn activation_of(op: &Op) -> Option<(Activation, f32)> {
 
 /// The fused graph and, per GEMM node of it (new ids), the activation its epilogue applies.
 pub(super) fn activations(g: &Graph, infos: &[TensorInfo]) -> (Graph, Vec<(NodeId, Activation, f32)>) {
-    let mut readers = vec![0usize; g.values.len()];
-    for n in &g.nodes {
-        for u in n.uses() {
-            readers[u.index()] += 1;
-        }
-    }
+    let readers = reader_counts(g);
     let producer = producers(g);
     let mut out = g.clone();
     let mut removed = vec![false; g.nodes.len()];
@@ -64,6 +59,18 @@ pub(super) fn activations(g: &Graph, infos: &[TensorInfo]) -> (Graph, Vec<(NodeI
     }
     let epilogues = fused.into_iter().filter_map(|(p, a, alpha)| Some((new_id[p]?, a, alpha))).collect();
     (drop_values(out, &dead), epilogues)
+}
+
+/// How many node inputs read each value, indexed by `ValueId` (a node reading a value twice
+/// counts twice).
+pub(super) fn reader_counts(g: &Graph) -> Vec<usize> {
+    let mut readers = vec![0usize; g.values.len()];
+    for n in &g.nodes {
+        for u in n.uses() {
+            readers[u.index()] += 1;
+        }
+    }
+    readers
 }
 
 /// The node index and output slot that produce each value, indexed by `ValueId` (`None` for
@@ -153,12 +160,7 @@ pub(super) fn batch_collapses(dims: &[usize], perm: &[usize]) -> bool {
 /// and batch strides). Returns the absorbed transposes' outputs and, per MatMul output, the
 /// permutations of its A and B operands.
 pub(super) fn transposes(g: &Graph, infos: &[TensorInfo]) -> (Vec<ValueId>, OperandPerms) {
-    let mut readers = vec![0usize; g.values.len()];
-    for n in &g.nodes {
-        for u in n.uses() {
-            readers[u.index()] += 1;
-        }
-    }
+    let readers = reader_counts(g);
     let defs = producers(g);
     let producer = |v: ValueId| defs[v.index()].filter(|&(_, slot)| slot == 0).map(|(node, _)| node);
     let mut absorbed = Vec::new();

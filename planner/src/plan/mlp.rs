@@ -91,12 +91,7 @@ impl Chains {
             return Chains::default();
         }
         let Ok(order) = crate::validate::topo_order(g) else { return Chains::default() };
-        let mut readers = vec![0usize; g.values.len()];
-        for n in &g.nodes {
-            for u in n.uses() {
-                readers[u.index()] += 1;
-            }
-        }
+        let readers = super::fuse::reader_counts(g);
         let act = |id: NodeId| epilogues.iter().find(|(n, ..)| *n == id).map(|&(_, a, alpha)| (a, alpha));
         let layers: Vec<Option<Layer>> =
             order.iter().map(|&id| layer(g, id, values, perms, act(id))).collect();
