@@ -20,6 +20,7 @@ pub mod reference;
 pub mod selftest;
 pub mod session;
 pub mod shape;
+mod specialize;
 mod state;
 pub mod tensor;
 

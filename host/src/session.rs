@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr, result, sys};
 use planner::plan::{Arg, Plan, PlanOptions, Step, compile};
-use planner::{Binding, DType, Dim, Graph, ValueId};
+use planner::{Binding, Dim, Graph, ValueId};
+
+use crate::specialize::{self, Key};
 
 use crate::arena::{Arena, alloc};
 use crate::device::{Context, KernelArg, LaunchShape};
@@ -52,47 +54,6 @@ impl Default for SessionOptions {
             stateful: false,
         }
     }
-}
-
-/// What a plan is compiled for: the sizes of the symbolic dims and, once the session specializes
-/// ([`Session`] docs), the values of its small integer inputs (and of Resize's float roi / scales).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
-    dims: Binding,
-    values: Vec<(String, DType, Vec<usize>, Vec<u8>)>,
-}
-
-/// Largest input (elements) whose values a plan may be specialized on.
-const SPECIALIZE_MAX_ELEMS: usize = 64;
-
-/// Whether a plan may be specialized on the values of input `t` of `graph`: a small integer tensor
-/// (a shape operand, axes, sizes, pads), or a small float tensor that only Resize reads, as its roi
-/// or scales (never data a kernel computes on).
-fn specializable(graph: &Graph, name: &str, t: &HostTensor) -> bool {
-    if t.len() > SPECIALIZE_MAX_ELEMS {
-        return false;
-    }
-    match t.dtype() {
-        DType::I64 => true,
-        DType::F32 | DType::F16 | DType::F64 => resize_operand(graph, name),
-        _ => false,
-    }
-}
-
-/// Whether graph input `name` is read only as the roi or scales of Resize nodes.
-fn resize_operand(graph: &Graph, name: &str) -> bool {
-    let Some(&v) = graph.inputs.iter().find(|v| graph.values[v.index()].name == name) else { return false };
-    if graph.outputs.contains(&v) {
-        return false;
-    }
-    let mut uses = graph.nodes.iter().flat_map(|n| {
-        n.inputs.iter().enumerate().filter(|(_, i)| **i == Some(v)).map(move |(slot, _)| (&n.op, slot))
-    });
-    let mut any = false;
-    uses.all(|(op, slot)| {
-        any = true;
-        matches!(op, planner::Op::Resize(_)) && (slot == 1 || slot == 2)
-    }) && any
 }
 
 /// One binding's weights on the device (the plan's constants packed at 256-byte offsets), shared
@@ -222,34 +183,18 @@ impl<'c> Session<'c> {
     /// The plan key of a run: `dims`, plus the values of the small integer inputs when the session
     /// specializes.
     fn key(&self, dims: Binding, inputs: &[(String, HostTensor)]) -> Key {
-        let values = if self.specialize {
-            inputs
-                .iter()
-                .filter(|(n, t)| specializable(&self.graph, n, t))
-                .map(|(n, t)| (n.clone(), t.dtype(), t.shape().to_vec(), t.to_const().bytes))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let values = if self.specialize { specialize::values(&self.graph, inputs) } else { Vec::new() };
         Key { dims, values }
     }
 
     /// Whether some input is a small tensor a plan could be specialized on.
     fn can_specialize(&self, inputs: &[(String, HostTensor)]) -> bool {
-        inputs.iter().any(|(n, t)| specializable(&self.graph, n, t))
+        inputs.iter().any(|(n, t)| specialize::specializable(&self.graph, n, t))
     }
 
     /// The graph a plan for `key` compiles: its specialized inputs become constants.
     fn specialized(&self, key: &Key) -> Graph {
-        let mut g = self.graph.clone();
-        for (name, dtype, dims, bytes) in &key.values {
-            let Some(pos) = g.inputs.iter().position(|v| &g.values[v.index()].name == name) else { continue };
-            if let Ok(c) = planner::ConstTensor::new(*dtype, dims.clone(), bytes.clone()) {
-                let v = g.inputs.remove(pos);
-                g.initializers.insert(v, c);
-            }
-        }
-        g
+        specialize::graph(&self.graph, key)
     }
 
     fn bind(&self, inputs: &[(String, HostTensor)]) -> Result<Binding, HostError> {
@@ -616,27 +561,5 @@ mod tests {
     fn a_session_can_move_to_another_thread() {
         fn send<T: Send>() {}
         send::<super::Session<'static>>();
-    }
-
-    #[test]
-    fn only_small_integers_and_resize_roi_or_scales_are_specialized() {
-        use planner::op::{self, Op};
-        use planner::{DType, Graph};
-
-        use crate::HostTensor;
-        let mut g = Graph::new();
-        let x = g.input("x", DType::F32, [1usize, 4]);
-        let s = g.input("s", DType::F32, [2usize]);
-        let z = g.input("z", DType::F32, [1usize, 8]);
-        let y = g.push_opt(Op::Resize(op::Resize::default()), vec![Some(x), None, Some(s)], 1)[0];
-        let w = g.op1(Op::Add, &[y, z]);
-        g.output(w);
-        let f32s = |n: usize| HostTensor::new(vec![n], vec![1.0f32; n]).unwrap();
-        assert!(super::specializable(&g, "s", &f32s(2)));
-        // Data (Resize's X, an Add operand) never is, however small.
-        assert!(!super::specializable(&g, "x", &f32s(4)));
-        assert!(!super::specializable(&g, "z", &f32s(8)));
-        assert!(super::specializable(&g, "k", &HostTensor::new(vec![1], vec![3i64]).unwrap()));
-        assert!(!super::specializable(&g, "s", &f32s(65)));
     }
 }
