@@ -293,25 +293,9 @@ pub fn cluster_rank() -> u32 {
     r
 }
 
-/// Cluster-wide barrier: every thread of every block of the cluster arrives (release) and waits
-/// (acquire), so shared-memory writes made before it anywhere in the cluster (also to other
-/// blocks' shared memory) are visible after it. Every thread of the cluster must reach it.
-#[cfg(ferrofuse_hopper)]
-#[inline(always)]
-pub fn cluster_sync() {
-    // SAFETY: a barrier; the contract above makes every thread reach it.
-    unsafe {
-        asm!(
-            "barrier.cluster.arrive.release.aligned;",
-            "barrier.cluster.wait.acquire.aligned;",
-            options(nostack)
-        )
-    };
-}
-
-/// The arrive half of [`cluster_sync`] (release): this thread's earlier writes, also to other
-/// blocks' shared memory, become visible to threads after their [`cluster_wait`]. Every thread of
-/// the cluster must arrive once before waiting.
+/// The arrive half of a cluster-wide barrier (release): this thread's earlier writes, also to
+/// other blocks' shared memory, become visible to threads after their [`cluster_wait`]. Every
+/// thread of the cluster must arrive once before waiting.
 #[cfg(ferrofuse_hopper)]
 #[inline(always)]
 pub fn cluster_arrive() {
@@ -319,8 +303,8 @@ pub fn cluster_arrive() {
     unsafe { asm!("barrier.cluster.arrive.release.aligned;", options(nostack)) };
 }
 
-/// The wait half of [`cluster_sync`] (acquire): returns once every thread of the cluster has
-/// arrived.
+/// The wait half of a cluster-wide barrier (acquire): returns once every thread of the cluster has
+/// arrived ([`cluster_arrive`]).
 #[cfg(ferrofuse_hopper)]
 #[inline(always)]
 pub fn cluster_wait() {
@@ -333,7 +317,7 @@ pub fn cluster_wait() {
 ///
 /// # Safety
 /// `addr .. addr + 4` lies in the dynamic shared memory every block of the launch has, `rank` is
-/// below the cluster size, and block `rank` is running (a [`cluster_sync`] after the launch's
+/// below the cluster size, and block `rank` is running (a [`cluster_wait`] after the launch's
 /// start and before that block exits).
 #[cfg(ferrofuse_hopper)]
 #[inline(always)]
