@@ -11,7 +11,8 @@ same two modes, timed the same way (CUDA events around each call, after warm-up)
 
     python3 scripts/latency_vs_pytorch.py path/to/ferrofuse OUT.json
 
-(The physics MLP's latency comes from `gpu-pack/run.sh --latency`.)
+(The physics MLP's latency comes from `gpu-pack/run.sh --latency`.) With FERROFUSE_KEEP=DIR the
+exported model and its input stay in DIR (gpt2.onnx, ids.npy), e.g. for `ncu`.
 """
 import json
 import os
@@ -89,7 +90,9 @@ def ferrofuse_latency(binary, path, inputs):
 
 
 def main(binary, dest):
-    tmp = tempfile.mkdtemp()
+    # FERROFUSE_KEEP=DIR keeps the exported model and its input there (for profiling afterwards).
+    tmp = os.environ.get("FERROFUSE_KEEP") or tempfile.mkdtemp()
+    os.makedirs(tmp, exist_ok=True)
     rows = []
     ids = torch.randint(0, VOCAB, (1, SEQ))
     gpt2 = Gpt2()

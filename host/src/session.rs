@@ -42,6 +42,9 @@ pub struct SessionOptions {
     /// [`Session::reset_state`] (default off: each run starts from the nodes' initial-state inputs,
     /// or zeros). For step-by-step decoding: a run of length 1 continues the previous run.
     pub stateful: bool,
+    /// Run the GEMMs too small to fill the device with CUDA-core tiles on the tensor cores
+    /// (3xTF32, f32 accuracy) instead of split-K launches (default on).
+    pub tensor_core_gemm: bool,
 }
 
 impl Default for SessionOptions {
@@ -52,6 +55,7 @@ impl Default for SessionOptions {
             fuse_elementwise: true,
             fuse_gemm_programs: true,
             stateful: false,
+            tensor_core_gemm: true,
         }
     }
 }
@@ -194,7 +198,7 @@ impl<'c> Session<'c> {
 
     /// The graph a plan for `key` compiles: its specialized inputs become constants.
     fn specialized(&self, key: &Key) -> Graph {
-        specialize::graph(&self.graph, key)
+        specialize::fold_constants(specialize::graph(&self.graph, key))
     }
 
     fn bind(&self, inputs: &[(String, HostTensor)]) -> Result<Binding, HostError> {
@@ -252,6 +256,7 @@ impl<'c> Session<'c> {
             fuse_elementwise: self.options.fuse_elementwise,
             fuse_gemm_programs: self.options.fuse_gemm_programs,
             stateful: self.options.stateful,
+            tensor_core_gemm: self.options.tensor_core_gemm,
             cluster_mlp: self.ctx.flavour() == crate::PtxFlavour::Hopper,
             ..PlanOptions::default()
         };

@@ -73,6 +73,80 @@ pub(crate) fn graph(graph: &Graph, key: &Key) -> Graph {
     g
 }
 
+/// Largest value (elements) [`fold_constants`] computes.
+const FOLD_MAX_ELEMS: usize = 1 << 18;
+
+/// `graph` with every node whose inputs are all constants computed on the host by the reference
+/// executor and replaced by its results (as ONNX Runtime's constant folding does): a causal mask
+/// built from a constant buffer by comparisons and `Where`, position embeddings gathered at a
+/// constant `Range`. The planner's own folding covers shape arithmetic; this covers every op the
+/// reference runs. Nodes with nested graphs and nodes producing a graph output are left alone; a
+/// value over [`FOLD_MAX_ELEMS`] (the reference's limit stops it) or any failure leaves the graph
+/// unchanged (the kernels then compute it as before).
+pub(crate) fn fold_constants(graph: Graph) -> Graph {
+    use std::collections::BTreeSet;
+    let mut known: BTreeSet<planner::ValueId> = graph.initializers.keys().copied().collect();
+    let mut picked = Vec::new();
+    for (i, n) in graph.nodes.iter().enumerate() {
+        let outputs: Vec<_> = n.outputs.iter().flatten().copied().collect();
+        if !n.op.subgraphs().is_empty()
+            || outputs.is_empty()
+            || outputs.iter().any(|v| graph.outputs.contains(v))
+            || !n.inputs.iter().flatten().all(|v| known.contains(v))
+        {
+            continue;
+        }
+        known.extend(outputs);
+        picked.push(i);
+    }
+    // The picked nodes' outputs that something else reads.
+    let picked_set: BTreeSet<usize> = picked.iter().copied().collect();
+    let frontier: Vec<planner::ValueId> = picked
+        .iter()
+        .flat_map(|&i| graph.nodes[i].outputs.iter().flatten().copied())
+        .filter(|v| {
+            graph.nodes.iter().enumerate().any(|(j, n)| !picked_set.contains(&j) && n.uses().contains(v))
+        })
+        .collect();
+    if frontier.is_empty() {
+        return graph;
+    }
+    // The picked nodes alone, over their own value table (validation wants every value defined).
+    let mut sub = Graph::new();
+    let mut ids = std::collections::BTreeMap::new();
+    let mut map = |sub: &mut Graph, v: planner::ValueId| {
+        *ids.entry(v).or_insert_with(|| {
+            let info = &graph.values[v.index()];
+            let id = sub.add_value(info.name.clone(), info.info.clone());
+            if let Some(c) = graph.initializers.get(&v) {
+                sub.initializers.insert(id, c.clone());
+            }
+            id
+        })
+    };
+    for &i in &picked {
+        let mut n = graph.nodes[i].clone();
+        n.inputs = n.inputs.iter().map(|v| v.map(|v| map(&mut sub, v))).collect();
+        n.outputs = n.outputs.iter().map(|v| v.map(|v| map(&mut sub, v))).collect();
+        sub.nodes.push(n);
+    }
+    sub.outputs = frontier.iter().map(|&v| map(&mut sub, v)).collect();
+    let weights: u64 = graph.initializers.values().map(|c| c.bytes.len() as u64).sum();
+    let limits = crate::reference::Limits {
+        max_tensor_elems: FOLD_MAX_ELEMS,
+        max_total_bytes: weights + 4 * FOLD_MAX_ELEMS as u64 * 8 * picked.len() as u64,
+    };
+    let Ok(values) = crate::reference::eval_with(&sub, &[], limits) else { return graph };
+    let mut g = graph;
+    for (v, (_, t)) in frontier.iter().zip(values) {
+        g.initializers.insert(*v, t.to_const());
+    }
+    g.nodes =
+        g.nodes.into_iter().enumerate().filter(|(i, _)| !picked_set.contains(i)).map(|(_, n)| n).collect();
+    // The folded nodes' internal values are now undefined: compact them away.
+    planner::dce::eliminate(&g)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -95,5 +169,45 @@ mod tests {
         assert!(!super::specializable(&g, "z", &f32s(8)));
         assert!(super::specializable(&g, "k", &HostTensor::new(vec![1], vec![3i64]).unwrap()));
         assert!(!super::specializable(&g, "s", &f32s(65)));
+    }
+
+    #[test]
+    fn constant_subgraphs_fold_into_initializers_and_the_rest_stays() {
+        use planner::{ConstTensor, DType, Graph};
+
+        use crate::HostTensor;
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, [2usize, 3]);
+        let c = |g: &mut Graph, name: &str, v: [f32; 3]| {
+            g.initializer(
+                name,
+                ConstTensor::new(DType::F32, vec![3], v.iter().flat_map(|f| f.to_le_bytes()).collect())
+                    .unwrap(),
+            )
+        };
+        let (c1, c2) = (c(&mut g, "c1", [1.0, 2.0, 3.0]), c(&mut g, "c2", [0.5, 0.5, -4.0]));
+        // A constant chain (Add, then Relu), read by a data node; a constant graph output.
+        let t = g.op1(planner::Op::Add, &[c1, c2]);
+        let r = g.op1(planner::Op::Relu, &[t]);
+        let y = g.op1(planner::Op::Mul, &[x, r]);
+        let k = g.op1(planner::Op::Neg, &[c1]);
+        g.output(y);
+        g.output(k);
+        let folded = super::fold_constants(g.clone());
+        // The Mul and the output's Neg remain; the Relu's result is a constant [1.5, 2.5, 0].
+        assert_eq!(folded.nodes.len(), 2);
+        let want: Vec<u8> = [1.5f32, 2.5, 0.0].iter().flat_map(|f| f.to_le_bytes()).collect();
+        let name = &g.values[r.index()].name;
+        let r =
+            folded.values.iter().position(|v| &v.name == name).map(|i| planner::ValueId(i as u32)).unwrap();
+        assert_eq!(folded.initializers.get(&r).map(|c| c.bytes.clone()), Some(want));
+        // Same results as the original graph.
+        let feeds = vec![(
+            "x".to_string(),
+            HostTensor::new(vec![2, 3], vec![1.0f32, -2.0, 3.0, 4.0, 5.0, 6.0]).unwrap(),
+        )];
+        let (a, b) =
+            (crate::reference::eval(&g, &feeds).unwrap(), crate::reference::eval(&folded, &feeds).unwrap());
+        assert_eq!(a, b);
     }
 }

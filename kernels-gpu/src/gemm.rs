@@ -45,7 +45,7 @@ fn epilogue(p: &GemmParams, c: *const f32, batch: u64, i: u32, j: u32, acc: f32)
 
 /// A program epilogue: the program and its input pointers (input 0 is the GEMM result and is not
 /// read from memory).
-type Program<'a> = Option<(&'a EwProgramParams, [*const f32; 4])>;
+pub(crate) type Program<'a> = Option<(&'a EwProgramParams, [*const f32; 4])>;
 
 /// [`epilogue`], then the program of `program` (if any) on output element `(batch, i, j)`, whose
 /// index into the program's output is `(batch * m + i) * n + j`.
@@ -53,7 +53,7 @@ type Program<'a> = Option<(&'a EwProgramParams, [*const f32; 4])>;
 /// # Safety
 /// The program's inputs `1..n_inputs` hold every element their strides address for the outputs.
 #[inline(always)]
-unsafe fn finish(
+pub(crate) unsafe fn finish(
     p: &GemmParams,
     c: *const f32,
     program: Program,
@@ -90,7 +90,7 @@ unsafe fn finish(
 /// Whether a program epilogue's parameters are usable (a corrupt rank would index past the
 /// shape arrays).
 #[inline(always)]
-fn program_ok(e: &EwProgramParams) -> bool {
+pub(crate) fn program_ok(e: &EwProgramParams) -> bool {
     e.rank as usize <= MAX_RANK
 }
 

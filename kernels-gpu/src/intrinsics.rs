@@ -413,6 +413,39 @@ pub fn mma_m16n8k16_bf16_f32(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] 
     [d0, d1, d2, d3]
 }
 
+/// `cvt.rna.tf32.f32`: `x` rounded to TF32 (10 explicit mantissa bits, to nearest, ties away from
+/// zero), returned as the bits of an f32 whose low 13 mantissa bits are zero.
+#[inline(always)]
+pub fn cvt_rna_tf32(x: f32) -> u32 {
+    let r: u32;
+    // SAFETY: register-only conversion.
+    unsafe {
+        asm!("cvt.rna.tf32.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`: `D = A (16x8) * B (8x8) + C` with TF32
+/// operands (f32 bits, low 13 mantissa bits ignored), in the standard fragment layouts (lane `l`,
+/// `g = l / 4`, `t = l % 4`): `a = [A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]]`,
+/// `b = [B[t][g], B[t+4][g]]`, `c = [C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]]`.
+/// Warp-collective.
+#[inline(always)]
+pub fn mma_m16n8k8_tf32_f32(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    let (d0, d1, d2, d3): (f32, f32, f32, f32);
+    // SAFETY: register-only tensor-core operation; every lane participates (contract above).
+    unsafe {
+        asm!("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {{{d0}, {d1}, {d2}, {d3}}}, \
+              {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+             d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+             a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+             b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+             c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+             options(pure, nomem, nostack))
+    };
+    [d0, d1, d2, d3]
+}
+
 /// `wgmma.fence.sync.aligned` (sm_90a): orders register and shared-memory accesses before the next
 /// `wgmma.mma_async`. Warpgroup-collective (4 consecutive warps starting at a multiple of 4).
 #[cfg(ferrofuse_hopper)]

@@ -28,6 +28,8 @@ mod elementwise;
 #[cfg(target_arch = "nvptx64")]
 mod gemm;
 #[cfg(target_arch = "nvptx64")]
+mod gemm_tc;
+#[cfg(target_arch = "nvptx64")]
 mod group;
 #[cfg(target_arch = "nvptx64")]
 mod indexing;

@@ -130,7 +130,16 @@ impl EwState {
 
     #[inline(always)]
     fn step(&mut self, ins: &EwInstr) {
-        let v = ew_apply(ins.op, self.src(ins.a, ins), self.src(ins.b, ins), ins.imm);
+        let (a, b) = (self.src(ins.a, ins), self.src(ins.b, ins));
+        // The arithmetic ops inline (a residual or bias add, a scale): no call. The same
+        // functions as `ew_apply`'s, so the results are the same bits.
+        let v = match ins.op {
+            0 => math::add(a, b),
+            1 => math::sub(a, b),
+            2 => math::mul(a, b),
+            3 => math::div(a, b),
+            _ => ew_apply(ins.op, a, b, ins.imm),
+        };
         self.set(ins.dst, v);
     }
 
@@ -145,7 +154,23 @@ impl EwState {
                 }
             )*};
         }
-        run!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+        // Short programs (a residual or bias add, a score's scale and mask) run straight through:
+        // the sixteen guarded steps below cost their guards and selects whatever the length.
+        match n_instr {
+            1 => self.step(&instrs[0]),
+            2 => {
+                self.step(&instrs[0]);
+                self.step(&instrs[1]);
+            }
+            3 => {
+                self.step(&instrs[0]);
+                self.step(&instrs[1]);
+                self.step(&instrs[2]);
+            }
+            _ => {
+                run!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+            }
+        }
         self.src(out_reg, &EwInstr::default())
     }
 }

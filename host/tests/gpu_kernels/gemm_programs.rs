@@ -31,12 +31,21 @@ fn inputs(
     (ids, feeds)
 }
 
-/// Runs `g` with and without the GEMM-epilogue fusion on the GPU and on the reference; returns
-/// the fused plan's text, which must name `kernel`.
+/// Runs `g` with and without the GEMM-epilogue fusion on the GPU and on the reference, with the
+/// CUDA-core GEMM kernels (the fused plan must name `kernel`) and with the tensor-core one (where
+/// it takes the tiled and split-K shapes: `gemm_tc_program_f32`); returns the first fused plan's
+/// text.
 fn check(what: &str, g: Graph, feeds: Vec<(String, HostTensor)>, kernel: &str) -> String {
-    let unfused = SessionOptions { fuse_gemm_programs: false, ..SessionOptions::default() };
-    let plan = crate::programs::fused_matches_unfused(what, g, &feeds, unfused, 1e-4);
+    let cores = SessionOptions { tensor_core_gemm: false, ..SessionOptions::default() };
+    let unfused = SessionOptions { fuse_gemm_programs: false, ..cores };
+    let plan = crate::programs::fused_matches_unfused_with(what, g.clone(), &feeds, cores, unfused, 1e-4);
     assert!(plan.contains(kernel), "{what}: expected {kernel}:\n{plan}");
+    let tc_kernel = kernel
+        .replace("gemm_reduce_program_f32", "gemm_tc_program_f32")
+        .replace("gemm_program_f32", "gemm_tc_program_f32");
+    let unfused = SessionOptions { fuse_gemm_programs: false, ..SessionOptions::default() };
+    let tc_plan = crate::programs::fused_matches_unfused(what, g, &feeds, unfused, 1e-4);
+    assert!(tc_plan.contains(&tc_kernel), "{what}: expected {tc_kernel}:\n{tc_plan}");
     plan
 }
 
@@ -110,31 +119,60 @@ fn attention_mask_broadcast_over_heads() {
     check("masked scores", g, feeds, "MatMul+Sum[2 ops] gemm_program_f32");
 }
 
+/// `0.5 h (1 + tanh(kk (h + 0.044715 h^3)))` after `h = Gemm(x, w, b)` with x `[m, k]`: GELU-tanh
+/// when `kk` is `sqrt(2 / pi)`, an eight-op program otherwise.
+fn gelu_like(rng: &mut Rng, (m, k, n): (usize, usize, usize), kk: f32) -> (Graph, Vec<(String, HostTensor)>) {
+    let mut g = Graph::new();
+    let (v, feeds) = inputs(&mut g, rng, &[("x", &[m, k]), ("w", &[k, n]), ("b", &[n])]);
+    let h = g.push(Op::Gemm(Gemm::default()), &[v[0], v[1], v[2]], 1)[0];
+    let mut s = |name: &str, x: f32| g.initializer(name, ConstTensor::scalar_f32(x));
+    let (half, three, c, kk, one) =
+        (s("half", 0.5), s("three", 3.0), s("c", 0.044715), s("k", kk), s("one", 1.0));
+    let t1 = g.mul(h, half);
+    let t2 = g.op1(Op::Pow, &[h, three]);
+    let t3 = g.mul(t2, c);
+    let t4 = g.add(h, t3);
+    let t5 = g.mul(t4, kk);
+    let t6 = g.op1(Op::Tanh, &[t5]);
+    let t7 = g.add(t6, one);
+    let y = g.mul(t1, t7);
+    g.output(y);
+    (g, feeds)
+}
+
 #[test]
-fn gelu_tanh_chain_after_a_gemm_with_bias() {
+fn an_eight_op_chain_after_a_gemm_with_bias() {
+    // Not GELU (the tanh's scale is off): it stays an interpreted program.
     let mut rng = Rng::new(0x6e1a);
     for (m, k, n, kernel) in [
         (16, 64, 256, "gemm_program_f32"),
         (128, 512, 128, "gemm_reduce_program_f32"),
         (2, 64, 96, "gemv_program_f32"),
     ] {
-        let mut g = Graph::new();
-        let (v, feeds) = inputs(&mut g, &mut rng, &[("x", &[m, k]), ("w", &[k, n]), ("b", &[n])]);
-        let h = g.push(Op::Gemm(Gemm::default()), &[v[0], v[1], v[2]], 1)[0];
-        let mut s = |name: &str, x: f32| g.initializer(name, ConstTensor::scalar_f32(x));
-        let (half, three, c, kk, one) =
-            (s("half", 0.5), s("three", 3.0), s("c", 0.044715), s("k", 0.797_884_6), s("one", 1.0));
-        let t1 = g.mul(h, half);
-        let t2 = g.op1(Op::Pow, &[h, three]);
-        let t3 = g.mul(t2, c);
-        let t4 = g.add(h, t3);
-        let t5 = g.mul(t4, kk);
-        let t6 = g.op1(Op::Tanh, &[t5]);
-        let t7 = g.add(t6, one);
-        let y = g.mul(t1, t7);
-        g.output(y);
-        let plan = check(&format!("gelu {m}x{k}x{n}"), g, feeds, kernel);
+        let (g, feeds) = gelu_like(&mut rng, (m, k, n), 0.79);
+        let plan = check(&format!("chain {m}x{k}x{n}"), g, feeds, kernel);
         assert!(plan.contains("Gemm+Sum[8 ops]"), "{plan}");
+    }
+}
+
+#[test]
+fn gelu_tanh_spelled_out_runs_as_the_built_in_activation() {
+    // GPT-2's GELU: the epilogue's GeluTanh (no program), within f32 tolerance of the reference
+    // (not bit for bit with the unfused chain, which rounds after each op).
+    let mut rng = Rng::new(0x6e1b);
+    for (m, k, n, kernel) in
+        [(16, 64, 256, "gemm_tc_f32"), (128, 1024, 1024, "gemm_tc_f32"), (2, 64, 96, "gemv_f32")]
+    {
+        let (g, feeds) = gelu_like(&mut rng, (m, k, n), 0.797_884_6);
+        let want = host::reference::eval(&g, &feeds).unwrap();
+        let mut s = host::Session::new(ctx(), g, SessionOptions::default()).unwrap();
+        let got = s.run(&feeds).unwrap();
+        let plan = s.last_plan().unwrap().to_string();
+        assert!(plan.contains(&format!("Gemm+GeluTanh {kernel}")), "{plan}");
+        let (gv, wv) = (got[0].1.f32s("gpu").unwrap(), want[0].1.data().to_f64s());
+        for (i, (&x, &w)) in gv.iter().zip(&wv).enumerate() {
+            assert!((x as f64 - w).abs() <= 1e-4 * (w.abs() + 1.0), "[{i}] gpu {x} reference {w}\n{plan}");
+        }
     }
 }
 

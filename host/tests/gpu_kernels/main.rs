@@ -7,6 +7,7 @@ mod context;
 mod conv;
 mod elementwise;
 mod ew_ops;
+mod gemm;
 mod gemm_programs;
 mod indexing;
 mod loss;

@@ -35,10 +35,22 @@ pub fn fused_matches_unfused(
     unfused: SessionOptions,
     tol: f64,
 ) -> String {
+    fused_matches_unfused_with(what, g, inputs, SessionOptions::default(), unfused, tol)
+}
+
+/// [`fused_matches_unfused`] with the fused session's options given too.
+pub fn fused_matches_unfused_with(
+    what: &str,
+    g: Graph,
+    inputs: &[(String, HostTensor)],
+    fused: SessionOptions,
+    unfused: SessionOptions,
+    tol: f64,
+) -> String {
     let want = host::reference::eval(&g, inputs).unwrap();
     let mut plain = Session::new(ctx(), g.clone(), unfused).unwrap();
     let base = plain.run(inputs).unwrap();
-    let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
+    let mut s = Session::new(ctx(), g, fused).unwrap();
     let got = s.run(inputs).unwrap();
     assert_eq!(got.len(), want.len(), "{what}: outputs");
     for (((gn, g), (_, b)), (_, w)) in got.iter().zip(&base).zip(&want) {

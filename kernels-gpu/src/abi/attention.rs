@@ -5,44 +5,33 @@ use super::{EW_MAX_INPUTS, EW_MAX_INSTRS, EwInstr, Params};
 /// Largest value head size (`dv`) of `attention_f32`: each lane keeps `ATTN_MAX_DV / 32` output
 /// accumulators in registers.
 pub const ATTN_MAX_DV: u32 = 256;
-/// Warps per block of `attention_f32`: one query row per warp, so a block takes `ATTN_WARPS`
-/// consecutive query rows of one (batch, head).
+/// Warps per block of `attention_f32`.
 pub const ATTN_WARPS: u32 = 8;
 /// Threads per block of `attention_f32`.
 pub const ATTN_THREADS: u32 = ATTN_WARPS * 32;
+/// Query rows per block of `attention_f32` (consecutive rows of one (batch, head)).
+pub const ATTN_ROWS: u32 = 2;
+/// Warps per query row: they split the row's keys (32-key groups, round robin) and merge their
+/// partial softmax sums at the end.
+pub const ATTN_SPLIT: u32 = ATTN_WARPS / ATTN_ROWS;
 /// Dynamic shared memory the planner may give `attention_f32` (the default per-block limit).
 pub const ATTN_MAX_SHARED_BYTES: u32 = 48 * 1024;
 
-/// Dynamic shared memory of an `attention_f32` launch with `kc` keys per chunk: the warps' query
-/// rows (`dk` f32 each, rounded up to 4), the chunk's K rows (`dk | 1` f32 each: an odd row
-/// stride, so lanes reading the same column of different rows hit different banks) and its V
-/// rows (`dv` f32 each).
-const fn attention_bytes(dk: u32, dv: u32, kc: u32) -> u64 {
-    let q = ATTN_WARPS as u64 * (dk as u64).div_ceil(4) * 4;
-    4 * (q + kc as u64 * (dk as u64 | 1) + kc as u64 * dv as u64)
+/// Dynamic shared memory of `attention_f32`: the block's query rows (`dk` f32 each, rounded up
+/// to 4) and each warp's partial result (running maximum, sum, NaN flag and `dv` outputs).
+const fn attention_bytes(dk: u32, dv: u32) -> u64 {
+    4 * (ATTN_ROWS as u64 * (dk as u64).div_ceil(4) * 4 + ATTN_WARPS as u64 * (dv as u64 + 3))
 }
 
-/// Keys per shared-memory chunk of `attention_f32` for head sizes `dk`, `dv`: the largest of 64,
-/// 32, 16, 8 whose [`attention_shared_bytes`] fits [`ATTN_MAX_SHARED_BYTES`], or 0 when none does
-/// (the planner then does not fuse). The kernel derives it from its parameters the same way.
-pub const fn attention_chunk(dk: u32, dv: u32) -> u32 {
-    let mut kc = 64;
-    while kc >= 8 {
-        if attention_bytes(dk, dv, kc) <= ATTN_MAX_SHARED_BYTES as u64 {
-            return kc;
-        }
-        kc /= 2;
-    }
-    0
+/// Whether `attention_f32` takes head sizes `dk`, `dv` (`dv <= ATTN_MAX_DV`, shared memory within
+/// [`ATTN_MAX_SHARED_BYTES`]); the planner does not fuse otherwise.
+pub const fn attention_fits(dk: u32, dv: u32) -> bool {
+    dv <= ATTN_MAX_DV && attention_bytes(dk, dv) <= ATTN_MAX_SHARED_BYTES as u64
 }
 
-/// Dynamic shared memory of an `attention_f32` launch (at most [`ATTN_MAX_SHARED_BYTES`]; 0 when
-/// [`attention_chunk`] is 0).
+/// Dynamic shared memory of an `attention_f32` launch (0 when it does not [`attention_fits`]).
 pub const fn attention_shared_bytes(dk: u32, dv: u32) -> u32 {
-    match attention_chunk(dk, dv) {
-        0 => 0,
-        kc => attention_bytes(dk, dv, kc) as u32,
-    }
+    if attention_fits(dk, dv) { attention_bytes(dk, dv) as u32 } else { 0 }
 }
 
 /// A strided 4-D view `[batch, head, row, col]` of an f32 operand: element `(b, h, r, c)` is at

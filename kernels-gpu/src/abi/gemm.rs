@@ -119,6 +119,18 @@ pub const GEMM_SHARED_BYTES: u32 = 16384;
 /// K step of `gemm_f32` (split-K chunks are multiples of it).
 pub const GEMM_BK: u32 = 16;
 
+/// Output tile of `gemm_tc_f32`: `GEMM_TC_M x GEMM_TC_N` per block (one m16n8k8 row of four
+/// n tiles per warp).
+pub const GEMM_TC_M: u32 = 16;
+/// See [`GEMM_TC_M`].
+pub const GEMM_TC_N: u32 = 32;
+/// K elements a `gemm_tc_f32` warp loads per round (four m16n8k8 steps).
+pub const GEMM_TC_KC: u32 = 32;
+/// Most warps of a `gemm_tc_f32` block (they split the reduction; launch `32 * warps` threads).
+pub const GEMM_TC_MAX_WARPS: u32 = 8;
+/// Dynamic shared memory of `gemm_tc_f32`: each warp's partial tile `[GEMM_TC_M][GEMM_TC_N + 1]`.
+pub const GEMM_TC_SHARED_BYTES: u32 = GEMM_TC_MAX_WARPS * GEMM_TC_M * (GEMM_TC_N + 1) * 4;
+
 // SAFETY: #[repr(C)], four u32, ten u64, then six 4-byte fields (the last an explicit `_pad`).
 unsafe impl Params for GemmParams {}
 

@@ -149,6 +149,12 @@ kernel_ids! {
     /// `gemm::gemm_reduce_program_f32`: `gemm_reduce_f32` whose epilogue continues with an
     /// elementwise program
     GemmReduceProgramF32 => "gemm_reduce_program_f32",
+    /// `gemm_tc::gemm_tc_f32`: f32 GEMM on the tensor cores (3xTF32, f32 accuracy), small tiles
+    /// for small `m`, the reduction split over the warps of a block
+    GemmTcF32 => "gemm_tc_f32",
+    /// `gemm_tc::gemm_tc_program_f32`: `gemm_tc_f32` whose epilogue continues with an elementwise
+    /// program
+    GemmTcProgramF32 => "gemm_tc_program_f32",
     // rows
     /// `rows::softmax_f32`: softmax along one axis
     SoftmaxF32 => "softmax_f32",

@@ -16,8 +16,8 @@
 use std::collections::BTreeMap;
 
 use kernels_gpu::abi::{
-    ATTN_MAX_DV, ATTN_THREADS, ATTN_WARPS, Activation, AttentionParams, AttnView, EW_MAX_INPUTS,
-    EW_MAX_INSTRS, KernelId, attention_chunk, attention_shared_bytes, ew_src,
+    ATTN_MAX_DV, ATTN_ROWS, ATTN_THREADS, Activation, AttentionParams, AttnView, EW_MAX_INPUTS,
+    EW_MAX_INSTRS, KernelId, attention_fits, attention_shared_bytes, ew_src,
 };
 
 use super::fuse::{EwProgram, Programs, compile_program, drop_values, ew_node, producers, remove_nodes};
@@ -406,10 +406,10 @@ fn match_at(c: &Ctx, programs: &Programs, mm2: usize) -> Option<Match> {
         *extra.get_mut(slot)? = attn_view(&view, batch)?;
     }
     let fits = |n: usize| n > 0 && n <= u32::MAX as usize;
-    let blocks = (batch[0] * batch[1]) as u64 * q_len.div_ceil(ATTN_WARPS as usize) as u64;
+    let blocks = (batch[0] * batch[1]) as u64 * q_len.div_ceil(ATTN_ROWS as usize) as u64;
     if ![batch[0], batch[1], q_len, kv_len, dk, dv].into_iter().all(fits)
         || dv > ATTN_MAX_DV as usize
-        || attention_chunk(dk as u32, dv as u32) == 0
+        || !attention_fits(dk as u32, dv as u32)
         || blocks > i32::MAX as u64
         || program.instrs.len() > EW_MAX_INSTRS
         || extras.len() >= EW_MAX_INPUTS
@@ -572,9 +572,9 @@ pub(super) fn lower(
 
 /// The `attention_f32` launch of node `id` with parameters `p` and the kernel's arguments `args`
 /// (parameters, Q, K, V, the score program's three extra inputs, Y): a block per batch, head and
-/// `ATTN_WARPS` query rows.
+/// `ATTN_ROWS` query rows.
 pub(super) fn launch(id: NodeId, p: &AttentionParams, args: Vec<Arg>) -> Result<Vec<Step>, String> {
-    let blocks = p.batch as u64 * p.heads as u64 * p.q_len.div_ceil(ATTN_WARPS) as u64;
+    let blocks = p.batch as u64 * p.heads as u64 * p.q_len.div_ceil(ATTN_ROWS) as u64;
     Ok(vec![Step::Kernel {
         nodes: vec![id],
         label: "Attention".into(),

@@ -17,8 +17,8 @@
 //! accumulates in f32, as it does for the f32 inputs it takes.
 
 use kernels_gpu::abi::{
-    ATTN_MAX_DV, ATTN_WARPS, AttentionParams, AttnView, BinaryOp, EW_MAX_INPUTS, EW_MAX_INSTRS, EwInstr,
-    UnaryOp, attention_chunk, ew_binary_code, ew_src, ew_unary_code,
+    ATTN_MAX_DV, ATTN_ROWS, AttentionParams, AttnView, BinaryOp, EW_MAX_INPUTS, EW_MAX_INSTRS, EwInstr,
+    UnaryOp, attention_fits, ew_binary_code, ew_src, ew_unary_code,
 };
 
 use super::lower::{Lowered, bytes_of, dims, f32_only};
@@ -133,10 +133,10 @@ pub(super) fn attention_params(a: &Attention, ops: &Operands) -> Result<Attentio
     if ![batch, hq, sq, skv, dk, dv].into_iter().all(fits) {
         return Err("an empty or oversized extent".into());
     }
-    if dv > ATTN_MAX_DV as usize || attention_chunk(dk as u32, dv as u32) == 0 {
+    if dv > ATTN_MAX_DV as usize || !attention_fits(dk as u32, dv as u32) {
         return Err(format!("head sizes {dk} / {dv} exceed the attention kernel's shared memory"));
     }
-    if (batch * hq) as u64 * sq.div_ceil(ATTN_WARPS as usize) as u64 > i32::MAX as u64 {
+    if (batch * hq) as u64 * sq.div_ceil(ATTN_ROWS as usize) as u64 > i32::MAX as u64 {
         return Err("too many query blocks".into());
     }
     let mut extra = [AttnView::default(); EW_MAX_INPUTS - 1];

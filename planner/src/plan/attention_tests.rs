@@ -145,8 +145,8 @@ fn a_bare_softmax_between_the_matmuls_fuses_without_a_program() {
 }
 
 #[test]
-fn gpt2_small_launches_sixty_four_blocks_of_eight_query_rows() {
-    // Batch 1, 4 heads, seq 128, head 64: 4 * 128 / 8 blocks of 8 warps, 64-key chunks.
+fn gpt2_small_launches_two_query_rows_per_block() {
+    // Batch 1, 4 heads, seq 128, head 64: 4 * 128 / 2 blocks of 8 warps, four warps per row.
     let shape = Shape { batch: 1, seq: 128, heads: 4, head: 64, ..SMALL };
     let plan = compile(&gpt2_attention(shape), &Binding::new(), &PlanOptions::default()).unwrap();
     let launch = plan.steps.iter().find_map(|s| match s {
@@ -155,10 +155,9 @@ fn gpt2_small_launches_sixty_four_blocks_of_eight_query_rows() {
         }
         _ => None,
     });
-    assert_eq!(attention_chunk(64, 64), 64);
-    // 8 query rows of 64, 64 K rows of 65, 64 V rows of 64 (f32).
-    assert_eq!(launch, Some(([64, 1, 1], [ATTN_THREADS, 1, 1], 4 * (8 * 64 + 64 * 65 + 64 * 64))), "{plan}");
-    // The largest heads still fit the default 48 KB with smaller chunks.
-    assert_eq!((attention_chunk(128, 256), attention_chunk(256, 256)), (16, 16));
-    assert!(attention_shared_bytes(256, 256) <= 48 * 1024);
+    // 2 query rows of 64, then 8 warps' partial results of 64 + 3 (f32).
+    assert_eq!(launch, Some(([256, 1, 1], [ATTN_THREADS, 1, 1], 4 * (2 * 64 + 8 * 67))), "{plan}");
+    // The largest value heads fit the default 48 KB; longer ones do not.
+    assert!(attention_fits(256, 256) && attention_shared_bytes(256, 256) <= 48 * 1024);
+    assert!(!attention_fits(64, 257) && attention_shared_bytes(64, 257) == 0);
 }

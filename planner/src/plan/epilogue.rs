@@ -31,6 +31,78 @@ pub(super) struct GemmProgram {
     pub label: String,
 }
 
+/// The activation a program of one input computes, when it is one of the GEMM epilogue's
+/// built-in activations: an activation spelled out as elementwise ops (GPT-2's eight-op
+/// GELU-tanh, `x * sigmoid(x)`) then runs as that activation (one inline function instead of the
+/// interpreted program), as ONNX Runtime's and TensorRT's GELU fusions do. The program must read
+/// only input 0 (and immediates) and agree with the activation within 2e-6 (relative to
+/// `1 + |x|`) at several hundred points from -1e4 to 1e4 and at 0, ±inf and NaN. The result is
+/// then not the same bits as the unfused chain (the activation rounds differently), but within
+/// the engine's f32 tolerance of it.
+pub(super) fn as_activation(program: &EwProgram) -> Option<Activation> {
+    use kernels_gpu::math;
+    let input0 = ew_src::INPUT0;
+    let reads = |s: u32| s < ew_src::INPUT0 || s == input0 || s >= ew_src::IMM;
+    if program.instrs.is_empty() || !program.instrs.iter().all(|i| reads(i.a) && reads(i.b)) {
+        return None;
+    }
+    // The program on the host, with the functions the device applies (None: an op not modelled).
+    let eval = |x: f32| -> Option<f32> {
+        let mut regs = [0f32; kernels_gpu::abi::EW_REGS as usize];
+        let src = |regs: &[f32], s: u32, imm: f32| match s {
+            s if s < ew_src::INPUT0 => regs[s as usize],
+            s if s == input0 => x,
+            _ => imm,
+        };
+        for i in &program.instrs {
+            let (a, b) = (src(&regs, i.a, i.imm), src(&regs, i.b, i.imm));
+            let v = match i.op {
+                0 => math::add(a, b),
+                1 => math::sub(a, b),
+                2 => math::mul(a, b),
+                3 => math::div(a, b),
+                4 => math::pow(a, b),
+                5 => math::max(a, b),
+                6 => math::min(a, b),
+                16 => math::relu(a),
+                18 => math::sigmoid(a),
+                19 => math::tanh(a),
+                20 => math::exp(a),
+                22 => math::sqrt(a),
+                24 => math::neg(a),
+                25 => math::erf(a),
+                26 => math::gelu_erf(a),
+                27 => math::gelu_tanh(a),
+                28 => math::silu(a),
+                _ => return None,
+            };
+            *regs.get_mut(i.dst as usize)? = v;
+        }
+        Some(src(&regs, program.out_reg, 0.0))
+    };
+    let mut points: Vec<f32> = (-400..=400).map(|i| i as f32 * 0.03).collect();
+    points.extend([20.0, 50.0, 100.0, 1e3, 1e4, 1e-20, 3e-3].iter().flat_map(|&x: &f32| [x, -x]));
+    points.extend([0.0, f32::INFINITY, f32::NEG_INFINITY]);
+    let same = |p: f32, f: f32, x: f32| {
+        (p.is_nan() && f.is_nan()) || p == f || (p.is_finite() && (p - f).abs() <= 2e-6 * (1.0 + x.abs()))
+    };
+    let candidates = [
+        Activation::GeluTanh,
+        Activation::GeluErf,
+        Activation::Silu,
+        Activation::Sigmoid,
+        Activation::Tanh,
+        Activation::Relu,
+    ];
+    let values: Vec<f32> = points.iter().map(|&x| eval(x)).collect::<Option<_>>()?;
+    if !eval(f32::NAN)?.is_nan() {
+        return None;
+    }
+    candidates
+        .into_iter()
+        .find(|&a| points.iter().zip(&values).all(|(&x, &p)| same(p, math::activate(a, x, 0.0), x)))
+}
+
 /// Epilogue programs by the output value of their [`Op::FusedGemm`].
 pub(super) type GemmPrograms = std::collections::BTreeMap<ValueId, GemmProgram>;
 

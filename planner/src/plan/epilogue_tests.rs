@@ -21,8 +21,9 @@ fn weight(g: &mut Graph, name: &str, dims: &[usize]) -> ValueId {
     g.initializer(name, ConstTensor::from_f32(dims, &data).unwrap())
 }
 
+/// The plan of `g` with the CUDA-core GEMM kernels (the tensor-core one has its own test).
 fn plan(g: &Graph, fuse: bool) -> Plan {
-    let o = PlanOptions { fuse_gemm_programs: fuse, ..PlanOptions::default() };
+    let o = PlanOptions { fuse_gemm_programs: fuse, tensor_core_gemm: false, ..PlanOptions::default() };
     let p = compile(g, &Binding::new(), &o).unwrap();
     p.validate().unwrap();
     p
@@ -71,6 +72,23 @@ fn a_residual_add_runs_in_each_gemm_kernels_epilogue() {
 }
 
 #[test]
+fn the_tensor_core_gemm_runs_the_program_in_its_epilogue_without_split_k() {
+    for (m, k, n) in [(64, 64, 96), (128, 1024, 256)] {
+        let (g, h) = residual(m, k, n);
+        let o = PlanOptions::default();
+        let fused = compile(&g, &Binding::new(), &o).unwrap();
+        fused.validate().unwrap();
+        assert_eq!(kernels(&fused), [KernelId::GemmTcProgramF32], "{fused}");
+        assert!(value(&fused, &g, h).is_none(), "{fused}");
+        let o = PlanOptions { fuse_gemm_programs: false, ..o };
+        assert_eq!(
+            kernels(&compile(&g, &Binding::new(), &o).unwrap()),
+            [KernelId::GemmTcF32, KernelId::AddF32]
+        );
+    }
+}
+
+#[test]
 fn gelu_tanh_spelled_out_after_a_gemm_is_one_launch() {
     let mut g = Graph::new();
     let x = g.input("x", DType::F32, known(&[16, 64]));
@@ -96,8 +114,44 @@ fn gelu_tanh_spelled_out_after_a_gemm_is_one_launch() {
     g.output(y);
     assert_eq!(kernels(&plan(&g, false)), [KernelId::GemmF32, KernelId::EwProgramF32]);
     let fused = plan(&g, true);
-    assert_eq!(kernels(&fused), [KernelId::GemmProgramF32], "{fused}");
-    assert!(fused.to_string().contains("Gemm+Sum[8 ops]"), "{fused}");
+    // Recognized as GELU-tanh: the built-in activation, no interpreted program.
+    assert_eq!(kernels(&fused), [KernelId::GemmF32], "{fused}");
+    assert!(fused.to_string().contains("Gemm+GeluTanh gemm_f32"), "{fused}");
+    // With the tanh's constant slightly off (another function), it stays a program.
+    let mut g2 = g.clone();
+    let k = g2.values.iter().position(|v| v.name == "k").map(|i| ValueId(i as u32)).unwrap();
+    g2.initializers.insert(k, ConstTensor::scalar_f32(0.79));
+    assert_eq!(kernels(&plan(&g2, true)), [KernelId::GemmProgramF32]);
+}
+
+#[test]
+fn spelled_out_activations_are_recognized_and_others_are_not() {
+    use super::epilogue::as_activation;
+    use kernels_gpu::abi::{
+        Activation, EwInstr,
+        ew_src::{IMM, INPUT0},
+    };
+    let ins = |op: u32, dst: u32, a: u32, b: u32, imm: f32| EwInstr { op, dst, a, b, imm, _pad: 0 };
+    let program = |instrs: Vec<EwInstr>, out_reg| super::fuse::EwProgram { instrs, out_reg };
+    // x * sigmoid(x): SiLU; sigmoid alone; 0.5 x (1 + erf(x / sqrt 2)): GELU-erf.
+    let silu = program(vec![ins(18, 0, INPUT0, 0, 0.0), ins(2, 0, INPUT0, 0, 0.0)], 0);
+    assert_eq!(as_activation(&silu), Some(Activation::Silu));
+    assert_eq!(as_activation(&program(vec![ins(18, 1, INPUT0, 0, 0.0)], 1)), Some(Activation::Sigmoid));
+    let gelu_erf = program(
+        vec![
+            ins(3, 0, INPUT0, IMM, std::f32::consts::SQRT_2),
+            ins(25, 0, 0, 0, 0.0),
+            ins(0, 0, 0, IMM, 1.0),
+            ins(2, 0, 0, INPUT0, 0.0),
+            ins(2, 0, 0, IMM, 0.5),
+        ],
+        0,
+    );
+    assert_eq!(as_activation(&gelu_erf), Some(Activation::GeluErf));
+    // A scale, a second input, or an op the matcher does not model: not an activation.
+    assert_eq!(as_activation(&program(vec![ins(2, 0, INPUT0, IMM, 2.0)], 0)), None);
+    assert_eq!(as_activation(&program(vec![ins(0, 0, INPUT0, INPUT0 + 1, 0.0)], 0)), None);
+    assert_eq!(as_activation(&program(vec![ins(34, 0, INPUT0, 0, 0.0)], 0)), None);
 }
 
 #[test]

@@ -5,8 +5,8 @@
 //! epilogue continues with its elementwise program.
 
 use kernels_gpu::abi::{
-    Activation, EW_MAX_INPUTS, EwProgramParams, GEMM_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_MAX_M,
-    GEMV_WARPS, GemmParams, KernelId,
+    Activation, EW_MAX_INPUTS, EwProgramParams, GEMM_SHARED_BYTES, GEMM_TC_KC, GEMM_TC_M, GEMM_TC_MAX_WARPS,
+    GEMM_TC_N, GEMM_TC_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_MAX_M, GEMV_WARPS, GemmParams, KernelId,
 };
 
 use super::elementwise::broadcast_strides;
@@ -18,7 +18,11 @@ use crate::op::Op;
 /// Split-K factor and k per split for the tiled GEMM `p`: when its output tiles cannot fill the
 /// device (fewer than one per multiprocessor) and k is long, k is cut into chunks (at least 64
 /// long, a multiple of the k step) so that about two blocks per multiprocessor run.
-pub(super) fn split_k(p: &GemmParams, sm_count: u32) -> (u32, u32) {
+pub(super) fn split_k(p: &GemmParams, o: &PlanOptions) -> (u32, u32) {
+    let sm_count = o.sm_count;
+    if tensor_core(p, o).is_some() {
+        return (1, p.k);
+    }
     let tiles = p.n.div_ceil(GEMM_TILE) as u64 * p.m.div_ceil(GEMM_TILE) as u64 * p.batch as u64;
     if p.m <= GEMV_MAX_M || p.k < 128 || tiles >= sm_count as u64 || tiles == 0 {
         return (1, p.k);
@@ -26,6 +30,23 @@ pub(super) fn split_k(p: &GemmParams, sm_count: u32) -> (u32, u32) {
     let want = (2 * sm_count as u64).div_ceil(tiles).min((p.k / 64) as u64).clamp(1, 32) as u32;
     let chunk = p.k.div_ceil(want).next_multiple_of(kernels_gpu::abi::GEMM_BK);
     (p.k.div_ceil(chunk), chunk)
+}
+
+/// The launch of `gemm_tc_f32` for `p` (grid, warps per block), when it takes the GEMM: `m` above
+/// the GEMV range and the CUDA-core kernel's 64 x 64 tiles fewer than two per multiprocessor
+/// (where it would need split-K, or leave the device half idle). The warps per block split k: a
+/// power of two, at most one per 32-wide k round, so that about eight warps per multiprocessor
+/// run.
+pub(super) fn tensor_core(p: &GemmParams, o: &PlanOptions) -> Option<([u32; 3], u32)> {
+    let old_tiles = p.n.div_ceil(GEMM_TILE) as u64 * p.m.div_ceil(GEMM_TILE) as u64 * p.batch as u64;
+    if !o.tensor_core_gemm || p.m <= GEMV_MAX_M || p.batch > 65535 || old_tiles >= 2 * o.sm_count as u64 {
+        return None;
+    }
+    let grid = [p.n.div_ceil(GEMM_TC_N), p.m.div_ceil(GEMM_TC_M), p.batch];
+    let blocks = grid.iter().map(|&d| d as u64).product::<u64>().max(1);
+    let want = (8 * o.sm_count as u64).div_ceil(blocks).min(p.k.div_ceil(GEMM_TC_KC) as u64);
+    let warps = (1..=GEMM_TC_MAX_WARPS).rev().find(|w| w.is_power_of_two() && *w as u64 <= want).unwrap_or(1);
+    Some((grid, warps))
 }
 
 /// The GEMM parameters and operands (A, B, optional C) of a Gemm or MatMul node.
@@ -322,9 +343,13 @@ pub(super) fn gemm_steps(
         let kernel = if program.is_some() { KernelId::GemvProgramF32 } else { KernelId::GemvF32 };
         return vec![launch(label, kernel, grid, [GEMV_WARPS * 32, 1, 1], GEMM_SHARED_BYTES, args)];
     }
+    if let Some((grid, warps)) = tensor_core(&p, o) {
+        let kernel = if program.is_some() { KernelId::GemmTcProgramF32 } else { KernelId::GemmTcF32 };
+        return vec![launch(label, kernel, grid, [32 * warps, 1, 1], GEMM_TC_SHARED_BYTES, operands(&p))];
+    }
     let tiles = [p.n.div_ceil(GEMM_TILE).max(1), p.m.div_ceil(GEMM_TILE), p.batch];
     let block = [GEMM_THREADS, GEMM_THREADS, 1];
-    let (splits, chunk) = split_k(&p, o.sm_count);
+    let (splits, chunk) = split_k(&p, o);
     let Some(ws) = workspace.filter(|_| splits > 1) else {
         let kernel = if program.is_some() { KernelId::GemmProgramF32 } else { KernelId::GemmF32 };
         return vec![launch(label, kernel, tiles, block, GEMM_SHARED_BYTES, operands(&p))];
@@ -437,17 +462,41 @@ mod tests {
         }
     }
 
+    /// Options with the tensor-core GEMM off (the CUDA-core kernel and its split-K).
+    fn cuda_cores() -> PlanOptions {
+        PlanOptions { tensor_core_gemm: false, ..PlanOptions::default() }
+    }
+
+    #[test]
+    fn the_tensor_core_gemm_takes_what_would_underfill_the_device() {
+        let o = PlanOptions::default();
+        // GPT-2's projections at seq 128: one launch each, k split over the warps of a block.
+        let launch = |m, n, k| tensor_core(&p(m, n, k, 1), &o);
+        assert_eq!(launch(128, 768, 256), Some(([24, 8, 1], 4)));
+        assert_eq!(launch(128, 256, 1024), Some(([8, 8, 1], 8)));
+        assert_eq!(launch(24, 64, 64), Some(([2, 2, 1], 2)));
+        // Never more warps than 32-wide k rounds.
+        assert_eq!(launch(16, 32, 20), Some(([1, 1, 1], 1)));
+        // GEMV range, big enough for the CUDA-core tiles, or switched off: not taken.
+        assert_eq!(launch(8, 768, 256), None);
+        assert_eq!(launch(2048, 2048, 4096), None);
+        assert_eq!(tensor_core(&p(128, 768, 256, 1), &cuda_cores()), None);
+        // Where it is taken, no split-K workspace is planned.
+        assert_eq!(split_k(&p(128, 256, 1024, 1), &o), (1, 1024));
+    }
+
     #[test]
     fn split_k_fills_the_device_only_when_tiles_cannot() {
+        let o = cuda_cores();
         // GPT-2's MLP down-projection: 8 tiles, k 1024 -> 16 chunks of 64.
-        assert_eq!(split_k(&p(128, 256, 1024, 1), 132), (16, 64));
+        assert_eq!(split_k(&p(128, 256, 1024, 1), &o), (16, 64));
         // k too short, or enough tiles, or a GEMV: no split.
-        assert_eq!(split_k(&p(128, 256, 64, 1), 132).0, 1);
-        assert_eq!(split_k(&p(1024, 1024, 4096, 1), 132).0, 1);
-        assert_eq!(split_k(&p(4, 256, 4096, 1), 132).0, 1);
+        assert_eq!(split_k(&p(128, 256, 64, 1), &o).0, 1);
+        assert_eq!(split_k(&p(1024, 1024, 4096, 1), &o).0, 1);
+        assert_eq!(split_k(&p(4, 256, 4096, 1), &o).0, 1);
         // Chunks are multiples of the k step and cover k exactly once.
         for k in [128, 129, 700, 1000, 4097] {
-            let (splits, chunk) = split_k(&p(70, 90, k, 3), 132);
+            let (splits, chunk) = split_k(&p(70, 90, k, 3), &o);
             assert_eq!(chunk % kernels_gpu::abi::GEMM_BK, 0);
             assert!(splits * chunk >= k && (splits - 1) * chunk < k, "k {k}: {splits} x {chunk}");
         }

@@ -108,8 +108,8 @@ pub(super) fn scratch(
             }
         }
         Op::Gemm(_) | Op::MatMul | Op::FusedGemm(_) => match gemm_of(g, id, values, perms) {
-            Ok((p, ..)) if split_k(&p, o.sm_count).0 > 1 => {
-                let (splits, _) = split_k(&p, o.sm_count);
+            Ok((p, ..)) if split_k(&p, o).0 > 1 => {
+                let (splits, _) = split_k(&p, o);
                 let elems = splits as usize * p.batch as usize * p.m as usize * p.n as usize;
                 let name = format!("{}/split-k", g.node_label(id));
                 vec![PlannedValue { name, dtype: DType::F32, dims: Some(vec![elems]) }]
@@ -211,6 +211,23 @@ pub(super) fn node(
             let (p, a, b, c) = gemm_of(g, id, values, perms)?;
             let fused = fusion.gemm_programs.get(&out).ok_or("a FusedGemm without its program")?;
             let extras: Vec<ValueId> = ins.iter().skip(3).flatten().copied().collect();
+            // A spelled-out activation runs as the built-in one.
+            if let (None, true, Some(found)) =
+                (act, extras.is_empty(), super::epilogue::as_activation(&fused.program))
+            {
+                let base = if f.gemm.is_some() { "Gemm" } else { "MatMul" };
+                let epi = Epilogue { act: Some((found, 0.0)), program: None };
+                return Ok(gemm_steps(
+                    id,
+                    base.to_string(),
+                    p,
+                    (a, b, c),
+                    out,
+                    epi,
+                    scratch.first().copied(),
+                    o,
+                ));
+            }
             let od = dims(values, out)?.0;
             let mut shapes = vec![od];
             for &x in &extras {

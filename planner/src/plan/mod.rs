@@ -85,6 +85,9 @@ pub struct PlanOptions {
     /// every run, instead of reading it from the node's optional initial-state input (stateful
     /// decoding: a run of L = 1 continues where the previous run stopped).
     pub stateful: bool,
+    /// Run the GEMMs whose output tiles cannot fill the device on the tensor cores
+    /// (`gemm_tc_f32`, 3xTF32 with f32 accuracy) instead of split-K launches on the CUDA cores.
+    pub tensor_core_gemm: bool,
 }
 
 impl Default for PlanOptions {
@@ -98,6 +101,7 @@ impl Default for PlanOptions {
             fuse_gemm_programs: true,
             fuse_attention: true,
             stateful: false,
+            tensor_core_gemm: true,
         }
     }
 }

@@ -395,7 +395,7 @@ mod tests {
         let plan = plan(&g);
         let text = plan.to_string();
         assert_eq!(plan.steps.len(), 2, "{text}");
-        assert!(text.contains("LSTM input projection gemm_f32"), "{text}");
+        assert!(text.contains("LSTM input projection gemm_tc_f32"), "{text}");
         let (grid, block, shared, args) = kernel_step(&plan, KernelId::LstmF32);
         assert_eq!((*grid, *block, shared), ([3, 2, 1], [512, 1, 1], 3 * 33 * 4));
         let Arg::Value(xw) = args[1] else { panic!("{args:?}") };

@@ -59,7 +59,7 @@ fn an_mlp_compiles_to_three_fused_gemv_launches() {
     // Two hidden activations live in the arena, never at the same time as a third.
     assert_eq!(plan.memory.arena_bytes, 2 * 1024, "{text}");
     let big = compile(&mlp(), &Binding::new().with("batch", 512), &PlanOptions::default()).unwrap();
-    assert!(big.to_string().contains("gemm_f32"), "large batches take the tiled kernel");
+    assert!(big.to_string().contains("gemm_tc_f32"), "larger batches take the tensor-core kernel");
     let json = serde_json::to_string(&plan).unwrap();
     assert_eq!(serde_json::from_str::<Plan>(&json).unwrap(), plan);
 }

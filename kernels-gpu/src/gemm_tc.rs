@@ -1,0 +1,304 @@
+//! f32 GEMM on the tensor cores for the small-`m` shapes of inference (a transformer's
+//! projections at sequence lengths in the hundreds, BERT-sized batches): `mma.sync` m16n8k8 with
+//! TF32 operands, each f32 operand split into a TF32 part and a TF32 remainder and the product
+//! formed as `small·big + big·small + big·big` (3xTF32). The dropped `small·small` term is below
+//! 2^-22 of the product, so the result has f32 accuracy (not TF32's 2^-11) at tensor-core speed.
+//!
+//! Small tiles instead of split-K launches: a block computes a 16 x 32 output tile, its warps
+//! split the reduction (warp `w` takes the 32-element k rounds `w, w + warps, ...`), and the
+//! block adds the warps' partial tiles in shared memory in warp order (deterministic) before the
+//! epilogue. One launch fills the device where the CUDA-core kernel needed a split-K partial
+//! launch and a reduction launch. Operands go straight from global memory into the fragment
+//! registers: no operand value is used by two warps of a block, so shared memory would only add a
+//! copy. Within a 32-wide k round the k order is permuted (lane `t` of a fragment row owns
+//! elements `8t..8t+8` of the round) so that a lane's eight A values, and a B stored n-major, are
+//! contiguous: two 16-byte loads when the operand is unit-stride along k and 16-byte aligned,
+//! strided scalar loads otherwise. The next round's loads are issued before the current round's
+//! multiplies.
+
+use crate::abi::{EwProgramParams, GEMM_TC_KC, GEMM_TC_M, GEMM_TC_MAX_WARPS, GEMM_TC_N, GemmParams};
+use crate::gemm::{Program, finish, program_ok};
+use crate::intrinsics::{
+    block_dim_x, block_idx_x, block_idx_y, block_idx_z, cvt_rna_tf32, dynamic_shared_ptr, lane_id,
+    mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x, trap,
+};
+
+/// n8 tiles per warp.
+const NT: usize = (GEMM_TC_N / 8) as usize;
+/// Row stride of a warp's partial tile in shared memory (padded against bank conflicts).
+const LD: u32 = GEMM_TC_N + 1;
+
+/// Sixteen bytes, for vector loads.
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct F4([f32; 4]);
+
+/// A lane's operands: where its two A rows and four B columns start, and how to walk them in k.
+struct Operands {
+    a: *const f32,
+    b: *const f32,
+    k: u32,
+    /// Offsets of (row `g`, k 0) and (row `g + 8`, k 0) of A.
+    a_base: [u64; 2],
+    a_stride: u64,
+    a_vec: bool,
+    /// Offsets of (k 0, column `8j + g`) of B.
+    b_base: [u64; NT],
+    b_stride: u64,
+    b_vec: bool,
+    /// `8 t`: the lane's first k within a round.
+    lane_k: u32,
+}
+
+/// One round's operand values of a lane (`g = lane / 4`, `t = lane % 4`, round start `k0`):
+/// `a[h][q] = A[g + 8h][k0 + 8t + q]`, `b[j][q] = B[k0 + 8t + q][8j + g]` (zero past k).
+#[derive(Clone, Copy)]
+struct Round {
+    a: [[f32; 8]; 2],
+    b: [[f32; 8]; NT],
+}
+
+/// `src[base + (k0 + q) * stride]` for `q < 8`, zero where `k0 + q >= k`; two 16-byte loads when
+/// `vec` (then `stride == 1`, `base + k0` is a multiple of 4 and `k0 + 8 <= k`).
+///
+/// # Safety
+/// Every element with `k0 + q < k` is readable; with `vec`, `src + base + k0` is 16-byte aligned.
+#[inline(always)]
+unsafe fn eight(src: *const f32, base: u64, stride: u64, k0: u32, k: u32, vec: bool) -> [f32; 8] {
+    if vec {
+        // SAFETY: aligned and inside the operand (the contract).
+        let (lo, hi) = unsafe {
+            let p = src.add((base + k0 as u64) as usize) as *const F4;
+            (*p, *p.add(1))
+        };
+        return [lo.0[0], lo.0[1], lo.0[2], lo.0[3], hi.0[0], hi.0[1], hi.0[2], hi.0[3]];
+    }
+    let mut v = [0f32; 8];
+    for (q, x) in v.iter_mut().enumerate() {
+        let kk = k0 + q as u32;
+        if kk < k {
+            // SAFETY: kk < k: inside the operand (the contract).
+            *x = unsafe { *src.add((base + kk as u64 * stride) as usize) };
+        }
+    }
+    v
+}
+
+/// The lane's operands of the round starting at `k0` (a multiple of [`GEMM_TC_KC`]).
+///
+/// # Safety
+/// `o` addresses valid operands for every k below `o.k` (the kernel's contract).
+#[inline(always)]
+unsafe fn load(o: &Operands, k0: u32) -> Round {
+    // Vector loads only in full rounds: the choice is the same for the whole warp.
+    let full = k0 + GEMM_TC_KC <= o.k;
+    let kk = k0 + o.lane_k;
+    // SAFETY: forwarded.
+    unsafe {
+        Round {
+            a: [
+                eight(o.a, o.a_base[0], o.a_stride, kk, o.k, full && o.a_vec),
+                eight(o.a, o.a_base[1], o.a_stride, kk, o.k, full && o.a_vec),
+            ],
+            b: [
+                eight(o.b, o.b_base[0], o.b_stride, kk, o.k, full && o.b_vec),
+                eight(o.b, o.b_base[1], o.b_stride, kk, o.k, full && o.b_vec),
+                eight(o.b, o.b_base[2], o.b_stride, kk, o.k, full && o.b_vec),
+                eight(o.b, o.b_base[3], o.b_stride, kk, o.k, full && o.b_vec),
+            ],
+        }
+    }
+}
+
+/// `x` as a TF32 value and the TF32 rounding of its remainder (`x ≈ big + small` to 2^-22). An
+/// infinite or NaN `x` is carried by its big part alone (its remainder would be NaN).
+#[inline(always)]
+fn split(x: f32) -> (u32, u32) {
+    let big = cvt_rna_tf32(x);
+    let rest = x - f32::from_bits(big);
+    #[allow(clippy::eq_op)] // `rest - rest == 0` is the finiteness test
+    let small = if rest - rest == 0.0 { cvt_rna_tf32(rest) } else { 0 };
+    (big, small)
+}
+
+/// `acc += A B` over one round (four k8 steps, 3xTF32). Within step `s`, fragment k `t` is the
+/// round's k `8t + 2s` and fragment k `t + 4` is `8t + 2s + 1` (the same permutation for A and B).
+#[inline(always)]
+fn multiply(acc: &mut [[f32; 4]; NT], r: &Round) {
+    // Steps and tiles are const-indexed: a rolled loop would index the round's arrays at run time
+    // and move them to local memory.
+    step::<0>(acc, r);
+    step::<1>(acc, r);
+    step::<2>(acc, r);
+    step::<3>(acc, r);
+}
+
+/// Step `S` of [`multiply`] on the four n tiles.
+#[inline(always)]
+fn step<const S: usize>(acc: &mut [[f32; 4]; NT], r: &Round) {
+    let (a0, a0s) = split(r.a[0][2 * S]);
+    let (a1, a1s) = split(r.a[1][2 * S]);
+    let (a2, a2s) = split(r.a[0][2 * S + 1]);
+    let (a3, a3s) = split(r.a[1][2 * S + 1]);
+    let a = ([a0, a1, a2, a3], [a0s, a1s, a2s, a3s]);
+    let [c0, c1, c2, c3] = acc;
+    tile::<S>(c0, a, &r.b[0]);
+    tile::<S>(c1, a, &r.b[1]);
+    tile::<S>(c2, a, &r.b[2]);
+    tile::<S>(c3, a, &r.b[3]);
+}
+
+/// One m16n8k8 step of an n tile in 3xTF32: `c += A B` with `a` the (big, small) A fragments.
+#[inline(always)]
+fn tile<const S: usize>(c: &mut [f32; 4], (ab, asm): ([u32; 4], [u32; 4]), b: &[f32; 8]) {
+    let (b0, b0s) = split(b[2 * S]);
+    let (b1, b1s) = split(b[2 * S + 1]);
+    let d = mma_m16n8k8_tf32_f32(asm, [b0, b1], *c);
+    let d = mma_m16n8k8_tf32_f32(ab, [b0s, b1s], d);
+    *c = mma_m16n8k8_tf32_f32(ab, [b0, b1], d);
+}
+
+/// Tensor-core f32 GEMM: the same operation, operands and epilogue as `gemm_f32` (3xTF32
+/// products, f32 accumulation; no split-K partials: `p.splits` must be 0 or 1).
+///
+/// # Safety
+/// As `gemm_f32`.
+///
+/// # Parameters
+/// See [`GemmParams`].
+///
+/// # Thread mapping
+/// Grid (ceil(n / 32), ceil(m / 16), batch); block `32 * warps` threads, `warps` in
+/// `1..=GEMM_TC_MAX_WARPS` (the warps split k); [`crate::abi::GEMM_TC_SHARED_BYTES`] of dynamic
+/// shared memory. Warp `w` accumulates the block's 16 x 32 tile (four m16n8 tiles) over k rounds
+/// `w, w + warps, ...`; after a barrier, thread `x` finishes outputs `x, x + 32 warps, ...` of the
+/// tile (row-major), summing the warps' partials in warp order.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn gemm_tc_f32(
+    p: GemmParams,
+    a: *const f32,
+    b: *const f32,
+    c: *const f32,
+    y: *mut f32,
+) {
+    // SAFETY: forwarded (the kernel's contract).
+    unsafe { gemm_tc(&p, a, b, c, y, None) }
+}
+
+/// [`gemm_tc_f32`] with a program epilogue, as `gemm_program_f32` is to `gemm_f32`.
+///
+/// # Safety
+/// As `gemm_program_f32`: `y` may equal a program input of the output's shape read without
+/// broadcast (each output element's input is read by the thread that writes it, right before).
+///
+/// # Parameters
+/// See [`GemmParams`] and [`EwProgramParams`].
+///
+/// # Thread mapping
+/// As [`gemm_tc_f32`]; the program runs in the rolled epilogue loop (one copy of the interpreter).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn gemm_tc_program_f32(
+    p: GemmParams,
+    e: EwProgramParams,
+    a: *const f32,
+    b: *const f32,
+    c: *const f32,
+    x1: *const f32,
+    x2: *const f32,
+    x3: *const f32,
+    y: *mut f32,
+) {
+    if !program_ok(&e) {
+        trap();
+    }
+    // SAFETY: forwarded (the kernel's contract).
+    unsafe { gemm_tc(&p, a, b, c, y, Some((&e, [core::ptr::null(), x1, x2, x3]))) }
+}
+
+/// The body of [`gemm_tc_f32`] and [`gemm_tc_program_f32`].
+///
+/// # Safety
+/// As [`gemm_tc_program_f32`].
+#[inline(always)]
+unsafe fn gemm_tc(
+    p: &GemmParams,
+    a: *const f32,
+    b: *const f32,
+    c: *const f32,
+    y: *mut f32,
+    program: Program,
+) {
+    let p = *p;
+    let threads = block_dim_x();
+    let warps = threads / 32;
+    if p.splits > 1 || threads % 32 != 0 || warps == 0 || warps > GEMM_TC_MAX_WARPS {
+        trap();
+    }
+    if p.m == 0 || p.n == 0 {
+        return;
+    }
+    let (tid, lane) = (thread_idx_x(), lane_id());
+    let (g, t) = (lane / 4, lane % 4);
+    let (row0, col0, batch) = (block_idx_y() * GEMM_TC_M, block_idx_x() * GEMM_TC_N, block_idx_z() as u64);
+    let (a0, b0) = (batch * p.a_bs, batch * p.b_bs);
+    // Rows and columns past the matrix read the last one (valid memory; their results are not
+    // stored), so that the loads need no condition.
+    let row = |h: u32| (row0 + g + 8 * h).min(p.m - 1) as u64;
+    let col = |j: u32| (col0 + 8 * j + g).min(p.n - 1) as u64;
+    let aligned = |ptr: *const f32, s1: u64, s2: u64| (ptr as usize) % 16 == 0 && s1 % 4 == 0 && s2 % 4 == 0;
+    let ops = Operands {
+        a,
+        b,
+        k: p.k,
+        a_base: [a0 + row(0) * p.a_rs, a0 + row(1) * p.a_rs],
+        a_stride: p.a_cs,
+        a_vec: p.a_cs == 1 && aligned(a, p.a_rs, p.a_bs),
+        b_base: [b0 + col(0) * p.b_cs, b0 + col(1) * p.b_cs, b0 + col(2) * p.b_cs, b0 + col(3) * p.b_cs],
+        b_stride: p.b_rs,
+        b_vec: p.b_rs == 1 && aligned(b, p.b_cs, p.b_bs),
+        lane_k: 8 * t,
+    };
+    let rounds = p.k.div_ceil(GEMM_TC_KC);
+    let mut acc = [[0f32; 4]; NT];
+    let mut r = tid / 32;
+    if r < rounds {
+        // SAFETY: the operands cover every k below p.k (the contract).
+        let mut cur = unsafe { load(&ops, r * GEMM_TC_KC) };
+        while r < rounds {
+            let next_r = r + warps;
+            // SAFETY: as above.
+            let next = if next_r < rounds { unsafe { load(&ops, next_r * GEMM_TC_KC) } } else { cur };
+            multiply(&mut acc, &cur);
+            cur = next;
+            r = next_r;
+        }
+    }
+    let smem = dynamic_shared_ptr() as *mut f32;
+    // SAFETY: warp w's partial tile lies inside the GEMM_TC_SHARED_BYTES the launch provides.
+    let tile = unsafe { smem.add(((tid / 32) * GEMM_TC_M * LD) as usize) };
+    for (j, d) in acc.iter().enumerate() {
+        for (q, v) in d.iter().enumerate() {
+            let (i, cc) = (g + 8 * (q as u32 / 2), 8 * j as u32 + 2 * t + q as u32 % 2);
+            // SAFETY: i < 16, cc < 32: inside the warp's tile.
+            unsafe { *tile.add((i * LD + cc) as usize) = *v };
+        }
+    }
+    sync_threads();
+    let mut o = tid;
+    while o < GEMM_TC_M * GEMM_TC_N {
+        let (li, lj) = (o / GEMM_TC_N, o % GEMM_TC_N);
+        let (i, j) = (row0 + li, col0 + lj);
+        if i < p.m && j < p.n {
+            let mut v = 0.0f32;
+            for w in 0..warps {
+                // SAFETY: w < warps: a partial tile written before the barrier.
+                v += unsafe { *smem.add(((w * GEMM_TC_M + li) * LD + lj) as usize) };
+            }
+            // SAFETY: the program's inputs and C cover the output (the contract).
+            let out = unsafe { finish(&p, c, program, batch, i, j, v) };
+            // SAFETY: i < m, j < n: inside output matrix `batch`.
+            unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = out };
+        }
+        o += threads;
+    }
+}
