@@ -83,6 +83,17 @@ fn ew_apply(op: u32, a: f32, b: f32, imm: f32) -> f32 {
     }
 }
 
+/// `a op b` for the arithmetic codes (`0..=3`: add, sub, mul, div), as `ew_apply` computes them.
+#[inline(always)]
+fn arith(op: u32, a: f32, b: f32) -> f32 {
+    match op {
+        0 => math::add(a, b),
+        1 => math::sub(a, b),
+        2 => math::mul(a, b),
+        _ => math::div(a, b),
+    }
+}
+
 /// The registers and inputs of one element of an elementwise program (scalars, not arrays, so
 /// they stay in registers). Also the score program of `attention::attention_f32`.
 #[derive(Clone, Copy, Default)]
@@ -133,13 +144,7 @@ impl EwState {
         let (a, b) = (self.src(ins.a, ins), self.src(ins.b, ins));
         // The arithmetic ops inline (a residual or bias add, a scale): no call. The same
         // functions as `ew_apply`'s, so the results are the same bits.
-        let v = match ins.op {
-            0 => math::add(a, b),
-            1 => math::sub(a, b),
-            2 => math::mul(a, b),
-            3 => math::div(a, b),
-            _ => ew_apply(ins.op, a, b, ins.imm),
-        };
+        let v = if ins.op <= 3 { arith(ins.op, a, b) } else { ew_apply(ins.op, a, b, ins.imm) };
         self.set(ins.dst, v);
     }
 
@@ -154,8 +159,31 @@ impl EwState {
                 }
             )*};
         }
-        // Short programs (a residual or bias add, a score's scale and mask) run straight through:
-        // the sixteen guarded steps below cost their guards and selects whatever the length.
+        // The two shapes of most programs run without the interpreter's operand and op switches:
+        // `x0 op x1` (a residual or bias add after a GEMM) and `(x0 op imm) op x1` (an attention
+        // score scaled, then masked), for the arithmetic ops. The same functions in the same order
+        // as the steps below, so the same bits.
+        let (x0, x1, imm_src) =
+            (crate::abi::ew_src::INPUT0, crate::abi::ew_src::INPUT0 + 1, crate::abi::ew_src::IMM);
+        let i0 = &instrs[0];
+        if n_instr == 1 && i0.op <= 3 && i0.a == x0 && i0.b == x1 && i0.dst == out_reg {
+            return arith(i0.op, self.x0, self.x1);
+        }
+        if n_instr == 2 {
+            let i1 = &instrs[1];
+            if i0.op <= 3
+                && i1.op <= 3
+                && i0.a == x0
+                && i0.b == imm_src
+                && i1.a == i0.dst
+                && i1.b == x1
+                && i1.dst == out_reg
+            {
+                return arith(i1.op, arith(i0.op, self.x0, i0.imm), self.x1);
+            }
+        }
+        // Other short programs run straight through: the sixteen guarded steps below cost their
+        // guards and selects whatever the length.
         match n_instr {
             1 => self.step(&instrs[0]),
             2 => {
