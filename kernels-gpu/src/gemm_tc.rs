@@ -15,8 +15,17 @@
 //! contiguous: two 16-byte loads when the operand is unit-stride along k and 16-byte aligned,
 //! strided scalar loads otherwise. The next round's loads are issued before the current round's
 //! multiplies.
+//!
+//! When B is a weight, the planner packs it at plan time ([`crate::abi::gemm_tc_packed_len`]):
+//! already split into its TF32 big and small parts, zero-padded to whole column tiles and rounds,
+//! and laid out in the order the lanes read it. The packed variants (`gemm_tc_packed_f32`,
+//! `gemm_tc_packed_program_f32`) share this body (`PACKED`): each lane reads its sixteen words
+//! per n tile and round with four 16-byte loads and splits only A.
 
-use crate::abi::{EwProgramParams, GEMM_TC_KC, GEMM_TC_M, GEMM_TC_MAX_WARPS, GEMM_TC_N, GemmParams};
+use crate::abi::{
+    EwProgramParams, GEMM_TC_KC, GEMM_TC_M, GEMM_TC_MAX_WARPS, GEMM_TC_N, GEMM_TC_PACK_BLOCK, GemmParams,
+    gemm_tc_packed_offset,
+};
 use crate::gemm::{Program, finish, program_ok};
 use crate::intrinsics::{
     block_dim_x, block_idx_x, block_idx_y, block_idx_z, cvt_rna_tf32, dynamic_shared_ptr, lane_id,
@@ -33,6 +42,11 @@ const LD: u32 = GEMM_TC_N + 1;
 #[derive(Clone, Copy)]
 struct F4([f32; 4]);
 
+/// Sixteen bytes of bit patterns, for vector loads of a packed B.
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct U4([u32; 4]);
+
 /// A lane's operands: where its two A rows and four B columns start, and how to walk them in k.
 struct Operands {
     a: *const f32,
@@ -42,8 +56,10 @@ struct Operands {
     a_base: [u64; 2],
     a_stride: u64,
     a_vec: bool,
-    /// Offsets of (k 0, column `8j + g`) of B.
+    /// Offsets of (k 0, column `8j + g`) of B; packed, of the lane's entry for n tile `j` and
+    /// round 0.
     b_base: [u64; NT],
+    /// B's k stride; packed, the stride of its rounds.
     b_stride: u64,
     b_vec: bool,
     /// `8 t`: the lane's first k within a round.
@@ -51,11 +67,13 @@ struct Operands {
 }
 
 /// One round's operand values of a lane (`g = lane / 4`, `t = lane % 4`, round start `k0`):
-/// `a[h][q] = A[g + 8h][k0 + 8t + q]`, `b[j][q] = B[k0 + 8t + q][8j + g]` (zero past k).
+/// `a[h][q] = A[g + 8h][k0 + 8t + q]`, `b[j][q]` the bits of `B[k0 + 8t + q][8j + g]` (zero past
+/// k). From a packed B, `b[j][q]` is that value's TF32 big part and `b[j][8 + q]` its small part;
+/// otherwise `b[j][8..]` is unused (and optimised away).
 #[derive(Clone, Copy)]
 struct Round {
     a: [[f32; 8]; 2],
-    b: [[f32; 8]; NT],
+    b: [[u32; 16]; NT],
 }
 
 /// `src[base + (k0 + q) * stride]` for `q < 8`, zero where `k0 + q >= k`; two 16-byte loads when
@@ -84,12 +102,45 @@ unsafe fn eight(src: *const f32, base: u64, stride: u64, k0: u32, k: u32, vec: b
     v
 }
 
-/// The lane's operands of the round starting at `k0` (a multiple of [`GEMM_TC_KC`]).
+/// `src[at..at + 16]` as bits: four 16-byte loads.
 ///
 /// # Safety
-/// `o` addresses valid operands for every k below `o.k` (the kernel's contract).
+/// The sixteen elements are readable and `src + at` is 16-byte aligned.
 #[inline(always)]
-unsafe fn load(o: &Operands, k0: u32) -> Round {
+unsafe fn sixteen(src: *const f32, at: u64) -> [u32; 16] {
+    // SAFETY: aligned and inside the packed operand (the contract).
+    let [q0, q1, q2, q3] = unsafe {
+        let p = src.add(at as usize) as *const U4;
+        [*p, *p.add(1), *p.add(2), *p.add(3)]
+    };
+    let (a, b, c, d) = (q0.0, q1.0, q2.0, q3.0);
+    [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3], c[0], c[1], c[2], c[3], d[0], d[1], d[2], d[3]]
+}
+
+/// The lane's B values of n tile `J` in the round starting at `k0` ([`Round::b`]).
+///
+/// # Safety
+/// As [`load`].
+#[inline(always)]
+unsafe fn b_tile<const J: usize, const PACKED: bool>(o: &Operands, k0: u32, full: bool) -> [u32; 16] {
+    if PACKED {
+        // SAFETY: a round below ceil(k / 32) of a column tile the packed B holds, aligned (forwarded).
+        return unsafe { sixteen(o.b, o.b_base[J] + (k0 / GEMM_TC_KC) as u64 * o.b_stride) };
+    }
+    // SAFETY: forwarded.
+    let v = unsafe { eight(o.b, o.b_base[J], o.b_stride, k0 + o.lane_k, o.k, full && o.b_vec) };
+    let b = |q: usize| v[q].to_bits();
+    [b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7), 0, 0, 0, 0, 0, 0, 0, 0]
+}
+
+/// The lane's operands of the round starting at `k0` (a multiple of [`GEMM_TC_KC`]); B packed
+/// when `PACKED`.
+///
+/// # Safety
+/// `o` addresses valid operands for every k below `o.k` (the kernel's contract); packed, every
+/// round of `o.b` below `ceil(o.k / GEMM_TC_KC)` at 16-byte alignment.
+#[inline(always)]
+unsafe fn load<const PACKED: bool>(o: &Operands, k0: u32) -> Round {
     // Vector loads only in full rounds: the choice is the same for the whole warp.
     let full = k0 + GEMM_TC_KC <= o.k;
     let kk = k0 + o.lane_k;
@@ -101,10 +152,10 @@ unsafe fn load(o: &Operands, k0: u32) -> Round {
                 eight(o.a, o.a_base[1], o.a_stride, kk, o.k, full && o.a_vec),
             ],
             b: [
-                eight(o.b, o.b_base[0], o.b_stride, kk, o.k, full && o.b_vec),
-                eight(o.b, o.b_base[1], o.b_stride, kk, o.k, full && o.b_vec),
-                eight(o.b, o.b_base[2], o.b_stride, kk, o.k, full && o.b_vec),
-                eight(o.b, o.b_base[3], o.b_stride, kk, o.k, full && o.b_vec),
+                b_tile::<0, PACKED>(o, k0, full),
+                b_tile::<1, PACKED>(o, k0, full),
+                b_tile::<2, PACKED>(o, k0, full),
+                b_tile::<3, PACKED>(o, k0, full),
             ],
         }
     }
@@ -123,36 +174,45 @@ fn split(x: f32) -> (u32, u32) {
 
 /// `acc += A B` over one round (four k8 steps, 3xTF32). Within step `s`, fragment k `t` is the
 /// round's k `8t + 2s` and fragment k `t + 4` is `8t + 2s + 1` (the same permutation for A and B).
+/// `PACKED`: the round's B is already split.
 #[inline(always)]
-fn multiply(acc: &mut [[f32; 4]; NT], r: &Round) {
+fn multiply<const PACKED: bool>(acc: &mut [[f32; 4]; NT], r: &Round) {
     // Steps and tiles are const-indexed: a rolled loop would index the round's arrays at run time
     // and move them to local memory.
-    step::<0>(acc, r);
-    step::<1>(acc, r);
-    step::<2>(acc, r);
-    step::<3>(acc, r);
+    step::<0, PACKED>(acc, r);
+    step::<1, PACKED>(acc, r);
+    step::<2, PACKED>(acc, r);
+    step::<3, PACKED>(acc, r);
 }
 
 /// Step `S` of [`multiply`] on the four n tiles.
 #[inline(always)]
-fn step<const S: usize>(acc: &mut [[f32; 4]; NT], r: &Round) {
+fn step<const S: usize, const PACKED: bool>(acc: &mut [[f32; 4]; NT], r: &Round) {
     let (a0, a0s) = split(r.a[0][2 * S]);
     let (a1, a1s) = split(r.a[1][2 * S]);
     let (a2, a2s) = split(r.a[0][2 * S + 1]);
     let (a3, a3s) = split(r.a[1][2 * S + 1]);
     let a = ([a0, a1, a2, a3], [a0s, a1s, a2s, a3s]);
     let [c0, c1, c2, c3] = acc;
-    tile::<S>(c0, a, &r.b[0]);
-    tile::<S>(c1, a, &r.b[1]);
-    tile::<S>(c2, a, &r.b[2]);
-    tile::<S>(c3, a, &r.b[3]);
+    tile::<S, PACKED>(c0, a, &r.b[0]);
+    tile::<S, PACKED>(c1, a, &r.b[1]);
+    tile::<S, PACKED>(c2, a, &r.b[2]);
+    tile::<S, PACKED>(c3, a, &r.b[3]);
 }
 
-/// One m16n8k8 step of an n tile in 3xTF32: `c += A B` with `a` the (big, small) A fragments.
+/// One m16n8k8 step of an n tile in 3xTF32: `c += A B` with `a` the (big, small) A fragments and
+/// `b` the tile's round of B ([`Round::b`]: split here, or already split when `PACKED`).
 #[inline(always)]
-fn tile<const S: usize>(c: &mut [f32; 4], (ab, asm): ([u32; 4], [u32; 4]), b: &[f32; 8]) {
-    let (b0, b0s) = split(b[2 * S]);
-    let (b1, b1s) = split(b[2 * S + 1]);
+fn tile<const S: usize, const PACKED: bool>(
+    c: &mut [f32; 4],
+    (ab, asm): ([u32; 4], [u32; 4]),
+    b: &[u32; 16],
+) {
+    let ((b0, b0s), (b1, b1s)) = if PACKED {
+        ((b[2 * S], b[8 + 2 * S]), (b[2 * S + 1], b[8 + 2 * S + 1]))
+    } else {
+        (split(f32::from_bits(b[2 * S])), split(f32::from_bits(b[2 * S + 1])))
+    };
     let d = mma_m16n8k8_tf32_f32(asm, [b0, b1], *c);
     let d = mma_m16n8k8_tf32_f32(ab, [b0s, b1s], d);
     *c = mma_m16n8k8_tf32_f32(ab, [b0, b1], d);
@@ -182,7 +242,7 @@ pub unsafe extern "ptx-kernel" fn gemm_tc_f32(
     y: *mut f32,
 ) {
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_tc(&p, a, b, c, y, None) }
+    unsafe { gemm_tc::<false>(&p, a, b, c, y, None) }
 }
 
 /// [`gemm_tc_f32`] with a program epilogue, as `gemm_program_f32` is to `gemm_f32`.
@@ -212,15 +272,76 @@ pub unsafe extern "ptx-kernel" fn gemm_tc_program_f32(
         trap();
     }
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_tc(&p, a, b, c, y, Some((&e, [core::ptr::null(), x1, x2, x3]))) }
+    unsafe { gemm_tc::<false>(&p, a, b, c, y, Some((&e, [core::ptr::null(), x1, x2, x3]))) }
 }
 
-/// The body of [`gemm_tc_f32`] and [`gemm_tc_program_f32`].
+/// [`gemm_tc_f32`] with B a weight packed on the host: `bp` holds
+/// [`crate::abi::gemm_tc_packed_len`]`(p.k, p.n)` f32 in the layout documented there (B's TF32
+/// big and small parts, in the lanes' order), read with 16-byte loads and not split. The host
+/// rounds as `cvt.rna.tf32.f32`, so the products are those [`gemm_tc_f32`] forms from the unpacked
+/// B.
 ///
 /// # Safety
-/// As [`gemm_tc_program_f32`].
+/// As `gemm_f32` for A, C and Y; `bp` is 16-byte aligned and holds the packed B of `p.k x p.n`
+/// (traps when misaligned). `p.b_rs` and `p.b_cs` are not read; `p.b_bs` must be 0 (one B for the
+/// whole batch; traps otherwise).
+///
+/// # Parameters
+/// See [`GemmParams`].
+///
+/// # Thread mapping
+/// As [`gemm_tc_f32`]; lane `l` of a warp reads, per n tile and round, the sixteen f32 of its
+/// entry (`gemm_tc_packed_offset`) as four 16-byte loads. Column tiles past `n` read the last
+/// one (their results are not stored).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn gemm_tc_packed_f32(
+    p: GemmParams,
+    a: *const f32,
+    bp: *const f32,
+    c: *const f32,
+    y: *mut f32,
+) {
+    // SAFETY: forwarded (the kernel's contract).
+    unsafe { gemm_tc::<true>(&p, a, bp, c, y, None) }
+}
+
+/// [`gemm_tc_packed_f32`] with a program epilogue, as [`gemm_tc_program_f32`] is to
+/// [`gemm_tc_f32`].
+///
+/// # Safety
+/// As [`gemm_tc_packed_f32`] and [`gemm_tc_program_f32`].
+///
+/// # Parameters
+/// See [`GemmParams`] and [`EwProgramParams`].
+///
+/// # Thread mapping
+/// As [`gemm_tc_packed_f32`]; the program runs in the rolled epilogue loop.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn gemm_tc_packed_program_f32(
+    p: GemmParams,
+    e: EwProgramParams,
+    a: *const f32,
+    bp: *const f32,
+    c: *const f32,
+    x1: *const f32,
+    x2: *const f32,
+    x3: *const f32,
+    y: *mut f32,
+) {
+    if !program_ok(&e) {
+        trap();
+    }
+    // SAFETY: forwarded (the kernel's contract).
+    unsafe { gemm_tc::<true>(&p, a, bp, c, y, Some((&e, [core::ptr::null(), x1, x2, x3]))) }
+}
+
+/// The body of [`gemm_tc_f32`] and [`gemm_tc_program_f32`], and with `PACKED` (`b` the packed B)
+/// of [`gemm_tc_packed_f32`] and [`gemm_tc_packed_program_f32`].
+///
+/// # Safety
+/// As [`gemm_tc_program_f32`], or [`gemm_tc_packed_program_f32`] when `PACKED`.
 #[inline(always)]
-unsafe fn gemm_tc(
+unsafe fn gemm_tc<const PACKED: bool>(
     p: &GemmParams,
     a: *const f32,
     b: *const f32,
@@ -232,6 +353,9 @@ unsafe fn gemm_tc(
     let threads = block_dim_x();
     let warps = threads / 32;
     if p.splits > 1 || threads % 32 != 0 || warps == 0 || warps > GEMM_TC_MAX_WARPS {
+        trap();
+    }
+    if PACKED && (p.b_bs != 0 || (b as usize) % 16 != 0) {
         trap();
     }
     if p.m == 0 || p.n == 0 {
@@ -246,6 +370,17 @@ unsafe fn gemm_tc(
     let row = |h: u32| (row0 + g + 8 * h).min(p.m - 1) as u64;
     let col = |j: u32| (col0 + 8 * j + g).min(p.n - 1) as u64;
     let aligned = |ptr: *const f32, s1: u64, s2: u64| (ptr as usize) % 16 == 0 && s1 % 4 == 0 && s2 % 4 == 0;
+    let rounds = p.k.div_ceil(GEMM_TC_KC);
+    let (b_base, b_stride, b_vec) = if PACKED {
+        // Column tiles past n read the last one, as columns do below.
+        let last = p.n.div_ceil(8) - 1;
+        let at =
+            |j: u32| gemm_tc_packed_offset((col0 / 8 + j).min(last) as u64, 0, rounds as u64, lane as u64);
+        ([at(0), at(1), at(2), at(3)], GEMM_TC_PACK_BLOCK as u64, false)
+    } else {
+        let at = |j: u32| b0 + col(j) * p.b_cs;
+        ([at(0), at(1), at(2), at(3)], p.b_rs, p.b_rs == 1 && aligned(b, p.b_cs, p.b_bs))
+    };
     let ops = Operands {
         a,
         b,
@@ -253,22 +388,22 @@ unsafe fn gemm_tc(
         a_base: [a0 + row(0) * p.a_rs, a0 + row(1) * p.a_rs],
         a_stride: p.a_cs,
         a_vec: p.a_cs == 1 && aligned(a, p.a_rs, p.a_bs),
-        b_base: [b0 + col(0) * p.b_cs, b0 + col(1) * p.b_cs, b0 + col(2) * p.b_cs, b0 + col(3) * p.b_cs],
-        b_stride: p.b_rs,
-        b_vec: p.b_rs == 1 && aligned(b, p.b_cs, p.b_bs),
+        b_base,
+        b_stride,
+        b_vec,
         lane_k: 8 * t,
     };
-    let rounds = p.k.div_ceil(GEMM_TC_KC);
     let mut acc = [[0f32; 4]; NT];
     let mut r = tid / 32;
     if r < rounds {
         // SAFETY: the operands cover every k below p.k (the contract).
-        let mut cur = unsafe { load(&ops, r * GEMM_TC_KC) };
+        let mut cur = unsafe { load::<PACKED>(&ops, r * GEMM_TC_KC) };
         while r < rounds {
             let next_r = r + warps;
             // SAFETY: as above.
-            let next = if next_r < rounds { unsafe { load(&ops, next_r * GEMM_TC_KC) } } else { cur };
-            multiply(&mut acc, &cur);
+            let next =
+                if next_r < rounds { unsafe { load::<PACKED>(&ops, next_r * GEMM_TC_KC) } } else { cur };
+            multiply::<PACKED>(&mut acc, &cur);
             cur = next;
             r = next_r;
         }

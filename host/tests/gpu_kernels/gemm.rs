@@ -1,7 +1,9 @@
 //! The f32 GEMM kernels against the CPU reference: the tensor-core kernel (`gemm_tc_f32`, 3xTF32)
 //! and the CUDA-core tiled kernel with its split-K, over random shapes (k not a multiple of the
 //! round, m and n not multiples of the tile), batched and broadcast MatMuls, Gemm with transposes,
-//! C, alpha and beta, and operands on both load paths (16-byte vectors and strided scalars).
+//! C, alpha and beta, and operands on both load paths (16-byte vectors and strided scalars); and
+//! the tensor-core kernel on weights the planner packs and splits (`gemm_tc_packed_f32`, its
+//! program twin), against the reference and bit for bit against the unpacked kernel.
 //!
 //! Each result must be within 1e-4 of the reference per element (relative, plus 1e-4 absolute)
 //! and, over the whole output, within 2e-6 relative Frobenius error: TF32 alone (the tensor
@@ -10,7 +12,7 @@
 use host::selftest::Rng;
 use host::{HostTensor, Session, SessionOptions};
 use planner::op::{Gemm, Op};
-use planner::{DType, Dim, Graph, ValueId};
+use planner::{ConstTensor, DType, Dim, Graph, ValueId};
 
 use crate::ctx;
 
@@ -29,11 +31,28 @@ fn inputs(
     (ids, feeds)
 }
 
+/// A weight with random data in `[-1, 1)`.
+fn weight(g: &mut Graph, rng: &mut Rng, name: &str, shape: &[usize]) -> ValueId {
+    let t = rng.tensor(shape, -1.0, 1.0);
+    g.initializer(name, ConstTensor::from_f32(shape, t.f32s(name).unwrap()).unwrap())
+}
+
 /// Runs `g` on the GPU with the tensor-core GEMM on or off and checks it against the reference;
 /// the plan must name `kernel`.
 fn check(what: &str, g: &Graph, feeds: &[(String, HostTensor)], tensor_cores: bool, kernel: &str) {
-    let want = host::reference::eval(g, feeds).unwrap();
     let options = SessionOptions { tensor_core_gemm: tensor_cores, ..SessionOptions::default() };
+    check_with(what, g, feeds, options, kernel);
+}
+
+/// [`check`] with `options`; returns the GPU result.
+fn check_with(
+    what: &str,
+    g: &Graph,
+    feeds: &[(String, HostTensor)],
+    options: SessionOptions,
+    kernel: &str,
+) -> Vec<f32> {
+    let want = host::reference::eval(g, feeds).unwrap();
     let mut s = Session::new(ctx(), g.clone(), options).unwrap();
     let got = s.run(feeds).unwrap();
     let plan = s.last_plan().unwrap().to_string();
@@ -49,6 +68,103 @@ fn check(what: &str, g: &Graph, feeds: &[(String, HostTensor)], tensor_cores: bo
     }
     let rel = (diff / norm.max(f64::MIN_POSITIVE)).sqrt();
     assert!(rel <= 2e-6, "{what}: relative Frobenius error {rel:e}\n{plan}");
+    gv.to_vec()
+}
+
+/// Packing on (the default) and off.
+fn packing(on: bool) -> SessionOptions {
+    SessionOptions { pack_gemm_weights: on, ..SessionOptions::default() }
+}
+
+/// A GEMM of `x [m, k]` and a weight B (k x n): a MatMul, or a Gemm (B `[n, k]` with transB) with a
+/// weight C `[n]`, alpha and beta; returns the graph and the feeds.
+fn weight_gemm(
+    rng: &mut Rng,
+    (m, k, n): (usize, usize, usize),
+    op: usize,
+) -> (Graph, Vec<(String, HostTensor)>) {
+    let mut g = Graph::new();
+    let (v, feeds) = inputs(&mut g, rng, &[("x", vec![m, k])]);
+    let y = match op {
+        0 => {
+            let w = weight(&mut g, rng, "w", &[k, n]);
+            g.matmul(v[0], w)
+        }
+        _ => {
+            let trans_b = op == 2;
+            let w = weight(&mut g, rng, "w", &if trans_b { [n, k] } else { [k, n] });
+            let c = weight(&mut g, rng, "c", &[n]);
+            let attrs = Gemm { alpha: 1.25, beta: 0.5, trans_a: false, trans_b };
+            g.push(Op::Gemm(attrs), &[v[0], w, c], 1)[0]
+        }
+    };
+    g.output(y);
+    (g, feeds)
+}
+
+#[test]
+fn packed_weights_on_ragged_shapes() {
+    let mut rng = Rng::new(0x9ac4);
+    let mut case = 0;
+    for k in [1, 7, 32, 45, 256, 1024] {
+        for n in [1, 13, 32, 100] {
+            // MatMul, Gemm, Gemm with transB in turn; m from 9 to 200.
+            let op = case % 3;
+            let m = 9 + (rng.next_u64() % 192) as usize;
+            case += 1;
+            let (g, feeds) = weight_gemm(&mut rng, (m, k, n), op);
+            let what = format!("{} {m}x{k}x{n}", ["matmul", "gemm", "gemm transB"][op]);
+            check_with(&what, &g, &feeds, packing(true), "gemm_tc_packed_f32");
+            check_with(&what, &g, &feeds, packing(false), "gemm_tc_f32");
+        }
+    }
+}
+
+#[test]
+fn packed_and_unpacked_weights_give_the_same_bits() {
+    // The host splits B as the kernel does (`cvt.rna.tf32.f32`) and the sums run in the same
+    // order: the packed kernel's result is the unpacked one's, bit for bit.
+    let mut rng = Rng::new(0x51a7);
+    for (shape, op) in [((100, 45, 13), 0), ((33, 256, 100), 1), ((200, 1024, 32), 2), ((17, 7, 1), 2)] {
+        let (g, feeds) = weight_gemm(&mut rng, shape, op);
+        let what = format!("{shape:?} op {op}");
+        let packed = check_with(&what, &g, &feeds, packing(true), "gemm_tc_packed_f32");
+        let plain = check_with(&what, &g, &feeds, packing(false), "gemm_tc_f32");
+        let differ = packed.iter().zip(&plain).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(differ, 0, "{what}: {differ} of {} outputs differ in bits", plain.len());
+    }
+}
+
+#[test]
+fn packed_weights_with_an_activation_and_a_residual_program() {
+    let mut rng = Rng::new(0x9e1);
+    for (m, k, n) in [(40, 45, 13), (128, 256, 100)] {
+        // Gemm (transB, C) + Relu: the built-in activation.
+        let mut g = Graph::new();
+        let (v, feeds) = inputs(&mut g, &mut rng, &[("x", vec![m, k])]);
+        let w = weight(&mut g, &mut rng, "w", &[n, k]);
+        let c = weight(&mut g, &mut rng, "c", &[n]);
+        let attrs = Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: true };
+        let h = g.push(Op::Gemm(attrs), &[v[0], w, c], 1)[0];
+        let y = g.relu(h);
+        g.output(y);
+        let what = format!("gemm+relu {m}x{k}x{n}");
+        check_with(&what, &g, &feeds, packing(true), "Gemm+Relu gemm_tc_packed_f32");
+        check_with(&what, &g, &feeds, packing(false), "Gemm+Relu gemm_tc_f32");
+        // MatMul + bias + residual, then a sigmoid: an epilogue program.
+        let mut g = Graph::new();
+        let (v, feeds) = inputs(&mut g, &mut rng, &[("x", vec![m, k]), ("r", vec![m, n])]);
+        let w = weight(&mut g, &mut rng, "w", &[k, n]);
+        let bias = weight(&mut g, &mut rng, "bias", &[n]);
+        let h = g.matmul(v[0], w);
+        let a = g.add(h, bias);
+        let s = g.add(a, v[1]);
+        let y = g.sigmoid(s);
+        g.output(y);
+        let what = format!("matmul+bias+residual+sigmoid {m}x{k}x{n}");
+        check_with(&what, &g, &feeds, packing(true), "gemm_tc_packed_program_f32");
+        check_with(&what, &g, &feeds, packing(false), "gemm_tc_program_f32");
+    }
 }
 
 #[test]

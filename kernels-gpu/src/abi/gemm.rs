@@ -131,6 +131,37 @@ pub const GEMM_TC_MAX_WARPS: u32 = 8;
 /// Dynamic shared memory of `gemm_tc_f32`: each warp's partial tile `[GEMM_TC_M][GEMM_TC_N + 1]`.
 pub const GEMM_TC_SHARED_BYTES: u32 = GEMM_TC_MAX_WARPS * GEMM_TC_M * (GEMM_TC_N + 1) * 4;
 
+/// f32 a lane reads per n8 column tile and k round from a packed B (`gemm_tc_packed_f32`): the
+/// eight TF32 big parts, then the eight small parts, of its eight B values.
+pub const GEMM_TC_PACK_LANE: u32 = 16;
+/// f32 of one (column tile, k round) block of a packed B: [`GEMM_TC_PACK_LANE`] for each of the
+/// 32 lanes.
+pub const GEMM_TC_PACK_BLOCK: u32 = 32 * GEMM_TC_PACK_LANE;
+
+/// f32 elements of the packed B of a `k x n` GEMM (`gemm_tc_packed_f32`):
+/// `ceil(n / 8) * ceil(k / GEMM_TC_KC) * GEMM_TC_PACK_BLOCK`.
+///
+/// The layout, prepared on the host from a constant B (a weight) so that the kernel neither splits
+/// nor bounds-checks B and reads it with 16-byte loads: for column tile `ct < ceil(n / 8)` (columns
+/// `8 ct .. 8 ct + 8`), k round `r < ceil(k / GEMM_TC_KC)` and lane `l` (`g = l / 4`, `t = l % 4`),
+/// the [`GEMM_TC_PACK_LANE`] f32 at offset [`gemm_tc_packed_offset`]`(ct, r, l)` are
+/// `big(B[32 r + 8 t + q][8 ct + g])` for `q = 0..8`, then `small(...)` of the same eight values:
+/// `big(x)` is `x` rounded to TF32 as `cvt.rna.tf32.f32` does (to nearest, ties away from zero,
+/// 10 explicit mantissa bits, the low 13 bits zero), `small(x)` the TF32 rounding of `x - big(x)`
+/// computed in f32 (zero where that is not finite: an infinite or NaN `x` is carried by its big
+/// part; a NaN is kept a NaN in TF32 by setting its quiet bit). Entries for `k >= K` or
+/// `column >= N` are zero. These are exactly the fragments the kernel's lanes would otherwise load
+/// and split (see `gemm_tc.rs` for the k order within a round).
+pub const fn gemm_tc_packed_len(k: u32, n: u32) -> u64 {
+    n.div_ceil(8) as u64 * k.div_ceil(GEMM_TC_KC) as u64 * GEMM_TC_PACK_BLOCK as u64
+}
+
+/// Offset (f32 elements) of lane `lane`'s entry for column tile `ct` and k round `r` in the packed
+/// B of a GEMM with `rounds = ceil(k / GEMM_TC_KC)` ([`gemm_tc_packed_len`]).
+pub const fn gemm_tc_packed_offset(ct: u64, r: u64, rounds: u64, lane: u64) -> u64 {
+    ((ct * rounds + r) * 32 + lane) * GEMM_TC_PACK_LANE as u64
+}
+
 // SAFETY: #[repr(C)], four u32, ten u64, then six 4-byte fields (the last an explicit `_pad`).
 unsafe impl Params for GemmParams {}
 

@@ -155,6 +155,12 @@ kernel_ids! {
     /// `gemm_tc::gemm_tc_program_f32`: `gemm_tc_f32` whose epilogue continues with an elementwise
     /// program
     GemmTcProgramF32 => "gemm_tc_program_f32",
+    /// `gemm_tc::gemm_tc_packed_f32`: `gemm_tc_f32` with B a weight packed and split on the host
+    /// (`gemm_tc_packed_len`): 16-byte loads, no B splitting
+    GemmTcPackedF32 => "gemm_tc_packed_f32",
+    /// `gemm_tc::gemm_tc_packed_program_f32`: `gemm_tc_packed_f32` whose epilogue continues with an
+    /// elementwise program
+    GemmTcPackedProgramF32 => "gemm_tc_packed_program_f32",
     // rows
     /// `rows::softmax_f32`: softmax along one axis
     SoftmaxF32 => "softmax_f32",

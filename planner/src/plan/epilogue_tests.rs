@@ -78,13 +78,16 @@ fn the_tensor_core_gemm_runs_the_program_in_its_epilogue_without_split_k() {
         let o = PlanOptions::default();
         let fused = compile(&g, &Binding::new(), &o).unwrap();
         fused.validate().unwrap();
-        assert_eq!(kernels(&fused), [KernelId::GemmTcProgramF32], "{fused}");
+        // The weight is packed for the tensor-core kernel (`tc_pack`), unless that is off.
+        assert_eq!(kernels(&fused), [KernelId::GemmTcPackedProgramF32], "{fused}");
         assert!(value(&fused, &g, h).is_none(), "{fused}");
-        let o = PlanOptions { fuse_gemm_programs: false, ..o };
-        assert_eq!(
-            kernels(&compile(&g, &Binding::new(), &o).unwrap()),
-            [KernelId::GemmTcF32, KernelId::AddF32]
-        );
+        let unpacked = PlanOptions { pack_gemm_weights: false, ..o };
+        let plain = compile(&g, &Binding::new(), &unpacked).unwrap();
+        assert_eq!(kernels(&plain), [KernelId::GemmTcProgramF32], "{plain}");
+        for (o, kernel) in [(o, KernelId::GemmTcPackedF32), (unpacked, KernelId::GemmTcF32)] {
+            let o = PlanOptions { fuse_gemm_programs: false, ..o };
+            assert_eq!(kernels(&compile(&g, &Binding::new(), &o).unwrap()), [kernel, KernelId::AddF32]);
+        }
     }
 }
 

@@ -284,13 +284,14 @@ pub(super) struct Epilogue {
 /// `p.m <= GEMV_MAX_M`, else the tiled kernel — split over k into `workspace` and reduced by a
 /// second launch when [`split_k`] asks for it and a workspace was planned ([`scratch`]). With a
 /// program the kernels are the `*_program_f32` twins (the split-K partials need none). A label
-/// with a program already names the whole fusion.
+/// with a program already names the whole fusion. B comes with its packed form when the planner
+/// packed it (`tc_pack`): the tensor-core kernel then reads that (`gemm_tc_packed_f32`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn gemm_steps(
     id: NodeId,
     label: String,
     mut p: GemmParams,
-    (a, b, c): (ValueId, ValueId, Option<ValueId>),
+    (a, (b, packed_b), c): (ValueId, (ValueId, Option<ValueId>), Option<ValueId>),
     out: ValueId,
     epi: Epilogue,
     workspace: Option<ValueId>,
@@ -308,7 +309,7 @@ pub(super) fn gemm_steps(
         (Arg::Params(bytes_of(&e)), xs)
     });
     // `[p, (e,) a, b, c, (x1, x2, x3,) out]`.
-    let operands = |p: &GemmParams| {
+    let operands_with = |p: &GemmParams, b: ValueId| {
         let mut args = vec![Arg::Params(bytes_of(p))];
         if let Some((e, _)) = &program {
             args.push(e.clone());
@@ -320,6 +321,7 @@ pub(super) fn gemm_steps(
         args.push(Arg::Value(out));
         args
     };
+    let operands = |p: &GemmParams| operands_with(p, b);
     if let Some((a, alpha)) = act {
         (p.act, p.act_alpha) = (a as u32, alpha);
     }
@@ -344,8 +346,13 @@ pub(super) fn gemm_steps(
         return vec![launch(label, kernel, grid, [GEMV_WARPS * 32, 1, 1], GEMM_SHARED_BYTES, args)];
     }
     if let Some((grid, warps)) = tensor_core(&p, o) {
-        let kernel = if program.is_some() { KernelId::GemmTcProgramF32 } else { KernelId::GemmTcF32 };
-        return vec![launch(label, kernel, grid, [32 * warps, 1, 1], GEMM_TC_SHARED_BYTES, operands(&p))];
+        let (kernel, args) = match (packed_b, program.is_some()) {
+            (Some(pb), false) => (KernelId::GemmTcPackedF32, operands_with(&p, pb)),
+            (Some(pb), true) => (KernelId::GemmTcPackedProgramF32, operands_with(&p, pb)),
+            (None, false) => (KernelId::GemmTcF32, operands(&p)),
+            (None, true) => (KernelId::GemmTcProgramF32, operands(&p)),
+        };
+        return vec![launch(label, kernel, grid, [32 * warps, 1, 1], GEMM_TC_SHARED_BYTES, args)];
     }
     let tiles = [p.n.div_ceil(GEMM_TILE).max(1), p.m.div_ceil(GEMM_TILE), p.batch];
     let block = [GEMM_THREADS, GEMM_THREADS, 1];

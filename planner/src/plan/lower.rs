@@ -130,6 +130,8 @@ pub(super) struct Fusion<'a> {
     pub programs: &'a super::fuse::Programs,
     /// Epilogue programs of fused GEMMs, by the fused node's output.
     pub gemm_programs: &'a super::epilogue::GemmPrograms,
+    /// The packed B of a GEMM that runs `gemm_tc_packed_f32` (`tc_pack`).
+    pub packed_b: Option<ValueId>,
 }
 
 /// The steps computing node `id`; `scratch` holds the value ids of its [`scratch`] buffers, `act`
@@ -205,10 +207,12 @@ pub(super) fn node(
         Op::Gemm(_) | Op::MatMul => {
             let (p, a, b, c) = gemm_of(g, id, values, perms)?;
             let epi = Epilogue { act, program: None };
+            let b = (b, fusion.packed_b);
             Ok(gemm_steps(id, label, p, (a, b, c), out, epi, scratch.first().copied(), o))
         }
         Op::FusedGemm(f) => {
             let (p, a, b, c) = gemm_of(g, id, values, perms)?;
+            let b = (b, fusion.packed_b);
             let fused = fusion.gemm_programs.get(&out).ok_or("a FusedGemm without its program")?;
             let extras: Vec<ValueId> = ins.iter().skip(3).flatten().copied().collect();
             // A spelled-out activation runs as the built-in one.

@@ -1,8 +1,9 @@
 //! `compile`: Graph -> Plan, the contract the GPU session executes.
 //!
 //! Reads like its stages: bind the symbolic input dims and infer shapes, fuse activations into the
-//! GEMM that feeds them, size the scratch buffers some lowerings need, plan the arena, then lower
-//! each node (in the memory plan's order) to kernel launches or a device copy. Every node without a kernel is reported at once
+//! GEMM that feeds them, size the scratch buffers some lowerings need, plan the arena, pack the
+//! weights of the tensor-core GEMMs (`tc_pack`), then lower each node (in the memory plan's order)
+//! to kernel launches or a device copy. Every node without a kernel is reported at once
 //! ([`PlanError::NoKernel`]); nothing falls back to the CPU silently. The plan is plain serde data
 //! and prints one line per step.
 //!
@@ -33,6 +34,7 @@ mod reduce;
 mod resize;
 mod rows;
 mod sequence;
+mod tc_pack;
 
 use std::fmt;
 
@@ -88,6 +90,10 @@ pub struct PlanOptions {
     /// Run the GEMMs whose output tiles cannot fill the device on the tensor cores
     /// (`gemm_tc_f32`, 3xTF32 with f32 accuracy) instead of split-K launches on the CUDA cores.
     pub tensor_core_gemm: bool,
+    /// Pack the weight B of each GEMM that runs on the tensor cores at plan time, split into its
+    /// TF32 parts and laid out as the kernel's lanes read it (`gemm_tc_packed_f32`: no B
+    /// splitting, 16-byte loads); the packed constant replaces the weight on the device.
+    pub pack_gemm_weights: bool,
 }
 
 impl Default for PlanOptions {
@@ -102,6 +108,7 @@ impl Default for PlanOptions {
             fuse_attention: true,
             stateful: false,
             tensor_core_gemm: true,
+            pack_gemm_weights: true,
         }
     }
 }
@@ -282,6 +289,19 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     let memory = memory::plan_with(&fused, &Binding::new(), &options.memory, &absorbed, &requests, &elided)?;
     let first_scratch = values.len();
     values.extend(scratch.iter().map(|(_, v)| v.clone()));
+    // Packed weights become values after the scratch buffers (constants: no arena slot).
+    let packed = if options.pack_gemm_weights {
+        let lowered: Vec<NodeId> = (memory.order.iter().copied())
+            .filter(|&id| chains.of(id).is_none())
+            .filter(|&id| {
+                let outs = &fused.nodes[id.index()].outputs;
+                !outs.iter().flatten().any(|v| absorbed.contains(v) || attentions.contains_key(v))
+            })
+            .collect();
+        tc_pack::pack_weights(&fused, &lowered, &mut values, &operand_perms, options)
+    } else {
+        tc_pack::PackedWeights::default()
+    };
     let mut steps = Vec::new();
     let mut missing = Vec::new();
     let mut states = Vec::new();
@@ -305,8 +325,13 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
             .filter(|(_, (n, _))| *n == id)
             .map(|(i, _)| ValueId((first_scratch + i) as u32))
             .collect();
-        let fusion =
-            lower::Fusion { act, perms: &operand_perms, programs: &programs, gemm_programs: &gemm_programs };
+        let fusion = lower::Fusion {
+            act,
+            perms: &operand_perms,
+            programs: &programs,
+            gemm_programs: &gemm_programs,
+            packed_b: packed.by_node.get(&id).copied(),
+        };
         let out = node.output(0);
         let lowered = match out.and_then(|o| attentions.get(&o)) {
             Some(p) => attention::lower(&fused, id, p, &values),
@@ -362,8 +387,11 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
             read[src.index()] = true;
         }
     }
-    let constants: std::collections::BTreeMap<ValueId, crate::ConstTensor> =
-        fused.initializers.iter().filter(|(v, _)| read[v.index()]).map(|(v, c)| (*v, c.clone())).collect();
+    let constants: std::collections::BTreeMap<ValueId, crate::ConstTensor> = (fused.initializers.iter())
+        .chain(&packed.constants)
+        .filter(|(v, _)| read[v.index()])
+        .map(|(v, c)| (*v, c.clone()))
+        .collect();
     let weights = constants.keys().copied().collect();
     let plan = Plan {
         binding: binding.clone(),

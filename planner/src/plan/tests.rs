@@ -59,7 +59,7 @@ fn an_mlp_compiles_to_three_fused_gemv_launches() {
     // Two hidden activations live in the arena, never at the same time as a third.
     assert_eq!(plan.memory.arena_bytes, 2 * 1024, "{text}");
     let big = compile(&mlp(), &Binding::new().with("batch", 512), &PlanOptions::default()).unwrap();
-    assert!(big.to_string().contains("gemm_tc_f32"), "larger batches take the tensor-core kernel");
+    assert!(big.to_string().contains("gemm_tc_packed_f32"), "larger batches take the tensor-core kernel");
     let json = serde_json::to_string(&plan).unwrap();
     assert_eq!(serde_json::from_str::<Plan>(&json).unwrap(), plan);
 }
@@ -108,4 +108,118 @@ fn a_variadic_max_is_not_fused_as_a_binary_op() {
     assert!(plan.steps.len() >= 3, "{text}");
     let max_line = text.lines().find(|l| l.contains("Max")).unwrap_or_else(|| panic!("{text}"));
     assert!(max_line.contains(&format!("{a}@input")) && max_line.contains(&format!("{b}@input")), "{text}");
+}
+
+/// The kernel and B argument of each GEMM step of `plan`.
+fn gemm_b_args(plan: &Plan) -> Vec<(KernelId, ValueId)> {
+    plan.steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Kernel { kernel, args, .. } if kernel.symbol().starts_with("gemm") => {
+                let b =
+                    args.iter().filter_map(|a| if let Arg::Value(v) = a { Some(*v) } else { None }).nth(1);
+                Some((*kernel, b?))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// `Gemm(x, w, bias)` with x `[40, 45]` and w `[45, 13]` (`[13, 45]` with transB) a weight; the
+/// graph, w's data as `B[k][j]`, and w.
+fn gemm_with_weight(trans_b: bool) -> (Graph, Vec<Vec<f32>>, ValueId) {
+    let (m, k, n) = (40, 45, 13);
+    let b: Vec<Vec<f32>> =
+        (0..k).map(|kk| (0..n).map(|j| ((kk * 7 + j * 3) % 11) as f32 * 0.37 - 1.3).collect()).collect();
+    let (dims, data): ([usize; 2], Vec<f32>) = if trans_b {
+        ([n, k], (0..n * k).map(|i| b[i % k][i / k]).collect())
+    } else {
+        ([k, n], b.iter().flatten().copied().collect())
+    };
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Known(m), Dim::Known(k)]);
+    let w = g.initializer("w", ConstTensor::from_f32(&dims, &data).unwrap());
+    let bias = g.initializer("bias", ConstTensor::from_f32(&[n], &vec![0.5; n]).unwrap());
+    let y = g.push(Op::Gemm(Gemm { trans_b, ..Gemm::default() }), &[x, w, bias], 1)[0];
+    g.output(y);
+    (g, b, w)
+}
+
+#[test]
+fn a_tensor_core_gemm_reads_its_weight_packed_and_split() {
+    use kernels_gpu::abi::{gemm_tc_packed_len, gemm_tc_packed_offset};
+    for trans_b in [false, true] {
+        let (g, b, w) = gemm_with_weight(trans_b);
+        let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+        let text = plan.to_string();
+        let [(kernel, packed)] = gemm_b_args(&plan)[..] else { panic!("{text}") };
+        assert_eq!(kernel, KernelId::GemmTcPackedF32, "{text}");
+        let len = gemm_tc_packed_len(45, 13) as usize;
+        assert_eq!(len, 2 * 2 * 512);
+        assert_eq!(plan.values[packed.index()].name, "w/tc-packed");
+        assert_eq!(plan.values[packed.index()].dims, Some(vec![len]));
+        // The packed weight replaces w on the device; the bias stays.
+        assert!(!plan.constants.contains_key(&w) && !plan.weights.contains(&w), "{text}");
+        assert_eq!(plan.weights.len(), 2, "{text}");
+        let c = &plan.constants[&packed];
+        assert_eq!((c.dtype, c.dims.clone(), c.bytes.len()), (DType::F32, vec![len], 4 * len));
+        let word =
+            |i: u64| u32::from_le_bytes(c.bytes[4 * i as usize..4 * i as usize + 4].try_into().unwrap());
+        // Lane 5 (g 1, t 1) of column tile 1, round 1: B[40 + q][9], zero from k 45 (q = 5).
+        let at = gemm_tc_packed_offset(1, 1, 2, 5);
+        for q in 0..8 {
+            let (big, small) = if q < 5 { tc_pack::split(b[40 + q][9]) } else { (0, 0) };
+            assert_eq!((word(at + q as u64), word(at + 8 + q as u64)), (big, small), "q {q}");
+        }
+        // Lane 31 (g 7, t 3) of column tile 1, round 0: column 15 is past n.
+        let at = gemm_tc_packed_offset(1, 0, 2, 31);
+        assert!((0..16).all(|q| word(at + q) == 0));
+        // Lane 0 of the first entry: B[q][0].
+        assert!((0..8).all(|q| (word(q), word(8 + q)) == tc_pack::split(b[q as usize][0])));
+        plan.validate().unwrap();
+    }
+}
+
+#[test]
+fn a_weight_two_gemms_read_alike_is_packed_once() {
+    let mut g = Graph::new();
+    let x1 = g.input("x1", DType::F32, vec![Dim::Known(40), Dim::Known(64)]);
+    let x2 = g.input("x2", DType::F32, vec![Dim::Known(24), Dim::Known(64)]);
+    let w = g.initializer("w", ConstTensor::from_f32(&[64, 32], &vec![0.25; 64 * 32]).unwrap());
+    let y1 = g.matmul(x1, w);
+    let y2 = g.matmul(x2, w);
+    g.output(y1);
+    g.output(y2);
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let b = gemm_b_args(&plan);
+    assert_eq!(b.len(), 2, "{plan}");
+    assert!(b.iter().all(|&(k, v)| k == KernelId::GemmTcPackedF32 && v == b[0].1), "{plan}");
+    assert_eq!(plan.constants.keys().copied().collect::<Vec<_>>(), [b[0].1], "{plan}");
+}
+
+#[test]
+fn weights_stay_unpacked_when_b_is_an_input_batched_or_packing_is_off() {
+    // Packing off: the weight itself is read.
+    let (g, _, w) = gemm_with_weight(false);
+    let o = PlanOptions { pack_gemm_weights: false, ..PlanOptions::default() };
+    let plan = compile(&g, &Binding::new(), &o).unwrap();
+    assert_eq!(gemm_b_args(&plan), [(KernelId::GemmTcF32, w)], "{plan}");
+    assert!(plan.constants.contains_key(&w) && plan.values.len() == g.values.len(), "{plan}");
+    // B a graph input.
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Known(40), Dim::Known(45)]);
+    let b = g.input("b", DType::F32, vec![Dim::Known(45), Dim::Known(13)]);
+    let y = g.matmul(x, b);
+    g.output(y);
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    assert_eq!(gemm_b_args(&plan), [(KernelId::GemmTcF32, b)], "{plan}");
+    assert!(plan.constants.is_empty(), "{plan}");
+    // A weight with one matrix per batch (b_bs != 0).
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Known(2), Dim::Known(40), Dim::Known(45)]);
+    let w = g.initializer("w", ConstTensor::from_f32(&[2, 45, 13], &vec![0.5; 2 * 45 * 13]).unwrap());
+    let y = g.matmul(x, w);
+    g.output(y);
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    assert_eq!(gemm_b_args(&plan), [(KernelId::GemmTcF32, w)], "{plan}");
 }
