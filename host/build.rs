@@ -98,27 +98,20 @@ fn main() {
 /// `.maxntid` directive is added to the PTX here. It makes ptxas keep registers per thread within
 /// what a block of that size may use (otherwise the launch fails with "too many resources
 /// requested"). The planner's launch shapes stay within these (tested there).
-const LAUNCH_BOUNDS: &[(&str, u32)] = &[("wkv6_f32", 512), ("gemv_program_f32", 512), ("attention_f32", 256)];
-
-/// Kernels of [`LAUNCH_BOUNDS`] that must fit several blocks per multiprocessor, and how many:
-/// `.minnctapersm` makes ptxas keep registers within `65536 / (blocks * threads)` (the attention
-/// kernel's 256-thread blocks would otherwise take 130 registers, one block per multiprocessor,
-/// and GPT-2's 256 blocks would run in two waves).
-const MIN_BLOCKS: &[(&str, u32)] = &[("attention_f32", 2)];
+const LAUNCH_BOUNDS: &[(&str, u32)] = &[("wkv6_f32", 512), ("gemv_program_f32", 512), ("attention_f32", 128)];
 
 /// Kernels that run as one thread-block cluster of a fixed size on the Hopper flavour, and that
 /// size: `.reqnctapercluster` (CUDA's `__cluster_dims__`) makes every launch of the kernel use
 /// clusters of it, so the host launches it like any other kernel (grid a multiple of the size).
 const CLUSTER_DIMS: &[(&str, u32)] = &[("mlp_f32", 8)];
 
-/// `ptx` with the directives of [`LAUNCH_BOUNDS`], [`MIN_BLOCKS`] (every flavour) and [`CLUSTER_DIMS`] (Hopper)
+/// `ptx` with the directives of [`LAUNCH_BOUNDS`] (every flavour) and [`CLUSTER_DIMS`] (Hopper)
 /// after the parameter list of their kernels.
 fn with_directives(ptx: &str, flavour: &str) -> String {
     let clusters: &[(&str, u32)] = if flavour == "hopper" { CLUSTER_DIMS } else { &[] };
     let directives = LAUNCH_BOUNDS
         .iter()
         .map(|(name, threads)| (*name, format!(".maxntid {threads}, 1, 1")))
-        .chain(MIN_BLOCKS.iter().map(|(name, blocks)| (*name, format!(".minnctapersm {blocks}"))))
         .chain(clusters.iter().map(|(name, size)| (*name, format!(".reqnctapercluster {size}, 1, 1"))));
     let mut out = ptx.to_string();
     for (name, directive) in directives {

@@ -3,20 +3,20 @@
 //! reshaped and transposed operands are used in place and the scores never touch memory.
 //!
 //! Flash-decoding style on CUDA cores: a block takes [`ATTN_ROWS`] query rows of one (batch,
-//! head) and gives each row [`ATTN_SPLIT`] warps, which split its keys in groups of 32 (group `g`
-//! to warp `g % ATTN_SPLIT`), so a short sequence's row is spread over several warps instead of
-//! walked by one. For a group, lane `l` computes the score of key `l` (its K row read straight
-//! from global memory, 16-byte vectors when unit-stride and aligned, against the query row in
-//! shared memory), runs the score program on it, and the warp updates its online softmax (running
-//! maximum and sum, the output rescaled when the maximum grows) and accumulates `P V` with lanes
-//! over the value columns (the probability of key `t` broadcast from lane `t` by a shuffle, four
-//! keys' V loads in flight). At the end each warp leaves its maximum, sum and outputs in shared
-//! memory and the row's first warp merges them in warp order (deterministic). Accumulation is f32
-//! throughout; the per-lane output accumulators are a constant-size array indexed only by
-//! macro-unrolled constants (no local memory).
+//! head) and its [`ATTN_WARPS`] warps split the keys in groups of 32 (group `g` to warp
+//! `g % ATTN_WARPS`), so a short sequence is spread over several warps instead of walked by one,
+//! and every K and V value a warp loads serves all the block's rows. For a group, lane `l` scores
+//! key `l` against each row (its K row read straight from global memory, 16-byte vectors when
+//! unit-stride and aligned, against the query rows in shared memory), runs the score program, and
+//! the warp updates each row's online softmax (running maximum and sum, the outputs rescaled when
+//! the maximum grows) and accumulates `P V` with lanes over the value columns (the probability of
+//! key `t` broadcast from lane `t` by a shuffle, two keys' V loads in flight). At the end each
+//! warp leaves its maxima, sums and outputs in shared memory and warp `r` merges row `r`'s in warp
+//! order (deterministic). Accumulation is f32 throughout; the per-lane accumulators are
+//! constant-size arrays indexed only by constants (no local memory).
 
 use crate::abi::{
-    ATTN_MAX_DV, ATTN_ROWS, ATTN_SPLIT, ATTN_THREADS, AttentionParams, AttnView, attention_fits,
+    ATTN_MAX_DV, ATTN_ROWS, ATTN_THREADS, ATTN_WARPS, AttentionParams, AttnView, attention_fits,
 };
 use crate::intrinsics::{
     block_dim_x, block_idx_x, dynamic_shared_ptr, fma_rn, lane_id, shfl_idx_u32, shfl_xor_f32, sync_threads,
@@ -56,6 +56,26 @@ fn warp_max_ignoring_nan(x: f32) -> f32 {
 #[derive(Clone, Copy)]
 struct F4([f32; 4]);
 
+/// Query rows per block, for the per-row arrays.
+const R: usize = ATTN_ROWS as usize;
+const _: () = assert!(R == 2);
+
+/// `body` once per row with `$r` a constant (`0..R`): the per-row arrays are then indexed by
+/// constants only and stay in registers (a loop that LLVM leaves rolled would index them at run
+/// time and move them to local memory).
+macro_rules! for_rows {
+    (|$r:ident| $body:block) => {{
+        {
+            const $r: usize = 0;
+            $body
+        }
+        {
+            const $r: usize = 1;
+            $body
+        }
+    }};
+}
+
 /// Fused attention ([`AttentionParams`]): `Y[b, h, i, :] = softmax_j(program(Q[b, h, i, :] ·
 /// K[b, h / kv_group, j, :])) V[b, h / kv_group, :, :]`, with the optional causal mask. A row
 /// whose scores hold a NaN or `+inf`, or are all `-inf`, is NaN (as the unfused `Softmax`).
@@ -75,13 +95,13 @@ struct F4([f32; 4]);
 /// # Thread mapping
 /// 1-D blocks of `ATTN_THREADS` threads (other block sizes return at once), a 1-D grid of
 /// `batch * heads * ceil(q_len / ATTN_ROWS)` blocks: block `x` takes `(b, h) = (x / q_blocks) /
-/// heads, % heads` and query rows `(x % q_blocks) * ATTN_ROWS + warp / ATTN_SPLIT`; warp `w`
-/// takes the 32-key groups `w % ATTN_SPLIT, + ATTN_SPLIT, ...` of its row (lane `l`: key `l` of
-/// the group's scores, value columns `l, l + 32, ...` of its outputs). Two block barriers (after
-/// the query rows are staged, before the merge), reached by every warp.
+/// heads, % heads` and query rows `(x % q_blocks) * ATTN_ROWS + r`, `r < ATTN_ROWS`; warp `w`
+/// takes the 32-key groups `w, w + ATTN_WARPS, ...` (lane `l`: key `l` of the group's scores,
+/// value columns `l, l + 32, ...` of the outputs) for every row, then merges row `w`. Two block
+/// barriers (after the query rows are staged, before the merge), reached by every warp.
 ///
-/// Shared memory (f32): `ATTN_ROWS` query rows of `ceil4(dk)`, then per warp `dv + 3` (maximum,
-/// sum, NaN flag, outputs).
+/// Shared memory (f32): `ATTN_ROWS` query rows of `ceil4(dk)`, then per row and warp `dv + 3`
+/// (maximum, sum, NaN flag, outputs).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "ptx-kernel" fn attention_f32(
@@ -105,38 +125,39 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
     }
     let tid = thread_idx_x();
     let (warp, lane) = (tid / 32, lane_id());
-    let (slot, part) = (warp / ATTN_SPLIT, warp % ATTN_SPLIT);
     let q_blocks = p.q_len.div_ceil(ATTN_ROWS);
     let bh = block_idx_x() / q_blocks;
     if bh as u64 >= p.batch as u64 * p.heads as u64 {
         return;
     }
-    let row = (block_idx_x() % q_blocks) * ATTN_ROWS + slot;
-    // Uniform over the warp: warps past the last row still meet the barriers.
-    let active = row < p.q_len;
+    let row0 = (block_idx_x() % q_blocks) * ATTN_ROWS;
+    // The block's rows (the last block may have fewer); rows past them score row `q_len - 1`
+    // (valid addresses) and are never stored.
+    let rows = (p.q_len - row0).min(ATTN_ROWS);
     let (b, h) = ((bh / p.heads) as u64, (bh % p.heads) as u64);
     let hk = h / p.kv_group as u64;
-    let i = row as u64;
     let (dk, dv) = (p.dk, p.dv);
     let q_stride = dk.div_ceil(4) * 4;
     let merge_stride = dv + 3;
     // SAFETY: the launch has attention_shared_bytes(dk, dv) bytes: ATTN_ROWS * q_stride +
-    // ATTN_WARPS * (dv + 3) f32.
+    // ATTN_WARPS * ATTN_ROWS * (dv + 3) f32.
     let (q_sh, merge) = unsafe {
         let sh = dynamic_shared_ptr().cast::<f32>();
-        (sh.add((slot * q_stride) as usize), sh.add((ATTN_ROWS * q_stride) as usize))
+        (sh, sh.add((ATTN_ROWS * q_stride) as usize))
     };
-    if active {
-        // The row's warps stage its query (zero past dk, up to the padded stride).
-        let mut c = part * 32 + lane;
-        while c < q_stride {
-            // SAFETY: c < dk: inside Q's row; c < q_stride: inside this row's slot.
-            unsafe {
-                *q_sh.add(c as usize) =
-                    if c < dk { *q.add(at(&p.q, b, h, i, c as u64) as usize) } else { 0.0 }
-            };
-            c += ATTN_SPLIT * 32;
-        }
+    // Stage the query rows (zero past dk and past the block's rows).
+    let mut e = tid;
+    while e < ATTN_ROWS * q_stride {
+        let (r, c) = (e / q_stride, e % q_stride);
+        let x = if r < rows && c < dk {
+            // SAFETY: row0 + r < q_len, c < dk: inside Q.
+            unsafe { *q.add(at(&p.q, b, h, (row0 + r) as u64, c as u64) as usize) }
+        } else {
+            0.0
+        };
+        // SAFETY: e < ATTN_ROWS * q_stride: inside the staged rows.
+        unsafe { *q_sh.add(e as usize) = x };
+        e += ATTN_THREADS;
     }
     sync_threads();
     let last = p.kv_len.saturating_sub(1) as u64;
@@ -145,138 +166,207 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
         && dk % 4 == 0
         && p.k.strides[2] % 4 == 0
         && (k as usize + 4 * at(&p.k, b, hk, 0, 0) as usize) % 16 == 0;
-    // The score program's extra inputs at (b, h, i, 0) and their column strides.
-    let ex = |e: &AttnView| (at(e, b, h, i, 0), e.strides[3]);
-    let (e1, e2, e3) = (ex(&p.extra[0]), ex(&p.extra[1]), ex(&p.extra[2]));
     let n_in = p.n_inputs;
-    let diag = i + p.causal_offset as u64;
-
+    let row_of = |r: u32| (row0 + r).min(p.q_len - 1) as u64;
     // V at (b, hk, key 0, column lane), its row stride and the stride of 32 columns.
     let (v_lane, v_rs, v_grp) = (at(&p.v, b, hk, 0, lane as u64), p.v.strides[2], 32 * p.v.strides[3]);
-    let (mut m, mut l) = (f32::NEG_INFINITY, 0.0f32);
-    let mut bad = false;
-    let mut o = [0.0f32; DV_REGS];
-    let mut k0 = part * 32;
-    while active && k0 < p.kv_len {
+    let small = k_vec && dk <= 64 && dv <= 64;
+
+    let mut m = [f32::NEG_INFINITY; R];
+    let mut l = [0.0f32; R];
+    let mut bad = [false; R];
+    let mut o = [[0.0f32; DV_REGS]; R];
+    let mut k0 = warp * 32;
+    while k0 < p.kv_len {
         let avail = (p.kv_len - k0).min(32);
-        let jl = k0 + lane;
         let valid = lane < avail;
         // Invalid lanes score the last key (valid memory), then ignore it.
-        let j = (jl as u64).min(last);
-        // SAFETY: j < kv_len: a key row of K; q_sh holds q_stride (>= dk) staged values.
-        let qk = unsafe {
-            let base = at(&p.k, b, hk, j, 0);
-            if k_vec {
-                dot_vec(q_sh, k.add(base as usize), dk)
-            } else {
-                dot(q_sh, k, base, p.k.strides[3], dk)
-            }
-        };
-        let mut s = f32::NEG_INFINITY;
-        if valid {
-            let mut st = EwState::default();
-            st.x0 = qk;
-            // SAFETY: (b, h, i, j) inside the extents: inside each used input (the contract).
-            unsafe {
-                if n_in > 1 {
-                    st.x1 = *x1.add((e1.0 + j * e1.1) as usize);
-                }
-                if n_in > 2 {
-                    st.x2 = *x2.add((e2.0 + j * e2.1) as usize);
-                }
-                if n_in > 3 {
-                    st.x3 = *x3.add((e3.0 + j * e3.1) as usize);
-                }
-            }
-            s = st.run(&p.instrs, p.n_instr, p.out_reg);
-            if p.causal != 0 && j > diag {
-                s += f32::NEG_INFINITY;
-            }
-            bad |= s.is_nan() || s == f32::INFINITY;
-        }
-        let m_new = {
-            let bm = warp_max_ignoring_nan(s);
-            if bm > m { bm } else { m }
-        };
-        // Until a finite maximum is seen every score was -inf: nothing to add or rescale.
-        let live = m_new > f32::NEG_INFINITY;
-        let pj = if valid && live && !s.is_nan() { math::exp(s - m_new) } else { 0.0 };
-        let alpha = if live { math::exp(m - m_new) } else { 1.0 };
-        l = l * alpha + warp_sum_f32(pj);
-        m = m_new;
-        macro_rules! rescale {
-            ($($r:literal)*) => {$( o[$r] *= alpha; )*};
-        }
-        rescale!(0 1 2 3 4 5 6 7);
-        // SAFETY (every V read below): key k0 + t with t < avail is below kv_len; column below dv.
-        // SAFETY: (b, hk, k0, lane) addresses V's view (unread where the column is past dv).
+        let j = ((k0 + lane) as u64).min(last);
+        // SAFETY (every V read below): key k0 + t with t < avail is below kv_len, the column
+        // (lane + 32 c) below dv; (b, hk, k0, lane) addresses V's view.
         let v_key0 = unsafe { v.add(v_lane as usize).add((k0 as u64 * v_rs) as usize) };
-        // P V over keys t < avail, value columns lane + 32 r below dv, four keys' loads issued
-        // before their multiplies; one loop per bound on the column groups.
+        let k_row = at(&p.k, b, hk, j, 0);
+        // Heads of at most 64 with a vector-readable K: the group's K row and its 32 keys' V
+        // values are all loaded up front (their latencies overlap, one wait instead of one per
+        // key), then used from registers.
+        let mut kr = [F4([0.0; 4]); 16];
+        let mut vr = [[0.0f32; 2]; 32];
+        if small {
+            // SAFETY: c < dk / 4: inside K's row j (16-byte aligned: k_vec).
+            let k4 = unsafe { k.add(k_row as usize) } as *const F4;
+            macro_rules! k_loads {
+                ($($c:literal)*) => {$(
+                    if $c < dk / 4 {
+                        kr[$c] = unsafe { *k4.add($c) };
+                    }
+                )*};
+            }
+            k_loads!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+            macro_rules! v_loads {
+                ($($t:literal)*) => {$(
+                    if $t < avail {
+                        // SAFETY: key k0 + t below kv_len; the columns below dv.
+                        unsafe {
+                            let row = v_key0.add(($t as u64 * v_rs) as usize);
+                            if lane < dv {
+                                vr[$t][0] = *row;
+                            }
+                            if lane + 32 < dv {
+                                vr[$t][1] = *row.add(v_grp as usize);
+                            }
+                        }
+                    }
+                )*};
+            }
+            v_loads!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+        }
+        // The score program's extra inputs at (b, h, i, j) for every row, loaded before the
+        // scores need them.
+        let mut xs = [[0.0f32; R]; 3];
+        if valid {
+            for_rows!(|RW| {
+                let i = row_of(RW as u32);
+                let ex = |e: &AttnView| (at(e, b, h, i, 0) + j * e.strides[3]) as usize;
+                // SAFETY: (b, h, i, j) inside the extents: inside each used input (the contract).
+                unsafe {
+                    if n_in > 1 {
+                        xs[0][RW] = *x1.add(ex(&p.extra[0]));
+                    }
+                    if n_in > 2 {
+                        xs[1][RW] = *x2.add(ex(&p.extra[1]));
+                    }
+                    if n_in > 3 {
+                        xs[2][RW] = *x3.add(ex(&p.extra[2]));
+                    }
+                }
+            });
+        }
+        // SAFETY: j < kv_len: a key row of K; q_sh holds ATTN_ROWS rows of q_stride (>= dk).
+        let qk = unsafe {
+            if small {
+                dots_regs(q_sh, q_stride, &kr, dk)
+            } else if k_vec {
+                dots_vec(q_sh, q_stride, k.add(k_row as usize), dk)
+            } else {
+                dots(q_sh, q_stride, k, k_row, p.k.strides[3], dk)
+            }
+        };
+        let mut pj = [0.0f32; R];
+        let mut alpha = [1.0f32; R];
+        for_rows!(|RW| {
+            let r = RW;
+            let i = row_of(r as u32);
+            let mut s = f32::NEG_INFINITY;
+            if valid {
+                let mut st = EwState::default();
+                (st.x0, st.x1, st.x2, st.x3) = (qk[r], xs[0][r], xs[1][r], xs[2][r]);
+                s = st.run(&p.instrs, p.n_instr, p.out_reg);
+                if p.causal != 0 && j > i + p.causal_offset as u64 {
+                    s += f32::NEG_INFINITY;
+                }
+                bad[r] |= s.is_nan() || s == f32::INFINITY;
+            }
+            let m_new = {
+                let bm = warp_max_ignoring_nan(s);
+                if bm > m[r] { bm } else { m[r] }
+            };
+            // Until a finite maximum is seen every score was -inf: nothing to add or rescale.
+            let live = m_new > f32::NEG_INFINITY;
+            pj[r] = if valid && live && !s.is_nan() { math::exp(s - m_new) } else { 0.0 };
+            alpha[r] = if live { math::exp(m[r] - m_new) } else { 1.0 };
+            l[r] = l[r] * alpha[r] + warp_sum_f32(pj[r]);
+            m[r] = m_new;
+            for c in 0..DV_REGS {
+                o[r][c] *= alpha[r];
+            }
+        });
+        // P V over keys t < avail (two keys' loads issued before their multiplies), value
+        // columns lane + 32 c below dv; one loop per bound on the column groups.
         macro_rules! pv {
-            ($($r:literal)*) => {{
+            ($($c:literal)*) => {{
                 let mut t = 0u32;
                 while t < avail {
-                    let mut x = [[0.0f32; 4]; DV_REGS];
-                    let mut pt = [0.0f32; 4];
-                    for u in 0..4u32 {
-                        let tu = (t + u).min(avail - 1);
-                        let row = unsafe { v_key0.add((tu as u64 * v_rs) as usize) };
-                        $(
-                            if lane + 32 * $r < dv {
-                                x[$r][u as usize] = unsafe { *row.add(($r * v_grp) as usize) };
+                    let t1 = (t + 1).min(avail - 1);
+                    let (r0, r1) = unsafe {
+                        (v_key0.add((t as u64 * v_rs) as usize), v_key0.add((t1 as u64 * v_rs) as usize))
+                    };
+                    let mut x0 = [0.0f32; DV_REGS];
+                    let mut x1 = [0.0f32; DV_REGS];
+                    $(
+                        if lane + 32 * $c < dv {
+                            unsafe {
+                                x0[$c] = *r0.add(($c * v_grp) as usize);
+                                x1[$c] = *r1.add(($c * v_grp) as usize);
                             }
+                        }
+                    )*
+                    for_rows!(|RW| {
+                        let r = RW;
+                        let p0 = f32::from_bits(shfl_idx_u32(pj[r].to_bits(), t));
+                        // The second key past avail weighs 0 (its loads repeat the last key).
+                        let p1 = f32::from_bits(shfl_idx_u32(pj[r].to_bits(), t1));
+                        let p1 = if t + 1 < avail { p1 } else { 0.0 };
+                        $(
+                            o[r][$c] = fma_rn(p0, x0[$c], o[r][$c]);
+                            o[r][$c] = fma_rn(p1, x1[$c], o[r][$c]);
                         )*
-                        // Keys past avail weigh 0 (their loads repeat the last key).
-                        let w = f32::from_bits(shfl_idx_u32(pj.to_bits(), tu));
-                        pt[u as usize] = if t + u < avail { w } else { 0.0 };
-                    }
-                    for u in 0..4usize {
-                        $( o[$r] = fma_rn(pt[u], x[$r][u], o[$r]); )*
-                    }
-                    t += 4;
+                    });
+                    t += 2;
                 }
             }};
         }
-        if dv <= 64 {
+        // From the registers loaded up front: keys past avail have zero values and weights.
+        macro_rules! pv_regs {
+            ($($t:literal)*) => {$(
+                if $t < avail {
+                    for_rows!(|RW| {
+                        let pt = f32::from_bits(shfl_idx_u32(pj[RW].to_bits(), $t));
+                        o[RW][0] = fma_rn(pt, vr[$t][0], o[RW][0]);
+                        o[RW][1] = fma_rn(pt, vr[$t][1], o[RW][1]);
+                    });
+                }
+            )*};
+        }
+        if small {
+            pv_regs!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+        } else if dv <= 64 {
             pv!(0 1);
         } else if dv <= 128 {
             pv!(0 1 2 3);
         } else {
             pv!(0 1 2 3 4 5 6 7);
         }
-        k0 += ATTN_SPLIT * 32;
+        k0 += ATTN_WARPS * 32;
     }
-    // Each warp's partial result, then the row's first warp merges them in warp order.
-    // SAFETY: warp < ATTN_WARPS: its merge slot of dv + 3 f32.
-    let mine = unsafe { merge.add((warp * merge_stride) as usize) };
-    let any_bad = vote_any(bad);
-    if active {
-        // SAFETY: inside this warp's slot (columns below dv).
+    // Each warp's partial result per row, then warp r merges row r in warp order.
+    for_rows!(|RW| {
+        let r = RW;
+        let any_bad = vote_any(bad[r]);
+        // SAFETY: (r, warp) < (ATTN_ROWS, ATTN_WARPS): its merge slot of dv + 3 f32.
+        let mine = unsafe { merge.add(((r as u32 * ATTN_WARPS + warp) * merge_stride) as usize) };
+        // SAFETY: inside the slot (columns below dv).
         unsafe {
             if lane == 0 {
-                *mine = m;
-                *mine.add(1) = l;
+                *mine = m[r];
+                *mine.add(1) = l[r];
                 *mine.add(2) = if any_bad { 1.0 } else { 0.0 };
             }
-            macro_rules! keep {
-                ($($r:literal)*) => {$(
-                    if lane + 32 * $r < dv {
-                        *mine.add((3 + lane + 32 * $r) as usize) = o[$r];
-                    }
-                )*};
+            for c in 0..DV_REGS as u32 {
+                if lane + 32 * c < dv {
+                    *mine.add((3 + lane + 32 * c) as usize) = o[r][c as usize];
+                }
             }
-            keep!(0 1 2 3 4 5 6 7);
         }
-    }
+    });
     sync_threads();
-    if !active || part != 0 {
+    let r = warp;
+    if r >= rows {
         return;
     }
-    // SAFETY (the merge reads): the row's ATTN_SPLIT slots, written before the barrier.
-    let slot_of = |w: u32| unsafe { merge.add(((slot * ATTN_SPLIT + w) * merge_stride) as usize) };
+    // SAFETY (the merge reads): row r's ATTN_WARPS slots, written before the barrier.
+    let slot_of = |w: u32| unsafe { merge.add(((r * ATTN_WARPS + w) * merge_stride) as usize) };
     let (mut big, mut nan_seen) = (f32::NEG_INFINITY, false);
-    for w in 0..ATTN_SPLIT {
+    for w in 0..ATTN_WARPS {
         let s = slot_of(w);
         // SAFETY: see above.
         let (mw, flag) = unsafe { (*s, *s.add(2)) };
@@ -287,7 +377,7 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
     }
     let mut sum = 0.0f32;
     let mut acc = [0.0f32; DV_REGS];
-    for w in 0..ATTN_SPLIT {
+    for w in 0..ATTN_WARPS {
         let s = slot_of(w);
         // SAFETY: see above.
         let mw = unsafe { *s };
@@ -297,92 +387,113 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
         let f = math::exp(mw - big);
         // SAFETY: see above.
         sum = fma_rn(unsafe { *s.add(1) }, f, sum);
-        macro_rules! add {
-            ($($r:literal)*) => {$(
-                if lane + 32 * $r < dv {
-                    // SAFETY: column below dv: inside the slot.
-                    acc[$r] = fma_rn(unsafe { *s.add((3 + lane + 32 * $r) as usize) }, f, acc[$r]);
-                }
-            )*};
+        for c in 0..DV_REGS as u32 {
+            if lane + 32 * c < dv {
+                // SAFETY: column below dv: inside the slot.
+                acc[c as usize] = fma_rn(unsafe { *s.add((3 + lane + 32 * c) as usize) }, f, acc[c as usize]);
+            }
         }
-        add!(0 1 2 3 4 5 6 7);
     }
     // No keys: an empty sum, as the reference gives.
     let nan = p.kv_len > 0 && (nan_seen || big == f32::NEG_INFINITY);
-    macro_rules! store {
-        ($($r:literal)*) => {$(
-            let c = lane + 32 * $r;
-            if c < dv {
-                let out = if nan {
-                    f32::NAN
-                } else if p.kv_len == 0 {
-                    0.0
-                } else {
-                    acc[$r] / sum
-                };
-                // SAFETY: c < dv, (b, h, i) inside the extents: inside Y.
-                unsafe { *y.add(at(&p.y, b, h, i, c as u64) as usize) = out };
+    let i = (row0 + r) as u64;
+    for c in 0..DV_REGS as u32 {
+        let col = lane + 32 * c;
+        if col < dv {
+            let out = if nan {
+                f32::NAN
+            } else if p.kv_len == 0 {
+                0.0
+            } else {
+                acc[c as usize] / sum
+            };
+            // SAFETY: col < dv, (b, h, i) inside the extents: inside Y.
+            unsafe { *y.add(at(&p.y, b, h, i, col as u64) as usize) = out };
+        }
+    }
+}
+
+/// The dot products of the `R` staged query rows (`q`, `qs` apart) with the K row at
+/// `k[base + c * stride]`, `c < n`.
+///
+/// # Safety
+/// `q` has `R` rows of `n` readable f32; `k` every element the strides address.
+#[inline(always)]
+unsafe fn dots(q: *const f32, qs: u32, k: *const f32, base: u64, stride: u64, n: u32) -> [f32; R] {
+    let mut a = [0.0f32; R];
+    for c in 0..n {
+        // SAFETY: c < n: inside both (the contract).
+        unsafe {
+            let kv = *k.add((base + c as u64 * stride) as usize);
+            for (r, acc) in a.iter_mut().enumerate() {
+                *acc = fma_rn(*q.add(r * qs as usize + c as usize), kv, *acc);
+            }
+        }
+    }
+    a
+}
+
+/// [`dots`] of a K row already in registers (`kr[c]` holds columns `4c..4c + 4`, `c < n / 4`),
+/// `n % 4 == 0`, `n <= 64`.
+///
+/// # Safety
+/// `q` has `R` rows of `n` readable f32 `qs` apart, 16-byte aligned (`qs % 4 == 0`).
+#[inline(always)]
+unsafe fn dots_regs(q: *const f32, qs: u32, kr: &[F4; 16], n: u32) -> [f32; R] {
+    let mut a = [[0.0f32; 4]; R];
+    // Columns by literal (the registers stay registers).
+    macro_rules! columns {
+        ($($c:literal)*) => {$(
+            if $c < n / 4 {
+                for (r, acc) in a.iter_mut().enumerate() {
+                    // SAFETY: 4c < n: inside row r (the contract).
+                    let qv = unsafe { *(q.add(r * qs as usize + 4 * $c) as *const F4) };
+                    for u in 0..4 {
+                        acc[u] = fma_rn(qv.0[u], kr[$c].0[u], acc[u]);
+                    }
+                }
             }
         )*};
     }
-    store!(0 1 2 3 4 5 6 7);
+    columns!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+    a.map(|x| (x[0] + x[1]) + (x[2] + x[3]))
 }
 
-/// `sum_c q[c] k[base + c * stride]` over `c < n`, in four interleaved partial sums.
+/// [`dots`] of a unit-stride, 16-byte aligned K row with `n % 4 == 0`: 16-byte loads of K (four
+/// in flight) and of the query rows (16-byte aligned in shared memory, `qs % 4 == 0`).
 ///
 /// # Safety
-/// `q` has `n` readable f32 and `k` every element the strides address.
+/// `q` has `R` rows of `n` readable f32 `qs` apart and `k` has `n`, both 16-byte aligned;
+/// `n % 4 == 0`.
 #[inline(always)]
-unsafe fn dot(q: *const f32, k: *const f32, base: u64, stride: u64, n: u32) -> f32 {
-    let mut a = [0.0f32; 4];
+unsafe fn dots_vec(q: *const f32, qs: u32, k: *const f32, n: u32) -> [f32; R] {
+    let k4 = k as *const F4;
+    let mut a = [[0.0f32; 4]; R];
+    let n4 = n / 4;
     let mut c = 0u32;
-    // SAFETY: c < n: inside both (the contract).
-    unsafe {
-        while c + 4 <= n {
-            for u in 0..4u32 {
-                let kv = *k.add((base + (c + u) as u64 * stride) as usize);
-                a[u as usize] = fma_rn(*q.add((c + u) as usize), kv, a[u as usize]);
+    // SAFETY (every load): c + u < n4: inside both (the contract).
+    let fold = |a: &mut [[f32; 4]; R], kv: F4, c: u32| {
+        for (r, acc) in a.iter_mut().enumerate() {
+            let qv = unsafe { *(q.add(r * qs as usize + 4 * c as usize) as *const F4) };
+            for u in 0..4 {
+                acc[u] = fma_rn(qv.0[u], kv.0[u], acc[u]);
             }
-            c += 4;
         }
-        while c < n {
-            a[0] = fma_rn(*q.add(c as usize), *k.add((base + c as u64 * stride) as usize), a[0]);
-            c += 1;
-        }
+    };
+    while c + 4 <= n4 {
+        let (k0, k1, k2, k3) = unsafe {
+            (*k4.add(c as usize), *k4.add(c as usize + 1), *k4.add(c as usize + 2), *k4.add(c as usize + 3))
+        };
+        fold(&mut a, k0, c);
+        fold(&mut a, k1, c + 1);
+        fold(&mut a, k2, c + 2);
+        fold(&mut a, k3, c + 3);
+        c += 4;
     }
-    (a[0] + a[1]) + (a[2] + a[3])
-}
-
-/// [`dot`] of a unit-stride, 16-byte aligned K row with `n % 4 == 0`: 16-byte loads of both (the
-/// query row in shared memory is 16-byte aligned), eight in flight.
-///
-/// # Safety
-/// `q` and `k` have `n` readable f32, both 16-byte aligned; `n % 4 == 0`.
-#[inline(always)]
-unsafe fn dot_vec(q: *const f32, k: *const f32, n: u32) -> f32 {
-    let (q4, k4) = (q as *const F4, k as *const F4);
-    let mut a = [0.0f32; 4];
-    let mut c = 0usize;
-    let n4 = (n / 4) as usize;
-    // SAFETY: c < n4: inside both (the contract).
-    unsafe {
-        while c + 2 <= n4 {
-            let (k0, k1) = (*k4.add(c), *k4.add(c + 1));
-            let (q0, q1) = (*q4.add(c), *q4.add(c + 1));
-            for u in 0..4 {
-                a[u] = fma_rn(q0.0[u], k0.0[u], a[u]);
-            }
-            for u in 0..4 {
-                a[u] = fma_rn(q1.0[u], k1.0[u], a[u]);
-            }
-            c += 2;
-        }
-        if c < n4 {
-            let (k0, q0) = (*k4.add(c), *q4.add(c));
-            for u in 0..4 {
-                a[u] = fma_rn(q0.0[u], k0.0[u], a[u]);
-            }
-        }
+    while c < n4 {
+        let kv = unsafe { *k4.add(c as usize) };
+        fold(&mut a, kv, c);
+        c += 1;
     }
-    (a[0] + a[1]) + (a[2] + a[3])
+    a.map(|x| (x[0] + x[1]) + (x[2] + x[3]))
 }

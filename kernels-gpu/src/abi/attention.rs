@@ -5,22 +5,22 @@ use super::{EW_MAX_INPUTS, EW_MAX_INSTRS, EwInstr, Params};
 /// Largest value head size (`dv`) of `attention_f32`: each lane keeps `ATTN_MAX_DV / 32` output
 /// accumulators in registers.
 pub const ATTN_MAX_DV: u32 = 256;
-/// Warps per block of `attention_f32`.
-pub const ATTN_WARPS: u32 = 8;
+/// Warps per block of `attention_f32`: they split the block's keys (32-key groups, round robin)
+/// and merge their partial softmax sums at the end.
+pub const ATTN_WARPS: u32 = 4;
 /// Threads per block of `attention_f32`.
 pub const ATTN_THREADS: u32 = ATTN_WARPS * 32;
-/// Query rows per block of `attention_f32` (consecutive rows of one (batch, head)).
+/// Query rows per block of `attention_f32` (consecutive rows of one (batch, head)): every warp
+/// scores each of its keys against all of them, so a K or V value loaded once serves them all.
 pub const ATTN_ROWS: u32 = 2;
-/// Warps per query row: they split the row's keys (32-key groups, round robin) and merge their
-/// partial softmax sums at the end.
-pub const ATTN_SPLIT: u32 = ATTN_WARPS / ATTN_ROWS;
 /// Dynamic shared memory the planner may give `attention_f32` (the default per-block limit).
 pub const ATTN_MAX_SHARED_BYTES: u32 = 48 * 1024;
 
 /// Dynamic shared memory of `attention_f32`: the block's query rows (`dk` f32 each, rounded up
-/// to 4) and each warp's partial result (running maximum, sum, NaN flag and `dv` outputs).
+/// to 4) and each warp's partial result per row (running maximum, sum, NaN flag, `dv` outputs).
 const fn attention_bytes(dk: u32, dv: u32) -> u64 {
-    4 * (ATTN_ROWS as u64 * (dk as u64).div_ceil(4) * 4 + ATTN_WARPS as u64 * (dv as u64 + 3))
+    let rows = ATTN_ROWS as u64;
+    4 * (rows * (dk as u64).div_ceil(4) * 4 + ATTN_WARPS as u64 * rows * (dv as u64 + 3))
 }
 
 /// Whether `attention_f32` takes head sizes `dk`, `dv` (`dv <= ATTN_MAX_DV`, shared memory within
