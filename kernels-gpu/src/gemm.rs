@@ -87,11 +87,20 @@ pub(crate) unsafe fn finish(
     }
 }
 
-/// Whether a program epilogue's parameters are usable (a corrupt rank would index past the
+/// The program epilogue of a `*_program_f32` entry: `e` with inputs `x1..x3` (input 0 is the
+/// GEMM result). Traps when the parameters are unusable (a corrupt rank would index past the
 /// shape arrays).
 #[inline(always)]
-pub(crate) fn program_ok(e: &EwProgramParams) -> bool {
-    e.rank as usize <= MAX_RANK
+pub(crate) fn program<'a>(
+    e: &'a EwProgramParams,
+    x1: *const f32,
+    x2: *const f32,
+    x3: *const f32,
+) -> Program<'a> {
+    if e.rank as usize > MAX_RANK {
+        trap();
+    }
+    Some((e, [core::ptr::null(), x1, x2, x3]))
 }
 
 /// Tiled f32 GEMM.
@@ -149,11 +158,11 @@ pub unsafe extern "ptx-kernel" fn gemm_program_f32(
     x3: *const f32,
     y: *mut f32,
 ) {
-    if !program_ok(&e) || p.splits > 1 {
+    if p.splits > 1 {
         trap();
     }
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_tiled(&p, a, b, c, y, Some((&e, [core::ptr::null(), x1, x2, x3]))) }
+    unsafe { gemm_tiled(&p, a, b, c, y, program(&e, x1, x2, x3)) }
 }
 
 /// The body of [`gemm_f32`] and [`gemm_program_f32`].
@@ -344,11 +353,8 @@ pub unsafe extern "ptx-kernel" fn gemm_reduce_program_f32(
     x3: *const f32,
     y: *mut f32,
 ) {
-    if !program_ok(&e) {
-        trap();
-    }
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_reduce(&p, c, ws, y, Some((&e, [core::ptr::null(), x1, x2, x3]))) }
+    unsafe { gemm_reduce(&p, c, ws, y, program(&e, x1, x2, x3)) }
 }
 
 /// The body of [`gemm_reduce_f32`] and [`gemm_reduce_program_f32`].
@@ -473,11 +479,8 @@ pub unsafe extern "ptx-kernel" fn gemv_program_f32(
     x3: *const f32,
     y: *mut f32,
 ) {
-    if !program_ok(&e) {
-        trap();
-    }
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemv(&p, a, b, c, y, Some((&e, [core::ptr::null(), x1, x2, x3]))) }
+    unsafe { gemv(&p, a, b, c, y, program(&e, x1, x2, x3)) }
 }
 
 /// The body of [`gemv_f32`] and [`gemv_program_f32`].

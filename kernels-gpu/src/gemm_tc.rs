@@ -26,7 +26,7 @@ use crate::abi::{
     EwProgramParams, GEMM_TC_KC, GEMM_TC_M, GEMM_TC_MAX_WARPS, GEMM_TC_N, GEMM_TC_PACK_BLOCK, GemmParams,
     gemm_tc_packed_offset,
 };
-use crate::gemm::{Program, finish, program_ok};
+use crate::gemm::{Program, finish, program};
 use crate::intrinsics::{
     block_dim_x, block_idx_x, block_idx_y, block_idx_z, cvt_rna_tf32, dynamic_shared_ptr, lane_id,
     mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x, trap,
@@ -268,11 +268,8 @@ pub unsafe extern "ptx-kernel" fn gemm_tc_program_f32(
     x3: *const f32,
     y: *mut f32,
 ) {
-    if !program_ok(&e) {
-        trap();
-    }
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_tc::<false>(&p, a, b, c, y, Some((&e, [core::ptr::null(), x1, x2, x3]))) }
+    unsafe { gemm_tc::<false>(&p, a, b, c, y, program(&e, x1, x2, x3)) }
 }
 
 /// [`gemm_tc_f32`] with B a weight packed on the host: `bp` holds
@@ -328,11 +325,8 @@ pub unsafe extern "ptx-kernel" fn gemm_tc_packed_program_f32(
     x3: *const f32,
     y: *mut f32,
 ) {
-    if !program_ok(&e) {
-        trap();
-    }
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_tc::<true>(&p, a, bp, c, y, Some((&e, [core::ptr::null(), x1, x2, x3]))) }
+    unsafe { gemm_tc::<true>(&p, a, bp, c, y, program(&e, x1, x2, x3)) }
 }
 
 /// The body of [`gemm_tc_f32`] and [`gemm_tc_program_f32`], and with `PACKED` (`b` the packed B)

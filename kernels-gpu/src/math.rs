@@ -333,6 +333,84 @@ pub fn f32_to_bf16(x: f32) -> u16 {
     (u.wrapping_add(0x7fff + ((u >> 16) & 1)) >> 16) as u16
 }
 
+/// `op(a, b)` of an elementwise-program instruction (`abi::EwInstr`; NaN for an unknown code):
+/// each arm is the function the op's single-op kernel applies. Out of line on the device (the
+/// program calls it from each unrolled instruction); the planner evaluates programs with it on
+/// the host (recognizing spelled-out activations).
+#[cfg_attr(target_arch = "nvptx64", inline(never))]
+pub fn ew_op(op: u32, a: f32, b: f32, imm: f32) -> f32 {
+    match op {
+        0 => add(a, b),
+        1 => sub(a, b),
+        2 => mul(a, b),
+        3 => div(a, b),
+        4 => pow(a, b),
+        5 => max(a, b),
+        6 => min(a, b),
+        16 => relu(a),
+        17 => leaky_relu(a, imm),
+        18 => sigmoid(a),
+        19 => tanh(a),
+        20 => exp(a),
+        21 => log(a),
+        22 => sqrt(a),
+        23 => abs(a),
+        24 => neg(a),
+        25 => erf(a),
+        26 => gelu_erf(a),
+        27 => gelu_tanh(a),
+        28 => silu(a),
+        29 => softplus(a),
+        30 => libm::floorf(a),
+        31 => libm::ceilf(a),
+        32 => libm::rintf(a),
+        33 => div(1.0, a),
+        34 => libm::sinf(a),
+        35 => libm::cosf(a),
+        36 => libm::tanf(a),
+        37 => libm::asinf(a),
+        38 => libm::acosf(a),
+        39 => libm::atanf(a),
+        40 => libm::sinhf(a),
+        41 => libm::coshf(a),
+        42 => libm::asinhf(a),
+        43 => libm::acoshf(a),
+        44 => libm::atanhf(a),
+        45 => {
+            if a > 0.0 {
+                1.0
+            } else if a < 0.0 {
+                -1.0
+            } else {
+                a
+            }
+        }
+        46 => elu(a, imm),
+        47 => softsign(a),
+        48 => a * hard_sigmoid(a, 1.0 / 6.0, 0.5),
+        49 => thresholded_relu(a, imm),
+        50 => a * tanh(softplus(a)),
+        51 => max(0.0, a) + min(0.0, imm * libm::expm1f(a / imm)),
+        52 => {
+            if a < 0.0 {
+                b * a
+            } else {
+                a
+            }
+        }
+        53 => {
+            if a < -imm {
+                a + b
+            } else if a > imm {
+                a - b
+            } else {
+                0.0
+            }
+        }
+        _ => f32::NAN,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! Each function against an f64 evaluation over a sweep of the f32 range.

@@ -7,83 +7,7 @@ use crate::abi::{EW_MAX_INSTRS, EwInstr, EwProgramParams, MAX_RANK};
 use crate::intrinsics::{global_thread_x, grid_threads_x};
 use crate::math;
 
-/// `op(a, b)` of an elementwise-program instruction ([`EwInstr`]); each arm is the function its
-/// single-op kernel applies. Out of line: the program calls it from each unrolled instruction.
-#[inline(never)]
-fn ew_apply(op: u32, a: f32, b: f32, imm: f32) -> f32 {
-    match op {
-        0 => math::add(a, b),
-        1 => math::sub(a, b),
-        2 => math::mul(a, b),
-        3 => math::div(a, b),
-        4 => math::pow(a, b),
-        5 => math::max(a, b),
-        6 => math::min(a, b),
-        16 => math::relu(a),
-        17 => math::leaky_relu(a, imm),
-        18 => math::sigmoid(a),
-        19 => math::tanh(a),
-        20 => math::exp(a),
-        21 => math::log(a),
-        22 => math::sqrt(a),
-        23 => math::abs(a),
-        24 => math::neg(a),
-        25 => math::erf(a),
-        26 => math::gelu_erf(a),
-        27 => math::gelu_tanh(a),
-        28 => math::silu(a),
-        29 => math::softplus(a),
-        30 => libm::floorf(a),
-        31 => libm::ceilf(a),
-        32 => libm::rintf(a),
-        33 => math::div(1.0, a),
-        34 => libm::sinf(a),
-        35 => libm::cosf(a),
-        36 => libm::tanf(a),
-        37 => libm::asinf(a),
-        38 => libm::acosf(a),
-        39 => libm::atanf(a),
-        40 => libm::sinhf(a),
-        41 => libm::coshf(a),
-        42 => libm::asinhf(a),
-        43 => libm::acoshf(a),
-        44 => libm::atanhf(a),
-        45 => {
-            if a > 0.0 {
-                1.0
-            } else if a < 0.0 {
-                -1.0
-            } else {
-                a
-            }
-        }
-        46 => math::elu(a, imm),
-        47 => math::softsign(a),
-        48 => a * math::hard_sigmoid(a, 1.0 / 6.0, 0.5),
-        49 => math::thresholded_relu(a, imm),
-        50 => a * math::tanh(math::softplus(a)),
-        51 => math::max(0.0, a) + math::min(0.0, imm * libm::expm1f(a / imm)),
-        52 => {
-            if a < 0.0 {
-                b * a
-            } else {
-                a
-            }
-        }
-        53 => {
-            if a < -imm {
-                a + b
-            } else if a > imm {
-                a - b
-            } else {
-                0.0
-            }
-        }
-        _ => f32::NAN,
-    }
-}
-
-/// `a op b` for the arithmetic codes (`0..=3`: add, sub, mul, div), as `ew_apply` computes them.
+/// `a op b` for the arithmetic codes (`0..=3`: add, sub, mul, div), as `math::ew_op` computes them.
 #[inline(always)]
 fn arith(op: u32, a: f32, b: f32) -> f32 {
     match op {
@@ -143,8 +67,8 @@ impl EwState {
     fn step(&mut self, ins: &EwInstr) {
         let (a, b) = (self.src(ins.a, ins), self.src(ins.b, ins));
         // The arithmetic ops inline (a residual or bias add, a scale): no call. The same
-        // functions as `ew_apply`'s, so the results are the same bits.
-        let v = if ins.op <= 3 { arith(ins.op, a, b) } else { ew_apply(ins.op, a, b, ins.imm) };
+        // functions as `math::ew_op`'s, so the results are the same bits.
+        let v = if ins.op <= 3 { arith(ins.op, a, b) } else { math::ew_op(ins.op, a, b, ins.imm) };
         self.set(ins.dst, v);
     }
 

@@ -46,7 +46,7 @@ pub(super) fn as_activation(program: &EwProgram) -> Option<Activation> {
     if program.instrs.is_empty() || !program.instrs.iter().all(|i| reads(i.a) && reads(i.b)) {
         return None;
     }
-    // The program on the host, with the functions the device applies (None: an op not modelled).
+    // The program on the host, with the functions the device applies.
     let eval = |x: f32| -> Option<f32> {
         let mut regs = [0f32; kernels_gpu::abi::EW_REGS as usize];
         let src = |regs: &[f32], s: u32, imm: f32| match s {
@@ -55,27 +55,7 @@ pub(super) fn as_activation(program: &EwProgram) -> Option<Activation> {
             _ => imm,
         };
         for i in &program.instrs {
-            let (a, b) = (src(&regs, i.a, i.imm), src(&regs, i.b, i.imm));
-            let v = match i.op {
-                0 => math::add(a, b),
-                1 => math::sub(a, b),
-                2 => math::mul(a, b),
-                3 => math::div(a, b),
-                4 => math::pow(a, b),
-                5 => math::max(a, b),
-                6 => math::min(a, b),
-                16 => math::relu(a),
-                18 => math::sigmoid(a),
-                19 => math::tanh(a),
-                20 => math::exp(a),
-                22 => math::sqrt(a),
-                24 => math::neg(a),
-                25 => math::erf(a),
-                26 => math::gelu_erf(a),
-                27 => math::gelu_tanh(a),
-                28 => math::silu(a),
-                _ => return None,
-            };
+            let v = math::ew_op(i.op, src(&regs, i.a, i.imm), src(&regs, i.b, i.imm), i.imm);
             *regs.get_mut(i.dst as usize)? = v;
         }
         Some(src(&regs, program.out_reg, 0.0))

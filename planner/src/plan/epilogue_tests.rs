@@ -151,7 +151,7 @@ fn spelled_out_activations_are_recognized_and_others_are_not() {
         0,
     );
     assert_eq!(as_activation(&gelu_erf), Some(Activation::GeluErf));
-    // A scale, a second input, or an op the matcher does not model: not an activation.
+    // A scale, a second input, or another function (sin): not an activation.
     assert_eq!(as_activation(&program(vec![ins(2, 0, INPUT0, IMM, 2.0)], 0)), None);
     assert_eq!(as_activation(&program(vec![ins(0, 0, INPUT0, INPUT0 + 1, 0.0)], 0)), None);
     assert_eq!(as_activation(&program(vec![ins(34, 0, INPUT0, 0, 0.0)], 0)), None);
