@@ -32,14 +32,21 @@ pub(super) fn split_k(p: &GemmParams, o: &PlanOptions) -> (u32, u32) {
     (p.k.div_ceil(chunk), chunk)
 }
 
-/// The launch of `gemm_tc_f32` for `p` (grid, warps per block), when it takes the GEMM: `m` above
-/// the GEMV range and the CUDA-core kernel's 64 x 64 tiles fewer than two per multiprocessor
+/// The launch of `gemm_tc_f32` for `p` (grid, warps per block), when it takes the GEMM: a non-empty
+/// output, `m` above the GEMV range and the CUDA-core kernel's 64 x 64 tiles fewer than two per
+/// multiprocessor
 /// (where it would need split-K, or leave the device half idle). The warps per block split k: a
 /// power of two, at most one per 32-wide k round, so that about eight warps per multiprocessor
 /// run.
 pub(super) fn tensor_core(p: &GemmParams, o: &PlanOptions) -> Option<([u32; 3], u32)> {
     let old_tiles = p.n.div_ceil(GEMM_TILE) as u64 * p.m.div_ceil(GEMM_TILE) as u64 * p.batch as u64;
-    if !o.tensor_core_gemm || p.m <= GEMV_MAX_M || p.batch > 65535 || old_tiles >= 2 * o.sm_count as u64 {
+    let empty = p.n == 0 || p.batch == 0;
+    if !o.tensor_core_gemm
+        || empty
+        || p.m <= GEMV_MAX_M
+        || p.batch > 65535
+        || old_tiles >= 2 * o.sm_count as u64
+    {
         return None;
     }
     let grid = [p.n.div_ceil(GEMM_TC_N), p.m.div_ceil(GEMM_TC_M), p.batch];
@@ -488,6 +495,9 @@ mod tests {
         assert_eq!(launch(8, 768, 256), None);
         assert_eq!(launch(2048, 2048, 4096), None);
         assert_eq!(tensor_core(&p(128, 768, 256, 1), &cuda_cores()), None);
+        // An empty output (no columns, no batch) never gets a zero-block grid from it.
+        assert_eq!(launch(20, 0, 5), None);
+        assert_eq!(tensor_core(&p(20, 7, 5, 0), &o), None);
         // Where it is taken, no split-K workspace is planned.
         assert_eq!(split_k(&p(128, 256, 1024, 1), &o), (1, 1024));
     }
