@@ -1,6 +1,8 @@
 //! Lowering of Gemm and MatMul to the GEMM kernels: parameters from operand views (strided,
-//! transposed through strides, NumPy batch broadcasting), the GEMV kernel for small `m`, and
-//! split-K with an ordered reduction when the output tiles cannot fill the device. A
+//! transposed through strides, NumPy batch broadcasting), the GEMV kernel for small `m`, the
+//! tensor-core kernel (3xTF32, k split over the warps of a block; a constant B packed at plan
+//! time) when the CUDA-core tiles cannot fill the device, and otherwise the CUDA-core tiled kernel
+//! (split-K with an ordered reduction when the tensor-core one is switched off). A
 //! [`Op::FusedGemm`] lowers the same way to the `*_program_f32` twins of those kernels, whose
 //! epilogue continues with its elementwise program.
 
