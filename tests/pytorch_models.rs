@@ -177,3 +177,32 @@ fn transformer_plans_with_every_fusion() {
         );
     }
 }
+
+/// The session's constant folding (`host::fold_constants`, which runs before every GPU compile)
+/// changes no result: the fixtures give the same bits on the reference executor folded and not,
+/// and GPT-2's causal mask (built from a constant buffer by comparisons and `Where`) is folded.
+#[test]
+fn constant_folding_keeps_the_fixtures_results() {
+    let dir = fixtures();
+    for (name, inputs) in [
+        ("gpt2", &["input_ids"][..]),
+        ("bert", &["input_ids", "attention_mask", "token_type_ids"][..]),
+        ("cnn", &["x"][..]),
+    ] {
+        let model = onnx::load_path(&dir.join(format!("{name}.onnx"))).expect("model loads");
+        let graph = onnx::to_graph(&model).expect("model converts");
+        let folded = host::fold_constants(graph.clone());
+        let feeds: Vec<(String, HostTensor)> =
+            inputs.iter().map(|i| (i.to_string(), npy(&dir.join(format!("{name}.in.{i}.npy"))))).collect();
+        let want = host::reference::eval(&graph, &feeds).expect("original runs");
+        let got = host::reference::eval(&folded, &feeds).expect("folded runs");
+        assert_eq!(got, want, "{name}: folding changed a result");
+        if name == "gpt2" {
+            assert!(folded.nodes.len() < graph.nodes.len(), "gpt2: nothing folded");
+            assert!(
+                !folded.nodes.iter().any(|n| matches!(n.op, planner::Op::Where)),
+                "gpt2: the mask's Where stays"
+            );
+        }
+    }
+}

@@ -83,7 +83,7 @@ const FOLD_MAX_ELEMS: usize = 1 << 18;
 /// reference runs. Nodes with nested graphs and nodes producing a graph output are left alone; a
 /// value over [`FOLD_MAX_ELEMS`] (the reference's limit stops it) or any failure leaves the graph
 /// unchanged (the kernels then compute it as before).
-pub(crate) fn fold_constants(graph: Graph) -> Graph {
+pub fn fold_constants(graph: Graph) -> Graph {
     use std::collections::BTreeSet;
     let mut known: BTreeSet<planner::ValueId> = graph.initializers.keys().copied().collect();
     let mut picked = Vec::new();
