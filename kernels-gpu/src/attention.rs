@@ -19,8 +19,8 @@ use crate::abi::{
     ATTN_MAX_DV, ATTN_ROWS, ATTN_THREADS, ATTN_WARPS, AttentionParams, AttnView, attention_fits,
 };
 use crate::intrinsics::{
-    block_dim_x, block_idx_x, dynamic_shared_ptr, fma_rn, lane_id, shfl_idx_u32, shfl_xor_f32, sync_threads,
-    thread_idx_x, vote_any, warp_sum_f32,
+    F32x4, block_dim_x, block_idx_x, dynamic_shared_ptr, fma_rn, lane_id, shfl_idx_u32, shfl_xor_f32,
+    sync_threads, thread_idx_x, vote_any, warp_sum_f32,
 };
 use crate::math;
 use crate::program::EwState;
@@ -50,11 +50,6 @@ fn warp_max_ignoring_nan(x: f32) -> f32 {
     }
     m
 }
-
-/// Sixteen bytes, for vector loads.
-#[repr(C, align(16))]
-#[derive(Clone, Copy)]
-struct F4([f32; 4]);
 
 /// Query rows per block, for the per-row arrays.
 const R: usize = ATTN_ROWS as usize;
@@ -189,11 +184,11 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
         // Heads of at most 64 with a vector-readable K: the group's K row and its 32 keys' V
         // values are all loaded up front (their latencies overlap, one wait instead of one per
         // key), then used from registers.
-        let mut kr = [F4([0.0; 4]); 16];
+        let mut kr = [F32x4([0.0; 4]); 16];
         let mut vr = [[0.0f32; 2]; 32];
         if small {
             // SAFETY: c < dk / 4: inside K's row j (16-byte aligned: k_vec).
-            let k4 = unsafe { k.add(k_row as usize) } as *const F4;
+            let k4 = unsafe { k.add(k_row as usize) } as *const F32x4;
             macro_rules! k_loads {
                 ($($c:literal)*) => {$(
                     if $c < dk / 4 {
@@ -439,7 +434,7 @@ unsafe fn dots(q: *const f32, qs: u32, k: *const f32, base: u64, stride: u64, n:
 /// # Safety
 /// `q` has `R` rows of `n` readable f32 `qs` apart, 16-byte aligned (`qs % 4 == 0`).
 #[inline(always)]
-unsafe fn dots_regs(q: *const f32, qs: u32, kr: &[F4; 16], n: u32) -> [f32; R] {
+unsafe fn dots_regs(q: *const f32, qs: u32, kr: &[F32x4; 16], n: u32) -> [f32; R] {
     let mut a = [[0.0f32; 4]; R];
     // Columns by literal (the registers stay registers).
     macro_rules! columns {
@@ -447,7 +442,7 @@ unsafe fn dots_regs(q: *const f32, qs: u32, kr: &[F4; 16], n: u32) -> [f32; R] {
             if $c < n / 4 {
                 for (r, acc) in a.iter_mut().enumerate() {
                     // SAFETY: 4c < n: inside row r (the contract).
-                    let qv = unsafe { *(q.add(r * qs as usize + 4 * $c) as *const F4) };
+                    let qv = unsafe { *(q.add(r * qs as usize + 4 * $c) as *const F32x4) };
                     for u in 0..4 {
                         acc[u] = fma_rn(qv.0[u], kr[$c].0[u], acc[u]);
                     }
@@ -467,14 +462,14 @@ unsafe fn dots_regs(q: *const f32, qs: u32, kr: &[F4; 16], n: u32) -> [f32; R] {
 /// `n % 4 == 0`.
 #[inline(always)]
 unsafe fn dots_vec(q: *const f32, qs: u32, k: *const f32, n: u32) -> [f32; R] {
-    let k4 = k as *const F4;
+    let k4 = k as *const F32x4;
     let mut a = [[0.0f32; 4]; R];
     let n4 = n / 4;
     let mut c = 0u32;
     // SAFETY (every load): c + u < n4: inside both (the contract).
-    let fold = |a: &mut [[f32; 4]; R], kv: F4, c: u32| {
+    let fold = |a: &mut [[f32; 4]; R], kv: F32x4, c: u32| {
         for (r, acc) in a.iter_mut().enumerate() {
-            let qv = unsafe { *(q.add(r * qs as usize + 4 * c as usize) as *const F4) };
+            let qv = unsafe { *(q.add(r * qs as usize + 4 * c as usize) as *const F32x4) };
             for u in 0..4 {
                 acc[u] = fma_rn(qv.0[u], kv.0[u], acc[u]);
             }

@@ -7,17 +7,13 @@
 
 use crate::abi::{BinaryParams, MAX_RANK, UnaryParams};
 use crate::intrinsics::{
-    block_dim_x, block_idx_x, global_thread_x, grid_dim_x, grid_threads_x, thread_idx_x,
+    F32x4, block_dim_x, block_idx_x, global_thread_x, grid_dim_x, grid_threads_x, thread_idx_x,
 };
 use crate::math;
 
 /// Vectors of four f32 each thread keeps in flight per loop trip: enough independent loads to cover
 /// HBM latency at a modest grid.
 const UNROLL: u64 = 4;
-
-#[derive(Clone, Copy)]
-#[repr(C, align(16))]
-struct F32x4([f32; 4]);
 
 #[inline(always)]
 fn map4(v: F32x4, f: &impl Fn(f32) -> f32) -> F32x4 {

@@ -28,7 +28,7 @@ use crate::abi::{
 };
 use crate::gemm::{Program, finish, program};
 use crate::intrinsics::{
-    block_dim_x, block_idx_x, block_idx_y, block_idx_z, cvt_rna_tf32, dynamic_shared_ptr, lane_id,
+    F32x4, block_dim_x, block_idx_x, block_idx_y, block_idx_z, cvt_rna_tf32, dynamic_shared_ptr, lane_id,
     mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x, trap,
 };
 
@@ -36,16 +36,6 @@ use crate::intrinsics::{
 const NT: usize = (GEMM_TC_N / 8) as usize;
 /// Row stride of a warp's partial tile in shared memory (padded against bank conflicts).
 const LD: u32 = GEMM_TC_N + 1;
-
-/// Sixteen bytes, for vector loads.
-#[repr(C, align(16))]
-#[derive(Clone, Copy)]
-struct F4([f32; 4]);
-
-/// Sixteen bytes of bit patterns, for vector loads of a packed B.
-#[repr(C, align(16))]
-#[derive(Clone, Copy)]
-struct U4([u32; 4]);
 
 /// A lane's operands: where its two A rows and four B columns start, and how to walk them in k.
 struct Operands {
@@ -86,7 +76,7 @@ unsafe fn eight(src: *const f32, base: u64, stride: u64, k0: u32, k: u32, vec: b
     if vec {
         // SAFETY: aligned and inside the operand (the contract).
         let (lo, hi) = unsafe {
-            let p = src.add((base + k0 as u64) as usize) as *const F4;
+            let p = src.add((base + k0 as u64) as usize) as *const F32x4;
             (*p, *p.add(1))
         };
         return [lo.0[0], lo.0[1], lo.0[2], lo.0[3], hi.0[0], hi.0[1], hi.0[2], hi.0[3]];
@@ -110,10 +100,11 @@ unsafe fn eight(src: *const f32, base: u64, stride: u64, k0: u32, k: u32, vec: b
 unsafe fn sixteen(src: *const f32, at: u64) -> [u32; 16] {
     // SAFETY: aligned and inside the packed operand (the contract).
     let [q0, q1, q2, q3] = unsafe {
-        let p = src.add(at as usize) as *const U4;
+        let p = src.add(at as usize) as *const F32x4;
         [*p, *p.add(1), *p.add(2), *p.add(3)]
     };
-    let (a, b, c, d) = (q0.0, q1.0, q2.0, q3.0);
+    let (a, b, c, d) =
+        (q0.0.map(f32::to_bits), q1.0.map(f32::to_bits), q2.0.map(f32::to_bits), q3.0.map(f32::to_bits));
     [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3], c[0], c[1], c[2], c[3], d[0], d[1], d[2], d[3]]
 }
 

@@ -262,6 +262,13 @@ pub unsafe fn atomic_cas_u32(addr: *mut u32, expected: u32, new: u32) -> u32 {
     r
 }
 
+/// Four f32 at a 16-byte boundary: reading or writing one through a pointer is a single 16-byte
+/// access (`ld.v4` / `st.v4`). Bit patterns (a packed TF32 operand) read the same way and convert
+/// with `to_bits`, which costs nothing.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+pub struct F32x4(pub [f32; 4]);
+
 /// Generic pointer to the start of this launch's dynamic shared memory (16-byte aligned; as many
 /// bytes as the launch's `shared_bytes`).
 #[inline(always)]
