@@ -22,6 +22,7 @@ use kernels_gpu::abi::{
 
 use super::fuse::{EwProgram, Programs, compile_program, drop_values, ew_node, producers, remove_nodes};
 use super::lower::bytes_of;
+use super::movement::contiguous_u64;
 use super::{Arg, PlannedValue, Step};
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{FusedAttention, Op};
@@ -37,16 +38,6 @@ struct View {
     offset: u64,
     dims: Vec<usize>,
     strides: Vec<u64>,
-}
-
-fn contiguous(dims: &[usize]) -> Vec<u64> {
-    let mut s = vec![0u64; dims.len()];
-    let mut acc = 1u64;
-    for (k, &d) in dims.iter().enumerate().rev() {
-        s[k] = acc;
-        acc *= d as u64;
-    }
-    s
 }
 
 /// Strides of a reshape of the strided view `(od, os)` to `nd` without moving data, if there are
@@ -108,7 +99,7 @@ impl Ctx<'_> {
     /// `v` as a view of the value it is traced back to, and the nodes traced through.
     fn trace_back(&self, v: ValueId) -> Option<(View, Vec<usize>)> {
         let dims = self.f32_dims(v)?;
-        let own = View { base: v, offset: 0, strides: contiguous(&dims), dims: dims.clone() };
+        let own = View { base: v, offset: 0, strides: contiguous_u64(&dims), dims: dims.clone() };
         let Some((ni, slot)) = self.defs[v.index()] else { return Some((own, Vec::new())) };
         let node = &self.g.nodes[ni];
         let Some(Some(x)) = node.inputs.first().copied() else { return Some((own, Vec::new())) };
@@ -180,7 +171,7 @@ impl Ctx<'_> {
         loop {
             let last = chain.last().map_or(o, |&n| self.g.nodes[n].output(0).expect("checked above"));
             let dims = self.f32_dims(last)?;
-            let mut view = View { base: last, offset: 0, strides: contiguous(&dims), dims };
+            let mut view = View { base: last, offset: 0, strides: contiguous_u64(&dims), dims };
             let mut ok = true;
             for &n in chain.iter().rev() {
                 let node = &self.g.nodes[n];
@@ -393,7 +384,7 @@ fn match_at(c: &Ctx, programs: &Programs, mm2: usize) -> Option<Match> {
         if ed.len() > sd.len() {
             return None;
         }
-        let es = contiguous(&ed);
+        let es = contiguous_u64(&ed);
         let mut dims = vec![1usize; sd.len() - ed.len()];
         dims.extend(&ed);
         let mut strides = vec![0u64; sd.len() - ed.len()];

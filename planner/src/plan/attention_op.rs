@@ -22,21 +22,11 @@ use kernels_gpu::abi::{
 };
 
 use super::lower::{Lowered, bytes_of, dims, f32_only};
+use super::movement::contiguous_u64;
 use super::{Arg, PlannedValue};
 use crate::graph::{Graph, NodeId};
 use crate::op::Attention;
 use crate::tensor_info::DType;
-
-/// Row-major strides of `dims`.
-fn contiguous(dims: &[usize]) -> Vec<u64> {
-    let mut s = vec![0u64; dims.len()];
-    let mut acc = 1u64;
-    for (k, &d) in dims.iter().enumerate().rev() {
-        s[k] = acc;
-        acc *= d as u64;
-    }
-    s
-}
 
 /// One of Q, K, V or Y as `(batch, heads, seq, head size)` and its kernel view.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -53,7 +43,7 @@ struct Heads {
 fn heads(d: &[usize], num_heads: Option<usize>, what: &str) -> Result<Heads, String> {
     match (d, num_heads) {
         (&[batch, heads, seq, size], _) => {
-            let s = contiguous(d);
+            let s = contiguous_u64(d);
             Ok(Heads {
                 batch,
                 heads,
@@ -156,7 +146,7 @@ pub(super) fn attention_params(a: &Attention, ops: &Operands) -> Result<Attentio
         }
         let mut full = [1usize; 4];
         full[4 - md.len()..].copy_from_slice(md);
-        let ms = contiguous(&full);
+        let ms = contiguous_u64(&full);
         let mut strides = [0u64; 4];
         for (d, want) in [batch, hq, sq, skv].into_iter().enumerate() {
             if full[d] == want {

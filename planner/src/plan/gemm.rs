@@ -127,15 +127,7 @@ pub(super) fn gemm_of(
 /// transpose (`perm`: operand dim `d` is source dim `perm[d]`) is read in its contiguous source's
 /// layout; a 1-D A gains a leading 1, a 1-D B a trailing 1.
 fn operand_view(dims: &[usize], perm: Option<&[usize]>, is_a: bool) -> (Vec<usize>, Vec<u64>) {
-    let contiguous = |ds: &[usize]| {
-        let mut strides = vec![0u64; ds.len()];
-        let mut s = 1u64;
-        for (k, &d) in ds.iter().enumerate().rev() {
-            strides[k] = s;
-            s *= d as u64;
-        }
-        strides
-    };
+    let contiguous = super::movement::contiguous_u64;
     let (mut d, mut st): (Vec<usize>, Vec<u64>) = match perm {
         Some(p) => {
             let mut src = vec![0usize; dims.len()];

@@ -34,11 +34,16 @@ pub(super) fn const_ints(g: &Graph, v: ValueId, what: &str) -> Result<Vec<i64>, 
 
 /// Row-major element strides of `dims`.
 pub(super) fn contiguous(dims: &[usize]) -> Vec<i64> {
-    let mut strides = vec![0i64; dims.len()];
-    let mut s = 1i64;
+    contiguous_u64(dims).into_iter().map(|s| s as i64).collect()
+}
+
+/// [`contiguous`] as the unsigned strides of the GEMM and attention views.
+pub(super) fn contiguous_u64(dims: &[usize]) -> Vec<u64> {
+    let mut strides = vec![0u64; dims.len()];
+    let mut s = 1u64;
     for (k, &d) in dims.iter().enumerate().rev() {
         strides[k] = s;
-        s *= d as i64;
+        s *= d as u64;
     }
     strides
 }
