@@ -99,14 +99,16 @@ pub fn fold_constants(graph: Graph) -> Graph {
         known.extend(outputs);
         picked.push(i);
     }
-    // The picked nodes' outputs that something else reads.
+    // The picked nodes' outputs that something else reads (the other nodes' uses, gathered once).
     let picked_set: BTreeSet<usize> = picked.iter().copied().collect();
+    let read_elsewhere: BTreeSet<planner::ValueId> = (graph.nodes.iter().enumerate())
+        .filter(|(j, _)| !picked_set.contains(j))
+        .flat_map(|(_, n)| n.uses())
+        .collect();
     let frontier: Vec<planner::ValueId> = picked
         .iter()
         .flat_map(|&i| graph.nodes[i].outputs.iter().flatten().copied())
-        .filter(|v| {
-            graph.nodes.iter().enumerate().any(|(j, n)| !picked_set.contains(&j) && n.uses().contains(v))
-        })
+        .filter(|v| read_elsewhere.contains(v))
         .collect();
     if frontier.is_empty() {
         return graph;
