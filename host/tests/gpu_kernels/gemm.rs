@@ -12,24 +12,10 @@
 use host::selftest::Rng;
 use host::{HostTensor, Session, SessionOptions};
 use planner::op::{Gemm, Op};
-use planner::{ConstTensor, DType, Dim, Graph, ValueId};
+use planner::{ConstTensor, Graph, ValueId};
 
 use crate::ctx;
-
-/// Graph inputs with random data in `[-1, 1)`.
-fn inputs(
-    g: &mut Graph,
-    rng: &mut Rng,
-    specs: &[(&str, Vec<usize>)],
-) -> (Vec<ValueId>, Vec<(String, HostTensor)>) {
-    let mut ids = Vec::new();
-    let mut feeds = Vec::new();
-    for (name, shape) in specs {
-        ids.push(g.input(name, DType::F32, shape.iter().map(|&d| Dim::Known(d)).collect::<Vec<_>>()));
-        feeds.push((name.to_string(), rng.tensor(shape, -1.0, 1.0)));
-    }
-    (ids, feeds)
-}
+use crate::gemm_programs::inputs;
 
 /// A weight with random data in `[-1, 1)`.
 fn weight(g: &mut Graph, rng: &mut Rng, name: &str, shape: &[usize]) -> ValueId {
@@ -84,7 +70,7 @@ fn weight_gemm(
     op: usize,
 ) -> (Graph, Vec<(String, HostTensor)>) {
     let mut g = Graph::new();
-    let (v, feeds) = inputs(&mut g, rng, &[("x", vec![m, k])]);
+    let (v, feeds) = inputs(&mut g, rng, &[("x", &[m, k])]);
     let y = match op {
         0 => {
             let w = weight(&mut g, rng, "w", &[k, n]);
@@ -141,7 +127,7 @@ fn packed_weights_with_an_activation_and_a_residual_program() {
     for (m, k, n) in [(40, 45, 13), (128, 256, 100)] {
         // Gemm (transB, C) + Relu: the built-in activation.
         let mut g = Graph::new();
-        let (v, feeds) = inputs(&mut g, &mut rng, &[("x", vec![m, k])]);
+        let (v, feeds) = inputs(&mut g, &mut rng, &[("x", &[m, k])]);
         let w = weight(&mut g, &mut rng, "w", &[n, k]);
         let c = weight(&mut g, &mut rng, "c", &[n]);
         let attrs = Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: true };
@@ -153,7 +139,7 @@ fn packed_weights_with_an_activation_and_a_residual_program() {
         check_with(&what, &g, &feeds, packing(false), "Gemm+Relu gemm_tc_f32");
         // MatMul + bias + residual, then a sigmoid: an epilogue program.
         let mut g = Graph::new();
-        let (v, feeds) = inputs(&mut g, &mut rng, &[("x", vec![m, k]), ("r", vec![m, n])]);
+        let (v, feeds) = inputs(&mut g, &mut rng, &[("x", &[m, k]), ("r", &[m, n])]);
         let w = weight(&mut g, &mut rng, "w", &[k, n]);
         let bias = weight(&mut g, &mut rng, "bias", &[n]);
         let h = g.matmul(v[0], w);
@@ -180,7 +166,7 @@ fn matmuls_of_random_shapes_on_both_kernels() {
         let a_shape = if batch > 1 { vec![batch, m, k] } else { vec![m, k] };
         let b_shape = if batch > 1 && case % 2 == 0 { vec![batch, k, n] } else { vec![k, n] };
         let mut g = Graph::new();
-        let (v, feeds) = inputs(&mut g, &mut rng, &[("a", a_shape), ("b", b_shape)]);
+        let (v, feeds) = inputs(&mut g, &mut rng, &[("a", &a_shape), ("b", &b_shape)]);
         let y = g.matmul(v[0], v[1]);
         g.output(y);
         let what = format!("matmul batch {batch} {m}x{k}x{n}");
@@ -199,7 +185,7 @@ fn gemm_transposes_c_alpha_beta_on_both_load_paths() {
             let a_shape = if trans_a { vec![k, m] } else { vec![m, k] };
             let b_shape = if trans_b { vec![n, k] } else { vec![k, n] };
             let mut g = Graph::new();
-            let (v, feeds) = inputs(&mut g, &mut rng, &[("a", a_shape), ("b", b_shape), ("c", vec![m, 1])]);
+            let (v, feeds) = inputs(&mut g, &mut rng, &[("a", &a_shape), ("b", &b_shape), ("c", &[m, 1])]);
             let attrs = Gemm { alpha: 0.75, beta: -1.5, trans_a, trans_b };
             let y = g.push(Op::Gemm(attrs), &[v[0], v[1], v[2]], 1)[0];
             g.output(y);

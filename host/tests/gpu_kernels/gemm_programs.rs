@@ -17,7 +17,7 @@ fn known(shape: &[usize]) -> Vec<Dim> {
 }
 
 /// Graph inputs of the given names and shapes, with random data in `[-1, 1)`.
-fn inputs(
+pub fn inputs(
     g: &mut Graph,
     rng: &mut Rng,
     specs: &[(&str, &[usize])],
