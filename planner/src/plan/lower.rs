@@ -107,15 +107,16 @@ pub(super) fn scratch(
                 _ => Vec::new(),
             }
         }
-        Op::Gemm(_) | Op::MatMul | Op::FusedGemm(_) => match gemm_of(g, id, values, perms) {
-            Ok((p, ..)) if split_k(&p, o).0 > 1 => {
-                let (splits, _) = split_k(&p, o);
-                let elems = splits as usize * p.batch as usize * p.m as usize * p.n as usize;
-                let name = format!("{}/split-k", g.node_label(id));
-                vec![PlannedValue { name, dtype: DType::F32, dims: Some(vec![elems]) }]
+        Op::Gemm(_) | Op::MatMul | Op::FusedGemm(_) => {
+            match gemm_of(g, id, values, perms).map(|(p, ..)| (p, split_k(&p, o).0)) {
+                Ok((p, splits)) if splits > 1 => {
+                    let elems = splits as usize * p.batch as usize * p.m as usize * p.n as usize;
+                    let name = format!("{}/split-k", g.node_label(id));
+                    vec![PlannedValue { name, dtype: DType::F32, dims: Some(vec![elems]) }]
+                }
+                _ => Vec::new(),
             }
-            _ => Vec::new(),
-        },
+        }
         _ => Vec::new(),
     }
 }
@@ -215,11 +216,11 @@ pub(super) fn node(
             let b = (b, fusion.packed_b);
             let fused = fusion.gemm_programs.get(&out).ok_or("a FusedGemm without its program")?;
             let extras: Vec<ValueId> = ins.iter().skip(3).flatten().copied().collect();
+            let base = if f.gemm.is_some() { "Gemm" } else { "MatMul" };
             // A spelled-out activation runs as the built-in one.
             if let (None, true, Some(found)) =
                 (act, extras.is_empty(), super::epilogue::as_activation(&fused.program))
             {
-                let base = if f.gemm.is_some() { "Gemm" } else { "MatMul" };
                 let epi = Epilogue { act: Some((found, 0.0)), program: None };
                 return Ok(gemm_steps(
                     id,
@@ -239,7 +240,6 @@ pub(super) fn node(
             }
             let params =
                 super::gemm::gemm_aligned(program_params(&fused.program, &shapes, od)?, p.batch, p.m, p.n);
-            let base = if f.gemm.is_some() { "Gemm" } else { "MatMul" };
             let label = match act {
                 Some((a, _)) => format!("{base}+{a:?}+{}", fused.label),
                 None => format!("{base}+{}", fused.label),
