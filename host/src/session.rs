@@ -45,6 +45,9 @@ pub struct SessionOptions {
     /// Run the GEMMs too small to fill the device with CUDA-core tiles on the tensor cores
     /// (3xTF32, f32 accuracy) instead of split-K launches (default on).
     pub tensor_core_gemm: bool,
+    /// Fold a LayerNormalization read only by a tensor-core GEMM with a constant B into that GEMM
+    /// (default on).
+    pub fuse_layer_norm_gemm: bool,
     /// Upload the weight B of each tensor-core GEMM packed at plan time, split into its TF32 parts
     /// in the order the kernel reads it (`gemm_tc_packed_f32`), instead of the weight itself
     /// (default on).
@@ -60,6 +63,7 @@ impl Default for SessionOptions {
             fuse_gemm_programs: true,
             stateful: false,
             tensor_core_gemm: true,
+            fuse_layer_norm_gemm: true,
             pack_gemm_weights: true,
         }
     }
@@ -262,6 +266,7 @@ impl<'c> Session<'c> {
             fuse_gemm_programs: self.options.fuse_gemm_programs,
             stateful: self.options.stateful,
             tensor_core_gemm: self.options.tensor_core_gemm,
+            fuse_layer_norm_gemm: self.options.fuse_layer_norm_gemm,
             pack_gemm_weights: self.options.pack_gemm_weights,
             cluster_mlp: self.ctx.flavour() == crate::PtxFlavour::Hopper,
             ..PlanOptions::default()

@@ -23,14 +23,15 @@
 //! per n tile and round with four 16-byte loads and splits only A.
 
 use crate::abi::{
-    EwProgramParams, GEMM_TC_KC, GEMM_TC_M, GEMM_TC_MAX_WARPS, GEMM_TC_N, GEMM_TC_PACK_BLOCK, GemmParams,
-    gemm_tc_packed_offset,
+    EwProgramParams, GEMM_TC_KC, GEMM_TC_M, GEMM_TC_MAX_WARPS, GEMM_TC_N, GEMM_TC_PACK_BLOCK, GemmNormParams,
+    GemmParams, gemm_tc_packed_offset,
 };
 use crate::gemm::{Program, finish, program};
 use crate::intrinsics::{
     F32x4, block_dim_x, block_idx_x, block_idx_y, block_idx_z, cvt_rna_tf32, dynamic_shared_ptr, lane_id,
-    mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x, trap,
+    mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x, trap, warp_sum_f32,
 };
+use crate::math;
 
 /// n8 tiles per warp.
 const NT: usize = (GEMM_TC_N / 8) as usize;
@@ -54,6 +55,17 @@ struct Operands {
     b_vec: bool,
     /// `8 t`: the lane's first k within a round.
     lane_k: u32,
+}
+
+/// The LayerNormalization a `NORM` kernel applies to A as it loads it: `scale`, `bias` (null: none)
+/// over k, and the statistics (mean, `1 / sqrt(var + eps)`) of the lane's two rows.
+#[derive(Clone, Copy)]
+struct Norm {
+    scale: *const f32,
+    bias: *const f32,
+    stats: [(f32, f32); 2],
+    /// `scale` and `bias` are 16-byte aligned (vector loads in full rounds).
+    vec: bool,
 }
 
 /// One round's operand values of a lane (`g = lane / 4`, `t = lane % 4`, round start `k0`):
@@ -131,17 +143,34 @@ unsafe fn b_tile<const J: usize, const PACKED: bool>(o: &Operands, k0: u32, full
 /// `o` addresses valid operands for every k below `o.k` (the kernel's contract); packed, every
 /// round of `o.b` below `ceil(o.k / GEMM_TC_KC)` at 16-byte alignment.
 #[inline(always)]
-unsafe fn load<const PACKED: bool>(o: &Operands, k0: u32) -> Round {
+unsafe fn load<const PACKED: bool, const NORM: bool>(o: &Operands, k0: u32, norm: &Norm) -> Round {
     // Vector loads only in full rounds: the choice is the same for the whole warp.
     let full = k0 + GEMM_TC_KC <= o.k;
     let kk = k0 + o.lane_k;
     // SAFETY: forwarded.
     unsafe {
+        let mut a = [
+            eight(o.a, o.a_base[0], o.a_stride, kk, o.k, full && o.a_vec),
+            eight(o.a, o.a_base[1], o.a_stride, kk, o.k, full && o.a_vec),
+        ];
+        if NORM {
+            // scale and bias at the same k (zero past k, so the normalized values are too).
+            let sc = eight(norm.scale, 0, 1, kk, o.k, full && norm.vec);
+            let bi = if norm.bias.is_null() {
+                [0.0; 8]
+            } else {
+                eight(norm.bias, 0, 1, kk, o.k, full && norm.vec)
+            };
+            // Unrolled by hand (a rolled loop would index the registers at run time).
+            macro_rules! normalize {
+                ($($h:literal $q:literal),*) => {$(
+                    a[$h][$q] = math::fma((a[$h][$q] - norm.stats[$h].0) * norm.stats[$h].1, sc[$q], bi[$q]);
+                )*};
+            }
+            normalize!(0 0, 0 1, 0 2, 0 3, 0 4, 0 5, 0 6, 0 7, 1 0, 1 1, 1 2, 1 3, 1 4, 1 5, 1 6, 1 7);
+        }
         Round {
-            a: [
-                eight(o.a, o.a_base[0], o.a_stride, kk, o.k, full && o.a_vec),
-                eight(o.a, o.a_base[1], o.a_stride, kk, o.k, full && o.a_vec),
-            ],
+            a,
             b: [
                 b_tile::<0, PACKED>(o, k0, full),
                 b_tile::<1, PACKED>(o, k0, full),
@@ -233,7 +262,7 @@ pub unsafe extern "ptx-kernel" fn gemm_tc_f32(
     y: *mut f32,
 ) {
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_tc::<false>(&p, a, b, c, y, None) }
+    unsafe { gemm_tc::<false, false>(&p, a, b, c, y, None, None) }
 }
 
 /// [`gemm_tc_f32`] with a program epilogue, as `gemm_program_f32` is to `gemm_f32`.
@@ -260,7 +289,7 @@ pub unsafe extern "ptx-kernel" fn gemm_tc_program_f32(
     y: *mut f32,
 ) {
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_tc::<false>(&p, a, b, c, y, program(&e, x1, x2, x3)) }
+    unsafe { gemm_tc::<false, false>(&p, a, b, c, y, program(&e, x1, x2, x3), None) }
 }
 
 /// [`gemm_tc_f32`] with B a weight packed on the host: `bp` holds
@@ -290,7 +319,7 @@ pub unsafe extern "ptx-kernel" fn gemm_tc_packed_f32(
     y: *mut f32,
 ) {
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_tc::<true>(&p, a, bp, c, y, None) }
+    unsafe { gemm_tc::<true, false>(&p, a, bp, c, y, None, None) }
 }
 
 /// [`gemm_tc_packed_f32`] with a program epilogue, as [`gemm_tc_program_f32`] is to
@@ -317,7 +346,39 @@ pub unsafe extern "ptx-kernel" fn gemm_tc_packed_program_f32(
     y: *mut f32,
 ) {
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_tc::<true>(&p, a, bp, c, y, program(&e, x1, x2, x3)) }
+    unsafe { gemm_tc::<true, false>(&p, a, bp, c, y, program(&e, x1, x2, x3), None) }
+}
+
+/// [`gemm_tc_packed_f32`] whose A operand is the LayerNormalization of the rows of `a` over k
+/// (`A'[i, k] = (a[i, k] - mean_i) / sqrt(var_i + n.epsilon) * scale[k] + bias[k]`, the mean and
+/// variance over the row's `p.k` elements, as `layer_norm_f32` computes them), applied as A is
+/// loaded: the normalized rows never exist in memory.
+///
+/// # Safety
+/// As [`gemm_tc_packed_f32`], `a` holding the rows to normalize; `scale` (and `bias` unless null)
+/// hold `p.k` f32.
+///
+/// # Parameters
+/// See [`GemmParams`] and [`GemmNormParams`].
+///
+/// # Thread mapping
+/// As [`gemm_tc_packed_f32`], with [`crate::abi::GEMM_TC_NORM_SHARED_BYTES`] of dynamic shared
+/// memory. Before the k loop the block's warps compute the statistics of its 16 rows (warp `w`
+/// rows `w, w + warps, ...`, lanes over k, two passes) into shared memory, then a barrier.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn gemm_tc_packed_norm_f32(
+    p: GemmParams,
+    n: GemmNormParams,
+    a: *const f32,
+    bp: *const f32,
+    c: *const f32,
+    scale: *const f32,
+    bias: *const f32,
+    y: *mut f32,
+) {
+    // SAFETY: forwarded (the kernel's contract).
+    unsafe { gemm_tc::<true, true>(&p, a, bp, c, y, None, Some((n.epsilon, scale, bias))) }
 }
 
 /// The body of [`gemm_tc_f32`] and [`gemm_tc_program_f32`], and with `PACKED` (`b` the packed B)
@@ -325,14 +386,16 @@ pub unsafe extern "ptx-kernel" fn gemm_tc_packed_program_f32(
 ///
 /// # Safety
 /// As [`gemm_tc_program_f32`], or [`gemm_tc_packed_program_f32`] when `PACKED`.
+/// With `NORM`, `norm` holds (epsilon, scale, bias) of [`gemm_tc_packed_norm_f32`].
 #[inline(always)]
-unsafe fn gemm_tc<const PACKED: bool>(
+unsafe fn gemm_tc<const PACKED: bool, const NORM: bool>(
     p: &GemmParams,
     a: *const f32,
     b: *const f32,
     c: *const f32,
     y: *mut f32,
     program: Program,
+    norm: Option<(f32, *const f32, *const f32)>,
 ) {
     let p = *p;
     let threads = block_dim_x();
@@ -378,22 +441,71 @@ unsafe fn gemm_tc<const PACKED: bool>(
         b_vec,
         lane_k: 8 * t,
     };
+    let smem = dynamic_shared_ptr() as *mut f32;
+    let mut ln =
+        Norm { scale: core::ptr::null(), bias: core::ptr::null(), stats: [(0.0, 1.0); 2], vec: false };
+    if NORM {
+        let Some((eps, scale, bias)) = norm else { trap() };
+        // The statistics of the block's rows (rows past m repeat the last one), after the
+        // partial tiles in shared memory.
+        // SAFETY: GEMM_TC_NORM_SHARED_BYTES holds the tiles and 2 * GEMM_TC_M f32 more.
+        let stats = unsafe { smem.add((GEMM_TC_MAX_WARPS * GEMM_TC_M * LD) as usize) };
+        let inv_k = 1.0 / p.k as f32;
+        let mut rr = tid / 32;
+        while rr < GEMM_TC_M {
+            let base = a0 + (row0 + rr).min(p.m - 1) as u64 * p.a_rs;
+            // SAFETY (both passes): kk < k: inside A's row (the contract).
+            let x = |kk: u32| unsafe { *a.add((base + kk as u64 * p.a_cs) as usize) };
+            let mut sum = 0.0f32;
+            let mut kk = lane;
+            while kk < p.k {
+                sum += x(kk);
+                kk += 32;
+            }
+            let mean = warp_sum_f32(sum) * inv_k;
+            let mut sq = 0.0f32;
+            let mut kk = lane;
+            while kk < p.k {
+                let d = x(kk) - mean;
+                sq = math::fma(d, d, sq);
+                kk += 32;
+            }
+            let rstd = 1.0 / math::sqrt(warp_sum_f32(sq) * inv_k + eps);
+            if lane == 0 {
+                // SAFETY: rr < GEMM_TC_M: inside the statistics.
+                unsafe {
+                    *stats.add(2 * rr as usize) = mean;
+                    *stats.add(2 * rr as usize + 1) = rstd;
+                }
+            }
+            rr += warps;
+        }
+        sync_threads();
+        // SAFETY: g + 8h < GEMM_TC_M: written before the barrier.
+        let stat = |h: u32| unsafe {
+            (*stats.add(2 * (g + 8 * h) as usize), *stats.add(2 * (g + 8 * h) as usize + 1))
+        };
+        let vec = (scale as usize) % 16 == 0 && (bias.is_null() || (bias as usize) % 16 == 0);
+        ln = Norm { scale, bias, stats: [stat(0), stat(1)], vec };
+    }
     let mut acc = [[0f32; 4]; NT];
     let mut r = tid / 32;
     if r < rounds {
         // SAFETY: the operands cover every k below p.k (the contract).
-        let mut cur = unsafe { load::<PACKED>(&ops, r * GEMM_TC_KC) };
+        let mut cur = unsafe { load::<PACKED, NORM>(&ops, r * GEMM_TC_KC, &ln) };
         while r < rounds {
             let next_r = r + warps;
             // SAFETY: as above.
-            let next =
-                if next_r < rounds { unsafe { load::<PACKED>(&ops, next_r * GEMM_TC_KC) } } else { cur };
+            let next = if next_r < rounds {
+                unsafe { load::<PACKED, NORM>(&ops, next_r * GEMM_TC_KC, &ln) }
+            } else {
+                cur
+            };
             multiply::<PACKED>(&mut acc, &cur);
             cur = next;
             r = next_r;
         }
     }
-    let smem = dynamic_shared_ptr() as *mut f32;
     // SAFETY: warp w's partial tile lies inside the GEMM_TC_SHARED_BYTES the launch provides.
     let tile = unsafe { smem.add(((tid / 32) * GEMM_TC_M * LD) as usize) };
     for (j, d) in acc.iter().enumerate() {

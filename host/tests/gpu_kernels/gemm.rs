@@ -195,3 +195,36 @@ fn gemm_transposes_c_alpha_beta_on_both_load_paths() {
         }
     }
 }
+
+#[test]
+fn a_layer_norm_folded_into_the_gemm_matches_the_reference() {
+    // Gemm(LayerNorm(x, scale, bias?), w, c) with constant scale, bias, w, c: the LayerNorm runs
+    // in gemm_tc_packed_norm_f32's A loads (ragged k and rows, with and without bias), and the
+    // unfolded plan (LayerNorm launch, then the packed GEMM) agrees.
+    let mut rng = Rng::new(0x1a7e);
+    for (m, k, n, with_bias) in
+        [(128, 64, 96, true), (37, 7, 40, false), (200, 256, 33, true), (17, 1000, 64, true)]
+    {
+        let mut g = Graph::new();
+        let (v, feeds) = inputs(&mut g, &mut rng, &[("x", vec![m, k])]);
+        let mut constant = |g: &mut Graph, name: &str, dims: &[usize]| {
+            let data: Vec<f32> =
+                (0..dims.iter().product::<usize>()).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            g.initializer(name, planner::ConstTensor::from_f32(dims, &data).unwrap())
+        };
+        let scale = constant(&mut g, "scale", &[k]);
+        let mut ln_in = vec![v[0], scale];
+        if with_bias {
+            ln_in.push(constant(&mut g, "bias", &[k]));
+        }
+        let attrs = planner::op::LayerNormalization { epsilon: 1e-3, ..Default::default() };
+        let h = g.op1(Op::LayerNormalization(attrs), &ln_in);
+        let (w, c) = (constant(&mut g, "w", &[k, n]), constant(&mut g, "c", &[n]));
+        let y = g.push(Op::Gemm(Gemm::default()), &[h, w, c], 1)[0];
+        g.output(y);
+        let what = format!("layer norm + gemm {m}x{k}x{n} bias {with_bias}");
+        check(&what, &g, &feeds, true, "LayerNorm+Gemm gemm_tc_packed_norm_f32");
+        let unfolded = SessionOptions { fuse_layer_norm_gemm: false, ..SessionOptions::default() };
+        check_with(&what, &g, &feeds, unfolded, "layer_norm_f32");
+    }
+}

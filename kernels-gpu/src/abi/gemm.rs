@@ -130,6 +130,23 @@ pub const GEMM_TC_KC: u32 = 32;
 pub const GEMM_TC_MAX_WARPS: u32 = 8;
 /// Dynamic shared memory of `gemm_tc_f32`: each warp's partial tile `[GEMM_TC_M][GEMM_TC_N + 1]`.
 pub const GEMM_TC_SHARED_BYTES: u32 = GEMM_TC_MAX_WARPS * GEMM_TC_M * (GEMM_TC_N + 1) * 4;
+/// Dynamic shared memory of `gemm_tc_packed_norm_f32`: [`GEMM_TC_SHARED_BYTES`], then the block's
+/// row statistics (mean and `1 / sqrt(var + eps)` of each of its `GEMM_TC_M` rows).
+pub const GEMM_TC_NORM_SHARED_BYTES: u32 = GEMM_TC_SHARED_BYTES + 2 * GEMM_TC_M * 4;
+
+/// The LayerNormalization `gemm_tc_packed_norm_f32` applies to A's rows (over all k) as it loads
+/// them: `A'[i, k] = (A[i, k] - mean_i) / sqrt(var_i + epsilon) * scale[k] + bias[k]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GemmNormParams {
+    /// LayerNormalization's epsilon.
+    pub epsilon: f32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+// SAFETY: #[repr(C)], two 4-byte fields.
+unsafe impl Params for GemmNormParams {}
 
 /// f32 a lane reads per n8 column tile and k round from a packed B (`gemm_tc_packed_f32`): the
 /// eight TF32 big parts, then the eight small parts, of its eight B values.

@@ -161,6 +161,9 @@ kernel_ids! {
     /// `gemm_tc::gemm_tc_packed_program_f32`: `gemm_tc_packed_f32` whose epilogue continues with an
     /// elementwise program
     GemmTcPackedProgramF32 => "gemm_tc_packed_program_f32",
+    /// `gemm_tc::gemm_tc_packed_norm_f32`: `gemm_tc_packed_f32` whose A is the LayerNormalization
+    /// of its input rows, applied as A is loaded
+    GemmTcPackedNormF32 => "gemm_tc_packed_norm_f32",
     // rows
     /// `rows::softmax_f32`: softmax along one axis
     SoftmaxF32 => "softmax_f32",

@@ -8,7 +8,8 @@
 
 use kernels_gpu::abi::{
     Activation, EW_MAX_INPUTS, EwProgramParams, GEMM_SHARED_BYTES, GEMM_TC_KC, GEMM_TC_M, GEMM_TC_MAX_WARPS,
-    GEMM_TC_N, GEMM_TC_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_MAX_M, GEMV_WARPS, GemmParams, KernelId,
+    GEMM_TC_N, GEMM_TC_NORM_SHARED_BYTES, GEMM_TC_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_MAX_M,
+    GEMV_WARPS, GemmNormParams, GemmParams, KernelId,
 };
 
 use super::elementwise::broadcast_strides;
@@ -279,6 +280,9 @@ pub(super) struct Epilogue {
     /// Then an elementwise program (its parameters over the output, input 0 the GEMM result)
     /// and its other inputs, in slot order from 1.
     pub program: Option<(EwProgramParams, Vec<ValueId>)>,
+    /// A LayerNormalization of A's rows, applied as A is loaded (only on the packed tensor-core
+    /// path, which `norm_gemm` checks before folding).
+    pub norm: Option<super::norm_gemm::NormGemm>,
 }
 
 /// The launches computing `out = program(act(alpha A B + beta C))` from `p`: the GEMV kernel for
@@ -298,7 +302,7 @@ pub(super) fn gemm_steps(
     workspace: Option<ValueId>,
     o: &PlanOptions,
 ) -> Vec<Step> {
-    let Epilogue { act, program } = epi;
+    let Epilogue { act, program, norm } = epi;
     let label = match act {
         Some((a, _)) if program.is_none() => format!("{label}+{a:?}"),
         _ => label,
@@ -345,6 +349,29 @@ pub(super) fn gemm_steps(
         let grid = [p.n.div_ceil(cols).max(1), p.batch, 1];
         let kernel = if program.is_some() { KernelId::GemvProgramF32 } else { KernelId::GemvF32 };
         return vec![launch(label, kernel, grid, [GEMV_WARPS * 32, 1, 1], GEMM_SHARED_BYTES, args)];
+    }
+    if let (Some((grid, warps)), Some(nm), Some(pb), None) = (tensor_core(&p, o), norm, packed_b, &program) {
+        let np = GemmNormParams { epsilon: nm.epsilon, _pad: 0 };
+        let args = vec![
+            Arg::Params(bytes_of(&p)),
+            Arg::Params(bytes_of(&np)),
+            Arg::Value(a),
+            Arg::Value(pb),
+            c_arg.clone(),
+            Arg::Value(nm.scale),
+            nm.bias.map_or(Arg::Null, Arg::Value),
+            Arg::Value(out),
+        ];
+        let label = format!("LayerNorm+{label}");
+        let block = [32 * warps, 1, 1];
+        return vec![launch(
+            label,
+            KernelId::GemmTcPackedNormF32,
+            grid,
+            block,
+            GEMM_TC_NORM_SHARED_BYTES,
+            args,
+        )];
     }
     if let Some((grid, warps)) = tensor_core(&p, o) {
         let (kernel, args) = match (packed_b, program.is_some()) {

@@ -133,6 +133,8 @@ pub(super) struct Fusion<'a> {
     pub gemm_programs: &'a super::epilogue::GemmPrograms,
     /// The packed B of a GEMM that runs `gemm_tc_packed_f32` (`tc_pack`).
     pub packed_b: Option<ValueId>,
+    /// The LayerNormalization the GEMM applies to its A rows (`norm_gemm`).
+    pub norm: Option<super::norm_gemm::NormGemm>,
 }
 
 /// The steps computing node `id`; `scratch` holds the value ids of its [`scratch`] buffers, `act`
@@ -207,7 +209,7 @@ pub(super) fn node(
     match &n.op {
         Op::Gemm(_) | Op::MatMul => {
             let (p, a, b, c) = gemm_of(g, id, values, perms)?;
-            let epi = Epilogue { act, program: None };
+            let epi = Epilogue { act, program: None, norm: fusion.norm };
             let b = (b, fusion.packed_b);
             Ok(gemm_steps(id, label, p, (a, b, c), out, epi, scratch.first().copied(), o))
         }
@@ -221,7 +223,7 @@ pub(super) fn node(
             if let (None, true, Some(found)) =
                 (act, extras.is_empty(), super::epilogue::as_activation(&fused.program))
             {
-                let epi = Epilogue { act: Some((found, 0.0)), program: None };
+                let epi = Epilogue { act: Some((found, 0.0)), program: None, norm: fusion.norm };
                 return Ok(gemm_steps(
                     id,
                     base.to_string(),
@@ -244,7 +246,10 @@ pub(super) fn node(
                 Some((a, _)) => format!("{base}+{a:?}+{}", fused.label),
                 None => format!("{base}+{}", fused.label),
             };
-            let epi = Epilogue { act, program: Some((params, extras)) };
+            if fusion.norm.is_some() {
+                return Err("a LayerNormalization folded into a GEMM with an epilogue program".into());
+            }
+            let epi = Epilogue { act, program: Some((params, extras)), norm: None };
             Ok(gemm_steps(id, label, p, (a, b, c), out, epi, scratch.first().copied(), o))
         }
         Op::Identity

@@ -29,6 +29,7 @@ mod lower;
 mod mlp;
 mod movement;
 mod norm;
+mod norm_gemm;
 mod recurrent;
 mod reduce;
 mod resize;
@@ -94,6 +95,9 @@ pub struct PlanOptions {
     /// TF32 parts and laid out as the kernel's lanes read it (`gemm_tc_packed_f32`: no B
     /// splitting, 16-byte loads); the packed constant replaces the weight on the device.
     pub pack_gemm_weights: bool,
+    /// Fold a LayerNormalization read only by a GEMM on the packed tensor-core path into that
+    /// GEMM (it normalizes A's rows as it loads them).
+    pub fuse_layer_norm_gemm: bool,
 }
 
 impl Default for PlanOptions {
@@ -108,6 +112,7 @@ impl Default for PlanOptions {
             fuse_attention: true,
             stateful: false,
             tensor_core_gemm: true,
+            fuse_layer_norm_gemm: true,
             pack_gemm_weights: true,
         }
     }
@@ -253,6 +258,12 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         (fused, epilogues, programs, attentions, epilogue::GemmPrograms::new())
     };
     let infos = shape_infer::infer(&fused)?;
+    let (fused, epilogues, programs, attentions, gemm_programs, norms) = if options.fuse_layer_norm_gemm {
+        norm_gemm::fuse(fused, &infos, epilogues, programs, attentions, gemm_programs, options)
+    } else {
+        (fused, epilogues, programs, attentions, gemm_programs, norm_gemm::NormGemms::new())
+    };
+    let infos = shape_infer::infer(&fused)?;
     let mut values: Vec<PlannedValue> = fused
         .values
         .iter()
@@ -331,6 +342,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
             programs: &programs,
             gemm_programs: &gemm_programs,
             packed_b: packed.by_node.get(&id).copied(),
+            norm: node.output(0).and_then(|o| norms.get(&o).copied()),
         };
         let out = node.output(0);
         let lowered = match out.and_then(|o| attentions.get(&o)) {
