@@ -123,5 +123,34 @@ fn with_directives(ptx: &str, flavour: &str) -> String {
         let close = start + out[start..].find("\n)").expect("an entry's parameter list ends with `)`") + 2;
         out.insert_str(close, &format!("\n{directive}"));
     }
+    if flavour == "hopper" { with_grid_dependency(&out) } else { out }
+}
+
+/// The two instructions of programmatic dependent launch (Hopper's PDL), put at the start of every
+/// entry's body: `griddepcontrol.wait` blocks until the grids this one depends on have finished
+/// and their writes are visible, so nothing of theirs is read (or overwritten) before it; then
+/// `griddepcontrol.launch_dependents` lets the next kernel in the stream be scheduled onto free
+/// SMs while this one runs (it waits in turn). The host launches with the programmatic
+/// stream-serialization attribute only where this flavour is loaded; a kernel launched without it
+/// has no dependency to wait for and both instructions do nothing.
+fn with_grid_dependency(ptx: &str) -> String {
+    const PDL: &str = "\tgriddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;\n";
+    let mut out = String::with_capacity(ptx.len() + 64 * 128);
+    let (mut in_entry, mut in_decls, mut entries, mut marked) = (false, false, 0usize, 0usize);
+    for line in ptx.split_inclusive('\n') {
+        let t = line.trim();
+        if t.starts_with(".visible .entry ") {
+            in_entry = true;
+            entries += 1;
+        } else if in_entry && t == "{" {
+            (in_entry, in_decls) = (false, true);
+        } else if in_decls && !(t.is_empty() || t.starts_with(".reg") || t.starts_with(".shared") || t.starts_with(".local")) {
+            out.push_str(PDL);
+            in_decls = false;
+            marked += 1;
+        }
+        out.push_str(line);
+    }
+    assert_eq!(entries, marked, "every entry of the Hopper PTX starts with the grid-dependency instructions");
     out
 }

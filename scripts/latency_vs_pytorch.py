@@ -79,7 +79,9 @@ def ferrofuse_latency(binary, path, inputs):
         return {"ferrofuse_error": (text.stdout + text.stderr)[-3000:]}
     grab = lambda key: re.search(rf"{key}\s+median\s+([\d.]+) us\s+p95\s+([\d.]+) us", text.stdout)
     res = {}
-    for key, name in [("CUDA graph replay", "ferrofuse_cuda_graph"), ("eager launches", "ferrofuse_eager")]:
+    for key, name in [("CUDA graph replay", "ferrofuse_cuda_graph"), ("eager launches", "ferrofuse_eager"),
+                      ("CUDA graph replay, no PDL", "ferrofuse_cuda_graph_no_pdl"),
+                      ("eager launches, no PDL", "ferrofuse_eager_no_pdl")]:
         m = grab(key)
         if m:
             res[name] = {"median_us": float(m.group(1)), "p95_us": float(m.group(2))}

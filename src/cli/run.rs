@@ -83,6 +83,15 @@ fn run_cuda(
         };
         report("compute, CUDA graph replay", session.time_executions(repeat, true)?);
         report("compute, eager launches", session.time_executions(repeat, false)?);
+        if ctx.programmatic_launch() {
+            // The same without programmatic dependent launch (the graph is captured again).
+            session.set_programmatic_launch(false);
+            session.execute()?;
+            report("compute, CUDA graph replay, no PDL", session.time_executions(repeat, true)?);
+            report("compute, eager launches, no PDL", session.time_executions(repeat, false)?);
+            session.set_programmatic_launch(true);
+            session.execute()?;
+        }
         let mut wall = Vec::with_capacity(repeat);
         for _ in 0..repeat {
             let t = Instant::now();

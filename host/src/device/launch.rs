@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use cudarc::driver::{CudaStream, result};
+use cudarc::driver::{CudaStream, sys};
 use kernels_gpu::abi::KernelId;
 
 use super::Context;
@@ -73,6 +73,26 @@ impl Context {
         shape: LaunchShape,
         args: &[KernelArg],
     ) -> Result<(), HostError> {
+        // SAFETY: forwarded.
+        unsafe { self.launch_dependent(stream, kernel, shape, args, false) }
+    }
+
+    /// [`Context::launch_on`], and with `programmatic` the launch may begin before the previous
+    /// kernel on `stream` has finished (programmatic dependent launch, where the loaded flavour's
+    /// kernels wait for it first: [`Context::programmatic_launch`]; elsewhere the flag is ignored).
+    /// Its blocks are scheduled while the previous kernel's last blocks run, which hides most of
+    /// the gap between two short kernels, also inside a captured CUDA graph.
+    ///
+    /// # Safety
+    /// As [`Context::launch`]; `stream` belongs to this context.
+    pub unsafe fn launch_dependent(
+        &self,
+        stream: &CudaStream,
+        kernel: KernelId,
+        shape: LaunchShape,
+        args: &[KernelArg],
+        programmatic: bool,
+    ) -> Result<(), HostError> {
         // Storage the parameter pointers point into; it outlives the launch call, which copies it.
         let mut scalars: Vec<u64> = args
             .iter()
@@ -96,18 +116,34 @@ impl Context {
         let function = self.module.function(kernel)?;
         let [gx, gy, gz] = shape.grid;
         let [bx, by, bz] = shape.block;
+        let mut attribute = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value: sys::CUlaunchAttributeValue { programmaticStreamSerializationAllowed: 1 },
+        };
+        let config = sys::CUlaunchConfig {
+            gridDimX: gx,
+            gridDimY: gy,
+            gridDimZ: gz,
+            blockDimX: bx,
+            blockDimY: by,
+            blockDimZ: bz,
+            sharedMemBytes: shape.shared_bytes,
+            hStream: stream.cu_stream(),
+            attrs: &mut attribute,
+            numAttrs: u32::from(programmatic && self.programmatic_launch()),
+        };
         // SAFETY: the function belongs to this context's loaded module; `params` holds one pointer
-        // per kernel parameter, each to live storage of the parameter's size (caller's contract).
-        unsafe {
-            result::launch_kernel(
-                function,
-                (gx, gy, gz),
-                (bx, by, bz),
-                shape.shared_bytes,
-                stream.cu_stream(),
-                &mut params,
-            )
-        }
-        .map_err(|source| HostError::Launch { kernel, source })
+        // per kernel parameter, each to live storage of the parameter's size (caller's contract);
+        // `config` and its attribute outlive the call.
+        unsafe { sys::cuLaunchKernelEx(&config, function, params.as_mut_ptr(), std::ptr::null_mut()) }
+            .result()
+            .map_err(|source| HostError::Launch { kernel, source })
+    }
+
+    /// Whether the loaded kernels wait for the grids they depend on (the Hopper flavour's
+    /// `griddepcontrol.wait`), so that [`Context::launch_dependent`] may overlap launches.
+    pub fn programmatic_launch(&self) -> bool {
+        self.flavour == super::PtxFlavour::Hopper
     }
 }

@@ -206,7 +206,7 @@ fn a_layer_norm_folded_into_the_gemm_matches_the_reference() {
         [(128, 64, 96, true), (37, 7, 40, false), (200, 256, 33, true), (17, 1000, 64, true)]
     {
         let mut g = Graph::new();
-        let (v, feeds) = inputs(&mut g, &mut rng, &[("x", vec![m, k])]);
+        let (v, feeds) = inputs(&mut g, &mut rng, &[("x", &[m, k])]);
         let mut constant = |g: &mut Graph, name: &str, dims: &[usize]| {
             let data: Vec<f32> =
                 (0..dims.iter().product::<usize>()).map(|_| rng.uniform(-1.0, 1.0)).collect();

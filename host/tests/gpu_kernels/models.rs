@@ -3,7 +3,8 @@
 //! (`tests/fixtures/pytorch`) and the bundled physics MLP (`models/demo`), within 1e-4 relative
 //! error (‖gpu − ref‖ / ‖ref‖, and no element off by more than 1e-4 · max |ref|). The files are
 //! embedded at build time, so the packed suite carries them. A warm run allocates nothing and a
-//! replayed CUDA graph gives the same bits as the eager run.
+//! replayed CUDA graph gives the same bits as the eager run, and so do runs without programmatic
+//! dependent launch.
 
 use host::{HostTensor, Session, SessionOptions};
 
@@ -49,6 +50,16 @@ fn check_model(name: &str, onnx_bytes: &[u8], feeds: Vec<(String, HostTensor)>) 
         );
         assert!(rel <= 1e-4, "{name} `{name_g}`: relative error {rel:e} > 1e-4");
         assert!(worst <= 1e-4 * scale.max(1e-30), "{name} `{name_g}`: element error {worst:e}");
+    }
+    // Programmatic dependent launch (on by default) changes when blocks start, never the bits.
+    let serial = SessionOptions { programmatic_launch: false, ..SessionOptions::default() };
+    let graph = onnx::to_graph(&onnx::load_bytes(onnx_bytes, None).expect("model loads")).expect("converts");
+    let mut plain = Session::new(ctx(), graph, serial).expect("session");
+    for run in 0..2 {
+        let got = plain.run(&feeds).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for ((output, g), (_, e)) in got.iter().zip(&eager) {
+            assert!(g.data() == e.data(), "{name}: `{output}` differs without PDL (run {run})");
+        }
     }
     println!("{name}: {} steps\n{}", s.last_plan().unwrap().steps.len(), s.last_plan().unwrap());
     s.last_plan().unwrap().to_string()
