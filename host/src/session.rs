@@ -53,8 +53,8 @@ pub struct SessionOptions {
     /// (default on).
     pub pack_gemm_weights: bool,
     /// Launch each kernel as a programmatic dependent of the previous one where the loaded kernels
-    /// support it (Hopper): its blocks are scheduled while the previous kernel finishes and wait
-    /// for it on the device, which shortens the gaps between steps (default on).
+    /// support it (Hopper): its launch overlaps the previous kernel's completion and its blocks
+    /// wait for that kernel on the device, which shortens the gaps between steps (default on).
     pub programmatic_launch: bool,
 }
 

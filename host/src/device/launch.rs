@@ -80,8 +80,9 @@ impl Context {
     /// [`Context::launch_on`], and with `programmatic` the launch may begin before the previous
     /// kernel on `stream` has finished (programmatic dependent launch, where the loaded flavour's
     /// kernels wait for it first: [`Context::programmatic_launch`]; elsewhere the flag is ignored).
-    /// Its blocks are scheduled while the previous kernel's last blocks run, which hides most of
-    /// the gap between two short kernels, also inside a captured CUDA graph.
+    /// Its launch overlaps the previous kernel's completion (its blocks wait on the device for
+    /// that kernel's writes), which shortens the gap between two short kernels, also inside a
+    /// captured CUDA graph.
     ///
     /// # Safety
     /// As [`Context::launch`]; `stream` belongs to this context.
