@@ -98,8 +98,13 @@ fn main() {
 /// `.maxntid` directive is added to the PTX here. It makes ptxas keep registers per thread within
 /// what a block of that size may use (otherwise the launch fails with "too many resources
 /// requested"). The planner's launch shapes stay within these (tested there).
-const LAUNCH_BOUNDS: &[(&str, u32)] =
-    &[("wkv6_f32", 512), ("gemv_program_f32", 512), ("attention_f32", 128), ("layer_norm_f32", 1024)];
+const LAUNCH_BOUNDS: &[(&str, u32)] = &[
+    ("wkv6_f32", 512),
+    ("gemv_program_f32", 512),
+    ("attention_f32", 128),
+    ("attention_tc_f32", 128),
+    ("layer_norm_f32", 1024),
+];
 
 /// Kernels that run as one thread-block cluster of a fixed size on the Hopper flavour, and that
 /// size: `.reqnctapercluster` (CUDA's `__cluster_dims__`) makes every launch of the kernel use
@@ -147,7 +152,9 @@ fn with_grid_dependency(ptx: &str) -> String {
             entries += 1;
         } else if in_entry && t == "{" {
             (in_entry, in_decls) = (false, true);
-        } else if in_decls && !(t.is_empty() || t.starts_with(".reg") || t.starts_with(".shared") || t.starts_with(".local")) {
+        } else if in_decls
+            && !(t.is_empty() || t.starts_with(".reg") || t.starts_with(".shared") || t.starts_with(".local"))
+        {
             out.push_str(PDL);
             in_decls = false;
             marked += 1;

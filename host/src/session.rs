@@ -56,6 +56,9 @@ pub struct SessionOptions {
     /// support it (Hopper): its launch overlaps the previous kernel's completion and its blocks
     /// wait for that kernel on the device, which shortens the gaps between steps (default on).
     pub programmatic_launch: bool,
+    /// Run attention on the tensor cores where it fits (`attention_tc_f32`, 3xTF32 with f32
+    /// accuracy; default on).
+    pub tensor_core_attention: bool,
 }
 
 impl Default for SessionOptions {
@@ -70,6 +73,7 @@ impl Default for SessionOptions {
             fuse_layer_norm_gemm: true,
             pack_gemm_weights: true,
             programmatic_launch: true,
+            tensor_core_attention: true,
         }
     }
 }
@@ -273,6 +277,7 @@ impl<'c> Session<'c> {
             tensor_core_gemm: self.options.tensor_core_gemm,
             fuse_layer_norm_gemm: self.options.fuse_layer_norm_gemm,
             pack_gemm_weights: self.options.pack_gemm_weights,
+            tensor_core_attention: self.options.tensor_core_attention,
             cluster_mlp: self.ctx.flavour() == crate::PtxFlavour::Hopper,
             ..PlanOptions::default()
         };

@@ -29,38 +29,38 @@ use crate::abi::{
 use crate::gemm::{Program, finish, program};
 use crate::intrinsics::{
     F32x4, block_dim_x, block_idx_x, block_idx_y, block_idx_z, cvt_rna_tf32, dynamic_shared_ptr, lane_id,
-    mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x, trap, warp_sum_f32,
+    mma_m16n8k8_tf32_f32, shfl_xor_f32, sync_threads, thread_idx_x, trap,
 };
 use crate::math;
 
 /// n8 tiles per warp.
-const NT: usize = (GEMM_TC_N / 8) as usize;
+pub(crate) const NT: usize = (GEMM_TC_N / 8) as usize;
 /// Row stride of a warp's partial tile in shared memory (padded against bank conflicts).
 const LD: u32 = GEMM_TC_N + 1;
 
 /// A lane's operands: where its two A rows and four B columns start, and how to walk them in k.
-struct Operands {
-    a: *const f32,
-    b: *const f32,
-    k: u32,
+pub(crate) struct Operands {
+    pub(crate) a: *const f32,
+    pub(crate) b: *const f32,
+    pub(crate) k: u32,
     /// Offsets of (row `g`, k 0) and (row `g + 8`, k 0) of A.
-    a_base: [u64; 2],
-    a_stride: u64,
-    a_vec: bool,
+    pub(crate) a_base: [u64; 2],
+    pub(crate) a_stride: u64,
+    pub(crate) a_vec: bool,
     /// Offsets of (k 0, column `8j + g`) of B; packed, of the lane's entry for n tile `j` and
     /// round 0.
-    b_base: [u64; NT],
+    pub(crate) b_base: [u64; NT],
     /// B's k stride; packed, the stride of its rounds.
-    b_stride: u64,
-    b_vec: bool,
+    pub(crate) b_stride: u64,
+    pub(crate) b_vec: bool,
     /// `8 t`: the lane's first k within a round.
-    lane_k: u32,
+    pub(crate) lane_k: u32,
 }
 
 /// The LayerNormalization a `NORM` kernel applies to A as it loads it: `scale`, `bias` (null: none)
 /// over k, and the statistics (mean, `1 / sqrt(var + eps)`) of the lane's two rows.
 #[derive(Clone, Copy)]
-struct Norm {
+pub(crate) struct Norm {
     scale: *const f32,
     bias: *const f32,
     stats: [(f32, f32); 2],
@@ -68,14 +68,22 @@ struct Norm {
     vec: bool,
 }
 
+impl Norm {
+    /// No LayerNorm (kernels without one).
+    pub(crate) const NONE: Norm =
+        Norm { scale: core::ptr::null(), bias: core::ptr::null(), stats: [(0.0, 1.0); 2], vec: false };
+}
+
 /// One round's operand values of a lane (`g = lane / 4`, `t = lane % 4`, round start `k0`):
 /// `a[h][q] = A[g + 8h][k0 + 8t + q]`, `b[j][q]` the bits of `B[k0 + 8t + q][8j + g]` (zero past
 /// k). From a packed B, `b[j][q]` is that value's TF32 big part and `b[j][8 + q]` its small part;
-/// otherwise `b[j][8..]` is unused (and optimised away).
+/// otherwise `b[j][8..]` is unused (and optimised away). With a LayerNorm, `n` holds its scale and
+/// bias at the lane's eight k (unused, and optimised away, otherwise).
 #[derive(Clone, Copy)]
-struct Round {
+pub(crate) struct Round {
     a: [[f32; 8]; 2],
     b: [[u32; 16]; NT],
+    n: [[f32; 8]; 2],
 }
 
 /// `src[base + (k0 + q) * stride]` for `q < 8`, zero where `k0 + q >= k`; two 16-byte loads when
@@ -137,38 +145,35 @@ unsafe fn b_tile<const J: usize, const PACKED: bool>(o: &Operands, k0: u32, full
 }
 
 /// The lane's operands of the round starting at `k0` (a multiple of [`GEMM_TC_KC`]); B packed
-/// when `PACKED`.
+/// when `PACKED`; with `NORM`, also the LayerNorm's scale and bias at the same k (A as it is in
+/// memory: [`normalize`] applies the statistics, which need not be known when the loads issue).
 ///
 /// # Safety
 /// `o` addresses valid operands for every k below `o.k` (the kernel's contract); packed, every
-/// round of `o.b` below `ceil(o.k / GEMM_TC_KC)` at 16-byte alignment.
+/// round of `o.b` below `ceil(o.k / GEMM_TC_KC)` at 16-byte alignment; with `NORM`, `norm.scale`
+/// (and `norm.bias` unless null) hold `o.k` f32.
 #[inline(always)]
-unsafe fn load<const PACKED: bool, const NORM: bool>(o: &Operands, k0: u32, norm: &Norm) -> Round {
+pub(crate) unsafe fn load<const PACKED: bool, const NORM: bool>(o: &Operands, k0: u32, norm: &Norm) -> Round {
     // Vector loads only in full rounds: the choice is the same for the whole warp.
     let full = k0 + GEMM_TC_KC <= o.k;
     let kk = k0 + o.lane_k;
     // SAFETY: forwarded.
     unsafe {
-        let mut a = [
+        let a = [
             eight(o.a, o.a_base[0], o.a_stride, kk, o.k, full && o.a_vec),
             eight(o.a, o.a_base[1], o.a_stride, kk, o.k, full && o.a_vec),
         ];
-        if NORM {
-            // scale and bias at the same k (zero past k, so the normalized values are too).
-            let sc = eight(norm.scale, 0, 1, kk, o.k, full && norm.vec);
-            let bi = if norm.bias.is_null() {
-                [0.0; 8]
-            } else {
-                eight(norm.bias, 0, 1, kk, o.k, full && norm.vec)
-            };
-            // Unrolled by hand (a rolled loop would index the registers at run time).
-            macro_rules! normalize {
-                ($($h:literal $q:literal),*) => {$(
-                    a[$h][$q] = math::fma((a[$h][$q] - norm.stats[$h].0) * norm.stats[$h].1, sc[$q], bi[$q]);
-                )*};
-            }
-            normalize!(0 0, 0 1, 0 2, 0 3, 0 4, 0 5, 0 6, 0 7, 1 0, 1 1, 1 2, 1 3, 1 4, 1 5, 1 6, 1 7);
-        }
+        // Scale and bias at the same k (zero past k, so the normalized values are too).
+        let n = if !NORM {
+            [[0.0; 8]; 2]
+        } else if norm.bias.is_null() {
+            [eight(norm.scale, 0, 1, kk, o.k, full && norm.vec), [0.0; 8]]
+        } else {
+            [
+                eight(norm.scale, 0, 1, kk, o.k, full && norm.vec),
+                eight(norm.bias, 0, 1, kk, o.k, full && norm.vec),
+            ]
+        };
         Round {
             a,
             b: [
@@ -177,14 +182,136 @@ unsafe fn load<const PACKED: bool, const NORM: bool>(o: &Operands, k0: u32, norm
                 b_tile::<2, PACKED>(o, k0, full),
                 b_tile::<3, PACKED>(o, k0, full),
             ],
+            n,
         }
+    }
+}
+
+/// Normalizes a round's A values in place with the statistics of their rows, `norm.stats`.
+#[inline(always)]
+fn normalize(r: &mut Round, norm: &Norm) {
+    let (a, [sc, bi]) = (&mut r.a, &r.n);
+    // Unrolled by hand (a rolled loop would index the registers at run time).
+    macro_rules! normalize {
+        ($($h:literal $q:literal),*) => {$(
+            a[$h][$q] = math::fma((a[$h][$q] - norm.stats[$h].0) * norm.stats[$h].1, sc[$q], bi[$q]);
+        )*};
+    }
+    normalize!(0 0, 0 1, 0 2, 0 3, 0 4, 0 5, 0 6, 0 7, 1 0, 1 1, 1 2, 1 3, 1 4, 1 5, 1 6, 1 7);
+}
+
+/// Count, mean and sum of squared deviations from the mean of some values; merged pairwise (Chan,
+/// Golub and LeVeque), which keeps the variance accurate without a second pass over memory.
+#[derive(Clone, Copy)]
+struct Moments {
+    n: f32,
+    mean: f32,
+    m2: f32,
+}
+
+impl Moments {
+    const NONE: Moments = Moments { n: 0.0, mean: 0.0, m2: 0.0 };
+
+    /// The moments of `v[..count]` (`v` is zero past `count`), two passes over the registers.
+    #[inline(always)]
+    fn of(v: &[f32; 8], count: u32) -> Moments {
+        if count == 0 {
+            return Moments::NONE;
+        }
+        let sum = v.iter().fold(0.0f32, |s, &x| s + x);
+        let mean = sum / count as f32;
+        let mut m2 = 0.0f32;
+        for (q, &x) in v.iter().enumerate() {
+            let d = if (q as u32) < count { x - mean } else { 0.0 };
+            m2 = math::fma(d, d, m2);
+        }
+        Moments { n: count as f32, mean, m2 }
+    }
+
+    #[inline(always)]
+    fn merge(self, o: Moments) -> Moments {
+        let n = self.n + o.n;
+        if n == 0.0 {
+            return self;
+        }
+        let (d, f) = (o.mean - self.mean, o.n / n);
+        Moments { n, mean: math::fma(d, f, self.mean), m2: self.m2 + o.m2 + d * d * self.n * f }
+    }
+
+    /// The moments of the whole warp's values, in every lane (warp-collective).
+    #[inline(always)]
+    fn warp(mut self) -> Moments {
+        let mut m = 16;
+        while m > 0 {
+            let o = Moments {
+                n: shfl_xor_f32(self.n, m),
+                mean: shfl_xor_f32(self.mean, m),
+                m2: shfl_xor_f32(self.m2, m),
+            };
+            self = self.merge(o);
+            m >>= 1;
+        }
+        self
+    }
+}
+
+/// Rows of a block whose LayerNorm statistics one warp computes together (their loads issue at
+/// once).
+const STAT_ROWS: usize = 4;
+const _: () = assert!(STAT_ROWS == 4, "row_statistics stores four rows by hand");
+
+/// The LayerNorm statistics (mean, `1 / sqrt(var + eps)`) of the block's [`GEMM_TC_M`] rows of A,
+/// into `stats` (two f32 per row): warp `w` takes rows `w, w + warps, ...`, [`STAT_ROWS`] at a
+/// time, each lane eight consecutive k of every 256 (one memory round trip for rows up to 256
+/// long). Warp-collective; rows past m repeat the last one.
+///
+/// # Safety
+/// `o.a` holds A's rows (the kernel's contract); `stats` holds `2 * GEMM_TC_M` f32.
+#[inline(always)]
+unsafe fn row_statistics(o: &Operands, p: &GemmParams, a0: u64, row0: u32, eps: f32, stats: *mut f32) {
+    let (warps, lane) = (block_dim_x() / 32, lane_id());
+    let vec = o.a_vec;
+    let mut rr = thread_idx_x() / 32;
+    while rr < GEMM_TC_M {
+        let base = |i: u32| a0 + (row0 + rr + i * warps).min(p.m - 1) as u64 * p.a_rs;
+        let mut mo = [Moments::NONE; STAT_ROWS];
+        let mut c0 = 0;
+        while c0 < p.k {
+            let kk = c0 + 8 * lane;
+            // Whole chunks of 256 load as vectors (the same choice for the whole warp).
+            let full = vec && c0 + 256 <= p.k;
+            let count = p.k.saturating_sub(kk).min(8);
+            // SAFETY: k below p.k of rows below m: inside A (the contract).
+            let v: [[f32; 8]; STAT_ROWS] =
+                core::array::from_fn(|i| unsafe { eight(o.a, base(i as u32), p.a_cs, kk, p.k, full) });
+            for (m, v) in mo.iter_mut().zip(&v) {
+                *m = m.merge(Moments::of(v, count));
+            }
+            c0 += 256;
+        }
+        // Const-indexed (a rolled loop around the shuffles would keep `mo` in local memory).
+        macro_rules! store {
+            ($($i:literal),*) => {$(
+                let m = mo[$i].warp();
+                let r = rr + $i * warps;
+                if lane == 0 && r < GEMM_TC_M {
+                    // SAFETY: r < GEMM_TC_M: inside the statistics.
+                    unsafe {
+                        *stats.add(2 * r as usize) = m.mean;
+                        *stats.add(2 * r as usize + 1) = 1.0 / math::sqrt(m.m2 / m.n + eps);
+                    }
+                }
+            )*};
+        }
+        store!(0, 1, 2, 3);
+        rr += STAT_ROWS as u32 * warps;
     }
 }
 
 /// `x` as a TF32 value and the TF32 rounding of its remainder (`x ≈ big + small` to 2^-22). An
 /// infinite or NaN `x` is carried by its big part alone (its remainder would be NaN).
 #[inline(always)]
-fn split(x: f32) -> (u32, u32) {
+pub(crate) fn split(x: f32) -> (u32, u32) {
     let big = cvt_rna_tf32(x);
     let rest = x - f32::from_bits(big);
     #[allow(clippy::eq_op)] // `rest - rest == 0` is the finiteness test
@@ -196,7 +323,7 @@ fn split(x: f32) -> (u32, u32) {
 /// round's k `8t + 2s` and fragment k `t + 4` is `8t + 2s + 1` (the same permutation for A and B).
 /// `PACKED`: the round's B is already split.
 #[inline(always)]
-fn multiply<const PACKED: bool>(acc: &mut [[f32; 4]; NT], r: &Round) {
+pub(crate) fn multiply<const PACKED: bool>(acc: &mut [[f32; 4]; NT], r: &Round) {
     // Steps and tiles are const-indexed: a rolled loop would index the round's arrays at run time
     // and move them to local memory.
     step::<0, PACKED>(acc, r);
@@ -363,8 +490,10 @@ pub unsafe extern "ptx-kernel" fn gemm_tc_packed_program_f32(
 ///
 /// # Thread mapping
 /// As [`gemm_tc_packed_f32`], with [`crate::abi::GEMM_TC_NORM_SHARED_BYTES`] of dynamic shared
-/// memory. Before the k loop the block's warps compute the statistics of its 16 rows (warp `w`
-/// rows `w, w + warps, ...`, lanes over k, two passes) into shared memory, then a barrier.
+/// memory. The first k round's loads issue, then the block's warps compute the statistics of its
+/// 16 rows into shared memory (warp `w` rows `w, w + warps, ...`, each lane eight consecutive k of
+/// every 256, merged as moments), then a barrier; A is normalized in registers before each round's
+/// multiplies.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "ptx-kernel" fn gemm_tc_packed_norm_f32(
@@ -442,57 +571,33 @@ unsafe fn gemm_tc<const PACKED: bool, const NORM: bool>(
         lane_k: 8 * t,
     };
     let smem = dynamic_shared_ptr() as *mut f32;
-    let mut ln =
-        Norm { scale: core::ptr::null(), bias: core::ptr::null(), stats: [(0.0, 1.0); 2], vec: false };
+    let mut ln = Norm::NONE;
     if NORM {
-        let Some((eps, scale, bias)) = norm else { trap() };
-        // The statistics of the block's rows (rows past m repeat the last one), after the
-        // partial tiles in shared memory.
+        let Some((_, scale, bias)) = norm else { trap() };
+        let vec = (scale as usize) % 16 == 0 && (bias.is_null() || (bias as usize) % 16 == 0);
+        ln = Norm { scale, bias, stats: [(0.0, 1.0); 2], vec };
+    }
+    let mut r = tid / 32;
+    // The first round's loads issue before the LayerNorm statistics' (they do not need them).
+    // SAFETY: the operands cover every k below p.k (the contract).
+    let first =
+        if r < rounds { Some(unsafe { load::<PACKED, NORM>(&ops, r * GEMM_TC_KC, &ln) }) } else { None };
+    if NORM {
+        let Some((eps, _, _)) = norm else { trap() };
+        // The statistics of the block's rows, after the partial tiles in shared memory.
         // SAFETY: GEMM_TC_NORM_SHARED_BYTES holds the tiles and 2 * GEMM_TC_M f32 more.
         let stats = unsafe { smem.add((GEMM_TC_MAX_WARPS * GEMM_TC_M * LD) as usize) };
-        let inv_k = 1.0 / p.k as f32;
-        let mut rr = tid / 32;
-        while rr < GEMM_TC_M {
-            let base = a0 + (row0 + rr).min(p.m - 1) as u64 * p.a_rs;
-            // SAFETY (both passes): kk < k: inside A's row (the contract).
-            let x = |kk: u32| unsafe { *a.add((base + kk as u64 * p.a_cs) as usize) };
-            let mut sum = 0.0f32;
-            let mut kk = lane;
-            while kk < p.k {
-                sum += x(kk);
-                kk += 32;
-            }
-            let mean = warp_sum_f32(sum) * inv_k;
-            let mut sq = 0.0f32;
-            let mut kk = lane;
-            while kk < p.k {
-                let d = x(kk) - mean;
-                sq = math::fma(d, d, sq);
-                kk += 32;
-            }
-            let rstd = 1.0 / math::sqrt(warp_sum_f32(sq) * inv_k + eps);
-            if lane == 0 {
-                // SAFETY: rr < GEMM_TC_M: inside the statistics.
-                unsafe {
-                    *stats.add(2 * rr as usize) = mean;
-                    *stats.add(2 * rr as usize + 1) = rstd;
-                }
-            }
-            rr += warps;
-        }
+        // SAFETY: A as above; the statistics fit (same).
+        unsafe { row_statistics(&ops, &p, a0, row0, eps, stats) };
         sync_threads();
         // SAFETY: g + 8h < GEMM_TC_M: written before the barrier.
         let stat = |h: u32| unsafe {
             (*stats.add(2 * (g + 8 * h) as usize), *stats.add(2 * (g + 8 * h) as usize + 1))
         };
-        let vec = (scale as usize) % 16 == 0 && (bias.is_null() || (bias as usize) % 16 == 0);
-        ln = Norm { scale, bias, stats: [stat(0), stat(1)], vec };
+        ln.stats = [stat(0), stat(1)];
     }
     let mut acc = [[0f32; 4]; NT];
-    let mut r = tid / 32;
-    if r < rounds {
-        // SAFETY: the operands cover every k below p.k (the contract).
-        let mut cur = unsafe { load::<PACKED, NORM>(&ops, r * GEMM_TC_KC, &ln) };
+    if let Some(mut cur) = first {
         while r < rounds {
             let next_r = r + warps;
             // SAFETY: as above.
@@ -501,6 +606,9 @@ unsafe fn gemm_tc<const PACKED: bool, const NORM: bool>(
             } else {
                 cur
             };
+            if NORM {
+                normalize(&mut cur, &ln);
+            }
             multiply::<PACKED>(&mut acc, &cur);
             cur = next;
             r = next_r;

@@ -1,4 +1,5 @@
-//! The fused attention kernel (`attention_f32`, through the planner's attention fusion) against
+//! The fused attention kernels (`attention_tc_f32` on the tensor cores and `attention_f32` on the
+//! CUDA cores, through the planner's attention fusion) against
 //! the CPU reference running the unfused graph: GPT-2's layout (Q, K, V split out of one
 //! projection and reshaped / transposed per head, the output transposed back, all read and written
 //! in place) with a causal mask, BERT's layout (per-head transposes of separate projections) with
@@ -29,15 +30,28 @@ fn reshape(g: &mut Graph, name: &str, x: ValueId, dims: &[usize]) -> ValueId {
     g.op1(Op::Reshape(Default::default()), &[x, shape])
 }
 
-/// Runs `g` on the GPU (default options: attention fused) and on the reference; checks the plan
-/// has an `attention_f32` launch and no `softmax_f32`, and the outputs agree.
+/// Runs `g` on the GPU twice, with the default options (attention fused, on the tensor cores where
+/// `attention_tc_f32` takes it) and with attention on the CUDA cores (`attention_f32`), and on the
+/// reference; checks each plan has its attention launch and no `softmax_f32`, and the outputs agree.
 fn check(what: &str, g: Graph, inputs: Vec<(String, HostTensor)>) {
     let want = host::reference::eval(&g, &inputs).unwrap_or_else(|e| panic!("{what}: reference: {e}"));
-    let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let got = s.run(&inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let plan = s.last_plan().unwrap().to_string();
-    assert!(plan.contains("attention_f32") && !plan.contains("softmax_f32"), "{what}: not fused:\n{plan}");
-    for ((name, g), (_, w)) in got.iter().zip(&want) {
+    let cores = SessionOptions { tensor_core_attention: false, ..SessionOptions::default() };
+    for (options, kernel) in [(SessionOptions::default(), "attention"), (cores, "attention_f32")] {
+        let mut s = Session::new(ctx(), g.clone(), options).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let got = s.run(&inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let plan = s.last_plan().unwrap().to_string();
+        assert!(plan.contains(kernel) && !plan.contains("softmax_f32"), "{what}: not fused:\n{plan}");
+        let what = format!(
+            "{what} ({})",
+            if plan.contains("attention_tc_f32") { "tensor cores" } else { "CUDA cores" }
+        );
+        compare(&what, &got, &want);
+    }
+}
+
+/// `got` against `want`: NaNs in the same places, the tolerance of the module doc elsewhere.
+fn compare(what: &str, got: &[(String, HostTensor)], want: &[(String, HostTensor)]) {
+    for ((name, g), (_, w)) in got.iter().zip(want) {
         assert_eq!(g.shape(), w.shape(), "{what}: `{name}` shape");
         let (gv, wv) = (g.f32s("gpu").unwrap(), w.data().to_f64s());
         let (mut diff, mut norm, mut scale) = (0.0f64, 0.0f64, 0.0f64);

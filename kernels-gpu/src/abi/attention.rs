@@ -34,6 +34,28 @@ pub const fn attention_shared_bytes(dk: u32, dv: u32) -> u32 {
     if attention_fits(dk, dv) { attention_bytes(dk, dv) as u32 } else { 0 }
 }
 
+/// Query rows per block of `attention_tc_f32` (one m16 tensor-core tile of one (batch, head)).
+pub const ATTN_TC_ROWS: u32 = 16;
+/// Warps per block of `attention_tc_f32`: they split the keys in 32-key groups, as in
+/// `attention_f32`.
+pub const ATTN_TC_WARPS: u32 = 4;
+/// Threads per block of `attention_tc_f32`.
+pub const ATTN_TC_THREADS: u32 = ATTN_TC_WARPS * 32;
+/// Largest value head size of `attention_tc_f32` (its lanes hold a 16 x `dv` output tile and a
+/// key group's V values in registers).
+pub const ATTN_TC_MAX_DV: u32 = 64;
+
+/// Whether `attention_tc_f32` takes head sizes `dk`, `dv` (any `dk`, `dv <= ATTN_TC_MAX_DV`).
+pub const fn attention_tc_fits(dk: u32, dv: u32) -> bool {
+    dk > 0 && dv > 0 && dv <= ATTN_TC_MAX_DV
+}
+
+/// Dynamic shared memory of an `attention_tc_f32` launch: each warp's partial result per query row
+/// (running maximum, sum, NaN flag, `dv` outputs).
+pub const fn attention_tc_shared_bytes(dv: u32) -> u32 {
+    4 * ATTN_TC_WARPS * ATTN_TC_ROWS * (dv + 3)
+}
+
 /// A strided 4-D view `[batch, head, row, col]` of an f32 operand: element `(b, h, r, c)` is at
 /// `offset + b * strides[0] + h * strides[1] + r * strides[2] + c * strides[3]` from the
 /// operand's pointer (a stride of 0 broadcasts).

@@ -275,6 +275,8 @@ kernel_ids! {
     // attention
     /// `attention::attention_f32`: fused `softmax(program(Q Kᵀ)) V` over strided views
     AttentionF32 => "attention_f32",
+    /// `attention_tc::attention_tc_f32`: `attention_f32` on the tensor cores (16-row query tiles)
+    AttentionTcF32 => "attention_tc_f32",
     // indexing
     /// `indexing::gather_elements_b1`: ONNX GatherElements of 1-byte elements
     GatherElementsB1 => "gather_elements_b1",

@@ -15,9 +15,12 @@
 
 use std::collections::BTreeMap;
 
+use super::PlanOptions;
+
 use kernels_gpu::abi::{
-    ATTN_MAX_DV, ATTN_ROWS, ATTN_THREADS, Activation, AttentionParams, AttnView, EW_MAX_INPUTS,
-    EW_MAX_INSTRS, KernelId, attention_fits, attention_shared_bytes, ew_src,
+    ATTN_MAX_DV, ATTN_ROWS, ATTN_TC_ROWS, ATTN_TC_THREADS, ATTN_THREADS, Activation, AttentionParams,
+    AttnView, EW_MAX_INPUTS, EW_MAX_INSTRS, KernelId, attention_fits, attention_shared_bytes,
+    attention_tc_fits, attention_tc_shared_bytes, ew_src,
 };
 
 use super::fuse::{EwProgram, Programs, compile_program, drop_values, ew_node, producers, remove_nodes};
@@ -547,6 +550,7 @@ pub(super) fn lower(
     id: NodeId,
     p: &AttentionParams,
     values: &[PlannedValue],
+    o: &PlanOptions,
 ) -> Result<Vec<Step>, String> {
     let n = &g.nodes[id.index()];
     let out = n.output(0).ok_or("the fused attention's output is omitted")?;
@@ -558,23 +562,41 @@ pub(super) fn lower(
         args.push(ins.get(k).map_or(Arg::Null, |&v| Arg::Value(v)));
     }
     args.push(Arg::Value(out));
-    launch(id, p, args)
+    launch(id, p, args, o)
 }
 
-/// The `attention_f32` launch of node `id` with parameters `p` and the kernel's arguments `args`
-/// (parameters, Q, K, V, the score program's three extra inputs, Y): a block per batch, head and
-/// `ATTN_ROWS` query rows.
-pub(super) fn launch(id: NodeId, p: &AttentionParams, args: Vec<Arg>) -> Result<Vec<Step>, String> {
-    let blocks = p.batch as u64 * p.heads as u64 * p.q_len.div_ceil(ATTN_ROWS) as u64;
+/// The attention launch of node `id` with parameters `p` and the kernel's arguments `args`
+/// (parameters, Q, K, V, the score program's three extra inputs, Y): `attention_tc_f32` (a block
+/// per batch, head and 16 query rows) where [`tensor_core_attention`] takes it, else
+/// `attention_f32` (a block per batch, head and `ATTN_ROWS` query rows).
+pub(super) fn launch(
+    id: NodeId,
+    p: &AttentionParams,
+    args: Vec<Arg>,
+    o: &PlanOptions,
+) -> Result<Vec<Step>, String> {
+    let (kernel, rows, threads, shared_bytes) = if tensor_core_attention(p, o) {
+        (KernelId::AttentionTcF32, ATTN_TC_ROWS, ATTN_TC_THREADS, attention_tc_shared_bytes(p.dv))
+    } else {
+        (KernelId::AttentionF32, ATTN_ROWS, ATTN_THREADS, attention_shared_bytes(p.dk, p.dv))
+    };
+    let blocks = p.batch as u64 * p.heads as u64 * p.q_len.div_ceil(rows) as u64;
     Ok(vec![Step::Kernel {
         nodes: vec![id],
         label: "Attention".into(),
-        kernel: KernelId::AttentionF32,
+        kernel,
         grid: [u32::try_from(blocks).map_err(|_| "too many query blocks")?, 1, 1],
-        block: [ATTN_THREADS, 1, 1],
-        shared_bytes: attention_shared_bytes(p.dk, p.dv),
+        block: [threads, 1, 1],
+        shared_bytes,
         args,
     }])
+}
+
+/// Whether attention with parameters `p` runs on the tensor cores: the option is on, the value
+/// head fits `attention_tc_f32` and there are more query rows than one `attention_f32` block
+/// takes (with fewer, most of a 16-row tile would be idle).
+pub(super) fn tensor_core_attention(p: &AttentionParams, o: &PlanOptions) -> bool {
+    o.tensor_core_attention && attention_tc_fits(p.dk, p.dv) && p.q_len > ATTN_ROWS
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 //! `present_value` and `qk_matmul_output` outputs. `softmax_precision` is ignored: the kernel
 //! accumulates in f32, as it does for the f32 inputs it takes.
 
+use super::PlanOptions;
 use kernels_gpu::abi::{
     ATTN_MAX_DV, ATTN_ROWS, AttentionParams, AttnView, BinaryOp, EW_MAX_INPUTS, EW_MAX_INSTRS, EwInstr,
     UnaryOp, attention_fits, ew_binary_code, ew_src, ew_unary_code,
@@ -185,7 +186,13 @@ pub(super) fn attention_params(a: &Attention, ops: &Operands) -> Result<Attentio
 }
 
 /// The launch of ONNX `Attention` node `id` (see the module doc), or why it has none.
-pub(super) fn lower(g: &Graph, id: NodeId, a: &Attention, values: &[PlannedValue]) -> Lowered {
+pub(super) fn lower(
+    g: &Graph,
+    id: NodeId,
+    a: &Attention,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
     let n = &g.nodes[id.index()];
     let input = |k: usize| n.inputs.get(k).copied().flatten();
     let (Some(q), Some(k), Some(v)) = (input(0), input(1), input(2)) else {
@@ -219,7 +226,7 @@ pub(super) fn lower(g: &Graph, id: NodeId, a: &Attention, values: &[PlannedValue
     args.push(mask.map_or(Arg::Null, Arg::Value));
     args.extend([Arg::Null, Arg::Null]);
     args.push(Arg::Value(y));
-    super::attention::launch(id, &p, args)
+    super::attention::launch(id, &p, args, o)
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ fn a_4d_attention_is_one_launch_with_the_default_scale() {
             Step::Copy { .. } => None,
         })
         .collect();
-    assert_eq!(kernels, [KernelId::AttentionF32]);
+    assert_eq!(kernels, [KernelId::AttentionTcF32]);
     let p = attention_params(
         &Attention::default(),
         &ops(&[b, h, s, d], &[b, h, 7, d], &[b, h, 7, d], &[b, h, s, d]),

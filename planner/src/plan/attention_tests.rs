@@ -81,14 +81,19 @@ fn reshape_strides_split_and_merge_contiguous_groups_only() {
 fn a_gpt2_attention_is_one_launch_reading_the_qkv_projection_in_place() {
     let g = gpt2_attention(SMALL);
     let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
-    assert_eq!(kernels(&plan), [KernelId::AttentionF32], "{plan}");
+    // Five query rows: more than one attention_f32 block takes, so on the tensor cores.
+    assert_eq!(kernels(&plan), [KernelId::AttentionTcF32], "{plan}");
+    let cores = PlanOptions { tensor_core_attention: false, ..PlanOptions::default() };
+    assert_eq!(kernels(&compile(&g, &Binding::new(), &cores).unwrap()), [KernelId::AttentionF32]);
     // Nothing between the input and the output needs a buffer.
     assert_eq!(plan.memory.arena_bytes, 0, "{plan}");
     let unfused =
         compile(&g, &Binding::new(), &PlanOptions { fuse_attention: false, ..PlanOptions::default() })
             .unwrap();
     assert!(unfused.steps.len() >= 7, "{unfused}");
-    assert!(!kernels(&unfused).contains(&KernelId::AttentionF32));
+    assert!(
+        !kernels(&unfused).iter().any(|k| matches!(k, KernelId::AttentionF32 | KernelId::AttentionTcF32))
+    );
 
     let infos = crate::shape_infer::infer(&g).unwrap();
     let (fused, _, _, attentions) = fuse(g.clone(), &infos, Vec::new(), Programs::new());
@@ -117,7 +122,10 @@ fn variants_that_cannot_fuse_keep_the_unfused_nodes() {
     for (what, shape) in cases {
         let plan = compile(&gpt2_attention(shape), &Binding::new(), &PlanOptions::default())
             .unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert!(!kernels(&plan).contains(&KernelId::AttentionF32), "{what}:\n{plan}");
+        assert!(
+            !kernels(&plan).iter().any(|k| matches!(k, KernelId::AttentionF32 | KernelId::AttentionTcF32)),
+            "{what}:\n{plan}"
+        );
         assert!(kernels(&plan).contains(&KernelId::SoftmaxF32), "{what}:\n{plan}");
     }
 }
@@ -141,22 +149,36 @@ fn a_bare_softmax_between_the_matmuls_fuses_without_a_program() {
     // Kᵀ [d, n] contiguous: K row j, column c is at c * n + j.
     assert_eq!(a.k.strides, [(h * d * n) as u64, (d * n) as u64, 1, n as u64]);
     let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
-    assert_eq!(kernels(&plan), [KernelId::AttentionF32]);
+    assert_eq!(kernels(&plan), [KernelId::AttentionTcF32]);
 }
 
 #[test]
-fn gpt2_small_launches_two_query_rows_per_block() {
-    // Batch 1, 4 heads, seq 128, head 64: 4 * 128 / 2 blocks of 4 warps, which split the keys.
+fn gpt2_small_launches_sixteen_query_rows_per_block_on_the_tensor_cores() {
+    // Batch 1, 4 heads, seq 128, head 64.
     let shape = Shape { batch: 1, seq: 128, heads: 4, head: 64, ..SMALL };
-    let plan = compile(&gpt2_attention(shape), &Binding::new(), &PlanOptions::default()).unwrap();
-    let launch = plan.steps.iter().find_map(|s| match s {
-        Step::Kernel { kernel: KernelId::AttentionF32, grid, block, shared_bytes, .. } => {
-            Some((*grid, *block, *shared_bytes))
-        }
-        _ => None,
-    });
-    // 2 query rows of 64, then 4 warps' partial results of 64 + 3 for each row (f32).
-    assert_eq!(launch, Some(([256, 1, 1], [ATTN_THREADS, 1, 1], 4 * (2 * 64 + 4 * 2 * 67))), "{plan}");
+    let launch = |o: &PlanOptions| {
+        let plan = compile(&gpt2_attention(shape), &Binding::new(), o).unwrap();
+        plan.steps.iter().find_map(|s| match s {
+            Step::Kernel { kernel, grid, block, shared_bytes, .. } => {
+                Some((*kernel, *grid, *block, *shared_bytes))
+            }
+            _ => None,
+        })
+    };
+    // 4 * 128 / 16 blocks of 4 warps, which split the keys; each warp's partial results of
+    // 64 + 3 for each of 16 rows (f32).
+    let tc = (KernelId::AttentionTcF32, [32, 1, 1], [ATTN_TC_THREADS, 1, 1], 4 * 4 * 16 * 67);
+    assert_eq!(launch(&PlanOptions::default()), Some(tc));
+    // On the CUDA cores: 4 * 128 / 2 blocks; 2 query rows of 64, then 4 warps' partial results of
+    // 64 + 3 for each row.
+    let cores = PlanOptions { tensor_core_attention: false, ..PlanOptions::default() };
+    let cuda = (KernelId::AttentionF32, [256, 1, 1], [ATTN_THREADS, 1, 1], 4 * (2 * 64 + 4 * 2 * 67));
+    assert_eq!(launch(&cores), Some(cuda));
+    // Two query rows or a value head over 64: on the CUDA cores.
+    for shape in [Shape { seq: 2, ..shape }, Shape { head: 72, ..shape }] {
+        let plan = compile(&gpt2_attention(shape), &Binding::new(), &PlanOptions::default()).unwrap();
+        assert_eq!(kernels(&plan), [KernelId::AttentionF32], "{plan}");
+    }
     // The largest value heads fit the default 48 KB; longer ones do not.
     assert!(attention_fits(256, 256) && attention_shared_bytes(256, 256) <= 48 * 1024);
     assert!(!attention_fits(64, 257) && attention_shared_bytes(64, 257) == 0);

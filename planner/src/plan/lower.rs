@@ -373,7 +373,7 @@ pub(super) fn node(
         Op::ArgMin(a) => reduce::arg_reduce(reduce_node(id, label, &ins, out), values, false, a, o),
         Op::GlobalAveragePool => reduce::global_pool(reduce_node(id, label, &ins, out), values, false, o),
         Op::GlobalMaxPool => reduce::global_pool(reduce_node(id, label, &ins, out), values, true, o),
-        Op::Attention(a) => super::attention_op::lower(g, id, a, values),
+        Op::Attention(a) => super::attention_op::lower(g, id, a, values, o),
         _ if super::fuse::ew_node(g, n).is_some() => {
             // An op only elementwise programs apply: a program of this one node.
             let x = ins.first().copied().flatten().ok_or("missing input")?;

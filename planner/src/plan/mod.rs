@@ -98,6 +98,10 @@ pub struct PlanOptions {
     /// Fold a LayerNormalization read only by a GEMM on the packed tensor-core path into that
     /// GEMM (it normalizes A's rows as it loads them).
     pub fuse_layer_norm_gemm: bool,
+    /// Run attention on the tensor cores (`attention_tc_f32`, 16-row query tiles, 3xTF32 with f32
+    /// accuracy) where the value head fits it and there are more query rows than
+    /// `attention_f32`'s block takes.
+    pub tensor_core_attention: bool,
 }
 
 impl Default for PlanOptions {
@@ -114,6 +118,7 @@ impl Default for PlanOptions {
             tensor_core_gemm: true,
             fuse_layer_norm_gemm: true,
             pack_gemm_weights: true,
+            tensor_core_attention: true,
         }
     }
 }
@@ -346,7 +351,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         };
         let out = node.output(0);
         let lowered = match out.and_then(|o| attentions.get(&o)) {
-            Some(p) => attention::lower(&fused, id, p, &values),
+            Some(p) => attention::lower(&fused, id, p, &values, options),
             None => lower::node(&fused, id, &values, &own, &fusion, options),
         };
         match lowered {

@@ -1,0 +1,369 @@
+//! Fused attention on the tensor cores (`attention_tc_f32`): the operation of `attention_f32`
+//! ([`AttentionParams`]: `Y = softmax(program(Q Kᵀ)) V` over strided views, optional causal mask,
+//! the same NaN rules) with both products as `mma.sync` m16n8k8 in 3xTF32 (f32 accuracy, as
+//! `gemm_tc_f32`).
+//!
+//! A block takes [`ATTN_TC_ROWS`] (16) query rows of one (batch, head), one m16 tile; its
+//! [`ATTN_TC_WARPS`] warps split the keys in groups of 32 (group `g` to warp `g % ATTN_TC_WARPS`).
+//! For a group a warp forms the 16 x 32 score tile `Q Kᵀ` with the tensor-core GEMM's operand
+//! loads and multiplies (`gemm_tc`: Q is its A, K's rows its n-major B, the head size its k),
+//! runs the score program on the accumulator fragments, updates each row's online softmax (the
+//! four lanes of a row reduce with two shuffles), and accumulates `P V`: the score fragment of
+//! n tile `j` is, with keys `8j + 2t` and `8j + 2t + 1` as the step's two k indices of lane `t`,
+//! exactly the A fragment of k step `j`, so the probabilities never leave the registers. A
+//! group's V values (and the first program input) are loaded with its K rows, before the scores
+//! need them. At the end the warps' partial results meet in shared memory and every thread merges
+//! some outputs over the warps in warp order (deterministic).
+
+use crate::abi::{
+    ATTN_TC_ROWS, ATTN_TC_THREADS, ATTN_TC_WARPS, AttentionParams, AttnView, GEMM_TC_KC, attention_tc_fits,
+};
+use crate::gemm_tc::{NT, Norm, Operands, load, multiply, split};
+use crate::intrinsics::{
+    block_dim_x, block_idx_x, dynamic_shared_ptr, fma_rn, lane_id, mma_m16n8k8_tf32_f32, shfl_xor_f32,
+    sync_threads, thread_idx_x,
+};
+use crate::math;
+use crate::program::EwState;
+
+/// n8 tiles of the output (`ATTN_TC_MAX_DV / 8`).
+const DT: usize = 8;
+const _: () = assert!(DT == (crate::abi::ATTN_TC_MAX_DV / 8) as usize && NT == 4);
+
+/// `$body` once per value of `$i` in the listed constants: the fragment arrays are then indexed
+/// by constants only and stay in registers (a loop LLVM leaves rolled, or one with an early
+/// exit, would index them at run time and move them to local memory).
+macro_rules! unroll {
+    ($i:ident in [$($v:literal),*] $body:block) => {{
+        $({
+            const $i: usize = $v;
+            $body
+        })*
+    }};
+}
+
+/// Element offset of `(b, h, r, c)` in view `v`.
+#[inline(always)]
+fn at(v: &AttnView, b: u64, h: u64, r: u64, c: u64) -> u64 {
+    v.offset + b * v.strides[0] + h * v.strides[1] + r * v.strides[2] + c * v.strides[3]
+}
+
+/// Whether a view's rows of `(b, h)` can be read as 16-byte vectors from `ptr`: unit column
+/// stride, row 0 16-byte aligned, rows a multiple of four elements apart.
+#[inline(always)]
+fn vector_rows(ptr: *const f32, v: &AttnView, b: u64, h: u64) -> bool {
+    v.strides[3] == 1 && v.strides[2] % 4 == 0 && (ptr as usize + 4 * at(v, b, h, 0, 0) as usize) % 16 == 0
+}
+
+/// Maximum of `x` over the four lanes of a quad (a fragment row), NaN ignored.
+#[inline(always)]
+fn quad_max(x: f32) -> f32 {
+    let mut m = x;
+    for mask in [1, 2] {
+        let o = shfl_xor_f32(m, mask);
+        if o > m {
+            m = o;
+        }
+    }
+    m
+}
+
+/// Sum of `x` over the four lanes of a quad.
+#[inline(always)]
+fn quad_sum(x: f32) -> f32 {
+    let x = x + shfl_xor_f32(x, 1);
+    x + shfl_xor_f32(x, 2)
+}
+
+/// Fused attention on the tensor cores: the operation of `attention_f32` (see
+/// [`AttentionParams`]) for value heads of at most `ATTN_TC_MAX_DV`.
+///
+/// # Safety
+/// As `attention_f32`, with `attention_tc_shared_bytes(p.dv)` bytes of dynamic shared memory.
+///
+/// # Parameters
+/// As `attention_f32`: `p`: extents, views, causal mask and the score program; `q`, `k`, `v`: the
+/// operands; `x1`..`x3`: the score program's inputs 1..3; `y`: the output.
+///
+/// # Thread mapping
+/// 1-D blocks of `ATTN_TC_THREADS` threads (other block sizes return at once), a 1-D grid of
+/// `batch * heads * ceil(q_len / ATTN_TC_ROWS)` blocks: block `x` takes `(b, h) = (x / q_blocks)
+/// / heads, % heads` and query rows `(x % q_blocks) * ATTN_TC_ROWS + r`, `r < 16`. Warp `w` takes
+/// the 32-key groups `w, w + ATTN_TC_WARPS, ...`; lane `l` (`g = l / 4`, `t = l % 4`) holds rows
+/// `g` and `g + 8` of the fragments: scores of keys `8j + 2t + {0, 1}` (`j < 4`), outputs of
+/// columns `8n + 2t + {0, 1}`. One block barrier (before the merge), reached by every warp;
+/// thread `x` then merges outputs `x, x + ATTN_TC_THREADS, ...` of the block's `16 x dv`.
+///
+/// Shared memory (f32): per warp and row, `dv + 3` (maximum, sum, NaN flag, outputs).
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn attention_tc_f32(
+    p: AttentionParams,
+    q: *const f32,
+    k: *const f32,
+    v: *const f32,
+    x1: *const f32,
+    x2: *const f32,
+    x3: *const f32,
+    y: *mut f32,
+) {
+    // Uniform over the block: whole blocks leave, before the barrier.
+    if p.q_len == 0
+        || !attention_tc_fits(p.dk, p.dv)
+        || p.kv_group == 0
+        || p.heads == 0
+        || block_dim_x() != ATTN_TC_THREADS
+    {
+        return;
+    }
+    let tid = thread_idx_x();
+    let (warp, lane) = (tid / 32, lane_id());
+    let (g, t) = (lane / 4, lane % 4);
+    let q_blocks = p.q_len.div_ceil(ATTN_TC_ROWS);
+    let bh = block_idx_x() / q_blocks;
+    if bh as u64 >= p.batch as u64 * p.heads as u64 {
+        return;
+    }
+    let row0 = (block_idx_x() % q_blocks) * ATTN_TC_ROWS;
+    let (b, h) = ((bh / p.heads) as u64, (bh % p.heads) as u64);
+    let hk = h / p.kv_group as u64;
+    let (dk, dv) = (p.dk, p.dv);
+    // The lane's query rows g and g + 8; rows past q_len read the last row (valid addresses) and
+    // are never stored.
+    let row = |hh: u32| (row0 + g + 8 * hh).min(p.q_len - 1) as u64;
+    let last_key = p.kv_len.saturating_sub(1);
+    // Q is the A operand of gemm_tc's loads, K's rows its n-major B (k along the head).
+    let mut ops = Operands {
+        a: q,
+        b: k,
+        k: dk,
+        a_base: [at(&p.q, b, h, row(0), 0), at(&p.q, b, h, row(1), 0)],
+        a_stride: p.q.strides[3],
+        a_vec: vector_rows(q, &p.q, b, h),
+        b_base: [0; NT],
+        b_stride: p.k.strides[3],
+        b_vec: vector_rows(k, &p.k, b, hk),
+        lane_k: 8 * t,
+    };
+    let rounds = dk.div_ceil(GEMM_TC_KC);
+    let n_in = p.n_inputs;
+    let col = |n: usize| (8 * n as u32 + g).min(dv - 1) as u64;
+
+    let mut m = [f32::NEG_INFINITY; 2];
+    let mut l = [0.0f32; 2];
+    let mut bad = [false; 2];
+    let mut o = [[0.0f32; 4]; DT];
+    let mut k0 = warp * 32;
+    while k0 < p.kv_len {
+        // The lane's key of each k step j and half e: 8j + 2t + e.
+        let key = |j: usize, e: usize| k0 + 8 * j as u32 + 2 * t + e as u32;
+        for (j, base) in ops.b_base.iter_mut().enumerate() {
+            *base = at(&p.k, b, hk, (k0 + 8 * j as u32 + g).min(last_key) as u64, 0);
+        }
+        // V at keys 8j + 2t + e (zero past kv_len: those keys weigh 0), columns 8n + g.
+        let mut vv = [[[0.0f32; 2]; DT]; NT];
+        unroll!(J in [0, 1, 2, 3] {
+            unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
+                unroll!(E in [0, 1] {
+                    if (8 * N as u32) < dv && key(J, E) < p.kv_len {
+                        // SAFETY: key below kv_len, column below dv: inside V's view.
+                        vv[J][N][E] = unsafe { *v.add(at(&p.v, b, hk, key(J, E) as u64, col(N)) as usize) };
+                    }
+                });
+            });
+        });
+        // The program's first extra input at each score's (b, h, row, key).
+        let mut x1s = [[0.0f32; 4]; NT];
+        if n_in > 1 {
+            let e = &p.extra[0];
+            unroll!(J in [0, 1, 2, 3] {
+                unroll!(C in [0, 1, 2, 3] {
+                    let kk = key(J, C % 2).min(last_key) as u64;
+                    // SAFETY: (b, h, row, key) inside the extents: inside input 1 (the contract).
+                    x1s[J][C] = unsafe { *x1.add((at(e, b, h, row(C as u32 / 2), 0) + kk * e.strides[3]) as usize) };
+                });
+            });
+        }
+        // The 16 x 32 scores Q Kᵀ.
+        let mut s = [[0.0f32; 4]; NT];
+        let mut r = 0;
+        // SAFETY: Q's rows and K's rows (keys clamped below kv_len) hold dk elements.
+        let mut cur = unsafe { load::<false, false>(&ops, 0, &Norm::NONE) };
+        while r < rounds {
+            // SAFETY: as above.
+            let next = if r + 1 < rounds {
+                unsafe { load::<false, false>(&ops, (r + 1) * GEMM_TC_KC, &Norm::NONE) }
+            } else {
+                cur
+            };
+            multiply::<false>(&mut s, &cur);
+            cur = next;
+            r += 1;
+        }
+        // Scores through the program (one copy of the interpreter, in a rolled loop over the
+        // lane's 16 scores, staged through a flat array); keys past kv_len score -inf.
+        let (mut sf, mut xf) = ([0.0f32; 16], [0.0f32; 16]);
+        unroll!(J in [0, 1, 2, 3] {
+            unroll!(C in [0, 1, 2, 3] {
+                (sf[4 * J + C], xf[4 * J + C]) = (s[J][C], x1s[J][C]);
+            });
+        });
+        let mut bad_rows = [false; 2];
+        let mut idx = 0u32;
+        while idx < 16 {
+            let (j, c) = (idx / 4, idx % 4);
+            let (hh, kk) = (c / 2, k0 + 8 * j + 2 * t + c % 2);
+            let mut sc = f32::NEG_INFINITY;
+            if kk < p.kv_len {
+                let mut st = EwState::default();
+                (st.x0, st.x1) = (sf[idx as usize], xf[idx as usize]);
+                let i = row(hh);
+                let ex = |e: &AttnView| (at(e, b, h, i, 0) + kk as u64 * e.strides[3]) as usize;
+                // SAFETY: (b, h, row, key) inside the extents: inside each used input.
+                unsafe {
+                    if n_in > 2 {
+                        st.x2 = *x2.add(ex(&p.extra[1]));
+                    }
+                    if n_in > 3 {
+                        st.x3 = *x3.add(ex(&p.extra[2]));
+                    }
+                }
+                sc = st.run(&p.instrs, p.n_instr, p.out_reg);
+                if p.causal != 0 && kk as u64 > i + p.causal_offset as u64 {
+                    sc += f32::NEG_INFINITY;
+                }
+                if sc.is_nan() || sc == f32::INFINITY {
+                    bad_rows[hh as usize] = true;
+                }
+            }
+            sf[idx as usize] = sc;
+            idx += 1;
+        }
+        bad[0] |= bad_rows[0];
+        bad[1] |= bad_rows[1];
+        unroll!(J in [0, 1, 2, 3] {
+            unroll!(C in [0, 1, 2, 3] {
+                s[J][C] = sf[4 * J + C];
+            });
+        });
+        // Online softmax per row (the row's four lanes agree on the maximum and sum).
+        let mut alpha = [1.0f32; 2];
+        unroll!(H in [0, 1] {
+            let mut mx = f32::NEG_INFINITY;
+            unroll!(J in [0, 1, 2, 3] {
+                unroll!(E in [0, 1] {
+                    if s[J][2 * H + E] > mx {
+                        mx = s[J][2 * H + E];
+                    }
+                });
+            });
+            let mx = quad_max(mx);
+            let m_new = if mx > m[H] { mx } else { m[H] };
+            // Until a finite maximum is seen every score was -inf: nothing to add or rescale.
+            let live = m_new > f32::NEG_INFINITY;
+            let mut sum = 0.0f32;
+            unroll!(J in [0, 1, 2, 3] {
+                unroll!(E in [0, 1] {
+                    let x = s[J][2 * H + E];
+                    let pr = if live && !x.is_nan() { math::exp(x - m_new) } else { 0.0 };
+                    s[J][2 * H + E] = pr;
+                    sum += pr;
+                });
+            });
+            alpha[H] = if live { math::exp(m[H] - m_new) } else { 1.0 };
+            l[H] = l[H] * alpha[H] + quad_sum(sum);
+            m[H] = m_new;
+        });
+        unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
+            o[N][0] *= alpha[0];
+            o[N][1] *= alpha[0];
+            o[N][2] *= alpha[1];
+            o[N][3] *= alpha[1];
+        });
+        // O += P V: the score fragment of n tile j is the A fragment of k step j.
+        unroll!(J in [0, 1, 2, 3] {
+            let (a0, a0s) = split(s[J][0]);
+            let (a1, a1s) = split(s[J][2]);
+            let (a2, a2s) = split(s[J][1]);
+            let (a3, a3s) = split(s[J][3]);
+            let (ab, asm) = ([a0, a1, a2, a3], [a0s, a1s, a2s, a3s]);
+            unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
+                if (8 * N as u32) < dv {
+                    let (b0, b0s) = split(vv[J][N][0]);
+                    let (b1, b1s) = split(vv[J][N][1]);
+                    let d = mma_m16n8k8_tf32_f32(asm, [b0, b1], o[N]);
+                    let d = mma_m16n8k8_tf32_f32(ab, [b0s, b1s], d);
+                    o[N] = mma_m16n8k8_tf32_f32(ab, [b0, b1], d);
+                }
+            });
+        });
+        k0 += ATTN_TC_WARPS * 32;
+    }
+
+    // Each warp's partial rows into shared memory, then the merge over warps in warp order.
+    let stride = dv + 3;
+    let sh = dynamic_shared_ptr().cast::<f32>();
+    // SAFETY: attention_tc_shared_bytes(dv) holds ATTN_TC_WARPS * 16 slots of dv + 3 f32.
+    let slot = |w: u32, r: u32| unsafe { sh.add(((w * ATTN_TC_ROWS + r) * stride) as usize) };
+    unroll!(H in [0, 1] {
+        let mine = slot(warp, g + 8 * H as u32);
+        let any_bad = quad_sum(if bad[H] { 1.0 } else { 0.0 }) != 0.0;
+        // SAFETY: inside the row's slot (columns below dv).
+        unsafe {
+            if t == 0 {
+                *mine = m[H];
+                *mine.add(1) = l[H];
+                *mine.add(2) = if any_bad { 1.0 } else { 0.0 };
+            }
+            unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
+                unroll!(E in [0, 1] {
+                    let c = 8 * N as u32 + 2 * t + E as u32;
+                    if c < dv {
+                        *mine.add(3 + c as usize) = o[N][2 * H + E];
+                    }
+                });
+            });
+        }
+    });
+    sync_threads();
+    let mut idx = tid;
+    while idx < ATTN_TC_ROWS * dv {
+        let (r, c) = (idx / dv, idx % dv);
+        let i = row0 + r;
+        if i < p.q_len {
+            let (mut big, mut nan_seen) = (f32::NEG_INFINITY, false);
+            for w in 0..ATTN_TC_WARPS {
+                // SAFETY: written before the barrier.
+                let (mw, flag) = unsafe { (*slot(w, r), *slot(w, r).add(2)) };
+                if mw > big {
+                    big = mw;
+                }
+                nan_seen |= flag != 0.0;
+            }
+            let (mut sum, mut acc) = (0.0f32, 0.0f32);
+            for w in 0..ATTN_TC_WARPS {
+                let s = slot(w, r);
+                // SAFETY: written before the barrier (c < dv).
+                let (mw, lw, ow) = unsafe { (*s, *s.add(1), *s.add(3 + c as usize)) };
+                if mw == f32::NEG_INFINITY {
+                    continue;
+                }
+                let f = math::exp(mw - big);
+                sum = fma_rn(lw, f, sum);
+                acc = fma_rn(ow, f, acc);
+            }
+            // No keys: an empty sum, as the reference gives.
+            let nan = p.kv_len > 0 && (nan_seen || big == f32::NEG_INFINITY);
+            let out = if nan {
+                f32::NAN
+            } else if p.kv_len == 0 {
+                0.0
+            } else {
+                acc / sum
+            };
+            // SAFETY: i < q_len, c < dv: inside Y.
+            unsafe { *y.add(at(&p.y, b, h, i as u64, c as u64) as usize) = out };
+        }
+        idx += ATTN_TC_THREADS;
+    }
+}
