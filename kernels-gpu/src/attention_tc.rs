@@ -76,10 +76,13 @@ fn quad_sum(x: f32) -> f32 {
 }
 
 /// Fused attention on the tensor cores: the operation of `attention_f32` (see
-/// [`AttentionParams`]) for value heads of at most `ATTN_TC_MAX_DV`.
+/// [`AttentionParams`]) for value heads of at most `ATTN_TC_MAX_DV` and score programs of
+/// arithmetic ops only (`ew_arith_only`: the program runs inline; an out-of-line call would make
+/// ptxas spill the fragments held across it).
 ///
 /// # Safety
-/// As `attention_f32`, with `attention_tc_shared_bytes(p.dv)` bytes of dynamic shared memory.
+/// As `attention_f32`, with `attention_tc_shared_bytes(p.dv)` bytes of dynamic shared memory;
+/// another op in the score program computes as a division.
 ///
 /// # Parameters
 /// As `attention_f32`: `p`: extents, views, causal mask and the score program; `q`, `k`, `v`: the
@@ -228,7 +231,7 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
                         st.x3 = *x3.add(ex(&p.extra[2]));
                     }
                 }
-                sc = st.run(&p.instrs, p.n_instr, p.out_reg);
+                sc = st.run_arith(&p.instrs, p.n_instr, p.out_reg);
                 if p.causal != 0 && kk as u64 > i + p.causal_offset as u64 {
                     sc += f32::NEG_INFINITY;
                 }

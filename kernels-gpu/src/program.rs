@@ -63,12 +63,15 @@ impl EwState {
         }
     }
 
+    /// One instruction. With `ARITH`, the program holds arithmetic ops only
+    /// ([`crate::abi::ew_arith_only`]) and nothing calls `math::ew_op`: a caller holding many
+    /// values in registers then keeps them there (a call makes ptxas spill them around it).
     #[inline(always)]
-    fn step(&mut self, ins: &EwInstr) {
+    fn step<const ARITH: bool>(&mut self, ins: &EwInstr) {
         let (a, b) = (self.src(ins.a, ins), self.src(ins.b, ins));
         // The arithmetic ops inline (a residual or bias add, a scale): no call. The same
         // functions as `math::ew_op`'s, so the results are the same bits.
-        let v = if ins.op <= 3 { arith(ins.op, a, b) } else { math::ew_op(ins.op, a, b, ins.imm) };
+        let v = if ARITH || ins.op <= 3 { arith(ins.op, a, b) } else { math::ew_op(ins.op, a, b, ins.imm) };
         self.set(ins.dst, v);
     }
 
@@ -76,10 +79,27 @@ impl EwState {
     /// uniform branch) and returns source `out_reg` ([`crate::abi::ew_src`]) afterwards.
     #[inline(always)]
     pub(crate) fn run(&mut self, instrs: &[EwInstr; EW_MAX_INSTRS], n_instr: u32, out_reg: u32) -> f32 {
+        self.run_ops::<false>(instrs, n_instr, out_reg)
+    }
+
+    /// [`EwState::run`] of a program of arithmetic ops only ([`crate::abi::ew_arith_only`]; any
+    /// other op computes as a division): no call to `math::ew_op`.
+    #[inline(always)]
+    pub(crate) fn run_arith(&mut self, instrs: &[EwInstr; EW_MAX_INSTRS], n_instr: u32, out_reg: u32) -> f32 {
+        self.run_ops::<true>(instrs, n_instr, out_reg)
+    }
+
+    #[inline(always)]
+    fn run_ops<const ARITH: bool>(
+        &mut self,
+        instrs: &[EwInstr; EW_MAX_INSTRS],
+        n_instr: u32,
+        out_reg: u32,
+    ) -> f32 {
         macro_rules! run {
             ($($k:literal)*) => {$(
                 if $k < n_instr {
-                    self.step(&instrs[$k]);
+                    self.step::<ARITH>(&instrs[$k]);
                 }
             )*};
         }
@@ -109,15 +129,15 @@ impl EwState {
         // Other short programs run straight through: the sixteen guarded steps below cost their
         // guards and selects whatever the length.
         match n_instr {
-            1 => self.step(&instrs[0]),
+            1 => self.step::<ARITH>(&instrs[0]),
             2 => {
-                self.step(&instrs[0]);
-                self.step(&instrs[1]);
+                self.step::<ARITH>(&instrs[0]);
+                self.step::<ARITH>(&instrs[1]);
             }
             3 => {
-                self.step(&instrs[0]);
-                self.step(&instrs[1]);
-                self.step(&instrs[2]);
+                self.step::<ARITH>(&instrs[0]);
+                self.step::<ARITH>(&instrs[1]);
+                self.step::<ARITH>(&instrs[2]);
             }
             _ => {
                 run!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);

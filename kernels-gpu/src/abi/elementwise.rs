@@ -198,6 +198,20 @@ pub struct EwInstr {
     pub _pad: u32,
 }
 
+/// Whether the first `n` instructions of a program use only the arithmetic ops (add, sub, mul,
+/// div: codes 0..=3), which the kernels evaluate inline; kernels that must not call out of line
+/// (`attention_tc_f32`) take only such programs.
+pub const fn ew_arith_only(instrs: &[EwInstr], n: usize) -> bool {
+    let mut k = 0;
+    while k < n && k < instrs.len() {
+        if instrs[k].op > 3 {
+            return false;
+        }
+        k += 1;
+    }
+    n <= instrs.len()
+}
+
 /// The [`EwInstr::op`] code of a binary op.
 pub const fn ew_binary_code(op: BinaryOp) -> u32 {
     match op {

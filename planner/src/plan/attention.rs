@@ -20,7 +20,7 @@ use super::PlanOptions;
 use kernels_gpu::abi::{
     ATTN_MAX_DV, ATTN_ROWS, ATTN_TC_ROWS, ATTN_TC_THREADS, ATTN_THREADS, Activation, AttentionParams,
     AttnView, EW_MAX_INPUTS, EW_MAX_INSTRS, KernelId, attention_fits, attention_shared_bytes,
-    attention_tc_fits, attention_tc_shared_bytes, ew_src,
+    attention_tc_fits, attention_tc_shared_bytes, ew_arith_only, ew_src,
 };
 
 use super::fuse::{EwProgram, Programs, compile_program, drop_values, ew_node, producers, remove_nodes};
@@ -593,10 +593,14 @@ pub(super) fn launch(
 }
 
 /// Whether attention with parameters `p` runs on the tensor cores: the option is on, the value
-/// head fits `attention_tc_f32` and there are more query rows than one `attention_f32` block
-/// takes (with fewer, most of a 16-row tile would be idle).
+/// head fits `attention_tc_f32`, there are more query rows than one `attention_f32` block takes
+/// (with fewer, most of a 16-row tile would be idle) and the score program is arithmetic only
+/// (a scale and an additive mask; a softcap's tanh stays on the CUDA cores).
 pub(super) fn tensor_core_attention(p: &AttentionParams, o: &PlanOptions) -> bool {
-    o.tensor_core_attention && attention_tc_fits(p.dk, p.dv) && p.q_len > ATTN_ROWS
+    o.tensor_core_attention
+        && attention_tc_fits(p.dk, p.dv)
+        && p.q_len > ATTN_ROWS
+        && ew_arith_only(&p.instrs, p.n_instr as usize)
 }
 
 #[cfg(test)]

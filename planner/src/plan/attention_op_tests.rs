@@ -121,6 +121,12 @@ fn scale_softcap_then_mask_in_the_references_order() {
     // A non-positive softcap is off, as in the reference.
     let off = Attention { softcap: -1.0, ..a };
     assert_eq!(attention_params(&off, &o).unwrap().n_instr, 2);
+    // The softcap's tanh keeps the attention on the CUDA cores (the tensor-core kernel runs
+    // arithmetic score programs only); without it, the tensor cores take it.
+    let o = PlanOptions::default();
+    assert!(!super::super::attention::tensor_core_attention(&p, &o));
+    let plain = attention_params(&off, &ops(&q, &kv, &kv, &q)).unwrap();
+    assert!(super::super::attention::tensor_core_attention(&plain, &o));
 }
 
 #[test]
