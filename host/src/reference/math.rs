@@ -210,8 +210,9 @@ pub fn prelu(ctx: &NodeCtx, x: &HostTensor, slope: &HostTensor) -> Result<HostTe
     Ok(y)
 }
 
-/// ONNX `Clip`: `min(max(x, lo), hi)` with optional one-element bounds (so `lo > hi` gives `hi`,
-/// as numpy's `clip`); NaN stays NaN.
+/// ONNX `Clip`: `Min(max, Max(x, min))` with optional one-element bounds (so `lo > hi` gives `hi`),
+/// as numpy's `clip`, which the ONNX reference implementation calls: a NaN in `x` or in a bound
+/// gives NaN, and a float tie gives the bound (`clip(-0.0, 0.0, _)` is `+0.0`).
 pub fn clip(
     ctx: &NodeCtx,
     x: &HostTensor,
@@ -229,12 +230,30 @@ pub fn clip(
     let lanes = match Lanes::of(x) {
         Lanes::F(v) => {
             let (lo, hi) = (lo.map(|l| l.to_f64s()[0]), hi.map(|h| h.to_f64s()[0]));
+            // numpy's `_NPY_MAX` / `_NPY_MIN`: NaN if either is NaN, else the second on a tie.
+            let nan = |a: f64, b: f64| a.is_nan() || b.is_nan();
+            let max = |a: f64, b: f64| {
+                if nan(a, b) {
+                    f64::NAN
+                } else if a > b {
+                    a
+                } else {
+                    b
+                }
+            };
+            let min = |a: f64, b: f64| {
+                if nan(a, b) {
+                    f64::NAN
+                } else if a < b {
+                    a
+                } else {
+                    b
+                }
+            };
             Lanes::F(
                 v.into_iter()
-                    .map(|e| {
-                        let e = lo.map_or(e, |l| if e < l { l } else { e });
-                        hi.map_or(e, |h| if e > h { h } else { e })
-                    })
+                    .map(|e| lo.map_or(e, |l| max(e, l)))
+                    .map(|e| hi.map_or(e, |h| min(e, h)))
                     .collect(),
             )
         }

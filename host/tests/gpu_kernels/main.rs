@@ -3,6 +3,7 @@
 
 mod arena;
 mod attention;
+mod clip;
 mod context;
 mod conv;
 mod elementwise;

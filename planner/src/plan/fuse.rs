@@ -216,14 +216,23 @@ enum Src {
     Imm(f32),
 }
 
+/// The second operand of a [`EwNode::Chain`] instruction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Operand {
+    /// A constant (the instruction's immediate).
+    Imm(f32),
+    /// The node's input of this index, read at run time (broadcast to the output).
+    Input(usize),
+}
+
 /// How a node computes inside an elementwise program.
 pub(super) enum EwNode {
     /// A binary op (code) on inputs 0 and 1.
     Binary(u32),
-    /// Instructions applied in turn to input 0 (each `(code, imm)`; binary codes read `imm` as
-    /// their second operand): the unary ops, and ops spelled as a few of them (Selu, HardSigmoid,
-    /// Clip with constant bounds).
-    Chain(Vec<(u32, f32)>),
+    /// Instructions applied in turn to input 0 (each `(code, operand)`; binary codes read the
+    /// operand as their second one, unary codes its immediate as their parameter): the unary ops,
+    /// and ops spelled as a few of them (Selu, HardSigmoid, Clip).
+    Chain(Vec<(u32, Operand)>),
 }
 
 /// The value of `v` when it is a one-element f32 constant (a program immediate).
@@ -232,26 +241,25 @@ fn scalar_f32(g: &Graph, v: ValueId) -> Option<f32> {
     Some(c.to_f64s()[0] as f32)
 }
 
-/// The scalar f32 value of constant input `i` of `node`, `Ok(None)` when absent, `Err` when it is
-/// not a scalar constant.
-fn scalar_input(g: &Graph, node: &crate::graph::Node, i: usize) -> Result<Option<f32>, ()> {
-    match node.inputs.get(i).copied().flatten() {
-        None => Ok(None),
-        Some(v) => scalar_f32(g, v).map(Some).ok_or(()),
-    }
+/// Input `i` of `node` as a chain operand: its value when it is a scalar f32 constant, else the
+/// input itself; `None` when absent.
+fn operand_input(g: &Graph, node: &crate::graph::Node, i: usize) -> Option<Operand> {
+    let v = node.inputs.get(i).copied().flatten()?;
+    Some(scalar_f32(g, v).map_or(Operand::Input(i), Operand::Imm))
 }
 
 /// The elementwise-program form of `node`'s op, if it has one.
 pub(super) fn ew_node(g: &Graph, node: &crate::graph::Node) -> Option<EwNode> {
+    use Operand::Imm;
     use kernels_gpu::abi::{BinaryOp as B, ew_binary_code, ew_extra as x, ew_unary_code};
     if let Some(u) = super::lower::unary_op(&node.op) {
-        return Some(EwNode::Chain(vec![(ew_unary_code(u), u.alpha())]));
+        return Some(EwNode::Chain(vec![(ew_unary_code(u), Imm(u.alpha()))]));
     }
     if let Some(b) = super::lower::binary_op(&node.op) {
         // Variadic Max / Min (and Sum, Mean) with other than two inputs are not one binary op.
         return (node.inputs.len() == 2).then(|| EwNode::Binary(ew_binary_code(b)));
     }
-    let one = |c: u32| EwNode::Chain(vec![(c, 0.0)]);
+    let one = |c: u32| EwNode::Chain(vec![(c, Imm(0.0))]);
     Some(match &node.op {
         Op::Floor => one(x::FLOOR),
         Op::Ceil => one(x::CEIL),
@@ -272,19 +280,21 @@ pub(super) fn ew_node(g: &Graph, node: &crate::graph::Node) -> Option<EwNode> {
         Op::Softsign => one(x::SOFTSIGN),
         Op::HardSwish => one(x::HARD_SWISH),
         Op::Mish => one(x::MISH),
-        Op::Elu(e) => EwNode::Chain(vec![(x::ELU, e.alpha)]),
-        Op::Selu(e) => EwNode::Chain(vec![(x::ELU, e.alpha), (ew_binary_code(B::Mul), e.gamma)]),
-        Op::Celu(e) => EwNode::Chain(vec![(x::CELU, e.alpha)]),
-        Op::ThresholdedRelu(t) => EwNode::Chain(vec![(x::THRESHOLDED_RELU, t.alpha)]),
+        Op::Elu(e) => EwNode::Chain(vec![(x::ELU, Imm(e.alpha))]),
+        Op::Selu(e) => EwNode::Chain(vec![(x::ELU, Imm(e.alpha)), (ew_binary_code(B::Mul), Imm(e.gamma))]),
+        Op::Celu(e) => EwNode::Chain(vec![(x::CELU, Imm(e.alpha))]),
+        Op::ThresholdedRelu(t) => EwNode::Chain(vec![(x::THRESHOLDED_RELU, Imm(t.alpha))]),
         Op::HardSigmoid(h) => EwNode::Chain(vec![
-            (ew_binary_code(B::Mul), h.alpha),
-            (ew_binary_code(B::Add), h.beta),
-            (ew_binary_code(B::Max), 0.0),
-            (ew_binary_code(B::Min), 1.0),
+            (ew_binary_code(B::Mul), Imm(h.alpha)),
+            (ew_binary_code(B::Add), Imm(h.beta)),
+            (ew_binary_code(B::Max), Imm(0.0)),
+            (ew_binary_code(B::Min), Imm(1.0)),
         ]),
         Op::Clip(c) => {
-            let lo = c.min.or(scalar_input(g, node, 1).ok()?);
-            let hi = c.max.or(scalar_input(g, node, 2).ok()?);
+            // ONNX: `Min(max, Max(x, min))`, NaN bounds propagating; each bound an attribute
+            // (opset 6), a scalar constant (an immediate) or a value read at run time.
+            let lo = c.min.map(Imm).or_else(|| operand_input(g, node, 1));
+            let hi = c.max.map(Imm).or_else(|| operand_input(g, node, 2));
             let mut steps = Vec::new();
             if let Some(lo) = lo {
                 steps.push((ew_binary_code(B::Max), lo));
@@ -293,7 +303,7 @@ pub(super) fn ew_node(g: &Graph, node: &crate::graph::Node) -> Option<EwNode> {
                 steps.push((ew_binary_code(B::Min), hi));
             }
             if steps.is_empty() {
-                steps.push((ew_binary_code(B::Max), f32::NEG_INFINITY));
+                steps.push((ew_binary_code(B::Max), Imm(f32::NEG_INFINITY)));
             }
             EwNode::Chain(steps)
         }
@@ -307,14 +317,33 @@ pub(super) fn ew_node(g: &Graph, node: &crate::graph::Node) -> Option<EwNode> {
 pub(super) fn compile_program(g: &Graph, members: &[usize]) -> Option<(EwProgram, Vec<ValueId>)> {
     use kernels_gpu::abi::{EW_MAX_INPUTS, EW_MAX_INSTRS, EW_REGS, EwInstr, ew_src};
     let forms: Vec<EwNode> = members.iter().map(|&m| ew_node(g, &g.nodes[m])).collect::<Option<_>>()?;
-    // The operands a member reads as values (a chain reads input 0 only; its other inputs are
-    // constant bounds folded into its immediates).
+    // The operands a member reads as values: a chain reads input 0, then the inputs its steps
+    // read at run time in step order (its constant inputs are folded into its immediates).
     let operands = |k: usize| -> Vec<Option<ValueId>> {
         let ins = &g.nodes[members[k]].inputs;
-        match forms[k] {
+        match &forms[k] {
             EwNode::Binary(_) => ins.iter().take(2).copied().collect(),
-            EwNode::Chain(_) => ins.iter().take(1).copied().collect(),
+            EwNode::Chain(steps) => {
+                let read = steps.iter().filter_map(|(_, o)| match o {
+                    Operand::Input(i) => Some(ins.get(*i).copied().flatten()),
+                    Operand::Imm(_) => None,
+                });
+                ins.iter().take(1).copied().chain(read).collect()
+            }
         }
+    };
+    // The values a member reads after its first instruction has written its result register
+    // (a chain's run-time operands of steps after the first): that register must not be theirs.
+    let late = |k: usize| -> Vec<ValueId> {
+        let (EwNode::Chain(steps), ins) = (&forms[k], &g.nodes[members[k]].inputs) else {
+            return Vec::new();
+        };
+        (steps.iter().skip(1))
+            .filter_map(|(_, o)| match o {
+                Operand::Input(i) => ins.get(*i).copied().flatten(),
+                Operand::Imm(_) => None,
+            })
+            .collect()
     };
     let internal: Vec<ValueId> = members.iter().filter_map(|&m| g.nodes[m].output(0)).collect();
     let last_use = |v: ValueId| (0..members.len()).rev().find(|&k| operands(k).contains(&Some(v)));
@@ -350,13 +379,16 @@ pub(super) fn compile_program(g: &Graph, members: &[usize]) -> Option<(EwProgram
             srcs.push(src);
         }
         // Registers whose value is read for the last time here are free for the result (each
-        // instruction reads its operands before it writes).
-        let mut release = Vec::new();
+        // instruction reads its operands before it writes), unless a later instruction of this
+        // member still reads them: those are freed once the result has its register.
+        let (mut release, mut release_after) = (Vec::new(), Vec::new());
+        let late = late(k);
         for v in operands(k).into_iter().flatten() {
             if last_use(v) == Some(k)
                 && let Some(i) = reg_of.iter().position(|(x, _)| *x == v)
             {
-                release.push(reg_of.remove(i).1);
+                let r = reg_of.remove(i).1;
+                if late.contains(&v) { release_after.push(r) } else { release.push(r) }
             }
         }
         let code_of = |s: Src| match s {
@@ -366,6 +398,7 @@ pub(super) fn compile_program(g: &Graph, members: &[usize]) -> Option<(EwProgram
         };
         free.extend(release);
         let dst = free.pop()?;
+        free.extend(release_after);
         match &forms[k] {
             EwNode::Binary(op) => {
                 let (a, b, imm) = match (srcs[0], srcs[1]) {
@@ -378,8 +411,16 @@ pub(super) fn compile_program(g: &Graph, members: &[usize]) -> Option<(EwProgram
             }
             EwNode::Chain(steps) => {
                 let mut a = code_of(srcs[0])?;
-                for &(op, imm) in steps {
-                    instrs.push(EwInstr { op, dst, a, b: ew_src::IMM, imm, _pad: 0 });
+                let mut read = srcs[1..].iter();
+                for &(op, operand) in steps {
+                    let (b, imm) = match operand {
+                        Operand::Imm(x) => (ew_src::IMM, x),
+                        Operand::Input(_) => match *read.next()? {
+                            Src::Imm(x) => (ew_src::IMM, x),
+                            s => (code_of(s)?, 0.0),
+                        },
+                    };
+                    instrs.push(EwInstr { op, dst, a, b, imm, _pad: 0 });
                     a = dst;
                 }
             }
@@ -424,7 +465,7 @@ pub(super) fn elementwise_programs(
         ew_node(&g, n).is_some()
             && n.outputs.len() == 1
             && n.output(0).is_some_and(f32_known)
-            && n.inputs.iter().all(|v| v.is_some_and(|v| infos[v.index()].dtype == DType::F32))
+            && n.inputs.iter().flatten().all(|v| infos[v.index()].dtype == DType::F32)
             && !epilogues.iter().any(|(e, ..)| e.index() == i)
     };
     let mut assigned = vec![false; g.nodes.len()];

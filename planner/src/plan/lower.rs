@@ -375,11 +375,16 @@ pub(super) fn node(
         Op::GlobalMaxPool => reduce::global_pool(reduce_node(id, label, &ins, out), values, true, o),
         Op::Attention(a) => super::attention_op::lower(g, id, a, values, o),
         _ if super::fuse::ew_node(g, n).is_some() => {
-            // An op only elementwise programs apply: a program of this one node.
-            let x = ins.first().copied().flatten().ok_or("missing input")?;
-            f32_only(values, &[x, out])?;
+            // An op only elementwise programs apply: a program of this one node (Clip's bounds,
+            // when not constants, are program inputs broadcast from their one element).
+            if ins.first().copied().flatten().is_none() {
+                return Err("missing input".into());
+            }
+            let mut all: Vec<ValueId> = ins.iter().flatten().copied().collect();
+            all.push(out);
+            f32_only(values, &all)?;
             let (program, inputs) = super::fuse::compile_program(g, &[id.index()])
-                .ok_or("the op's bounds must be scalar constants")?;
+                .ok_or("the node's operands do not fit an elementwise program")?;
             ew_program(id, label, &program, &inputs, out, values, o)
         }
         _ => Err("no GPU kernel for this operator yet".into()),
@@ -461,6 +466,18 @@ pub(super) fn program_params(
     if shapes.len() > EW_MAX_INPUTS || program.instrs.len() > EW_MAX_INSTRS {
         return Err("the elementwise program exceeds the kernel's inputs or instructions".into());
     }
+    // An input of higher rank than the output (a Clip bound of shape [1] on a scalar) broadcasts
+    // through its trailing dims when the extra leading ones are 1.
+    let shapes: Vec<&[usize]> = (shapes.iter())
+        .map(|s| {
+            let extra = s.len().saturating_sub(od.len());
+            if s[..extra].iter().all(|&d| d == 1) {
+                Ok(&s[extra..])
+            } else {
+                Err(format!("an input of shape {s:?} does not broadcast to {od:?}"))
+            }
+        })
+        .collect::<Result<_, _>>()?;
     let elems = od.iter().product::<usize>() as u64;
     let mut p = EwProgramParams {
         elems,

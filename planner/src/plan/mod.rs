@@ -14,6 +14,8 @@
 
 mod attention;
 mod attention_op;
+#[cfg(test)]
+mod clip_tests;
 mod conv;
 mod elementwise;
 mod epilogue;

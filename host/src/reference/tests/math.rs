@@ -174,6 +174,28 @@ fn clip_with_inputs_attributes_and_ints() {
 }
 
 #[test]
+fn clip_propagates_nan_and_gives_the_bound_on_ties_as_numpy() {
+    let x = t(&[5], vec![f32::NAN, -2.0, -0.0, 0.5, 3.0]);
+    let clip = |lo: f32, hi: f32| {
+        let (lo, hi) = (t(&[], vec![lo]), t(&[], vec![hi]));
+        let r = run_op(Op::Clip(op::Clip::default()), &[Some(&x), Some(&lo), Some(&hi)], 1).unwrap();
+        f32s(&r[0]).to_vec()
+    };
+    // Bit for bit (the sign of zero included), NaN matching NaN.
+    let same = |got: Vec<f32>, want: [f32; 5]| {
+        let ok = got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()));
+        assert!(ok, "got {got:?}, want {want:?}");
+    };
+    // np.clip(x, 0.0, 1.0): a NaN x stays NaN; -0.0 ties with the bound 0.0 and gives +0.0.
+    same(clip(0.0, 1.0), [f32::NAN, 0.0, 0.0, 0.5, 1.0]);
+    // min > max gives max (NaN stays NaN).
+    same(clip(2.0, 1.0), [f32::NAN, 1.0, 1.0, 1.0, 1.0]);
+    // A NaN bound makes every element NaN (np.clip, which the ONNX reference implementation runs).
+    same(clip(f32::NAN, 1.0), [f32::NAN; 5]);
+    same(clip(-1.0, f32::NAN), [f32::NAN; 5]);
+}
+
+#[test]
 fn cast_follows_onnx_rules() {
     let x = t(&[5], vec![-1.7f32, 2.5, 300.0, f32::NAN, 0.0]);
     let to = |dtype| run1(Op::Cast(op::Cast { to: dtype, saturate: true }), &[&x]).unwrap();
