@@ -56,6 +56,10 @@ enum Command {
         /// Write each output to DIR/<output name>.npy.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
+        /// A GPU session option as NAME=true|false (repeat for each), e.g.
+        /// `tensor_core_attention=false` (an unknown NAME lists the known ones).
+        #[arg(long = "set", value_name = "NAME=BOOL")]
+        options: Vec<String>,
     },
 }
 
@@ -66,8 +70,8 @@ fn main() -> ExitCode {
         Command::Inspect { model, memory, plan, binds } => {
             report(cli::inspect::run(&model, memory, plan, &binds))
         }
-        Command::Run { model, inputs, device, out, repeat } => {
-            report(cli::run::run(cli::run::RunArgs { model, inputs, device, out, repeat }))
+        Command::Run { model, inputs, device, out, repeat, options } => {
+            report(cli::run::run(cli::run::RunArgs { model, inputs, device, out, repeat, options }))
         }
     }
 }

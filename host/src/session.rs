@@ -59,6 +59,47 @@ pub struct SessionOptions {
     /// Run attention on the tensor cores where it fits (`attention_tc_f32`, 3xTF32 with f32
     /// accuracy; default on).
     pub tensor_core_attention: bool,
+    /// Fuse attention chains (`MatMul -> [elementwise] -> Softmax -> MatMul`) into one kernel
+    /// each (default on).
+    pub fuse_attention: bool,
+}
+
+impl SessionOptions {
+    /// The options' names, as [`SessionOptions::set`] takes them.
+    pub const NAMES: [&'static str; 11] = [
+        "cuda_graph",
+        "fuse_activations",
+        "fuse_elementwise",
+        "fuse_gemm_programs",
+        "stateful",
+        "tensor_core_gemm",
+        "fuse_layer_norm_gemm",
+        "pack_gemm_weights",
+        "programmatic_launch",
+        "tensor_core_attention",
+        "fuse_attention",
+    ];
+
+    /// Sets the option `name` (a field name, as in [`SessionOptions::NAMES`]) to `on`; an unknown
+    /// name is an error that lists the known ones.
+    pub fn set(&mut self, name: &str, on: bool) -> Result<(), String> {
+        let field = match name {
+            "cuda_graph" => &mut self.cuda_graph,
+            "fuse_activations" => &mut self.fuse_activations,
+            "fuse_elementwise" => &mut self.fuse_elementwise,
+            "fuse_gemm_programs" => &mut self.fuse_gemm_programs,
+            "stateful" => &mut self.stateful,
+            "tensor_core_gemm" => &mut self.tensor_core_gemm,
+            "fuse_layer_norm_gemm" => &mut self.fuse_layer_norm_gemm,
+            "pack_gemm_weights" => &mut self.pack_gemm_weights,
+            "programmatic_launch" => &mut self.programmatic_launch,
+            "tensor_core_attention" => &mut self.tensor_core_attention,
+            "fuse_attention" => &mut self.fuse_attention,
+            _ => return Err(format!("unknown session option `{name}` (known: {})", Self::NAMES.join(", "))),
+        };
+        *field = on;
+        Ok(())
+    }
 }
 
 impl Default for SessionOptions {
@@ -74,6 +115,7 @@ impl Default for SessionOptions {
             pack_gemm_weights: true,
             programmatic_launch: true,
             tensor_core_attention: true,
+            fuse_attention: true,
         }
     }
 }
@@ -278,6 +320,7 @@ impl<'c> Session<'c> {
             fuse_layer_norm_gemm: self.options.fuse_layer_norm_gemm,
             pack_gemm_weights: self.options.pack_gemm_weights,
             tensor_core_attention: self.options.tensor_core_attention,
+            fuse_attention: self.options.fuse_attention,
             cluster_mlp: self.ctx.flavour() == crate::PtxFlavour::Hopper,
             ..PlanOptions::default()
         };
@@ -599,5 +642,20 @@ mod tests {
     fn a_session_can_move_to_another_thread() {
         fn send<T: Send>() {}
         send::<super::Session<'static>>();
+    }
+
+    #[test]
+    fn every_named_option_is_a_distinct_field() {
+        use super::SessionOptions;
+        let mut seen = Vec::new();
+        for name in SessionOptions::NAMES {
+            let (mut on, mut off) = (SessionOptions::default(), SessionOptions::default());
+            on.set(name, true).unwrap();
+            off.set(name, false).unwrap();
+            assert_ne!(on, off, "{name}");
+            assert!(!seen.contains(&(on, off)), "{name} sets the same field as another name");
+            seen.push((on, off));
+        }
+        assert!(SessionOptions::default().set("no_such_option", true).unwrap_err().contains("known:"));
     }
 }

@@ -11,9 +11,10 @@
 //! four lanes of a row reduce with two shuffles), and accumulates `P V`: the score fragment of
 //! n tile `j` is, with keys `8j + 2t` and `8j + 2t + 1` as the step's two k indices of lane `t`,
 //! exactly the A fragment of k step `j`, so the probabilities never leave the registers. A
-//! group's V values (and the first program input) are loaded with its K rows, before the scores
-//! need them. At the end the warps' partial results meet in shared memory and every thread merges
-//! some outputs over the warps in warp order (deterministic).
+//! group's first program input is loaded with its K rows, before the scores need them; its V
+//! values are loaded after the score multiplies, before the program and the softmax run. At the
+//! end the warps' partial results meet in shared memory and every thread merges some outputs over
+//! the warps in warp order (deterministic).
 
 use crate::abi::{
     ATTN_TC_ROWS, ATTN_TC_THREADS, ATTN_TC_WARPS, AttentionParams, AttnView, GEMM_TC_KC, attention_tc_fits,
@@ -163,18 +164,6 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
         for (j, base) in ops.b_base.iter_mut().enumerate() {
             *base = at(&p.k, b, hk, (k0 + 8 * j as u32 + g).min(last_key) as u64, 0);
         }
-        // V at keys 8j + 2t + e (zero past kv_len: those keys weigh 0), columns 8n + g.
-        let mut vv = [[[0.0f32; 2]; DT]; NT];
-        unroll!(J in [0, 1, 2, 3] {
-            unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
-                unroll!(E in [0, 1] {
-                    if (8 * N as u32) < dv && key(J, E) < p.kv_len {
-                        // SAFETY: key below kv_len, column below dv: inside V's view.
-                        vv[J][N][E] = unsafe { *v.add(at(&p.v, b, hk, key(J, E) as u64, col(N)) as usize) };
-                    }
-                });
-            });
-        });
         // The program's first extra input at each score's (b, h, row, key).
         let mut x1s = [[0.0f32; 4]; NT];
         if n_in > 1 {
@@ -203,6 +192,20 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
             cur = next;
             r += 1;
         }
+        // V at keys 8j + 2t + e (zero past kv_len: those keys weigh 0), columns 8n + g: loaded
+        // after the score multiplies (fewer registers live across them); the program and the
+        // softmax run while the loads are in flight.
+        let mut vv = [[[0.0f32; 2]; DT]; NT];
+        unroll!(J in [0, 1, 2, 3] {
+            unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
+                unroll!(E in [0, 1] {
+                    if (8 * N as u32) < dv && key(J, E) < p.kv_len {
+                        // SAFETY: key below kv_len, column below dv: inside V's view.
+                        vv[J][N][E] = unsafe { *v.add(at(&p.v, b, hk, key(J, E) as u64, col(N)) as usize) };
+                    }
+                });
+            });
+        });
         // Scores through the program (one copy of the interpreter, in a rolled loop over the
         // lane's 16 scores, staged through a flat array); keys past kv_len score -inf.
         let (mut sf, mut xf) = ([0.0f32; 16], [0.0f32; 16]);

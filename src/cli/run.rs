@@ -31,6 +31,25 @@ pub struct RunArgs {
     pub out: Option<PathBuf>,
     /// Timed steady-state executions (GPU only; 0: none).
     pub repeat: usize,
+    /// `NAME=BOOL` session options.
+    pub options: Vec<String>,
+}
+
+/// The session options with each `NAME=BOOL` of `specs` applied.
+fn session_options(specs: &[String]) -> Result<host::SessionOptions> {
+    let mut o = host::SessionOptions::default();
+    for spec in specs {
+        let (name, value) = spec
+            .split_once('=')
+            .with_context(|| format!("--set {spec:?}: expected NAME=true or NAME=false"))?;
+        let on = match value {
+            "true" | "on" | "1" => true,
+            "false" | "off" | "0" => false,
+            _ => bail!("--set {spec:?}: the value is true or false"),
+        };
+        o.set(name, on).map_err(|e| anyhow::anyhow!("--set {spec:?}: {e}"))?;
+    }
+    Ok(o)
 }
 
 fn parse_input(spec: &str) -> Result<(String, HostTensor)> {
@@ -57,10 +76,11 @@ fn run_cuda(
     graph: planner::Graph,
     inputs: &[(String, HostTensor)],
     repeat: usize,
+    options: host::SessionOptions,
 ) -> Result<Vec<(String, HostTensor)>> {
     let ctx = host::Context::new(0)?;
     println!("gpu: {} ({} flavour)", ctx.info().name, ctx.flavour().name());
-    let mut session = host::Session::new(&ctx, graph, host::SessionOptions::default())?;
+    let mut session = host::Session::new(&ctx, graph, options)?;
     let outputs = session.run(inputs).map_err(|e| match e {
         host::HostError::Plan(p @ planner::PlanError::NoKernel { .. }) => {
             anyhow::anyhow!("{p}\n(run with --device cpu to use the CPU reference executor)")
@@ -138,6 +158,7 @@ fn run_cuda(
 
 /// Runs `ferrofuse run`.
 pub fn run(args: RunArgs) -> Result<()> {
+    let options = session_options(&args.options)?;
     let model = match &args.model {
         Some(path) => onnx::load_path(path).with_context(|| format!("loading {}", path.display()))?,
         None => {
@@ -184,7 +205,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             }
             host::reference::eval(&graph, &inputs)?
         }
-        Device::Cuda => run_cuda(graph, &inputs, args.repeat)?,
+        Device::Cuda => run_cuda(graph, &inputs, args.repeat, options)?,
     };
     let elapsed = start.elapsed();
     for (n, t) in &outputs {

@@ -123,3 +123,13 @@ fn data_dependent_ranks_are_explained() {
     let e = front_end_err(&bytes);
     assert!(e.contains("dyn_fill") && e.contains("run-time"), "{e}");
 }
+
+#[test]
+fn unknown_or_malformed_session_options_are_named() {
+    let e = crate::cli_fails(&["run", "--set", "tensor_core_attentoin=false"]);
+    assert!(e.contains("tensor_core_attentoin") && e.contains("known: cuda_graph"), "{e}");
+    let e = crate::cli_fails(&["run", "--set", "cuda_graph=maybe"]);
+    assert!(e.contains("true or false"), "{e}");
+    let e = crate::cli_fails(&["run", "--set", "cuda_graph"]);
+    assert!(e.contains("NAME=true"), "{e}");
+}
