@@ -583,11 +583,11 @@ impl<'c> Session<'c> {
                     })
                     .collect();
                 let shape = LaunchShape { grid: *grid, block: *block, shared_bytes: *shared_bytes };
+                let pdl = self.options.programmatic_launch;
                 // SAFETY: the step was lowered by `planner::plan` for this kernel's parameter
                 // list, from the bound shapes of its operands; every value address points into
                 // a buffer of at least the value's size (arena slots from the validated memory
                 // plan, inputs/outputs/weights allocated from the plan's sizes).
-                let pdl = self.options.programmatic_launch;
                 unsafe { self.ctx.launch_dependent(&self.stream, *kernel, shape, &kargs, pdl) }
                     .map_err(|e| step_error(i, step, e))
             }

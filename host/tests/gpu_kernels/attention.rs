@@ -31,22 +31,23 @@ fn reshape(g: &mut Graph, name: &str, x: ValueId, dims: &[usize]) -> ValueId {
 }
 
 /// Runs `g` on the GPU twice, with the default options (attention fused, on the tensor cores where
-/// `attention_tc_f32` takes it) and with attention on the CUDA cores (`attention_f32`), and on the
-/// reference; checks each plan has its attention launch and no `softmax_f32`, and the outputs agree.
-fn check(what: &str, g: Graph, inputs: Vec<(String, HostTensor)>) {
+/// the planner takes `attention_tc_f32`) and with attention on the CUDA cores (`attention_f32`),
+/// and on the reference; checks each plan has its attention launch and no `softmax_f32`, and the
+/// outputs agree. Returns whether the default plan ran on the tensor cores.
+fn check(what: &str, g: Graph, inputs: Vec<(String, HostTensor)>) -> bool {
     let want = host::reference::eval(&g, &inputs).unwrap_or_else(|e| panic!("{what}: reference: {e}"));
     let cores = SessionOptions { tensor_core_attention: false, ..SessionOptions::default() };
+    let mut tensor_cores = false;
     for (options, kernel) in [(SessionOptions::default(), "attention"), (cores, "attention_f32")] {
         let mut s = Session::new(ctx(), g.clone(), options).unwrap_or_else(|e| panic!("{what}: {e}"));
         let got = s.run(&inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
         let plan = s.last_plan().unwrap().to_string();
         assert!(plan.contains(kernel) && !plan.contains("softmax_f32"), "{what}: not fused:\n{plan}");
-        let what = format!(
-            "{what} ({})",
-            if plan.contains("attention_tc_f32") { "tensor cores" } else { "CUDA cores" }
-        );
-        compare(&what, &got, &want);
+        let tc = plan.contains("attention_tc_f32");
+        tensor_cores |= tc;
+        compare(&format!("{what} ({})", if tc { "tensor cores" } else { "CUDA cores" }), &got, &want);
     }
+    tensor_cores
 }
 
 /// `got` against `want`: NaNs in the same places, the tolerance of the module doc elsewhere.
@@ -129,7 +130,8 @@ fn long_sequences_loop_over_key_blocks() {
     for (n, h, d) in [(1030, 2, 64), (2049, 1, 32)] {
         let g = gpt2_layout(1, n, h, d, &causal(n));
         let x = rng.tensor(&[1, n, 3 * h * d], -1.0, 1.0);
-        check(&format!("long s={n} h={h} d={d}"), g, vec![("qkv".into(), x)]);
+        // 130 and 129 query tiles: on the tensor cores.
+        assert!(check(&format!("long s={n} h={h} d={d}"), g, vec![("qkv".into(), x)]));
     }
 }
 
@@ -147,6 +149,32 @@ fn fully_masked_rows_are_nan_like_the_unfused_softmax() {
     let g = gpt2_layout(1, n, 2, 8, &mask);
     let x = rng.tensor(&[1, n, 3 * 2 * 8], -1.0, 1.0);
     check("fully masked rows", g, vec![("qkv".into(), x)]);
+    // The same mask over 30 heads: 90 query tiles, on the tensor cores.
+    let g = gpt2_layout(1, n, 30, 8, &mask);
+    let x = rng.tensor(&[1, n, 3 * 30 * 8], -1.0, 1.0);
+    assert!(check("fully masked rows, 30 heads", g, vec![("qkv".into(), x)]));
+}
+
+/// Shapes whose 16-row query tiles fill at least half of a 132-SM H200 (the planner's condition
+/// for `attention_tc_f32`): ragged rows and keys, head sizes from 4 to 64 (not multiples of the
+/// 32-wide k round), a value head different from the key's, the ONNX causal flag and a key
+/// count below the query count. Each must run on the tensor cores and match the reference (and
+/// the CUDA-core kernel).
+#[test]
+fn attention_that_fills_the_device_runs_on_the_tensor_cores() {
+    let mut rng = Rng::new(0x7c0e);
+    for (b, n, h, d) in [(2, 5, 40, 4), (1, 31, 40, 16), (2, 33, 20, 64), (1, 100, 20, 32), (1, 129, 9, 40)] {
+        let g = gpt2_layout(b, n, h, d, &causal(n));
+        let x = rng.tensor(&[b, n, 3 * h * d], -1.0, 1.0);
+        assert!(check(&format!("tc gpt2 b={b} s={n} h={h} d={d}"), g, vec![("qkv".into(), x)]));
+    }
+    for (b, h, sq, skv, d, dv) in [(2, 24, 40, 40, 16, 16), (1, 40, 17, 5, 8, 24), (3, 12, 45, 45, 8, 40)] {
+        let a = planner::op::Attention { is_causal: b != 3, ..Default::default() };
+        let (g, inputs) =
+            onnx_attention(a, [&[b, h, sq, d], &[b, h, skv, d], &[b, h, skv, dv]], None, &mut rng);
+        let what = format!("tc onnx b={b} h={h} sq={sq} skv={skv} d={d} dv={dv}");
+        assert!(check(&what, g, inputs), "{what}: not on the tensor cores");
+    }
 }
 
 /// BERT's attention: separate `[B, S, H·D]` projections reshaped to heads, Q and V transposed to

@@ -69,7 +69,7 @@ fn check_model(name: &str, onnx_bytes: &[u8], feeds: Vec<(String, HostTensor)>) 
 fn gpt2_style_runs_on_the_gpu() {
     let feeds = vec![("input_ids".to_string(), npy(fixture!("gpt2.in.input_ids.npy")))];
     let plan = check_model("gpt2", fixture!("gpt2.onnx"), feeds);
-    assert_eq!(plan.matches("attention_tc_f32").count(), 2, "each attention is one fused launch:\n{plan}");
+    assert_eq!(plan.matches("attention_f32").count(), 2, "each attention is one fused launch:\n{plan}");
 }
 
 #[test]
@@ -80,7 +80,7 @@ fn bert_style_runs_on_the_gpu() {
         ("token_type_ids".to_string(), npy(fixture!("bert.in.token_type_ids.npy"))),
     ];
     let plan = check_model("bert", fixture!("bert.onnx"), feeds);
-    assert_eq!(plan.matches("attention_tc_f32").count(), 2, "each attention is one fused launch:\n{plan}");
+    assert_eq!(plan.matches("attention_f32").count(), 2, "each attention is one fused launch:\n{plan}");
 }
 
 #[test]

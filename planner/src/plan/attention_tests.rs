@@ -81,9 +81,12 @@ fn reshape_strides_split_and_merge_contiguous_groups_only() {
 fn a_gpt2_attention_is_one_launch_reading_the_qkv_projection_in_place() {
     let g = gpt2_attention(SMALL);
     let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
-    // Five query rows: more than one attention_f32 block takes, so on the tensor cores.
-    assert_eq!(kernels(&plan), [KernelId::AttentionTcF32], "{plan}");
-    let cores = PlanOptions { tensor_core_attention: false, ..PlanOptions::default() };
+    // Six 16-row tiles do not fill half of 132 SMs: on the CUDA cores; on a device of 12 or
+    // fewer SMs they do, and the tensor cores take it unless switched off.
+    assert_eq!(kernels(&plan), [KernelId::AttentionF32], "{plan}");
+    let small = PlanOptions { sm_count: 12, ..PlanOptions::default() };
+    assert_eq!(kernels(&compile(&g, &Binding::new(), &small).unwrap()), [KernelId::AttentionTcF32]);
+    let cores = PlanOptions { tensor_core_attention: false, ..small };
     assert_eq!(kernels(&compile(&g, &Binding::new(), &cores).unwrap()), [KernelId::AttentionF32]);
     // Nothing between the input and the output needs a buffer.
     assert_eq!(plan.memory.arena_bytes, 0, "{plan}");
@@ -149,14 +152,14 @@ fn a_bare_softmax_between_the_matmuls_fuses_without_a_program() {
     // Kᵀ [d, n] contiguous: K row j, column c is at c * n + j.
     assert_eq!(a.k.strides, [(h * d * n) as u64, (d * n) as u64, 1, n as u64]);
     let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
-    assert_eq!(kernels(&plan), [KernelId::AttentionTcF32]);
+    assert_eq!(kernels(&plan), [KernelId::AttentionF32]);
 }
 
 #[test]
-fn gpt2_small_launches_sixteen_query_rows_per_block_on_the_tensor_cores() {
+fn gpt2_small_attention_launches_on_the_cores_that_fill_the_device() {
     // Batch 1, 4 heads, seq 128, head 64.
     let shape = Shape { batch: 1, seq: 128, heads: 4, head: 64, ..SMALL };
-    let launch = |o: &PlanOptions| {
+    let launch_of = |shape: Shape, o: &PlanOptions| {
         let plan = compile(&gpt2_attention(shape), &Binding::new(), o).unwrap();
         plan.steps.iter().find_map(|s| match s {
             Step::Kernel { kernel, grid, block, shared_bytes, .. } => {
@@ -165,20 +168,24 @@ fn gpt2_small_launches_sixteen_query_rows_per_block_on_the_tensor_cores() {
             _ => None,
         })
     };
-    // 4 * 128 / 16 blocks of 4 warps, which split the keys; each warp's partial results of
-    // 64 + 3 for each of 16 rows (f32).
-    let tc = (KernelId::AttentionTcF32, [32, 1, 1], [ATTN_TC_THREADS, 1, 1], 4 * 4 * 16 * 67);
-    assert_eq!(launch(&PlanOptions::default()), Some(tc));
-    // On the CUDA cores: 4 * 128 / 2 blocks; 2 query rows of 64, then 4 warps' partial results of
-    // 64 + 3 for each row.
-    let cores = PlanOptions { tensor_core_attention: false, ..PlanOptions::default() };
+    let launch = |o: &PlanOptions| launch_of(shape, o);
+    // On the CUDA cores (32 tensor-core tiles would fill a quarter of 132 SMs): 4 * 128 / 2
+    // blocks; 2 query rows of 64, then 4 warps' partial results of 64 + 3 for each row.
     let cuda = (KernelId::AttentionF32, [256, 1, 1], [ATTN_THREADS, 1, 1], 4 * (2 * 64 + 4 * 2 * 67));
-    assert_eq!(launch(&cores), Some(cuda));
-    // Two query rows or a value head over 64: on the CUDA cores.
-    for shape in [Shape { seq: 2, ..shape }, Shape { head: 72, ..shape }] {
-        let plan = compile(&gpt2_attention(shape), &Binding::new(), &PlanOptions::default()).unwrap();
-        assert_eq!(kernels(&plan), [KernelId::AttentionF32], "{plan}");
-    }
+    assert_eq!(launch(&PlanOptions::default()), Some(cuda));
+    // On 64 SMs the tensor cores take it: 4 * 128 / 16 blocks of 4 warps, which split the keys;
+    // each warp's partial results of 64 + 3 for each of 16 rows (f32).
+    let tc = (KernelId::AttentionTcF32, [32, 1, 1], [ATTN_TC_THREADS, 1, 1], 4 * 4 * 16 * 67);
+    let half = PlanOptions { sm_count: 64, ..PlanOptions::default() };
+    assert_eq!(launch(&half), Some(tc));
+    assert_eq!(launch(&PlanOptions { tensor_core_attention: false, ..half }), Some(cuda));
+    // Sequence 512 fills 132 SMs with 128 tiles; a value head over 64 stays on the CUDA cores.
+    assert_eq!(
+        launch_of(Shape { seq: 512, ..shape }, &PlanOptions::default()).map(|l| l.1),
+        Some([128, 1, 1])
+    );
+    let wide = Shape { seq: 512, head: 72, ..shape };
+    assert_eq!(launch_of(wide, &PlanOptions::default()).map(|l| l.0), Some(KernelId::AttentionF32));
     // The largest value heads fit the default 48 KB; longer ones do not.
     assert!(attention_fits(256, 256) && attention_shared_bytes(256, 256) <= 48 * 1024);
     assert!(!attention_fits(64, 257) && attention_shared_bytes(64, 257) == 0);
