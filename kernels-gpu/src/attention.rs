@@ -31,8 +31,22 @@ const _: () = assert!(DV_REGS == (ATTN_MAX_DV / 32) as usize);
 
 /// Element offset of `(b, h, r, c)` in view `v`.
 #[inline(always)]
-fn at(v: &AttnView, b: u64, h: u64, r: u64, c: u64) -> u64 {
+pub(crate) fn at(v: &AttnView, b: u64, h: u64, r: u64, c: u64) -> u64 {
     v.offset + b * v.strides[0] + h * v.strides[1] + r * v.strides[2] + c * v.strides[3]
+}
+
+/// The (batch, head, key/value head) and first query row of this block, for blocks of `rows`
+/// query rows of one (batch, head) each (the attention kernels' grid); `None` for a block past
+/// them.
+#[inline(always)]
+pub(crate) fn block_rows(p: &AttentionParams, rows: u32) -> Option<(u64, u64, u64, u32)> {
+    let q_blocks = p.q_len.div_ceil(rows);
+    let bh = block_idx_x() / q_blocks;
+    if bh as u64 >= p.batch as u64 * p.heads as u64 {
+        return None;
+    }
+    let (b, h) = ((bh / p.heads) as u64, (bh % p.heads) as u64);
+    Some((b, h, h / p.kv_group as u64, (block_idx_x() % q_blocks) * rows))
 }
 
 /// Maximum of `x` over the warp, NaN ignored (as `f64::max` in the reference softmax): every lane
@@ -120,17 +134,10 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
     }
     let tid = thread_idx_x();
     let (warp, lane) = (tid / 32, lane_id());
-    let q_blocks = p.q_len.div_ceil(ATTN_ROWS);
-    let bh = block_idx_x() / q_blocks;
-    if bh as u64 >= p.batch as u64 * p.heads as u64 {
-        return;
-    }
-    let row0 = (block_idx_x() % q_blocks) * ATTN_ROWS;
+    let Some((b, h, hk, row0)) = block_rows(&p, ATTN_ROWS) else { return };
     // The block's rows (the last block may have fewer); rows past them score row `q_len - 1`
     // (valid addresses) and are never stored.
     let rows = (p.q_len - row0).min(ATTN_ROWS);
-    let (b, h) = ((bh / p.heads) as u64, (bh % p.heads) as u64);
-    let hk = h / p.kv_group as u64;
     let (dk, dv) = (p.dk, p.dv);
     let q_stride = dk.div_ceil(4) * 4;
     let merge_stride = dv + 3;

@@ -19,10 +19,11 @@
 use crate::abi::{
     ATTN_TC_ROWS, ATTN_TC_THREADS, ATTN_TC_WARPS, AttentionParams, AttnView, GEMM_TC_KC, attention_tc_fits,
 };
+use crate::attention::{at, block_rows};
 use crate::gemm_tc::{NT, Norm, Operands, load, multiply, split};
 use crate::intrinsics::{
-    block_dim_x, block_idx_x, dynamic_shared_ptr, fma_rn, lane_id, mma_m16n8k8_tf32_f32, shfl_xor_f32,
-    sync_threads, thread_idx_x,
+    block_dim_x, dynamic_shared_ptr, fma_rn, lane_id, mma_m16n8k8_tf32_f32, shfl_xor_f32, sync_threads,
+    thread_idx_x,
 };
 use crate::math;
 use crate::program::EwState;
@@ -41,12 +42,6 @@ macro_rules! unroll {
             $body
         })*
     }};
-}
-
-/// Element offset of `(b, h, r, c)` in view `v`.
-#[inline(always)]
-fn at(v: &AttnView, b: u64, h: u64, r: u64, c: u64) -> u64 {
-    v.offset + b * v.strides[0] + h * v.strides[1] + r * v.strides[2] + c * v.strides[3]
 }
 
 /// Whether a view's rows of `(b, h)` can be read as 16-byte vectors from `ptr`: unit column
@@ -123,14 +118,7 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
     let tid = thread_idx_x();
     let (warp, lane) = (tid / 32, lane_id());
     let (g, t) = (lane / 4, lane % 4);
-    let q_blocks = p.q_len.div_ceil(ATTN_TC_ROWS);
-    let bh = block_idx_x() / q_blocks;
-    if bh as u64 >= p.batch as u64 * p.heads as u64 {
-        return;
-    }
-    let row0 = (block_idx_x() % q_blocks) * ATTN_TC_ROWS;
-    let (b, h) = ((bh / p.heads) as u64, (bh % p.heads) as u64);
-    let hk = h / p.kv_group as u64;
+    let Some((b, h, hk, row0)) = block_rows(&p, ATTN_TC_ROWS) else { return };
     let (dk, dv) = (p.dk, p.dv);
     // The lane's query rows g and g + 8; rows past q_len read the last row (valid addresses) and
     // are never stored.

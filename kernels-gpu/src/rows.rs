@@ -277,6 +277,22 @@ pub unsafe extern "ptx-kernel" fn layer_norm_f32(
     y: *mut f32,
 ) {
     let inv_len = 1.0 / p.len as f32;
+    // The row's statistics (LayerNormalization's optional Mean and InvStdDev outputs), by the
+    // row's first thread: rows are `len` apart (`inner == 1`).
+    let statistics = |t: u64, base: u64, mean: f32, rstd: f32| {
+        if t == 0 {
+            let row = (base / p.len.max(1)) as usize;
+            // SAFETY: row < the row count, the length of both statistics outputs when non-null.
+            unsafe {
+                if !mean_out.is_null() {
+                    *mean_out.add(row) = mean;
+                }
+                if !rstd_out.is_null() {
+                    *rstd_out.add(row) = rstd;
+                }
+            }
+        }
+    };
     each_row(&p, |g, base| {
         let at = |j: u64| (base + j * p.inner) as usize;
         // Rows of at most LN_REGS elements per thread are read once into registers: one memory
@@ -310,18 +326,7 @@ pub unsafe extern "ptx-kernel" fn layer_norm_f32(
             }
             squares!(0 1 2 3 4 5 6 7);
             let rstd = 1.0 / math::sqrt(g.sum(q) * inv_len + p.epsilon);
-            if g.t == 0 {
-                let row = (base / p.len.max(1)) as usize;
-                // SAFETY: row < the row count, the length of both statistics outputs when non-null.
-                unsafe {
-                    if !mean_out.is_null() {
-                        *mean_out.add(row) = mean;
-                    }
-                    if !rstd_out.is_null() {
-                        *rstd_out.add(row) = rstd;
-                    }
-                }
-            }
+            statistics(g.t, base, mean, rstd);
             macro_rules! out {
                 ($($u:literal)*) => {$(
                     let j = g.t + $u * g.size;
@@ -355,20 +360,7 @@ pub unsafe extern "ptx-kernel" fn layer_norm_f32(
             j += g.size;
         }
         let rstd = 1.0 / math::sqrt(g.sum(q) * inv_len + p.epsilon);
-        if g.t == 0 {
-            // The row's statistics (LayerNormalization's optional Mean and InvStdDev outputs):
-            // rows are `len` apart (`inner == 1`).
-            let row = (base / p.len.max(1)) as usize;
-            // SAFETY: row < the row count, the length of both statistics outputs when non-null.
-            unsafe {
-                if !mean_out.is_null() {
-                    *mean_out.add(row) = mean;
-                }
-                if !rstd_out.is_null() {
-                    *rstd_out.add(row) = rstd;
-                }
-            }
-        }
+        statistics(g.t, base, mean, rstd);
         let mut j = g.t;
         while j < p.len {
             // SAFETY: j < len; scale and bias indices are below their lengths (`wrap`).

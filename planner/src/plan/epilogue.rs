@@ -113,12 +113,7 @@ pub(super) fn gemm_programs<T>(
         let i = &infos[v.index()];
         if i.dtype == DType::F32 { i.shape.as_known() } else { None }
     };
-    let values: Vec<PlannedValue> = g
-        .values
-        .iter()
-        .zip(infos)
-        .map(|(v, i)| PlannedValue { name: v.name.clone(), dtype: i.dtype, dims: i.shape.as_known() })
-        .collect();
+    let values = PlannedValue::of_graph(&g, infos);
     let no_perms = super::fuse::OperandPerms::new();
     let mut taken = vec![false; g.nodes.len()];
     let mut fusions: Vec<Fusion> = Vec::new();

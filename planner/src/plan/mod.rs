@@ -206,6 +206,15 @@ pub struct PlannedValue {
 }
 
 impl PlannedValue {
+    /// The planned values of `g` from its shape inference `infos` (one per value, in order).
+    pub(crate) fn of_graph(g: &Graph, infos: &[crate::TensorInfo]) -> Vec<PlannedValue> {
+        g.values
+            .iter()
+            .zip(infos)
+            .map(|(v, i)| PlannedValue { name: v.name.clone(), dtype: i.dtype, dims: i.shape.as_known() })
+            .collect()
+    }
+
     /// Bytes of the value, when its dims are known.
     pub fn bytes(&self) -> Option<u64> {
         let dims = self.dims.as_ref()?;
@@ -271,12 +280,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         (fused, epilogues, programs, attentions, gemm_programs, norm_gemm::NormGemms::new())
     };
     let infos = shape_infer::infer(&fused)?;
-    let mut values: Vec<PlannedValue> = fused
-        .values
-        .iter()
-        .zip(&infos)
-        .map(|(v, i)| PlannedValue { name: v.name.clone(), dtype: i.dtype, dims: i.shape.as_known() })
-        .collect();
+    let mut values = PlannedValue::of_graph(&fused, &infos);
     let (absorbed, operand_perms) = fuse::transposes(&fused, &infos);
     // Scratch buffers become values after the graph's (the memory plan numbers them the same way).
     let scratch: Vec<(NodeId, PlannedValue)> = (0..fused.nodes.len() as u32)

@@ -60,12 +60,7 @@ pub(super) fn fuse<T>(
     let mut folds: Vec<(usize, usize, usize, NormGemm)> = Vec::new();
     if o.tensor_core_gemm && o.pack_gemm_weights {
         let readers = super::fuse::reader_counts(&g);
-        let values: Vec<PlannedValue> = g
-            .values
-            .iter()
-            .zip(infos)
-            .map(|(v, i)| PlannedValue { name: v.name.clone(), dtype: i.dtype, dims: i.shape.as_known() })
-            .collect();
+        let values = PlannedValue::of_graph(&g, infos);
         let mut taken = vec![false; g.nodes.len()];
         for (li, ln) in g.nodes.iter().enumerate() {
             let Some((first, gi, fold)) = fold_of(&g, infos, &values, &readers, &gemm_programs, ln, o) else {
