@@ -94,23 +94,17 @@ where
     I: Copy + TryFrom<u64> + core::ops::Rem<Output = I> + core::ops::Div<Output = I>,
     I: core::ops::Mul<Output = I> + core::ops::Add<Output = I> + Default,
 {
-    let first = MAX_RANK - p.rank as usize;
-    let (mut rem, mut oa, mut ob) = (i, I::default(), I::default());
+    let (mut oa, mut ob) = (I::default(), I::default());
     let cast = |v: u64| I::try_from(v).unwrap_or_default();
-    let mut d = MAX_RANK;
-    // Constant trip count with an early exit keeps the parameter arrays indexed by constants
-    // (no copy of the struct to local memory).
-    while d > 0 {
-        d -= 1;
-        if d < first {
-            break;
-        }
-        let dim = cast(p.out_shape[d]);
-        let idx = rem % dim;
-        rem = rem / dim;
-        oa = oa + idx * cast(p.a_strides[d]);
-        ob = ob + idx * cast(p.b_strides[d]);
-    }
+    crate::movement::unravel(
+        i,
+        p.rank,
+        |d| cast(p.out_shape[d]),
+        |d, idx| {
+            oa = oa + idx * cast(p.a_strides[d]);
+            ob = ob + idx * cast(p.b_strides[d]);
+        },
+    );
     (oa, ob)
 }
 

@@ -10,7 +10,7 @@
 use crate::abi::{ElementsParams, MAX_RANK, TriluParams, scatter_reduction};
 use crate::intrinsics::{atomic_add_f32, atomic_cas_u32, global_thread_x, grid_threads_x};
 use crate::math;
-use crate::movement::at;
+use crate::movement::{at, unravel};
 
 /// Index `i` of an i32 (`bytes == 4`) or i64 index tensor, widened.
 ///
@@ -40,19 +40,16 @@ unsafe fn element_offset(p: &ElementsParams, idx: *const u8, i: u64) -> Option<u
     if a < 0 || a as u64 >= p.axis_len {
         return None;
     }
-    let first = MAX_RANK - p.rank as usize;
-    let (mut rem, mut off) = (i, 0u64);
-    let mut d = MAX_RANK;
-    while d > 0 {
-        d -= 1;
-        if d < first {
-            break;
-        }
-        let dim = at(&p.shape, d);
-        let k = if d == p.axis as usize { a as u64 } else { rem % dim };
-        rem /= dim;
-        off += k * at(&p.data_strides, d);
-    }
+    let mut off = 0u64;
+    unravel(
+        i,
+        p.rank,
+        |d| at(&p.shape, d),
+        |d, c| {
+            let k = if d == p.axis as usize { a as u64 } else { c };
+            off += k * at(&p.data_strides, d);
+        },
+    );
     Some(off)
 }
 

@@ -9,6 +9,7 @@ use crate::abi::{CastParams, CompareParams, MAX_RANK, OneHotParams, WhereParams,
 use crate::elementwise::broadcast_offsets;
 use crate::intrinsics::{global_thread_x, grid_threads_x};
 use crate::math;
+use crate::movement::unravel;
 
 /// An element type as read: widened to f64 (floats) or i64 (integers, bools).
 #[derive(Clone, Copy)]
@@ -311,21 +312,17 @@ fn where_offsets(p: &WhereParams, i: u64) -> (u64, u64, u64) {
     if p.rank == 0 {
         return (i, i, i);
     }
-    let first = MAX_RANK - p.rank as usize;
-    let (mut rem, mut oc, mut oa, mut ob) = (i, 0u64, 0u64, 0u64);
-    let mut d = MAX_RANK;
-    while d > 0 {
-        d -= 1;
-        if d < first {
-            break;
-        }
-        let dim = p.out_shape[d];
-        let idx = rem % dim;
-        rem /= dim;
-        oc += idx * p.c_strides[d];
-        oa += idx * p.a_strides[d];
-        ob += idx * p.b_strides[d];
-    }
+    let (mut oc, mut oa, mut ob) = (0u64, 0u64, 0u64);
+    unravel(
+        i,
+        p.rank,
+        |d| p.out_shape[d],
+        |d, idx| {
+            oc += idx * p.c_strides[d];
+            oa += idx * p.a_strides[d];
+            ob += idx * p.b_strides[d];
+        },
+    );
     (oc, oa, ob)
 }
 

@@ -37,18 +37,8 @@ impl Index for u64 {}
 /// Input element offset of output index `i` (see [`TransposeParams`]).
 #[inline(always)]
 fn transpose_offset<I: Index>(p: &TransposeParams, i: I) -> I {
-    let first = MAX_RANK - p.rank as usize;
-    let (mut rem, mut off) = (i, I::default());
-    let mut d = MAX_RANK;
-    while d > 0 {
-        d -= 1;
-        if d < first {
-            break;
-        }
-        let dim = I::cast(p.out_shape[d]);
-        off = off + (rem % dim) * I::cast(p.in_strides[d]);
-        rem = rem / dim;
-    }
+    let mut off = I::default();
+    unravel(i, p.rank, |d| I::cast(p.out_shape[d]), |d, c| off = off + c * I::cast(p.in_strides[d]));
     off
 }
 
@@ -214,20 +204,17 @@ pub unsafe extern "ptx-kernel" fn gather_b1(p: GatherParams, x: *const u8, idx: 
 /// arithmetic (u32 when `elems` fits).
 #[inline(always)]
 fn copy_offsets<I: Index>(p: &StridedCopyParams, i: I) -> (i64, i64) {
-    let first = MAX_RANK - p.rank as usize;
-    let (mut rem, mut xo, mut yo) = (i, p.x_offset, p.y_offset);
-    let mut d = MAX_RANK;
-    while d > 0 {
-        d -= 1;
-        if d < first {
-            break;
-        }
-        let dim = I::cast(p.shape[d]);
-        let k: u64 = (rem % dim).into();
-        rem = rem / dim;
-        xo += k as i64 * p.x_strides[d];
-        yo += k as i64 * p.y_strides[d];
-    }
+    let (mut xo, mut yo) = (p.x_offset, p.y_offset);
+    unravel(
+        i,
+        p.rank,
+        |d| I::cast(p.shape[d]),
+        |d, c| {
+            let k: u64 = c.into();
+            xo += k as i64 * p.x_strides[d];
+            yo += k as i64 * p.y_strides[d];
+        },
+    );
     (xo, yo)
 }
 
@@ -282,6 +269,29 @@ strided_copy_kernel!(strided_copy_b2, u16, "2");
 strided_copy_kernel!(strided_copy_b4, u32, "4");
 strided_copy_kernel!(strided_copy_b8, u64, "8");
 
+/// Unravels index `i` over the `rank` right-aligned dims of a shape (`dim(d)` the extent of dim
+/// `d`, row-major): `f(d, c)` gets each dim `d` from the last to the first with the coordinate `c`
+/// of `i` along it. The loop has a constant trip count with an early exit, so parameter arrays
+/// indexed by `d` stay indexed by constants (no copy of a parameter struct to local memory).
+#[inline(always)]
+pub(crate) fn unravel<I>(i: I, rank: u32, dim: impl Fn(usize) -> I, mut f: impl FnMut(usize, I))
+where
+    I: Copy + core::ops::Rem<Output = I> + core::ops::Div<Output = I>,
+{
+    let first = MAX_RANK - rank as usize;
+    let mut rem = i;
+    let mut d = MAX_RANK;
+    while d > 0 {
+        d -= 1;
+        if d < first {
+            break;
+        }
+        let n = dim(d);
+        f(d, rem % n);
+        rem = rem / n;
+    }
+}
+
 /// `a[d]` through a match on `d`: every array access has a constant index, so a parameter array is
 /// never copied to local memory even where the loop over `d` is not unrolled.
 #[inline(always)]
@@ -329,6 +339,8 @@ fn pad_source(mode: u32, c: i64, lo: i64, hi: i64) -> Option<i64> {
 /// The `pad_b*` contract for elements of type `T`.
 #[inline(always)]
 unsafe fn pad<T: Copy>(p: &PadParams, x: *const T, y: *mut T, value: T) {
+    // (The loop is written out, not `unravel`: through its closure LLVM kept the pads in local
+    // memory.)
     let first = MAX_RANK - p.rank as usize;
     let (mut i, stride) = (global_thread_x(), grid_threads_x());
     while i < p.elems {

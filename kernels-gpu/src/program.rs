@@ -6,6 +6,7 @@
 use crate::abi::{EW_MAX_INSTRS, EwInstr, EwProgramParams, MAX_RANK};
 use crate::intrinsics::{global_thread_x, grid_threads_x};
 use crate::math;
+use crate::movement::{at, unravel};
 
 /// `a op b` for the arithmetic codes (`0..=3`: add, sub, mul, div), as `math::ew_op` computes them.
 #[inline(always)]
@@ -153,22 +154,18 @@ fn ew_offsets(p: &EwProgramParams, i: u64) -> [u64; 4] {
     if p.rank == 0 {
         return [i; 4];
     }
-    let first = MAX_RANK - p.rank as usize;
-    let (mut rem, mut o) = (i, [0u64; 4]);
-    let mut d = MAX_RANK;
-    while d > 0 {
-        d -= 1;
-        if d < first {
-            break;
-        }
-        let dim = crate::movement::at(&p.out_shape, d);
-        let idx = rem % dim;
-        rem /= dim;
-        o[0] += idx * crate::movement::at(&p.strides[0], d);
-        o[1] += idx * crate::movement::at(&p.strides[1], d);
-        o[2] += idx * crate::movement::at(&p.strides[2], d);
-        o[3] += idx * crate::movement::at(&p.strides[3], d);
-    }
+    let mut o = [0u64; 4];
+    unravel(
+        i,
+        p.rank,
+        |d| at(&p.out_shape, d),
+        |d, idx| {
+            o[0] += idx * at(&p.strides[0], d);
+            o[1] += idx * at(&p.strides[1], d);
+            o[2] += idx * at(&p.strides[2], d);
+            o[3] += idx * at(&p.strides[3], d);
+        },
+    );
     o
 }
 

@@ -14,24 +14,15 @@
 use crate::abi::{MAX_RANK, ReduceOp, ReduceParams};
 use crate::group::{Group, each_item};
 use crate::math;
+use crate::movement::unravel;
 
 /// Offset of index `i` unravelled over the `rank` right-aligned dims of `shape` with `strides`.
 /// The loop has a constant trip count with an early exit, so the arrays stay constant-indexed.
 #[inline(always)]
 fn offset(i: u64, rank: u32, shape: &[u64; MAX_RANK], strides: &[u64; MAX_RANK]) -> u64 {
-    let first = MAX_RANK - rank as usize;
-    let (mut rem, mut off) = (i, 0);
-    let mut d = MAX_RANK;
-    while d > 0 {
-        d -= 1;
-        if d < first {
-            break;
-        }
-        // Dims are >= 1 (the host drops empty dims when it launches over them).
-        let n = shape[d].max(1);
-        off += (rem % n) * strides[d];
-        rem /= n;
-    }
+    let mut off = 0;
+    // Dims are >= 1 (the host drops empty dims when it launches over them).
+    unravel(i, rank, |d| shape[d].max(1), |d, c| off += c * strides[d]);
     off
 }
 

@@ -11,7 +11,7 @@
 
 use crate::abi::{MAX_RANK, RESIZE_MAX_AXES, ResizeAxis, ResizeParams, resize_ctm, resize_nearest};
 use crate::intrinsics::{floor_f64, global_thread_x, grid_threads_x};
-use crate::movement::at;
+use crate::movement::{at, unravel};
 
 /// Input coordinate of output coordinate `x` on axis `a`, or `None` when `tf_crop_and_resize`
 /// lands outside the input (the reference's `source_coord`, term for term).
@@ -155,18 +155,8 @@ impl Filter {
 /// Input offset of the copied axes of element `i`.
 #[inline(always)]
 fn copy_base(p: &ResizeParams, i: u64) -> u64 {
-    let first = MAX_RANK - p.rank as usize;
-    let (mut rem, mut off) = (i, 0u64);
-    let mut d = MAX_RANK;
-    while d > 0 {
-        d -= 1;
-        if d < first {
-            break;
-        }
-        let dim = at(&p.out_shape, d);
-        off += (rem % dim) * at(&p.copy_strides, d);
-        rem /= dim;
-    }
+    let mut off = 0u64;
+    unravel(i, p.rank, |d| at(&p.out_shape, d), |d, c| off += c * at(&p.copy_strides, d));
     off
 }
 
