@@ -64,40 +64,38 @@ pub struct SessionOptions {
     pub fuse_attention: bool,
 }
 
+/// A switch of [`SessionOptions`] by name, for [`SessionOptions::set`].
+type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
+
 impl SessionOptions {
-    /// The options' names, as [`SessionOptions::set`] takes them.
-    pub const NAMES: [&'static str; 11] = [
-        "cuda_graph",
-        "fuse_activations",
-        "fuse_elementwise",
-        "fuse_gemm_programs",
-        "stateful",
-        "tensor_core_gemm",
-        "fuse_layer_norm_gemm",
-        "pack_gemm_weights",
-        "programmatic_launch",
-        "tensor_core_attention",
-        "fuse_attention",
+    /// Every option, by its field name.
+    const SWITCHES: [Switch; 11] = [
+        ("cuda_graph", |o| &mut o.cuda_graph),
+        ("fuse_activations", |o| &mut o.fuse_activations),
+        ("fuse_elementwise", |o| &mut o.fuse_elementwise),
+        ("fuse_gemm_programs", |o| &mut o.fuse_gemm_programs),
+        ("stateful", |o| &mut o.stateful),
+        ("tensor_core_gemm", |o| &mut o.tensor_core_gemm),
+        ("fuse_layer_norm_gemm", |o| &mut o.fuse_layer_norm_gemm),
+        ("pack_gemm_weights", |o| &mut o.pack_gemm_weights),
+        ("programmatic_launch", |o| &mut o.programmatic_launch),
+        ("tensor_core_attention", |o| &mut o.tensor_core_attention),
+        ("fuse_attention", |o| &mut o.fuse_attention),
     ];
 
-    /// Sets the option `name` (a field name, as in [`SessionOptions::NAMES`]) to `on`; an unknown
+    /// The options' names (their field names), as [`SessionOptions::set`] takes them.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        Self::SWITCHES.iter().map(|(name, _)| *name)
+    }
+
+    /// Sets the option `name` (a field name, as in [`SessionOptions::names`]) to `on`; an unknown
     /// name is an error that lists the known ones.
     pub fn set(&mut self, name: &str, on: bool) -> Result<(), String> {
-        let field = match name {
-            "cuda_graph" => &mut self.cuda_graph,
-            "fuse_activations" => &mut self.fuse_activations,
-            "fuse_elementwise" => &mut self.fuse_elementwise,
-            "fuse_gemm_programs" => &mut self.fuse_gemm_programs,
-            "stateful" => &mut self.stateful,
-            "tensor_core_gemm" => &mut self.tensor_core_gemm,
-            "fuse_layer_norm_gemm" => &mut self.fuse_layer_norm_gemm,
-            "pack_gemm_weights" => &mut self.pack_gemm_weights,
-            "programmatic_launch" => &mut self.programmatic_launch,
-            "tensor_core_attention" => &mut self.tensor_core_attention,
-            "fuse_attention" => &mut self.fuse_attention,
-            _ => return Err(format!("unknown session option `{name}` (known: {})", Self::NAMES.join(", "))),
+        let Some((_, field)) = Self::SWITCHES.iter().find(|(n, _)| *n == name) else {
+            let known: Vec<&str> = Self::names().collect();
+            return Err(format!("unknown session option `{name}` (known: {})", known.join(", ")));
         };
-        *field = on;
+        *field(self) = on;
         Ok(())
     }
 }
@@ -648,7 +646,7 @@ mod tests {
     fn every_named_option_is_a_distinct_field() {
         use super::SessionOptions;
         let mut seen = Vec::new();
-        for name in SessionOptions::NAMES {
+        for name in SessionOptions::names() {
             let (mut on, mut off) = (SessionOptions::default(), SessionOptions::default());
             on.set(name, true).unwrap();
             off.set(name, false).unwrap();

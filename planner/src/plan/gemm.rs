@@ -350,37 +350,31 @@ pub(super) fn gemm_steps(
         let kernel = if program.is_some() { KernelId::GemvProgramF32 } else { KernelId::GemvF32 };
         return vec![launch(label, kernel, grid, [GEMV_WARPS * 32, 1, 1], GEMM_SHARED_BYTES, args)];
     }
-    if let (Some((grid, warps)), Some(nm), Some(pb), None) = (tensor_core(&p, o), norm, packed_b, &program) {
-        let np = GemmNormParams { epsilon: nm.epsilon, _pad: 0 };
-        let args = vec![
-            Arg::Params(bytes_of(&p)),
-            Arg::Params(bytes_of(&np)),
-            Arg::Value(a),
-            Arg::Value(pb),
-            c_arg.clone(),
-            Arg::Value(nm.scale),
-            nm.bias.map_or(Arg::Null, Arg::Value),
-            Arg::Value(out),
-        ];
-        let label = format!("LayerNorm+{label}");
-        let block = [32 * warps, 1, 1];
-        return vec![launch(
-            label,
-            KernelId::GemmTcPackedNormF32,
-            grid,
-            block,
-            GEMM_TC_NORM_SHARED_BYTES,
-            args,
-        )];
-    }
     if let Some((grid, warps)) = tensor_core(&p, o) {
+        let block = [32 * warps, 1, 1];
+        if let (Some(nm), Some(pb), None) = (norm, packed_b, &program) {
+            let np = GemmNormParams { epsilon: nm.epsilon, _pad: 0 };
+            let args = vec![
+                Arg::Params(bytes_of(&p)),
+                Arg::Params(bytes_of(&np)),
+                Arg::Value(a),
+                Arg::Value(pb),
+                c_arg.clone(),
+                Arg::Value(nm.scale),
+                nm.bias.map_or(Arg::Null, Arg::Value),
+                Arg::Value(out),
+            ];
+            let label = format!("LayerNorm+{label}");
+            let kernel = KernelId::GemmTcPackedNormF32;
+            return vec![launch(label, kernel, grid, block, GEMM_TC_NORM_SHARED_BYTES, args)];
+        }
         let (kernel, args) = match (packed_b, program.is_some()) {
             (Some(pb), false) => (KernelId::GemmTcPackedF32, operands_with(&p, pb)),
             (Some(pb), true) => (KernelId::GemmTcPackedProgramF32, operands_with(&p, pb)),
             (None, false) => (KernelId::GemmTcF32, operands(&p)),
             (None, true) => (KernelId::GemmTcProgramF32, operands(&p)),
         };
-        return vec![launch(label, kernel, grid, [32 * warps, 1, 1], GEMM_TC_SHARED_BYTES, args)];
+        return vec![launch(label, kernel, grid, block, GEMM_TC_SHARED_BYTES, args)];
     }
     let tiles = [p.n.div_ceil(GEMM_TILE).max(1), p.m.div_ceil(GEMM_TILE), p.batch];
     let block = [GEMM_THREADS, GEMM_THREADS, 1];
