@@ -317,34 +317,30 @@ pub(super) fn ew_node(g: &Graph, node: &crate::graph::Node) -> Option<EwNode> {
 pub(super) fn compile_program(g: &Graph, members: &[usize]) -> Option<(EwProgram, Vec<ValueId>)> {
     use kernels_gpu::abi::{EW_MAX_INPUTS, EW_MAX_INSTRS, EW_REGS, EwInstr, ew_src};
     let forms: Vec<EwNode> = members.iter().map(|&m| ew_node(g, &g.nodes[m])).collect::<Option<_>>()?;
+    // The inputs a chain member's steps from step `from` on read at run time, in step order.
+    let step_inputs = |k: usize, from: usize| -> Vec<Option<ValueId>> {
+        let (EwNode::Chain(steps), ins) = (&forms[k], &g.nodes[members[k]].inputs) else {
+            return Vec::new();
+        };
+        (steps.iter().skip(from))
+            .filter_map(|(_, o)| match o {
+                Operand::Input(i) => Some(ins.get(*i).copied().flatten()),
+                Operand::Imm(_) => None,
+            })
+            .collect()
+    };
     // The operands a member reads as values: a chain reads input 0, then the inputs its steps
     // read at run time in step order (its constant inputs are folded into its immediates).
     let operands = |k: usize| -> Vec<Option<ValueId>> {
         let ins = &g.nodes[members[k]].inputs;
         match &forms[k] {
             EwNode::Binary(_) => ins.iter().take(2).copied().collect(),
-            EwNode::Chain(steps) => {
-                let read = steps.iter().filter_map(|(_, o)| match o {
-                    Operand::Input(i) => Some(ins.get(*i).copied().flatten()),
-                    Operand::Imm(_) => None,
-                });
-                ins.iter().take(1).copied().chain(read).collect()
-            }
+            EwNode::Chain(_) => ins.iter().take(1).copied().chain(step_inputs(k, 0)).collect(),
         }
     };
     // The values a member reads after its first instruction has written its result register
     // (a chain's run-time operands of steps after the first): that register must not be theirs.
-    let late = |k: usize| -> Vec<ValueId> {
-        let (EwNode::Chain(steps), ins) = (&forms[k], &g.nodes[members[k]].inputs) else {
-            return Vec::new();
-        };
-        (steps.iter().skip(1))
-            .filter_map(|(_, o)| match o {
-                Operand::Input(i) => ins.get(*i).copied().flatten(),
-                Operand::Imm(_) => None,
-            })
-            .collect()
-    };
+    let late = |k: usize| -> Vec<ValueId> { step_inputs(k, 1).into_iter().flatten().collect() };
     let internal: Vec<ValueId> = members.iter().filter_map(|&m| g.nodes[m].output(0)).collect();
     let last_use = |v: ValueId| (0..members.len()).rev().find(|&k| operands(k).contains(&Some(v)));
     let mut inputs: Vec<ValueId> = Vec::new();

@@ -220,36 +220,27 @@ pub(super) fn node(
             let extras: Vec<ValueId> = ins.iter().skip(3).flatten().copied().collect();
             let base = if f.gemm.is_some() { "Gemm" } else { "MatMul" };
             // A spelled-out activation runs as the built-in one.
-            if let (None, true, Some(found)) =
+            let (label, epi) = if let (None, true, Some(found)) =
                 (act, extras.is_empty(), super::epilogue::as_activation(&fused.program))
             {
-                let epi = Epilogue { act: Some((found, 0.0)), program: None, norm: fusion.norm };
-                return Ok(gemm_steps(
-                    id,
-                    base.to_string(),
-                    p,
-                    (a, b, c),
-                    out,
-                    epi,
-                    scratch.first().copied(),
-                    o,
-                ));
-            }
-            let od = dims(values, out)?.0;
-            let mut shapes = vec![od];
-            for &x in &extras {
-                shapes.push(dims(values, x)?.0);
-            }
-            let params =
-                super::gemm::gemm_aligned(program_params(&fused.program, &shapes, od)?, p.batch, p.m, p.n);
-            let label = match act {
-                Some((a, _)) => format!("{base}+{a:?}+{}", fused.label),
-                None => format!("{base}+{}", fused.label),
+                (base.to_string(), Epilogue { act: Some((found, 0.0)), program: None, norm: fusion.norm })
+            } else {
+                if fusion.norm.is_some() {
+                    return Err("a LayerNormalization folded into a GEMM with an epilogue program".into());
+                }
+                let od = dims(values, out)?.0;
+                let mut shapes = vec![od];
+                for &x in &extras {
+                    shapes.push(dims(values, x)?.0);
+                }
+                let params = program_params(&fused.program, &shapes, od)?;
+                let params = super::gemm::gemm_aligned(params, p.batch, p.m, p.n);
+                let label = match act {
+                    Some((a, _)) => format!("{base}+{a:?}+{}", fused.label),
+                    None => format!("{base}+{}", fused.label),
+                };
+                (label, Epilogue { act, program: Some((params, extras)), norm: None })
             };
-            if fusion.norm.is_some() {
-                return Err("a LayerNormalization folded into a GEMM with an epilogue program".into());
-            }
-            let epi = Epilogue { act, program: Some((params, extras)), norm: None };
             Ok(gemm_steps(id, label, p, (a, b, c), out, epi, scratch.first().copied(), o))
         }
         Op::Identity

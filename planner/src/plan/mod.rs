@@ -101,8 +101,8 @@ pub struct PlanOptions {
     /// GEMM (it normalizes A's rows as it loads them).
     pub fuse_layer_norm_gemm: bool,
     /// Run attention on the tensor cores (`attention_tc_f32`, 16-row query tiles, 3xTF32 with f32
-    /// accuracy) where the value head fits it and there are more query rows than
-    /// `attention_f32`'s block takes.
+    /// accuracy) where the value head fits it, the score program is arithmetic only and the tiles
+    /// fill at least half the device (`attention::tensor_core_attention`).
     pub tensor_core_attention: bool,
 }
 
