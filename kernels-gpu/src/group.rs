@@ -37,13 +37,19 @@ impl Lane for (f32, u32) {
     }
 }
 
+impl Lane for u64 {
+    #[inline(always)]
+    fn shfl_xor(self, mask: u32) -> Self {
+        let lo = shfl_xor_u32(self as u32, mask) as u64;
+        let hi = shfl_xor_u32((self >> 32) as u32, mask) as u64;
+        hi << 32 | lo
+    }
+}
+
 impl Lane for f64 {
     #[inline(always)]
     fn shfl_xor(self, mask: u32) -> Self {
-        let bits = self.to_bits();
-        let lo = shfl_xor_u32(bits as u32, mask) as u64;
-        let hi = shfl_xor_u32((bits >> 32) as u32, mask) as u64;
-        f64::from_bits(hi << 32 | lo)
+        f64::from_bits(self.to_bits().shfl_xor(mask))
     }
 }
 

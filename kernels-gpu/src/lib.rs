@@ -58,6 +58,8 @@ mod resize;
 #[cfg(target_arch = "nvptx64")]
 mod rows;
 #[cfg(target_arch = "nvptx64")]
+mod select;
+#[cfg(target_arch = "nvptx64")]
 mod sequence;
 
 /// A panic on the device cannot unwind or print: it traps, which aborts the launch and surfaces on

@@ -20,6 +20,7 @@ pub mod memory;
 pub mod op;
 pub mod plan;
 pub mod shape_infer;
+pub mod stage;
 pub mod tensor_info;
 pub mod validate;
 

@@ -41,6 +41,7 @@ mod recurrent;
 mod reduce;
 mod resize;
 mod rows;
+mod select;
 mod sequence;
 
 pub use attention::*;
@@ -57,6 +58,7 @@ pub use recurrent::*;
 pub use reduce::*;
 pub use resize::*;
 pub use rows::*;
+pub use select::*;
 pub use sequence::*;
 
 /// Declares [`KernelId`]: one line per kernel, its variant and its PTX `.entry` name.
@@ -277,6 +279,11 @@ kernel_ids! {
     AttentionF32 => "attention_f32",
     /// `attention_tc::attention_tc_f32`: `attention_f32` on the tensor cores (16-row query tiles)
     AttentionTcF32 => "attention_tc_f32",
+    // select
+    /// `select::non_zero_count`: ONNX NonZero, the non-zero elements of each block's chunk
+    NonZeroCount => "non_zero_count",
+    /// `select::non_zero_write`: ONNX NonZero, the coordinates of the non-zero elements
+    NonZeroWrite => "non_zero_write",
     // indexing
     /// `indexing::gather_elements_b1`: ONNX GatherElements of 1-byte elements
     GatherElementsB1 => "gather_elements_b1",
@@ -380,5 +387,6 @@ mod tests {
         assert_eq!(core::mem::size_of::<TriluParams>(), 3 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<LossParams>(), 4 * 8 + 4 * 4);
         assert_eq!(core::mem::size_of::<OneHotParams>(), 3 * 8 + 2 * 4);
+        assert_eq!(core::mem::size_of::<NonZeroParams>(), 4 * 8 + 2 * 4 + 8 * MAX_RANK);
     }
 }

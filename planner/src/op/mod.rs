@@ -397,6 +397,13 @@ impl Op {
         }
     }
 
+    /// Whether the op's output sizes depend on its input values, not only on their shapes
+    /// (NonZero, Compress, Unique, NonMaxSuppression). A size a model declares for such an output
+    /// holds for one example input at most, so shape inference does not take it.
+    pub fn data_dependent_shape(&self) -> bool {
+        matches!(self, Op::NonZero | Op::Compress(_) | Op::Unique(_) | Op::NonMaxSuppression(_))
+    }
+
     /// Nested graphs of control-flow operators (empty for every other op).
     pub fn subgraphs(&self) -> Vec<&Graph> {
         match self {

@@ -245,6 +245,9 @@ pub(super) fn gemm_aligned(e: EwProgramParams, batch: u32, m: u32, n: u32) -> Ew
     let (mut d, mut used) = (0usize, 1u64);
     let mut axes = [[0u64; EW_MAX_INPUTS]; 3];
     for (slot, extent) in [(2, n as u64), (1, m as u64), (0, batch as u64)] {
+        if extent == 0 {
+            return e; // an empty result: nothing to address
+        }
         if extent == 1 {
             continue;
         }

@@ -36,6 +36,7 @@ mod recurrent;
 mod reduce;
 mod resize;
 mod rows;
+mod select;
 mod sequence;
 mod tc_pack;
 
@@ -47,6 +48,7 @@ use serde::{Deserialize, Serialize};
 pub use elementwise::{binary_params, broadcast_strides};
 pub use movement::transpose_params;
 pub use reduce::reduce_params;
+pub use select::NonZero;
 
 use crate::error::PlanError;
 use crate::graph::{Graph, NodeId, ValueId};
@@ -333,6 +335,12 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         let absorbed_here = node.outputs.iter().flatten().any(|v| absorbed.contains(v));
         if absorbed_here {
             continue; // a transpose the MatMul reading it walks through strides
+        }
+        // A node whose results are all empty has nothing to compute (a NonZero count of 0 makes
+        // the rows of everything downstream empty); one that keeps recurrent state still runs.
+        let empty = node.outputs.iter().flatten().all(|v| values[v.index()].bytes() == Some(0));
+        if empty && !matches!(sequence::persistent_state(&fused, id, &values, options), Ok(Some(_))) {
+            continue;
         }
         if let Some((chain, last)) = chains.of(id) {
             if last {

@@ -511,8 +511,11 @@ mod tests {
         assert!(refusal(&g).contains("hidden_size 4097 is outside the kernel's 1..=4096"));
         let (g, _) = layer(lstm(4, Some(-1.0)), [1, 1, 1], 4, [false; 5], &[true]);
         assert!(refusal(&g).contains("clip -1"));
-        let (g, _) = layer(lstm(4, None), [0, 2, 3], 4, [false; 5], &[true]);
+        // Y_h of an empty sequence is refused; Y alone is empty and needs no launch.
+        let (g, _) = layer(lstm(4, None), [0, 2, 3], 4, [false; 5], &[true, true]);
         assert!(refusal(&g).contains("seq_length 0"));
+        let (g, _) = layer(lstm(4, None), [0, 2, 3], 4, [false; 5], &[true]);
+        assert!(plan(&g).steps.is_empty());
         let mut c = common(4, RnnDirection::Forward, RnnLayout::SeqFirst);
         c.activations = vec![RnnActivation::Relu; 2];
         let (g, _) =

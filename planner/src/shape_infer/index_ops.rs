@@ -288,9 +288,10 @@ pub(crate) fn trilu(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     Ok(vec![x.clone()])
 }
 
-/// `NonZero`: `[rank, count]` with a data-dependent (fresh) count.
+/// `NonZero`: `[rank, count]` with a data-dependent (fresh) count; a scalar counts as shape `[1]`
+/// (as numpy's `nonzero`, which the ONNX reference calls).
 pub(crate) fn non_zero(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     let x = ctx.input(0)?;
     let count = ctx.fresh();
-    Ok(vec![TensorInfo { dtype: DType::I64, shape: Shape(vec![Dim::Known(x.rank()), count]) }])
+    Ok(vec![TensorInfo { dtype: DType::I64, shape: Shape(vec![Dim::Known(x.rank().max(1)), count]) }])
 }

@@ -143,6 +143,7 @@ pub(crate) fn analyse_scope(
         for (slot, v) in node.outputs.iter().enumerate() {
             let Some(v) = v else { continue };
             let declared = g.value(*v).and_then(|vi| vi.info.as_ref());
+            let declared = declared.filter(|_| !node.op.data_dependent_shape());
             let info = merge_declared(&outs[slot], declared, syms)
                 .map_err(|e| e.into_error(label.clone(), node.op.name(), &g.value_name(*v)))?;
             infos[v.index()] = Some(info);

@@ -173,6 +173,7 @@ fn eval_elems(ctx: &Ctx, out: &TensorInfo, dims: &[usize]) -> Option<Vec<Option<
         Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Mod(_) | Op::Equal | Op::Less | Op::Greater => {
             binary(ctx, v(0)?, v(1)?, n)?
         }
+        Op::And | Op::Or | Op::Xor => binary(ctx, v(0)?, v(1)?, n)?,
         Op::LessOrEqual | Op::GreaterOrEqual | Op::Max | Op::Min if ctx.n_inputs() == 2 => {
             binary(ctx, v(0)?, v(1)?, n)?
         }
@@ -278,6 +279,9 @@ fn elem_op(op: &Op, a: &SymInt, b: &SymInt) -> Option<SymInt> {
         (Op::Equal, Int(x), Int(y)) => bool_(x == y),
         (Op::Equal, Sym(s), Sym(t)) if s == t => bool_(true),
         (Op::Equal, Sym(_), Int(k)) | (Op::Equal, Int(k), Sym(_)) if *k < 0 => bool_(false),
+        (Op::And, Int(x), Int(y)) => bool_(*x != 0 && *y != 0),
+        (Op::Or, Int(x), Int(y)) => bool_(*x != 0 || *y != 0),
+        (Op::Xor, Int(x), Int(y)) => bool_((*x != 0) != (*y != 0)),
         (Op::Less, Int(x), Int(y)) => bool_(x < y),
         (Op::Greater, Int(x), Int(y)) => bool_(x > y),
         (Op::LessOrEqual, Int(x), Int(y)) => bool_(x <= y),

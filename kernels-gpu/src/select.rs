@@ -1,0 +1,153 @@
+//! Data-dependent selection: ONNX NonZero in two launches over the same blocks. The first counts
+//! the non-zero elements of each block's chunk; the host reads the partial counts back (the output
+//! length), places the output, and the second writes the coordinates, each block from the sum of
+//! the partials before it, in element order (a block-wide scan of warp ballots per tile).
+
+use crate::abi::{MAX_RANK, NON_ZERO_THREADS, NonZeroParams};
+use crate::group::Group;
+use crate::intrinsics::{
+    WARP_SIZE, block_dim_x, block_idx_x, dynamic_shared_ptr, lane_id, sync_threads, thread_idx_x, trap,
+    vote_ballot,
+};
+use crate::movement::{at, unravel};
+
+/// Whether element `i` of `x` is non-zero.
+///
+/// # Safety
+/// `i < p.elems`, and `x` holds `p.elems` elements of `p.elem_bytes` bytes.
+#[inline(always)]
+unsafe fn non_zero_at(p: &NonZeroParams, x: *const u8, i: u64) -> bool {
+    let i = i as usize;
+    // SAFETY: the contract.
+    let bits = unsafe {
+        match p.elem_bytes {
+            1 => *x.add(i) as u64,
+            2 => *x.cast::<u16>().add(i) as u64,
+            4 => *x.cast::<u32>().add(i) as u64,
+            _ => *x.cast::<u64>().add(i),
+        }
+    };
+    bits & p.mask != 0
+}
+
+/// The elements `[start, end)` of block `b`'s chunk.
+#[inline(always)]
+fn chunk(p: &NonZeroParams, b: u64) -> (u64, u64) {
+    let start = b.saturating_mul(p.chunk).min(p.elems);
+    (start, start.saturating_add(p.chunk).min(p.elems))
+}
+
+/// Traps on parameters the kernels cannot honour (a wrong block size or element size, a rank
+/// above `MAX_RANK`).
+#[inline(always)]
+fn check(p: &NonZeroParams) {
+    let sizes_ok = matches!(p.elem_bytes, 1 | 2 | 4 | 8);
+    if block_dim_x() != NON_ZERO_THREADS || !sizes_ok || p.rank as usize > MAX_RANK {
+        trap();
+    }
+}
+
+/// ONNX NonZero, first launch: `partials[b]` = the non-zero elements of block `b`'s chunk.
+///
+/// # Safety
+/// `x` holds `p.elems` elements of `p.elem_bytes` bytes; `partials` holds one u64 per block.
+///
+/// # Parameters
+/// `p` ([`NonZeroParams`]; `count` unused); input `x`; output `partials`.
+///
+/// # Thread mapping
+/// 1-D grid of `NON_ZERO_THREADS`-thread blocks with `NON_ZERO_SHARED_BYTES` of dynamic shared
+/// memory; block `b` strides over its chunk and reduces its count over the block.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn non_zero_count(p: NonZeroParams, x: *const u8, partials: *mut u64) {
+    check(&p);
+    let (b, t) = (block_idx_x() as u64, thread_idx_x() as u64);
+    let (start, end) = chunk(&p, b);
+    let mut n = 0u64;
+    let mut i = start + t;
+    while i < end {
+        // SAFETY: i < end <= elems.
+        n += unsafe { non_zero_at(&p, x, i) } as u64;
+        i += NON_ZERO_THREADS as u64;
+    }
+    let total = Group { t, size: NON_ZERO_THREADS as u64 }.reduce(n, |a, b| a + b);
+    if t == 0 {
+        // SAFETY: one partial per block.
+        unsafe { *partials.add(b as usize) = total };
+    }
+}
+
+/// ONNX NonZero, second launch: the coordinates of every non-zero element, in element order, into
+/// the `[rank, p.count]` i64 output `y` (row `d` holds the coordinates along dim `d`).
+///
+/// # Safety
+/// `x` holds `p.elems` elements of `p.elem_bytes` bytes and did not change since the count launch,
+/// whose grid and `p` (but `count`) this launch repeats; `partials` holds that launch's counts and
+/// `p.count` is their sum; `y` holds `p.rank * p.count` i64. (A position past `p.count`, possible
+/// only if these are broken, is not written.)
+///
+/// # Parameters
+/// `p` ([`NonZeroParams`]); input `x`; the count launch's `partials`; output `y`.
+///
+/// # Thread mapping
+/// As [`non_zero_count`]. Each block starts at the sum of the partials before it, then walks its
+/// chunk in tiles of one element per thread: a warp ballot ranks the non-zero elements within the
+/// warp, one count per warp in shared memory ranks the warps.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn non_zero_write(
+    p: NonZeroParams,
+    x: *const u8,
+    partials: *const u64,
+    y: *mut i64,
+) {
+    check(&p);
+    let (b, t) = (block_idx_x() as u64, thread_idx_x() as u64);
+    let block = Group { t, size: NON_ZERO_THREADS as u64 };
+    let mut before = 0u64;
+    let mut j = t;
+    while j < b {
+        // SAFETY: j < b, a block of the count launch.
+        before += unsafe { *partials.add(j as usize) };
+        j += NON_ZERO_THREADS as u64;
+    }
+    let mut base = block.reduce(before, |a, b| a + b);
+    let warp_counts = dynamic_shared_ptr().cast::<u64>();
+    let (warp, lane) = (t / WARP_SIZE as u64, lane_id());
+    let warps = (NON_ZERO_THREADS / WARP_SIZE) as u64;
+    let (start, end) = chunk(&p, b);
+    let first = MAX_RANK - p.rank as usize;
+    let mut tile = start;
+    while tile < end {
+        let i = tile + t;
+        // SAFETY: i < end <= elems.
+        let hit = i < end && unsafe { non_zero_at(&p, x, i) };
+        let ballot = vote_ballot(hit);
+        if lane == 0 {
+            // SAFETY: warp < warps <= 32 u64 of shared memory (the launch contract).
+            unsafe { *warp_counts.add(warp as usize) = ballot.count_ones() as u64 };
+        }
+        sync_threads();
+        let (mut earlier, mut all) = (0u64, 0u64);
+        for w in 0..warps {
+            // SAFETY: w < warps; written before the barrier.
+            let c = unsafe { *warp_counts.add(w as usize) };
+            earlier += if w < warp { c } else { 0 };
+            all += c;
+        }
+        let pos = base + earlier + (ballot & ((1u32 << lane) - 1)).count_ones() as u64;
+        if hit && pos < p.count {
+            unravel(
+                i,
+                p.rank,
+                |d| at(&p.shape, d),
+                |d, c| {
+                    // SAFETY: d - first < rank and pos < count: inside the [rank, count] output.
+                    unsafe { *y.add(((d - first) as u64 * p.count + pos) as usize) = c as i64 };
+                },
+            );
+        }
+        sync_threads();
+        base += all;
+        tile += NON_ZERO_THREADS as u64;
+    }
+}

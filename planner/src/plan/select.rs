@@ -1,0 +1,118 @@
+//! Launches of ONNX NonZero, which the session runs between the stages of a graph
+//! ([`crate::stage`]): a count launch, whose per-block partial counts the host reads back to learn
+//! the output length, then a write launch over the same blocks.
+
+use kernels_gpu::abi::{KernelId, MAX_RANK, NON_ZERO_SHARED_BYTES, NON_ZERO_THREADS, NonZeroParams, Params};
+
+use super::{Arg, Step};
+use crate::graph::ValueId;
+use crate::tensor_info::DType;
+
+/// Elements each thread of a count block takes, at least (fewer, larger blocks beyond that).
+const ELEMS_PER_THREAD: u64 = 8;
+/// Blocks per multiprocessor the grid is capped at (the write launch sums up to this many partials
+/// per block).
+const BLOCKS_PER_SM: u64 = 4;
+
+/// The two launches of one NonZero over an input of fixed dims.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NonZero {
+    label: String,
+    params: NonZeroParams,
+    blocks: u32,
+}
+
+/// Bits that make an element of `dtype` non-zero: all of them, but a float's sign bit.
+fn mask(dtype: DType) -> u64 {
+    match dtype {
+        DType::F32 => 0x7fff_ffff,
+        DType::F64 => 0x7fff_ffff_ffff_ffff,
+        DType::F16 | DType::BF16 => 0x7fff,
+        DType::I64 => u64::MAX,
+        DType::I32 => 0xffff_ffff,
+        DType::I8 | DType::U8 | DType::Bool => 0xff,
+    }
+}
+
+impl NonZero {
+    /// The launches of NonZero `label` over `dims` of `dtype`, on a device of `sm_count`
+    /// multiprocessors; an input of rank above `MAX_RANK` is refused.
+    pub fn new(label: &str, dims: &[usize], dtype: DType, sm_count: u32) -> Result<NonZero, String> {
+        if dims.len() > MAX_RANK {
+            return Err(format!("NonZero of rank {} (the GPU kernel takes up to {MAX_RANK})", dims.len()));
+        }
+        let elems =
+            dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64)).ok_or("element count overflows")?;
+        let per_block = NON_ZERO_THREADS as u64 * ELEMS_PER_THREAD;
+        let blocks = elems.div_ceil(per_block).clamp(1, sm_count.max(1) as u64 * BLOCKS_PER_SM);
+        let mut shape = [1u64; MAX_RANK];
+        shape[MAX_RANK - dims.len()..].iter_mut().zip(dims).for_each(|(s, &d)| *s = d as u64);
+        let params = NonZeroParams {
+            elems,
+            chunk: elems.div_ceil(blocks).max(1),
+            count: 0,
+            mask: mask(dtype),
+            elem_bytes: dtype.size_bytes() as u32,
+            rank: dims.len() as u32,
+            shape,
+        };
+        Ok(NonZero { label: format!("NonZero {label}"), params, blocks: blocks as u32 })
+    }
+
+    /// Bytes of the partial counts (one u64 per block).
+    pub fn partials_bytes(&self) -> u64 {
+        self.blocks as u64 * 8
+    }
+
+    /// The total the partial counts (read back as bytes) add up to: the output length.
+    pub fn count(partials: &[u8]) -> u64 {
+        partials.as_chunks::<8>().0.iter().map(|c| u64::from_le_bytes(*c)).sum()
+    }
+
+    fn step(&self, kernel: KernelId, params: &NonZeroParams, args: Vec<Arg>) -> Step {
+        let mut all = vec![Arg::Params(params.as_bytes().to_vec())];
+        all.extend(args);
+        Step::Kernel {
+            nodes: Vec::new(),
+            label: self.label.clone(),
+            kernel,
+            grid: [self.blocks, 1, 1],
+            block: [NON_ZERO_THREADS, 1, 1],
+            shared_bytes: NON_ZERO_SHARED_BYTES,
+            args: all,
+        }
+    }
+
+    /// The count launch: reads `x`, writes the partial counts to `partials`.
+    pub fn count_step(&self, x: ValueId, partials: ValueId) -> Step {
+        self.step(KernelId::NonZeroCount, &self.params, vec![Arg::Value(x), Arg::Value(partials)])
+    }
+
+    /// The write launch, once the partials add up to `count`: writes the `[rank, count]` i64
+    /// coordinates to `y`.
+    pub fn write_step(&self, x: ValueId, partials: ValueId, y: ValueId, count: u64) -> Step {
+        let params = NonZeroParams { count, ..self.params };
+        self.step(KernelId::NonZeroWrite, &params, vec![Arg::Value(x), Arg::Value(partials), Arg::Value(y)])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_cover_the_input_and_floats_ignore_the_sign_bit() {
+        let nz = NonZero::new("n", &[3, 1000], DType::F32, 2).unwrap();
+        assert_eq!(nz.blocks, 2, "3000 elements: two blocks of 2048");
+        assert!(nz.params.chunk * nz.blocks as u64 >= 3000);
+        assert_eq!(&nz.params.shape[MAX_RANK - 2..], &[3, 1000]);
+        assert_eq!(nz.params.mask & 0x8000_0000, 0);
+        let capped = NonZero::new("n", &[1 << 30], DType::U8, 2).unwrap();
+        assert_eq!(capped.blocks, 8);
+        assert!(capped.params.chunk * 8 >= 1 << 30);
+        let empty = NonZero::new("n", &[0, 4], DType::I64, 2).unwrap();
+        assert_eq!((empty.blocks, empty.params.elems), (1, 0));
+        assert!(NonZero::new("n", &[1; 9], DType::F32, 2).is_err());
+        assert_eq!(NonZero::count(&[3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0]), 7);
+    }
+}
