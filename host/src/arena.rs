@@ -173,6 +173,24 @@ impl FreeList {
         Some(at)
     }
 
+    /// Extends the region to `capacity` bytes (no-op when not larger): the new tail is free, merged
+    /// with a free block that ends where the old capacity did. Blocks in use keep their offsets.
+    pub fn grow(&mut self, capacity: u64) {
+        if capacity <= self.capacity {
+            return;
+        }
+        let (mut start, mut len) = (self.capacity, capacity - self.capacity);
+        if let Some((&prev, &prev_len)) = self.free.range(..start).next_back()
+            && prev + prev_len == start
+        {
+            self.free.remove(&prev);
+            start = prev;
+            len += prev_len;
+        }
+        self.free.insert(start, len);
+        self.capacity = capacity;
+    }
+
     /// Returns the block at `offset`, merging it with free neighbours.
     pub fn free(&mut self, offset: u64) -> Result<(), HostError> {
         let size = self.used.remove(&offset).ok_or_else(|| HostError::Arena {
@@ -322,6 +340,27 @@ mod tests {
         assert_eq!(f.largest_free(), 4096, "everything merged back into one block");
         assert_eq!(f.high_water(), 1536);
         assert!(f.free(c).is_err(), "double free is an error");
+    }
+
+    #[test]
+    fn growing_keeps_blocks_and_merges_the_free_tail() {
+        let mut f = FreeList::new(1024, 256);
+        let a = f.alloc(256).unwrap();
+        let b = f.alloc(512).unwrap();
+        assert!(f.alloc(512).is_none());
+        f.grow(2048);
+        assert_eq!(f.largest_free(), 1280, "the free 256 at the end merged with the new 1024");
+        assert_eq!(f.alloc(1280), Some(768));
+        f.grow(1000);
+        assert_eq!(f.capacity(), 2048, "growing to less is a no-op");
+        for o in [a, b, 768] {
+            f.free(o).unwrap();
+        }
+        assert_eq!(f.largest_free(), 2048);
+        let mut empty = FreeList::new(0, 256);
+        assert!(empty.alloc(1).is_none());
+        empty.grow(512);
+        assert_eq!(empty.alloc(300), Some(0));
     }
 
     #[test]

@@ -125,7 +125,15 @@ fn run_cuda(
             session.allocation_count() - allocations
         );
         // Per-step profile: each step launched alone between two events (median of 20).
-        let times = session.profile_steps(20)?;
+        if session.last_plan().is_none() {
+            let r = session.region_stats();
+            println!(
+                "runs in stages (data-dependent shapes), no single plan to profile; run-time region {:.3} MiB (peak use {:.3} MiB)",
+                r.capacity as f64 / (1u64 << 20) as f64,
+                r.high_water as f64 / (1u64 << 20) as f64
+            );
+        }
+        let times = if session.last_plan().is_some() { session.profile_steps(20)? } else { Vec::new() };
         if let Some(plan) = session.last_plan() {
             let text = plan.to_string();
             println!(

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr, result, sys};
+use planner::memory::MemoryPlan;
 use planner::plan::{Arg, Plan, PlanOptions, Step, compile};
 use planner::{Binding, Dim, Graph, ValueId};
 
@@ -26,97 +27,11 @@ use crate::error::HostError;
 use crate::state::SessionState;
 use crate::tensor::HostTensor;
 
-/// Session options.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SessionOptions {
-    /// Capture each binding's steps as a CUDA graph and replay it (default on).
-    pub cuda_graph: bool,
-    /// Fuse activations into GEMM epilogues (default on).
-    pub fuse_activations: bool,
-    /// Fuse chains of elementwise ops into elementwise programs (default on).
-    pub fuse_elementwise: bool,
-    /// Fuse an elementwise program (or op) that alone reads a GEMM's result into the GEMM's
-    /// epilogue (default on).
-    pub fuse_gemm_programs: bool,
-    /// Keep the state of sequence nodes on the device across runs, named after the node, until
-    /// [`Session::reset_state`] (default off: each run starts from the nodes' initial-state inputs,
-    /// or zeros). For step-by-step decoding: a run of length 1 continues the previous run.
-    pub stateful: bool,
-    /// Run the GEMMs too small to fill the device with CUDA-core tiles on the tensor cores
-    /// (3xTF32, f32 accuracy) instead of split-K launches (default on).
-    pub tensor_core_gemm: bool,
-    /// Fold a LayerNormalization read only by a tensor-core GEMM with a constant B into that GEMM
-    /// (default on).
-    pub fuse_layer_norm_gemm: bool,
-    /// Upload the weight B of each tensor-core GEMM packed at plan time, split into its TF32 parts
-    /// in the order the kernel reads it (`gemm_tc_packed_f32`), instead of the weight itself
-    /// (default on).
-    pub pack_gemm_weights: bool,
-    /// Launch each kernel as a programmatic dependent of the previous one where the loaded kernels
-    /// support it (Hopper): its launch overlaps the previous kernel's completion and its blocks
-    /// wait for that kernel on the device, which shortens the gaps between steps (default on).
-    pub programmatic_launch: bool,
-    /// Run attention on the tensor cores where it fits (`attention_tc_f32`, 3xTF32 with f32
-    /// accuracy; default on).
-    pub tensor_core_attention: bool,
-    /// Fuse attention chains (`MatMul -> [elementwise] -> Softmax -> MatMul`) into one kernel
-    /// each (default on).
-    pub fuse_attention: bool,
-}
+mod options;
+mod staged;
 
-/// A switch of [`SessionOptions`] by name, for [`SessionOptions::set`].
-type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
-
-impl SessionOptions {
-    /// Every option, by its field name.
-    const SWITCHES: [Switch; 11] = [
-        ("cuda_graph", |o| &mut o.cuda_graph),
-        ("fuse_activations", |o| &mut o.fuse_activations),
-        ("fuse_elementwise", |o| &mut o.fuse_elementwise),
-        ("fuse_gemm_programs", |o| &mut o.fuse_gemm_programs),
-        ("stateful", |o| &mut o.stateful),
-        ("tensor_core_gemm", |o| &mut o.tensor_core_gemm),
-        ("fuse_layer_norm_gemm", |o| &mut o.fuse_layer_norm_gemm),
-        ("pack_gemm_weights", |o| &mut o.pack_gemm_weights),
-        ("programmatic_launch", |o| &mut o.programmatic_launch),
-        ("tensor_core_attention", |o| &mut o.tensor_core_attention),
-        ("fuse_attention", |o| &mut o.fuse_attention),
-    ];
-
-    /// The options' names (their field names), as [`SessionOptions::set`] takes them.
-    pub fn names() -> impl Iterator<Item = &'static str> {
-        Self::SWITCHES.iter().map(|(name, _)| *name)
-    }
-
-    /// Sets the option `name` (a field name, as in [`SessionOptions::names`]) to `on`; an unknown
-    /// name is an error that lists the known ones.
-    pub fn set(&mut self, name: &str, on: bool) -> Result<(), String> {
-        let Some((_, field)) = Self::SWITCHES.iter().find(|(n, _)| *n == name) else {
-            let known: Vec<&str> = Self::names().collect();
-            return Err(format!("unknown session option `{name}` (known: {})", known.join(", ")));
-        };
-        *field(self) = on;
-        Ok(())
-    }
-}
-
-impl Default for SessionOptions {
-    fn default() -> Self {
-        SessionOptions {
-            cuda_graph: true,
-            fuse_activations: true,
-            fuse_elementwise: true,
-            fuse_gemm_programs: true,
-            stateful: false,
-            tensor_core_gemm: true,
-            fuse_layer_norm_gemm: true,
-            pack_gemm_weights: true,
-            programmatic_launch: true,
-            tensor_core_attention: true,
-            fuse_attention: true,
-        }
-    }
-}
+pub use options::SessionOptions;
+pub use staged::{MAX_STAGE_PLANS, RegionStats};
 
 /// One binding's weights on the device (the plan's constants packed at 256-byte offsets), shared
 /// by every session forked from the same one ([`Session::fork`]).
@@ -150,6 +65,33 @@ struct Compiled {
     graph: Option<Graphed>,
 }
 
+/// Where the values of a plan's steps live.
+struct Addresses<'a> {
+    /// Device addresses of the plan's inputs.
+    inputs: Vec<(ValueId, u64)>,
+    /// Device addresses of the plan's outputs.
+    outputs: Vec<(ValueId, u64)>,
+    /// The plan's weights, if it has any.
+    weights: Option<&'a Weights>,
+    /// Its arena slots (none for launches outside a plan).
+    memory: Option<&'a MemoryPlan>,
+}
+
+impl Addresses<'_> {
+    fn input(&self, v: ValueId) -> Option<u64> {
+        self.inputs.iter().find(|(x, _)| *x == v).map(|&(_, p)| p)
+    }
+
+    fn output(&self, v: ValueId) -> Option<u64> {
+        self.outputs.iter().find(|(x, _)| *x == v).map(|&(_, p)| p)
+    }
+
+    fn weight(&self, stream: &Arc<CudaStream>, v: ValueId) -> Option<u64> {
+        let w = self.weights?;
+        Some(w.buf.device_ptr(stream).0 + w.offsets.get(&v)?)
+    }
+}
+
 /// A model ready to run on one device.
 pub struct Session<'c> {
     ctx: &'c Context,
@@ -158,6 +100,12 @@ pub struct Session<'c> {
     options: SessionOptions,
     arena: Arena,
     compiled: HashMap<Key, Compiled>,
+    /// Stage plans of models with data-dependent shapes (`staged`).
+    stages: HashMap<staged::StageKey, Arc<staged::StagePlan>>,
+    /// The run-time region of those models.
+    region: staged::Region,
+    /// The last staged run's inputs (a staged [`Session::execute`] runs the stages on them again).
+    staged_inputs: Vec<(String, HostTensor)>,
     weight_cache: WeightCache,
     /// Set once a compile needed the values of small integer inputs (shape operands fed as graph
     /// inputs; also the float roi / scales of Resize): from then on plans are specialized on those
@@ -180,6 +128,9 @@ impl<'c> Session<'c> {
             options,
             arena: Arena::new(ctx, 0)?,
             compiled: HashMap::new(),
+            stages: HashMap::new(),
+            region: staged::Region::default(),
+            staged_inputs: Vec::new(),
             weight_cache: WeightCache::default(),
             specialize: false,
             state: SessionState::default(),
@@ -203,12 +154,15 @@ impl<'c> Session<'c> {
     /// Device allocations made so far (arena, weights, input and output buffers): constant across
     /// runs once every binding in use has been seen.
     pub fn allocation_count(&self) -> u64 {
-        self.allocations + self.arena.allocation_count() + self.state.allocation_count()
+        self.allocations
+            + self.arena.allocation_count()
+            + self.state.allocation_count()
+            + self.region.allocation_count()
     }
 
     /// Device bytes the session holds (weights, arena, input and output buffers).
     pub fn device_bytes(&self) -> u64 {
-        self.device_bytes + self.arena.bytes() + self.state.bytes()
+        self.device_bytes + self.arena.bytes() + self.state.bytes() + self.region.bytes()
     }
 
     /// Zeroes the recurrent state of a stateful session: the next run starts a new sequence.
@@ -229,6 +183,21 @@ impl<'c> Session<'c> {
     /// Overwrites the recurrent state named `name` (restoring a checkpoint).
     pub fn load_state(&mut self, name: &str, t: &HostTensor) -> Result<(), HostError> {
         self.state.load(self.ctx, &self.stream, name, t)
+    }
+
+    /// Gives device memory back between runs: the arena shrinks to what the most recent binding
+    /// needs (0 for a staged model, whose stages size it again on their next run) and the run-time
+    /// region is freed. The captured CUDA graphs hold the old addresses and are dropped (captured
+    /// again on their next run). Returns the bytes freed.
+    pub fn shrink(&mut self) -> Result<u64, HostError> {
+        self.stream.synchronize().map_err(HostError::driver("synchronizing the session stream"))?;
+        let before = self.device_bytes();
+        let need =
+            self.last.as_ref().and_then(|k| self.compiled.get(k)).map_or(0, |c| c.plan.memory.arena_bytes);
+        self.arena.shrink_to(self.ctx, need)?;
+        self.region.release()?;
+        self.compiled.values_mut().for_each(|c| c.graph = None);
+        Ok(before - self.device_bytes())
     }
 
     /// Bindings whose steps are captured as a CUDA graph (replayed by their next run).
@@ -304,11 +273,9 @@ impl<'c> Session<'c> {
         Ok(b)
     }
 
-    fn prepare(&mut self, binding: &Key) -> Result<(), HostError> {
-        if self.compiled.contains_key(binding) {
-            return Ok(());
-        }
-        let options = PlanOptions {
+    /// The plan options this session compiles with.
+    fn plan_options(&self) -> PlanOptions {
+        PlanOptions {
             sm_count: self.ctx.info().sm_count,
             fuse_activations: self.options.fuse_activations,
             fuse_elementwise: self.options.fuse_elementwise,
@@ -321,33 +288,58 @@ impl<'c> Session<'c> {
             fuse_attention: self.options.fuse_attention,
             cluster_mlp: self.ctx.flavour() == crate::PtxFlavour::Hopper,
             ..PlanOptions::default()
-        };
-        let plan = compile(&self.specialized(binding), &binding.dims, &options)?;
+        }
+    }
+
+    /// Uploads `plan`'s constants, packed at 256-byte offsets, in one allocation (none without
+    /// constants).
+    fn upload_weights(&mut self, plan: &Plan) -> Result<Option<Arc<Weights>>, HostError> {
+        if plan.constants.is_empty() {
+            return Ok(None);
+        }
+        let mut offsets = HashMap::new();
+        let mut packed = Vec::new();
+        for (v, c) in &plan.constants {
+            let at = packed.len().div_ceil(256) * 256;
+            packed.resize(at, 0);
+            packed.extend_from_slice(&c.bytes);
+            offsets.insert(*v, at as u64);
+        }
+        self.allocations += 1;
+        self.device_bytes += packed.len() as u64;
+        let buf = self
+            .ctx
+            .stream()
+            .clone_htod(&packed)
+            .map_err(|source| HostError::OutOfMemory { bytes: packed.len() as u64, source })?;
+        Ok(Some(Arc::new(Weights { buf, offsets })))
+    }
+
+    /// Whether `key`'s model runs in stages (it has data-dependent shapes).
+    fn is_staged(&self, key: &Key) -> bool {
+        self.stages.contains_key(&(key.clone(), Binding::new()))
+    }
+
+    fn prepare(&mut self, binding: &Key) -> Result<(), HostError> {
+        if self.compiled.contains_key(binding) || self.is_staged(binding) {
+            return Ok(());
+        }
+        let graph = self.specialized(binding);
+        if self.prepare_staged(binding, &graph)? {
+            // Stage plans upload through the context's stream; the session's stream uses them.
+            self.ctx.synchronize()?;
+            return Ok(());
+        }
+        let plan = compile(&graph, &binding.dims, &self.plan_options())?;
         let cached = self.weight_cache.lock().ok().and_then(|m| m.get(binding).cloned());
         let weights = match cached {
             Some(w) => Some(w),
-            None if plan.constants.is_empty() => None,
             None => {
-                let mut offsets = HashMap::new();
-                let mut packed = Vec::new();
-                for (v, c) in &plan.constants {
-                    let at = packed.len().div_ceil(256) * 256;
-                    packed.resize(at, 0);
-                    packed.extend_from_slice(&c.bytes);
-                    offsets.insert(*v, at as u64);
-                }
-                self.allocations += 1;
-                self.device_bytes += packed.len() as u64;
-                let buf = self
-                    .ctx
-                    .stream()
-                    .clone_htod(&packed)
-                    .map_err(|source| HostError::OutOfMemory { bytes: packed.len() as u64, source })?;
-                let w = Arc::new(Weights { buf, offsets });
-                if let Ok(mut m) = self.weight_cache.lock() {
+                let w = self.upload_weights(&plan)?;
+                if let (Some(w), Ok(mut m)) = (&w, self.weight_cache.lock()) {
                     m.insert(binding.clone(), w.clone());
                 }
-                Some(w)
+                w
             }
         };
         let mut io = |vs: &[ValueId]| -> Result<Vec<CudaSlice<u8>>, HostError> {
@@ -400,6 +392,12 @@ impl<'c> Session<'c> {
             }
             other => other.map(|()| binding)?,
         };
+        if self.is_staged(&binding) {
+            self.last = Some(binding.clone());
+            self.staged_inputs = inputs.to_vec();
+            let held = self.run_stages(&binding, inputs)?;
+            return self.take_outputs(held);
+        }
         if self.state.fit(self.ctx, &self.stream, &self.compiled[&binding].plan)? {
             // Captured graphs hold the old state addresses.
             self.compiled.values_mut().for_each(|c| c.graph = None);
@@ -442,6 +440,12 @@ impl<'c> Session<'c> {
             .last
             .clone()
             .ok_or_else(|| HostError::Arena { detail: "no run has bound the inputs yet".into() })?;
+        if self.is_staged(&binding) {
+            let inputs = std::mem::take(&mut self.staged_inputs);
+            let ran = self.run_stages(&binding, &inputs).and_then(|held| self.take_outputs(held));
+            self.staged_inputs = inputs;
+            return ran.map(|_| ());
+        }
         let use_graph = self.options.cuda_graph;
         self.state.advance();
         let c = self.compiled.get(&binding).expect("prepared by run");
@@ -500,20 +504,26 @@ impl<'c> Session<'c> {
         outcome.map(|()| times)
     }
 
-    fn address(&self, c: &Compiled, v: ValueId) -> Result<u64, HostError> {
-        let stream = &self.stream;
-        if let Some(i) = c.plan.inputs.iter().position(|&x| x == v) {
-            return Ok(c.inputs[i].device_ptr(stream).0);
+    /// The addresses of `c`'s inputs, outputs, weights and arena slots.
+    fn addresses<'a>(&self, c: &'a Compiled) -> Addresses<'a> {
+        let ptrs = |vs: &[ValueId], bufs: &[CudaSlice<u8>]| -> Vec<(ValueId, u64)> {
+            vs.iter().zip(bufs).map(|(&v, b)| (v, b.device_ptr(&self.stream).0)).collect()
+        };
+        Addresses {
+            inputs: ptrs(&c.plan.inputs, &c.inputs),
+            outputs: ptrs(&c.plan.outputs, &c.outputs),
+            weights: c.weights.as_deref(),
+            memory: Some(&c.plan.memory),
         }
-        if let Some(i) = c.plan.outputs.iter().position(|&x| x == v) {
-            return Ok(c.outputs[i].device_ptr(stream).0);
+    }
+
+    /// The device address of `v`: an input, an output, a weight or an arena slot (checked against
+    /// the arena's size).
+    fn address(&self, at: &Addresses, v: ValueId) -> Result<u64, HostError> {
+        if let Some(p) = at.input(v).or_else(|| at.output(v)).or_else(|| at.weight(&self.stream, v)) {
+            return Ok(p);
         }
-        if let Some(w) = &c.weights
-            && let Some(off) = w.offsets.get(&v)
-        {
-            return Ok(w.buf.device_ptr(stream).0 + off);
-        }
-        match c.plan.memory.slots.get(v.index()).copied().flatten() {
+        match at.memory.and_then(|m| m.slots.get(v.index()).copied().flatten()) {
             Some(slot) => self.arena.slot_ptr(self.ctx, slot),
             None => Err(HostError::Arena { detail: format!("value {v} has no device buffer in the plan") }),
         }
@@ -523,8 +533,9 @@ impl<'c> Session<'c> {
     /// reported with the step that caused it.
     fn launch_steps(&self, binding: &Key, sync_each: bool) -> Result<(), HostError> {
         let c = &self.compiled[binding];
+        let at = self.addresses(c);
         for (i, step) in c.plan.steps.iter().enumerate() {
-            self.launch_step(c, i, step)?;
+            self.launch_step(&at, i, step)?;
             if sync_each {
                 self.stream
                     .synchronize()
@@ -542,11 +553,14 @@ impl<'c> Session<'c> {
             .last
             .clone()
             .ok_or_else(|| HostError::Arena { detail: "no run has bound the inputs yet".into() })?;
-        let c = &self.compiled[&binding];
+        let c = self.compiled.get(&binding).ok_or_else(|| HostError::Arena {
+            detail: "this model runs in stages (data-dependent shapes): its steps are not one plan".into(),
+        })?;
+        let at = self.addresses(c);
         let mut samples = vec![Vec::with_capacity(iters); c.plan.steps.len()];
         for _ in 0..iters.max(1) {
             for (i, step) in c.plan.steps.iter().enumerate() {
-                let ms = self.ctx.time_on(&self.stream, || self.launch_step(c, i, step))?;
+                let ms = self.ctx.time_on(&self.stream, || self.launch_step(&at, i, step))?;
                 samples[i].push(ms as f64 * 1e3);
             }
         }
@@ -559,14 +573,14 @@ impl<'c> Session<'c> {
             .collect())
     }
 
-    /// Launches step `i` of `c` on the session's stream.
-    fn launch_step(&self, c: &Compiled, i: usize, step: &Step) -> Result<(), HostError> {
+    /// Launches step `i` of a plan whose values live at `at` on the session's stream.
+    fn launch_step(&self, at: &Addresses, i: usize, step: &Step) -> Result<(), HostError> {
         match step {
             Step::Kernel { kernel, grid, block, shared_bytes, args, .. } => {
                 let mut ptrs = Vec::with_capacity(args.len());
                 for a in args {
                     ptrs.push(match a {
-                        Arg::Value(v) | Arg::Output(v) => Some(self.address(c, *v)?),
+                        Arg::Value(v) | Arg::Output(v) => Some(self.address(at, *v)?),
                         Arg::State(name) => Some(self.state.ptr(self.ctx, name)?),
                         Arg::Null => Some(0),
                         Arg::Params(_) => None,
@@ -592,19 +606,17 @@ impl<'c> Session<'c> {
             Step::Copy { src, dst, bytes, .. } => {
                 // A graph output that is a constant or an input copies from that buffer into the
                 // output buffer (`src == dst`): reads prefer inputs and weights, writes outputs.
-                let weight = c
-                    .weights
-                    .as_ref()
-                    .and_then(|w| Some(w.buf.device_ptr(&self.stream).0 + w.offsets.get(src)?));
-                let s = match (c.plan.inputs.iter().position(|&x| x == *src), weight) {
-                    (Some(i), _) => c.inputs[i].device_ptr(&self.stream).0,
-                    (None, Some(w)) => w,
-                    _ => self.address(c, *src)?,
+                let s = match at.input(*src).or_else(|| at.weight(&self.stream, *src)) {
+                    Some(p) => p,
+                    None => self.address(at, *src)?,
                 };
-                let d = match c.plan.outputs.iter().position(|&x| x == *dst) {
-                    Some(i) => c.outputs[i].device_ptr(&self.stream).0,
-                    None => self.address(c, *dst)?,
+                let d = match at.output(*dst) {
+                    Some(p) => p,
+                    None => self.address(at, *dst)?,
                 };
+                if s == d {
+                    return Ok(()); // a staged run keeps a passed-through value in one buffer
+                }
                 // SAFETY: both buffers hold at least `bytes` (the plan's sizes) and do not
                 // overlap (distinct values with overlapping lifetimes never share memory).
                 unsafe { result::memcpy_dtod_async(d, s, *bytes as usize, self.stream.cu_stream()) }
@@ -640,20 +652,5 @@ mod tests {
     fn a_session_can_move_to_another_thread() {
         fn send<T: Send>() {}
         send::<super::Session<'static>>();
-    }
-
-    #[test]
-    fn every_named_option_is_a_distinct_field() {
-        use super::SessionOptions;
-        let mut seen = Vec::new();
-        for name in SessionOptions::names() {
-            let (mut on, mut off) = (SessionOptions::default(), SessionOptions::default());
-            on.set(name, true).unwrap();
-            off.set(name, false).unwrap();
-            assert_ne!(on, off, "{name}");
-            assert!(!seen.contains(&(on, off)), "{name} sets the same field as another name");
-            seen.push((on, off));
-        }
-        assert!(SessionOptions::default().set("no_such_option", true).unwrap_err().contains("known:"));
     }
 }

@@ -22,6 +22,7 @@ mod recurrent;
 mod reduce;
 mod resize;
 mod rows;
+mod select;
 mod sequence;
 mod sequence_state;
 mod session;

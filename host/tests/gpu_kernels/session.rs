@@ -106,6 +106,14 @@ fn arena_growth_drops_the_graphs_that_point_into_the_old_arena() {
     // Batch 1 again: launched into the new arena and recaptured, same bits.
     assert_eq!(s.run(&small).unwrap(), first);
     assert_eq!(s.captured_graphs(), 2);
+    // Shrinking gives batch 100's arena back (batch 1 ran last); batch 1 still gives the same bits
+    // without allocating again.
+    let before = s.device_bytes();
+    let freed = s.shrink().unwrap();
+    assert!(freed > 0 && s.device_bytes() == before - freed && s.captured_graphs() == 0);
+    let warm = s.allocation_count();
+    assert_eq!(s.run(&small).unwrap(), first);
+    assert_eq!(s.allocation_count(), warm);
 }
 
 #[test]

@@ -1,0 +1,112 @@
+//! [`SessionOptions`]: the switches of a session, settable by name (`ferrofuse run --set`).
+
+/// Session options.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SessionOptions {
+    /// Capture each binding's steps as a CUDA graph and replay it (default on).
+    pub cuda_graph: bool,
+    /// Fuse activations into GEMM epilogues (default on).
+    pub fuse_activations: bool,
+    /// Fuse chains of elementwise ops into elementwise programs (default on).
+    pub fuse_elementwise: bool,
+    /// Fuse an elementwise program (or op) that alone reads a GEMM's result into the GEMM's
+    /// epilogue (default on).
+    pub fuse_gemm_programs: bool,
+    /// Keep the state of sequence nodes on the device across runs, named after the node, until
+    /// [`Session::reset_state`] (default off: each run starts from the nodes' initial-state inputs,
+    /// or zeros). For step-by-step decoding: a run of length 1 continues the previous run.
+    pub stateful: bool,
+    /// Run the GEMMs too small to fill the device with CUDA-core tiles on the tensor cores
+    /// (3xTF32, f32 accuracy) instead of split-K launches (default on).
+    pub tensor_core_gemm: bool,
+    /// Fold a LayerNormalization read only by a tensor-core GEMM with a constant B into that GEMM
+    /// (default on).
+    pub fuse_layer_norm_gemm: bool,
+    /// Upload the weight B of each tensor-core GEMM packed at plan time, split into its TF32 parts
+    /// in the order the kernel reads it (`gemm_tc_packed_f32`), instead of the weight itself
+    /// (default on).
+    pub pack_gemm_weights: bool,
+    /// Launch each kernel as a programmatic dependent of the previous one where the loaded kernels
+    /// support it (Hopper): its launch overlaps the previous kernel's completion and its blocks
+    /// wait for that kernel on the device, which shortens the gaps between steps (default on).
+    pub programmatic_launch: bool,
+    /// Run attention on the tensor cores where it fits (`attention_tc_f32`, 3xTF32 with f32
+    /// accuracy; default on).
+    pub tensor_core_attention: bool,
+    /// Fuse attention chains (`MatMul -> [elementwise] -> Softmax -> MatMul`) into one kernel
+    /// each (default on).
+    pub fuse_attention: bool,
+}
+
+/// A switch of [`SessionOptions`] by name, for [`SessionOptions::set`].
+type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
+
+impl SessionOptions {
+    /// Every option, by its field name.
+    const SWITCHES: [Switch; 11] = [
+        ("cuda_graph", |o| &mut o.cuda_graph),
+        ("fuse_activations", |o| &mut o.fuse_activations),
+        ("fuse_elementwise", |o| &mut o.fuse_elementwise),
+        ("fuse_gemm_programs", |o| &mut o.fuse_gemm_programs),
+        ("stateful", |o| &mut o.stateful),
+        ("tensor_core_gemm", |o| &mut o.tensor_core_gemm),
+        ("fuse_layer_norm_gemm", |o| &mut o.fuse_layer_norm_gemm),
+        ("pack_gemm_weights", |o| &mut o.pack_gemm_weights),
+        ("programmatic_launch", |o| &mut o.programmatic_launch),
+        ("tensor_core_attention", |o| &mut o.tensor_core_attention),
+        ("fuse_attention", |o| &mut o.fuse_attention),
+    ];
+
+    /// The options' names (their field names), as [`SessionOptions::set`] takes them.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        Self::SWITCHES.iter().map(|(name, _)| *name)
+    }
+
+    /// Sets the option `name` (a field name, as in [`SessionOptions::names`]) to `on`; an unknown
+    /// name is an error that lists the known ones.
+    pub fn set(&mut self, name: &str, on: bool) -> Result<(), String> {
+        let Some((_, field)) = Self::SWITCHES.iter().find(|(n, _)| *n == name) else {
+            let known: Vec<&str> = Self::names().collect();
+            return Err(format!("unknown session option `{name}` (known: {})", known.join(", ")));
+        };
+        *field(self) = on;
+        Ok(())
+    }
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            cuda_graph: true,
+            fuse_activations: true,
+            fuse_elementwise: true,
+            fuse_gemm_programs: true,
+            stateful: false,
+            tensor_core_gemm: true,
+            fuse_layer_norm_gemm: true,
+            pack_gemm_weights: true,
+            programmatic_launch: true,
+            tensor_core_attention: true,
+            fuse_attention: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SessionOptions;
+
+    #[test]
+    fn every_named_option_is_a_distinct_field() {
+        let mut seen = Vec::new();
+        for name in SessionOptions::names() {
+            let (mut on, mut off) = (SessionOptions::default(), SessionOptions::default());
+            on.set(name, true).unwrap();
+            off.set(name, false).unwrap();
+            assert_ne!(on, off, "{name}");
+            assert!(!seen.contains(&(on, off)), "{name} sets the same field as another name");
+            seen.push((on, off));
+        }
+        assert!(SessionOptions::default().set("no_such_option", true).unwrap_err().contains("known:"));
+    }
+}

@@ -1,0 +1,436 @@
+//! Staged runs: graphs whose shapes depend on the data (NonZero and what it feeds).
+//!
+//! `planner::stage::split` cuts such a graph into a head (an ordinary plan), a frontier of
+//! NonZero nodes, and the rest. A run executes the head's plan, then each NonZero: a count launch,
+//! a read-back of its per-block counts (the one wait on the device per frontier), and a write
+//! launch into a block sized from the count; then it binds the counts and goes on with the rest,
+//! cut again where it holds further NonZero nodes. Each part's plan is cached under the run's key
+//! and the counts bound so far (at most [`MAX_STAGE_PLANS`] such plans are kept).
+//!
+//! Every tensor that crosses a stage boundary (the run's inputs, stage outputs, NonZero results)
+//! lives in the session's run-time [`Region`], one device buffer handed out by a [`FreeList`]
+//! that splits and merges blocks: a value's block is freed as soon as no later stage reads it. The
+//! region grows (keeping its contents) only when a run needs more than it has, so a warm session
+//! runs data-dependent models without device allocations; each stage's intermediates use the
+//! session's planned arena like any plan. Staged runs launch eagerly (no CUDA graph: the counts
+//! decide what follows).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, result};
+use planner::plan::{NonZero, Plan, compile};
+use planner::stage::{Frontier, split};
+use planner::{Binding, DType, Graph, ValueId};
+
+use super::{Addresses, Session, Weights};
+use crate::arena::{FreeList, alloc};
+use crate::device::Context;
+use crate::error::HostError;
+use crate::specialize::Key;
+use crate::tensor::HostTensor;
+
+/// Stage plans a session keeps (beyond those of the first stage of each key, which stay); a new
+/// count compiles the stages after it anew, so a stream of distinct counts cycles through these.
+pub const MAX_STAGE_PLANS: usize = 64;
+
+/// Alignment of the region's blocks.
+const REGION_ALIGN: u64 = 256;
+/// Smallest region the session allocates.
+const REGION_MIN_BYTES: u64 = 64 << 10;
+
+/// One compiled stage.
+pub(super) struct StagePlan {
+    /// The head's plan.
+    plan: Plan,
+    weights: Option<Arc<Weights>>,
+    /// The NonZero nodes after the head, with their launches.
+    frontier: Vec<(Frontier, NonZero)>,
+    /// What runs after them, its data-dependent dims still symbols.
+    rest: Option<Graph>,
+}
+
+/// Stage plans by the run's key and the counts bound before the stage.
+pub(super) type StageKey = (Key, Binding);
+
+/// The run-time region of a session: one device buffer, handed out by a free list.
+pub(super) struct Region {
+    buf: Option<CudaSlice<u8>>,
+    list: FreeList,
+    allocations: u64,
+}
+
+impl Default for Region {
+    fn default() -> Self {
+        Region { buf: None, list: FreeList::new(0, REGION_ALIGN), allocations: 0 }
+    }
+}
+
+/// Sizes of a session's run-time region ([`Session::region_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RegionStats {
+    /// Bytes of the region's device buffer.
+    pub capacity: u64,
+    /// The most bytes any run needed at once (the highest block end).
+    pub high_water: u64,
+    /// Bytes in use now (0 between runs).
+    pub used: u64,
+}
+
+impl Region {
+    /// Device allocations the region has made.
+    pub(super) fn allocation_count(&self) -> u64 {
+        self.allocations
+    }
+
+    /// Bytes of the region's buffer.
+    pub(super) fn bytes(&self) -> u64 {
+        self.list.capacity()
+    }
+
+    fn base(&self, stream: &Arc<CudaStream>) -> u64 {
+        self.buf.as_ref().map_or(0, |b| b.device_ptr(stream).0)
+    }
+
+    /// A block of `bytes`; grows the region when no free block fits: a new buffer of at least
+    /// twice the size, the old contents copied over (offsets stay valid; addresses do not).
+    fn alloc(&mut self, ctx: &Context, stream: &Arc<CudaStream>, bytes: u64) -> Result<u64, HostError> {
+        if let Some(at) = self.list.alloc(bytes) {
+            return Ok(at);
+        }
+        let old = self.list.capacity();
+        let need = self.list.high_water().max(old) + bytes.max(1).div_ceil(REGION_ALIGN) * REGION_ALIGN;
+        let capacity = need.max(old * 2).max(REGION_MIN_BYTES);
+        // Kernels queued on the session's stream may still use the old buffer.
+        stream
+            .synchronize()
+            .map_err(HostError::driver("synchronizing before growing the run-time region"))?;
+        let new = alloc(ctx, capacity)?;
+        self.allocations += 1;
+        ctx.synchronize()?;
+        if let Some(old_buf) = &self.buf {
+            let (src, dst) = (old_buf.device_ptr(stream).0, new.device_ptr(stream).0);
+            // SAFETY: both buffers hold at least `old` bytes and are distinct allocations.
+            unsafe { result::memcpy_dtod_async(dst, src, old as usize, stream.cu_stream()) }
+                .map_err(HostError::driver("copying the run-time region"))?;
+            stream.synchronize().map_err(HostError::driver("copying the run-time region"))?;
+        }
+        self.buf = Some(new);
+        self.list.grow(capacity);
+        self.list.alloc(bytes).ok_or_else(|| HostError::Arena {
+            detail: format!(
+                "the run-time region grew to {capacity} bytes and still has no {bytes}-byte block"
+            ),
+        })
+    }
+
+    /// Frees the region's buffer (it must hold nothing: between runs); the next block allocates
+    /// it again.
+    pub(super) fn release(&mut self) -> Result<(), HostError> {
+        if self.list.used_bytes() != 0 {
+            return Err(HostError::Arena { detail: "the run-time region is in use".into() });
+        }
+        (self.buf, self.list) = (None, FreeList::new(0, REGION_ALIGN));
+        Ok(())
+    }
+
+    fn free(&mut self, offset: u64) -> Result<(), HostError> {
+        self.list.free(offset)
+    }
+
+    /// Copies `bytes` to the block at `offset`.
+    fn write(&mut self, stream: &Arc<CudaStream>, offset: u64, bytes: &[u8]) -> Result<(), HostError> {
+        let Some(buf) = self.buf.as_mut() else { return Ok(()) };
+        let at = offset as usize;
+        let mut view = buf.slice_mut(at..at + bytes.len());
+        stream.memcpy_htod(bytes, &mut view).map_err(HostError::driver("copying an input to the device"))
+    }
+
+    /// The `len` bytes at `offset`, copied to the host; valid once the stream is synchronized.
+    fn read(&self, stream: &Arc<CudaStream>, offset: u64, len: u64) -> Result<Vec<u8>, HostError> {
+        let Some(buf) = self.buf.as_ref() else { return Ok(vec![0; len as usize]) };
+        let at = offset as usize;
+        stream.clone_dtoh(&buf.slice(at..at + len as usize)).map_err(HostError::driver("copying to the host"))
+    }
+
+    fn stats(&self) -> RegionStats {
+        RegionStats {
+            capacity: self.list.capacity(),
+            high_water: self.list.high_water(),
+            used: self.list.used_bytes(),
+        }
+    }
+}
+
+/// A value held in the region during a staged run.
+#[derive(Debug, Clone)]
+pub(super) struct Held {
+    offset: u64,
+    bytes: u64,
+    dtype: DType,
+    dims: Vec<usize>,
+}
+
+impl Session<'_> {
+    /// Sizes of the run-time region that holds the tensors crossing the stages of data-dependent
+    /// models (empty for other models).
+    pub fn region_stats(&self) -> RegionStats {
+        self.region.stats()
+    }
+
+    /// Compiles a stage: the head's plan (with its weights uploaded) and the frontier's launches.
+    fn compile_stage(
+        &mut self,
+        head: &Graph,
+        binding: &Binding,
+        frontier: Vec<Frontier>,
+        rest: Option<Graph>,
+    ) -> Result<StagePlan, HostError> {
+        let plan = compile(head, binding, &self.plan_options())?;
+        if let Some(s) = plan.states.first() {
+            return Err(HostError::Unsupported {
+                node: s.name.clone(),
+                op: "state",
+                detail: "a stateful sequence node in a model with data-dependent shapes".into(),
+            });
+        }
+        let weights = self.upload_weights(&plan)?;
+        let sm_count = self.ctx.info().sm_count;
+        let frontier = frontier
+            .into_iter()
+            .map(|f| {
+                let nz = NonZero::new(&f.label, &f.dims, f.dtype, sm_count).map_err(|detail| {
+                    HostError::Unsupported { node: f.label.clone(), op: "NonZero", detail }
+                })?;
+                Ok((f, nz))
+            })
+            .collect::<Result<_, HostError>>()?;
+        Ok(StagePlan { plan, weights, frontier, rest })
+    }
+
+    /// Compiles the first stage of `key` when its graph has data-dependent shapes; false (nothing
+    /// done) when it has none.
+    pub(super) fn prepare_staged(&mut self, key: &Key, graph: &Graph) -> Result<bool, HostError> {
+        let Some(stage) = split(graph, &key.dims)? else { return Ok(false) };
+        let sp = self.compile_stage(&stage.head, &Binding::new(), stage.frontier, stage.rest)?;
+        self.stages.insert((key.clone(), Binding::new()), Arc::new(sp));
+        Ok(true)
+    }
+
+    /// The stage that follows `prev` once `counts` are bound (compiled on first use).
+    fn next_stage(&mut self, key: &Key, counts: &Binding, rest: &Graph) -> Result<Arc<StagePlan>, HostError> {
+        let sk = (key.clone(), counts.clone());
+        if let Some(sp) = self.stages.get(&sk) {
+            return Ok(sp.clone());
+        }
+        let sp = match split(rest, counts)? {
+            Some(stage) => self.compile_stage(&stage.head, &Binding::new(), stage.frontier, stage.rest)?,
+            None => self.compile_stage(rest, counts, Vec::new(), None)?,
+        };
+        if self.stages.len() >= MAX_STAGE_PLANS {
+            // Evicted plans free their weights; nothing of theirs is queued (each frontier waited).
+            self.stream.synchronize().map_err(HostError::driver("synchronizing the session stream"))?;
+            self.stages.retain(|(_, c), _| c.0.is_empty());
+        }
+        let sp = Arc::new(sp);
+        self.stages.insert(sk, sp.clone());
+        Ok(sp)
+    }
+
+    /// A region block of `bytes` for a value of `dtype` and `dims`.
+    fn hold(&mut self, bytes: u64, dtype: DType, dims: Vec<usize>) -> Result<Held, HostError> {
+        let offset = self.region.alloc(self.ctx, &self.stream, bytes)?;
+        Ok(Held { offset, bytes, dtype, dims })
+    }
+
+    /// Runs every stage of `key` on `inputs`; returns the graph's outputs, held in the region (the
+    /// caller reads and frees them). On an error every block is freed.
+    pub(super) fn run_stages(
+        &mut self,
+        key: &Key,
+        inputs: &[(String, HostTensor)],
+    ) -> Result<Vec<(String, Held)>, HostError> {
+        let mut env: HashMap<String, Held> = HashMap::new();
+        let outcome = self.stages_into(key, inputs, &mut env);
+        let outputs = outcome.and_then(|()| {
+            (self.graph.outputs.iter().map(|&v| self.graph.value_name(v)))
+                .map(|name| {
+                    let h = env.get(&name).cloned().ok_or_else(|| HostError::Arena {
+                        detail: format!("output `{name}` was not computed by any stage"),
+                    })?;
+                    Ok((name, h))
+                })
+                .collect::<Result<Vec<_>, HostError>>()
+        });
+        let keep: HashSet<u64> = outputs.iter().flatten().map(|(_, h)| h.offset).collect();
+        for h in env.values().filter(|h| !keep.contains(&h.offset)) {
+            self.region.free(h.offset)?;
+        }
+        outputs
+    }
+
+    /// Copies the held outputs to the host and frees their blocks.
+    pub(super) fn take_outputs(
+        &mut self,
+        held: Vec<(String, Held)>,
+    ) -> Result<Vec<(String, HostTensor)>, HostError> {
+        let raw = held
+            .iter()
+            .map(|(_, h)| self.region.read(&self.stream, h.offset, h.bytes))
+            .collect::<Result<Vec<_>, _>>();
+        let synced = self.stream.synchronize().map_err(HostError::driver("synchronizing the session stream"));
+        let mut seen = HashSet::new();
+        for (_, h) in &held {
+            if seen.insert(h.offset) {
+                self.region.free(h.offset)?;
+            }
+        }
+        let (raw, ()) = (raw?, synced?);
+        held.into_iter()
+            .zip(raw)
+            .map(|((name, h), bytes)| {
+                let c = planner::ConstTensor::new(h.dtype, h.dims, bytes)?;
+                Ok((name, HostTensor::from_const(&c)?))
+            })
+            .collect()
+    }
+
+    fn stages_into(
+        &mut self,
+        key: &Key,
+        inputs: &[(String, HostTensor)],
+        env: &mut HashMap<String, Held>,
+    ) -> Result<(), HostError> {
+        for (name, t) in inputs {
+            let c = t.to_const();
+            let h = self.hold(c.bytes.len() as u64, t.dtype(), t.shape().to_vec())?;
+            self.region.write(&self.stream, h.offset, &c.bytes)?;
+            env.insert(name.clone(), h);
+        }
+        let outputs: HashSet<String> = self.graph.outputs.iter().map(|&v| self.graph.value_name(v)).collect();
+        let mut counts = Binding::new();
+        let mut sp = self
+            .stages
+            .get(&(key.clone(), Binding::new()))
+            .cloned()
+            .ok_or_else(|| HostError::Arena { detail: "no staged plan for this binding".into() })?;
+        loop {
+            self.run_head(&sp, env)?;
+            for (f, nz) in &sp.frontier {
+                let count = self.run_non_zero(f, nz, env)?;
+                counts.set(&f.symbol, count);
+            }
+            // Free what no later stage reads.
+            let later: HashSet<String> = match &sp.rest {
+                Some(rest) => rest.inputs.iter().map(|&v| rest.value_name(v)).collect(),
+                None => HashSet::new(),
+            };
+            let dead: Vec<String> =
+                env.keys().filter(|n| !later.contains(*n) && !outputs.contains(*n)).cloned().collect();
+            for name in dead {
+                if let Some(h) = env.remove(&name) {
+                    self.region.free(h.offset)?;
+                }
+            }
+            let Some(rest) = &sp.rest else { return Ok(()) };
+            sp = self.next_stage(key, &counts, &rest.clone())?;
+        }
+    }
+
+    /// Places the head's outputs in the region and launches its steps.
+    fn run_head(&mut self, sp: &StagePlan, env: &mut HashMap<String, Held>) -> Result<(), HostError> {
+        let plan = &sp.plan;
+        for &v in &plan.outputs {
+            let pv = &plan.values[v.index()];
+            if env.contains_key(&pv.name) {
+                continue; // an input passed through: its block already holds it
+            }
+            let (Some(bytes), Some(dims)) = (pv.bytes(), pv.dims.clone()) else {
+                return Err(HostError::Arena { detail: format!("stage output `{}` has no size", pv.name) });
+            };
+            let h = self.hold(bytes, pv.dtype, dims)?;
+            env.insert(pv.name.clone(), h);
+        }
+        if plan.memory.arena_bytes > self.arena.bytes() {
+            self.stream.synchronize().map_err(HostError::driver("synchronizing the session stream"))?;
+        }
+        if self.arena.ensure(self.ctx, plan.memory.arena_bytes)? {
+            self.compiled.values_mut().for_each(|c| c.graph = None);
+        }
+        let base = self.region.base(&self.stream);
+        let place = |vs: &[ValueId]| -> Result<Vec<(ValueId, u64)>, HostError> {
+            vs.iter()
+                .map(|&v| {
+                    let name = &plan.values[v.index()].name;
+                    let h = env.get(name).ok_or_else(|| HostError::Arena {
+                        detail: format!("stage input `{name}` is not held by the run"),
+                    })?;
+                    Ok((v, base + h.offset))
+                })
+                .collect()
+        };
+        let at = Addresses {
+            inputs: place(&plan.inputs)?,
+            outputs: place(&plan.outputs)?,
+            weights: sp.weights.as_deref(),
+            memory: Some(&plan.memory),
+        };
+        for (i, step) in plan.steps.iter().enumerate() {
+            self.launch_step(&at, i, step)?;
+        }
+        Ok(())
+    }
+
+    /// Runs one NonZero: counts, reads the count back, places and writes the result. Returns the
+    /// count.
+    fn run_non_zero(
+        &mut self,
+        f: &Frontier,
+        nz: &NonZero,
+        env: &mut HashMap<String, Held>,
+    ) -> Result<usize, HostError> {
+        let x = env.get(&f.input).map(|h| h.offset).ok_or_else(|| HostError::Arena {
+            detail: format!("NonZero `{}` input `{}` is not held by the run", f.label, f.input),
+        })?;
+        let partials = self.hold(nz.partials_bytes(), DType::I64, Vec::new())?.offset;
+        let (xv, pv, yv) = (ValueId(0), ValueId(1), ValueId(2));
+        let counted = (|| {
+            let base = self.region.base(&self.stream);
+            let at = Addresses {
+                inputs: vec![(xv, base + x), (pv, base + partials)],
+                outputs: Vec::new(),
+                weights: None,
+                memory: None,
+            };
+            self.launch_step(&at, 0, &nz.count_step(xv, pv))?;
+            let raw = self.region.read(&self.stream, partials, nz.partials_bytes())?;
+            self.stream.synchronize().map_err(|e| HostError::Step {
+                step: 0,
+                label: format!("NonZero {}", f.label),
+                kernel: "non_zero_count",
+                detail: e.to_string(),
+            })?;
+            let count = NonZero::count(&raw);
+            let rank = f.dims.len() as u64;
+            let bytes = rank.checked_mul(count).and_then(|n| n.checked_mul(8)).ok_or_else(|| {
+                HostError::Arena { detail: format!("NonZero `{}` output size overflows", f.label) }
+            })?;
+            let y = self.hold(bytes, DType::I64, vec![rank as usize, count as usize])?;
+            if bytes > 0 {
+                let base = self.region.base(&self.stream);
+                let at = Addresses {
+                    inputs: vec![(xv, base + x), (pv, base + partials)],
+                    outputs: vec![(yv, base + y.offset)],
+                    weights: None,
+                    memory: None,
+                };
+                self.launch_step(&at, 1, &nz.write_step(xv, pv, yv, count))?;
+            }
+            env.insert(f.output.clone(), y);
+            Ok(count as usize)
+        })();
+        // The write launch is queued before this free; a later block reuse is ordered after it.
+        self.region.free(partials)?;
+        counted
+    }
+}

@@ -1,0 +1,206 @@
+//! NonZero and the staged runs it causes, on the device against the CPU reference: random shapes
+//! and dtypes (float -0.0 and NaN included), inputs large enough for many blocks, empty and full
+//! results; a model whose rest depends on the count; a NonZero of a NonZero result; and no device
+//! allocation once the run-time region is warm, whatever the counts.
+
+use host::selftest::Rng;
+use host::{HostTensor, Session, SessionOptions};
+use planner::op::{self, Op};
+use planner::{DType, Graph};
+
+use crate::ctx;
+use crate::indexing::{compare, known, pick, shape_of};
+
+/// `x` of `shape` with about `density` of its elements non-zero, of `dtype`.
+fn sparse(rng: &mut Rng, shape: &[usize], dtype: DType, density: f64) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let hits: Vec<bool> = (0..n).map(|_| (rng.next_u64() % 1000) as f64 / 1000.0 < density).collect();
+    let shape = shape.to_vec();
+    let r = match dtype {
+        DType::F32 => {
+            // Zeros of both signs; the non-zero values include NaN and the smallest subnormal.
+            let odd = [f32::NAN, f32::from_bits(1), -1.5, 3.0, f32::INFINITY];
+            let v: Vec<f32> =
+                hits.iter().map(|&h| if h { pick(rng, &odd) } else { pick(rng, &[0.0, -0.0]) }).collect();
+            HostTensor::new(shape, v)
+        }
+        DType::F64 => {
+            let v: Vec<f64> =
+                hits.iter().map(|&h| if h { pick(rng, &[f64::NAN, -2.0, 1e-310]) } else { -0.0 }).collect();
+            HostTensor::new(shape, v)
+        }
+        DType::I64 => HostTensor::new(
+            shape,
+            hits.iter().map(|&h| if h { -(1i64 << 40) } else { 0 }).collect::<Vec<_>>(),
+        ),
+        DType::I32 => {
+            HostTensor::new(shape, hits.iter().map(|&h| if h { i32::MIN } else { 0 }).collect::<Vec<_>>())
+        }
+        DType::U8 => {
+            HostTensor::new(shape, hits.iter().map(|&h| if h { 128u8 } else { 0 }).collect::<Vec<_>>())
+        }
+        _ => HostTensor::new(shape, hits.to_vec()),
+    };
+    r.unwrap()
+}
+
+fn non_zero_graph(shape: &[usize], dtype: DType) -> Graph {
+    let mut g = Graph::new();
+    let x = g.input("x", dtype, known(shape));
+    let y = g.op1(Op::NonZero, &[x]);
+    g.output(y);
+    g
+}
+
+#[test]
+fn non_zero_matches_the_reference() {
+    let mut rng = Rng::new(0x2e70);
+    let dtypes = [DType::F32, DType::F64, DType::I64, DType::I32, DType::U8, DType::Bool];
+    for rank in 0..=4 {
+        for _ in 0..6 {
+            let shape = shape_of(&mut rng, rank, &[1, 2, 3, 7, 64, 300]);
+            let dtype = pick(&mut rng, &dtypes);
+            let density = pick(&mut rng, &[0.0, 0.01, 0.5, 1.0]);
+            let x = sparse(&mut rng, &shape, dtype, density);
+            let what = format!("NonZero {shape:?} {dtype} density {density}");
+            compare(&what, non_zero_graph(&shape, dtype), &[("x".into(), x)], 0.0);
+        }
+    }
+}
+
+#[test]
+fn non_zero_of_a_large_input_spans_many_blocks() {
+    let mut rng = Rng::new(0x2e71);
+    for shape in [vec![1 << 22], vec![3, 700, 999], vec![2, 2, 2, 2, 2, 2, 2, 2]] {
+        for density in [0.001, 0.3, 1.0] {
+            let x = sparse(&mut rng, &shape, DType::F32, density);
+            compare(
+                &format!("NonZero {shape:?} {density}"),
+                non_zero_graph(&shape, DType::F32),
+                &[("x".into(), x)],
+                0.0,
+            );
+        }
+    }
+}
+
+/// `x [rows, 4]`: the rows whose first column is positive, through a linear layer and ReLU, and
+/// their sum; also `sigmoid(x)`, which does not wait for the count.
+fn selected_rows_model(rows: usize) -> Graph {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[rows, 4]));
+    let zero = g.const_i64("zero", &[], &[0]);
+    let col = g.gather(x, zero, 1);
+    let pos = g.relu(col);
+    let nz = g.op1(Op::NonZero, &[pos]);
+    let flat_shape = g.const_i64("flat", &[1], &[-1]);
+    let idx = g.reshape(nz, flat_shape);
+    let picked = g.gather(x, idx, 0);
+    let w: Vec<f32> = (0..32).map(|i| (i as f32 * 0.37).sin()).collect();
+    let w = g.initializer("w", planner::ConstTensor::from_f32(&[4, 8], &w).unwrap());
+    let b = g.initializer("b", planner::ConstTensor::from_f32(&[8], &[0.1; 8]).unwrap());
+    let h = g.matmul(picked, w);
+    let hb = g.add(h, b);
+    let y = g.relu(hb);
+    let total = g.op1(Op::ReduceSum(op::Reduce { keepdims: false, ..Default::default() }), &[y]);
+    let s = g.sigmoid(x);
+    g.output(y);
+    g.output(total);
+    g.output(s);
+    g
+}
+
+fn rows_input(rng: &mut Rng, rows: usize, positive: f64) -> HostTensor {
+    let v: Vec<f32> = (0..rows * 4)
+        .map(|i| {
+            let mag = (rng.next_u64() % 1000) as f32 / 250.0 + 0.01;
+            let up = i % 4 != 0 || (rng.next_u64() % 1000) as f64 / 1000.0 < positive;
+            if up { mag } else { -mag }
+        })
+        .collect();
+    HostTensor::new(vec![rows, 4], v).unwrap()
+}
+
+#[test]
+fn a_model_downstream_of_non_zero_runs_in_stages_without_allocating_once_warm() {
+    let mut rng = Rng::new(0x2e72);
+    let rows = 1000;
+    for positive in [0.0, 0.2, 1.0] {
+        let x = rows_input(&mut rng, rows, positive);
+        compare(&format!("selected rows {positive}"), selected_rows_model(rows), &[("x".into(), x)], 1e-5);
+    }
+    // One session, counts changing from run to run: the region grows to the largest need, then
+    // runs with counts it has seen allocate nothing, and nothing stays in the region between runs.
+    let g = selected_rows_model(rows);
+    let mut s = Session::new(ctx(), g.clone(), SessionOptions::default()).unwrap();
+    let inputs: Vec<HostTensor> = [0.9, 0.1, 0.5].iter().map(|&p| rows_input(&mut rng, rows, p)).collect();
+    for x in &inputs {
+        s.run(&[("x".into(), x.clone())]).unwrap();
+    }
+    let (warm, region) = (s.allocation_count(), s.region_stats());
+    assert!(region.capacity >= region.high_water && region.high_water > 0, "{region:?}");
+    assert_eq!(region.used, 0, "every block is freed after a run");
+    for x in inputs.iter().rev().chain(&inputs) {
+        let got = s.run(&[("x".into(), x.clone())]).unwrap();
+        let want = host::reference::eval(&g, &[("x".into(), x.clone())]).unwrap();
+        assert_eq!(got[0].1.shape(), want[0].1.shape());
+        assert_eq!(s.allocation_count(), warm, "a warm staged run allocated");
+    }
+    assert_eq!(s.region_stats().used, 0);
+    assert!(s.last_plan().is_none() && s.profile_steps(1).is_err(), "a staged model has no single plan");
+    // `execute` runs the stages again on the last inputs.
+    s.execute().unwrap();
+    assert_eq!(s.allocation_count(), warm);
+    // Shrinking frees the arena and the region; the next run allocates them again and is right.
+    let before = s.device_bytes();
+    let freed = s.shrink().unwrap();
+    assert!(freed > 0 && s.region_stats().capacity == 0, "freed {freed} of {before}");
+    let x = &inputs[1];
+    let got = s.run(&[("x".into(), x.clone())]).unwrap();
+    let want = host::reference::eval(&g, &[("x".into(), x.clone())]).unwrap();
+    assert_eq!((got[0].1.shape(), got[1].1.data().to_f64s().len()), (want[0].1.shape(), 1));
+    assert!(s.allocation_count() > warm);
+}
+
+#[test]
+fn non_zero_of_a_non_zero_result_is_a_second_stage() {
+    let mut rng = Rng::new(0x2e73);
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[5, 6]));
+    let nz = g.op1(Op::NonZero, &[x]);
+    let two = g.initializer("two", planner::ConstTensor::from_f32(&[], &[2.0]).unwrap());
+    let as_f32 = g.cast(nz, DType::F32);
+    let shifted = g.sub(as_f32, two);
+    let again = g.op1(Op::NonZero, &[shifted]);
+    g.output(again);
+    g.output(nz);
+    for density in [0.0, 0.3, 1.0] {
+        let xs = sparse(&mut rng, &[5, 6], DType::F32, density);
+        compare(&format!("NonZero of NonZero {density}"), g.clone(), &[("x".into(), xs)], 0.0);
+    }
+}
+
+#[test]
+fn empty_operands_match_the_reference() {
+    // What a NonZero count of 0 makes of the ops downstream: empty rows, empty reductions, k = 0.
+    let mut rng = Rng::new(0x2e74);
+    let reduce = |keepdims| Op::ReduceSum(op::Reduce { keepdims, ..Default::default() });
+    for (rows, k) in [(0, 4), (3, 0), (0, 0)] {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&[rows, k]));
+        let w: Vec<f32> = (0..k * 5).map(|i| i as f32).collect();
+        let w = g.initializer("w", planner::ConstTensor::from_f32(&[k, 5], &w).unwrap());
+        let b = g.initializer("b", planner::ConstTensor::from_f32(&[5], &[0.5; 5]).unwrap());
+        let h = g.matmul(x, w);
+        let hb = g.add(h, b);
+        let r = g.relu(hb);
+        let s = g.op1(reduce(false), &[r]);
+        let t = g.op1(reduce(true), &[x]);
+        let sm = g.softmax(x, -1);
+        for v in [r, s, t, sm] {
+            g.output(v);
+        }
+        let xs = rng.tensor(&[rows, k], -1.0, 1.0);
+        compare(&format!("empty operands {rows}x{k}"), g, &[("x".into(), xs)], 1e-6);
+    }
+}
