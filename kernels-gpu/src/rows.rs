@@ -55,7 +55,9 @@ unsafe fn softmax_rows(p: &RowParams, x: *const f32, y: *mut f32, log: bool) {
             if v > m {
                 s = s * math::exp(m - v) + 1.0;
                 m = v;
-            } else {
+            } else if v != f32::NEG_INFINITY {
+                // (-inf adds nothing; while m is still -inf too, exp(v - m) would be NaN. A NaN
+                // element lands here and makes the row NaN, as in the reference.)
                 s += math::exp(v - m);
             }
             j += g.size;

@@ -75,6 +75,38 @@ fn softmax_over_the_last_axis_matches_the_reference() {
 }
 
 #[test]
+fn masked_softmax_rows_match_the_reference() {
+    // A causal-style mask: -inf at the start of rows, where a thread's first elements (and for
+    // short rows all of them) are -inf; also whole -inf rows (NaN, as in the reference).
+    for (len, axis) in [(6, -1), (33, -1), (1025, -1), (5, 0)] {
+        let (rows, width) = if axis == 0 { (len, 4) } else { (4, len) };
+        let v: Vec<f32> = (0..rows * width)
+            .map(|i| {
+                let (r, c) = (i / width, i % width);
+                let (row, col) = if axis == 0 { (c, r) } else { (r, c) };
+                if row == 3 || col + 2 < len.min(3 * row + 2) {
+                    f32::NEG_INFINITY
+                } else {
+                    (i % 7) as f32 - 3.0
+                }
+            })
+            .collect();
+        for log in [false, true] {
+            let shape = [rows, width];
+            let inputs = vec![("x".to_owned(), HostTensor::new(shape.to_vec(), v.clone()).unwrap())];
+            let g = softmax_graph(&shape, axis, log);
+            let want = host::reference::eval(&g, &inputs).unwrap();
+            let got = Session::new(ctx(), g, SessionOptions::default()).unwrap().run(&inputs).unwrap();
+            let (gv, wv) = (got[0].1.data().to_f64s(), want[0].1.data().to_f64s());
+            for (i, (a, b)) in gv.iter().zip(&wv).enumerate() {
+                let same = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-5 * (b.abs() + 1.0);
+                assert!(same, "masked softmax len {len} axis {axis} log {log}: [{i}] gpu {a}, reference {b}");
+            }
+        }
+    }
+}
+
+#[test]
 fn softmax_over_an_inner_axis_matches_the_reference() {
     let mut rng = Rng::new(0xa815);
     let cases: [(&[usize], i64); 6] = [
