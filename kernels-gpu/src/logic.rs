@@ -5,7 +5,9 @@
 //! branch is uniform), then runs a grid-stride loop monomorphized for the pair of types. Every
 //! thread handles one output element at a time, so writes are coalesced.
 
-use crate::abi::{CastParams, CompareParams, MAX_RANK, OneHotParams, WhereParams, compare_op, scalar};
+use crate::abi::{
+    CastParams, CompareParams, MAX_RANK, OneHotParams, WhereParams, compare_op, int_op, scalar,
+};
 use crate::elementwise::broadcast_offsets;
 use crate::intrinsics::{global_thread_x, grid_threads_x};
 use crate::math;
@@ -301,6 +303,99 @@ pub unsafe extern "ptx-kernel" fn compare(p: CompareParams, a: *const u8, b: *co
             scalar::I8 => compare_typed::<{ scalar::I8 }>(&p, a, b, y),
             scalar::U8 => compare_typed::<{ scalar::U8 }>(&p, a, b, y),
             scalar::BOOL => compare_typed::<{ scalar::BOOL }>(&p, a, b, y),
+            _ => {}
+        }
+    }
+}
+
+/// `op(x, y)` of integers ([`int_op`]), wrapping.
+#[inline(always)]
+fn int_apply(op: u32, x: i64, y: i64) -> i64 {
+    match op {
+        int_op::ADD => x.wrapping_add(y),
+        int_op::SUB => x.wrapping_sub(y),
+        int_op::MUL => x.wrapping_mul(y),
+        int_op::DIV if y != 0 => x.wrapping_div(y),
+        int_op::MOD | int_op::FMOD if y != 0 => {
+            let r = x.wrapping_rem(y);
+            if op == int_op::MOD && r != 0 && ((r < 0) != (y < 0)) { r + y } else { r }
+        }
+        int_op::MAX => x.max(y),
+        int_op::MIN => x.min(y),
+        int_op::POW => int_pow(x, y),
+        int_op::NEG => x.wrapping_neg(),
+        int_op::ABS => x.wrapping_abs(),
+        _ => 0,
+    }
+}
+
+/// `base ^ exp`, wrapping, by repeated squaring; a negative exponent truncates `1 / base^|exp|`.
+#[inline(always)]
+fn int_pow(base: i64, exp: i64) -> i64 {
+    if exp < 0 {
+        return match base {
+            1 => 1,
+            -1 if exp % 2 == 0 => 1,
+            -1 => -1,
+            _ => 0,
+        };
+    }
+    let (mut result, mut b, mut e) = (1i64, base, exp as u64);
+    while e > 0 {
+        if e & 1 == 1 {
+            result = result.wrapping_mul(b);
+        }
+        b = b.wrapping_mul(b);
+        e >>= 1;
+    }
+    result
+}
+
+/// # Safety
+/// The [`int_arith`] contract, with `TY` equal to `p.dtype`.
+#[inline(always)]
+unsafe fn int_arith_typed<const TY: u32>(p: &CompareParams, a: *const u8, b: *const u8, y: *mut u8) {
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < p.bin.elems {
+        let (ia, ib) = offsets(p, i);
+        // SAFETY: the offsets lie inside the operands and i < elems (the contract). Each thread
+        // reads its operands before writing its element.
+        unsafe {
+            let (x, z) = (load(TY, a, ia as usize).i64(), load(TY, b, ib as usize).i64());
+            store(TY, y, i as usize, Wide::I(int_apply(p.op, x, z)));
+        }
+        i += stride;
+    }
+}
+
+/// Integer arithmetic ([`int_op`]: Add, Sub, Mul, Div, Mod, Max, Min, Pow, Neg, Abs) with NumPy
+/// broadcasting, computed in i64 with wrap-around and stored in the operands' type
+/// ([`CompareParams`]). A zero divisor gives 0 (the planner launches Div and Mod only for constant
+/// divisors without zeros).
+///
+/// # Safety
+/// `a` and `b` hold every element the shape and strides of `p.bin` address, of type `p.dtype`
+/// (I64, I32, I8 or U8); `y` holds `p.bin.elems` elements of that type and does not overlap the
+/// operands, except that it may equal an operand whose layout is the output's (each thread reads
+/// its operands before writing). For Neg and Abs, `b` is `a`.
+///
+/// # Parameters
+/// `p`: shape, strides, op and type; `a`, `b`: the operands; `y`: the output.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the output elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn int_arith(p: CompareParams, a: *const u8, b: *const u8, y: *mut u8) {
+    if p.bin.rank as usize > MAX_RANK {
+        return;
+    }
+    // SAFETY: forwarded from the contract.
+    unsafe {
+        match p.dtype {
+            scalar::I64 => int_arith_typed::<{ scalar::I64 }>(&p, a, b, y),
+            scalar::I32 => int_arith_typed::<{ scalar::I32 }>(&p, a, b, y),
+            scalar::I8 => int_arith_typed::<{ scalar::I8 }>(&p, a, b, y),
+            scalar::U8 => int_arith_typed::<{ scalar::U8 }>(&p, a, b, y),
             _ => {}
         }
     }

@@ -1,13 +1,16 @@
-//! Data-dependent selection: ONNX NonZero in two launches over the same blocks. The first counts
-//! the non-zero elements of each block's chunk; the host reads the partial counts back (the output
-//! length), places the output, and the second writes the coordinates, each block from the sum of
-//! the partials before it, in element order (a block-wide scan of warp ballots per tile).
+//! Selection. ONNX NonZero in two launches over the same blocks: the first counts the non-zero
+//! elements of each block's chunk; the host reads the partial counts back (the output length),
+//! places the output, and the second writes the coordinates, each block from the sum of the
+//! partials before it, in element order (a block-wide scan of warp ballots per tile). ONNX TopK:
+//! a block per row sorts the row's keys in shared memory (bitonic) and writes the first `k`.
 
-use crate::abi::{MAX_RANK, NON_ZERO_THREADS, NonZeroParams};
+use crate::abi::{
+    MAX_RANK, NON_ZERO_THREADS, NonZeroParams, TOP_K_MAX_LEN, TOP_K_THREADS, TopKParams, scalar,
+};
 use crate::group::Group;
 use crate::intrinsics::{
-    WARP_SIZE, block_dim_x, block_idx_x, dynamic_shared_ptr, lane_id, sync_threads, thread_idx_x, trap,
-    vote_ballot,
+    WARP_SIZE, block_dim_x, block_idx_x, dynamic_shared_ptr, grid_dim_x, lane_id, sync_threads, thread_idx_x,
+    trap, vote_ballot,
 };
 use crate::movement::{at, unravel};
 
@@ -149,5 +152,107 @@ pub unsafe extern "ptx-kernel" fn non_zero_write(
         sync_threads();
         base += all;
         tile += NON_ZERO_THREADS as u64;
+    }
+}
+
+/// The sort key of element `j` of a row with value bits `bits` (f32 or i32): ascending keys put the
+/// wanted elements first, ties in index order. Floats map to their total order with every NaN
+/// above +inf and -0.0 equal to 0.0; `largest` inverts the value part.
+#[inline(always)]
+fn top_k_key(p: &TopKParams, bits: u32, j: u32) -> u64 {
+    let ordered = if p.dtype == scalar::I32 {
+        bits ^ 0x8000_0000
+    } else {
+        let f = f32::from_bits(bits);
+        let canonical = if f.is_nan() {
+            0x7fc0_0000
+        } else if f == 0.0 {
+            0
+        } else {
+            bits
+        };
+        if canonical >> 31 == 1 { !canonical } else { canonical | 0x8000_0000 }
+    };
+    let value = if p.largest != 0 { !ordered } else { ordered };
+    (value as u64) << 32 | j as u64
+}
+
+/// ONNX TopK along the middle axis of `[outer, len, inner]` ([`TopKParams`]): the first `k`
+/// elements of each row in the wanted order, values to `y` and positions (i64) to `indices`.
+///
+/// # Safety
+/// `x` holds `outer * len * inner` elements of 4 bytes (f32 or i32, `p.dtype`); `y` holds
+/// `outer * k * inner` of them and `indices` as many i64; `p.k <= p.len <= p.padded <=
+/// TOP_K_MAX_LEN`, `p.padded` a power of two; `8 * p.padded` bytes of dynamic shared memory.
+///
+/// # Parameters
+/// `p`; input `x`; outputs `y` (values) and `indices`.
+///
+/// # Thread mapping
+/// 1-D grid of `TOP_K_THREADS`-thread blocks, any count: each block strides over the rows
+/// (`outer * inner`), loads a row's keys into shared memory (padding keys sort last), sorts them
+/// bitonically (each thread compares and swaps pairs, a barrier between passes) and writes the
+/// first `k`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn top_k(p: TopKParams, x: *const u32, y: *mut u32, indices: *mut i64) {
+    let padded = p.padded as u64;
+    let fits = padded.is_power_of_two() && padded <= TOP_K_MAX_LEN && p.len <= padded && p.k <= p.len;
+    if block_dim_x() != TOP_K_THREADS || !fits {
+        trap();
+    }
+    let keys = dynamic_shared_ptr().cast::<u64>();
+    let t = thread_idx_x() as u64;
+    let rows = p.outer * p.inner;
+    let mut row = block_idx_x() as u64;
+    while row < rows {
+        let (o, i) = (row / p.inner, row % p.inner);
+        let at = |j: u64| ((o * p.len + j) * p.inner + i) as usize;
+        let mut j = t;
+        while j < padded {
+            // SAFETY: j < len indexes the row inside `x`; j < padded <= the shared keys.
+            let key = if j < p.len { top_k_key(&p, unsafe { *x.add(at(j)) }, j as u32) } else { u64::MAX };
+            unsafe { *keys.add(j as usize) = key };
+            j += TOP_K_THREADS as u64;
+        }
+        sync_threads();
+        let mut size = 2u64;
+        while size <= padded {
+            let mut stride = size / 2;
+            while stride > 0 {
+                let mut q = t;
+                while q < padded / 2 {
+                    // The pair (lo, lo + stride): `q`'s place among the pairs of its stride block.
+                    let lo = (q / stride) * 2 * stride + q % stride;
+                    let hi = lo + stride;
+                    let ascending = lo & size == 0;
+                    // SAFETY: lo < hi < padded, inside the shared keys; each pair has one owner.
+                    unsafe {
+                        let (a, b) = (*keys.add(lo as usize), *keys.add(hi as usize));
+                        if (a > b) == ascending {
+                            *keys.add(lo as usize) = b;
+                            *keys.add(hi as usize) = a;
+                        }
+                    }
+                    q += TOP_K_THREADS as u64;
+                }
+                sync_threads();
+                stride /= 2;
+            }
+            size *= 2;
+        }
+        let mut r = t;
+        while r < p.k {
+            // SAFETY: r < k <= len: a real key (padding sorts after every one), whose low half is
+            // its index j < len; the outputs hold `k` per row.
+            unsafe {
+                let j = (*keys.add(r as usize) & 0xffff_ffff) as u64;
+                let out = ((o * p.k + r) * p.inner + i) as usize;
+                *y.add(out) = *x.add(at(j));
+                *indices.add(out) = j as i64;
+            }
+            r += TOP_K_THREADS as u64;
+        }
+        sync_threads();
+        row += grid_dim_x() as u64;
     }
 }

@@ -204,3 +204,54 @@ fn empty_operands_match_the_reference() {
         compare(&format!("empty operands {rows}x{k}"), g, &[("x".into(), xs)], 1e-6);
     }
 }
+
+#[test]
+fn top_k_matches_the_reference() {
+    let mut rng = Rng::new(0x70b4);
+    let mut cases: Vec<(Vec<usize>, i64, DType)> = Vec::new();
+    for rank in 1..=3 {
+        for _ in 0..5 {
+            let shape = shape_of(&mut rng, rank, &[1, 2, 5, 17, 64, 130]);
+            let axis = (rng.next_u64() % rank as u64) as i64
+                - if rng.next_u64().is_multiple_of(2) { rank as i64 } else { 0 };
+            cases.push((shape, axis, pick(&mut rng, &[DType::F32, DType::I32])));
+        }
+    }
+    // A kNN-sized problem and the longest row the kernel sorts.
+    cases.push((vec![128, 128], -1, DType::F32));
+    cases.push((vec![2, 4096], 1, DType::F32));
+    for (shape, axis, dtype) in cases {
+        let a = axis.rem_euclid(shape.len() as i64) as usize;
+        let k = 1 + (rng.next_u64() % shape[a] as u64) as i64;
+        let largest = rng.next_u64().is_multiple_of(2);
+        let mut g = Graph::new();
+        let x = g.input("x", dtype, known(&shape));
+        let kv = g.const_i64("k", &[1], &[k]);
+        let top = op::TopK { axis, largest, sorted: true, k: None };
+        let outs = g.push(Op::TopK(top), &[x, kv], 2);
+        g.output(outs[0]);
+        g.output(outs[1]);
+        let n: usize = shape.iter().product();
+        // Coarse values (ties), and for f32 also -0.0, NaN and infinities.
+        let xs = if dtype == DType::F32 {
+            let odd = [f32::NAN, -0.0, 0.0, f32::INFINITY, f32::NEG_INFINITY];
+            let v: Vec<f32> = (0..n)
+                .map(|_| match rng.next_u64() % 10 {
+                    0 => pick(&mut rng, &odd),
+                    _ => (rng.next_u64() % 9) as f32 - 4.0,
+                })
+                .collect();
+            HostTensor::new(shape.clone(), v).unwrap()
+        } else {
+            let v: Vec<i32> = (0..n).map(|_| pick(&mut rng, &[i32::MIN, -7, 0, 3, 3, i32::MAX])).collect();
+            HostTensor::new(shape.clone(), v).unwrap()
+        };
+        let plan = compare(
+            &format!("TopK {shape:?} axis {axis} k {k} largest {largest} {dtype}"),
+            g,
+            &[("x".into(), xs)],
+            0.0,
+        );
+        assert!(plan.contains("top_k"), "{plan}");
+    }
+}

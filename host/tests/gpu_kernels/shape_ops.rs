@@ -364,3 +364,61 @@ fn logic_truth_tables() {
         assert!(got[0].1.data() == want.data(), "{}: gpu {:?}", op.name(), got[0].1.data());
     }
 }
+
+/// `t` (i64 data) as `dtype` (I64, I32, I8 or U8), truncated as the reference's casts do.
+fn int_as(t: &HostTensor, dtype: DType) -> HostTensor {
+    let v: Vec<i64> = t.data().to_f64s().iter().map(|&x| x as i64).collect();
+    let shape = t.shape().to_vec();
+    match dtype {
+        DType::I64 => HostTensor::new(shape, v),
+        DType::I32 => HostTensor::new(shape, v.iter().map(|&x| x as i32).collect::<Vec<_>>()),
+        DType::I8 => HostTensor::new(shape, v.iter().map(|&x| x as i8).collect::<Vec<_>>()),
+        _ => HostTensor::new(shape, v.iter().map(|&x| x as u8).collect::<Vec<_>>()),
+    }
+    .unwrap()
+}
+
+#[test]
+fn integer_arithmetic_wraps_like_the_reference() {
+    let mut rng = Rng::new(0x1a7);
+    let binary = [
+        Op::Add,
+        Op::Sub,
+        Op::Mul,
+        Op::Max,
+        Op::Min,
+        Op::Pow,
+        Op::Div,
+        Op::Mod(op::Mod { fmod: false }),
+        Op::Mod(op::Mod { fmod: true }),
+    ];
+    for dtype in [DType::I64, DType::I32, DType::I8, DType::U8] {
+        for op in &binary {
+            let mut g = Graph::new();
+            let a = g.input("a", dtype, known(&[3, 1, 33]));
+            // Division by a constant without zeros (the GPU refuses run-time divisors); the
+            // others broadcast a second input.
+            let divides = matches!(op, Op::Div | Op::Mod(_));
+            let divisor = int_as(&HostTensor::new(vec![4, 1], vec![-3i64, 7, 2, -128]).unwrap(), dtype);
+            let b = if divides {
+                g.initializer("b", divisor.to_const())
+            } else {
+                g.input("b", dtype, known(&[4, 1]))
+            };
+            let y = g.op1(op.clone(), &[a, b]);
+            let n = g.op1(Op::Neg, &[y]);
+            let abs = g.op1(Op::Abs, &[n]);
+            g.output(y);
+            g.output(abs);
+            // Large magnitudes, so that products and powers wrap.
+            let (lo, hi) = if matches!(op, Op::Pow) { (-5, 40) } else { (-(1 << 40), 1 << 40) };
+            let mut inputs =
+                vec![("a".to_string(), int_as(&i64_input(&mut rng, &[3, 1, 33], lo, hi), dtype))];
+            if !divides {
+                inputs.push(("b".into(), int_as(&i64_input(&mut rng, &[4, 1], lo, hi), dtype)));
+            }
+            let plan = check(&format!("{} {dtype}", op.name()), g, inputs);
+            assert!(plan.contains("int_arith"), "{plan}");
+        }
+    }
+}

@@ -70,15 +70,43 @@ pub mod compare_op {
     pub const FALSE: u32 = 13;
 }
 
-/// Parameters of `logic::compare`: `y[i] = op(a[ia], b[ib])` as a bool byte, with the broadcast
-/// layout of [`BinaryParams`] (rank 0: contiguous, same shape). Operands have element type
-/// `dtype` ([`scalar`]: F32, F64, I64, I32, I8, U8 or BOOL).
+/// `CompareParams::op` of `logic::int_arith`: integer arithmetic, computed in i64 with
+/// wrap-around and stored in the operands' type (truncated), as the CPU reference does.
+pub mod int_op {
+    /// `a + b`.
+    pub const ADD: u32 = 0;
+    /// `a - b`.
+    pub const SUB: u32 = 1;
+    /// `a * b`.
+    pub const MUL: u32 = 2;
+    /// `a / b`, truncated toward zero (the planner only launches it for divisors known non-zero).
+    pub const DIV: u32 = 3;
+    /// `a mod b` with the sign of the divisor (Python `%`, ONNX Mod with fmod 0).
+    pub const MOD: u32 = 4;
+    /// `a mod b` with the sign of the dividend (C `%`, ONNX Mod with fmod 1).
+    pub const FMOD: u32 = 5;
+    /// `max(a, b)`.
+    pub const MAX: u32 = 6;
+    /// `min(a, b)`.
+    pub const MIN: u32 = 7;
+    /// `a ^ b` by repeated squaring (a negative exponent truncates `1 / a^|b|`).
+    pub const POW: u32 = 8;
+    /// `-a` (`b` is ignored; pass `a` again).
+    pub const NEG: u32 = 9;
+    /// `|a|` (`b` is ignored).
+    pub const ABS: u32 = 10;
+}
+
+/// Parameters of `logic::compare` and `logic::int_arith`: `y[i] = op(a[ia], b[ib])`, with the
+/// broadcast layout of [`BinaryParams`] (rank 0: contiguous, same shape). Operands have element
+/// type `dtype` ([`scalar`]: F32, F64, I64, I32, I8, U8 or BOOL for `compare`, whose output is a
+/// bool byte; I64, I32, I8 or U8 for `int_arith`, whose output has the operands' type).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CompareParams {
     /// Shape and strides.
     pub bin: BinaryParams,
-    /// One of [`compare_op`].
+    /// One of [`compare_op`] (`compare`) or [`int_op`] (`int_arith`).
     pub op: u32,
     /// Operand element type.
     pub dtype: u32,

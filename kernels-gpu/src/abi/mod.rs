@@ -233,6 +233,9 @@ kernel_ids! {
     Cast => "cast",
     /// `logic::compare`: comparisons and boolean logic with broadcasting, bool output
     Compare => "compare",
+    /// `logic::int_arith`: integer arithmetic with broadcasting (Add, Sub, Mul, Div, Mod, Max, Min,
+    /// Pow, Neg, Abs)
+    IntArith => "int_arith",
     /// `logic::one_hot`: ONNX OneHot (indices and values of any type)
     OneHot => "one_hot",
     /// `logic::where_b1`: ONNX Where of 1-byte elements
@@ -284,6 +287,8 @@ kernel_ids! {
     NonZeroCount => "non_zero_count",
     /// `select::non_zero_write`: ONNX NonZero, the coordinates of the non-zero elements
     NonZeroWrite => "non_zero_write",
+    /// `select::top_k`: ONNX TopK along one axis (a block sorts each row in shared memory)
+    TopK => "top_k",
     // indexing
     /// `indexing::gather_elements_b1`: ONNX GatherElements of 1-byte elements
     GatherElementsB1 => "gather_elements_b1",
@@ -388,5 +393,6 @@ mod tests {
         assert_eq!(core::mem::size_of::<LossParams>(), 4 * 8 + 4 * 4);
         assert_eq!(core::mem::size_of::<OneHotParams>(), 3 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<NonZeroParams>(), 4 * 8 + 2 * 4 + 8 * MAX_RANK);
+        assert_eq!(core::mem::size_of::<TopKParams>(), 4 * 8 + 4 * 4);
     }
 }

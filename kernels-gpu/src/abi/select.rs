@@ -1,4 +1,4 @@
-//! Data-dependent selection: NonZero.
+//! Selection: NonZero (data-dependent length) and TopK.
 
 use super::{MAX_RANK, Params};
 
@@ -36,3 +36,38 @@ pub struct NonZeroParams {
 
 // SAFETY: #[repr(C)], four u64, two u32, a u64 array: no padding.
 unsafe impl Params for NonZeroParams {}
+
+/// Threads per block of `select::top_k`.
+pub const TOP_K_THREADS: u32 = 256;
+/// Longest axis `select::top_k` sorts (its keys fill `8 * TOP_K_MAX_LEN` bytes of shared memory).
+pub const TOP_K_MAX_LEN: u64 = 4096;
+
+/// Parameters of `select::top_k` (ONNX TopK): the input is `[outer, len, inner]` (the axis in the
+/// middle), of element type `dtype` (`scalar::F32` or `scalar::I32`); each of the `outer * inner`
+/// rows is sorted whole, as 64-bit keys (the value's order, then the index) padded to `padded`
+/// (a power of two, `len <= padded <= TOP_K_MAX_LEN`), and its first `k` elements are written to
+/// the `[outer, k, inner]` outputs: the values, and their positions along the axis as i64. Ties go
+/// to the lower index; NaN is above every number and -0.0 equals 0.0, as in the CPU reference.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TopKParams {
+    /// Rows before the axis.
+    pub outer: u64,
+    /// Extent of the axis.
+    pub len: u64,
+    /// Elements after the axis.
+    pub inner: u64,
+    /// Elements kept per row.
+    pub k: u64,
+    /// `len` rounded up to a power of two.
+    pub padded: u32,
+    /// 1: the largest first; 0: the smallest first.
+    pub largest: u32,
+    /// Element type (`scalar::F32` or `scalar::I32`).
+    pub dtype: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+// SAFETY: #[repr(C)], four u64, four u32: no padding.
+unsafe impl Params for TopKParams {}

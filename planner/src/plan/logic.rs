@@ -2,13 +2,14 @@
 //! (bool output, NumPy broadcasting), Where (three-way broadcasting), OneHot.
 
 use kernels_gpu::abi::{
-    CastParams, CompareParams, KernelId, MAX_RANK, OneHotParams, Params, WhereParams, compare_op, scalar,
+    CastParams, CompareParams, KernelId, MAX_RANK, OneHotParams, Params, WhereParams, compare_op, int_op,
+    scalar,
 };
 
 use super::elementwise::{binary_params, broadcast_strides_i64, collapse_dims};
 use super::lower::{Lowered, dims};
 use super::{Arg, PlanOptions, PlannedValue};
-use crate::graph::{NodeId, ValueId};
+use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::Op;
 use crate::tensor_info::DType;
 
@@ -48,6 +49,62 @@ pub fn compare_code(op: &Op) -> Option<u32> {
         },
         _ => return None,
     })
+}
+
+/// The `int_arith` op code of `op` with `inputs` inputs, if that kernel computes it (on integer
+/// operands).
+pub fn int_arith_code(op: &Op, inputs: usize) -> Option<u32> {
+    Some(match op {
+        Op::Add => int_op::ADD,
+        Op::Sum if inputs == 2 => int_op::ADD,
+        Op::Sub => int_op::SUB,
+        Op::Mul => int_op::MUL,
+        Op::Div => int_op::DIV,
+        Op::Mod(m) if m.fmod => int_op::FMOD,
+        Op::Mod(_) => int_op::MOD,
+        Op::Max if inputs == 2 => int_op::MAX,
+        Op::Min if inputs == 2 => int_op::MIN,
+        Op::Pow => int_op::POW,
+        Op::Neg => int_op::NEG,
+        Op::Abs => int_op::ABS,
+        _ => return None,
+    })
+}
+
+/// Whether `dtype` is one `int_arith` computes.
+pub fn is_int_arith_type(dtype: DType) -> bool {
+    matches!(dtype, DType::I64 | DType::I32 | DType::I8 | DType::U8)
+}
+
+/// Integer arithmetic `y = op(a, b)` (`code` from [`int_arith_code`]; Neg and Abs pass `a`
+/// twice). Div and Mod need a constant divisor without zeros: a zero divisor is an error in
+/// ONNX, which a kernel cannot report.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn int_arith(
+    g: &Graph,
+    id: NodeId,
+    label: String,
+    code: u32,
+    (a, b): (ValueId, ValueId),
+    y: ValueId,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    let ((ad, dtype), (bd, btype), (yd, ytype)) = (dims(values, a)?, dims(values, b)?, dims(values, y)?);
+    if btype != dtype || ytype != dtype {
+        return Err(format!("integer arithmetic on {dtype} and {btype} into {ytype}"));
+    }
+    if matches!(code, int_op::DIV | int_op::MOD | int_op::FMOD) {
+        let nonzero = g.constant(b).and_then(|c| c.to_i64s()).is_some_and(|v| v.iter().all(|&x| x != 0));
+        if !nonzero {
+            return Err("integer division needs a constant divisor without zeros on the GPU \
+                        (dividing by zero is an error the kernel cannot report)"
+                .into());
+        }
+    }
+    let bin = binary_params(ad, bd, yd).ok_or("the broadcast collapses to more than 8 dims")?;
+    let p = CompareParams { bin, op: code, dtype: scalar_code(dtype) };
+    launch(id, label, KernelId::IntArith, &p, bin.elems, o, &[a, b, y])
 }
 
 fn launch(

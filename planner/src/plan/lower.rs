@@ -160,6 +160,14 @@ pub(super) fn node(
         let inputs: Vec<ValueId> = ins.iter().flatten().copied().collect();
         return ew_program(id, label, program, &inputs, out, values, o);
     }
+    if let Some(code) = logic::int_arith_code(&n.op, ins.len())
+        && logic::is_int_arith_type(values[out.index()].dtype)
+    {
+        let a = ins.first().copied().flatten().ok_or("missing input")?;
+        let unary = matches!(n.op, Op::Neg | Op::Abs);
+        let b = if unary { a } else { ins.get(1).copied().flatten().ok_or("missing input")? };
+        return logic::int_arith(g, id, label, code, (a, b), out, values, o);
+    }
     if let Some(u) = unary_op(&n.op) {
         let x = ins.first().copied().flatten().ok_or("missing input")?;
         f32_only(values, &[x, out])?;
@@ -365,6 +373,12 @@ pub(super) fn node(
         Op::GlobalAveragePool => reduce::global_pool(reduce_node(id, label, &ins, out), values, false, o),
         Op::GlobalMaxPool => reduce::global_pool(reduce_node(id, label, &ins, out), values, true, o),
         Op::Attention(a) => super::attention_op::lower(g, id, a, values, o),
+        Op::TopK(a) => {
+            let (Some(x), Some(indices)) = (ins.first().copied().flatten(), n.output(1)) else {
+                return Err("TopK needs its input and both outputs".into());
+            };
+            super::select::top_k(id, label, a, x, (out, indices), values, o)
+        }
         _ if super::fuse::ew_node(g, n).is_some() => {
             // An op only elementwise programs apply: a program of this one node (Clip's bounds,
             // when not constants, are program inputs broadcast from their one element).

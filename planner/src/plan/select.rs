@@ -1,11 +1,16 @@
-//! Launches of ONNX NonZero, which the session runs between the stages of a graph
+//! Selection launches. ONNX NonZero, which the session runs between the stages of a graph
 //! ([`crate::stage`]): a count launch, whose per-block partial counts the host reads back to learn
-//! the output length, then a write launch over the same blocks.
+//! the output length, then a write launch over the same blocks. ONNX TopK: one sorting launch.
 
-use kernels_gpu::abi::{KernelId, MAX_RANK, NON_ZERO_SHARED_BYTES, NON_ZERO_THREADS, NonZeroParams, Params};
+use kernels_gpu::abi::{
+    KernelId, MAX_RANK, NON_ZERO_SHARED_BYTES, NON_ZERO_THREADS, NonZeroParams, Params, TOP_K_MAX_LEN,
+    TOP_K_THREADS, TopKParams, scalar,
+};
 
-use super::{Arg, Step};
-use crate::graph::ValueId;
+use super::lower::{Lowered, dims};
+use super::{Arg, PlanOptions, PlannedValue, Step, capped_grid};
+use crate::graph::{NodeId, ValueId};
+use crate::op::TopK;
 use crate::tensor_info::DType;
 
 /// Elements each thread of a count block takes, at least (fewer, larger blocks beyond that).
@@ -96,6 +101,55 @@ impl NonZero {
     }
 }
 
+/// ONNX TopK of `x` into the values `y` and the positions `indices` (the k kept is `y`'s extent
+/// along the axis): f32 or i32 rows of at most `TOP_K_MAX_LEN` elements, each sorted whole by
+/// one block.
+pub(super) fn top_k(
+    id: NodeId,
+    label: String,
+    a: &TopK,
+    x: ValueId,
+    (y, indices): (ValueId, ValueId),
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    let ((xd, dtype), (yd, _)) = (dims(values, x)?, dims(values, y)?);
+    let dtype_code = match dtype {
+        DType::F32 => scalar::F32,
+        DType::I32 => scalar::I32,
+        other => return Err(format!("TopK of {other}: the kernel sorts f32 and i32")),
+    };
+    let rank = xd.len() as i64;
+    let axis = if a.axis < 0 { a.axis + rank } else { a.axis };
+    let axis = usize::try_from(axis).ok().filter(|&x| x < xd.len()).ok_or("axis out of range")?;
+    let len = xd[axis] as u64;
+    if len > TOP_K_MAX_LEN {
+        return Err(format!("TopK over {len} elements (the kernel sorts rows of up to {TOP_K_MAX_LEN})"));
+    }
+    let (outer, inner) =
+        (xd[..axis].iter().product::<usize>() as u64, xd[axis + 1..].iter().product::<usize>() as u64);
+    let padded = len.next_power_of_two().max(1);
+    let p = TopKParams {
+        outer,
+        len,
+        inner,
+        k: yd[axis] as u64,
+        padded: padded as u32,
+        largest: a.largest as u32,
+        dtype: dtype_code,
+        _pad: 0,
+    };
+    Ok(vec![Step::Kernel {
+        nodes: vec![id],
+        label,
+        kernel: KernelId::TopK,
+        grid: capped_grid(o.sm_count, outer * inner),
+        block: [TOP_K_THREADS, 1, 1],
+        shared_bytes: (8 * padded) as u32,
+        args: vec![Arg::Params(p.as_bytes().to_vec()), Arg::Value(x), Arg::Output(y), Arg::Value(indices)],
+    }])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +168,26 @@ mod tests {
         assert_eq!((empty.blocks, empty.params.elems), (1, 0));
         assert!(NonZero::new("n", &[1; 9], DType::F32, 2).is_err());
         assert_eq!(NonZero::count(&[3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0]), 7);
+    }
+
+    #[test]
+    fn top_k_sorts_a_padded_row_per_block_and_refuses_long_rows() {
+        use crate::graph::Graph;
+        use crate::plan::compile;
+        use crate::tensor_info::{Binding, Dim};
+        let top_k = |len: usize, dtype: DType| {
+            let mut g = Graph::new();
+            let x = g.input("x", dtype, vec![Dim::Known(3), Dim::Known(len)]);
+            let k = g.const_i64("k", &[1], &[2]);
+            let outs = g.push(crate::op::Op::TopK(TopK::default()), &[x, k], 2);
+            g.output(outs[0]);
+            g.output(outs[1]);
+            compile(&g, &Binding::new(), &PlanOptions::default())
+        };
+        let plan = top_k(100, DType::F32).unwrap();
+        let Step::Kernel { kernel, grid, shared_bytes, .. } = &plan.steps[0] else { panic!("{plan}") };
+        assert_eq!((*kernel, grid[0], *shared_bytes), (KernelId::TopK, 3, 8 * 128));
+        assert!(top_k(5000, DType::F32).unwrap_err().to_string().contains("rows of up to 4096"));
+        assert!(top_k(10, DType::I64).unwrap_err().to_string().contains("sorts f32 and i32"));
     }
 }

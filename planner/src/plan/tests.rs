@@ -223,3 +223,29 @@ fn weights_stay_unpacked_when_b_is_an_input_batched_or_packing_is_off() {
     let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
     assert_eq!(gemm_b_args(&plan), [(KernelId::GemmTcF32, w)], "{plan}");
 }
+
+#[test]
+fn integer_arithmetic_lowers_to_int_arith_and_division_needs_a_constant_divisor() {
+    let mut g = Graph::new();
+    let a = g.input("a", DType::I64, vec![Dim::Known(4), Dim::Known(3)]);
+    let b = g.input("b", DType::I64, vec![Dim::Known(3)]);
+    let two = g.const_i64("two", &[], &[2]);
+    let sum = g.add(a, b);
+    let neg = g.op1(Op::Neg, &[sum]);
+    let half = g.div(neg, two);
+    let m = g.op1(Op::Mod(crate::op::Mod { fmod: false }), &[half, two]);
+    g.output(m);
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let kernels: Vec<KernelId> = (plan.steps.iter())
+        .filter_map(|s| if let Step::Kernel { kernel, .. } = s { Some(*kernel) } else { None })
+        .collect();
+    assert_eq!(kernels, [KernelId::IntArith; 4], "{plan}");
+    // A run-time divisor may hold a zero, an error the kernel could not report: refused.
+    let mut g = Graph::new();
+    let a = g.input("a", DType::I32, vec![Dim::Known(4)]);
+    let b = g.input("b", DType::I32, vec![Dim::Known(4)]);
+    let q = g.div(a, b);
+    g.output(q);
+    let e = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("constant divisor"), "{e}");
+}
