@@ -262,3 +262,45 @@ pub fn run_all(ctx: &Context, seed: u64) -> Vec<(&'static str, Result<(), HostEr
         ("elementwise kernels vs CPU reference", elementwise_kernels(ctx, seed)),
     ]
 }
+
+/// The staged-run workload of the GPU tests and the `staged` bench: `x [rows, 4]` f32; the rows
+/// whose first column is positive (NonZero) go through a linear layer (4 -> 8, ReLU) and are summed;
+/// `sigmoid(x)` is a second output that does not wait for the count. Outputs: the selected rows'
+/// activations `[count, 8]`, their sum `[]`, `sigmoid(x)`.
+pub fn selected_rows_graph(rows: usize) -> planner::Graph {
+    use planner::op::{self, Op};
+    use planner::{ConstTensor, DType, Dim, Graph};
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Known(rows), Dim::Known(4)]);
+    let zero = g.const_i64("zero", &[], &[0]);
+    let col = g.gather(x, zero, 1);
+    let pos = g.relu(col);
+    let nz = g.op1(Op::NonZero, &[pos]);
+    let flat_shape = g.const_i64("flat", &[1], &[-1]);
+    let idx = g.reshape(nz, flat_shape);
+    let picked = g.gather(x, idx, 0);
+    let w: Vec<f32> = (0..32).map(|i| (i as f32 * 0.37).sin()).collect();
+    let w = g.initializer("w", ConstTensor::from_f32(&[4, 8], &w).expect("32 weights"));
+    let b = g.initializer("b", ConstTensor::from_f32(&[8], &[0.1; 8]).expect("8 biases"));
+    let h = g.matmul(picked, w);
+    let hb = g.add(h, b);
+    let y = g.relu(hb);
+    let total = g.op1(Op::ReduceSum(op::Reduce { keepdims: false, ..Default::default() }), &[y]);
+    let s = g.sigmoid(x);
+    g.output(y);
+    g.output(total);
+    g.output(s);
+    g
+}
+
+/// An input for [`selected_rows_graph`]: about `positive` of the rows are selected.
+pub fn selected_rows_input(rng: &mut Rng, rows: usize, positive: f64) -> HostTensor {
+    let v: Vec<f32> = (0..rows * 4)
+        .map(|i| {
+            let mag = (rng.next_u64() % 1000) as f32 / 250.0 + 0.01;
+            let up = i % 4 != 0 || (rng.next_u64() % 1000) as f64 / 1000.0 < positive;
+            if up { mag } else { -mag }
+        })
+        .collect();
+    HostTensor::new(vec![rows, 4], v).expect("rows * 4 values")
+}

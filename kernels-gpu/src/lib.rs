@@ -56,6 +56,8 @@ mod reduce;
 #[cfg(target_arch = "nvptx64")]
 mod resize;
 #[cfg(target_arch = "nvptx64")]
+mod rotary;
+#[cfg(target_arch = "nvptx64")]
 mod rows;
 #[cfg(target_arch = "nvptx64")]
 mod select;

@@ -9,7 +9,10 @@
 //! recomputed where they are used rather than stored, and the parameter arrays are read with
 //! constant indices (`at`), so nothing lives in local memory.
 
-use crate::abi::{MAX_RANK, RESIZE_MAX_AXES, ResizeAxis, ResizeParams, resize_ctm, resize_nearest};
+use crate::abi::{
+    GRID_MAX_RANK, GridSampleParams, MAX_RANK, RESIZE_MAX_AXES, ResizeAxis, ResizeParams, grid_mode,
+    grid_padding, resize_ctm, resize_nearest,
+};
 use crate::intrinsics::{floor_f64, global_thread_x, grid_threads_x};
 use crate::movement::{at, unravel};
 
@@ -303,4 +306,152 @@ pub unsafe extern "ptx-kernel" fn resize_cubic_f32(p: ResizeParams, x: *const f3
     }
     // SAFETY: forwarded from the contract.
     unsafe { filtered::<true>(&p, x, y) }
+}
+
+/// Reflects `x` into `[lo, hi]` by folding at the nearer border until inside.
+#[inline(always)]
+fn reflect(x: f64, lo: f64, hi: f64) -> f64 {
+    let range = hi - lo;
+    if range <= 0.0 {
+        return lo;
+    }
+    let fold = |dx: f64, near: f64, far: f64, dir: f64| {
+        let (n, r) = (floor_f64(dx / range), dx % range);
+        if n % 2.0 == 0.0 { near + dir * r } else { far - dir * r }
+    };
+    if x < lo {
+        fold(lo - x, lo, hi, 1.0)
+    } else if x > hi {
+        fold(x - hi, hi, lo, -1.0)
+    } else {
+        x
+    }
+}
+
+/// Keys cubic convolution weights (a = -0.75) of the taps at offsets -1, 0, 1, 2 for fraction `t`.
+#[inline(always)]
+fn keys_weights(t: f64) -> [f64; 4] {
+    let a = -0.75;
+    let far = |x: f64| ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a;
+    let near = |x: f64| ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+    [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)]
+}
+
+/// The taps of one spatial axis: up to 4 (input index or -1 for a zero, weight), and their count.
+#[inline(always)]
+fn grid_taps(p: &GridSampleParams, size: u64, norm: f64) -> ([(i64, f64); 4], usize) {
+    let n = size as f64;
+    let (lo, hi) = if p.align_corners != 0 { (0.0, n - 1.0) } else { (-0.5, n - 0.5) };
+    let mut v =
+        if p.align_corners != 0 { (norm + 1.0) / 2.0 * (n - 1.0) } else { ((norm + 1.0) * n - 1.0) / 2.0 };
+    if p.mode == grid_mode::NEAREST {
+        v = libm::rint(v);
+    }
+    if v < lo || v > hi {
+        match p.padding {
+            grid_padding::BORDER => v = v.clamp(0.0, n - 1.0),
+            grid_padding::REFLECTION => v = reflect(v, lo, hi),
+            _ => {}
+        }
+    }
+    let last = size as i64 - 1;
+    let tap = |i: i64| -> i64 {
+        let i = match p.padding {
+            grid_padding::BORDER => i.clamp(0, last),
+            // Truncation toward zero, as the ONNX reference converts the reflected coordinate.
+            grid_padding::REFLECTION => reflect(i as f64, lo, hi) as i64,
+            _ => i,
+        };
+        if (0..=last).contains(&i) { i } else { -1 }
+    };
+    let mut taps = [(-1i64, 0.0f64); 4];
+    match p.mode {
+        grid_mode::NEAREST => {
+            taps[0] = (tap(v as i64), 1.0);
+            (taps, 1)
+        }
+        grid_mode::LINEAR => {
+            let f = floor_f64(v);
+            let t = v - f;
+            taps[0] = (tap(f as i64), 1.0 - t);
+            taps[1] = (tap(f as i64 + 1), t);
+            (taps, 2)
+        }
+        _ => {
+            let f = floor_f64(v);
+            let w = keys_weights(v - f);
+            for (k, slot) in taps.iter_mut().enumerate() {
+                *slot = (tap(f as i64 - 1 + k as i64), w[k]);
+            }
+            (taps, 4)
+        }
+    }
+}
+
+/// ONNX GridSample ([`GridSampleParams`]): each output element is the weighted sum of the input
+/// taps around its grid point (a tensor product of 1, 2 or 4 taps per spatial axis), computed in
+/// f64 as the CPU reference does.
+///
+/// # Safety
+/// `x` holds `n * c * prod(size)` f32, `grid` `n * points * rank` f32 and `y` `n * c * points` f32
+/// (not overlapping `x`); `1 <= rank <= GRID_MAX_RANK`; every size is non-zero.
+///
+/// # Parameters
+/// `p`; input `x`; `grid`; output `y`.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the `n * c * points` outputs in
+/// (batch, channel, point) order (neighbouring threads take neighbouring points of one channel).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn grid_sample_f32(
+    p: GridSampleParams,
+    x: *const f32,
+    grid: *const f32,
+    y: *mut f32,
+) {
+    let r = p.rank as usize;
+    if r == 0 || r > GRID_MAX_RANK {
+        return;
+    }
+    let image: u64 = p.size[..r].iter().product();
+    let total = p.n * p.c * p.points;
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < total {
+        let point = i % p.points;
+        let b = i / (p.points * p.c);
+        let plane = (i / p.points) * image; // (b * c + ch) * image
+        let mut axes = [([(-1i64, 0.0f64); 4], 1usize); GRID_MAX_RANK];
+        for (d, axis) in axes.iter_mut().enumerate().take(r) {
+            // Axis d (outermost first) reads grid coordinate r - 1 - d (innermost listed first).
+            // SAFETY: inside the grid's `rank` coordinates of this point.
+            let norm =
+                unsafe { *grid.add(((b * p.points + point) * r as u64) as usize + (r - 1 - d)) } as f64;
+            *axis = grid_taps(&p, p.size[d], norm);
+        }
+        // Every combination of taps, the innermost axis fastest (the reference's order).
+        let mut acc = 0.0f64;
+        let combos = axes[..r].iter().map(|a| a.1).product::<usize>();
+        for k in 0..combos {
+            let mut pick = [0usize; GRID_MAX_RANK];
+            let mut rest = k;
+            for d in (0..r).rev() {
+                pick[d] = rest % axes[d].1;
+                rest /= axes[d].1;
+            }
+            let (mut weight, mut offset, mut inside) = (1.0f64, 0u64, true);
+            for d in 0..r {
+                let (at, w) = axes[d].0[pick[d]];
+                weight *= w;
+                inside &= at >= 0;
+                offset = offset * p.size[d] + at.max(0) as u64;
+            }
+            if inside {
+                // SAFETY: every tap index is inside its axis: the offset is inside the plane.
+                acc += weight * unsafe { *x.add((plane + offset) as usize) } as f64;
+            }
+        }
+        // SAFETY: i < total, the output's length.
+        unsafe { *y.add(i as usize) = acc as f32 };
+        i += stride;
+    }
 }

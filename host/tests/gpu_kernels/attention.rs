@@ -386,3 +386,58 @@ fn onnx_attention_softcap_matches_the_reference() {
         );
     }
 }
+
+#[test]
+fn rotary_embedding_matches_the_reference() {
+    use crate::indexing::{compare, known};
+    let mut rng = Rng::new(0x407a);
+    // (X dims, num_heads, rotary dim, interleaved, cache kind: 0 positions, 1 by sequence, 2 per token)
+    type Case = (&'static [usize], Option<usize>, usize, bool, u8);
+    let cases: [Case; 6] = [
+        (&[2, 3, 5, 8], None, 0, false, 0),
+        (&[2, 3, 5, 8], None, 4, true, 0),
+        (&[1, 7, 24], Some(3), 0, true, 1),
+        (&[2, 4, 32], Some(2), 8, false, 2),
+        (&[1, 2, 130, 64], None, 0, false, 1),
+        (&[3, 9, 12], Some(2), 6, false, 0),
+    ];
+    for (xd, heads, rot, interleaved, kind) in cases {
+        let (b, s, d) = match (xd, heads) {
+            (&[b, _, s, d], None) => (b, s, d),
+            (&[b, s, hidden], Some(h)) => (b, s, hidden / h),
+            _ => unreachable!(),
+        };
+        let half = if rot == 0 { d / 2 } else { rot / 2 };
+        let rows = s + 3;
+        let cache_dims: Vec<usize> = if kind == 2 { vec![b, s, half] } else { vec![rows, half] };
+        let n: usize = cache_dims.iter().product();
+        let angles: Vec<f32> = (0..n).map(|_| rng.uniform(-3.0, 3.0)).collect();
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(xd));
+        let cos = g.initializer(
+            "cos",
+            ConstTensor::from_f32(&cache_dims, &angles.iter().map(|a| a.cos()).collect::<Vec<_>>()).unwrap(),
+        );
+        let sin = g.initializer(
+            "sin",
+            ConstTensor::from_f32(&cache_dims, &angles.iter().map(|a| a.sin()).collect::<Vec<_>>()).unwrap(),
+        );
+        let mut ins = vec![x, cos, sin];
+        let mut inputs = vec![("x".to_string(), rng.tensor(xd, -1.0, 1.0))];
+        if kind == 0 {
+            ins.push(g.input("pos", DType::I64, known(&[b, s])));
+            let p: Vec<i64> = (0..b * s).map(|_| (rng.next_u64() % rows as u64) as i64).collect();
+            inputs.push(("pos".into(), HostTensor::new(vec![b, s], p).unwrap()));
+        }
+        let attrs = planner::op::RotaryEmbedding { interleaved, num_heads: heads, rotary_embedding_dim: rot };
+        let y = g.op1(Op::RotaryEmbedding(attrs), &ins);
+        g.output(y);
+        let plan = compare(
+            &format!("RotaryEmbedding {xd:?} rot {rot} interleaved {interleaved} cache {kind}"),
+            g,
+            &inputs,
+            1e-5,
+        );
+        assert!(plan.contains("rotary_f32"), "{plan}");
+    }
+}

@@ -180,3 +180,43 @@ fn resize_cubic_matches_the_reference_in_every_mode() {
     ];
     check(0x5e55, &variants, DType::F32, "resize_cubic_f32", 1e-5);
 }
+
+#[test]
+fn grid_sample_matches_the_reference_in_every_mode() {
+    use planner::op::{GridSample, GridSampleMode, GridSamplePadding};
+    let mut rng = Rng::new(0x961d);
+    let modes = [GridSampleMode::Nearest, GridSampleMode::Linear, GridSampleMode::Cubic];
+    let paddings = [GridSamplePadding::Zeros, GridSamplePadding::Border, GridSamplePadding::Reflection];
+    // (X, output spatial dims)
+    let shapes: [(&[usize], &[usize]); 3] =
+        [(&[2, 3, 5, 7], &[4, 6]), (&[1, 2, 9], &[11]), (&[1, 2, 3, 4, 5], &[2, 3, 4])];
+    for (xd, out) in shapes {
+        let r = xd.len() - 2;
+        for mode in modes {
+            if mode == GridSampleMode::Cubic && r != 2 {
+                continue;
+            }
+            for padding_mode in paddings {
+                for align_corners in [false, true] {
+                    let mut gd = vec![xd[0]];
+                    gd.extend_from_slice(out);
+                    gd.push(r);
+                    let mut g = Graph::new();
+                    let x = g.input("x", DType::F32, known(xd));
+                    let grid = g.input("grid", DType::F32, known(&gd));
+                    let attrs = GridSample { align_corners, mode, padding_mode };
+                    let y = g.op1(Op::GridSample(attrs), &[x, grid]);
+                    g.output(y);
+                    // Points past the borders (-1.6..1.6) exercise the padding.
+                    let inputs = vec![
+                        ("x".to_string(), rng.tensor(xd, -2.0, 2.0)),
+                        ("grid".to_string(), rng.tensor(&gd, -1.6, 1.6)),
+                    ];
+                    let what = format!("GridSample {xd:?} {mode:?} {padding_mode:?} align {align_corners}");
+                    let plan = compare(&what, g, &inputs, 1e-5);
+                    assert!(plan.contains("grid_sample_f32"), "{plan}");
+                }
+            }
+        }
+    }
+}

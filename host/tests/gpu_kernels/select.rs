@@ -3,7 +3,7 @@
 //! results; a model whose rest depends on the count; a NonZero of a NonZero result; and no device
 //! allocation once the run-time region is warm, whatever the counts.
 
-use host::selftest::Rng;
+use host::selftest::{Rng, selected_rows_graph, selected_rows_input};
 use host::{HostTensor, Session, SessionOptions};
 use planner::op::{self, Op};
 use planner::{DType, Graph};
@@ -84,56 +84,20 @@ fn non_zero_of_a_large_input_spans_many_blocks() {
     }
 }
 
-/// `x [rows, 4]`: the rows whose first column is positive, through a linear layer and ReLU, and
-/// their sum; also `sigmoid(x)`, which does not wait for the count.
-fn selected_rows_model(rows: usize) -> Graph {
-    let mut g = Graph::new();
-    let x = g.input("x", DType::F32, known(&[rows, 4]));
-    let zero = g.const_i64("zero", &[], &[0]);
-    let col = g.gather(x, zero, 1);
-    let pos = g.relu(col);
-    let nz = g.op1(Op::NonZero, &[pos]);
-    let flat_shape = g.const_i64("flat", &[1], &[-1]);
-    let idx = g.reshape(nz, flat_shape);
-    let picked = g.gather(x, idx, 0);
-    let w: Vec<f32> = (0..32).map(|i| (i as f32 * 0.37).sin()).collect();
-    let w = g.initializer("w", planner::ConstTensor::from_f32(&[4, 8], &w).unwrap());
-    let b = g.initializer("b", planner::ConstTensor::from_f32(&[8], &[0.1; 8]).unwrap());
-    let h = g.matmul(picked, w);
-    let hb = g.add(h, b);
-    let y = g.relu(hb);
-    let total = g.op1(Op::ReduceSum(op::Reduce { keepdims: false, ..Default::default() }), &[y]);
-    let s = g.sigmoid(x);
-    g.output(y);
-    g.output(total);
-    g.output(s);
-    g
-}
-
-fn rows_input(rng: &mut Rng, rows: usize, positive: f64) -> HostTensor {
-    let v: Vec<f32> = (0..rows * 4)
-        .map(|i| {
-            let mag = (rng.next_u64() % 1000) as f32 / 250.0 + 0.01;
-            let up = i % 4 != 0 || (rng.next_u64() % 1000) as f64 / 1000.0 < positive;
-            if up { mag } else { -mag }
-        })
-        .collect();
-    HostTensor::new(vec![rows, 4], v).unwrap()
-}
-
 #[test]
 fn a_model_downstream_of_non_zero_runs_in_stages_without_allocating_once_warm() {
     let mut rng = Rng::new(0x2e72);
     let rows = 1000;
     for positive in [0.0, 0.2, 1.0] {
-        let x = rows_input(&mut rng, rows, positive);
-        compare(&format!("selected rows {positive}"), selected_rows_model(rows), &[("x".into(), x)], 1e-5);
+        let x = selected_rows_input(&mut rng, rows, positive);
+        compare(&format!("selected rows {positive}"), selected_rows_graph(rows), &[("x".into(), x)], 1e-5);
     }
     // One session, counts changing from run to run: the region grows to the largest need, then
     // runs with counts it has seen allocate nothing, and nothing stays in the region between runs.
-    let g = selected_rows_model(rows);
+    let g = selected_rows_graph(rows);
     let mut s = Session::new(ctx(), g.clone(), SessionOptions::default()).unwrap();
-    let inputs: Vec<HostTensor> = [0.9, 0.1, 0.5].iter().map(|&p| rows_input(&mut rng, rows, p)).collect();
+    let inputs: Vec<HostTensor> =
+        [0.9, 0.1, 0.5].iter().map(|&p| selected_rows_input(&mut rng, rows, p)).collect();
     for x in &inputs {
         s.run(&[("x".into(), x.clone())]).unwrap();
     }

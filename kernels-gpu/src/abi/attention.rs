@@ -127,3 +127,47 @@ pub struct AttentionParams {
 unsafe impl Params for AttnView {}
 // SAFETY: as above.
 unsafe impl Params for AttentionParams {}
+
+/// `RotaryParams::mode`: where a token's row of the cos / sin caches is.
+pub mod rotary_mode {
+    /// Row `position_ids[b, s]` of a `(rows, rot / 2)` cache (a position outside it gives NaN).
+    pub const POSITIONS: u32 = 0;
+    /// Row `s` of a `(rows, rot / 2)` cache (no position ids; `seq <= rows`).
+    pub const SEQUENCE: u32 = 1;
+    /// Row `(b, s)` of a `(batch, seq, rot / 2)` cache.
+    pub const PER_TOKEN: u32 = 2;
+}
+
+/// Parameters of `rotary::rotary_f32` (ONNX RotaryEmbedding): element `(b, s, h, d)` of X and Y
+/// sits at `b * batch_stride + s * seq_stride + h * head_stride + d`; the first `rot` features of
+/// each head turn by the angle of the token's cache row, in pairs `(d, d + rot / 2)` or, with
+/// `interleaved`, `(2k, 2k + 1)`: `(cos x1 - sin x2, sin x1 + cos x2)`; the others pass through.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RotaryParams {
+    /// Batch size.
+    pub batch: u64,
+    /// Sequence length.
+    pub seq: u64,
+    /// Heads.
+    pub heads: u64,
+    /// Features per head.
+    pub size: u64,
+    /// Element stride of the batch index.
+    pub batch_stride: u64,
+    /// Element stride of the sequence index.
+    pub seq_stride: u64,
+    /// Element stride of the head index.
+    pub head_stride: u64,
+    /// Rotated features per head (even, at most `size`).
+    pub rot: u64,
+    /// Rows of a 2-D cache.
+    pub cache_rows: u64,
+    /// One of [`rotary_mode`].
+    pub mode: u32,
+    /// Non-zero: interleaved pairs.
+    pub interleaved: u32,
+}
+
+// SAFETY: #[repr(C)], nine u64, two u32: no padding.
+unsafe impl Params for RotaryParams {}

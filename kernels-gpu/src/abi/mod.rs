@@ -228,6 +228,8 @@ kernel_ids! {
     ResizeLinearF32 => "resize_linear_f32",
     /// `resize::resize_cubic_f32`: ONNX Resize, cubic (up to 3 axes), f32
     ResizeCubicF32 => "resize_cubic_f32",
+    /// `resize::grid_sample_f32`: ONNX GridSample (nearest, linear, cubic; 1 to 3 spatial dims)
+    GridSampleF32 => "grid_sample_f32",
     // logic
     /// `logic::cast`: ONNX Cast between f32, f64, i64, i32, i8, u8, bool, f16, bf16
     Cast => "cast",
@@ -282,6 +284,8 @@ kernel_ids! {
     AttentionF32 => "attention_f32",
     /// `attention_tc::attention_tc_f32`: `attention_f32` on the tensor cores (16-row query tiles)
     AttentionTcF32 => "attention_tc_f32",
+    /// `rotary::rotary_f32`: ONNX RotaryEmbedding
+    RotaryF32 => "rotary_f32",
     // select
     /// `select::non_zero_count`: ONNX NonZero, the non-zero elements of each block's chunk
     NonZeroCount => "non_zero_count",
@@ -394,5 +398,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<OneHotParams>(), 3 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<NonZeroParams>(), 4 * 8 + 2 * 4 + 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<TopKParams>(), 4 * 8 + 4 * 4);
+        assert_eq!(core::mem::size_of::<RotaryParams>(), 9 * 8 + 2 * 4);
+        assert_eq!(core::mem::size_of::<GridSampleParams>(), 6 * 8 + 4 * 4);
     }
 }

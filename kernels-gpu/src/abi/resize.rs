@@ -1,4 +1,4 @@
-//! ONNX Resize: nearest (any element size), linear and cubic (f32).
+//! ONNX Resize: nearest (any element size), linear and cubic (f32); ONNX GridSample (f32).
 
 use super::{MAX_RANK, Params};
 
@@ -112,3 +112,53 @@ pub struct ResizeParams {
 unsafe impl Params for ResizeAxis {}
 // SAFETY: #[repr(C)], u64, four u32, f64, u64, two u64 arrays, an array of 64-byte ResizeAxis.
 unsafe impl Params for ResizeParams {}
+
+/// `GridSampleParams::mode`.
+pub mod grid_mode {
+    /// Nearest pixel (half to even).
+    pub const NEAREST: u32 = 0;
+    /// N-linear.
+    pub const LINEAR: u32 = 1;
+    /// Cubic (Keys, a = -0.75).
+    pub const CUBIC: u32 = 2;
+}
+
+/// `GridSampleParams::padding`.
+pub mod grid_padding {
+    /// Taps outside the input read 0.
+    pub const ZEROS: u32 = 0;
+    /// Points and taps are clamped to the border.
+    pub const BORDER: u32 = 1;
+    /// Points and taps are reflected at the border.
+    pub const REFLECTION: u32 = 2;
+}
+
+/// Largest spatial rank `resize::grid_sample_f32` samples.
+pub const GRID_MAX_RANK: usize = 3;
+
+/// Parameters of `resize::grid_sample_f32` (ONNX GridSample): X `(n, c, size[0..rank])` sampled at
+/// the `points` points per batch item of grid `(n, points, rank)` (normalized coordinates, the
+/// innermost dimension first) into Y `(n, c, points)`; all row-major and contiguous.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GridSampleParams {
+    /// Batch.
+    pub n: u64,
+    /// Channels.
+    pub c: u64,
+    /// Sample points per batch item.
+    pub points: u64,
+    /// Spatial dims of X, outermost first (`rank` of them).
+    pub size: [u64; GRID_MAX_RANK],
+    /// Spatial rank (1..=GRID_MAX_RANK).
+    pub rank: u32,
+    /// One of [`grid_mode`].
+    pub mode: u32,
+    /// One of [`grid_padding`].
+    pub padding: u32,
+    /// Non-zero: -1 and 1 address the centres of the corner pixels.
+    pub align_corners: u32,
+}
+
+// SAFETY: #[repr(C)], six u64, four u32: no padding.
+unsafe impl Params for GridSampleParams {}

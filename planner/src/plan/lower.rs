@@ -373,6 +373,17 @@ pub(super) fn node(
         Op::GlobalAveragePool => reduce::global_pool(reduce_node(id, label, &ins, out), values, false, o),
         Op::GlobalMaxPool => reduce::global_pool(reduce_node(id, label, &ins, out), values, true, o),
         Op::Attention(a) => super::attention_op::lower(g, id, a, values, o),
+        Op::GridSample(a) => {
+            let [Some(x), Some(grid)] = ins.as_slice() else { return Err("missing input".into()) };
+            super::grid_sample::grid_sample(id, label, a, (*x, *grid), out, values, o)
+        }
+        Op::RotaryEmbedding(a) => {
+            let at = |k: usize| ins.get(k).copied().flatten();
+            let (Some(x), Some(cos), Some(sin)) = (at(0), at(1), at(2)) else {
+                return Err("RotaryEmbedding needs X and both caches".into());
+            };
+            super::rotary::rotary(id, label, a, (x, cos, sin, at(3)), out, values, o)
+        }
         Op::TopK(a) => {
             let (Some(x), Some(indices)) = (ins.first().copied().flatten(), n.output(1)) else {
                 return Err("TopK needs its input and both outputs".into());
