@@ -420,7 +420,18 @@ fn pool_counts(p: &PoolParams, a: usize, o: u32) -> (u32, u32) {
 struct WindowScan {
     best: f32,
     at: Option<[u32; 3]>,
+    /// The sum of the elements, or of `|x|^lp` for LpPool.
     sum: f32,
+}
+
+/// `|v|^lp` (1 and 2 exactly).
+#[inline(always)]
+fn lp_term(v: f32, lp: u32) -> f32 {
+    match lp {
+        1 => math::abs(v),
+        2 => v * v,
+        _ => math::pow(math::abs(v), lp as f32),
+    }
 }
 
 /// Scans the window of output position `out` over the input plane starting at `base`.
@@ -442,16 +453,17 @@ unsafe fn scan(p: &PoolParams, x: *const f32, base: u64, out: [u32; 3]) -> Windo
                 if w.at.is_none() || v > w.best {
                     (w.best, w.at) = (v, Some([iz, iy, ix]));
                 }
-                w.sum += v;
+                w.sum += if p.op == PoolOp::Lp as u32 { lp_term(v, p.lp) } else { v };
             }
         }
     }
     w
 }
 
-/// ONNX MaxPool (`p.op == Max`) and AveragePool of f32: the first maximum of each window's input
-/// elements (taps in row-major kernel order, `-inf` when there is none), or their sum over the
-/// count of input taps (all taps inside the padded input with `count_include_pad`).
+/// ONNX MaxPool (`p.op == Max`), AveragePool and LpPool of f32: the first maximum of each window's
+/// input elements (taps in row-major kernel order, `-inf` when there is none), their sum over the
+/// count of input taps (all taps inside the padded input with `count_include_pad`), or the
+/// `lp`-norm of the input taps.
 ///
 /// # Safety
 /// `x` holds `planes · in` f32 and `y` `planes · out` f32 (contiguous, no overlap); strides and
@@ -476,6 +488,12 @@ pub unsafe extern "ptx-kernel" fn pool_f32(p: PoolParams, x: *const f32, y: *mut
         let w = unsafe { scan(&p, x, pl * in_plane, out) };
         let v = if max {
             w.best
+        } else if p.op == PoolOp::Lp as u32 {
+            match p.lp {
+                1 => w.sum,
+                2 => math::sqrt(w.sum),
+                lp => math::pow(w.sum, 1.0 / lp as f32),
+            }
         } else {
             let counts = [0, 1, 2].map(|a| pool_counts(&p, a, out[a]));
             let pick = |c: (u32, u32)| if p.count_include_pad != 0 { c.0 } else { c.1 };

@@ -441,3 +441,53 @@ fn rotary_embedding_matches_the_reference() {
         assert!(plan.contains("rotary_f32"), "{plan}");
     }
 }
+
+/// ONNX `Attention` with a KV cache: `past_key` / `past_value` concatenated with K / V into the
+/// `present_key` / `present_value` outputs, the causal mask aligned bottom-right (`j > i + past`);
+/// 4-D and 3-D Q/K/V, grouped-query heads, a mask over all the keys, decoding one token.
+#[test]
+fn onnx_attention_with_a_kv_cache_matches_the_reference() {
+    let mut rng = Rng::new(0x6b76);
+    // (batch, q heads, kv heads, new rows, past rows, head size, causal, masked, 3-D)
+    for (b, hq, hkv, s, past, d, causal, masked, three_d) in [
+        (1, 2, 2, 1, 7, 8, true, false, false),
+        (2, 4, 2, 3, 5, 16, true, false, false),
+        (1, 3, 3, 4, 6, 8, false, true, false),
+        (2, 2, 1, 2, 9, 8, true, false, true),
+        (1, 4, 4, 1, 130, 32, true, true, true),
+    ] {
+        let a = planner::op::Attention {
+            is_causal: causal,
+            ..if three_d { attn(Some(hq), Some(hkv)) } else { attn(None, None) }
+        };
+        let shape = |h: usize, seq: usize| if three_d { vec![b, seq, h * d] } else { vec![b, h, seq, d] };
+        let mut g = Graph::new();
+        let mut inputs = Vec::new();
+        let mut ins = Vec::new();
+        let total = past + s;
+        let named: [(&str, Vec<usize>); 6] = [
+            ("q", shape(hq, s)),
+            ("k", shape(hkv, s)),
+            ("v", shape(hkv, s)),
+            ("mask", vec![s, total]),
+            ("past_k", vec![b, hkv, past, d]),
+            ("past_v", vec![b, hkv, past, d]),
+        ];
+        for (name, dims) in named {
+            if name == "mask" && !masked {
+                ins.push(None);
+                continue;
+            }
+            ins.push(Some(g.input(name, DType::F32, known(&dims))));
+            inputs.push((name.to_string(), rng.tensor(&dims, -1.5, 1.5)));
+        }
+        let outs = g.push_opt(Op::Attention(a), ins, 3);
+        for o in outs {
+            g.output(o);
+        }
+        let what = format!(
+            "kv cache b={b} hq={hq} hkv={hkv} s={s} past={past} causal={causal} masked={masked} 3d={three_d}"
+        );
+        check(&what, g, inputs);
+    }
+}

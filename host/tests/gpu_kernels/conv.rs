@@ -354,3 +354,25 @@ fn average_pool_matches_the_reference() {
         assert!(plan.contains("pool_f32"), "{plan}");
     }
 }
+
+#[test]
+fn lp_pool_matches_the_reference() {
+    let mut rng = Rng::new(0x1b90);
+    for case in 0..40 {
+        let (x_shape, kernel_shape, strides, dilations, pads, auto_pad, ceil_mode) =
+            pool_case(&mut rng, 1 + case % 3);
+        let p = [1, 2, 3][case % 3];
+        let attrs = op::LpPool { auto_pad, ceil_mode, dilations, kernel_shape, p, pads, strides };
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&x_shape));
+        let y = g.op1(Op::LpPool(attrs.clone()), &[x]);
+        g.output(y);
+        let plan = check(
+            &format!("case {case}: {attrs:?} X {x_shape:?}"),
+            false,
+            g,
+            rng.tensor(&x_shape, -5.0, 5.0),
+        );
+        assert!(plan.contains("pool_f32"), "{plan}");
+    }
+}

@@ -67,6 +67,8 @@ pub enum PoolOp {
     /// AveragePool: their sum over their count (with `count_include_pad`, the padding taps count
     /// too, but not the taps past the padded input that `ceil_mode` adds).
     Average = 1,
+    /// LpPool: `(Σ |x|^lp)^(1/lp)` over the window's input elements.
+    Lp = 2,
 }
 
 /// Parameters of `conv::pool_f32` and `conv::max_pool_indices_f32`: X `(planes, in_size)`, Y `(planes, out_size)`, contiguous
@@ -101,9 +103,14 @@ pub struct PoolParams {
     /// `conv::max_pool_indices_f32`: 1 numbers the spatial positions column-major (ONNX
     /// `storage_order`), 0 row-major.
     pub storage_order: u32,
+    /// LpPool: the norm's order `p` (>= 1).
+    pub lp: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
 }
 
 // SAFETY: #[repr(C)], 26 four-byte fields (the last an explicit `_pad`): 104 bytes, no padding.
 unsafe impl Params for ConvParams {}
-// SAFETY: #[repr(C)], one u64 then 24 four-byte fields: 104 bytes, no padding.
+// SAFETY: #[repr(C)], one u64 then 26 four-byte fields (the last an explicit `_pad`): 112 bytes, no
+// padding.
 unsafe impl Params for PoolParams {}

@@ -385,7 +385,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<CausalConvParams>(), 6 * 4);
         assert_eq!(core::mem::size_of::<ReduceParams>(), 2 * 8 + 4 * 8 * MAX_RANK + 6 * 4);
         assert_eq!(core::mem::size_of::<ConvParams>(), 26 * 4);
-        assert_eq!(core::mem::size_of::<PoolParams>(), 8 + 24 * 4);
+        assert_eq!(core::mem::size_of::<PoolParams>(), 8 + 26 * 4);
         assert_eq!(core::mem::align_of::<PoolParams>(), 8);
         assert_eq!(core::mem::size_of::<BatchNormParams>(), 3 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<GroupNormParams>(), 5 * 8 + 4 * 4);

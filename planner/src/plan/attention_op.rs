@@ -12,8 +12,10 @@
 //! `(B, Hq, Sq, Skv)` whose last dim is the key length, grouped-query heads, a value head size
 //! different from the key's. Refused (the node stays unsupported): other dtypes, a bool mask (the
 //! program reads masks as f32), a mask narrower than the keys (the reference pads it with
-//! `-inf`), `past_key` / `past_value`, `nonpad_kv_seqlen`, and the `present_key`,
-//! `present_value` and `qk_matmul_output` outputs. `softmax_precision` is ignored: the kernel
+//! `-inf`), `nonpad_kv_seqlen`, and the `qk_matmul_output` output. A KV cache (`past_key` /
+//! `past_value`, 4-D) is concatenated with K / V into the `present_key` / `present_value` outputs
+//! (required then) by strided copies before the launch, which reads them, its causal mask aligned
+//! bottom-right (`j > i + past`). `softmax_precision` is ignored: the kernel
 //! accumulates in f32, as it does for the f32 inputs it takes.
 
 use super::PlanOptions;
@@ -96,6 +98,9 @@ pub(super) struct Operands<'a> {
     pub y: &'a [usize],
     /// The mask's dims and dtype.
     pub mask: Option<(&'a [usize], DType)>,
+    /// Cached keys before K (the KV cache's length; 0 without one): the keys are the cache's and
+    /// then K's, and the causal mask is aligned bottom-right.
+    pub past: usize,
 }
 
 /// The launch parameters of `Attention` with attributes `a` over `ops`, or why it does not lower.
@@ -114,7 +119,7 @@ pub(super) fn attention_params(a: &Attention, ops: &Operands) -> Result<Attentio
     if k.heads == 0 || q.heads % k.heads != 0 {
         return Err(format!("{} query heads are not a multiple of {} kv heads", q.heads, k.heads));
     }
-    let (batch, hq, sq, skv, dk, dv) = (q.batch, q.heads, q.seq, k.seq, q.size, v.size);
+    let (batch, hq, sq, skv, dk, dv) = (q.batch, q.heads, q.seq, k.seq + ops.past, q.size, v.size);
     let want_y = if rank == 3 { vec![batch, sq, hq * dv] } else { vec![batch, hq, sq, dv] };
     if ops.y != want_y.as_slice() {
         return Err(format!("Y {:?} is not the expected {want_y:?}", ops.y));
@@ -171,8 +176,8 @@ pub(super) fn attention_params(a: &Attention, ops: &Operands) -> Result<Attentio
         dv: dv as u32,
         kv_group: (hq / k.heads) as u32,
         causal: a.is_causal as u32,
-        // No past: the reference masks j > i (top-left aligned, also for Sq != Skv).
-        causal_offset: 0,
+        // The reference masks j > i + past (top-left aligned without a past, also for Sq != Skv).
+        causal_offset: ops.past as u32,
         n_instr: program.len() as u32,
         n_inputs: 1 + ops.mask.is_some() as u32,
         out_reg,
@@ -198,14 +203,11 @@ pub(super) fn lower(
     let (Some(q), Some(k), Some(v)) = (input(0), input(1), input(2)) else {
         return Err("Q, K and V are required".into());
     };
-    if input(4).is_some() || input(5).is_some() {
-        return Err("past_key / past_value (a KV cache) are not lowered yet".into());
-    }
     if input(6).is_some() {
         return Err("nonpad_kv_seqlen is not lowered yet".into());
     }
-    if n.outputs.iter().skip(1).any(Option::is_some) {
-        return Err("present_key / present_value / qk_matmul_output are not lowered yet".into());
+    if n.output(3).is_some() {
+        return Err("qk_matmul_output is not lowered yet".into());
     }
     let y = n.output(0).ok_or("the output Y is omitted")?;
     f32_only(values, &[q, k, v, y])?;
@@ -214,19 +216,86 @@ pub(super) fn lower(
         Some(m) => Some(dims(values, m)?),
         None => None,
     };
+    let (past_k, past_v) = (input(4), input(5));
+    let past = match (past_k, past_v) {
+        (Some(pk), Some(_)) => match dims(values, pk)?.0 {
+            &[_, _, p, _] => p,
+            other => return Err(format!("past_key {other:?} must be 4-D")),
+        },
+        (None, None) => 0,
+        _ => return Err("past_key and past_value must be given together".into()),
+    };
     let ops = Operands {
         q: dims(values, q)?.0,
         k: dims(values, k)?.0,
         v: dims(values, v)?.0,
         y: dims(values, y)?.0,
         mask: mask_dims,
+        past,
     };
-    let p = attention_params(a, &ops)?;
-    let mut args = vec![Arg::Params(bytes_of(&p)), Arg::Value(q), Arg::Value(k), Arg::Value(v)];
+    let mut p = attention_params(a, &ops)?;
+    let label = n.op.name();
+    // The present cache: the past's rows, then K's (V's) as (B, H, S, D) rows; the kernel reads
+    // it when there is a past.
+    let mut steps = Vec::new();
+    let mut kv = [k, v];
+    for (slot, (new, past_in)) in [(k, past_k), (v, past_v)].into_iter().enumerate() {
+        let Some(present) = n.output(1 + slot) else {
+            if past_in.is_some() {
+                return Err("a KV cache needs the present_key and present_value outputs".into());
+            }
+            continue;
+        };
+        let ((nd, dtype), (pd, _)) = (dims(values, new)?, dims(values, present)?);
+        let view = if slot == 0 { p.k } else { p.v };
+        let &[batch, heads, total, size] = pd else {
+            return Err(format!("present {pd:?} must be 4-D"));
+        };
+        let seq = nd.iter().product::<usize>() / (batch * heads * size).max(1);
+        if total != past + seq {
+            return Err(format!("present {pd:?} does not hold the {past} cached and {seq} new rows"));
+        }
+        let ps = super::movement::contiguous(pd);
+        if let Some(pin) = past_in {
+            f32_only(values, &[pin, present])?;
+            let pin_dims = dims(values, pin)?.0;
+            if pin_dims != [batch, heads, past, size] {
+                return Err(format!("past {pin_dims:?} does not fit present {pd:?}"));
+            }
+            let cs = super::movement::contiguous(pin_dims);
+            steps.extend(super::movement::strided_copy(
+                id,
+                label,
+                (pin, 0, &cs),
+                (present, 0, &ps),
+                pin_dims,
+                dtype,
+                o,
+            )?);
+        }
+        let ks: Vec<i64> = view.strides.iter().map(|&s| s as i64).collect();
+        let at = (past * size) as i64;
+        steps.extend(super::movement::strided_copy(
+            id,
+            label,
+            (new, 0, &ks),
+            (present, at, &ps),
+            &[batch, heads, seq, size],
+            dtype,
+            o,
+        )?);
+        if past > 0 {
+            kv[slot] = present;
+            let view = AttnView { offset: 0, strides: std::array::from_fn(|d| ps[d] as u64) };
+            if slot == 0 { p.k = view } else { p.v = view }
+        }
+    }
+    let mut args = vec![Arg::Params(bytes_of(&p)), Arg::Value(q), Arg::Value(kv[0]), Arg::Value(kv[1])];
     args.push(mask.map_or(Arg::Null, Arg::Value));
     args.extend([Arg::Null, Arg::Null]);
     args.push(Arg::Value(y));
-    super::attention::launch(id, &p, args, o)
+    steps.extend(super::attention::launch(id, &p, args, o)?);
+    Ok(steps)
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ fn known(d: &[usize]) -> Vec<Dim> {
 }
 
 fn ops<'a>(q: &'a [usize], k: &'a [usize], v: &'a [usize], y: &'a [usize]) -> Operands<'a> {
-    Operands { q, k, v, y, mask: None }
+    Operands { q, k, v, y, mask: None, past: 0 }
 }
 
 /// A graph of one `Attention` node: Q, K, V (and the mask, when given) as graph inputs, `outputs`
@@ -154,7 +154,7 @@ fn unsupported_variants_are_refused_with_a_reason() {
     // A bool mask.
     let g = graph(Attention::default(), &q, &kv, &kv, Some((&[4, 4], DType::Bool)));
     assert!(refusal(&g).contains("bool"), "{}", refusal(&g));
-    // A KV cache (past_key / past_value) and the present outputs.
+    // A KV cache without the present outputs to hold the concatenated cache.
     let mut g = Graph::new();
     let mut ins: Vec<Option<crate::ValueId>> =
         ["q", "k", "v"].iter().map(|n| Some(g.input(n, DType::F32, known(&q)))).collect();
@@ -162,9 +162,9 @@ fn unsupported_variants_are_refused_with_a_reason() {
     for n in ["pk", "pv"] {
         ins.push(Some(g.input(n, DType::F32, known(&[1, 2, 3, 8]))));
     }
-    let outs = g.push_opt(Op::Attention(Attention::default()), ins, 3);
-    outs.iter().for_each(|&o| g.output(o));
-    assert!(refusal(&g).contains("past_key"), "{}", refusal(&g));
+    let outs = g.push_opt(Op::Attention(Attention::default()), ins, 1);
+    g.output(outs[0]);
+    assert!(refusal(&g).contains("present_key"), "{}", refusal(&g));
     // qk_matmul_output.
     let mut g = Graph::new();
     let ins: Vec<Option<crate::ValueId>> =
@@ -187,4 +187,31 @@ fn unsupported_variants_are_refused_with_a_reason() {
         &ops(&[1, 1, 4, 8], &[1, 1, 4, 8], &[1, 1, 4, 512], &[1, 1, 4, 512]),
     );
     assert!(big.is_err());
+}
+
+#[test]
+fn a_kv_cache_is_copied_into_the_present_outputs_and_read_from_them() {
+    // Q (1, 2, 4, 8) after a cache of 3 rows: present (1, 2, 7, 8), causal aligned bottom-right.
+    let q = [1, 2, 4, 8];
+    let mut g = Graph::new();
+    let mut ins: Vec<Option<crate::ValueId>> =
+        ["q", "k", "v"].iter().map(|n| Some(g.input(n, DType::F32, known(&q)))).collect();
+    ins.push(None);
+    for n in ["pk", "pv"] {
+        ins.push(Some(g.input(n, DType::F32, known(&[1, 2, 3, 8]))));
+    }
+    let outs = g.push_opt(Op::Attention(Attention { is_causal: true, ..Default::default() }), ins, 3);
+    outs.iter().for_each(|&o| g.output(o));
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let kernels: Vec<KernelId> = (plan.steps.iter())
+        .filter_map(|s| if let Step::Kernel { kernel, .. } = s { Some(*kernel) } else { None })
+        .collect();
+    assert_eq!(kernels.len(), 5, "{plan}");
+    assert!(kernels[..4].iter().all(|k| *k == KernelId::StridedCopyB4), "{plan}");
+    let Some(Step::Kernel { args, .. }) = plan.steps.last() else { panic!("{plan}") };
+    let (Arg::Params(bytes), Arg::Value(k)) = (&args[0], &args[2]) else { panic!("{plan}") };
+    assert_eq!(*k, outs[1], "the launch reads present_key");
+    // kv_len, causal and causal_offset: the 4th, 8th and 9th u32 of AttentionParams.
+    let u32_at = |i: usize| u32::from_ne_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
+    assert_eq!((u32_at(3), u32_at(7), u32_at(8)), (7, 1, 3));
 }

@@ -10,7 +10,7 @@ use kernels_gpu::abi::{
 
 use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
 use crate::graph::{NodeId, ValueId};
-use crate::op::{AutoPad, AveragePool, Conv, ConvTranspose, MaxPool};
+use crate::op::{AutoPad, AveragePool, Conv, ConvTranspose, LpPool, MaxPool};
 use crate::tensor_info::DType;
 
 type Lowered = Result<Vec<Step>, String>;
@@ -384,7 +384,7 @@ fn pool(
     auto_pad: AutoPad,
     ceil_mode: bool,
     count_include_pad: bool,
-    storage_order: i64,
+    (storage_order, lp): (i64, u32),
     o: &PlanOptions,
 ) -> Lowered {
     let x = n.input(0, "X")?;
@@ -412,6 +412,8 @@ fn pool(
         op: op as u32,
         count_include_pad: u32::from(count_include_pad),
         storage_order: u32::from(storage_order == 1),
+        lp,
+        _pad: 0,
     };
     let work = y_dims.iter().product::<usize>() as u64;
     let mut steps =
@@ -432,7 +434,7 @@ fn pool(
 /// row-major, or column-major with `storage_order` 1).
 pub(super) fn max_pool(n: ConvNode, values: &[PlannedValue], a: &MaxPool, o: &PlanOptions) -> Lowered {
     let (k, s, d, pads) = (&a.kernel_shape, &a.strides, &a.dilations, &a.pads);
-    pool(n, values, PoolOp::Max, k, s, d, pads, a.auto_pad, a.ceil_mode, false, a.storage_order, o)
+    pool(n, values, PoolOp::Max, k, s, d, pads, a.auto_pad, a.ceil_mode, false, (a.storage_order, 0), o)
 }
 
 /// ONNX AveragePool of f32.
@@ -443,7 +445,17 @@ pub(super) fn average_pool(
     o: &PlanOptions,
 ) -> Lowered {
     let (k, s, d, pads) = (&a.kernel_shape, &a.strides, &a.dilations, &a.pads);
-    pool(n, values, PoolOp::Average, k, s, d, pads, a.auto_pad, a.ceil_mode, a.count_include_pad, 0, o)
+    pool(n, values, PoolOp::Average, k, s, d, pads, a.auto_pad, a.ceil_mode, a.count_include_pad, (0, 0), o)
+}
+
+/// ONNX LpPool of f32 (`p` from 1 up).
+pub(super) fn lp_pool(n: ConvNode, values: &[PlannedValue], a: &LpPool, o: &PlanOptions) -> Lowered {
+    let lp = u32::try_from(a.p)
+        .ok()
+        .filter(|&p| p >= 1)
+        .ok_or_else(|| format!("p must be positive, got {}", a.p))?;
+    let (k, s, d, pads) = (&a.kernel_shape, &a.strides, &a.dilations, &a.pads);
+    pool(n, values, PoolOp::Lp, k, s, d, pads, a.auto_pad, a.ceil_mode, false, (0, lp), o)
 }
 
 #[cfg(test)]

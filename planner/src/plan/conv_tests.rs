@@ -52,6 +52,8 @@ fn pool_params(step: &Step) -> PoolParams {
         op: v[21],
         count_include_pad: v[22],
         storage_order: v[23],
+        lp: v[24],
+        _pad: v[25],
     }
 }
 

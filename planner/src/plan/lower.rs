@@ -365,6 +365,7 @@ pub(super) fn node(
         Op::ConvTranspose(a) => conv::conv_transpose(conv_node(id, label, n), values, a, o),
         Op::MaxPool(a) => conv::max_pool(conv_node(id, label, n), values, a, o),
         Op::AveragePool(a) => conv::average_pool(conv_node(id, label, n), values, a, o),
+        Op::LpPool(a) => conv::lp_pool(conv_node(id, label, n), values, a, o),
         Op::BatchNormalization(a) => norm::batch_norm(conv_node(id, label, n), values, a, o),
         Op::GroupNormalization(a) => norm::group_norm(conv_node(id, label, n), values, a, o),
         Op::InstanceNormalization(a) => norm::instance_norm(conv_node(id, label, n), values, a, o),
