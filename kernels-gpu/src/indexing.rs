@@ -7,7 +7,7 @@
 //! before any dereference (see [`ElementsParams`]). Loops over the dims have constant trip counts
 //! and read the parameter arrays through `movement::at`, so nothing is copied to local memory.
 
-use crate::abi::{ElementsParams, MAX_RANK, TriluParams, scatter_reduction};
+use crate::abi::{ElementsParams, MAX_RANK, ScatterNdParams, TriluParams, scatter_reduction};
 use crate::intrinsics::{atomic_add_f32, atomic_cas_u32, global_thread_x, grid_threads_x};
 use crate::math;
 use crate::movement::{at, unravel};
@@ -51,6 +51,64 @@ unsafe fn element_offset(p: &ElementsParams, idx: *const u8, i: u64) -> Option<u
         },
     );
     Some(off)
+}
+
+/// ONNX ScatterND of f32 ([`ScatterNdParams`]), the update pass: every update element goes to
+/// its tuple's slice of `y` (`reduction` as in [`scatter_elements_f32`], with the same caveats on
+/// duplicates); a tuple with an out-of-range index drops its slice. The host copies `data` into
+/// `y` first.
+///
+/// # Safety
+/// `idx` holds `p.elems / p.slice` tuples of `p.k` indices of `p.index_bytes` bytes, `upd`
+/// `p.elems` f32; `y` holds every element `p.dims` and `p.strides` address for in-range tuples
+/// (plus `p.slice`) and overlaps neither; `1 <= p.k <= MAX_RANK`, `p.slice >= 1`.
+///
+/// # Parameters
+/// `p`; `idx`: the index tuples; `upd`: the updates; `y`: the output, already holding `data`.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the update elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn scatter_nd_f32(
+    p: ScatterNdParams,
+    idx: *const u8,
+    upd: *const f32,
+    y: *mut f32,
+) {
+    if p.k == 0 || p.k as usize > MAX_RANK || p.slice == 0 {
+        return;
+    }
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < p.elems {
+        let (t, e) = (i / p.slice, i % p.slice);
+        let mut off = Some(e);
+        for d in 0..MAX_RANK {
+            if d < p.k as usize {
+                // SAFETY: tuple t holds k indices (the contract).
+                let raw = unsafe { load_index(idx, p.index_bytes, t * p.k as u64 + d as u64) };
+                let n = at(&p.dims, d);
+                let a = if raw < 0 { raw.wrapping_add(n as i64) } else { raw };
+                off = off.filter(|_| a >= 0 && (a as u64) < n).map(|o| o + a as u64 * at(&p.strides, d));
+            }
+        }
+        if let Some(off) = off {
+            // SAFETY: an in-range tuple's element is inside `y` (the contract); `y` is only updated
+            // atomically when the reduction is not none.
+            unsafe {
+                let (dst, u) = (y.add(off as usize), *upd.add(i as usize));
+                match p.reduction {
+                    scatter_reduction::ADD => {
+                        atomic_add_f32(dst, u);
+                    }
+                    scatter_reduction::MUL => atomic_update(dst, |v| v * u),
+                    scatter_reduction::MAX => atomic_update(dst, |v| math::max(v, u)),
+                    scatter_reduction::MIN => atomic_update(dst, |v| math::min(v, u)),
+                    _ => *dst = u,
+                }
+            }
+        }
+        i += stride;
+    }
 }
 
 /// # Safety

@@ -233,6 +233,7 @@ fn apply(op: u32, a: Wide, b: Wide) -> bool {
             compare_op::OR => x != 0 || y != 0,
             compare_op::XOR => (x != 0) != (y != 0),
             compare_op::NOT => x == 0,
+            compare_op::TRUE => true,
             _ => false,
         },
         _ => {
@@ -251,6 +252,7 @@ fn apply(op: u32, a: Wide, b: Wide) -> bool {
                 compare_op::IS_INF => x.is_infinite(),
                 compare_op::IS_POS_INF => x == f64::INFINITY,
                 compare_op::IS_NEG_INF => x == f64::NEG_INFINITY,
+                compare_op::TRUE => true,
                 _ => false,
             }
         }

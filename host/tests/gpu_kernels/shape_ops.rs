@@ -422,3 +422,43 @@ fn integer_arithmetic_wraps_like_the_reference() {
         }
     }
 }
+
+#[test]
+fn center_crop_pad_and_the_dropout_mask_match_the_reference() {
+    let mut rng = Rng::new(0xcc9);
+    // (input, target sizes, axes): crop, pad, both, odd differences, listed and negative axes.
+    type Case = (&'static [usize], &'static [i64], Option<Vec<i64>>);
+    let cases: [Case; 4] = [
+        (&[5, 7], &[3, 10], None),
+        (&[2, 6, 9, 4], &[4, 4], Some(vec![1, 2])),
+        (&[8, 3, 5], &[5, 2], Some(vec![-3, -1])),
+        (&[4, 4, 4], &[7, 1, 4], None),
+    ];
+    for (shape, target, axes) in cases {
+        for dtype in [DType::F32, DType::I64] {
+            let mut g = Graph::new();
+            let x = g.input("x", dtype, known(shape));
+            let t = ints(&mut g, "target", target);
+            let y = g.op1(Op::CenterCropPad(op::CenterCropPad { axes: axes.clone() }), &[x, t]);
+            g.output(y);
+            let data = if dtype == DType::F32 {
+                f32_input(&mut rng, shape)
+            } else {
+                i64_input(&mut rng, shape, -9, 9)
+            };
+            let plan = check(
+                &format!("CenterCropPad {shape:?} -> {target:?} axes {axes:?} {dtype}"),
+                g,
+                vec![("x".into(), data)],
+            );
+            assert!(plan.contains("pad_b"), "{plan}");
+        }
+    }
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[3, 17]));
+    let outs = g.push(Op::Dropout(op::Dropout::default()), &[x], 2);
+    g.output(outs[0]);
+    g.output(outs[1]);
+    let plan = check("Dropout mask", g, vec![("x".into(), f32_input(&mut rng, &[3, 17]))]);
+    assert!(plan.contains("compare"), "{plan}");
+}

@@ -1,4 +1,4 @@
-//! Element-indexed kernels: GatherElements, ScatterElements, Trilu.
+//! Element-indexed kernels: GatherElements, ScatterElements, ScatterND, Trilu.
 
 use super::{MAX_RANK, Params};
 
@@ -69,3 +69,32 @@ pub struct TriluParams {
 unsafe impl Params for ElementsParams {}
 // SAFETY: #[repr(C)], three u64, two u32 (`_pad` explicit).
 unsafe impl Params for TriluParams {}
+
+/// Parameters of `indexing::scatter_nd_f32` (ONNX ScatterND), the update pass: the updates are
+/// `tuples` slices of `slice` f32; tuple `t` (`k` indices of `index_bytes` bytes, a negative one
+/// plus `dims[d]`) addresses the slice at `sum_d index[d] * strides[d]` of the output (strides in
+/// elements over its first `k` dims). A tuple with an index outside `[-dims[d], dims[d])` drops
+/// its slice. The host copies `data` into the output first.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScatterNdParams {
+    /// Update elements (`tuples * slice`).
+    pub elems: u64,
+    /// Elements per slice.
+    pub slice: u64,
+    /// Indices per tuple (`1..=MAX_RANK`).
+    pub k: u32,
+    /// Bytes per index: 4 (i32) or 8 (i64).
+    pub index_bytes: u32,
+    /// One of [`scatter_reduction`].
+    pub reduction: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+    /// The output's first `k` dims.
+    pub dims: [u64; MAX_RANK],
+    /// Their element strides.
+    pub strides: [u64; MAX_RANK],
+}
+
+// SAFETY: #[repr(C)], two u64, four u32, two u64 arrays: no padding.
+unsafe impl Params for ScatterNdParams {}

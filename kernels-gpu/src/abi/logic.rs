@@ -68,6 +68,8 @@ pub mod compare_op {
     pub const IS_NEG_INF: u32 = 12;
     /// Always false (IsInf detecting neither infinity; `b` is ignored).
     pub const FALSE: u32 = 13;
+    /// Always true (Dropout's mask in inference; `b` is ignored).
+    pub const TRUE: u32 = 14;
 }
 
 /// `CompareParams::op` of `logic::int_arith`: integer arithmetic, computed in i64 with

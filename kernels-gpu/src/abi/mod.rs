@@ -302,6 +302,8 @@ kernel_ids! {
     GatherElementsB8 => "gather_elements_b8",
     /// `indexing::scatter_elements_f32`: ONNX ScatterElements' update pass (f32, every reduction)
     ScatterElementsF32 => "scatter_elements_f32",
+    /// `indexing::scatter_nd_f32`: ONNX ScatterND of f32, the update pass (any reduction)
+    ScatterNdF32 => "scatter_nd_f32",
     /// `indexing::trilu_b1`: ONNX Trilu of 1-byte elements
     TriluB1 => "trilu_b1",
     /// `indexing::trilu_b4`: ONNX Trilu of 4-byte elements
@@ -400,5 +402,6 @@ mod tests {
         assert_eq!(core::mem::size_of::<TopKParams>(), 4 * 8 + 4 * 4);
         assert_eq!(core::mem::size_of::<RotaryParams>(), 9 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<GridSampleParams>(), 6 * 8 + 4 * 4);
+        assert_eq!(core::mem::size_of::<ScatterNdParams>(), 2 * 8 + 4 * 4 + 2 * 8 * MAX_RANK);
     }
 }

@@ -2,7 +2,7 @@
 //! (a copy of the data, then the update pass), Trilu — and of DepthToSpace / SpaceToDepth, which
 //! are a transpose through strides (one strided copy over a 6-D view of the output).
 
-use kernels_gpu::abi::{ElementsParams, KernelId, MAX_RANK, TriluParams, scatter_reduction};
+use kernels_gpu::abi::{ElementsParams, KernelId, MAX_RANK, ScatterNdParams, TriluParams, scatter_reduction};
 
 use super::lower::{Lowered, dims};
 use super::movement::{MoveNode, axis_of, by_size, contiguous, step, strided_copy};
@@ -86,18 +86,73 @@ pub(super) fn scatter_elements(
         return Err(format!("updates {ud:?} and indices {id:?} differ in shape"));
     }
     let mut p = elements_params(xd, id, axis, it)?;
-    p.reduction = match reduction {
-        ScatterReduction::None => scatter_reduction::NONE,
-        ScatterReduction::Add => scatter_reduction::ADD,
-        ScatterReduction::Mul => scatter_reduction::MUL,
-        ScatterReduction::Max => scatter_reduction::MAX,
-        ScatterReduction::Min => scatter_reduction::MIN,
-    };
+    p.reduction = reduction_code(reduction);
     let bytes = values[y.index()].bytes().ok_or("data-dependent output size")?;
     let mut steps = vec![Step::Copy { node: n.id, src: x, dst: y, bytes }];
     if p.elems > 0 {
         let args = vec![Arg::Value(idx), Arg::Value(upd), Arg::Value(y)];
         steps.extend(step(n.id, n.label.clone(), KernelId::ScatterElementsF32, &p, p.elems, o, args));
+    }
+    Ok(steps)
+}
+
+/// The kernels' code of a scatter reduction.
+fn reduction_code(r: ScatterReduction) -> u32 {
+    match r {
+        ScatterReduction::None => scatter_reduction::NONE,
+        ScatterReduction::Add => scatter_reduction::ADD,
+        ScatterReduction::Mul => scatter_reduction::MUL,
+        ScatterReduction::Max => scatter_reduction::MAX,
+        ScatterReduction::Min => scatter_reduction::MIN,
+    }
+}
+
+/// ONNX ScatterND of f32: the data copied to the output, then the update slices applied.
+pub(super) fn scatter_nd(
+    n: &MoveNode,
+    reduction: ScatterReduction,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    let (x, idx, upd, y) = (n.input(0)?, n.input(1)?, n.input(2)?, n.output()?);
+    let ((xd, dtype), (id, it), (ud, ut)) = (dims(values, x)?, dims(values, idx)?, dims(values, upd)?);
+    if dtype != DType::F32 || ut != DType::F32 {
+        return Err(format!("ScatterND of {dtype} has no kernel yet (f32 only)"));
+    }
+    let index_bytes = match it {
+        DType::I64 => 8,
+        DType::I32 => 4,
+        other => return Err(format!("indices of {other}")),
+    };
+    let Some((&k, tuple_dims)) = id.split_last() else {
+        return Err("indices must have rank at least 1".into());
+    };
+    if k == 0 || k > xd.len() || k > MAX_RANK {
+        return Err(format!("index tuples of length {k} for data of rank {}", xd.len()));
+    }
+    let mut want = tuple_dims.to_vec();
+    want.extend_from_slice(&xd[k..]);
+    if ud != want.as_slice() {
+        return Err(format!("updates {ud:?} should be {want:?}"));
+    }
+    let slice = xd[k..].iter().product::<usize>() as u64;
+    let strides = super::movement::contiguous_u64(xd);
+    let mut p = ScatterNdParams {
+        elems: ud.iter().product::<usize>() as u64,
+        slice,
+        k: k as u32,
+        index_bytes,
+        reduction: reduction_code(reduction),
+        ..ScatterNdParams::default()
+    };
+    for d in 0..k {
+        (p.dims[d], p.strides[d]) = (xd[d] as u64, strides[d]);
+    }
+    let bytes = values[y.index()].bytes().ok_or("data-dependent output size")?;
+    let mut steps = vec![Step::Copy { node: n.id, src: x, dst: y, bytes }];
+    if p.elems > 0 && slice > 0 {
+        let args = vec![Arg::Value(idx), Arg::Value(upd), Arg::Value(y)];
+        steps.extend(step(n.id, n.label.clone(), KernelId::ScatterNdF32, &p, p.elems, o, args));
     }
     Ok(steps)
 }

@@ -2,7 +2,7 @@
 //! without a GPU kernel yet returns the reason, which `compile` collects for every node. [`scratch`]
 //! names the scratch buffers a node's steps need besides its graph values.
 
-use kernels_gpu::abi::{Activation, BinaryOp, Params, UnaryOp, UnaryParams};
+use kernels_gpu::abi::{Activation, BinaryOp, Params, UnaryOp, UnaryParams, compare_op};
 
 use super::conv::{self, ConvNode};
 use super::elementwise::binary_params;
@@ -257,12 +257,27 @@ pub(super) fn node(
         | Op::Flatten(_)
         | Op::Squeeze(_)
         | Op::Unsqueeze(_) => {
-            if n.outputs.iter().skip(1).any(Option::is_some) {
-                return Err("Dropout's mask output has no GPU kernel yet".into());
-            }
             let x = ins.first().copied().flatten().ok_or("missing input")?;
             let bytes = values[out.index()].bytes().ok_or("data-dependent output size")?;
-            Ok(vec![Step::Copy { node: id, src: x, dst: out, bytes }])
+            let mut steps = vec![Step::Copy { node: id, src: x, dst: out, bytes }];
+            if let Some(mask) = n.outputs.get(1).copied().flatten() {
+                // Inference: nothing dropped, the mask is all true. A training-mode Dropout with a
+                // non-zero ratio draws random masks (the reference refuses it too).
+                let constant =
+                    |k: usize| ins.get(k).copied().flatten().map(|v| g.constant(v).map(|c| c.to_f64s()));
+                let ratio_zero = matches!(constant(1), Some(Some(r)) if r.first() == Some(&0.0));
+                let training = match constant(2) {
+                    None => false,
+                    Some(Some(t)) => t.first().is_some_and(|&v| v != 0.0),
+                    Some(None) if ratio_zero => false,
+                    Some(None) => return Err("Dropout with a run-time training_mode".into()),
+                };
+                if training && !ratio_zero {
+                    return Err("training-mode Dropout draws random masks".into());
+                }
+                steps.extend(logic::compare(id, label, compare_op::TRUE, x, x, mask, values, o)?);
+            }
+            Ok(steps)
         }
         Op::Softmax(a) => rows::softmax(row_node(id, label, &ins, out), values, a.axis, false, o),
         Op::LogSoftmax(a) => rows::softmax(row_node(id, label, &ins, out), values, a.axis, true, o),
@@ -292,6 +307,9 @@ pub(super) fn node(
         Op::Expand => movement::expand(&move_node(id, label, &ins, &n.outputs), values, o),
         Op::Tile => movement::tile(&move_node(id, label, &ins, &n.outputs), g, values, o),
         Op::Pad(p) => movement::pad(&move_node(id, label, &ins, &n.outputs), p, g, values, o),
+        Op::CenterCropPad(c) => {
+            movement::center_crop_pad(&move_node(id, label, &ins, &n.outputs), c.axes.as_deref(), values, o)
+        }
         Op::Resize(r) => resize::resize(&move_node(id, label, &ins, &n.outputs), r, g, values, o),
         Op::GatherNd(a) => {
             movement::gather_nd(&move_node(id, label, &ins, &n.outputs), a.batch_dims, values, o)
@@ -318,6 +336,9 @@ pub(super) fn node(
         Op::ScatterElements(a) => {
             let mn = move_node(id, label, &ins, &n.outputs);
             indexing::scatter_elements(&mn, a.axis, a.reduction, values, o)
+        }
+        Op::ScatterNd(a) => {
+            indexing::scatter_nd(&move_node(id, label, &ins, &n.outputs), a.reduction, values, o)
         }
         Op::Scatter(a) => {
             let mn = move_node(id, label, &ins, &n.outputs);

@@ -368,7 +368,7 @@ pub(super) fn tile(n: &MoveNode, g: &Graph, values: &[PlannedValue], o: &PlanOpt
 /// ONNX Pad (pads, constant value and axes constant after folding).
 pub(super) fn pad(n: &MoveNode, pa: &Pad, g: &Graph, values: &[PlannedValue], o: &PlanOptions) -> Lowered {
     let (x, y) = (n.input(0)?, n.output()?);
-    let ((xd, dtype), (od, _)) = (dims(values, x)?, dims(values, y)?);
+    let (xd, dtype) = dims(values, x)?;
     let rank = xd.len();
     let pads = match &pa.pads {
         Some(p) => p.clone(),
@@ -397,15 +397,34 @@ pub(super) fn pad(n: &MoveNode, pa: &Pad, g: &Graph, values: &[PlannedValue], o:
             _ => 0,
         },
     };
-    if rank > MAX_RANK {
-        return Err(format!("rank {rank} is above {MAX_RANK}"));
-    }
     let mode = match pa.mode {
         PadMode::Constant => pad_mode::CONSTANT,
         PadMode::Reflect => pad_mode::REFLECT,
         PadMode::Edge => pad_mode::EDGE,
         PadMode::Wrap => pad_mode::WRAP,
     };
+    let mut begin = vec![0i64; rank];
+    for (i, &a) in axes.iter().enumerate() {
+        begin[a] = pads[i];
+    }
+    pad_launch(n, (x, y), &begin, (mode, value_bits), values, o)
+}
+
+/// The Pad launch writing `y` from `x`, element `i` of `y` along each dim reading `i - begin[d]`
+/// of `x` (a negative `begin` crops), outside `x` per `mode` (`value_bits` for a constant).
+fn pad_launch(
+    n: &MoveNode,
+    (x, y): (ValueId, ValueId),
+    begin: &[i64],
+    (mode, value_bits): (u32, u64),
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    let ((xd, dtype), (od, _)) = (dims(values, x)?, dims(values, y)?);
+    let rank = xd.len();
+    if rank > MAX_RANK {
+        return Err(format!("rank {rank} is above {MAX_RANK}"));
+    }
     if mode != pad_mode::CONSTANT && xd.contains(&0) && !od.contains(&0) {
         return Err("non-constant padding of an empty input".into());
     }
@@ -413,16 +432,38 @@ pub(super) fn pad(n: &MoveNode, pa: &Pad, g: &Graph, values: &[PlannedValue], o:
     let mut p = PadParams { elems, rank: rank as u32, mode, value_bits, ..PadParams::default() };
     let first = MAX_RANK - rank;
     for k in 0..rank {
-        (p.out_shape[first + k], p.in_shape[first + k]) = (od[k] as u64, xd[k] as u64);
-    }
-    for (i, &a) in axes.iter().enumerate() {
-        p.begin[first + a] = pads[i];
+        (p.out_shape[first + k], p.in_shape[first + k], p.begin[first + k]) =
+            (od[k] as u64, xd[k] as u64, begin[k]);
     }
     if elems == 0 {
         return Ok(Vec::new());
     }
     let kernel = by_size(dtype, [None, None, Some(KernelId::PadB4), Some(KernelId::PadB8)], "Pad")?;
     Ok(step(n.id, n.label.clone(), kernel, &p, elems, o, vec![Arg::Value(x), Arg::Value(y)]))
+}
+
+/// ONNX CenterCropPad: each listed axis cropped or zero-padded to its target size about the
+/// centre (the input's extra or missing half rounded down at the start), as a Pad with negative
+/// begins where it crops.
+pub(super) fn center_crop_pad(
+    n: &MoveNode,
+    axes: Option<&[i64]>,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    let (x, y) = (n.input(0)?, n.output()?);
+    let ((xd, _), (od, _)) = (dims(values, x)?, dims(values, y)?);
+    let rank = xd.len();
+    let axes: Vec<usize> = match axes {
+        Some(a) => a.iter().map(|&a| axis_of(a, rank)).collect::<Result<_, _>>()?,
+        None => (0..rank).collect(),
+    };
+    let mut begin = vec![0i64; rank];
+    for &a in &axes {
+        let (dim, target) = (xd[a] as i64, od[a] as i64);
+        begin[a] = if target <= dim { -((dim - target) / 2) } else { (target - dim) / 2 };
+    }
+    pad_launch(n, (x, y), &begin, (pad_mode::CONSTANT, 0), values, o)
 }
 
 /// ONNX GatherND with `batch_dims`.
