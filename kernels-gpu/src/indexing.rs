@@ -53,6 +53,27 @@ unsafe fn element_offset(p: &ElementsParams, idx: *const u8, i: u64) -> Option<u
     Some(off)
 }
 
+/// `*dst (reduction)= u` ([`scatter_reduction`]): add is `atom.add.f32`; mul, max and min are
+/// compare-and-swap loops; none stores.
+///
+/// # Safety
+/// `dst` points at an f32 that other threads change only through this function.
+#[inline(always)]
+unsafe fn scatter_update(reduction: u32, dst: *mut f32, u: f32) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match reduction {
+            scatter_reduction::ADD => {
+                atomic_add_f32(dst, u);
+            }
+            scatter_reduction::MUL => atomic_update(dst, |v| v * u),
+            scatter_reduction::MAX => atomic_update(dst, |v| math::max(v, u)),
+            scatter_reduction::MIN => atomic_update(dst, |v| math::min(v, u)),
+            _ => *dst = u,
+        }
+    }
+}
+
 /// ONNX ScatterND of f32 ([`ScatterNdParams`]), the update pass: every update element goes to
 /// its tuple's slice of `y` (`reduction` as in [`scatter_elements_f32`], with the same caveats on
 /// duplicates); a tuple with an out-of-range index drops its slice. The host copies `data` into
@@ -92,20 +113,9 @@ pub unsafe extern "ptx-kernel" fn scatter_nd_f32(
             }
         }
         if let Some(off) = off {
-            // SAFETY: an in-range tuple's element is inside `y` (the contract); `y` is only updated
-            // atomically when the reduction is not none.
-            unsafe {
-                let (dst, u) = (y.add(off as usize), *upd.add(i as usize));
-                match p.reduction {
-                    scatter_reduction::ADD => {
-                        atomic_add_f32(dst, u);
-                    }
-                    scatter_reduction::MUL => atomic_update(dst, |v| v * u),
-                    scatter_reduction::MAX => atomic_update(dst, |v| math::max(v, u)),
-                    scatter_reduction::MIN => atomic_update(dst, |v| math::min(v, u)),
-                    _ => *dst = u,
-                }
-            }
+            // SAFETY: an in-range tuple's element is inside `y` and i < elems updates (the
+            // contract).
+            unsafe { scatter_update(p.reduction, y.add(off as usize), *upd.add(i as usize)) };
         }
         i += stride;
     }
@@ -215,16 +225,7 @@ pub unsafe extern "ptx-kernel" fn scatter_elements_f32(
         // updated atomically when the reduction is not none.
         unsafe {
             if let Some(off) = element_offset(&p, idx, i) {
-                let (dst, u) = (y.add(off as usize), *upd.add(i as usize));
-                match p.reduction {
-                    scatter_reduction::ADD => {
-                        atomic_add_f32(dst, u);
-                    }
-                    scatter_reduction::MUL => atomic_update(dst, |v| v * u),
-                    scatter_reduction::MAX => atomic_update(dst, |v| math::max(v, u)),
-                    scatter_reduction::MIN => atomic_update(dst, |v| math::min(v, u)),
-                    _ => *dst = u,
-                }
+                scatter_update(p.reduction, y.add(off as usize), *upd.add(i as usize));
             }
         }
         i += stride;

@@ -341,18 +341,18 @@ fn average_pool_matches_the_reference() {
             pads,
             strides,
         };
-        let mut g = Graph::new();
-        let x = g.input("x", DType::F32, known(&x_shape));
-        let y = g.op1(Op::AveragePool(attrs.clone()), &[x]);
-        g.output(y);
-        let plan = check(
-            &format!("case {case}: {attrs:?} X {x_shape:?}"),
-            false,
-            g,
-            rng.tensor(&x_shape, -5.0, 5.0),
-        );
-        assert!(plan.contains("pool_f32"), "{plan}");
+        check_pool(&mut rng, &format!("case {case}: {attrs:?}"), Op::AveragePool(attrs), &x_shape);
     }
+}
+
+/// `op` (a pooling of one input) on a random `x_shape` input against the reference.
+fn check_pool(rng: &mut Rng, what: &str, op: Op, x_shape: &[usize]) {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(x_shape));
+    let y = g.op1(op, &[x]);
+    g.output(y);
+    let plan = check(&format!("{what} X {x_shape:?}"), false, g, rng.tensor(x_shape, -5.0, 5.0));
+    assert!(plan.contains("pool_f32"), "{plan}");
 }
 
 #[test]
@@ -363,16 +363,6 @@ fn lp_pool_matches_the_reference() {
             pool_case(&mut rng, 1 + case % 3);
         let p = [1, 2, 3][case % 3];
         let attrs = op::LpPool { auto_pad, ceil_mode, dilations, kernel_shape, p, pads, strides };
-        let mut g = Graph::new();
-        let x = g.input("x", DType::F32, known(&x_shape));
-        let y = g.op1(Op::LpPool(attrs.clone()), &[x]);
-        g.output(y);
-        let plan = check(
-            &format!("case {case}: {attrs:?} X {x_shape:?}"),
-            false,
-            g,
-            rng.tensor(&x_shape, -5.0, 5.0),
-        );
-        assert!(plan.contains("pool_f32"), "{plan}");
+        check_pool(&mut rng, &format!("case {case}: {attrs:?}"), Op::LpPool(attrs), &x_shape);
     }
 }

@@ -33,6 +33,21 @@ fn graph(a: Attention, q: &[usize], k: &[usize], v: &[usize], mask: Option<(&[us
     g
 }
 
+/// A graph of one `Attention` node with Q, K, V of dims `q`, a cache of 3 rows (`past_key`,
+/// `past_value` (1, 2, 3, 8)) and its first `outputs` outputs, all graph outputs.
+fn cached(a: Attention, q: &[usize], outputs: usize) -> (Graph, Vec<crate::ValueId>) {
+    let mut g = Graph::new();
+    let mut ins: Vec<Option<crate::ValueId>> =
+        ["q", "k", "v"].iter().map(|n| Some(g.input(n, DType::F32, known(q)))).collect();
+    ins.push(None);
+    for n in ["pk", "pv"] {
+        ins.push(Some(g.input(n, DType::F32, known(&[1, 2, 3, 8]))));
+    }
+    let outs = g.push_opt(Op::Attention(a), ins, outputs);
+    outs.iter().for_each(|&o| g.output(o));
+    (g, outs)
+}
+
 fn refusal(g: &Graph) -> String {
     match compile(g, &Binding::new(), &PlanOptions::default()) {
         Err(PlanError::NoKernel { nodes }) => nodes.iter().map(|(_, _, why)| why.clone()).collect(),
@@ -155,15 +170,7 @@ fn unsupported_variants_are_refused_with_a_reason() {
     let g = graph(Attention::default(), &q, &kv, &kv, Some((&[4, 4], DType::Bool)));
     assert!(refusal(&g).contains("bool"), "{}", refusal(&g));
     // A KV cache without the present outputs to hold the concatenated cache.
-    let mut g = Graph::new();
-    let mut ins: Vec<Option<crate::ValueId>> =
-        ["q", "k", "v"].iter().map(|n| Some(g.input(n, DType::F32, known(&q)))).collect();
-    ins.push(None);
-    for n in ["pk", "pv"] {
-        ins.push(Some(g.input(n, DType::F32, known(&[1, 2, 3, 8]))));
-    }
-    let outs = g.push_opt(Op::Attention(Attention::default()), ins, 1);
-    g.output(outs[0]);
+    let (g, _) = cached(Attention::default(), &q, 1);
     assert!(refusal(&g).contains("present_key"), "{}", refusal(&g));
     // qk_matmul_output.
     let mut g = Graph::new();
@@ -192,16 +199,7 @@ fn unsupported_variants_are_refused_with_a_reason() {
 #[test]
 fn a_kv_cache_is_copied_into_the_present_outputs_and_read_from_them() {
     // Q (1, 2, 4, 8) after a cache of 3 rows: present (1, 2, 7, 8), causal aligned bottom-right.
-    let q = [1, 2, 4, 8];
-    let mut g = Graph::new();
-    let mut ins: Vec<Option<crate::ValueId>> =
-        ["q", "k", "v"].iter().map(|n| Some(g.input(n, DType::F32, known(&q)))).collect();
-    ins.push(None);
-    for n in ["pk", "pv"] {
-        ins.push(Some(g.input(n, DType::F32, known(&[1, 2, 3, 8]))));
-    }
-    let outs = g.push_opt(Op::Attention(Attention { is_causal: true, ..Default::default() }), ins, 3);
-    outs.iter().for_each(|&o| g.output(o));
+    let (g, outs) = cached(Attention { is_causal: true, ..Default::default() }, &[1, 2, 4, 8], 3);
     let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
     let kernels: Vec<KernelId> = (plan.steps.iter())
         .filter_map(|s| if let Step::Kernel { kernel, .. } = s { Some(*kernel) } else { None })

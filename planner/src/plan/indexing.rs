@@ -2,11 +2,14 @@
 //! (a copy of the data, then the update pass), Trilu — and of DepthToSpace / SpaceToDepth, which
 //! are a transpose through strides (one strided copy over a 6-D view of the output).
 
-use kernels_gpu::abi::{ElementsParams, KernelId, MAX_RANK, ScatterNdParams, TriluParams, scatter_reduction};
+use kernels_gpu::abi::{
+    ElementsParams, KernelId, MAX_RANK, Params, ScatterNdParams, TriluParams, scatter_reduction,
+};
 
 use super::lower::{Lowered, dims};
 use super::movement::{MoveNode, axis_of, by_size, contiguous, step, strided_copy};
 use super::{Arg, PlanOptions, PlannedValue, Step};
+use crate::graph::ValueId;
 use crate::op::{DepthToSpaceMode, ScatterReduction};
 use crate::tensor_info::DType;
 
@@ -87,11 +90,23 @@ pub(super) fn scatter_elements(
     }
     let mut p = elements_params(xd, id, axis, it)?;
     p.reduction = reduction_code(reduction);
+    scatter_steps(n, (x, idx, upd, y), (KernelId::ScatterElementsF32, &p, p.elems), values, o)
+}
+
+/// The data `x` copied to the output `y`, then the update launch (`kernel` with `p`, over `work`
+/// updates, reading `idx` and `upd`) when there is any update.
+fn scatter_steps(
+    n: &MoveNode,
+    (x, idx, upd, y): (ValueId, ValueId, ValueId, ValueId),
+    (kernel, p, work): (KernelId, &impl Params, u64),
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
     let bytes = values[y.index()].bytes().ok_or("data-dependent output size")?;
     let mut steps = vec![Step::Copy { node: n.id, src: x, dst: y, bytes }];
-    if p.elems > 0 {
+    if work > 0 {
         let args = vec![Arg::Value(idx), Arg::Value(upd), Arg::Value(y)];
-        steps.extend(step(n.id, n.label.clone(), KernelId::ScatterElementsF32, &p, p.elems, o, args));
+        steps.extend(step(n.id, n.label.clone(), kernel, p, work, o, args));
     }
     Ok(steps)
 }
@@ -148,13 +163,8 @@ pub(super) fn scatter_nd(
     for d in 0..k {
         (p.dims[d], p.strides[d]) = (xd[d] as u64, strides[d]);
     }
-    let bytes = values[y.index()].bytes().ok_or("data-dependent output size")?;
-    let mut steps = vec![Step::Copy { node: n.id, src: x, dst: y, bytes }];
-    if p.elems > 0 && slice > 0 {
-        let args = vec![Arg::Value(idx), Arg::Value(upd), Arg::Value(y)];
-        steps.extend(step(n.id, n.label.clone(), KernelId::ScatterNdF32, &p, p.elems, o, args));
-    }
-    Ok(steps)
+    let work = if slice > 0 { p.elems } else { 0 };
+    scatter_steps(n, (x, idx, upd, y), (KernelId::ScatterNdF32, &p, work), values, o)
 }
 
 /// ONNX Trilu of 1-, 4- or 8-byte elements; `k` (input 1, one i64) is read on the device, so it
