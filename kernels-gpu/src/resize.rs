@@ -10,8 +10,8 @@
 //! constant indices (`at`), so nothing lives in local memory.
 
 use crate::abi::{
-    GRID_MAX_RANK, GridSampleParams, MAX_RANK, RESIZE_MAX_AXES, ResizeAxis, ResizeParams, grid_mode,
-    grid_padding, resize_ctm, resize_nearest,
+    AffineGridParams, DftParams, GRID_MAX_RANK, GridSampleParams, MAX_RANK, RESIZE_MAX_AXES, ResizeAxis,
+    ResizeParams, grid_mode, grid_padding, resize_ctm, resize_nearest,
 };
 use crate::intrinsics::{floor_f64, global_thread_x, grid_threads_x};
 use crate::movement::{at, unravel};
@@ -453,5 +453,120 @@ pub unsafe extern "ptx-kernel" fn grid_sample_f32(
         // SAFETY: i < total, the output's length.
         unsafe { *y.add(i as usize) = acc as f32 };
         i += stride;
+    }
+}
+
+/// ONNX AffineGrid ([`AffineGridParams`]): each grid entry is a row of theta times the point's
+/// normalized coordinates (innermost first) extended by 1, in f64 as the CPU reference.
+///
+/// # Safety
+/// `theta` holds `n * rank * (rank + 1)` f32 and `y` `n * points * rank` f32; `rank` is 2 or 3 and
+/// every spatial dim is non-zero.
+///
+/// # Parameters
+/// `p`; input `theta`; output `y`.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the `n * points * rank` outputs in
+/// (batch, point, row) order.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn affine_grid_f32(p: AffineGridParams, theta: *const f32, y: *mut f32) {
+    let r = p.rank as usize;
+    if !(2..=GRID_MAX_RANK).contains(&r) {
+        return;
+    }
+    let cols = r + 1;
+    let total = p.n * p.points * r as u64;
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < total {
+        let row = (i % r as u64) as usize;
+        let point = (i / r as u64) % p.points;
+        let b = i / (r as u64 * p.points);
+        // The point's coordinates, innermost axis first, then 1.
+        let mut v = [1.0f64; GRID_MAX_RANK + 1];
+        let mut rest = point;
+        for d in (0..r).rev() {
+            let len = p.spatial[d];
+            let at = rest % len;
+            rest /= len;
+            v[r - 1 - d] = match (p.align_corners != 0, len) {
+                (true, 1) => -1.0,
+                (true, _) => -1.0 + 2.0 * at as f64 / (len - 1) as f64,
+                (false, _) => -1.0 + (2 * at + 1) as f64 / len as f64,
+            };
+        }
+        let mut acc = 0.0f64;
+        for (c, &vc) in v.iter().enumerate().take(cols) {
+            // SAFETY: b < n, row < r, c < cols: inside theta.
+            acc += unsafe { *theta.add(((b as usize * r + row) * cols) + c) } as f64 * vc;
+        }
+        // SAFETY: i < total: inside y.
+        unsafe { *y.add(i as usize) = acc as f32 };
+        i += stride;
+    }
+}
+
+/// ONNX DFT ([`DftParams`]) by direct summation in f64: every output element sums the `n` terms of
+/// its frequency (O(n) per element, O(n²) per signal), with `jk` reduced mod `n` before the angle
+/// is formed, as the CPU reference does.
+///
+/// # Safety
+/// `x` holds `outer * m * inner * comps` f32 and `y` `outer * out_len * inner * out_comps` f32;
+/// `n >= 1`, `comps` and `out_comps` are 1 or 2.
+///
+/// # Parameters
+/// `p`; input `x`; output `y`.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the `outer * out_len * inner`
+/// outputs, each thread computing both components of one.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn dft_f32(p: DftParams, x: *const f32, y: *mut f32) {
+    if p.n == 0 || !(1..=2).contains(&p.comps) || !(1..=2).contains(&p.out_comps) {
+        return;
+    }
+    let (sign, scale) = if p.inverse != 0 { (1.0, 1.0 / p.n as f64) } else { (-1.0, 1.0) };
+    let total = p.outer * p.out_len * p.inner;
+    let (mut t, stride) = (global_thread_x(), grid_threads_x());
+    while t < total {
+        let i = t % p.inner;
+        let k = (t / p.inner) % p.out_len;
+        let o = t / (p.inner * p.out_len);
+        // Element j of the input signal (zero past m), as (re, im).
+        let read = |j: u64| -> (f64, f64) {
+            if j >= p.m {
+                return (0.0, 0.0);
+            }
+            let at = (((o * p.m + j) * p.inner + i) * p.comps as u64) as usize;
+            // SAFETY: o < outer, j < m, i < inner: inside x.
+            unsafe { (*x.add(at) as f64, if p.comps == 2 { *x.add(at + 1) as f64 } else { 0.0 }) }
+        };
+        let half = p.n / 2;
+        let (mut re, mut im) = (0.0f64, 0.0f64);
+        for j in 0..p.n {
+            let (a, b) = if p.half_inverse == 0 {
+                read(j)
+            } else if j == 0 || (j == half && p.n % 2 == 0) {
+                (read(j).0, 0.0)
+            } else if j <= half {
+                read(j)
+            } else {
+                let (a, b) = read(p.n - j);
+                (a, -b)
+            };
+            let angle = sign * core::f64::consts::TAU * ((j * k) % p.n) as f64 / p.n as f64;
+            let (c, sn) = (libm::cos(angle), libm::sin(angle));
+            re = re + a * c - b * sn;
+            im = im + a * sn + b * c;
+        }
+        let at = (((o * p.out_len + k) * p.inner + i) * p.out_comps as u64) as usize;
+        // SAFETY: inside y (t < total).
+        unsafe {
+            *y.add(at) = (re * scale) as f32;
+            if p.out_comps == 2 {
+                *y.add(at + 1) = (im * scale) as f32;
+            }
+        }
+        t += stride;
     }
 }

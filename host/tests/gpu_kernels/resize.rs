@@ -220,3 +220,59 @@ fn grid_sample_matches_the_reference_in_every_mode() {
         }
     }
 }
+
+#[test]
+fn affine_grid_and_a_spatial_transformer_match_the_reference() {
+    use planner::op::{AffineGrid, GridSample};
+    let mut rng = Rng::new(0xaff1);
+    for (size, align_corners) in
+        [(vec![2, 3, 5, 7], false), (vec![1, 2, 4, 3, 6], true), (vec![3, 1, 1, 9], true)]
+    {
+        let r = size.len() - 2;
+        let mut g = Graph::new();
+        let theta = g.input("theta", DType::F32, known(&[size[0], r, r + 1]));
+        let s = g.const_i64("size", &[size.len()], &size.iter().map(|&d| d as i64).collect::<Vec<_>>());
+        let grid = g.op1(Op::AffineGrid(AffineGrid { align_corners }), &[theta, s]);
+        // The grid alone, and a spatial transformer: X sampled at it.
+        let x = g.input("x", DType::F32, known(&size));
+        let y = g.op1(Op::GridSample(GridSample { align_corners, ..GridSample::default() }), &[x, grid]);
+        g.output(grid);
+        g.output(y);
+        let inputs = vec![
+            ("theta".to_string(), rng.tensor(&[size[0], r, r + 1], -1.2, 1.2)),
+            ("x".to_string(), rng.tensor(&size, -2.0, 2.0)),
+        ];
+        let plan = compare(&format!("AffineGrid {size:?} align {align_corners}"), g, &inputs, 1e-5);
+        assert!(plan.contains("affine_grid_f32") && plan.contains("grid_sample_f32"), "{plan}");
+    }
+}
+
+#[test]
+fn dft_matches_the_reference_in_every_direction() {
+    use planner::op::Dft;
+    let mut rng = Rng::new(0xdf7);
+    // (input, axis, dft_length, inverse, onesided)
+    type Case = (Vec<usize>, i64, Option<i64>, bool, bool);
+    let cases: [Case; 7] = [
+        (vec![2, 16, 1], 1, None, false, false),
+        (vec![3, 10, 2], -2, None, true, false),
+        (vec![2, 12, 1], 1, None, false, true),
+        (vec![1, 7, 2], 1, None, true, true),
+        (vec![2, 9, 3, 2], 1, Some(12), false, false),
+        (vec![4, 5, 2], 0, Some(3), true, false),
+        (vec![1, 64, 1], 1, Some(100), false, true),
+    ];
+    for (shape, axis, length, inverse, onesided) in cases {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&shape));
+        let mut ins = vec![Some(x)];
+        ins.push(length.map(|l| g.const_i64("len", &[], &[l])));
+        let y = g.push_opt(Op::Dft(Dft { axis: Some(axis), inverse, onesided }), ins, 1)[0];
+        g.output(y);
+        let inputs = vec![("x".to_string(), rng.tensor(&shape, -1.0, 1.0))];
+        let what =
+            format!("DFT {shape:?} axis {axis} length {length:?} inverse {inverse} onesided {onesided}");
+        let plan = compare(&what, g, &inputs, 1e-5);
+        assert!(plan.contains("dft_f32"), "{plan}");
+    }
+}

@@ -230,6 +230,10 @@ kernel_ids! {
     ResizeCubicF32 => "resize_cubic_f32",
     /// `resize::grid_sample_f32`: ONNX GridSample (nearest, linear, cubic; 1 to 3 spatial dims)
     GridSampleF32 => "grid_sample_f32",
+    /// `resize::affine_grid_f32`: ONNX AffineGrid (2-D and 3-D)
+    AffineGridF32 => "affine_grid_f32",
+    /// `resize::dft_f32`: ONNX DFT by direct summation (forward, inverse, one-sided)
+    DftF32 => "dft_f32",
     // logic
     /// `logic::cast`: ONNX Cast between f32, f64, i64, i32, i8, u8, bool, f16, bf16
     Cast => "cast",
@@ -402,6 +406,8 @@ mod tests {
         assert_eq!(core::mem::size_of::<TopKParams>(), 4 * 8 + 4 * 4);
         assert_eq!(core::mem::size_of::<RotaryParams>(), 9 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<GridSampleParams>(), 6 * 8 + 4 * 4);
+        assert_eq!(core::mem::size_of::<AffineGridParams>(), 5 * 8 + 2 * 4);
+        assert_eq!(core::mem::size_of::<DftParams>(), 5 * 8 + 4 * 4);
         assert_eq!(core::mem::size_of::<ScatterNdParams>(), 2 * 8 + 4 * 4 + 2 * 8 * MAX_RANK);
     }
 }

@@ -1,4 +1,5 @@
-//! ONNX Resize: nearest (any element size), linear and cubic (f32); ONNX GridSample (f32).
+//! ONNX Resize: nearest (any element size), linear and cubic (f32); ONNX GridSample and
+//! AffineGrid (f32).
 
 use super::{MAX_RANK, Params};
 
@@ -162,3 +163,58 @@ pub struct GridSampleParams {
 
 // SAFETY: #[repr(C)], six u64, four u32: no padding.
 unsafe impl Params for GridSampleParams {}
+
+/// Parameters of `resize::affine_grid_f32` (ONNX AffineGrid): theta `(n, rank, rank + 1)`; the
+/// grid `(n, spatial[0..rank], rank)`: point `(.., i_d, ..)` has normalized coordinates
+/// `-1 + (2 i + 1) / L` per axis of length `L` (`-1 + 2 i / (L - 1)` with `align_corners`, -1 when
+/// `L = 1`), listed innermost axis first and extended by 1, and its entry `row` is theta's row
+/// `row` times that vector (in f64).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AffineGridParams {
+    /// Batch.
+    pub n: u64,
+    /// Points per batch item (the product of the spatial dims).
+    pub points: u64,
+    /// Spatial dims, outermost first (`rank` of them).
+    pub spatial: [u64; GRID_MAX_RANK],
+    /// Spatial rank (2 or 3).
+    pub rank: u32,
+    /// Non-zero: -1 and 1 address the centres of the corner pixels.
+    pub align_corners: u32,
+}
+
+// SAFETY: #[repr(C)], five u64, two u32: no padding.
+unsafe impl Params for AffineGridParams {}
+
+/// Parameters of `resize::dft_f32` (ONNX DFT, direct summation in f64): the input is
+/// `[outer, m, inner, comps]` (the signal along `m`, `comps` 1 real or 2 complex components), read
+/// zero-padded or truncated to `n`; the output `[outer, out_len, inner, out_comps]` holds
+/// `X[k] = scale · Σ_j s[j] e^{sign 2πi jk/n}` for `k < out_len`. With `half_inverse`, `s` is the
+/// Hermitian spectrum rebuilt from the input's frequencies `0..=n/2` (the imaginary parts of the
+/// DC and Nyquist terms ignored) and only the real part is written (`out_comps` 1).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DftParams {
+    /// Elements before the signal axis.
+    pub outer: u64,
+    /// Input extent along the signal axis.
+    pub m: u64,
+    /// Elements between the signal axis and the components.
+    pub inner: u64,
+    /// Transform length.
+    pub n: u64,
+    /// Output frequencies (or samples).
+    pub out_len: u64,
+    /// Input components (1 or 2).
+    pub comps: u32,
+    /// Output components (1 or 2).
+    pub out_comps: u32,
+    /// Non-zero: the inverse transform (`sign` +1, `scale` 1/n); else forward (-1, 1).
+    pub inverse: u32,
+    /// Non-zero: the one-sided inverse (real output from a half spectrum).
+    pub half_inverse: u32,
+}
+
+// SAFETY: #[repr(C)], five u64, four u32: no padding.
+unsafe impl Params for DftParams {}

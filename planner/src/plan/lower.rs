@@ -395,6 +395,11 @@ pub(super) fn node(
         Op::GlobalAveragePool => reduce::global_pool(reduce_node(id, label, &ins, out), values, false, o),
         Op::GlobalMaxPool => reduce::global_pool(reduce_node(id, label, &ins, out), values, true, o),
         Op::Attention(a) => super::attention_op::lower(g, id, a, values, o),
+        Op::Dft(a) => super::grid_sample::dft(g, id, label, a, out, values, o),
+        Op::AffineGrid(a) => {
+            let theta = ins.first().copied().flatten().ok_or("missing input")?;
+            super::grid_sample::affine_grid(id, label, a, theta, out, values, o)
+        }
         Op::GridSample(a) => {
             let [Some(x), Some(grid)] = ins.as_slice() else { return Err("missing input".into()) };
             super::grid_sample::grid_sample(id, label, a, (*x, *grid), out, values, o)
