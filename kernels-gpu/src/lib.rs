@@ -36,6 +36,8 @@ mod group;
 #[cfg(target_arch = "nvptx64")]
 mod indexing;
 #[cfg(target_arch = "nvptx64")]
+mod linear_attention;
+#[cfg(target_arch = "nvptx64")]
 mod logic;
 #[cfg(target_arch = "nvptx64")]
 mod loss;

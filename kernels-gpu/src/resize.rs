@@ -10,8 +10,8 @@
 //! constant indices (`at`), so nothing lives in local memory.
 
 use crate::abi::{
-    AffineGridParams, DftParams, GRID_MAX_RANK, GridSampleParams, MAX_RANK, RESIZE_MAX_AXES, ResizeAxis,
-    ResizeParams, grid_mode, grid_padding, resize_ctm, resize_nearest,
+    AffineGridParams, Col2ImParams, DftParams, GRID_MAX_RANK, GridSampleParams, MAX_RANK, RESIZE_MAX_AXES,
+    ResizeAxis, ResizeParams, StftParams, grid_mode, grid_padding, resize_ctm, resize_nearest,
 };
 use crate::intrinsics::{floor_f64, global_thread_x, grid_threads_x};
 use crate::movement::{at, unravel};
@@ -506,6 +506,21 @@ pub unsafe extern "ptx-kernel" fn affine_grid_f32(p: AffineGridParams, theta: *c
     }
 }
 
+/// Frequency `k` of the length-`n` transform of the signal `s`: `Σ_j s[j] e^{sign 2πi jk/n}` in
+/// f64, `jk` reduced mod `n` before the angle is formed (as the CPU reference).
+#[inline(always)]
+fn dft_term(n: u64, k: u64, sign: f64, s: impl Fn(u64) -> (f64, f64)) -> (f64, f64) {
+    let (mut re, mut im) = (0.0f64, 0.0f64);
+    for j in 0..n {
+        let (a, b) = s(j);
+        let angle = sign * core::f64::consts::TAU * ((j * k) % n) as f64 / n as f64;
+        let (c, sn) = (libm::cos(angle), libm::sin(angle));
+        re = re + a * c - b * sn;
+        im = im + a * sn + b * c;
+    }
+    (re, im)
+}
+
 /// ONNX DFT ([`DftParams`]) by direct summation in f64: every output element sums the `n` terms of
 /// its frequency (O(n) per element, O(n²) per signal), with `jk` reduced mod `n` before the angle
 /// is formed, as the CPU reference does.
@@ -542,9 +557,8 @@ pub unsafe extern "ptx-kernel" fn dft_f32(p: DftParams, x: *const f32, y: *mut f
             unsafe { (*x.add(at) as f64, if p.comps == 2 { *x.add(at + 1) as f64 } else { 0.0 }) }
         };
         let half = p.n / 2;
-        let (mut re, mut im) = (0.0f64, 0.0f64);
-        for j in 0..p.n {
-            let (a, b) = if p.half_inverse == 0 {
+        let (re, im) = dft_term(p.n, k, sign, |j| {
+            if p.half_inverse == 0 {
                 read(j)
             } else if j == 0 || (j == half && p.n % 2 == 0) {
                 (read(j).0, 0.0)
@@ -553,12 +567,8 @@ pub unsafe extern "ptx-kernel" fn dft_f32(p: DftParams, x: *const f32, y: *mut f
             } else {
                 let (a, b) = read(p.n - j);
                 (a, -b)
-            };
-            let angle = sign * core::f64::consts::TAU * ((j * k) % p.n) as f64 / p.n as f64;
-            let (c, sn) = (libm::cos(angle), libm::sin(angle));
-            re = re + a * c - b * sn;
-            im = im + a * sn + b * c;
-        }
+            }
+        });
         let at = (((o * p.out_len + k) * p.inner + i) * p.out_comps as u64) as usize;
         // SAFETY: inside y (t < total).
         unsafe {
@@ -568,5 +578,102 @@ pub unsafe extern "ptx-kernel" fn dft_f32(p: DftParams, x: *const f32, y: *mut f
             }
         }
         t += stride;
+    }
+}
+
+/// ONNX STFT ([`StftParams`]): each output bin is the forward DFT term of its windowed frame,
+/// summed directly in f64 as the CPU reference does.
+///
+/// # Safety
+/// `x` holds `batch * len * comps` f32, `window` (when `windowed`) `frame` f32, `y`
+/// `batch * frames * bins * 2` f32; every frame lies inside the signal; `frame >= 1`.
+///
+/// # Parameters
+/// `p`; the signal `x`; the `window` (or null); output `y`.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the `batch * frames * bins` outputs.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn stft_f32(p: StftParams, x: *const f32, window: *const f32, y: *mut f32) {
+    if p.frame == 0 || !(1..=2).contains(&p.comps) {
+        return;
+    }
+    let total = p.batch * p.frames * p.bins;
+    let (mut t, stride) = (global_thread_x(), grid_threads_x());
+    while t < total {
+        let k = t % p.bins;
+        let f = (t / p.bins) % p.frames;
+        let b = t / (p.bins * p.frames);
+        let (re, im) = dft_term(p.frame, k, -1.0, |j| {
+            let at = ((b * p.len + f * p.step + j) * p.comps as u64) as usize;
+            // SAFETY: the frame lies inside the signal, j < frame (the contract).
+            unsafe {
+                let w = if p.windowed != 0 { *window.add(j as usize) as f64 } else { 1.0 };
+                let im = if p.comps == 2 { *x.add(at + 1) as f64 * w } else { 0.0 };
+                (*x.add(at) as f64 * w, im)
+            }
+        });
+        // SAFETY: t < total: inside y.
+        unsafe {
+            *y.add(2 * t as usize) = re as f32;
+            *y.add(2 * t as usize + 1) = im as f32;
+        }
+        t += stride;
+    }
+}
+
+/// ONNX Col2Im ([`Col2ImParams`]), as a gather: each output pixel sums, over the block offsets in
+/// row-major order, the one input value (if any) whose sliding block puts that offset on it.
+///
+/// # Safety
+/// `x` holds `n * c * kprod * l` f32 and `y` `n * c * prod(image)` f32; `1 <= rank <=
+/// GRID_MAX_RANK`; strides and dilations are >= 1; `grid` is the block count the shapes imply.
+///
+/// # Parameters
+/// `p`; input `x`; output `y`.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the output pixels.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn col2im_f32(p: Col2ImParams, x: *const f32, y: *mut f32) {
+    let r = p.rank as usize;
+    if r == 0 || r > GRID_MAX_RANK || p.stride[..r].contains(&0) {
+        return;
+    }
+    let img: u64 = p.image[..r].iter().product();
+    let total = p.n * p.c * img;
+    let (mut t, step) = (global_thread_x(), grid_threads_x());
+    while t < total {
+        let plane = t / img; // n * c + channel
+        let (ni, ci) = (plane / p.c, plane % p.c);
+        let mut pos = [0u64; GRID_MAX_RANK];
+        let mut rest = t % img;
+        for d in (0..r).rev() {
+            pos[d] = rest % p.image[d];
+            rest /= p.image[d];
+        }
+        let mut acc = 0.0f64;
+        for k in 0..p.kprod {
+            // This offset's block, when one puts it on `pos`.
+            let (mut rest, mut b, mut hit) = (k, 0u64, true);
+            let mut kd = [0u64; GRID_MAX_RANK];
+            for d in (0..r).rev() {
+                kd[d] = rest % p.block[d];
+                rest /= p.block[d];
+            }
+            for d in 0..r {
+                let q = (pos[d] + p.pad_begin[d]) as i64 - (kd[d] * p.dilation[d]) as i64;
+                let bd = q / p.stride[d] as i64;
+                hit &= q >= 0 && q % p.stride[d] as i64 == 0 && (bd as u64) < p.grid[d];
+                b = b * p.grid[d] + if hit { bd as u64 } else { 0 };
+            }
+            if hit {
+                // SAFETY: k < kprod and b < l: inside x (the contract).
+                acc += unsafe { *x.add((((ni * p.c + ci) * p.kprod + k) * p.l + b) as usize) } as f64;
+            }
+        }
+        // SAFETY: t < total: inside y.
+        unsafe { *y.add(t as usize) = acc as f32 };
+        t += step;
     }
 }

@@ -276,3 +276,71 @@ fn dft_matches_the_reference_in_every_direction() {
         assert!(plan.contains("dft_f32"), "{plan}");
     }
 }
+
+#[test]
+fn stft_matches_the_reference() {
+    use planner::op::Stft;
+    let mut rng = Rng::new(0x57f7);
+    // (signal, step, window length, frame length, onesided)
+    for (shape, step, window, frame, onesided) in [
+        (vec![2, 64, 1], 8, Some(16), None, true),
+        (vec![1, 50, 2], 5, None, Some(12), false),
+        (vec![3, 33, 1], 4, Some(10), Some(10), false),
+        (vec![1, 20, 1], 3, None, None, true),
+    ] {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&shape));
+        let s = g.const_i64("step", &[], &[step]);
+        let mut inputs = vec![("x".to_string(), rng.tensor(&shape, -1.0, 1.0))];
+        let w = window.map(|n| {
+            inputs.push(("w".to_string(), rng.tensor(&[n], 0.0, 1.0)));
+            g.input("w", DType::F32, known(&[n]))
+        });
+        let f = frame.map(|n| g.const_i64("frame", &[], &[n]));
+        let y = g.push_opt(Op::Stft(Stft { onesided }), vec![Some(x), Some(s), w, f], 1)[0];
+        g.output(y);
+        let what =
+            format!("STFT {shape:?} step {step} window {window:?} frame {frame:?} onesided {onesided}");
+        let plan = compare(&what, g, &inputs, 1e-5);
+        assert!(plan.contains("stft_f32"), "{plan}");
+    }
+}
+
+#[test]
+fn col2im_matches_the_reference() {
+    use planner::op::Col2Im;
+    let mut rng = Rng::new(0xc021);
+    // (batch, channels, image, block, strides, dilations, pads)
+    type Case = (usize, usize, Vec<usize>, Vec<usize>, Vec<usize>, Vec<usize>, Vec<usize>);
+    let cases: [Case; 4] = [
+        (1, 1, vec![5, 5], vec![2, 2], vec![], vec![], vec![]),
+        (2, 3, vec![6, 7], vec![3, 2], vec![2, 1], vec![1, 2], vec![1, 0, 1, 1]),
+        (1, 2, vec![9], vec![3], vec![2], vec![2], vec![1, 2]),
+        (1, 1, vec![3, 4, 5], vec![2, 2, 2], vec![1, 2, 1], vec![], vec![]),
+    ];
+    for (n, c, image, block, strides, dilations, pads) in cases {
+        let r = image.len();
+        let at = |v: &Vec<usize>, d: usize, default: usize| v.get(d).copied().unwrap_or(default);
+        let grid: usize = (0..r)
+            .map(|d| {
+                let span = image[d] + at(&pads, d, 0) + at(&pads, d + r, 0);
+                (span - (at(&dilations, d, 1) * (block[d] - 1) + 1)) / at(&strides, d, 1) + 1
+            })
+            .product();
+        let kprod: usize = block.iter().product();
+        let xd = [n, c * kprod, grid];
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&xd));
+        let is = g.const_i64("image", &[r], &image.iter().map(|&v| v as i64).collect::<Vec<_>>());
+        let bs = g.const_i64("block", &[r], &block.iter().map(|&v| v as i64).collect::<Vec<_>>());
+        let attrs = Col2Im { dilations: dilations.clone(), pads: pads.clone(), strides: strides.clone() };
+        let y = g.op1(Op::Col2Im(attrs), &[x, is, bs]);
+        g.output(y);
+        let inputs = vec![("x".to_string(), rng.tensor(&xd, -1.0, 1.0))];
+        let what = format!(
+            "Col2Im image {image:?} block {block:?} strides {strides:?} dilations {dilations:?} pads {pads:?}"
+        );
+        let plan = compare(&what, g, &inputs, 1e-6);
+        assert!(plan.contains("col2im_f32"), "{plan}");
+    }
+}

@@ -262,3 +262,44 @@ fn causal_conv_matches_the_reference() {
         }
     }
 }
+
+#[test]
+fn linear_attention_matches_the_reference_for_every_rule() {
+    use planner::op::{LinearAttention, LinearAttentionRule as R};
+    let mut rng = Rng::new(0x1a77);
+    // (rule, batch, len, q heads, kv heads, dk, dv, past, decay per key row, beta per head, present)
+    let cases = [
+        (R::Linear, 2, 5, 2, 2, 4, 3, false, false, false, true),
+        (R::Gated, 1, 7, 4, 2, 8, 8, true, true, false, true),
+        (R::Delta, 2, 3, 3, 1, 4, 6, true, false, true, true),
+        (R::GatedDelta, 1, 9, 4, 4, 16, 8, false, false, false, false),
+        (R::GatedDelta, 2, 1, 2, 1, 8, 4, true, true, true, true),
+    ];
+    for (rule, b, t, hq, hkv, dk, dv, past, row_decay, head_beta, present) in cases {
+        let mut g = Graph::new();
+        let mut inputs = Vec::new();
+        let mut add = |g: &mut Graph, name: &str, dims: Vec<usize>, lo: f32, hi: f32| {
+            inputs.push((name.to_string(), rng.tensor(&dims, lo, hi)));
+            Some(g.input(name, DType::F32, crate::indexing::known(&dims)))
+        };
+        let mut ins = vec![
+            add(&mut g, "q", vec![b, t, hq * dk], -1.0, 1.0),
+            add(&mut g, "k", vec![b, t, hkv * dk], -1.0, 1.0),
+            add(&mut g, "v", vec![b, t, hkv * dv], -1.0, 1.0),
+        ];
+        ins.push(if past { add(&mut g, "past", vec![b, hkv, dk, dv], -0.5, 0.5) } else { None });
+        let gated = matches!(rule, R::Gated | R::GatedDelta);
+        let delta = matches!(rule, R::Delta | R::GatedDelta);
+        let decay_w = if row_decay { hkv * dk } else { hkv };
+        ins.push(if gated { add(&mut g, "decay", vec![b, t, decay_w], -0.7, 0.0) } else { None });
+        let beta_w = if head_beta { hkv } else { 1 };
+        ins.push(if delta { add(&mut g, "beta", vec![b, t, beta_w], 0.1, 0.9) } else { None });
+        let attrs = LinearAttention { kv_num_heads: hkv, q_num_heads: hq, scale: None, update_rule: rule };
+        let outs = g.push_opt(Op::LinearAttention(attrs), ins, if present { 2 } else { 1 });
+        outs.iter().for_each(|&o| g.output(o));
+        let what =
+            format!("LinearAttention {rule:?} b={b} t={t} hq={hq} hkv={hkv} dk={dk} dv={dv} past={past}");
+        let plan = crate::indexing::compare(&what, g, &inputs, 1e-4);
+        assert!(plan.contains("linear_attention_f32"), "{plan}");
+    }
+}

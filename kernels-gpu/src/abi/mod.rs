@@ -234,6 +234,10 @@ kernel_ids! {
     AffineGridF32 => "affine_grid_f32",
     /// `resize::dft_f32`: ONNX DFT by direct summation (forward, inverse, one-sided)
     DftF32 => "dft_f32",
+    /// `resize::stft_f32`: ONNX STFT by direct summation
+    StftF32 => "stft_f32",
+    /// `resize::col2im_f32`: ONNX Col2Im (1 to 3 spatial dims)
+    Col2ImF32 => "col2im_f32",
     // logic
     /// `logic::cast`: ONNX Cast between f32, f64, i64, i32, i8, u8, bool, f16, bf16
     Cast => "cast",
@@ -262,6 +266,9 @@ kernel_ids! {
     /// `sequence::causal_conv_f32`: depthwise causal conv1d with a carried window
     /// (CausalConvWithState)
     CausalConvF32 => "causal_conv_f32",
+    /// `linear_attention::linear_attention_f32`: ONNX LinearAttention (linear, gated, delta and
+    /// gated-delta rules)
+    LinearAttentionF32 => "linear_attention_f32",
     // reduce
     /// `reduce::reduce_f32`: the ONNX `Reduce*` family over any axes
     ReduceF32 => "reduce_f32",
@@ -408,6 +415,9 @@ mod tests {
         assert_eq!(core::mem::size_of::<GridSampleParams>(), 6 * 8 + 4 * 4);
         assert_eq!(core::mem::size_of::<AffineGridParams>(), 5 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<DftParams>(), 5 * 8 + 4 * 4);
+        assert_eq!(core::mem::size_of::<StftParams>(), 6 * 8 + 2 * 4);
+        assert_eq!(core::mem::size_of::<Col2ImParams>(), 4 * 8 + 6 * 8 * GRID_MAX_RANK + 2 * 4);
+        assert_eq!(core::mem::size_of::<LinearAttentionParams>(), 10 * 4);
         assert_eq!(core::mem::size_of::<ScatterNdParams>(), 2 * 8 + 4 * 4 + 2 * 8 * MAX_RANK);
     }
 }

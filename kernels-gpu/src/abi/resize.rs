@@ -218,3 +218,68 @@ pub struct DftParams {
 
 // SAFETY: #[repr(C)], five u64, four u32: no padding.
 unsafe impl Params for DftParams {}
+
+/// Parameters of `resize::stft_f32` (ONNX STFT): signal `(batch, len, comps)`; frame `f` is
+/// `signal[f * step .. f * step + frame]` times the window (ones without one), and the output
+/// `(batch, frames, bins, 2)` holds its forward DFT of length `frame` (the first `bins`
+/// frequencies), summed directly in f64.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StftParams {
+    /// Batch.
+    pub batch: u64,
+    /// Signal length.
+    pub len: u64,
+    /// Frames.
+    pub frames: u64,
+    /// Frame length (the transform length).
+    pub frame: u64,
+    /// Samples between frame starts.
+    pub step: u64,
+    /// Frequencies kept per frame.
+    pub bins: u64,
+    /// Signal components (1 or 2).
+    pub comps: u32,
+    /// Non-zero: a window of `frame` f32 multiplies each frame.
+    pub windowed: u32,
+}
+
+// SAFETY: #[repr(C)], six u64, two u32: no padding.
+unsafe impl Params for StftParams {}
+
+/// Parameters of `resize::col2im_f32` (ONNX Col2Im): input `(n, c * kprod, l)` holds, for each of
+/// the `l` sliding blocks (row-major over `grid`) and each block offset `k` (row-major over
+/// `block`), the value that lands on image position `b * stride + k * dilation - pad_begin` (per
+/// spatial dim); the output `(n, c, image)` sums them (in f64, block offsets in order, as the CPU
+/// reference).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Col2ImParams {
+    /// Batch.
+    pub n: u64,
+    /// Channels of the image.
+    pub c: u64,
+    /// Sliding blocks.
+    pub l: u64,
+    /// Elements per block (the product of `block`).
+    pub kprod: u64,
+    /// Image dims (`rank` of them, outermost first).
+    pub image: [u64; GRID_MAX_RANK],
+    /// Block dims.
+    pub block: [u64; GRID_MAX_RANK],
+    /// Blocks along each dim.
+    pub grid: [u64; GRID_MAX_RANK],
+    /// Strides (>= 1).
+    pub stride: [u64; GRID_MAX_RANK],
+    /// Dilations (>= 1).
+    pub dilation: [u64; GRID_MAX_RANK],
+    /// Padding before each dim.
+    pub pad_begin: [u64; GRID_MAX_RANK],
+    /// Spatial rank (1..=GRID_MAX_RANK).
+    pub rank: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+// SAFETY: #[repr(C)], four u64, six u64 arrays, two u32: no padding.
+unsafe impl Params for Col2ImParams {}

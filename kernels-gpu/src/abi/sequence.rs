@@ -201,3 +201,37 @@ unsafe impl Params for RglruParams {}
 unsafe impl Params for Wkv6Params {}
 // SAFETY: #[repr(C)], six u32 (the last an explicit `_pad`).
 unsafe impl Params for CausalConvParams {}
+
+/// Parameters of `linear_attention::linear_attention_f32` (ONNX LinearAttention, opset 27): query
+/// `(batch, len, q_heads * dk)`, key `(batch, len, kv_heads * dk)`, value and the output's per-head
+/// columns `(batch, len, kv_heads * dv)` / `(batch, len, q_heads * dv)`; the state
+/// `(batch, kv_heads, dk, dv)`. Per step: `S <- exp(g) S` (gated; `decay_width` kv_heads: one
+/// gate per head, kv_heads * dk: one per key row), `v <- beta (v - S^T k)` (delta; `beta_width`
+/// kv_heads or 1), `S <- S + k v^T`, then each query head of the group reads `scale * S^T q`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LinearAttentionParams {
+    /// Batch.
+    pub batch: u32,
+    /// Time steps.
+    pub len: u32,
+    /// Query heads (a multiple of `kv_heads`).
+    pub q_heads: u32,
+    /// Key / value heads.
+    pub kv_heads: u32,
+    /// Key head size.
+    pub dk: u32,
+    /// Value head size.
+    pub dv: u32,
+    /// Gates per (batch, step) row: 0 (not gated), `kv_heads` or `kv_heads * dk`.
+    pub decay_width: u32,
+    /// Betas per (batch, step) row: 0 (no delta rule), 1 or `kv_heads`.
+    pub beta_width: u32,
+    /// Output scale.
+    pub scale: f32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+// SAFETY: #[repr(C)], nine u32 and an f32 (the last field explicit padding): no padding.
+unsafe impl Params for LinearAttentionParams {}

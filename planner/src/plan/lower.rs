@@ -97,6 +97,7 @@ pub(super) fn scratch(
 ) -> Vec<PlannedValue> {
     match &g.nodes[id.index()].op {
         Op::Lstm(_) | Op::Gru(_) | Op::Rnn(_) => recurrent::scratch(g, id, values).into_iter().collect(),
+        Op::LinearAttention(_) => super::linear_attention::scratch(g, id, values).into_iter().collect(),
         Op::SoftmaxCrossEntropyLoss(_) => {
             let n = &g.nodes[id.index()];
             match (n.inputs.first().copied().flatten(), n.outputs.get(1).copied().flatten()) {
@@ -395,14 +396,17 @@ pub(super) fn node(
         Op::GlobalAveragePool => reduce::global_pool(reduce_node(id, label, &ins, out), values, false, o),
         Op::GlobalMaxPool => reduce::global_pool(reduce_node(id, label, &ins, out), values, true, o),
         Op::Attention(a) => super::attention_op::lower(g, id, a, values, o),
-        Op::Dft(a) => super::grid_sample::dft(g, id, label, a, out, values, o),
+        Op::Dft(a) => super::sampling::dft(g, id, label, a, out, values, o),
+        Op::Stft(a) => super::sampling::stft(g, id, label, a, out, values, o),
+        Op::Col2Im(a) => super::sampling::col2im(g, id, label, a, out, values, o),
+        Op::LinearAttention(a) => super::linear_attention::lower(g, id, a, values, scratch, o),
         Op::AffineGrid(a) => {
             let theta = ins.first().copied().flatten().ok_or("missing input")?;
-            super::grid_sample::affine_grid(id, label, a, theta, out, values, o)
+            super::sampling::affine_grid(id, label, a, theta, out, values, o)
         }
         Op::GridSample(a) => {
             let [Some(x), Some(grid)] = ins.as_slice() else { return Err("missing input".into()) };
-            super::grid_sample::grid_sample(id, label, a, (*x, *grid), out, values, o)
+            super::sampling::grid_sample(id, label, a, (*x, *grid), out, values, o)
         }
         Op::RotaryEmbedding(a) => {
             let at = |k: usize| ins.get(k).copied().flatten();
