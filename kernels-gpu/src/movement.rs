@@ -8,7 +8,8 @@
 //! with an early exit, so the parameter arrays stay indexed by constants (no local-memory copy).
 
 use crate::abi::{
-    GatherNdParams, GatherParams, MAX_RANK, PadParams, StridedCopyParams, TransposeParams, pad_mode,
+    GatherNdParams, GatherParams, MAX_RANK, PadParams, ReverseSequenceParams, StridedCopyParams,
+    TransposeParams, pad_mode,
 };
 use crate::intrinsics::{global_thread_x, grid_threads_x};
 
@@ -465,3 +466,65 @@ macro_rules! gather_nd_kernel {
 gather_nd_kernel!(gather_nd_b1, u8, "1");
 gather_nd_kernel!(gather_nd_b4, u32, "4");
 gather_nd_kernel!(gather_nd_b8, u64, "8");
+
+/// # Safety
+/// The `reverse_sequence_b*` contract for elements of type `T`, `bad` the fill of an entry whose
+/// length is out of range.
+#[inline(always)]
+unsafe fn reverse_sequence<T: Copy>(
+    p: &ReverseSequenceParams,
+    x: *const T,
+    lens: *const i64,
+    y: *mut T,
+    bad: T,
+) {
+    let total = p.d0 * p.d1 * p.inner;
+    let time = if p.batch_axis == 0 { p.d1 } else { p.d0 };
+    let (mut e, step) = (global_thread_x(), grid_threads_x());
+    while e < total {
+        let (i, i1, i0) = (e % p.inner, (e / p.inner) % p.d1, e / (p.inner * p.d1));
+        let (b, t) = if p.batch_axis == 0 { (i0, i1) } else { (i1, i0) };
+        // SAFETY: b is below the batch extent: one length per batch entry (the contract).
+        let len = unsafe { *lens.add(b as usize) };
+        let v = if len < 0 || len as u64 > time {
+            bad
+        } else {
+            let src_t = if t < len as u64 { len as u64 - 1 - t } else { t };
+            let (s0, s1) = if p.batch_axis == 0 { (b, src_t) } else { (src_t, b) };
+            // SAFETY: src_t < time: inside x.
+            unsafe { *x.add(((s0 * p.d1 + s1) * p.inner + i) as usize) }
+        };
+        // SAFETY: e < total: inside y.
+        unsafe { *y.add(e as usize) = v };
+        e += step;
+    }
+}
+
+macro_rules! reverse_sequence_kernel {
+    ($name:ident, $t:ty, $bad:expr, $bytes:literal) => {
+        #[doc = concat!("ONNX ReverseSequence of ", $bytes, "-byte elements ([`ReverseSequenceParams`]).")]
+        ///
+        /// # Safety
+        /// `x` and `y` hold `d0 * d1 * inner` elements (no overlap: elements move between time
+        /// steps); `lens` holds one i64 per batch entry.
+        ///
+        /// # Parameters
+        /// `p`; input `x`; the sequence lengths `lens`; output `y`.
+        ///
+        /// # Thread mapping
+        /// 1-D grid of 1-D blocks, any size: a grid-stride loop over the elements.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            p: ReverseSequenceParams,
+            x: *const $t,
+            lens: *const i64,
+            y: *mut $t,
+        ) {
+            // SAFETY: forwarded from the contract.
+            unsafe { reverse_sequence(&p, x, lens, y, $bad) }
+        }
+    };
+}
+
+reverse_sequence_kernel!(reverse_sequence_b4, u32, 0x7fc0_0000, "4");
+reverse_sequence_kernel!(reverse_sequence_b8, u64, 0, "8");

@@ -3,11 +3,12 @@
 //!   statistics folded into one multiply-add;
 //! - [`group_norm_f32`]: GroupNormalization and InstanceNormalization, a row kernel: each
 //!   `(n, group)` is one contiguous row normalised by its mean and biased variance (two passes in
-//!   f32, as `rows::layer_norm_f32`), a thread, a warp or a block per row (`group::each_item`).
+//!   f32, as `rows::layer_norm_f32`), a thread, a warp or a block per row (`group::each_item`);
+//! - [`lrn_f32`]: LRN, a thread per element summing its channel window.
 //!
 //! Every access is below the element counts in the parameters.
 
-use crate::abi::{BatchNormParams, GroupNormParams};
+use crate::abi::{BatchNormParams, GroupNormParams, LrnParams};
 use crate::group::each_item;
 use crate::intrinsics::{global_thread_x, grid_threads_x};
 use crate::math;
@@ -113,4 +114,42 @@ pub unsafe extern "ptx-kernel" fn group_norm_f32(
             }
         }
     });
+}
+
+/// ONNX LRN ([`LrnParams`]): each element over `(bias + alpha / size * Σ x²)^beta`, the squares
+/// summed over its channel window in f64.
+///
+/// # Safety
+/// `x` and `y` hold `n * c * inner` f32 (no overlap: a thread reads its neighbours' channels).
+///
+/// # Parameters
+/// `p`; input `x`; output `y`.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn lrn_f32(p: LrnParams, x: *const f32, y: *mut f32) {
+    if p.size == 0 || p.inner == 0 || p.c == 0 {
+        return;
+    }
+    let total = p.n * p.c * p.inner;
+    let (before, after) = ((p.size as u64 - 1) / 2, p.size as u64 / 2);
+    let scale = p.alpha as f64 / p.size as f64;
+    let (mut e, step) = (global_thread_x(), grid_threads_x());
+    while e < total {
+        let (i, ch, b) = (e % p.inner, (e / p.inner) % p.c, e / (p.inner * p.c));
+        let (lo, hi) = (ch.saturating_sub(before), (ch + after).min(p.c - 1));
+        let mut sq = 0.0f64;
+        for k in lo..=hi {
+            // SAFETY: k < c: inside x.
+            let v = unsafe { *x.add(((b * p.c + k) * p.inner + i) as usize) } as f64;
+            sq += v * v;
+        }
+        // SAFETY: e < total: inside x and y.
+        unsafe {
+            let v = *x.add(e as usize) as f64;
+            *y.add(e as usize) = (v / libm::pow(p.bias as f64 + scale * sq, p.beta as f64)) as f32;
+        }
+        e += step;
+    }
 }

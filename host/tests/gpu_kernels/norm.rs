@@ -116,3 +116,21 @@ fn instance_norm_matches_the_reference() {
         assert!(plan.contains("group_norm_f32"), "{plan}");
     }
 }
+
+#[test]
+fn lrn_matches_the_reference() {
+    let mut rng = Rng::new(0x1e4);
+    for (shape, size, alpha, beta, bias) in [
+        (vec![2, 5, 3, 4], 3, 1e-4, 0.75, 1.0),
+        (vec![1, 8, 7], 4, 0.02, 0.5, 2.0),
+        (vec![3, 2], 5, 0.5, 1.5, 0.5),
+    ] {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, crate::indexing::known(&shape));
+        let y = g.op1(Op::Lrn(planner::op::Lrn { alpha, beta, bias, size }), &[x]);
+        g.output(y);
+        let inputs = vec![("x".to_string(), rng.tensor(&shape, -3.0, 3.0))];
+        let plan = crate::indexing::compare(&format!("LRN {shape:?} size {size}"), g, &inputs, 1e-5);
+        assert!(plan.contains("lrn_f32"), "{plan}");
+    }
+}

@@ -462,3 +462,30 @@ fn center_crop_pad_and_the_dropout_mask_match_the_reference() {
     let plan = check("Dropout mask", g, vec![("x".into(), f32_input(&mut rng, &[3, 17]))]);
     assert!(plan.contains("compare"), "{plan}");
 }
+
+#[test]
+fn reverse_sequence_matches_the_reference() {
+    let mut rng = Rng::new(0x5e9);
+    for (shape, batch_axis, time_axis, dtype) in [
+        (vec![4, 3, 5], 1, 0, DType::F32),
+        (vec![3, 6], 0, 1, DType::I64),
+        (vec![5, 2, 2, 3], 1, 0, DType::I64),
+    ] {
+        let (batch, time) = (shape[batch_axis], shape[time_axis]);
+        let mut g = Graph::new();
+        let x = g.input("x", dtype, known(&shape));
+        let l = g.input("lens", DType::I64, known(&[batch]));
+        let attrs = op::ReverseSequence { batch_axis, time_axis };
+        let y = g.op1(Op::ReverseSequence(attrs), &[x, l]);
+        g.output(y);
+        let lens: Vec<i64> = (0..batch).map(|b| ((b * 7 + 1) % (time + 1)) as i64).collect();
+        let data = if dtype == DType::F32 {
+            f32_input(&mut rng, &shape)
+        } else {
+            i64_input(&mut rng, &shape, -50, 50)
+        };
+        let inputs = vec![("x".into(), data), ("lens".into(), HostTensor::new(vec![batch], lens).unwrap())];
+        let plan = check(&format!("ReverseSequence {shape:?} batch axis {batch_axis} {dtype}"), g, inputs);
+        assert!(plan.contains("reverse_sequence_b"), "{plan}");
+    }
+}

@@ -179,6 +179,8 @@ kernel_ids! {
     LpNorm2F32 => "lp_norm2_f32",
     /// `rows::layer_norm_f32`: LayerNormalization (Y, and optionally Mean and InvStdDev)
     LayerNormF32 => "layer_norm_f32",
+    /// `norm::lrn_f32`: ONNX LRN (local response normalization across channels)
+    LrnF32 => "lrn_f32",
     /// `rows::rms_norm_f32`: RMSNormalization
     RmsNormF32 => "rms_norm_f32",
     // recurrent
@@ -205,6 +207,10 @@ kernel_ids! {
     StridedCopyB4 => "strided_copy_b4",
     /// `movement::strided_copy_b8`: strided copy of 8-byte elements
     StridedCopyB8 => "strided_copy_b8",
+    /// `movement::reverse_sequence_b4`: ONNX ReverseSequence of 4-byte elements
+    ReverseSequenceB4 => "reverse_sequence_b4",
+    /// `movement::reverse_sequence_b8`: ONNX ReverseSequence of 8-byte elements
+    ReverseSequenceB8 => "reverse_sequence_b8",
     /// `movement::pad_b4`: ONNX Pad of 4-byte elements
     PadB4 => "pad_b4",
     /// `movement::pad_b8`: ONNX Pad of 8-byte elements
@@ -416,6 +422,8 @@ mod tests {
         assert_eq!(core::mem::size_of::<AffineGridParams>(), 5 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<DftParams>(), 5 * 8 + 4 * 4);
         assert_eq!(core::mem::size_of::<StftParams>(), 6 * 8 + 2 * 4);
+        assert_eq!(core::mem::size_of::<LrnParams>(), 3 * 8 + 4 * 4);
+        assert_eq!(core::mem::size_of::<ReverseSequenceParams>(), 3 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<Col2ImParams>(), 4 * 8 + 6 * 8 * GRID_MAX_RANK + 2 * 4);
         assert_eq!(core::mem::size_of::<LinearAttentionParams>(), 10 * 4);
         assert_eq!(core::mem::size_of::<ScatterNdParams>(), 2 * 8 + 4 * 4 + 2 * 8 * MAX_RANK);

@@ -139,3 +139,26 @@ unsafe impl Params for StridedCopyParams {}
 unsafe impl Params for PadParams {}
 // SAFETY: #[repr(C)], four u64, two u32 (`_pad` explicit), two u64 arrays.
 unsafe impl Params for GatherNdParams {}
+
+/// Parameters of the `movement::reverse_sequence_b*` kernels (ONNX ReverseSequence): X
+/// `(d0, d1, inner)` with the batch on axis `batch_axis` and time on the other of the first two;
+/// `y[t, b] = x[lens[b] - 1 - t, b]` for `t < lens[b]`, `x[t, b]` after. A length outside
+/// `[0, time]` (an error in the CPU reference) fills its batch entry with NaN bits for 4-byte
+/// elements and zero otherwise.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReverseSequenceParams {
+    /// Extent of axis 0.
+    pub d0: u64,
+    /// Extent of axis 1.
+    pub d1: u64,
+    /// Elements per (axis 0, axis 1) entry.
+    pub inner: u64,
+    /// The batch axis (0 or 1); time is the other.
+    pub batch_axis: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+// SAFETY: #[repr(C)], three u64, two u32: no padding.
+unsafe impl Params for ReverseSequenceParams {}

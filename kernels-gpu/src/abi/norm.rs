@@ -53,3 +53,28 @@ pub struct GroupNormParams {
 unsafe impl Params for BatchNormParams {}
 // SAFETY: #[repr(C)], five u64 and four four-byte fields (the last an explicit `_pad`): 56 bytes.
 unsafe impl Params for GroupNormParams {}
+
+/// Parameters of `norm::lrn_f32` (ONNX LRN): X `(n, c, inner)`; `y = x / (bias + alpha / size *
+/// Σ x²)^beta`, the sum over channels `c - (size - 1) / 2 ..= c + size / 2` inside `[0, c)`,
+/// computed in f64 as the CPU reference.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LrnParams {
+    /// Batch.
+    pub n: u64,
+    /// Channels.
+    pub c: u64,
+    /// Elements per channel.
+    pub inner: u64,
+    /// Channels summed.
+    pub size: u32,
+    /// Scale.
+    pub alpha: f32,
+    /// Exponent.
+    pub beta: f32,
+    /// Offset.
+    pub bias: f32,
+}
+
+// SAFETY: #[repr(C)], three u64, a u32 and three f32: no padding.
+unsafe impl Params for LrnParams {}

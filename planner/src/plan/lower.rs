@@ -391,6 +391,13 @@ pub(super) fn node(
         Op::BatchNormalization(a) => norm::batch_norm(conv_node(id, label, n), values, a, o),
         Op::GroupNormalization(a) => norm::group_norm(conv_node(id, label, n), values, a, o),
         Op::InstanceNormalization(a) => norm::instance_norm(conv_node(id, label, n), values, a, o),
+        Op::Lrn(a) => norm::lrn(conv_node(id, label, n), values, a, o),
+        Op::ReverseSequence(a) => movement::reverse_sequence(
+            &move_node(id, label, &ins, &n.outputs),
+            (a.batch_axis, a.time_axis),
+            values,
+            o,
+        ),
         Op::ArgMax(a) => reduce::arg_reduce(reduce_node(id, label, &ins, out), values, true, a, o),
         Op::ArgMin(a) => reduce::arg_reduce(reduce_node(id, label, &ins, out), values, false, a, o),
         Op::GlobalAveragePool => reduce::global_pool(reduce_node(id, label, &ins, out), values, false, o),

@@ -5,8 +5,8 @@
 //! picked by element size, so all of them move any dtype.
 
 use kernels_gpu::abi::{
-    GatherNdParams, GatherParams, KernelId, MAX_RANK, PadParams, Params, StridedCopyParams, TransposeParams,
-    pad_mode,
+    GatherNdParams, GatherParams, KernelId, MAX_RANK, PadParams, Params, ReverseSequenceParams,
+    StridedCopyParams, TransposeParams, pad_mode,
 };
 
 use super::lower::{Lowered, dims};
@@ -503,6 +503,37 @@ pub(super) fn gather_nd(
         "GatherND",
     )?;
     Ok(step(n.id, n.label.clone(), kernel, &p, work, o, vec![Arg::Value(x), Arg::Value(idx), Arg::Value(y)]))
+}
+
+/// ONNX ReverseSequence of 4- or 8-byte elements; the lengths (i64) are read on the device.
+pub(super) fn reverse_sequence(
+    n: &MoveNode,
+    (batch_axis, time_axis): (usize, usize),
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    let (x, lens, y) = (n.input(0)?, n.input(1)?, n.output()?);
+    let ((xd, dtype), (ld, lt)) = (dims(values, x)?, dims(values, lens)?);
+    if xd.len() < 2 || batch_axis.max(time_axis) > 1 || batch_axis == time_axis {
+        return Err(format!("input {xd:?} with batch axis {batch_axis} and time axis {time_axis}"));
+    }
+    if lt != DType::I64 || ld != [xd[batch_axis]] {
+        return Err(format!("sequence_lens {ld:?} {lt} must be ({}) int64", xd[batch_axis]));
+    }
+    let p = ReverseSequenceParams {
+        d0: xd[0] as u64,
+        d1: xd[1] as u64,
+        inner: xd[2..].iter().product::<usize>() as u64,
+        batch_axis: batch_axis as u32,
+        _pad: 0,
+    };
+    let kernel = by_size(
+        dtype,
+        [None, None, Some(KernelId::ReverseSequenceB4), Some(KernelId::ReverseSequenceB8)],
+        "ReverseSequence",
+    )?;
+    let work = p.d0 * p.d1 * p.inner;
+    Ok(step(n.id, n.label.clone(), kernel, &p, work, o, vec![Arg::Value(x), Arg::Value(lens), Arg::Value(y)]))
 }
 
 #[cfg(test)]

@@ -2,14 +2,34 @@
 //! a thread per element) and GroupNormalization / InstanceNormalization (a row per `(n, group)`,
 //! the row kernels' launch shapes).
 
-use kernels_gpu::abi::{BatchNormParams, GroupNormParams, KernelId, Params};
+use kernels_gpu::abi::{BatchNormParams, GroupNormParams, KernelId, LrnParams, Params};
 
 use super::conv::{ConvNode, grid_stride_step, static_f32};
 use super::rows::launch;
 use super::{Arg, PlanOptions, PlannedValue, Step};
-use crate::op::{BatchNormalization, GroupNormalization, InstanceNormalization};
+use crate::op::{BatchNormalization, GroupNormalization, InstanceNormalization, Lrn};
 
 type Lowered = Result<Vec<Step>, String>;
+
+/// ONNX LRN of f32 `(N, C, ...)`.
+pub(super) fn lrn(n: ConvNode, values: &[PlannedValue], a: &Lrn, o: &PlanOptions) -> Lowered {
+    let (x, out) = (n.input(0, "X")?, n.output()?);
+    let xd = static_f32(values, x)?;
+    if xd.len() < 2 || a.size == 0 {
+        return Err(format!("X {xd:?} must be (N, C, ...) and size positive"));
+    }
+    let p = LrnParams {
+        n: xd[0] as u64,
+        c: xd[1] as u64,
+        inner: xd[2..].iter().product::<usize>() as u64,
+        size: u32::try_from(a.size).map_err(|_| "size past u32")?,
+        alpha: a.alpha,
+        beta: a.beta,
+        bias: a.bias,
+    };
+    let work = xd.iter().product::<usize>() as u64;
+    Ok(vec![grid_stride_step(&n, KernelId::LrnF32, &p, work, o, vec![Arg::Value(x), Arg::Value(out)])])
+}
 
 /// ONNX BatchNormalization of f32, inference form (one output).
 pub(super) fn batch_norm(
