@@ -40,6 +40,14 @@ struct Weights {
     offsets: HashMap<ValueId, u64>,
 }
 
+impl Weights {
+    /// The device address of each constant.
+    fn addresses(&self, stream: &Arc<CudaStream>) -> Vec<(ValueId, u64)> {
+        let base = self.buf.device_ptr(stream).0;
+        self.offsets.iter().map(|(&v, &off)| (v, base + off)).collect()
+    }
+}
+
 // SAFETY: the buffer is written once (the upload, before the `Weights` is shared) and only read by
 // kernels afterwards; the host never touches it again, and cudarc's cross-stream event tracking,
 // the only host-side state a `CudaSlice` mutates, is off for this context (`Context::new`).
@@ -71,8 +79,8 @@ struct Addresses<'a> {
     inputs: Vec<(ValueId, u64)>,
     /// Device addresses of the plan's outputs.
     outputs: Vec<(ValueId, u64)>,
-    /// The plan's weights, if it has any.
-    weights: Option<&'a Weights>,
+    /// Device addresses of the plan's constants.
+    weights: Vec<(ValueId, u64)>,
     /// Its arena slots (none for launches outside a plan).
     memory: Option<&'a MemoryPlan>,
 }
@@ -86,9 +94,8 @@ impl Addresses<'_> {
         self.outputs.iter().find(|(x, _)| *x == v).map(|&(_, p)| p)
     }
 
-    fn weight(&self, stream: &Arc<CudaStream>, v: ValueId) -> Option<u64> {
-        let w = self.weights?;
-        Some(w.buf.device_ptr(stream).0 + w.offsets.get(&v)?)
+    fn weight(&self, v: ValueId) -> Option<u64> {
+        self.weights.iter().find(|(x, _)| *x == v).map(|&(_, p)| p)
     }
 }
 
@@ -104,6 +111,8 @@ pub struct Session<'c> {
     stages: HashMap<staged::StageKey, Arc<staged::StagePlan>>,
     /// The run-time region of those models.
     region: staged::Region,
+    /// The constants of their stage plans, shared between plans by content.
+    stage_constants: staged::ConstPool,
     /// The last staged run's inputs (a staged [`Session::execute`] runs the stages on them again).
     staged_inputs: Vec<(String, HostTensor)>,
     weight_cache: WeightCache,
@@ -130,6 +139,7 @@ impl<'c> Session<'c> {
             compiled: HashMap::new(),
             stages: HashMap::new(),
             region: staged::Region::default(),
+            stage_constants: staged::ConstPool::default(),
             staged_inputs: Vec::new(),
             weight_cache: WeightCache::default(),
             specialize: false,
@@ -512,7 +522,7 @@ impl<'c> Session<'c> {
         Addresses {
             inputs: ptrs(&c.plan.inputs, &c.inputs),
             outputs: ptrs(&c.plan.outputs, &c.outputs),
-            weights: c.weights.as_deref(),
+            weights: c.weights.as_ref().map_or_else(Vec::new, |w| w.addresses(&self.stream)),
             memory: Some(&c.plan.memory),
         }
     }
@@ -520,7 +530,7 @@ impl<'c> Session<'c> {
     /// The device address of `v`: an input, an output, a weight or an arena slot (checked against
     /// the arena's size).
     fn address(&self, at: &Addresses, v: ValueId) -> Result<u64, HostError> {
-        if let Some(p) = at.input(v).or_else(|| at.output(v)).or_else(|| at.weight(&self.stream, v)) {
+        if let Some(p) = at.input(v).or_else(|| at.output(v)).or_else(|| at.weight(v)) {
             return Ok(p);
         }
         match at.memory.and_then(|m| m.slots.get(v.index()).copied().flatten()) {
@@ -606,7 +616,7 @@ impl<'c> Session<'c> {
             Step::Copy { src, dst, bytes, .. } => {
                 // A graph output that is a constant or an input copies from that buffer into the
                 // output buffer (`src == dst`): reads prefer inputs and weights, writes outputs.
-                let s = match at.input(*src).or_else(|| at.weight(&self.stream, *src)) {
+                let s = match at.input(*src).or_else(|| at.weight(*src)) {
                     Some(p) => p,
                     None => self.address(at, *src)?,
                 };

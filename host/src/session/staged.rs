@@ -5,7 +5,9 @@
 //! a read-back of its per-block counts (the one wait on the device per frontier), and a write
 //! launch into a block sized from the count; then it binds the counts and goes on with the rest,
 //! cut again where it holds further NonZero nodes. Each part's plan is cached under the run's key
-//! and the counts bound so far (at most [`MAX_STAGE_PLANS`] such plans are kept).
+//! and the counts bound so far (at most [`MAX_STAGE_PLANS`] such plans are kept); their constants
+//! come from a pool keyed by their bytes, so the plans of a new count upload nothing new (a
+//! weight is the same whatever the count).
 //!
 //! Every tensor that crosses a stage boundary (the run's inputs, stage outputs, NonZero results)
 //! lives in the session's run-time [`Region`], one device buffer handed out by a [`FreeList`]
@@ -23,7 +25,7 @@ use planner::plan::{NonZero, Plan, compile};
 use planner::stage::{Frontier, split};
 use planner::{Binding, DType, Graph, ValueId};
 
-use super::{Addresses, Session, Weights};
+use super::{Addresses, Session};
 use crate::arena::{FreeList, alloc};
 use crate::device::Context;
 use crate::error::HostError;
@@ -32,18 +34,33 @@ use crate::tensor::HostTensor;
 
 /// Stage plans a session keeps (beyond those of the first stage of each key, which stay); a new
 /// count compiles the stages after it anew, so a stream of distinct counts cycles through these.
-pub const MAX_STAGE_PLANS: usize = 64;
+pub const MAX_STAGE_PLANS: usize = 256;
 
 /// Alignment of the region's blocks.
 const REGION_ALIGN: u64 = 256;
 /// Smallest region the session allocates.
 const REGION_MIN_BYTES: u64 = 64 << 10;
 
+/// A constant of the stage plans on the device, shared by every stage plan whose constant has the
+/// same bytes (a weight, and its packed form, are the same whatever the counts).
+pub(super) struct DeviceConst {
+    buf: CudaSlice<u8>,
+}
+
+// SAFETY: the buffer is written once (the upload, before it is shared) and only read by kernels
+// afterwards, as `Weights`.
+unsafe impl Sync for DeviceConst {}
+
+/// Stage-plan constants by the hash of their bytes (the bytes kept, so that a hash collision is
+/// told apart).
+pub(super) type ConstPool = HashMap<u64, Vec<(Arc<[u8]>, Arc<DeviceConst>)>>;
+
 /// One compiled stage.
 pub(super) struct StagePlan {
-    /// The head's plan.
+    /// The head's plan (its constants' bytes dropped once on the device).
     plan: Plan,
-    weights: Option<Arc<Weights>>,
+    /// Its constants on the device.
+    constants: Vec<(ValueId, Arc<DeviceConst>)>,
     /// The NonZero nodes after the head, with their launches.
     frontier: Vec<(Frontier, NonZero)>,
     /// What runs after them, its data-dependent dims still symbols.
@@ -186,7 +203,7 @@ impl Session<'_> {
         frontier: Vec<Frontier>,
         rest: Option<Graph>,
     ) -> Result<StagePlan, HostError> {
-        let plan = compile(head, binding, &self.plan_options())?;
+        let mut plan = compile(head, binding, &self.plan_options())?;
         if let Some(s) = plan.states.first() {
             return Err(HostError::Unsupported {
                 node: s.name.clone(),
@@ -194,7 +211,8 @@ impl Session<'_> {
                 detail: "a stateful sequence node in a model with data-dependent shapes".into(),
             });
         }
-        let weights = self.upload_weights(&plan)?;
+        let constants = self.pool_constants(&plan)?;
+        plan.constants.clear();
         let sm_count = self.ctx.info().sm_count;
         let frontier = frontier
             .into_iter()
@@ -205,7 +223,46 @@ impl Session<'_> {
                 Ok((f, nz))
             })
             .collect::<Result<_, HostError>>()?;
-        Ok(StagePlan { plan, weights, frontier, rest })
+        Ok(StagePlan { plan, constants, frontier, rest })
+    }
+
+    /// The device copies of `plan`'s constants, from the pool (uploaded when new). A new count
+    /// plans the later stages again, but their weights are the same bytes: no upload, no
+    /// allocation.
+    fn pool_constants(&mut self, plan: &Plan) -> Result<Vec<(ValueId, Arc<DeviceConst>)>, HostError> {
+        use std::hash::{Hash, Hasher};
+        let mut out = Vec::with_capacity(plan.constants.len());
+        let mut uploaded = false;
+        for (&v, c) in &plan.constants {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            c.bytes.hash(&mut h);
+            let key = h.finish();
+            let found = self.stage_constants.get(&key).and_then(|list| {
+                list.iter().find(|(bytes, _)| bytes[..] == c.bytes[..]).map(|(_, d)| d.clone())
+            });
+            let d = match found {
+                Some(d) => d,
+                None => {
+                    let bytes: &[u8] = if c.bytes.is_empty() { &[0] } else { &c.bytes };
+                    let buf = self
+                        .ctx
+                        .stream()
+                        .clone_htod(bytes)
+                        .map_err(|source| HostError::OutOfMemory { bytes: bytes.len() as u64, source })?;
+                    (self.allocations, self.device_bytes, uploaded) =
+                        (self.allocations + 1, self.device_bytes + bytes.len() as u64, true);
+                    let d = Arc::new(DeviceConst { buf });
+                    self.stage_constants.entry(key).or_default().push((c.bytes.clone().into(), d.clone()));
+                    d
+                }
+            };
+            out.push((v, d));
+        }
+        if uploaded {
+            // The uploads went through the context's stream; the session's stream reads them.
+            self.ctx.synchronize()?;
+        }
+        Ok(out)
     }
 
     /// Compiles the first stage of `key` when its graph has data-dependent shapes; false (nothing
@@ -228,9 +285,14 @@ impl Session<'_> {
             None => self.compile_stage(rest, counts, Vec::new(), None)?,
         };
         if self.stages.len() >= MAX_STAGE_PLANS {
-            // Evicted plans free their weights; nothing of theirs is queued (each frontier waited).
+            // Evicted plans free the constants no other plan shares; nothing of theirs is queued
+            // (each frontier waited).
             self.stream.synchronize().map_err(HostError::driver("synchronizing the session stream"))?;
             self.stages.retain(|(_, c), _| c.0.is_empty());
+            for list in self.stage_constants.values_mut() {
+                list.retain(|(_, d)| Arc::strong_count(d) > 1);
+            }
+            self.stage_constants.retain(|_, list| !list.is_empty());
         }
         let sp = Arc::new(sp);
         self.stages.insert(sk, sp.clone());
@@ -372,7 +434,7 @@ impl Session<'_> {
         let at = Addresses {
             inputs: place(&plan.inputs)?,
             outputs: place(&plan.outputs)?,
-            weights: sp.weights.as_deref(),
+            weights: sp.constants.iter().map(|(v, d)| (*v, d.buf.device_ptr(&self.stream).0)).collect(),
             memory: Some(&plan.memory),
         };
         for (i, step) in plan.steps.iter().enumerate() {
@@ -399,7 +461,7 @@ impl Session<'_> {
             let at = Addresses {
                 inputs: vec![(xv, base + x), (pv, base + partials)],
                 outputs: Vec::new(),
-                weights: None,
+                weights: Vec::new(),
                 memory: None,
             };
             self.launch_step(&at, 0, &nz.count_step(xv, pv))?;
@@ -421,7 +483,7 @@ impl Session<'_> {
                 let at = Addresses {
                     inputs: vec![(xv, base + x), (pv, base + partials)],
                     outputs: vec![(yv, base + y.offset)],
-                    weights: None,
+                    weights: Vec::new(),
                     memory: None,
                 };
                 self.launch_step(&at, 1, &nz.write_step(xv, pv, yv, count))?;

@@ -111,6 +111,15 @@ fn a_model_downstream_of_non_zero_runs_in_stages_without_allocating_once_warm() 
         assert_eq!(s.allocation_count(), warm, "a warm staged run allocated");
     }
     assert_eq!(s.region_stats().used, 0);
+    // Counts never seen, between those seen: the stages after NonZero are planned again, but their
+    // constants come from the pool and everything fits the arena and region: still no allocation.
+    for k in 0..5 {
+        let x = selected_rows_input(&mut rng, rows, 0.3 + 0.1 * k as f64);
+        let got = s.run(&[("x".into(), x.clone())]).unwrap();
+        let want = host::reference::eval(&g, &[("x".into(), x)]).unwrap();
+        assert_eq!(got[0].1.shape(), want[0].1.shape());
+        assert_eq!(s.allocation_count(), warm, "a run with a new count allocated");
+    }
     assert!(s.last_plan().is_none() && s.profile_steps(1).is_err(), "a staged model has no single plan");
     // `execute` runs the stages again on the last inputs.
     s.execute().unwrap();
