@@ -62,6 +62,8 @@ mod rotary;
 #[cfg(target_arch = "nvptx64")]
 mod rows;
 #[cfg(target_arch = "nvptx64")]
+mod sampling;
+#[cfg(target_arch = "nvptx64")]
 mod select;
 #[cfg(target_arch = "nvptx64")]
 mod sequence;

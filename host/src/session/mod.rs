@@ -14,20 +14,22 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr, result, sys};
-use planner::memory::MemoryPlan;
-use planner::plan::{Arg, Plan, PlanOptions, Step, compile};
+use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr, sys};
+use planner::plan::{Plan, PlanOptions, compile};
 use planner::{Binding, Dim, Graph, ValueId};
 
 use crate::specialize::{self, Key};
 
 use crate::arena::{Arena, alloc};
-use crate::device::{Context, KernelArg, LaunchShape};
+use crate::device::Context;
 use crate::error::HostError;
 use crate::state::SessionState;
 use crate::tensor::HostTensor;
 
+mod launch;
 mod options;
+
+use launch::Addresses;
 mod staged;
 
 pub use options::SessionOptions;
@@ -71,32 +73,6 @@ struct Compiled {
     inputs: Vec<CudaSlice<u8>>,
     outputs: Vec<CudaSlice<u8>>,
     graph: Option<Graphed>,
-}
-
-/// Where the values of a plan's steps live.
-struct Addresses<'a> {
-    /// Device addresses of the plan's inputs.
-    inputs: Vec<(ValueId, u64)>,
-    /// Device addresses of the plan's outputs.
-    outputs: Vec<(ValueId, u64)>,
-    /// Device addresses of the plan's constants.
-    weights: Vec<(ValueId, u64)>,
-    /// Its arena slots (none for launches outside a plan).
-    memory: Option<&'a MemoryPlan>,
-}
-
-impl Addresses<'_> {
-    fn input(&self, v: ValueId) -> Option<u64> {
-        self.inputs.iter().find(|(x, _)| *x == v).map(|&(_, p)| p)
-    }
-
-    fn output(&self, v: ValueId) -> Option<u64> {
-        self.outputs.iter().find(|(x, _)| *x == v).map(|&(_, p)| p)
-    }
-
-    fn weight(&self, v: ValueId) -> Option<u64> {
-        self.weights.iter().find(|(x, _)| *x == v).map(|&(_, p)| p)
-    }
 }
 
 /// A model ready to run on one device.
@@ -514,47 +490,6 @@ impl<'c> Session<'c> {
         outcome.map(|()| times)
     }
 
-    /// The addresses of `c`'s inputs, outputs, weights and arena slots.
-    fn addresses<'a>(&self, c: &'a Compiled) -> Addresses<'a> {
-        let ptrs = |vs: &[ValueId], bufs: &[CudaSlice<u8>]| -> Vec<(ValueId, u64)> {
-            vs.iter().zip(bufs).map(|(&v, b)| (v, b.device_ptr(&self.stream).0)).collect()
-        };
-        Addresses {
-            inputs: ptrs(&c.plan.inputs, &c.inputs),
-            outputs: ptrs(&c.plan.outputs, &c.outputs),
-            weights: c.weights.as_ref().map_or_else(Vec::new, |w| w.addresses(&self.stream)),
-            memory: Some(&c.plan.memory),
-        }
-    }
-
-    /// The device address of `v`: an input, an output, a weight or an arena slot (checked against
-    /// the arena's size).
-    fn address(&self, at: &Addresses, v: ValueId) -> Result<u64, HostError> {
-        if let Some(p) = at.input(v).or_else(|| at.output(v)).or_else(|| at.weight(v)) {
-            return Ok(p);
-        }
-        match at.memory.and_then(|m| m.slots.get(v.index()).copied().flatten()) {
-            Some(slot) => self.arena.slot_ptr(self.ctx, slot),
-            None => Err(HostError::Arena { detail: format!("value {v} has no device buffer in the plan") }),
-        }
-    }
-
-    /// Launches every step; with `sync_each`, waits after each so that an asynchronous fault is
-    /// reported with the step that caused it.
-    fn launch_steps(&self, binding: &Key, sync_each: bool) -> Result<(), HostError> {
-        let c = &self.compiled[binding];
-        let at = self.addresses(c);
-        for (i, step) in c.plan.steps.iter().enumerate() {
-            self.launch_step(&at, i, step)?;
-            if sync_each {
-                self.stream
-                    .synchronize()
-                    .map_err(|source| step_error(i, step, HostError::Driver { action: "", source }))?;
-            }
-        }
-        Ok(())
-    }
-
     /// Device time of each step of the last run's binding, launched alone (eagerly, between two
     /// events on the session's stream): the median over `iters` executions, in microseconds, in
     /// step order. Launch gaps between steps are not included, so the sum is below the eager total.
@@ -582,77 +517,12 @@ impl<'c> Session<'c> {
             })
             .collect())
     }
-
-    /// Launches step `i` of a plan whose values live at `at` on the session's stream.
-    fn launch_step(&self, at: &Addresses, i: usize, step: &Step) -> Result<(), HostError> {
-        match step {
-            Step::Kernel { kernel, grid, block, shared_bytes, args, .. } => {
-                let mut ptrs = Vec::with_capacity(args.len());
-                for a in args {
-                    ptrs.push(match a {
-                        Arg::Value(v) | Arg::Output(v) => Some(self.address(at, *v)?),
-                        Arg::State(name) => Some(self.state.ptr(self.ctx, name)?),
-                        Arg::Null => Some(0),
-                        Arg::Params(_) => None,
-                    });
-                }
-                let kargs: Vec<KernelArg> = args
-                    .iter()
-                    .zip(&ptrs)
-                    .map(|(a, p)| match (a, p) {
-                        (Arg::Params(bytes), _) => KernelArg::Params(bytes),
-                        (_, p) => KernelArg::Ptr(p.unwrap_or(0)),
-                    })
-                    .collect();
-                let shape = LaunchShape { grid: *grid, block: *block, shared_bytes: *shared_bytes };
-                let pdl = self.options.programmatic_launch;
-                // SAFETY: the step was lowered by `planner::plan` for this kernel's parameter
-                // list, from the bound shapes of its operands; every value address points into
-                // a buffer of at least the value's size (arena slots from the validated memory
-                // plan, inputs/outputs/weights allocated from the plan's sizes).
-                unsafe { self.ctx.launch_dependent(&self.stream, *kernel, shape, &kargs, pdl) }
-                    .map_err(|e| step_error(i, step, e))
-            }
-            Step::Copy { src, dst, bytes, .. } => {
-                // A graph output that is a constant or an input copies from that buffer into the
-                // output buffer (`src == dst`): reads prefer inputs and weights, writes outputs.
-                let s = match at.input(*src).or_else(|| at.weight(*src)) {
-                    Some(p) => p,
-                    None => self.address(at, *src)?,
-                };
-                let d = match at.output(*dst) {
-                    Some(p) => p,
-                    None => self.address(at, *dst)?,
-                };
-                if s == d {
-                    return Ok(()); // a staged run keeps a passed-through value in one buffer
-                }
-                // SAFETY: both buffers hold at least `bytes` (the plan's sizes) and do not
-                // overlap (distinct values with overlapping lifetimes never share memory).
-                unsafe { result::memcpy_dtod_async(d, s, *bytes as usize, self.stream.cu_stream()) }
-                    .map_err(HostError::driver("a copy step"))
-            }
-        }
-    }
 }
 
 impl Drop for Session<'_> {
     fn drop(&mut self) {
         // Buffers are freed on the context's stream; let this session's work finish first.
         let _ = self.stream.synchronize();
-    }
-}
-
-fn step_error(i: usize, step: &Step, e: HostError) -> HostError {
-    match step {
-        Step::Kernel { label, kernel, .. } => {
-            let detail = match e {
-                HostError::Launch { source, .. } | HostError::Driver { source, .. } => source.to_string(),
-                other => other.to_string(),
-            };
-            HostError::Step { step: i, label: label.clone(), kernel: kernel.symbol(), detail }
-        }
-        Step::Copy { .. } => e,
     }
 }
 

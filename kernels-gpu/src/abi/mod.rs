@@ -234,15 +234,15 @@ kernel_ids! {
     ResizeLinearF32 => "resize_linear_f32",
     /// `resize::resize_cubic_f32`: ONNX Resize, cubic (up to 3 axes), f32
     ResizeCubicF32 => "resize_cubic_f32",
-    /// `resize::grid_sample_f32`: ONNX GridSample (nearest, linear, cubic; 1 to 3 spatial dims)
+    /// `sampling::grid_sample_f32`: ONNX GridSample (nearest, linear, cubic; 1 to 3 spatial dims)
     GridSampleF32 => "grid_sample_f32",
-    /// `resize::affine_grid_f32`: ONNX AffineGrid (2-D and 3-D)
+    /// `sampling::affine_grid_f32`: ONNX AffineGrid (2-D and 3-D)
     AffineGridF32 => "affine_grid_f32",
-    /// `resize::dft_f32`: ONNX DFT by direct summation (forward, inverse, one-sided)
+    /// `sampling::dft_f32`: ONNX DFT by direct summation (forward, inverse, one-sided)
     DftF32 => "dft_f32",
-    /// `resize::stft_f32`: ONNX STFT by direct summation
+    /// `sampling::stft_f32`: ONNX STFT by direct summation
     StftF32 => "stft_f32",
-    /// `resize::col2im_f32`: ONNX Col2Im (1 to 3 spatial dims)
+    /// `sampling::col2im_f32`: ONNX Col2Im (1 to 3 spatial dims)
     Col2ImF32 => "col2im_f32",
     // logic
     /// `logic::cast`: ONNX Cast between f32, f64, i64, i32, i8, u8, bool, f16, bf16

@@ -134,10 +134,10 @@ pub mod grid_padding {
     pub const REFLECTION: u32 = 2;
 }
 
-/// Largest spatial rank `resize::grid_sample_f32` samples.
+/// Largest spatial rank `sampling::grid_sample_f32` samples.
 pub const GRID_MAX_RANK: usize = 3;
 
-/// Parameters of `resize::grid_sample_f32` (ONNX GridSample): X `(n, c, size[0..rank])` sampled at
+/// Parameters of `sampling::grid_sample_f32` (ONNX GridSample): X `(n, c, size[0..rank])` sampled at
 /// the `points` points per batch item of grid `(n, points, rank)` (normalized coordinates, the
 /// innermost dimension first) into Y `(n, c, points)`; all row-major and contiguous.
 #[repr(C)]
@@ -164,7 +164,7 @@ pub struct GridSampleParams {
 // SAFETY: #[repr(C)], six u64, four u32: no padding.
 unsafe impl Params for GridSampleParams {}
 
-/// Parameters of `resize::affine_grid_f32` (ONNX AffineGrid): theta `(n, rank, rank + 1)`; the
+/// Parameters of `sampling::affine_grid_f32` (ONNX AffineGrid): theta `(n, rank, rank + 1)`; the
 /// grid `(n, spatial[0..rank], rank)`: point `(.., i_d, ..)` has normalized coordinates
 /// `-1 + (2 i + 1) / L` per axis of length `L` (`-1 + 2 i / (L - 1)` with `align_corners`, -1 when
 /// `L = 1`), listed innermost axis first and extended by 1, and its entry `row` is theta's row
@@ -187,7 +187,7 @@ pub struct AffineGridParams {
 // SAFETY: #[repr(C)], five u64, two u32: no padding.
 unsafe impl Params for AffineGridParams {}
 
-/// Parameters of `resize::dft_f32` (ONNX DFT, direct summation in f64): the input is
+/// Parameters of `sampling::dft_f32` (ONNX DFT, direct summation in f64): the input is
 /// `[outer, m, inner, comps]` (the signal along `m`, `comps` 1 real or 2 complex components), read
 /// zero-padded or truncated to `n`; the output `[outer, out_len, inner, out_comps]` holds
 /// `X[k] = scale · Σ_j s[j] e^{sign 2πi jk/n}` for `k < out_len`. With `half_inverse`, `s` is the
@@ -219,7 +219,7 @@ pub struct DftParams {
 // SAFETY: #[repr(C)], five u64, four u32: no padding.
 unsafe impl Params for DftParams {}
 
-/// Parameters of `resize::stft_f32` (ONNX STFT): signal `(batch, len, comps)`; frame `f` is
+/// Parameters of `sampling::stft_f32` (ONNX STFT): signal `(batch, len, comps)`; frame `f` is
 /// `signal[f * step .. f * step + frame]` times the window (ones without one), and the output
 /// `(batch, frames, bins, 2)` holds its forward DFT of length `frame` (the first `bins`
 /// frequencies), summed directly in f64.
@@ -247,7 +247,7 @@ pub struct StftParams {
 // SAFETY: #[repr(C)], six u64, two u32: no padding.
 unsafe impl Params for StftParams {}
 
-/// Parameters of `resize::col2im_f32` (ONNX Col2Im): input `(n, c * kprod, l)` holds, for each of
+/// Parameters of `sampling::col2im_f32` (ONNX Col2Im): input `(n, c * kprod, l)` holds, for each of
 /// the `l` sliding blocks (row-major over `grid`) and each block offset `k` (row-major over
 /// `block`), the value that lands on image position `b * stride + k * dilation - pad_begin` (per
 /// spatial dim); the output `(n, c, image)` sums them (in f64, block offsets in order, as the CPU
