@@ -10,7 +10,7 @@ use kernels_gpu::abi::{
 
 use super::lower::{Lowered, dims};
 use super::{Arg, PlanOptions, PlannedValue};
-use crate::graph::{Graph, NodeId, ValueId};
+use crate::graph::{Graph, Node, NodeId, ValueId};
 use crate::op::{AffineGrid, Col2Im, Dft, GridSample, GridSampleMode, GridSamplePadding, Stft};
 use crate::tensor_info::DType;
 
@@ -113,12 +113,7 @@ pub(super) fn dft(
     values: &[PlannedValue],
     o: &PlanOptions,
 ) -> Lowered {
-    let n = &g.nodes[id.index()];
-    let x = n.input(0).ok_or("missing input")?;
-    let ((xd, xt), (yd, _)) = (dims(values, x)?, dims(values, y)?);
-    if xt != DType::F32 {
-        return Err(format!("DFT of {xt}: the kernel takes f32"));
-    }
+    let (n, x, xd, yd) = f32_operand(g, id, y, values, "DFT")?;
     let constant = |slot: usize, what: &str| scalar(g, n.input(slot), what);
     let r = xd.len();
     let comps = xd.last().copied().unwrap_or(0);
@@ -184,12 +179,7 @@ pub(super) fn stft(
     values: &[PlannedValue],
     o: &PlanOptions,
 ) -> Lowered {
-    let n = &g.nodes[id.index()];
-    let x = n.input(0).ok_or("missing signal")?;
-    let ((xd, xt), (yd, _)) = (dims(values, x)?, dims(values, y)?);
-    if xt != DType::F32 {
-        return Err(format!("STFT of {xt}: the kernel takes f32"));
-    }
+    let (n, x, xd, yd) = f32_operand(g, id, y, values, "STFT")?;
     let &[batch, len, comps] = xd else { return Err(format!("signal {xd:?} must be (B, L, 1 or 2)")) };
     if !(comps == 1 || comps == 2) {
         return Err(format!("signal {xd:?} must end in 1 or 2 components"));
@@ -250,12 +240,7 @@ pub(super) fn col2im(
     values: &[PlannedValue],
     o: &PlanOptions,
 ) -> Lowered {
-    let n = &g.nodes[id.index()];
-    let x = n.input(0).ok_or("missing input")?;
-    let ((xd, xt), (yd, _)) = (dims(values, x)?, dims(values, y)?);
-    if xt != DType::F32 {
-        return Err(format!("Col2Im of {xt}: the kernel takes f32"));
-    }
+    let (n, x, xd, yd) = f32_operand(g, id, y, values, "Col2Im")?;
     let block: Vec<u64> = match n.input(2).and_then(|v| g.constant(v)).and_then(|c| c.to_i64s()) {
         Some(b) if b.iter().all(|&v| v > 0) => b.into_iter().map(|v| v as u64).collect(),
         _ => return Err("block_shape must be a constant of positive sizes".into()),
@@ -307,4 +292,24 @@ pub(super) fn col2im(
     };
     let work: u64 = p.n * p.c * image.iter().product::<u64>();
     Ok(super::movement::step(id, label, KernelId::Col2ImF32, &p, work, o, vec![Arg::Value(x), Arg::Value(y)]))
+}
+
+/// A node, its input 0, and the dims of that input and of the output.
+type Operand<'a> = (&'a Node, ValueId, &'a [usize], &'a [usize]);
+
+/// Node `id`, its input 0 (f32, else an error naming `op`) and the dims of that input and of `y`.
+fn f32_operand<'a>(
+    g: &'a Graph,
+    id: NodeId,
+    y: ValueId,
+    values: &'a [PlannedValue],
+    op: &str,
+) -> Result<Operand<'a>, String> {
+    let n = &g.nodes[id.index()];
+    let x = n.input(0).ok_or("missing input")?;
+    let ((xd, xt), (yd, _)) = (dims(values, x)?, dims(values, y)?);
+    if xt != DType::F32 {
+        return Err(format!("{op} of {xt}: the kernel takes f32"));
+    }
+    Ok((n, x, xd, yd))
 }
