@@ -126,6 +126,40 @@ impl<'c> Session<'c> {
         })
     }
 
+    /// A session like [`Session::new`] whose arena is the caller's device buffer of `bytes` at
+    /// `ptr` (sized with [`Session::required_arena_bytes`] on another session, or generously): the
+    /// session never allocates an arena, and a binding that needs more than `bytes` is an error
+    /// naming the sizes. Weights, inputs and outputs are still the session's own.
+    ///
+    /// # Safety
+    /// `ptr` must be a device allocation of at least `bytes` bytes in `ctx`'s context, 256-byte
+    /// aligned, that outlives the session and that nothing else uses while the session runs.
+    pub unsafe fn with_external_arena(
+        ctx: &'c Context,
+        graph: Graph,
+        options: SessionOptions,
+        ptr: u64,
+        bytes: u64,
+    ) -> Result<Self, HostError> {
+        let mut s = Session::new(ctx, graph, options)?;
+        // SAFETY: forwarded from this function's contract.
+        s.arena = unsafe { Arena::external(ptr, bytes) };
+        Ok(s)
+    }
+
+    /// Arena bytes the plan for `dims` (a size for each symbolic input dim) needs: what to give
+    /// [`Session::with_external_arena`]. Compiles that plan (and keeps it, with its weights and
+    /// input/output buffers, as a run would). For a model run in stages it is the first stage's
+    /// need; the later stages' depends on the counts.
+    pub fn required_arena_bytes(&mut self, dims: &Binding) -> Result<u64, HostError> {
+        let key = Key { dims: dims.clone(), values: Vec::new() };
+        self.prepare(&key)?;
+        Ok(match self.compiled.get(&key) {
+            Some(c) => c.plan.memory.arena_bytes,
+            None => self.stages.get(&(key, Binding::new())).map_or(0, |sp| sp.arena_bytes()),
+        })
+    }
+
     /// A new session for the same model that shares this one's weights on the device (for every
     /// binding either has compiled, or compiles later) but has its own stream, arena, input and
     /// output buffers and recurrent state: one copy of the weights serves several sessions, e.g.

@@ -67,6 +67,13 @@ pub(super) struct StagePlan {
     rest: Option<Graph>,
 }
 
+impl StagePlan {
+    /// Arena bytes of the stage's plan.
+    pub(super) fn arena_bytes(&self) -> u64 {
+        self.plan.memory.arena_bytes
+    }
+}
+
 /// Stage plans by the run's key and the counts bound before the stage.
 pub(super) type StageKey = (Key, Binding);
 

@@ -64,3 +64,44 @@ fn state_persists_until_reset() {
     assert!(s.to_host(ctx).unwrap().iter().all(|&b| b == 0));
     assert!(s.ptr(ctx, "ssm").is_some() && s.ptr(ctx, "nope").is_none());
 }
+
+#[test]
+fn a_session_runs_in_a_caller_provided_arena() {
+    use host::selftest::Rng;
+    use host::{Session, SessionOptions};
+    let ctx = ctx();
+    let mut rng = Rng::new(0xa4e);
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Symbol("n".into()), Dim::Known(64)]);
+    let mut weight = |g: &mut Graph, name: &str| {
+        let w = rng.tensor(&[64, 64], -0.2, 0.2).to_const();
+        g.initializer(name, w)
+    };
+    let (w1, w2) = (weight(&mut g, "w1"), weight(&mut g, "w2"));
+    let h = g.matmul(x, w1);
+    let r = g.relu(h);
+    let y = g.matmul(r, w2);
+    g.output(y);
+    let need = Session::new(ctx, g.clone(), SessionOptions::default())
+        .unwrap()
+        .required_arena_bytes(&Binding::new().with("n", 300))
+        .unwrap();
+    assert!(need >= 300 * 64 * 4, "the hidden layer lives in the arena: {need}");
+    let backing = Arena::new(ctx, need).unwrap();
+    // SAFETY: `backing` is a live allocation of `need` bytes in this context that outlives the
+    // session and that nothing else uses.
+    let mut s = unsafe {
+        Session::with_external_arena(ctx, g.clone(), SessionOptions::default(), backing.base_ptr(ctx), need)
+    }
+    .unwrap();
+    let inputs = vec![("x".to_string(), rng.tensor(&[300, 64], -1.0, 1.0))];
+    let want = host::reference::eval(&g, &inputs).unwrap();
+    let got = s.run(&inputs).unwrap();
+    for (a, b) in got[0].1.data().to_f64s().iter().zip(want[0].1.data().to_f64s()) {
+        assert!((a - b).abs() <= 1e-4 * (b.abs() + 1.0), "gpu {a}, reference {b}");
+    }
+    // A binding that needs more than the caller's buffer is a clear error, not a new allocation.
+    let big = vec![("x".to_string(), rng.tensor(&[600, 64], -1.0, 1.0))];
+    let e = s.run(&big).unwrap_err().to_string();
+    assert!(e.contains("caller-provided"), "{e}");
+}
