@@ -335,6 +335,21 @@ impl<'c> Session<'c> {
         Ok(Some(Arc::new(Weights { buf, offsets })))
     }
 
+    /// Makes the arena at least `bytes` large. Growing frees the old arena on the context's
+    /// stream, which does not wait for this session's stream (`execute` returns before the work
+    /// ends), so this waits first; and the CUDA graphs of earlier bindings, which hold the freed
+    /// arena's addresses, are dropped (replaying one would write into memory the pool may already
+    /// have handed to another buffer).
+    fn fit_arena(&mut self, bytes: u64) -> Result<(), HostError> {
+        if bytes > self.arena.bytes() {
+            self.stream.synchronize().map_err(HostError::driver("synchronizing the session stream"))?;
+        }
+        if self.arena.ensure(self.ctx, bytes)? {
+            self.compiled.values_mut().for_each(|c| c.graph = None);
+        }
+        Ok(())
+    }
+
     /// Whether `key`'s model runs in stages (it has data-dependent shapes).
     fn is_staged(&self, key: &Key) -> bool {
         self.stages.contains_key(&(key.clone(), Binding::new()))
@@ -379,16 +394,7 @@ impl<'c> Session<'c> {
         };
         let inputs = io(&plan.inputs)?;
         let outputs = io(&plan.outputs)?;
-        if plan.memory.arena_bytes > self.arena.bytes() {
-            // Growing frees the old arena on the context's stream, which does not wait for this
-            // session's stream (`execute` returns before the work ends): wait here.
-            self.stream.synchronize().map_err(HostError::driver("synchronizing the session stream"))?;
-        }
-        if self.arena.ensure(self.ctx, plan.memory.arena_bytes)? {
-            // The CUDA graphs of earlier bindings hold the freed arena's addresses: replaying one
-            // would write into memory the pool may already have handed to another buffer.
-            self.compiled.values_mut().for_each(|c| c.graph = None);
-        }
+        self.fit_arena(plan.memory.arena_bytes)?;
         // Allocations and uploads went through the context's stream; the session's stream uses
         // them from now on.
         self.ctx.synchronize()?;

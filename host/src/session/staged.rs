@@ -402,7 +402,8 @@ impl Session<'_> {
                 }
             }
             let Some(rest) = &sp.rest else { return Ok(()) };
-            sp = self.next_stage(key, &counts, &rest.clone())?;
+            let next = self.next_stage(key, &counts, rest)?;
+            sp = next;
         }
     }
 
@@ -420,12 +421,7 @@ impl Session<'_> {
             let h = self.hold(bytes, pv.dtype, dims)?;
             env.insert(pv.name.clone(), h);
         }
-        if plan.memory.arena_bytes > self.arena.bytes() {
-            self.stream.synchronize().map_err(HostError::driver("synchronizing the session stream"))?;
-        }
-        if self.arena.ensure(self.ctx, plan.memory.arena_bytes)? {
-            self.compiled.values_mut().for_each(|c| c.graph = None);
-        }
+        self.fit_arena(plan.memory.arena_bytes)?;
         let base = self.region.base(&self.stream);
         let place = |vs: &[ValueId]| -> Result<Vec<(ValueId, u64)>, HostError> {
             vs.iter()

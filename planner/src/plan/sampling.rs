@@ -9,6 +9,7 @@ use kernels_gpu::abi::{
 };
 
 use super::lower::{Lowered, dims};
+use super::movement::const_ints;
 use super::{Arg, PlanOptions, PlannedValue};
 use crate::graph::{Graph, Node, NodeId, ValueId};
 use crate::op::{AffineGrid, Col2Im, Dft, GridSample, GridSampleMode, GridSamplePadding, Stft};
@@ -160,13 +161,7 @@ pub(super) fn dft(
 /// The first element of the integer constant `v` (`None` when absent); a run-time value is an
 /// error (graph inputs are specialized by the session).
 fn scalar(g: &Graph, v: Option<ValueId>, what: &str) -> Result<Option<i64>, String> {
-    match v {
-        None => Ok(None),
-        Some(v) => match g.constant(v).and_then(|c| c.to_i64s()) {
-            Some(c) => Ok(c.first().copied()),
-            None => Err(format!("a run-time {what}")),
-        },
-    }
+    Ok(v.map(|v| const_ints(g, v, what)).transpose()?.and_then(|c| c.first().copied()))
 }
 
 /// The launch of STFT node `id` (signal, frame_step, window?, frame_length?) into `y`.
