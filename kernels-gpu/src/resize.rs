@@ -79,7 +79,7 @@ fn nearest_tap(p: &ResizeParams, i: u64, a: &ResizeAxis) -> Option<u64> {
 
 /// Keys' cubic convolution kernel with coefficient `a` (the reference's `cubic`).
 #[inline(always)]
-fn cubic(t: f64, a: f64) -> f64 {
+pub(crate) fn cubic(t: f64, a: f64) -> f64 {
     let t = if t < 0.0 { -t } else { t };
     if t <= 1.0 {
         ((a + 2.0) * t - (a + 3.0)) * t * t + 1.0

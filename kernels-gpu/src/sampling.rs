@@ -6,6 +6,7 @@ use crate::abi::{
     grid_padding,
 };
 use crate::intrinsics::{floor_f64, global_thread_x, grid_threads_x};
+use crate::resize::cubic;
 
 /// Reflects `x` into `[lo, hi]` by folding at the nearer border until inside.
 #[inline(always)]
@@ -27,13 +28,11 @@ fn reflect(x: f64, lo: f64, hi: f64) -> f64 {
     }
 }
 
-/// Keys cubic convolution weights (a = -0.75) of the taps at offsets -1, 0, 1, 2 for fraction `t`.
+/// Keys cubic convolution weights (Resize's [`cubic`] kernel, a = -0.75) of the taps at offsets -1,
+/// 0, 1, 2 for fraction `t`.
 #[inline(always)]
 fn keys_weights(t: f64) -> [f64; 4] {
-    let a = -0.75;
-    let far = |x: f64| ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a;
-    let near = |x: f64| ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
-    [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)]
+    [t + 1.0, t, 1.0 - t, 2.0 - t].map(|x| cubic(x, -0.75))
 }
 
 /// The taps of one spatial axis: up to 4 (input index or -1 for a zero, weight), and their count.

@@ -188,6 +188,9 @@ pub fn split(graph: &Graph, binding: &Binding) -> Result<Option<Stage>, PlanErro
 /// no axis), so that it runs in stages like NonZero. A longer condition (an error in ONNX's
 /// reference) is left to be refused.
 fn compress_through_non_zero(g: &Graph) -> Result<Graph, PlanError> {
+    if !g.nodes.iter().any(|n| matches!(n.op, Op::Compress(_))) {
+        return Ok(g.clone());
+    }
     let infos = shape_infer::infer(g)?;
     let mut out = g.clone();
     for id in 0..g.nodes.len() {
