@@ -20,6 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use crate::constant::ConstTensor;
 use crate::error::PlanError;
 use crate::graph::{Definition, Graph, Node, NodeId, ValueId};
 use crate::op::Op;
@@ -44,6 +45,36 @@ pub struct Frontier {
     pub symbol: String,
 }
 
+/// A control-flow node (If, Loop, Scan) the session runs between stages: it reads the values
+/// before it by name and runs its bodies ([`body_graph`]) as graphs of their own, on the device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Control {
+    /// The node's label (its name, or its id), for errors.
+    pub label: String,
+    /// The operator, with its bodies.
+    pub op: Op,
+    /// Names of the values in its input slots (`None`: an omitted optional input).
+    pub inputs: Vec<Option<String>>,
+    /// Names of the values in its output slots (`None`: an omitted output).
+    pub outputs: Vec<Option<String>>,
+    /// Per body (in [`Op::subgraphs`] order), the outer values it captures, in the order of its
+    /// captures: by name, or the constant itself (it stays a constant of the body's graph, where
+    /// shape inference and folding see it).
+    pub captures: Vec<Vec<Captured>>,
+    /// Per output slot, the symbols standing for its dims in `rest` (bound to the sizes the run
+    /// produces) and its element type.
+    pub symbols: Vec<(Vec<String>, DType)>,
+}
+
+/// An outer value a control-flow body captures.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Captured {
+    /// A value the run computes or is given, by name.
+    Value(String),
+    /// A constant of the enclosing graph.
+    Constant(ConstTensor),
+}
+
 /// A graph cut at its data-dependent nodes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stage {
@@ -51,6 +82,8 @@ pub struct Stage {
     pub head: Graph,
     /// Data-dependent nodes whose inputs `head` outputs.
     pub frontier: Vec<Frontier>,
+    /// Control-flow nodes whose inputs (and captures) `head` outputs.
+    pub controls: Vec<Control>,
     /// What runs after the frontier (`None` when nothing does).
     pub rest: Option<Graph>,
 }
@@ -60,9 +93,15 @@ fn symbol_of(output: &str) -> String {
     format!("nonzero:{output}")
 }
 
-/// Cuts `graph`, with its symbolic input dims bound by `binding`, at its data-dependent nodes;
-/// `None` when it has none (compile it whole). A node whose output shape depends on the data but
-/// that the GPU cannot run between stages (only NonZero can) is an error naming it.
+/// The symbol of dim `d` of a control-flow node's output in the later stages.
+fn control_symbol(output: &str, d: usize) -> String {
+    format!("control:{output}:{d}")
+}
+
+/// Cuts `graph`, with its symbolic input dims bound by `binding`, at its data-dependent nodes
+/// (NonZero) and its control-flow nodes (If, Loop, Scan); `None` when it has neither (compile it
+/// whole). A node whose output shape depends on the data but that the GPU cannot run between stages
+/// is an error naming it.
 pub fn split(graph: &Graph, binding: &Binding) -> Result<Option<Stage>, PlanError> {
     let g = fold::run(&memory::bind_inputs(graph, binding)?)?;
     let g = compress_through_non_zero(&g)?;
@@ -72,6 +111,7 @@ pub fn split(graph: &Graph, binding: &Binding) -> Result<Option<Stage>, PlanErro
     // Nodes downstream of a frontier node (or frontier nodes themselves), in topological order.
     let mut waits = vec![false; g.nodes.len()];
     let mut frontier_nodes = Vec::new();
+    let mut control_nodes = Vec::new();
     let mut refused = Vec::new();
     for id in validate::topo_order(&g)? {
         let node = &g.nodes[id.index()];
@@ -81,6 +121,9 @@ pub fn split(graph: &Graph, binding: &Binding) -> Result<Option<Stage>, PlanErro
         });
         if after_frontier {
             waits[id.index()] = true;
+        } else if matches!(node.op, Op::If(_) | Op::Loop(_) | Op::Scan(_)) {
+            waits[id.index()] = true;
+            control_nodes.push(id);
         } else if node.outputs.iter().flatten().any(|&v| !known(v)) {
             if matches!(node.op, Op::NonZero) {
                 waits[id.index()] = true;
@@ -89,7 +132,7 @@ pub fn split(graph: &Graph, binding: &Binding) -> Result<Option<Stage>, PlanErro
                 refused.push((
                     g.node_label(id),
                     node.op.name(),
-                    "its output shape depends on the data (only NonZero runs between stages on the GPU)"
+                    "its output shape depends on the data (only NonZero and control flow run between stages on the GPU)"
                         .to_string(),
                 ));
             }
@@ -98,19 +141,20 @@ pub fn split(graph: &Graph, binding: &Binding) -> Result<Option<Stage>, PlanErro
     if !refused.is_empty() {
         return Err(PlanError::NoKernel { nodes: refused });
     }
-    if frontier_nodes.is_empty() {
+    if frontier_nodes.is_empty() && control_nodes.is_empty() {
         return Ok(None);
     }
+    let between: Vec<NodeId> = frontier_nodes.iter().chain(&control_nodes).copied().collect();
     let rest_nodes: Vec<NodeId> = (0..g.nodes.len())
         .map(|i| NodeId(i as u32))
-        .filter(|id| waits[id.index()] && !frontier_nodes.contains(id))
+        .filter(|id| waits[id.index()] && !between.contains(id))
         .collect();
     let head_nodes: Vec<NodeId> =
         (0..g.nodes.len()).map(|i| NodeId(i as u32)).filter(|id| !waits[id.index()]).collect();
     let produced_by = |nodes: &[NodeId]| -> HashSet<ValueId> {
         nodes.iter().flat_map(|n| g.nodes[n.index()].outputs.iter().flatten().copied()).collect()
     };
-    let (by_frontier, by_rest) = (produced_by(&frontier_nodes), produced_by(&rest_nodes));
+    let (by_frontier, by_rest) = (produced_by(&between), produced_by(&rest_nodes));
     let reads = |nodes: &[NodeId]| -> Vec<ValueId> {
         let mut out: Vec<ValueId> = Vec::new();
         for n in nodes {
@@ -130,7 +174,7 @@ pub fn split(graph: &Graph, binding: &Binding) -> Result<Option<Stage>, PlanErro
     // The head outputs the graph outputs it can give, and everything the frontier and the rest read
     // that does not come from the frontier.
     let mut head_outputs: Vec<ValueId> = Vec::new();
-    let frontier_reads = reads(&frontier_nodes);
+    let frontier_reads = reads(&between);
     for &v in g.outputs.iter().chain(&frontier_reads).chain(&rest_inputs) {
         if !by_frontier.contains(&v) && !by_rest.contains(&v) && !head_outputs.contains(&v) {
             head_outputs.push(v);
@@ -142,6 +186,7 @@ pub fn split(graph: &Graph, binding: &Binding) -> Result<Option<Stage>, PlanErro
     let head = extract(&g, &head_nodes, &g.inputs, &head_outputs, |v| g.values[v.index()].info.clone())?;
     let mut frontier = Vec::new();
     let mut symbols: HashMap<ValueId, String> = HashMap::new();
+    let mut symbols_by_value: HashMap<ValueId, TensorInfo> = HashMap::new();
     for &id in &frontier_nodes {
         let node = &g.nodes[id.index()];
         let (Some(x), Some(y)) = (node.input(0), node.output(0)) else {
@@ -163,12 +208,52 @@ pub fn split(graph: &Graph, binding: &Binding) -> Result<Option<Stage>, PlanErro
             symbol,
         });
     }
+    let mut controls = Vec::new();
+    for &id in &control_nodes {
+        let node = &g.nodes[id.index()];
+        let name = |v: &Option<ValueId>| v.map(|v| g.value_name(v));
+        let mut symbols = Vec::new();
+        for slot in &node.outputs {
+            let info = slot.map(|v| &infos[v.index()]);
+            let rank = info.map_or(0, |i| i.rank());
+            let out = slot.map(|v| g.value_name(v)).unwrap_or_default();
+            let syms: Vec<String> = (0..rank).map(|d| control_symbol(&out, d)).collect();
+            if let Some(v) = slot {
+                let dims = syms.iter().map(|s| Dim::Symbol(s.clone()));
+                symbols_by_value
+                    .insert(*v, TensorInfo { dtype: infos[v.index()].dtype, shape: Shape(dims.collect()) });
+            }
+            symbols.push((syms, info.map_or(DType::F32, |i| i.dtype)));
+        }
+        controls.push(Control {
+            label: g.node_label(id),
+            op: node.op.clone(),
+            inputs: node.inputs.iter().map(name).collect(),
+            outputs: node.outputs.iter().map(name).collect(),
+            captures: node
+                .op
+                .subgraphs()
+                .iter()
+                .map(|b| {
+                    let captured = |c: &crate::graph::Capture| match g.initializers.get(&c.outer) {
+                        Some(k) => Captured::Constant(k.clone()),
+                        None => Captured::Value(g.value_name(c.outer)),
+                    };
+                    b.captures.iter().map(captured).collect()
+                })
+                .collect(),
+            symbols,
+        });
+    }
     let rest = if rest_nodes.is_empty() {
         None
     } else {
         let rest_outputs: Vec<ValueId> = g.outputs.iter().copied().filter(|v| by_rest.contains(v)).collect();
         let info = |v: ValueId| {
             let mut info = infos[v.index()].clone();
+            if let Some(info) = symbols_by_value.get(&v) {
+                return Some(info.clone());
+            }
             if let Some(sym) = symbols.get(&v) {
                 let dims = info.shape.dims().iter().map(|d| match d {
                     Dim::Known(k) => Dim::Known(*k),
@@ -180,7 +265,88 @@ pub fn split(graph: &Graph, binding: &Binding) -> Result<Option<Stage>, PlanErro
         };
         Some(extract(&g, &rest_nodes, &rest_inputs, &rest_outputs, info)?)
     };
-    Ok(Some(Stage { head, frontier, rest }))
+    Ok(Some(Stage { head, frontier, controls, rest }))
+}
+
+/// `body` (a control-flow node's subgraph) as a graph of its own: its inputs, then the values it
+/// captures that `constants` does not give (one entry per capture), become graph inputs named
+/// `body-input:{i}` (the session binds them by position), of the element types and ranks of
+/// `inputs` (one per such input), every dim a symbol `body-input:{i}:{d}` ([`body_symbol`])
+/// bound when it runs; the captured constants become the body's own. Its nested bodies stay as
+/// they are.
+pub fn body_graph(
+    body: &Graph,
+    constants: &[Option<ConstTensor>],
+    inputs: &[(DType, usize)],
+) -> Result<Graph, PlanError> {
+    let mut g = body.clone();
+    if constants.len() != g.captures.len() {
+        return Err(PlanError::Memory {
+            detail: format!("a body with {} captures is given {} of them", g.captures.len(), constants.len()),
+        });
+    }
+    for (c, k) in std::mem::take(&mut g.captures).into_iter().zip(constants) {
+        match k {
+            Some(k) => {
+                g.initializers.insert(c.inner, k.clone());
+            }
+            None => g.inputs.push(c.inner),
+        }
+    }
+    if g.inputs.len() != inputs.len() {
+        return Err(PlanError::Memory {
+            detail: format!(
+                "a body with {} inputs and captures is run with {} values",
+                g.inputs.len(),
+                inputs.len()
+            ),
+        });
+    }
+    for (i, (&v, &(dtype, rank))) in g.inputs.iter().zip(inputs).enumerate() {
+        let value = &mut g.values[v.index()];
+        // Graph outputs passed through keep their binding by position, not by name.
+        value.name = body_input_name(i);
+        value.info = Some(TensorInfo {
+            dtype,
+            shape: Shape((0..rank).map(|d| Dim::Symbol(body_symbol(i, d))).collect()),
+        });
+    }
+    validate::graph(&g)?;
+    Ok(g)
+}
+
+/// An output's element type, and its dims when known.
+pub type OutputShape = (DType, Option<Vec<usize>>);
+
+/// The element types of `body`'s outputs, and their dims where shape inference knows them, when
+/// it runs on `inputs` (element type and dims of each input of its [`body_graph`] with
+/// `constants`).
+pub fn body_output_dims(
+    body: &Graph,
+    constants: &[Option<ConstTensor>],
+    inputs: &[(DType, Vec<usize>)],
+) -> Result<Vec<OutputShape>, PlanError> {
+    let sig: Vec<(DType, usize)> = inputs.iter().map(|(t, d)| (*t, d.len())).collect();
+    let g = body_graph(body, constants, &sig)?;
+    let mut b = Binding::new();
+    for (i, (_, dims)) in inputs.iter().enumerate() {
+        for (d, &n) in dims.iter().enumerate() {
+            b.set(&body_symbol(i, d), n);
+        }
+    }
+    let g = memory::bind_inputs(&g, &b)?;
+    let infos = shape_infer::infer(&g)?;
+    Ok(g.outputs.iter().map(|v| (infos[v.index()].dtype, infos[v.index()].shape.as_known())).collect())
+}
+
+/// The name of input `i` of a [`body_graph`].
+pub fn body_input_name(i: usize) -> String {
+    format!("body-input:{i}")
+}
+
+/// The symbol of dim `d` of input `i` of a [`body_graph`].
+pub fn body_symbol(i: usize, d: usize) -> String {
+    format!("body-input:{i}:{d}")
 }
 
 /// Rewrites each `Compress(x, condition, axis)` whose condition is no longer than the selected

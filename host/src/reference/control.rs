@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use planner::{DType, Graph, ValueId};
+use planner::{DType, Graph};
 
 use crate::error::HostError;
 use crate::reference::lanes::Lanes;
@@ -99,8 +99,11 @@ pub fn loop_(
         }
         i += 1;
     }
+    let mut sig = vec![(DType::I64, vec![]), (DType::Bool, vec![])];
+    sig.extend(inputs.iter().skip(2).flatten().map(|t| (t.dtype(), t.shape().to_vec())));
+    let caps = captures(ctx, body, scope)?;
     for (j, parts) in scans.into_iter().enumerate() {
-        state.push(stack_or_empty(ctx, &parts, 0, body, body.outputs[1 + n + j])?);
+        state.push(stack_or_empty(ctx, &parts, 0, (body, &caps, &sig), 1 + n + j)?);
     }
     Ok(state)
 }
@@ -164,32 +167,65 @@ pub fn scan(
             s.push(e);
         }
     }
+    let mut sig: Vec<(DType, Vec<usize>)> = init.iter().map(|t| (t.dtype(), t.shape().to_vec())).collect();
+    for (j, x) in scanned.iter().enumerate() {
+        let mut d = x.shape().to_vec();
+        d.remove(axes[j]);
+        sig.push((x.dtype(), d));
+    }
+    let caps = captures(ctx, body, scope)?;
     for (j, mut parts) in scans.into_iter().enumerate() {
         if attrs.scan_output_directions.get(j) == Some(&1) {
             parts.reverse();
         }
-        let elem_rank = parts.first().map_or(0, |p| p.shape().len());
+        let elem_rank = match parts.first() {
+            Some(p) => p.shape().len(),
+            None => empty_element(body, &caps, &sig, n + j).1.len(),
+        };
         let axis = strides::axis(ctx, attrs.scan_output_axes.get(j).copied().unwrap_or(0), elem_rank + 1)?;
-        state.push(stack_or_empty(ctx, &parts, axis, body, body.outputs[n + j])?);
+        state.push(stack_or_empty(ctx, &parts, axis, (body, &caps, &sig), n + j)?);
     }
     Ok(state)
 }
 
-/// `parts` stacked along `axis`; with no parts, an empty tensor whose dtype (and, when known,
-/// element shape) comes from the body output's declared info (F32 and `[0]` otherwise).
+/// The body, its captured values and the element types and dims of its inputs (for the shape of
+/// a scan output no iteration produced).
+type BodyRun<'a, 'b> = (&'a Graph, &'a [Cow<'b, HostTensor>], &'a [(DType, Vec<usize>)]);
+
+/// Element type and shape of body output `out` had the body run on inputs of `sig`: from shape
+/// inference (the captures as constants) where it knows them, else from the output's declared
+/// info (`[]` when it has none).
+fn empty_element(
+    body: &Graph,
+    caps: &[Cow<HostTensor>],
+    sig: &[(DType, Vec<usize>)],
+    out: usize,
+) -> (DType, Vec<usize>) {
+    let declared = body.outputs.get(out).and_then(|&v| body.value(v)).and_then(|v| v.info.clone());
+    let constants: Vec<Option<planner::ConstTensor>> = caps.iter().map(|t| Some(t.to_const())).collect();
+    let inferred =
+        planner::stage::body_output_dims(body, &constants, sig).ok().and_then(|o| o.get(out).cloned());
+    match (inferred, declared) {
+        (Some((dtype, Some(dims))), _) => (dtype, dims),
+        (_, Some(i)) => (i.dtype, i.shape.as_known().unwrap_or_default()),
+        (Some((dtype, None)), None) => (dtype, Vec::new()),
+        (None, None) => (DType::F32, Vec::new()),
+    }
+}
+
+/// `parts` stacked along `axis`; with no parts, an empty tensor of body output `out`'s element
+/// type and shape ([`empty_element`]) with `0` inserted at `axis`.
 fn stack_or_empty(
     ctx: &NodeCtx,
     parts: &[HostTensor],
     axis: usize,
-    body: &Graph,
-    out: ValueId,
+    (body, caps, sig): BodyRun,
+    out: usize,
 ) -> Result<HostTensor, HostError> {
     if !parts.is_empty() {
         return stack(ctx, parts, axis);
     }
-    let info = body.value(out).and_then(|v| v.info.as_ref());
-    let dtype = info.map_or(DType::F32, |i| i.dtype);
-    let mut shape = info.and_then(|i| i.shape.as_known()).unwrap_or_default();
+    let (dtype, mut shape) = empty_element(body, caps, sig, out);
     shape.insert(axis.min(shape.len()), 0);
     Lanes::F(Vec::new()).into_tensor(dtype, shape)
 }

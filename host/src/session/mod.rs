@@ -30,6 +30,7 @@ mod launch;
 mod options;
 
 use launch::Addresses;
+mod control;
 mod staged;
 
 pub use options::SessionOptions;

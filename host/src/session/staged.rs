@@ -20,11 +20,12 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, result};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, result, sys};
 use planner::plan::{NonZero, Plan, compile};
-use planner::stage::{Frontier, split};
+use planner::stage::{Control, Frontier, split};
 use planner::{Binding, DType, Graph, ValueId};
 
+use super::control::ControlPlan;
 use super::{Addresses, Session};
 use crate::arena::{FreeList, alloc};
 use crate::device::Context;
@@ -38,6 +39,8 @@ pub const MAX_STAGE_PLANS: usize = 256;
 
 /// Alignment of the region's blocks.
 const REGION_ALIGN: u64 = 256;
+/// Largest value (elements) a held value keeps a host copy of (a condition, a trip count).
+const KNOWN_MAX_ELEMS: usize = 64;
 /// Smallest region the session allocates.
 const REGION_MIN_BYTES: u64 = 64 << 10;
 
@@ -63,6 +66,8 @@ pub(super) struct StagePlan {
     constants: Vec<(ValueId, Arc<DeviceConst>)>,
     /// The NonZero nodes after the head, with their launches.
     frontier: Vec<(Frontier, NonZero)>,
+    /// The control-flow nodes after the head, with their bodies' plans.
+    pub(super) controls: Vec<ControlPlan>,
     /// What runs after them, its data-dependent dims still symbols.
     rest: Option<Graph>,
 }
@@ -77,16 +82,22 @@ impl StagePlan {
 /// Stage plans by the run's key and the counts bound before the stage.
 pub(super) type StageKey = (Key, Binding);
 
-/// The run-time region of a session: one device buffer, handed out by a free list.
+/// The stage plans of one graph (the session's, or a control-flow body's).
+pub(super) type StageCache = HashMap<StageKey, Arc<StagePlan>>;
+
+/// The run-time region of a session: one device buffer, handed out by a free list. A block may
+/// hold several values at once (a control-flow body passing an input through): it is counted, and
+/// freed when its last holder frees it.
 pub(super) struct Region {
     buf: Option<CudaSlice<u8>>,
     list: FreeList,
     allocations: u64,
+    refs: HashMap<u64, u32>,
 }
 
 impl Default for Region {
     fn default() -> Self {
-        Region { buf: None, list: FreeList::new(0, REGION_ALIGN), allocations: 0 }
+        Region { buf: None, list: FreeList::new(0, REGION_ALIGN), allocations: 0, refs: HashMap::new() }
     }
 }
 
@@ -119,6 +130,12 @@ impl Region {
     /// A block of `bytes`; grows the region when no free block fits: a new buffer of at least
     /// twice the size, the old contents copied over (offsets stay valid; addresses do not).
     fn alloc(&mut self, ctx: &Context, stream: &Arc<CudaStream>, bytes: u64) -> Result<u64, HostError> {
+        let at = self.alloc_block(ctx, stream, bytes)?;
+        self.refs.insert(at, 1);
+        Ok(at)
+    }
+
+    fn alloc_block(&mut self, ctx: &Context, stream: &Arc<CudaStream>, bytes: u64) -> Result<u64, HostError> {
         if let Some(at) = self.list.alloc(bytes) {
             return Ok(at);
         }
@@ -155,11 +172,68 @@ impl Region {
             return Err(HostError::Arena { detail: "the run-time region is in use".into() });
         }
         (self.buf, self.list) = (None, FreeList::new(0, REGION_ALIGN));
+        self.refs.clear();
         Ok(())
     }
 
-    fn free(&mut self, offset: u64) -> Result<(), HostError> {
-        self.list.free(offset)
+    /// One more holder of the block at `offset`.
+    pub(super) fn retain(&mut self, offset: u64) -> Result<(), HostError> {
+        let n = self.refs.get_mut(&offset).ok_or_else(|| HostError::Arena {
+            detail: format!("dynamic block at {offset} is not allocated"),
+        })?;
+        *n += 1;
+        Ok(())
+    }
+
+    /// One holder fewer of the block at `offset`; the last one frees it.
+    pub(super) fn free(&mut self, offset: u64) -> Result<(), HostError> {
+        let n = self.refs.get_mut(&offset).ok_or_else(|| HostError::Arena {
+            detail: format!("dynamic block at {offset} is not allocated"),
+        })?;
+        *n -= 1;
+        if *n == 0 {
+            self.refs.remove(&offset);
+            self.list.free(offset)?;
+        }
+        Ok(())
+    }
+
+    /// Copies `height` rows of `width` bytes from `src + y * src_pitch` to `dst + y * dst_pitch`
+    /// (offsets in the region), ordered on `stream`.
+    pub(super) fn copy_2d(
+        &self,
+        stream: &Arc<CudaStream>,
+        (src, src_pitch): (u64, u64),
+        (dst, dst_pitch): (u64, u64),
+        (width, height): (u64, u64),
+    ) -> Result<(), HostError> {
+        if width == 0 || height == 0 {
+            return Ok(());
+        }
+        let base = self.base(stream);
+        let copy = sys::CUDA_MEMCPY2D {
+            srcXInBytes: 0,
+            srcY: 0,
+            srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            srcHost: std::ptr::null(),
+            srcDevice: base + src,
+            srcArray: std::ptr::null_mut(),
+            srcPitch: src_pitch as usize,
+            dstXInBytes: 0,
+            dstY: 0,
+            dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            dstHost: std::ptr::null_mut(),
+            dstDevice: base + dst,
+            dstArray: std::ptr::null_mut(),
+            dstPitch: dst_pitch as usize,
+            WidthInBytes: width as usize,
+            Height: height as usize,
+        };
+        // SAFETY: both ranges lie inside blocks of the region the caller holds (its contract:
+        // `src + (height - 1) * src_pitch + width` and the same for `dst` are within them).
+        unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }
+            .result()
+            .map_err(HostError::driver("copying within the run-time region"))
     }
 
     /// Copies `bytes` to the block at `offset`.
@@ -171,7 +245,7 @@ impl Region {
     }
 
     /// The `len` bytes at `offset`, copied to the host; valid once the stream is synchronized.
-    fn read(&self, stream: &Arc<CudaStream>, offset: u64, len: u64) -> Result<Vec<u8>, HostError> {
+    pub(super) fn read(&self, stream: &Arc<CudaStream>, offset: u64, len: u64) -> Result<Vec<u8>, HostError> {
         let Some(buf) = self.buf.as_ref() else { return Ok(vec![0; len as usize]) };
         let at = offset as usize;
         stream.clone_dtoh(&buf.slice(at..at + len as usize)).map_err(HostError::driver("copying to the host"))
@@ -189,10 +263,12 @@ impl Region {
 /// A value held in the region during a staged run.
 #[derive(Debug, Clone)]
 pub(super) struct Held {
-    offset: u64,
-    bytes: u64,
-    dtype: DType,
-    dims: Vec<usize>,
+    pub(super) offset: u64,
+    pub(super) bytes: u64,
+    pub(super) dtype: DType,
+    pub(super) dims: Vec<usize>,
+    /// Its value, when the host knows it without reading the device (an input, a loop counter).
+    pub(super) known: Option<Arc<HostTensor>>,
 }
 
 impl Session<'_> {
@@ -208,6 +284,7 @@ impl Session<'_> {
         head: &Graph,
         binding: &Binding,
         frontier: Vec<Frontier>,
+        controls: Vec<Control>,
         rest: Option<Graph>,
     ) -> Result<StagePlan, HostError> {
         let mut plan = compile(head, binding, &self.plan_options())?;
@@ -230,7 +307,8 @@ impl Session<'_> {
                 Ok((f, nz))
             })
             .collect::<Result<_, HostError>>()?;
-        Ok(StagePlan { plan, constants, frontier, rest })
+        let controls = controls.into_iter().map(ControlPlan::new).collect();
+        Ok(StagePlan { plan, constants, frontier, controls, rest })
     }
 
     /// The device copies of `plan`'s constants, from the pool (uploaded when new). A new count
@@ -272,44 +350,59 @@ impl Session<'_> {
         Ok(out)
     }
 
-    /// Compiles the first stage of `key` when its graph has data-dependent shapes; false (nothing
-    /// done) when it has none.
+    /// Compiles the first stage of `key` when its graph has data-dependent shapes or control flow;
+    /// false (nothing done) when it has neither.
     pub(super) fn prepare_staged(&mut self, key: &Key, graph: &Graph) -> Result<bool, HostError> {
         let Some(stage) = split(graph, &key.dims)? else { return Ok(false) };
-        let sp = self.compile_stage(&stage.head, &Binding::new(), stage.frontier, stage.rest)?;
+        let sp =
+            self.compile_stage(&stage.head, &Binding::new(), stage.frontier, stage.controls, stage.rest)?;
         self.stages.insert((key.clone(), Binding::new()), Arc::new(sp));
         Ok(true)
     }
 
-    /// The stage that follows `prev` once `counts` are bound (compiled on first use).
-    fn next_stage(&mut self, key: &Key, counts: &Binding, rest: &Graph) -> Result<Arc<StagePlan>, HostError> {
+    /// The plan of `graph` bound by `dims` as a first stage: cut at its data-dependent and
+    /// control-flow nodes, or whole when it has none.
+    pub(super) fn first_stage(&mut self, graph: &Graph, dims: &Binding) -> Result<StagePlan, HostError> {
+        match split(graph, dims)? {
+            Some(stage) => {
+                self.compile_stage(&stage.head, &Binding::new(), stage.frontier, stage.controls, stage.rest)
+            }
+            None => self.compile_stage(graph, dims, Vec::new(), Vec::new(), None),
+        }
+    }
+
+    /// The stage that follows once `counts` are bound (compiled on first use), from `cache`.
+    fn next_stage(
+        &mut self,
+        cache: &mut StageCache,
+        key: &Key,
+        counts: &Binding,
+        rest: &Graph,
+    ) -> Result<Arc<StagePlan>, HostError> {
         let sk = (key.clone(), counts.clone());
-        if let Some(sp) = self.stages.get(&sk) {
+        if let Some(sp) = cache.get(&sk) {
             return Ok(sp.clone());
         }
-        let sp = match split(rest, counts)? {
-            Some(stage) => self.compile_stage(&stage.head, &Binding::new(), stage.frontier, stage.rest)?,
-            None => self.compile_stage(rest, counts, Vec::new(), None)?,
-        };
-        if self.stages.len() >= MAX_STAGE_PLANS {
+        let sp = self.first_stage(rest, counts)?;
+        if cache.len() >= MAX_STAGE_PLANS {
             // Evicted plans free the constants no other plan shares; nothing of theirs is queued
             // (each frontier waited).
             self.stream.synchronize().map_err(HostError::driver("synchronizing the session stream"))?;
-            self.stages.retain(|(_, c), _| c.0.is_empty());
+            cache.retain(|(_, c), _| c.0.is_empty());
             for list in self.stage_constants.values_mut() {
                 list.retain(|(_, d)| Arc::strong_count(d) > 1);
             }
             self.stage_constants.retain(|_, list| !list.is_empty());
         }
         let sp = Arc::new(sp);
-        self.stages.insert(sk, sp.clone());
+        cache.insert(sk, sp.clone());
         Ok(sp)
     }
 
     /// A region block of `bytes` for a value of `dtype` and `dims`.
-    fn hold(&mut self, bytes: u64, dtype: DType, dims: Vec<usize>) -> Result<Held, HostError> {
+    pub(super) fn hold(&mut self, bytes: u64, dtype: DType, dims: Vec<usize>) -> Result<Held, HostError> {
         let offset = self.region.alloc(self.ctx, &self.stream, bytes)?;
-        Ok(Held { offset, bytes, dtype, dims })
+        Ok(Held { offset, bytes, dtype, dims, known: None })
     }
 
     /// Runs every stage of `key` on `inputs`; returns the graph's outputs, held in the region (the
@@ -320,22 +413,43 @@ impl Session<'_> {
         inputs: &[(String, HostTensor)],
     ) -> Result<Vec<(String, Held)>, HostError> {
         let mut env: HashMap<String, Held> = HashMap::new();
-        let outcome = self.stages_into(key, inputs, &mut env);
-        let outputs = outcome.and_then(|()| {
-            (self.graph.outputs.iter().map(|&v| self.graph.value_name(v)))
+        let outputs: Vec<String> = self.graph.outputs.iter().map(|&v| self.graph.value_name(v)).collect();
+        let mut cache = std::mem::take(&mut self.stages);
+        let outcome = self
+            .hold_inputs(inputs, &mut env)
+            .and_then(|()| self.stages_into(&mut cache, key, &outputs, &mut env));
+        self.stages = cache;
+        self.finish_graph(outcome, &outputs, env)
+    }
+
+    /// The run's outputs of a graph that ran into `env`: each held once more for the caller; then
+    /// every value of `env` is let go (on an error, only that).
+    pub(super) fn finish_graph(
+        &mut self,
+        outcome: Result<(), HostError>,
+        outputs: &[String],
+        env: HashMap<String, Held>,
+    ) -> Result<Vec<(String, Held)>, HostError> {
+        let picked = outcome.and_then(|()| {
+            outputs
+                .iter()
                 .map(|name| {
-                    let h = env.get(&name).cloned().ok_or_else(|| HostError::Arena {
+                    let h = env.get(name).cloned().ok_or_else(|| HostError::Arena {
                         detail: format!("output `{name}` was not computed by any stage"),
                     })?;
-                    Ok((name, h))
+                    Ok((name.clone(), h))
                 })
                 .collect::<Result<Vec<_>, HostError>>()
         });
-        let keep: HashSet<u64> = outputs.iter().flatten().map(|(_, h)| h.offset).collect();
-        for h in env.values().filter(|h| !keep.contains(&h.offset)) {
+        if let Ok(picked) = &picked {
+            for (_, h) in picked {
+                self.region.retain(h.offset)?;
+            }
+        }
+        for h in env.values() {
             self.region.free(h.offset)?;
         }
-        outputs
+        picked
     }
 
     /// Copies the held outputs to the host and frees their blocks.
@@ -348,11 +462,8 @@ impl Session<'_> {
             .map(|(_, h)| self.region.read(&self.stream, h.offset, h.bytes))
             .collect::<Result<Vec<_>, _>>();
         let synced = self.stream.synchronize().map_err(HostError::driver("synchronizing the session stream"));
-        let mut seen = HashSet::new();
         for (_, h) in &held {
-            if seen.insert(h.offset) {
-                self.region.free(h.offset)?;
-            }
+            self.region.free(h.offset)?;
         }
         let (raw, ()) = (raw?, synced?);
         held.into_iter()
@@ -364,22 +475,43 @@ impl Session<'_> {
             .collect()
     }
 
-    fn stages_into(
+    /// Copies the run's inputs into the region, into `env` (the small ones also known on the host).
+    fn hold_inputs(
         &mut self,
-        key: &Key,
         inputs: &[(String, HostTensor)],
         env: &mut HashMap<String, Held>,
     ) -> Result<(), HostError> {
         for (name, t) in inputs {
-            let c = t.to_const();
-            let h = self.hold(c.bytes.len() as u64, t.dtype(), t.shape().to_vec())?;
-            self.region.write(&self.stream, h.offset, &c.bytes)?;
+            let h = self.hold_host(t)?;
             env.insert(name.clone(), h);
         }
-        let outputs: HashSet<String> = self.graph.outputs.iter().map(|&v| self.graph.value_name(v)).collect();
+        Ok(())
+    }
+
+    /// A region block holding `t` (known on the host when small).
+    pub(super) fn hold_host(&mut self, t: &HostTensor) -> Result<Held, HostError> {
+        let c = t.to_const();
+        let mut h = self.hold(c.bytes.len() as u64, t.dtype(), t.shape().to_vec())?;
+        self.region.write(&self.stream, h.offset, &c.bytes)?;
+        if t.len() <= KNOWN_MAX_ELEMS {
+            h.known = Some(Arc::new(t.clone()));
+        }
+        Ok(h)
+    }
+
+    /// Runs the stages of a graph whose first stage `cache` holds under `key`, on the values of
+    /// `env` (its inputs by name); its values stay in `env`, those no later stage reads and that
+    /// are not among `outputs` let go as the stages go.
+    pub(super) fn stages_into(
+        &mut self,
+        cache: &mut StageCache,
+        key: &Key,
+        outputs: &[String],
+        env: &mut HashMap<String, Held>,
+    ) -> Result<(), HostError> {
+        let outputs: HashSet<&String> = outputs.iter().collect();
         let mut counts = Binding::new();
-        let mut sp = self
-            .stages
+        let mut sp = cache
             .get(&(key.clone(), Binding::new()))
             .cloned()
             .ok_or_else(|| HostError::Arena { detail: "no staged plan for this binding".into() })?;
@@ -389,20 +521,23 @@ impl Session<'_> {
                 let count = self.run_non_zero(f, nz, env)?;
                 counts.set(&f.symbol, count);
             }
+            for c in &sp.controls {
+                self.run_control(c, env, &mut counts)?;
+            }
             // Free what no later stage reads.
             let later: HashSet<String> = match &sp.rest {
                 Some(rest) => rest.inputs.iter().map(|&v| rest.value_name(v)).collect(),
                 None => HashSet::new(),
             };
             let dead: Vec<String> =
-                env.keys().filter(|n| !later.contains(*n) && !outputs.contains(*n)).cloned().collect();
+                env.keys().filter(|n| !later.contains(*n) && !outputs.contains(n)).cloned().collect();
             for name in dead {
                 if let Some(h) = env.remove(&name) {
                     self.region.free(h.offset)?;
                 }
             }
             let Some(rest) = &sp.rest else { return Ok(()) };
-            let next = self.next_stage(key, &counts, rest)?;
+            let next = self.next_stage(cache, key, &counts, rest)?;
             sp = next;
         }
     }

@@ -5,6 +5,7 @@ mod arena;
 mod attention;
 mod clip;
 mod context;
+mod control;
 mod conv;
 mod elementwise;
 mod ew_ops;

@@ -221,3 +221,78 @@ fn empty_operands_compile_without_panicking() {
         }
     }
 }
+
+/// A Loop over `h0` (`[2, 8]`): `h' = tanh(h W)` with `W` captured, `h'` also stacked; then
+/// `relu` of the stack.
+fn loop_graph() -> (Graph, ValueId) {
+    let mut g = Graph::new();
+    let h0 = input(&mut g, "h0", &[2, 8]);
+    let m = g.const_i64("m", &[], &[3]);
+    let w = g.initializer("w", crate::ConstTensor::from_f32(&[8, 8], &[0.1; 64]).unwrap());
+    let mut body = Graph::new();
+    let _i = body.input("i", DType::I64, Vec::<Dim>::new());
+    let c = body.input("c", DType::Bool, Vec::<Dim>::new());
+    let h = body.input("h", DType::F32, [2usize, 8].map(Dim::Known));
+    let wi = body.add_value("w", None);
+    body.captures.push(crate::Capture { inner: wi, outer: w });
+    let z = body.matmul(h, wi);
+    let t = body.op1(Op::Tanh, &[z]);
+    body.output(c);
+    body.output(t);
+    body.output(t);
+    let outs =
+        g.push_opt(Op::Loop(crate::op::Loop { body: Box::new(body) }), vec![Some(m), None, Some(h0)], 2);
+    let y = g.relu(outs[1]);
+    g.output(outs[0]);
+    g.output(y);
+    (g, outs[1])
+}
+
+#[test]
+fn control_flow_runs_between_stages_and_its_body_compiles_on_its_own() {
+    let (g, stacked) = loop_graph();
+    let st = split(&g, &Binding::new()).unwrap().expect("split at the loop");
+    assert!(st.frontier.is_empty());
+    let [c] = &st.controls[..] else { panic!("one control node: {:?}", st.controls.len()) };
+    assert_eq!(c.op.name(), "Loop");
+    assert!(matches!(&c.captures[..], [v] if matches!(&v[..], [Captured::Constant(_)])), "w is a constant");
+    // The trip count (a constant) and the carried value reach the loop through the head.
+    assert_eq!(c.inputs.len(), 3);
+    let outs = names(&st.head, &st.head.outputs);
+    assert!(outs.contains(&"h0".to_string()) && outs.contains(&"w".to_string()), "{outs:?}");
+    let head = compile(&st.head, &Binding::new(), &PlanOptions::default()).expect("the head compiles");
+    assert!(head.outputs.len() >= 3, "constants the loop reads are head outputs: {head}");
+    // The stacked output's dims are symbols in the rest, bound by the run.
+    let (syms, dtype) = &c.symbols[1];
+    assert_eq!((syms.len(), *dtype), (3, DType::F32));
+    let rest = st.rest.expect("relu waits for the loop");
+    assert_eq!(names(&rest, &rest.inputs), [g.value_name(stacked)]);
+    let mut counts = Binding::new();
+    for (s, d) in syms.iter().zip([3, 2, 8]) {
+        counts.set(s, d);
+    }
+    compile(&rest, &counts, &PlanOptions::default()).expect("the rest compiles once bound");
+    // The body: (i, cond, h, captured w) as inputs, compiled for bound shapes.
+    let Op::Loop(l) = &c.op else { unreachable!() };
+    let sig = [(DType::I64, 0), (DType::Bool, 0), (DType::F32, 2), (DType::F32, 2)];
+    let body = body_graph(&l.body, &[None], &sig).unwrap();
+    assert_eq!(names(&body, &body.inputs), (0..4).map(body_input_name).collect::<Vec<_>>());
+    let mut dims = Binding::new();
+    for (i, d) in [(2, [2, 8]), (3, [8, 8])] {
+        for (k, n) in d.into_iter().enumerate() {
+            dims.set(&body_symbol(i, k), n);
+        }
+    }
+    assert_eq!(split(&body, &dims).unwrap(), None, "the body has no control flow of its own");
+    compile(&body, &dims, &PlanOptions::default()).expect("the body compiles");
+    assert!(body_graph(&l.body, &[None], &sig[..3]).is_err(), "a capture without its value");
+    assert!(body_graph(&l.body, &[], &sig).is_err(), "captures not matched");
+    // A captured constant stays one: three inputs.
+    let Captured::Constant(w) = &c.captures[0][0] else { unreachable!() };
+    let with_w = body_graph(&l.body, &[Some(w.clone())], &sig[..3]).unwrap();
+    assert_eq!(with_w.inputs.len(), 3);
+    let dims = [(DType::I64, vec![]), (DType::Bool, vec![]), (DType::F32, vec![2, 8])];
+    let outs = body_output_dims(&l.body, &[Some(w.clone())], &dims).unwrap();
+    let f = DType::F32;
+    assert_eq!(outs, [(DType::Bool, Some(vec![])), (f, Some(vec![2, 8])), (f, Some(vec![2, 8]))]);
+}
