@@ -17,6 +17,7 @@ mod attention_op;
 #[cfg(test)]
 mod clip_tests;
 mod conv;
+mod decompose;
 mod elementwise;
 mod epilogue;
 #[cfg(test)]
@@ -254,7 +255,7 @@ pub struct Plan {
 
 /// Compiles `graph` for `binding` (every symbolic input dim bound).
 pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Result<Plan, PlanError> {
-    let bound = crate::fold::run(&memory::bind_inputs(graph, binding)?)?;
+    let bound = decompose::run(&crate::fold::run(&memory::bind_inputs(graph, binding)?)?)?;
     let infos = shape_infer::infer(&bound)?;
     let (fused, epilogues) =
         if options.fuse_activations { fuse::activations(&bound, &infos) } else { (bound, Vec::new()) };

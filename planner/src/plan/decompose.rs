@@ -1,0 +1,307 @@
+//! Operators the GPU runs as a few simpler ones (as an ONNX function body would define them):
+//! the training optimizers (Adagrad, Adam, Momentum), BatchNormalization in training mode,
+//! Binarizer and ArrayFeatureExtractor. Each becomes elementwise ops, reductions and gathers
+//! that have kernels (and that the elementwise pass then fuses), computing the reference's
+//! formulas in f32. Runs on a bound graph before shape inference; a node whose operands are not
+//! f32 (or whose shapes are unknown) stays as it is, and is refused later by name.
+
+use crate::constant::ConstTensor;
+use crate::error::PlanError;
+use crate::graph::{Graph, Node, NodeId, ValueId};
+use crate::op::{self, MomentumMode, Op};
+use crate::shape_infer;
+use crate::tensor_info::DType;
+
+/// Appends the nodes of one expansion, named after the node it replaces.
+struct Expand<'g> {
+    g: &'g mut Graph,
+    name: String,
+    n: usize,
+}
+
+impl Expand<'_> {
+    fn fresh(&mut self) -> String {
+        self.n += 1;
+        format!("{}:decomposed:{}", self.name, self.n)
+    }
+
+    /// `op(inputs)` into `out`, or into a fresh value.
+    fn op_into(&mut self, op: Op, inputs: &[ValueId], out: Option<ValueId>) -> ValueId {
+        let name = self.fresh();
+        let y = out.unwrap_or_else(|| self.g.add_value(format!("{name}:0"), None));
+        self.g.add_node(Node {
+            name,
+            op,
+            inputs: inputs.iter().map(|&v| Some(v)).collect(),
+            outputs: vec![Some(y)],
+        });
+        y
+    }
+
+    fn op(&mut self, op: Op, inputs: &[ValueId]) -> ValueId {
+        self.op_into(op, inputs, None)
+    }
+
+    fn f32(&mut self, v: f32) -> ValueId {
+        let name = self.fresh();
+        self.g.initializer(&name, ConstTensor::from_f32(&[], &[v]).expect("a scalar"))
+    }
+
+    fn i64s(&mut self, v: &[i64]) -> ValueId {
+        let name = self.fresh();
+        self.g.const_i64(&name, &[v.len()], v)
+    }
+
+    fn add(&mut self, a: ValueId, b: ValueId) -> ValueId {
+        self.op(Op::Add, &[a, b])
+    }
+    fn sub(&mut self, a: ValueId, b: ValueId) -> ValueId {
+        self.op(Op::Sub, &[a, b])
+    }
+    fn mul(&mut self, a: ValueId, b: ValueId) -> ValueId {
+        self.op(Op::Mul, &[a, b])
+    }
+    fn div(&mut self, a: ValueId, b: ValueId) -> ValueId {
+        self.op(Op::Div, &[a, b])
+    }
+    fn sqrt(&mut self, a: ValueId) -> ValueId {
+        self.op(Op::Sqrt, &[a])
+    }
+    /// `k * x`, or `x` itself when `k` is 1.
+    fn scale(&mut self, k: f32, x: ValueId) -> ValueId {
+        if k == 1.0 {
+            return x;
+        }
+        let k = self.f32(k);
+        self.mul(k, x)
+    }
+    /// `norm * x + g` (the optimizers' regularized gradient), `g` when `norm` is 0.
+    fn regularized(&mut self, norm: f32, x: ValueId, g: ValueId) -> ValueId {
+        if norm == 0.0 {
+            return g;
+        }
+        let nx = self.scale(norm, x);
+        self.add(nx, g)
+    }
+}
+
+/// `graph` with the operators this module covers replaced by simpler ones.
+pub(crate) fn run(graph: &Graph) -> Result<Graph, PlanError> {
+    let covered = |n: &Node| {
+        matches!(
+            n.op,
+            Op::Adagrad(_)
+                | Op::Adam(_)
+                | Op::Momentum(_)
+                | Op::Binarizer(_)
+                | Op::ArrayFeatureExtractor
+                | Op::BatchNormalization(op::BatchNormalization { training_mode: true, .. })
+        )
+    };
+    if !graph.nodes.iter().any(covered) {
+        return Ok(graph.clone());
+    }
+    let infos = shape_infer::infer(graph)?;
+    let f32_in = |n: &Node, slots: std::ops::Range<usize>| {
+        slots.into_iter().all(|s| n.input(s).is_some_and(|v| infos[v.index()].dtype == DType::F32))
+    };
+    let mut g = graph.clone();
+    let mut replaced = Vec::new();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        if !covered(node) || node.inputs.iter().any(Option::is_none) {
+            continue;
+        }
+        let mut e = Expand { g: &mut g, name: graph.node_label(NodeId(i as u32)), n: 0 };
+        let ins: Vec<ValueId> = node.inputs.iter().flatten().copied().collect();
+        let outs = &node.outputs;
+        let done = match &node.op {
+            Op::Adagrad(a) if f32_in(node, 2..ins.len()) && f32_in(node, 0..1) => {
+                optimizer(&mut e, &ins, outs, 3, |e, r, t, v, out| {
+                    let (x, g, h) = (v[0], v[1], v[2]);
+                    // r' = R / (1 + T decay)
+                    let tf = e.op(Op::Cast(op::Cast { to: DType::F32, saturate: true }), &[t]);
+                    let td = e.scale(a.decay_factor, tf);
+                    let one = e.f32(1.0);
+                    let den = e.add(one, td);
+                    let rate = e.div(r, den);
+                    let g = e.regularized(a.norm_coefficient, x, g);
+                    let g2 = e.mul(g, g);
+                    let h2 = e.op_into(Op::Add, &[h, g2], out[1]);
+                    let sq = e.sqrt(h2);
+                    let eps = e.f32(a.epsilon);
+                    let den = e.add(sq, eps);
+                    let rg = e.mul(rate, g);
+                    let step = e.div(rg, den);
+                    e.op_into(Op::Sub, &[x, step], out[0]);
+                })
+            }
+            Op::Adam(a) if f32_in(node, 2..ins.len()) && f32_in(node, 0..1) => {
+                optimizer(&mut e, &ins, outs, 4, |e, r, t, v, out| {
+                    let (x, g, m, h) = (v[0], v[1], v[2], v[3]);
+                    // r' = R sqrt(1 - beta^T) / (1 - alpha^T) when T > 0, else R.
+                    let tf = e.op(Op::Cast(op::Cast { to: DType::F32, saturate: true }), &[t]);
+                    let (alpha, beta, one) = (e.f32(a.alpha), e.f32(a.beta), e.f32(1.0));
+                    let at = e.op(Op::Pow, &[alpha, tf]);
+                    let bt = e.op(Op::Pow, &[beta, tf]);
+                    let num = e.sub(one, bt);
+                    let num = e.sqrt(num);
+                    let den = e.sub(one, at);
+                    let rn = e.mul(r, num);
+                    let decayed = e.div(rn, den);
+                    let zero = e.i64s(&[0]);
+                    let positive = e.op(Op::Greater, &[t, zero]);
+                    let rate = e.op(Op::Where, &[positive, decayed, r]);
+                    let g = e.regularized(a.norm_coefficient, x, g);
+                    let am = e.scale(a.alpha, m);
+                    let bg = e.scale(1.0 - a.alpha, g);
+                    let m2 = e.op_into(Op::Add, &[am, bg], out[1]);
+                    let bh = e.scale(a.beta, h);
+                    let g2 = e.mul(g, g);
+                    let cg = e.scale(1.0 - a.beta, g2);
+                    let h2 = e.op_into(Op::Add, &[bh, cg], out[2]);
+                    let sq = e.sqrt(h2);
+                    let eps = e.f32(a.epsilon);
+                    let den = e.add(sq, eps);
+                    let ratio = e.div(m2, den);
+                    let step = e.mul(rate, ratio);
+                    let xs = e.sub(x, step);
+                    let post = e.f32(1.0 - a.norm_coefficient_post);
+                    e.op_into(Op::Mul, &[post, xs], out[0]);
+                })
+            }
+            Op::Momentum(a) if f32_in(node, 2..ins.len()) && f32_in(node, 0..1) => {
+                optimizer(&mut e, &ins, outs, 3, |e, r, t, v, out| {
+                    let (x, g, m) = (v[0], v[1], v[2]);
+                    // beta' = beta when T > 0, else 1.
+                    let zero = e.i64s(&[0]);
+                    let positive = e.op(Op::Greater, &[t, zero]);
+                    let (beta, one) = (e.f32(a.beta), e.f32(1.0));
+                    let beta = e.op(Op::Where, &[positive, beta, one]);
+                    let g = e.regularized(a.norm_coefficient, x, g);
+                    let am = e.scale(a.alpha, m);
+                    let bg = e.mul(beta, g);
+                    let m2 = e.op_into(Op::Add, &[am, bg], out[1]);
+                    let dir = match a.mode {
+                        MomentumMode::Standard => m2,
+                        MomentumMode::Nesterov => {
+                            let am2 = e.scale(a.alpha, m2);
+                            e.add(g, am2)
+                        }
+                    };
+                    let step = e.mul(r, dir);
+                    e.op_into(Op::Sub, &[x, step], out[0]);
+                })
+            }
+            Op::Binarizer(b) if f32_in(node, 0..1) => {
+                let t = e.f32(b.threshold);
+                let above = e.op(Op::Greater, &[ins[0], t]);
+                let (one, zero) = (e.f32(1.0), e.f32(0.0));
+                e.op_into(Op::Where, &[above, one, zero], node.output(0));
+                true
+            }
+            Op::ArrayFeatureExtractor => {
+                let Some(rank) = infos[ins[0].index()].shape.as_known().map(|d| d.len()) else { continue };
+                let flat = e.i64s(&[-1]);
+                let idx = e.op(Op::Reshape(Default::default()), &[ins[1], flat]);
+                if rank == 1 {
+                    let picked = e.op(Op::Gather(op::Gather { axis: -1 }), &[ins[0], idx]);
+                    let axes = e.i64s(&[0]);
+                    e.op_into(Op::Unsqueeze(Default::default()), &[picked, axes], node.output(0));
+                } else {
+                    e.op_into(Op::Gather(op::Gather { axis: -1 }), &[ins[0], idx], node.output(0));
+                }
+                rank > 0
+            }
+            Op::BatchNormalization(bn) if f32_in(node, 0..5) => {
+                let Some(rank) = infos[ins[0].index()].shape.as_known().map(|d| d.len()) else { continue };
+                if rank < 2 {
+                    continue;
+                }
+                batch_norm_training(&mut e, bn, &ins, outs, rank);
+                true
+            }
+            _ => false,
+        };
+        if done {
+            replaced.push(i);
+        }
+    }
+    // The replaced nodes go; the expansions define their outputs.
+    let mut kept = Vec::with_capacity(g.nodes.len());
+    for (i, n) in g.nodes.into_iter().enumerate() {
+        if !replaced.contains(&i) {
+            kept.push(n);
+        }
+    }
+    g.nodes = kept;
+    crate::validate::graph(&g)?;
+    Ok(g)
+}
+
+/// Expands an optimizer whose operands come in `groups` lists (`X…, G…, states…`) after `R` and
+/// `T`: `update(e, R, T, operands of one tensor, its outputs (X', then each state'))`. False
+/// (nothing expanded) when the lists are uneven.
+fn optimizer(
+    e: &mut Expand,
+    ins: &[ValueId],
+    outs: &[Option<ValueId>],
+    groups: usize,
+    update: impl Fn(&mut Expand, ValueId, ValueId, &[ValueId], &[Option<ValueId>]),
+) -> bool {
+    let rest = ins.len() - 2;
+    if rest == 0 || !rest.is_multiple_of(groups) {
+        return false;
+    }
+    let n = rest / groups;
+    if outs.len() > n * (groups - 1) {
+        return false;
+    }
+    for k in 0..n {
+        let operands: Vec<ValueId> = (0..groups).map(|j| ins[2 + j * n + k]).collect();
+        // Output list 0 is X', list j > 0 state j + 1 (after G).
+        let out: Vec<Option<ValueId>> =
+            (0..groups - 1).map(|j| outs.get(j * n + k).copied().flatten()).collect();
+        update(e, ins[0], ins[1], &operands, &out);
+    }
+    true
+}
+
+/// BatchNormalization with `training_mode`: the batch statistics over every axis but 1 (biased
+/// variance) normalize X; the running statistics are `old · momentum + batch · (1 − momentum)`.
+fn batch_norm_training(
+    e: &mut Expand,
+    bn: &op::BatchNormalization,
+    ins: &[ValueId],
+    outs: &[Option<ValueId>],
+    rank: usize,
+) {
+    let (x, scale, bias, mean, var) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
+    let axes: Vec<i64> = std::iter::once(0).chain(2..rank as i64).collect();
+    let reduce = || {
+        Op::ReduceMean(op::Reduce { axes: Some(axes.clone()), keepdims: true, noop_with_empty_axes: false })
+    };
+    let mut per_channel = vec![1i64; rank];
+    per_channel[1] = -1;
+    let per_channel = e.i64s(&per_channel);
+    let reshape = |e: &mut Expand, v: ValueId| e.op(Op::Reshape(Default::default()), &[v, per_channel]);
+    let m = e.op(reduce(), &[x]);
+    let d = e.sub(x, m);
+    let d2 = e.mul(d, d);
+    let v = e.op(reduce(), &[d2]);
+    let eps = e.f32(bn.epsilon);
+    let ve = e.add(v, eps);
+    let sd = e.sqrt(ve);
+    let s = reshape(e, scale);
+    let b = reshape(e, bias);
+    let sx = e.mul(s, d);
+    let norm = e.div(sx, sd);
+    e.op_into(Op::Add, &[norm, b], outs.first().copied().flatten());
+    let flat = e.i64s(&[-1]);
+    for (old, batch, out) in [(mean, m, outs.get(1)), (var, v, outs.get(2))] {
+        let Some(&Some(out)) = out else { continue };
+        let batch = e.op(Op::Reshape(Default::default()), &[batch, flat]);
+        let kept = e.scale(bn.momentum, old);
+        let new = e.scale(1.0 - bn.momentum, batch);
+        e.op_into(Op::Add, &[kept, new], Some(out));
+    }
+}
