@@ -320,14 +320,22 @@ pub type OutputShape = (DType, Option<Vec<usize>>);
 
 /// The element types of `body`'s outputs, and their dims where shape inference knows them, when
 /// it runs on `inputs` (element type and dims of each input of its [`body_graph`] with
-/// `constants`).
+/// `constants`), the first of which hold `values` where given.
 pub fn body_output_dims(
     body: &Graph,
     constants: &[Option<ConstTensor>],
     inputs: &[(DType, Vec<usize>)],
+    values: &[Option<ConstTensor>],
 ) -> Result<Vec<OutputShape>, PlanError> {
     let sig: Vec<(DType, usize)> = inputs.iter().map(|(t, d)| (*t, d.len())).collect();
-    let g = body_graph(body, constants, &sig)?;
+    let mut g = body_graph(body, constants, &sig)?;
+    // Inputs of known value (a loop counter) are constants to inference.
+    for (v, k) in g.inputs.clone().into_iter().zip(values) {
+        if let Some(k) = k {
+            g.inputs.retain(|&i| i != v);
+            g.initializers.insert(v, k.clone());
+        }
+    }
     let mut b = Binding::new();
     for (i, (_, dims)) in inputs.iter().enumerate() {
         for (d, &n) in dims.iter().enumerate() {

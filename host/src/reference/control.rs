@@ -103,7 +103,7 @@ pub fn loop_(
     sig.extend(inputs.iter().skip(2).flatten().map(|t| (t.dtype(), t.shape().to_vec())));
     let caps = captures(ctx, body, scope)?;
     for (j, parts) in scans.into_iter().enumerate() {
-        state.push(stack_or_empty(ctx, &parts, 0, (body, &caps, &sig), 1 + n + j)?);
+        state.push(stack_or_empty(ctx, &parts, 0, (body, &caps, &sig, &first_iteration()), 1 + n + j)?);
     }
     Ok(state)
 }
@@ -180,31 +180,28 @@ pub fn scan(
         }
         let elem_rank = match parts.first() {
             Some(p) => p.shape().len(),
-            None => empty_element(body, &caps, &sig, n + j).1.len(),
+            None => empty_element((body, &caps, &sig, &[]), n + j).1.len(),
         };
         let axis = strides::axis(ctx, attrs.scan_output_axes.get(j).copied().unwrap_or(0), elem_rank + 1)?;
-        state.push(stack_or_empty(ctx, &parts, axis, (body, &caps, &sig), n + j)?);
+        state.push(stack_or_empty(ctx, &parts, axis, (body, &caps, &sig, &[]), n + j)?);
     }
     Ok(state)
 }
 
-/// The body, its captured values and the element types and dims of its inputs (for the shape of
-/// a scan output no iteration produced).
-type BodyRun<'a, 'b> = (&'a Graph, &'a [Cow<'b, HostTensor>], &'a [(DType, Vec<usize>)]);
+/// The body, its captured values, the element types and dims of its inputs and the values known
+/// of its first inputs (for the shape of a scan output no iteration produced).
+type BodyRun<'a, 'b> =
+    (&'a Graph, &'a [Cow<'b, HostTensor>], &'a [(DType, Vec<usize>)], &'a [Option<planner::ConstTensor>]);
 
-/// Element type and shape of body output `out` had the body run on inputs of `sig`: from shape
+/// Element type and shape of body output `out` had the body run ([`BodyRun`]): from shape
 /// inference (the captures as constants) where it knows them, else from the output's declared
 /// info (`[]` when it has none).
-fn empty_element(
-    body: &Graph,
-    caps: &[Cow<HostTensor>],
-    sig: &[(DType, Vec<usize>)],
-    out: usize,
-) -> (DType, Vec<usize>) {
+fn empty_element((body, caps, sig, values): BodyRun, out: usize) -> (DType, Vec<usize>) {
     let declared = body.outputs.get(out).and_then(|&v| body.value(v)).and_then(|v| v.info.clone());
     let constants: Vec<Option<planner::ConstTensor>> = caps.iter().map(|t| Some(t.to_const())).collect();
-    let inferred =
-        planner::stage::body_output_dims(body, &constants, sig).ok().and_then(|o| o.get(out).cloned());
+    let inferred = planner::stage::body_output_dims(body, &constants, sig, values)
+        .ok()
+        .and_then(|o| o.get(out).cloned());
     match (inferred, declared) {
         (Some((dtype, Some(dims))), _) => (dtype, dims),
         (_, Some(i)) => (i.dtype, i.shape.as_known().unwrap_or_default()),
@@ -213,19 +210,28 @@ fn empty_element(
     }
 }
 
+/// The first iteration's counter and condition, the values of a Loop body's first two inputs
+/// (shape inference may need them: the counter as a slice bound).
+pub fn first_iteration() -> Vec<Option<planner::ConstTensor>> {
+    vec![
+        Some(planner::ConstTensor::scalar_i64(0)),
+        planner::ConstTensor::new(DType::Bool, vec![], vec![1]).ok(),
+    ]
+}
+
 /// `parts` stacked along `axis`; with no parts, an empty tensor of body output `out`'s element
 /// type and shape ([`empty_element`]) with `0` inserted at `axis`.
 fn stack_or_empty(
     ctx: &NodeCtx,
     parts: &[HostTensor],
     axis: usize,
-    (body, caps, sig): BodyRun,
+    run: BodyRun,
     out: usize,
 ) -> Result<HostTensor, HostError> {
     if !parts.is_empty() {
         return stack(ctx, parts, axis);
     }
-    let (dtype, mut shape) = empty_element(body, caps, sig, out);
+    let (dtype, mut shape) = empty_element(run, out);
     shape.insert(axis.min(shape.len()), 0);
     Lanes::F(Vec::new()).into_tensor(dtype, shape)
 }

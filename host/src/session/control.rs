@@ -86,8 +86,12 @@ fn empty_element(
     let c = &cp.control;
     let body = cp.bodies[0].lock().map_err(|_| node_error(c, "a body's plans were poisoned"))?;
     let g = &body.graph;
+    let values = match c.op {
+        Op::Loop(_) => crate::reference::control::first_iteration(),
+        _ => Vec::new(),
+    };
     let declared = g.outputs.get(out).and_then(|&v| g.value(v)).and_then(|v| v.info.clone());
-    let inferred = body_output_dims(g, &body.constants, sig).ok().and_then(|o| o.get(out).cloned());
+    let inferred = body_output_dims(g, &body.constants, sig, &values).ok().and_then(|o| o.get(out).cloned());
     Ok(match (inferred, declared) {
         (Some((dtype, Some(dims))), _) => (dtype, dims),
         (_, Some(i)) => (i.dtype, i.shape.as_known().unwrap_or_default()),

@@ -292,7 +292,7 @@ fn control_flow_runs_between_stages_and_its_body_compiles_on_its_own() {
     let with_w = body_graph(&l.body, &[Some(w.clone())], &sig[..3]).unwrap();
     assert_eq!(with_w.inputs.len(), 3);
     let dims = [(DType::I64, vec![]), (DType::Bool, vec![]), (DType::F32, vec![2, 8])];
-    let outs = body_output_dims(&l.body, &[Some(w.clone())], &dims).unwrap();
+    let outs = body_output_dims(&l.body, &[Some(w.clone())], &dims, &[]).unwrap();
     let f = DType::F32;
     assert_eq!(outs, [(DType::Bool, Some(vec![])), (f, Some(vec![2, 8])), (f, Some(vec![2, 8]))]);
 }

@@ -152,3 +152,28 @@ fn loop_body_reads_a_captured_outer_value_every_iteration() {
     let out = eval(&g, &[("step".into(), t(&[2], vec![1f32, 10.0]))]).unwrap();
     assert_eq!(f32s(&out[0].1), [3., 31.]);
 }
+
+#[test]
+fn a_loop_that_never_runs_stacks_outputs_of_the_inferred_element_shape() {
+    // Body: (i, cond, v[2]) -> (cond, v, v[i : i + 1] ⊕ v): the scan element is [3], known only
+    // by inference (no declared info) and only with the counter's value (a slice bound).
+    let mut b = Graph::new();
+    let i = b.input("i", DType::I64, [] as [usize; 0]);
+    let c = b.input("c", DType::Bool, [] as [usize; 0]);
+    let v = b.input("v", DType::F32, [2usize]);
+    let ax = b.const_i64("ax", &[1], &[0]);
+    let start = b.unsqueeze(i, ax);
+    let one = b.const_i64("one", &[1], &[1]);
+    let end = b.add(start, one);
+    let piece = b.op1(Op::Slice(Default::default()), &[v, start, end]);
+    let cat = b.concat(&[piece, v], 0);
+    b.output(c);
+    b.output(v);
+    b.output(cat);
+    let lp = Op::Loop(op::Loop { body: Box::new(b) });
+    let v0 = t(&[2], vec![1f32, 2.0]);
+    let out = run_op(lp.clone(), &[Some(&t(&[], vec![0i64])), None, Some(&v0)], 2).unwrap();
+    assert_eq!(out[1].shape(), [0, 3]);
+    let out = run_op(lp, &[Some(&t(&[], vec![2i64])), None, Some(&v0)], 2).unwrap();
+    assert_eq!((out[1].shape(), f32s(&out[1])), (&[2usize, 3][..], vec![1., 1., 2., 2., 1., 2.]));
+}
