@@ -22,6 +22,8 @@ pub mod intrinsics;
 #[cfg(target_arch = "nvptx64")]
 mod attention;
 #[cfg(target_arch = "nvptx64")]
+mod attention_scores;
+#[cfg(target_arch = "nvptx64")]
 mod attention_tc;
 #[cfg(target_arch = "nvptx64")]
 mod conv;

@@ -491,3 +491,48 @@ fn onnx_attention_with_a_kv_cache_matches_the_reference() {
         check(&what, g, inputs);
     }
 }
+
+/// `qk_matmul_output` in its four modes (the scaled scores, after the soft cap, after the masks,
+/// after the softmax), with a float mask, the causal mask, a soft cap and grouped heads; Y too.
+#[test]
+fn onnx_attention_qk_matmul_output_matches_the_reference() {
+    let mut rng = Rng::new(0x9c4d);
+    let (b, hq, hkv, sq, skv, d) = (2, 4, 2, 5, 7, 8);
+    let ms = [sq, skv];
+    let mask: Vec<f32> = (0..sq * skv).map(|i| if i % 5 == 2 { f32::NEG_INFINITY } else { 0.25 }).collect();
+    for mode in 0..4 {
+        for (softcap, causal, masked) in [(0.0, false, false), (3.0, true, true), (0.0, true, true)] {
+            let a = planner::op::Attention {
+                softcap,
+                is_causal: causal,
+                qk_matmul_output_mode: mode,
+                ..Default::default()
+            };
+            let mut g = Graph::new();
+            let mut ins = Vec::new();
+            let mut inputs = Vec::new();
+            for (name, s) in
+                ["q", "k", "v"].into_iter().zip([[b, hq, sq, d], [b, hkv, skv, d], [b, hkv, skv, d]])
+            {
+                ins.push(Some(g.input(name, DType::F32, known(&s))));
+                inputs.push((name.to_string(), rng.tensor(&s, -1.5, 1.5)));
+            }
+            if masked {
+                ins.push(Some(g.input("mask", DType::F32, known(&ms))));
+                inputs.push(("mask".into(), HostTensor::new(ms.to_vec(), mask.clone()).unwrap()));
+            }
+            let (y, qk) = (g.add_value("y", None), g.add_value("qk", None));
+            g.add_node(planner::Node {
+                name: "attention".into(),
+                op: Op::Attention(a),
+                inputs: ins,
+                outputs: vec![Some(y), None, None, Some(qk)],
+            });
+            g.output(y);
+            g.output(qk);
+            let what =
+                format!("qk_matmul_output mode {mode} softcap {softcap} causal {causal} masked {masked}");
+            crate::indexing::compare(&what, g, &inputs, 2e-5);
+        }
+    }
+}

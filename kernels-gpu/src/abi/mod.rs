@@ -299,6 +299,8 @@ kernel_ids! {
     // attention
     /// `attention::attention_f32`: fused `softmax(program(Q Kᵀ)) V` over strided views
     AttentionF32 => "attention_f32",
+    /// `attention_scores::attention_scores_f32`: ONNX Attention's `qk_matmul_output`, a thread per score
+    AttentionScoresF32 => "attention_scores_f32",
     /// `attention_tc::attention_tc_f32`: `attention_f32` on the tensor cores (16-row query tiles)
     AttentionTcF32 => "attention_tc_f32",
     /// `rotary::rotary_f32`: ONNX RotaryEmbedding

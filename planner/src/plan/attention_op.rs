@@ -21,13 +21,13 @@
 use super::PlanOptions;
 use kernels_gpu::abi::{
     ATTN_MAX_DV, ATTN_ROWS, AttentionParams, AttnView, BinaryOp, EW_MAX_INPUTS, EW_MAX_INSTRS, EwInstr,
-    UnaryOp, attention_fits, ew_binary_code, ew_src, ew_unary_code,
+    KernelId, RowParams, UnaryOp, attention_fits, ew_binary_code, ew_src, ew_unary_code,
 };
 
 use super::lower::{Lowered, bytes_of, dims, f32_only};
 use super::movement::contiguous_u64;
-use super::{Arg, PlannedValue};
-use crate::graph::{Graph, NodeId};
+use super::{Arg, PlannedValue, Step};
+use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::Attention;
 use crate::tensor_info::DType;
 
@@ -206,9 +206,6 @@ pub(super) fn lower(
     if input(6).is_some() {
         return Err("nonpad_kv_seqlen is not lowered yet".into());
     }
-    if n.output(3).is_some() {
-        return Err("qk_matmul_output is not lowered yet".into());
-    }
     let y = n.output(0).ok_or("the output Y is omitted")?;
     f32_only(values, &[q, k, v, y])?;
     let mask = input(3);
@@ -295,6 +292,78 @@ pub(super) fn lower(
     args.extend([Arg::Null, Arg::Null]);
     args.push(Arg::Value(y));
     steps.extend(super::attention::launch(id, &p, args, o)?);
+    if let Some(qk) = n.output(3) {
+        steps.extend(scores(id, a, &p, [q, kv[0], qk], mask, values, o)?);
+    }
+    Ok(steps)
+}
+
+/// The `qk_matmul_output` of Attention node `id` (launched as `p`): an `attention_scores_f32`
+/// launch with the score program cut where mode `a.qk_matmul_output_mode` stops (0 after the
+/// scale, 1 after the soft cap, 2 after the masks), and for mode 3 a softmax over its rows.
+fn scores(
+    id: NodeId,
+    a: &Attention,
+    p: &AttentionParams,
+    [q, k, qk]: [ValueId; 3],
+    mask: Option<ValueId>,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    f32_only(values, &[qk])?;
+    let want = [p.batch, p.heads, p.q_len, p.kv_len].map(|d| d as usize);
+    let got = dims(values, qk)?.0;
+    if got != want {
+        return Err(format!("qk_matmul_output {got:?} is not the expected {want:?}"));
+    }
+    let scale = a.scale.unwrap_or((1.0 / (p.dk as f64).sqrt()) as f32);
+    let (scaled, capped) = ((scale != 1.0) as u32, if a.softcap > 0.0 { 3 } else { 0 });
+    let mut sp = *p;
+    match a.qk_matmul_output_mode {
+        0 | 1 => {
+            sp.n_instr = if a.qk_matmul_output_mode == 0 { scaled } else { scaled + capped };
+            (sp.n_inputs, sp.causal) = (1, 0);
+        }
+        2 | 3 => {}
+        m => return Err(format!("qk_matmul_output_mode {m} (0 to 3 are defined)")),
+    }
+    if sp.n_instr == 0 {
+        sp.out_reg = ew_src::INPUT0;
+    }
+    let elems = want.iter().product::<usize>() as u64;
+    let label = "Attention qk_matmul_output".to_string();
+    let mut args = vec![Arg::Params(bytes_of(&sp)), Arg::Value(q), Arg::Value(k)];
+    args.push(if sp.n_inputs > 1 { mask.map_or(Arg::Null, Arg::Value) } else { Arg::Null });
+    args.extend([Arg::Null, Arg::Null, Arg::Value(qk)]);
+    let mut steps = vec![Step::Kernel {
+        nodes: vec![id],
+        label: label.clone(),
+        kernel: KernelId::AttentionScoresF32,
+        grid: super::capped_grid(o.sm_count, elems.div_ceil(256)),
+        block: [256, 1, 1],
+        shared_bytes: 0,
+        args,
+    }];
+    if a.qk_matmul_output_mode == 3 {
+        let rows = elems / p.kv_len as u64;
+        let (tpr, grid, block, shared_bytes) = super::rows::launch(rows, p.kv_len as u64, 1, o);
+        let rp = RowParams {
+            outer: rows,
+            len: p.kv_len as u64,
+            inner: 1,
+            threads_per_row: tpr,
+            ..RowParams::default()
+        };
+        steps.push(Step::Kernel {
+            nodes: vec![id],
+            label,
+            kernel: KernelId::SoftmaxF32,
+            grid,
+            block,
+            shared_bytes,
+            args: vec![Arg::Params(bytes_of(&rp)), Arg::Value(qk), Arg::Value(qk)],
+        });
+    }
     Ok(steps)
 }
 

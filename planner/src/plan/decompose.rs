@@ -1,6 +1,7 @@
 //! Operators the GPU runs as a few simpler ones (as an ONNX function body would define them):
 //! the training optimizers (Adagrad, Adam, Momentum), BatchNormalization in training mode,
-//! Binarizer and ArrayFeatureExtractor. Each becomes elementwise ops, reductions and gathers
+//! Binarizer and ArrayFeatureExtractor; and Attention's bool `attn_mask`, which becomes the
+//! additive mask it stands for (`Where(mask, 0, -inf)`), the form the attention kernels read. Each becomes elementwise ops, reductions and gathers
 //! that have kernels (and that the elementwise pass then fuses), computing the reference's
 //! formulas in f32. Runs on a bound graph before shape inference; a node whose operands are not
 //! f32 (or whose shapes are unknown) stays as it is, and is refused later by name.
@@ -96,7 +97,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Graph, PlanError> {
                 | Op::Binarizer(_)
                 | Op::ArrayFeatureExtractor
                 | Op::BatchNormalization(op::BatchNormalization { training_mode: true, .. })
-        )
+        ) || (matches!(n.op, Op::Attention(_)) && n.input(3).is_some())
     };
     if !graph.nodes.iter().any(covered) {
         return Ok(graph.clone());
@@ -211,6 +212,14 @@ pub(crate) fn run(graph: &Graph) -> Result<Graph, PlanError> {
                     e.op_into(Op::Gather(op::Gather { axis: -1 }), &[ins[0], idx], node.output(0));
                 }
                 rank > 0
+            }
+            Op::Attention(_) => {
+                if let Some(m) = node.input(3).filter(|m| infos[m.index()].dtype == DType::Bool) {
+                    let (zero, masked) = (e.f32(0.0), e.f32(f32::NEG_INFINITY));
+                    let additive = e.op(Op::Where, &[m, zero, masked]);
+                    e.g.nodes[i].inputs[3] = Some(additive);
+                }
+                false
             }
             Op::BatchNormalization(bn) if f32_in(node, 0..5) => {
                 let Some(rank) = infos[ins[0].index()].shape.as_known().map(|d| d.len()) else { continue };
