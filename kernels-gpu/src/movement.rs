@@ -378,20 +378,24 @@ macro_rules! pad_kernel {
         ///
         /// # Safety
         /// `x` holds the contiguous input of `in_shape` (every used extent at least 1 when the
-        /// mode is not constant), `y` the `p.elems` output elements, not overlapping `x`.
+        /// mode is not constant), `y` the `p.elems` output elements, not overlapping `x`;
+        /// `value` is null or holds one element.
         ///
         /// # Parameters
-        /// `p`: shapes, pads, mode and constant; `x`: the input; `y`: the output.
+        /// `p`: shapes, pads, mode and constant; `x`: the input; `value`: the constant when it is
+        /// known only at run time (null: `p.value_bits`); `y`: the output.
         ///
         /// # Thread mapping
         /// 1-D grid of 1-D blocks, any size: a grid-stride loop over the output elements.
         #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(p: PadParams, x: *const $t, y: *mut $t) {
+        pub unsafe extern "ptx-kernel" fn $name(p: PadParams, x: *const $t, value: *const $t, y: *mut $t) {
             if p.rank as usize > MAX_RANK {
                 return;
             }
+            // SAFETY: one element when not null (the contract).
+            let v = if value.is_null() { p.value_bits as $t } else { unsafe { *value } };
             // SAFETY: forwarded from the contract.
-            unsafe { pad(&p, x, y, p.value_bits as $t) }
+            unsafe { pad(&p, x, y, v) }
         }
     };
 }

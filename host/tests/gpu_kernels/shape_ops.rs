@@ -174,6 +174,24 @@ fn pad_matches_the_reference_in_every_mode() {
             assert!(plan.contains("pad_b4"), "{plan}");
         }
     }
+    // The constant given at run time (a graph input the kernel reads), f32 and i64.
+    for (dtype, shape, pads) in
+        [(DType::F32, vec![3, 4], vec![1, 0, 2, 3]), (DType::I64, vec![5], vec![2, 1])]
+    {
+        let mut g = Graph::new();
+        let x = g.input("x", dtype, known(&shape));
+        let p = ints(&mut g, "pads", &pads);
+        let v = g.input("v", dtype, known(&[]));
+        let y = g.op1(Op::Pad(op::Pad { mode: op::PadMode::Constant, pads: None, value: None }), &[x, p, v]);
+        g.output(y);
+        let (xv, vv) = if dtype == DType::F32 {
+            (f32_input(&mut rng, &shape), HostTensor::new(vec![], vec![-7.25f32]).unwrap())
+        } else {
+            (i64_input(&mut rng, &shape, -9, 9), HostTensor::new(vec![], vec![123i64]).unwrap())
+        };
+        let plan = check(&format!("pad run-time value {dtype}"), g, vec![("x".into(), xv), ("v".into(), vv)]);
+        assert!(plan.contains("pad_b"), "{plan}");
+    }
 }
 
 #[test]

@@ -165,22 +165,19 @@ fn masks_broadcast_from_the_right() {
 
 #[test]
 fn unsupported_variants_are_refused_with_a_reason() {
-    let (q, kv) = ([1, 2, 4, 8], [1, 2, 4, 8]);
-    // A bool mask.
-    let g = graph(Attention::default(), &q, &kv, &kv, Some((&[4, 4], DType::Bool)));
-    assert!(refusal(&g).contains("bool"), "{}", refusal(&g));
+    let q = [1, 2, 4, 8];
     // A KV cache without the present outputs to hold the concatenated cache.
     let (g, _) = cached(Attention::default(), &q, 1);
     assert!(refusal(&g).contains("present_key"), "{}", refusal(&g));
-    // qk_matmul_output.
+    // qk_matmul_output of a mode ONNX does not define.
     let mut g = Graph::new();
     let ins: Vec<Option<crate::ValueId>> =
         ["q", "k", "v"].iter().map(|n| Some(g.input(n, DType::F32, known(&q)))).collect();
     let outs =
-        g.push_opt(Op::Attention(Attention { qk_matmul_output_mode: 1, ..Default::default() }), ins, 4);
+        g.push_opt(Op::Attention(Attention { qk_matmul_output_mode: 4, ..Default::default() }), ins, 4);
     g.output(outs[0]);
     g.output(outs[3]);
-    assert!(refusal(&g).contains("qk_matmul_output"), "{}", refusal(&g));
+    assert!(refusal(&g).contains("qk_matmul_output_mode 4"), "{}", refusal(&g));
     // f16 operands.
     let mut g = Graph::new();
     let ins: Vec<Option<crate::ValueId>> =
@@ -194,6 +191,34 @@ fn unsupported_variants_are_refused_with_a_reason() {
         &ops(&[1, 1, 4, 8], &[1, 1, 4, 8], &[1, 1, 4, 512], &[1, 1, 4, 512]),
     );
     assert!(big.is_err());
+}
+
+#[test]
+fn a_bool_mask_becomes_additive_and_qk_matmul_output_is_a_scores_launch() {
+    let (q, kv) = ([1, 2, 4, 8], [1, 2, 4, 8]);
+    let g = graph(Attention::default(), &q, &kv, &kv, Some((&[4, 4], DType::Bool)));
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let kernels = |plan: &crate::plan::Plan| -> Vec<KernelId> {
+        (plan.steps.iter())
+            .filter_map(|s| if let Step::Kernel { kernel, .. } = s { Some(*kernel) } else { None })
+            .collect()
+    };
+    assert_eq!(kernels(&plan), [KernelId::WhereB4, KernelId::AttentionF32], "{plan}");
+    for (mode, want) in [
+        (0, vec![KernelId::AttentionF32, KernelId::AttentionScoresF32]),
+        (3, vec![KernelId::AttentionF32, KernelId::AttentionScoresF32, KernelId::SoftmaxF32]),
+    ] {
+        let mut g = Graph::new();
+        let ins: Vec<Option<crate::ValueId>> =
+            ["q", "k", "v"].iter().map(|n| Some(g.input(n, DType::F32, known(&q)))).collect();
+        let a = Attention { qk_matmul_output_mode: mode, ..Default::default() };
+        let outs = g.push_opt(Op::Attention(a), ins, 4);
+        g.output(outs[0]);
+        g.output(outs[3]);
+        let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+        // (The present outputs, unused, are still copied first.)
+        assert!(kernels(&plan).ends_with(&want), "{plan}");
+    }
 }
 
 #[test]

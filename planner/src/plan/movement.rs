@@ -383,18 +383,27 @@ pub(super) fn pad(n: &MoveNode, pa: &Pad, g: &Graph, values: &[PlannedValue], o:
     if pads.len() != 2 * axes.len() {
         return Err(format!("{} pads for {} axes", pads.len(), axes.len()));
     }
-    let value_bits = match n.ins.get(2).copied().flatten() {
-        Some(v) => {
-            let c = g.initializers.get(&v).ok_or("the constant value must be a constant")?;
-            let mut b = [0u8; 8];
-            let k = c.bytes.len().min(8);
-            b[..k].copy_from_slice(&c.bytes[..k]);
-            u64::from_le_bytes(b)
-        }
+    // The constant, from the plan or (`run_time`) read by the kernel.
+    let (value_bits, run_time) = match n.ins.get(2).copied().flatten() {
+        Some(v) => match g.initializers.get(&v) {
+            Some(c) => {
+                let mut b = [0u8; 8];
+                let k = c.bytes.len().min(8);
+                b[..k].copy_from_slice(&c.bytes[..k]);
+                (u64::from_le_bytes(b), None)
+            }
+            None => {
+                let (vd, vt) = dims(values, v)?;
+                if vt != dtype || vd.iter().product::<usize>() != 1 {
+                    return Err(format!("the constant value is {vt} {vd:?}, not one {dtype}"));
+                }
+                (0, Some(v))
+            }
+        },
         None => match (pa.value, dtype) {
-            (Some(v), DType::F32) => v.to_bits() as u64,
+            (Some(v), DType::F32) => (v.to_bits() as u64, None),
             (Some(v), _) if v != 0.0 => return Err(format!("a legacy pad value on {dtype} data")),
-            _ => 0,
+            _ => (0, None),
         },
     };
     let mode = match pa.mode {
@@ -407,16 +416,17 @@ pub(super) fn pad(n: &MoveNode, pa: &Pad, g: &Graph, values: &[PlannedValue], o:
     for (i, &a) in axes.iter().enumerate() {
         begin[a] = pads[i];
     }
-    pad_launch(n, (x, y), &begin, (mode, value_bits), values, o)
+    pad_launch(n, (x, y), &begin, (mode, value_bits, run_time), values, o)
 }
 
 /// The Pad launch writing `y` from `x`, element `i` of `y` along each dim reading `i - begin[d]`
-/// of `x` (a negative `begin` crops), outside `x` per `mode` (`value_bits` for a constant).
+/// of `x` (a negative `begin` crops), outside `x` per `mode` (`value_bits` for a constant, or the
+/// element of `run_time` when given).
 fn pad_launch(
     n: &MoveNode,
     (x, y): (ValueId, ValueId),
     begin: &[i64],
-    (mode, value_bits): (u32, u64),
+    (mode, value_bits, run_time): (u32, u64, Option<ValueId>),
     values: &[PlannedValue],
     o: &PlanOptions,
 ) -> Lowered {
@@ -439,7 +449,8 @@ fn pad_launch(
         return Ok(Vec::new());
     }
     let kernel = by_size(dtype, [None, None, Some(KernelId::PadB4), Some(KernelId::PadB8)], "Pad")?;
-    Ok(step(n.id, n.label.clone(), kernel, &p, elems, o, vec![Arg::Value(x), Arg::Value(y)]))
+    let value = run_time.map_or(Arg::Null, Arg::Value);
+    Ok(step(n.id, n.label.clone(), kernel, &p, elems, o, vec![Arg::Value(x), value, Arg::Value(y)]))
 }
 
 /// ONNX CenterCropPad: each listed axis cropped or zero-padded to its target size about the
@@ -463,7 +474,7 @@ pub(super) fn center_crop_pad(
         let (dim, target) = (xd[a] as i64, od[a] as i64);
         begin[a] = if target <= dim { -((dim - target) / 2) } else { (target - dim) / 2 };
     }
-    pad_launch(n, (x, y), &begin, (pad_mode::CONSTANT, 0), values, o)
+    pad_launch(n, (x, y), &begin, (pad_mode::CONSTANT, 0, None), values, o)
 }
 
 /// ONNX GatherND with `batch_dims`.
