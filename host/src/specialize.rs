@@ -19,7 +19,7 @@ const SPECIALIZE_MAX_ELEMS: usize = 64;
 
 /// Whether a plan may be specialized on the values of input `t` of `graph`: a small integer tensor
 /// (a shape operand, axes, sizes, pads), or a small float tensor that only Resize reads, as its roi
-/// or scales (never data a kernel computes on).
+/// or scales, or that only Range reads (never data a kernel computes on).
 pub(crate) fn specializable(graph: &Graph, name: &str, t: &HostTensor) -> bool {
     if t.len() > SPECIALIZE_MAX_ELEMS {
         return false;
@@ -43,7 +43,8 @@ fn resize_operand(graph: &Graph, name: &str) -> bool {
     let mut any = false;
     uses.all(|(op, slot)| {
         any = true;
-        matches!(op, planner::Op::Resize(_)) && (slot == 1 || slot == 2)
+        // Resize's roi or scales, or a Range bound (its output's length is the value's).
+        (matches!(op, planner::Op::Resize(_)) && (slot == 1 || slot == 2)) || matches!(op, planner::Op::Range)
     }) && any
 }
 

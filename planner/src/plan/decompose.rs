@@ -1,7 +1,10 @@
 //! Operators the GPU runs as a few simpler ones (as an ONNX function body would define them):
 //! the training optimizers (Adagrad, Adam, Momentum), BatchNormalization in training mode,
 //! Binarizer and ArrayFeatureExtractor; and Attention's bool `attn_mask`, which becomes the
-//! additive mask it stands for (`Where(mask, 0, -inf)`), the form the attention kernels read. Each becomes elementwise ops, reductions and gathers
+//! additive mask it stands for (`Where(mask, 0, -inf)`), the form the attention kernels read;
+//! MaxUnpool (a scatter into zeros); ReduceMax / ReduceMin of bools (over f32 0 / 1); Pow of an
+//! f32 and an int64 (through f32); and a MatMul whose batch dims broadcast both ways (its operands
+//! expanded to the common batch shape first). Each becomes elementwise ops, reductions and gathers
 //! that have kernels (and that the elementwise pass then fuses), computing the reference's
 //! formulas in f32. Runs on a bound graph before shape inference; a node whose operands are not
 //! f32 (or whose shapes are unknown) stays as it is, and is refused later by name.
@@ -98,6 +101,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Graph, PlanError> {
                 | Op::ArrayFeatureExtractor
                 | Op::BatchNormalization(op::BatchNormalization { training_mode: true, .. })
         ) || (matches!(n.op, Op::Attention(_)) && n.input(3).is_some())
+            || matches!(n.op, Op::MaxUnpool(_) | Op::ReduceMax(_) | Op::ReduceMin(_) | Op::Pow | Op::MatMul)
     };
     if !graph.nodes.iter().any(covered) {
         return Ok(graph.clone());
@@ -221,6 +225,94 @@ pub(crate) fn run(graph: &Graph) -> Result<Graph, PlanError> {
                 }
                 false
             }
+            Op::ReduceMax(_) | Op::ReduceMin(_) if infos[ins[0].index()].dtype == DType::Bool => {
+                let x = e.op(Op::Cast(op::Cast { to: DType::F32, saturate: true }), &ins[..1]);
+                let mut operands = vec![x];
+                operands.extend(&ins[1..]);
+                let r = e.op(node.op.clone(), &operands);
+                e.op_into(Op::Cast(op::Cast { to: DType::Bool, saturate: true }), &[r], node.output(0));
+                true
+            }
+            Op::Pow if ins.len() == 2 => {
+                let (tx, ty) = (infos[ins[0].index()].dtype, infos[ins[1].index()].dtype);
+                let cast = |e: &mut Expand, v: ValueId, to: DType| {
+                    e.op(Op::Cast(op::Cast { to, saturate: true }), &[v])
+                };
+                match (tx, ty) {
+                    (DType::F32, DType::I64) => {
+                        let y = cast(&mut e, ins[1], DType::F32);
+                        e.op_into(Op::Pow, &[ins[0], y], node.output(0));
+                        true
+                    }
+                    (DType::I64, DType::F32) => {
+                        let x = cast(&mut e, ins[0], DType::F32);
+                        let p = e.op(Op::Pow, &[x, ins[1]]);
+                        e.op_into(
+                            Op::Cast(op::Cast { to: DType::I64, saturate: true }),
+                            &[p],
+                            node.output(0),
+                        );
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            Op::MatMul if ins.len() == 2 => {
+                let (Some(a), Some(b)) =
+                    (infos[ins[0].index()].shape.as_known(), infos[ins[1].index()].shape.as_known())
+                else {
+                    continue;
+                };
+                let Some(batch) = mutual_batch(&a, &b) else { continue };
+                let mut operands = Vec::new();
+                for (v, d) in [(ins[0], &a), (ins[1], &b)] {
+                    let mut full: Vec<i64> = batch.iter().map(|&n| n as i64).collect();
+                    full.extend(d[d.len() - 2..].iter().map(|&n| n as i64));
+                    let shape = e.i64s(&full);
+                    operands.push(e.op(Op::Expand, &[v, shape]));
+                }
+                e.op_into(Op::MatMul, &operands, node.output(0));
+                true
+            }
+            Op::MaxUnpool(u) if f32_in(node, 0..1) => {
+                let Some(xd) = infos[ins[0].index()].shape.as_known() else { continue };
+                let Some(unpooled) = unpooled_dims(u, &xd) else { continue };
+                let target = match ins.get(2) {
+                    Some(&v) => match graph.initializers.get(&v).and_then(|c| c.to_i64s()) {
+                        Some(t)
+                            if t.len() == unpooled.len()
+                                && t.iter().zip(&unpooled).all(|(&o, &u)| o >= u as i64) =>
+                        {
+                            t
+                        }
+                        _ => continue,
+                    },
+                    None => unpooled.iter().map(|&d| d as i64).collect(),
+                };
+                let n: usize = unpooled.iter().product();
+                let zero = e.f32(0.0);
+                let len = e.i64s(&[n as i64]);
+                let zeros = e.op(Op::Expand, &[zero, len]);
+                let flat = e.i64s(&[-1]);
+                let xs = e.op(Op::Reshape(Default::default()), &[ins[0], flat]);
+                let is = e.op(Op::Reshape(Default::default()), &[ins[1], flat]);
+                let scatter = op::ScatterElements { axis: 0, ..Default::default() };
+                let y = e.op(Op::ScatterElements(scatter), &[zeros, is, xs]);
+                let shape = e.i64s(&unpooled.iter().map(|&d| d as i64).collect::<Vec<_>>());
+                let out = node.output(0);
+                if target.iter().zip(&unpooled).all(|(&t, &u)| t == u as i64) {
+                    e.op_into(Op::Reshape(Default::default()), &[y, shape], out);
+                } else {
+                    // A larger output shape: the same multi-index, zeros after (end padding).
+                    let shaped = e.op(Op::Reshape(Default::default()), &[y, shape]);
+                    let mut pads = vec![0i64; unpooled.len()];
+                    pads.extend(target.iter().zip(&unpooled).map(|(&t, &u)| t - u as i64));
+                    let pads = e.i64s(&pads);
+                    let pad = op::Pad { mode: op::PadMode::Constant, pads: None, value: None };
+                    e.op_into(Op::Pad(pad), &[shaped, pads], out);
+                }
+                true
+            }
             Op::BatchNormalization(bn) if f32_in(node, 0..5) => {
                 let Some(rank) = infos[ins[0].index()].shape.as_known().map(|d| d.len()) else { continue };
                 if rank < 2 {
@@ -245,6 +337,52 @@ pub(crate) fn run(graph: &Graph) -> Result<Graph, PlanError> {
     g.nodes = kept;
     crate::validate::graph(&g)?;
     Ok(g)
+}
+
+/// The batch shape two MatMul operands (dims `a`, `b`, both of rank 3 or more) broadcast to, when
+/// each has a 1 the other broadcasts over (the GEMM kernels take one broadcast operand only).
+fn mutual_batch(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    if a.len() < 3 || b.len() < 3 {
+        return None;
+    }
+    let (ab, bb) = (&a[..a.len() - 2], &b[..b.len() - 2]);
+    let rank = ab.len().max(bb.len());
+    let at = |d: &[usize], k: usize| if k + d.len() >= rank { d[k + d.len() - rank] } else { 1 };
+    let (mut a_wide, mut b_wide) = (false, false);
+    let mut out = Vec::with_capacity(rank);
+    for k in 0..rank {
+        let (x, y) = (at(ab, k), at(bb, k));
+        match (x, y) {
+            _ if x == y => out.push(x),
+            (1, _) => {
+                b_wide = true;
+                out.push(y);
+            }
+            (_, 1) => {
+                a_wide = true;
+                out.push(x);
+            }
+            _ => return None,
+        }
+    }
+    (a_wide && b_wide).then_some(out)
+}
+
+/// MaxUnpool's output dims before `output_shape`: `(in - 1) * stride + kernel - pads` per
+/// spatial dim, as the reference computes them.
+fn unpooled_dims(u: &op::MaxUnpool, xd: &[usize]) -> Option<Vec<usize>> {
+    let s = u.kernel_shape.len();
+    if xd.len() != s + 2 {
+        return None;
+    }
+    let mut out = xd[..2].to_vec();
+    for d in 0..s {
+        let stride = u.strides.get(d).copied().unwrap_or(1);
+        let pads = u.pads.get(d).copied().unwrap_or(0) + u.pads.get(d + s).copied().unwrap_or(0);
+        let full = xd[d + 2].saturating_sub(1) * stride + u.kernel_shape[d];
+        out.push(full.checked_sub(pads)?);
+    }
+    Some(out)
 }
 
 /// Expands an optimizer whose operands come in `groups` lists (`X…, G…, states…`) after `R` and
