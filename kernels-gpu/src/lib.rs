@@ -26,6 +26,8 @@ mod attention_scores;
 #[cfg(target_arch = "nvptx64")]
 mod attention_tc;
 #[cfg(target_arch = "nvptx64")]
+mod blocks;
+#[cfg(target_arch = "nvptx64")]
 mod conv;
 #[cfg(target_arch = "nvptx64")]
 mod elementwise;

@@ -7,6 +7,7 @@ mod clip;
 mod context;
 mod control;
 mod conv;
+mod decomposed;
 mod elementwise;
 mod ew_ops;
 mod gemm;

@@ -98,3 +98,47 @@ pub struct ScatterNdParams {
 
 // SAFETY: #[repr(C)], two u64, four u32, two u64 arrays: no padding.
 unsafe impl Params for ScatterNdParams {}
+
+/// Parameters of the `blocks::tensor_scatter_b*` kernels (ONNX TensorScatter): the cache as
+/// `[outer, len, inner]` around its sequence axis and the update as `[outer, ulen, inner]`;
+/// row `o` of the outer dims belongs to batch entry `o / per_batch`, whose update starts at its
+/// write offset (0 without offsets), wrapping around `len` when `circular`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TensorScatterParams {
+    /// Rows before the sequence axis (batch included).
+    pub outer: u64,
+    /// The cache's sequence extent.
+    pub len: u64,
+    /// The update's sequence extent (at most `len`).
+    pub ulen: u64,
+    /// Elements after the sequence axis.
+    pub inner: u64,
+    /// Rows per batch entry (`outer / batch`, at least 1).
+    pub per_batch: u64,
+    /// Non-zero: offsets wrap around the sequence axis.
+    pub circular: u32,
+    /// Non-zero: the launch passes one write offset (i64) per batch entry.
+    pub has_offsets: u32,
+}
+
+// SAFETY: #[repr(C)], five u64, two u32: no padding.
+unsafe impl Params for TensorScatterParams {}
+
+/// Largest matrix `blocks::det_f32` takes (`m <= DET_MAX_M`; a thread holds one in local memory).
+pub const DET_MAX_M: u32 = 16;
+
+/// Parameters of `blocks::det_f32` (ONNX Det): `batch` matrices of `m x m`, contiguous.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DetParams {
+    /// Matrices.
+    pub batch: u64,
+    /// Their size (at most [`DET_MAX_M`]).
+    pub m: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+// SAFETY: #[repr(C)], one u64, two u32: no padding.
+unsafe impl Params for DetParams {}

@@ -329,6 +329,12 @@ kernel_ids! {
     TriluB4 => "trilu_b4",
     /// `indexing::trilu_b8`: ONNX Trilu of 8-byte elements
     TriluB8 => "trilu_b8",
+    /// `blocks::tensor_scatter_b4`: ONNX TensorScatter of 4-byte elements
+    TensorScatterB4 => "tensor_scatter_b4",
+    /// `blocks::tensor_scatter_b8`: ONNX TensorScatter of 8-byte elements
+    TensorScatterB8 => "tensor_scatter_b8",
+    /// `blocks::det_f32`: ONNX Det, a thread per matrix (Gaussian elimination, partial pivoting)
+    DetF32 => "det_f32",
     // loss
     /// `loss::nll_loss_f32`: NegativeLogLikelihoodLoss (every reduction, weights, ignore_index)
     NllLossF32 => "nll_loss_f32",

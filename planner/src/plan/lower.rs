@@ -4,6 +4,7 @@
 
 use kernels_gpu::abi::{Activation, BinaryOp, Params, UnaryOp, UnaryParams, compare_op};
 
+use super::blocks;
 use super::conv::{self, ConvNode};
 use super::elementwise::binary_params;
 use super::ew_ops::{self, Variadic};
@@ -346,6 +347,8 @@ pub(super) fn node(
             indexing::scatter_elements(&mn, a.axis, crate::op::ScatterReduction::None, values, o)
         }
         Op::Trilu(a) => indexing::trilu(&move_node(id, label, &ins, &n.outputs), a.upper, values, o),
+        Op::TensorScatter(a) => blocks::tensor_scatter(&move_node(id, label, &ins, &n.outputs), a, values, o),
+        Op::Det => blocks::det(&move_node(id, label, &ins, &n.outputs), values, o),
         Op::DepthToSpace(a) => {
             let mn = move_node(id, label, &ins, &n.outputs);
             indexing::depth_to_space(&mn, a.blocksize, a.mode, values, o)

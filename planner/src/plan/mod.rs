@@ -14,6 +14,7 @@
 
 mod attention;
 mod attention_op;
+mod blocks;
 #[cfg(test)]
 mod clip_tests;
 mod conv;

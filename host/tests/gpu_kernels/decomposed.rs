@@ -1,0 +1,238 @@
+//! Operators with small kernels of their own (TensorScatter, Det) and those the planner runs as
+//! simpler ones (the training optimizers, BatchNormalization in training mode, Binarizer,
+//! ArrayFeatureExtractor, MaxUnpool, bool ReduceMax / ReduceMin, Pow of mixed types, MatMul with
+//! batch dims broadcast both ways), on the device against the CPU reference: random shapes and
+//! attributes.
+
+use host::HostTensor;
+use host::selftest::Rng;
+use planner::op::{self, Op};
+use planner::{DType, Graph, ValueId};
+
+use crate::indexing::{compare, known, pick};
+
+fn floats(rng: &mut Rng, shape: &[usize], lo: f32, hi: f32) -> HostTensor {
+    rng.tensor(shape, lo, hi)
+}
+
+fn scalar_i64(v: i64) -> HostTensor {
+    HostTensor::new(vec![], vec![v]).unwrap()
+}
+
+#[test]
+fn det_matches_the_reference() {
+    let mut rng = Rng::new(0xde7);
+    for (batch, m) in [(vec![], 1), (vec![], 3), (vec![5], 2), (vec![2, 3], 4), (vec![7], 9), (vec![3], 16)] {
+        let mut shape = batch.clone();
+        shape.extend([m, m]);
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&shape));
+        let y = g.op1(Op::Det, &[x]);
+        g.output(y);
+        // Diagonally weighted, so the determinants stay well scaled.
+        let mut t = floats(&mut rng, &shape, -1.0, 1.0).to_const();
+        let mut v: Vec<f32> = t.bytes.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        for (k, e) in v.iter_mut().enumerate() {
+            if (k % (m * m)) % (m + 1) == 0 {
+                *e += 2.0;
+            }
+        }
+        t.bytes = v.iter().flat_map(|e| e.to_le_bytes()).collect();
+        let x = HostTensor::from_const(&t).unwrap();
+        compare(&format!("det {shape:?}"), g, &[("x".into(), x)], 1e-4);
+    }
+}
+
+#[test]
+fn tensor_scatter_matches_the_reference() {
+    let mut rng = Rng::new(0x75c);
+    for (cache, ulen, axis, circular, dtype) in [
+        (vec![2, 5, 3], 2, 1, false, DType::F32),
+        (vec![3, 2, 8, 4], 3, -2, true, DType::F32),
+        (vec![2, 6], 4, 1, true, DType::I64),
+        (vec![1, 4, 4], 4, 1, false, DType::F32),
+    ] {
+        let rank = cache.len() as i64;
+        let ax = if axis < 0 { axis + rank } else { axis } as usize;
+        let mut upd = cache.clone();
+        upd[ax] = ulen;
+        let len = cache[ax];
+        let mut g = Graph::new();
+        let c = g.input("cache", dtype, known(&cache));
+        let u = g.input("update", dtype, known(&upd));
+        let w = g.input("w", DType::I64, known(&[cache[0]]));
+        let y = g.op1(Op::TensorScatter(op::TensorScatter { axis, circular }), &[c, u, w]);
+        g.output(y);
+        // Linear offsets keep the update inside; circular ones may wrap.
+        let offs: Vec<i64> = (0..cache[0])
+            .map(|_| (rng.next_u64() % if circular { len as u64 } else { (len - ulen + 1) as u64 }) as i64)
+            .collect();
+        let tensor = |rng: &mut Rng, s: &[usize]| {
+            if dtype == DType::F32 {
+                floats(rng, s, -3.0, 3.0)
+            } else {
+                let n: usize = s.iter().product();
+                HostTensor::new(s.to_vec(), (0..n).map(|k| k as i64 * 7 - 11).collect::<Vec<_>>()).unwrap()
+            }
+        };
+        let inputs = [
+            ("cache".to_string(), tensor(&mut rng, &cache)),
+            ("update".to_string(), tensor(&mut rng, &upd)),
+            ("w".to_string(), HostTensor::new(vec![cache[0]], offs.clone()).unwrap()),
+        ];
+        compare(&format!("tensor scatter {cache:?} {ulen} {axis} {circular} {offs:?}"), g, &inputs, 0.0);
+    }
+}
+
+/// An optimizer node over `n` tensors of `shape`: inputs R, T, then `lists` lists.
+fn optimizer(
+    op: Op,
+    lists: usize,
+    n: usize,
+    shape: &[usize],
+    t: i64,
+    rng: &mut Rng,
+) -> (Graph, Vec<(String, HostTensor)>) {
+    let mut g = Graph::new();
+    let r = g.input("r", DType::F32, known(&[]));
+    let tv = g.input("t", DType::I64, known(&[]));
+    let mut ins = vec![r, tv];
+    let mut inputs = vec![
+        ("r".to_string(), HostTensor::new(vec![], vec![0.1f32]).unwrap()),
+        ("t".to_string(), scalar_i64(t)),
+    ];
+    for l in 0..lists {
+        for k in 0..n {
+            let name = format!("in{l}_{k}");
+            ins.push(g.input(&name, DType::F32, known(shape)));
+            // Second moments (Adam's H, Adagrad's H) stay non-negative.
+            let lo = if l == lists - 1 && lists > 2 { 0.0 } else { -1.0 };
+            inputs.push((name, floats(rng, shape, lo, 1.0)));
+        }
+    }
+    let outs = g.push(op, &ins, n * (lists - 1));
+    outs.iter().for_each(|&o| g.output(o));
+    (g, inputs)
+}
+
+#[test]
+fn training_optimizers_match_the_reference() {
+    let mut rng = Rng::new(0x0971);
+    for t in [0i64, 3] {
+        for n in [1, 2] {
+            let shape = [pick(&mut rng, &[1, 5, 300]), 2];
+            let adagrad = op::Adagrad { decay_factor: 0.1, epsilon: 1e-6, norm_coefficient: 0.01 };
+            let (g, inputs) = optimizer(Op::Adagrad(adagrad), 3, n, &shape, t, &mut rng);
+            compare(&format!("adagrad T {t} n {n}"), g, &inputs, 1e-5);
+            let adam = op::Adam {
+                epsilon: 1e-6,
+                norm_coefficient: 0.02,
+                norm_coefficient_post: 0.01,
+                ..Default::default()
+            };
+            let (g, inputs) = optimizer(Op::Adam(adam), 4, n, &shape, t, &mut rng);
+            compare(&format!("adam T {t} n {n}"), g, &inputs, 1e-5);
+            for mode in [op::MomentumMode::Standard, op::MomentumMode::Nesterov] {
+                let m = op::Momentum { alpha: 0.9, beta: 0.5, norm_coefficient: 0.01, mode };
+                let (g, inputs) = optimizer(Op::Momentum(m), 3, n, &shape, t, &mut rng);
+                compare(&format!("momentum {mode:?} T {t} n {n}"), g, &inputs, 1e-5);
+            }
+        }
+    }
+}
+
+#[test]
+fn batch_norm_training_binarizer_and_feature_extraction_match_the_reference() {
+    let mut rng = Rng::new(0xb17);
+    for shape in [vec![2, 3], vec![4, 5, 7], vec![2, 3, 4, 5]] {
+        let c = shape[1];
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&shape));
+        let ps: Vec<ValueId> =
+            ["scale", "bias", "mean", "var"].iter().map(|n| g.input(n, DType::F32, known(&[c]))).collect();
+        let bn = op::BatchNormalization { epsilon: 1e-3, momentum: 0.8, training_mode: true };
+        let outs = g.push(Op::BatchNormalization(bn), &[x, ps[0], ps[1], ps[2], ps[3]], 3);
+        outs.iter().for_each(|&o| g.output(o));
+        let mut inputs = vec![("x".to_string(), floats(&mut rng, &shape, -2.0, 2.0))];
+        for n in ["scale", "bias", "mean", "var"] {
+            inputs.push((n.to_string(), floats(&mut rng, &[c], 0.1, 1.0)));
+        }
+        compare(&format!("batch norm training {shape:?}"), g, &inputs, 1e-5);
+    }
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[4, 6]));
+    let b = g.op1(Op::Binarizer(op::Binarizer { threshold: 0.25 }), &[x]);
+    let idx = g.const_i64("idx", &[3], &[5, -1, 0]);
+    let f = g.op1(Op::ArrayFeatureExtractor, &[x, idx]);
+    g.output(b);
+    g.output(f);
+    compare("binarizer, feature extractor", g, &[("x".into(), floats(&mut rng, &[4, 6], -1.0, 1.0))], 0.0);
+}
+
+#[test]
+fn max_unpool_of_max_pool_indices_matches_the_reference() {
+    let mut rng = Rng::new(0x0a9);
+    for (shape, kernel, strides, out) in [
+        (vec![1, 2, 6, 6], vec![2, 2], vec![2, 2], None),
+        (vec![2, 1, 7, 5], vec![3, 2], vec![2, 1], Some(vec![2, 1, 8, 6])),
+    ] {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&shape));
+        let pool =
+            op::MaxPool { kernel_shape: kernel.clone(), strides: strides.clone(), ..Default::default() };
+        let pooled = g.push(Op::MaxPool(pool), &[x], 2);
+        let unpool = op::MaxUnpool { kernel_shape: kernel, strides, pads: vec![] };
+        let mut ins = vec![pooled[0], pooled[1]];
+        if let Some(o) = &out {
+            ins.push(g.const_i64("out", &[o.len()], &o.iter().map(|&d| d as i64).collect::<Vec<_>>()));
+        }
+        let y = g.op1(Op::MaxUnpool(unpool), &ins);
+        g.output(y);
+        compare(
+            &format!("max unpool {shape:?} {out:?}"),
+            g,
+            &[("x".into(), floats(&mut rng, &shape, -1.0, 1.0))],
+            0.0,
+        );
+    }
+}
+
+#[test]
+fn bool_reductions_mixed_pow_and_two_way_broadcast_matmul_match_the_reference() {
+    let mut rng = Rng::new(0x5b0);
+    let mut g = Graph::new();
+    let x = g.input("x", DType::Bool, known(&[3, 4]));
+    let axes = g.const_i64("axes", &[1], &[1]);
+    for op in [Op::ReduceMax(op::Reduce::default()), Op::ReduceMin(op::Reduce::default())] {
+        let y = g.op1(op, &[x, axes]);
+        g.output(y);
+    }
+    let bits: Vec<bool> = (0..12).map(|k| k % 3 != 0 || k == 4).collect();
+    compare("bool reductions", g, &[("x".into(), HostTensor::new(vec![3, 4], bits).unwrap())], 0.0);
+
+    let mut g = Graph::new();
+    let f = g.input("f", DType::F32, known(&[5]));
+    let i = g.input("i", DType::I64, known(&[5]));
+    let a = g.op1(Op::Pow, &[f, i]);
+    let b = g.op1(Op::Pow, &[i, f]);
+    g.output(a);
+    g.output(b);
+    let inputs = [
+        ("f".to_string(), HostTensor::new(vec![5], vec![1.5f32, -2.0, 0.5, 3.0, 2.0]).unwrap()),
+        ("i".to_string(), HostTensor::new(vec![5], vec![2i64, 3, 0, 1, 5]).unwrap()),
+    ];
+    compare("mixed pow", g, &inputs, 1e-6);
+
+    for (a, b) in [(vec![3, 1, 3, 4], vec![1, 2, 4, 2]), (vec![2, 1, 5, 8], vec![4, 8, 3])] {
+        let mut g = Graph::new();
+        let x = g.input("a", DType::F32, known(&a));
+        let y = g.input("b", DType::F32, known(&b));
+        let z = g.matmul(x, y);
+        g.output(z);
+        let inputs = [
+            ("a".to_string(), floats(&mut rng, &a, -1.0, 1.0)),
+            ("b".to_string(), floats(&mut rng, &b, -1.0, 1.0)),
+        ];
+        compare(&format!("matmul {a:?} x {b:?}"), g, &inputs, 1e-5);
+    }
+}
