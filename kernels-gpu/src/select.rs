@@ -5,7 +5,8 @@
 //! a block per row sorts the row's keys in shared memory (bitonic) and writes the first `k`.
 
 use crate::abi::{
-    MAX_RANK, NON_ZERO_THREADS, NonZeroParams, TOP_K_MAX_LEN, TOP_K_THREADS, TopKParams, scalar,
+    MAX_RANK, NON_ZERO_THREADS, NonZeroParams, TOP_K_I64_MAX_LEN, TOP_K_MAX_LEN, TOP_K_THREADS, TopKParams,
+    scalar,
 };
 use crate::group::Group;
 use crate::intrinsics::{
@@ -177,30 +178,36 @@ fn top_k_key(p: &TopKParams, bits: u32, j: u32) -> u64 {
     (value as u64) << 32 | j as u64
 }
 
-/// ONNX TopK along the middle axis of `[outer, len, inner]` ([`TopKParams`]): the first `k`
-/// elements of each row in the wanted order, values to `y` and positions (i64) to `indices`.
+/// The sort key of element `j` of an i64 row: the value's order as unsigned bits above the index
+/// (ascending keys put the wanted elements first, ties in index order).
+#[inline(always)]
+fn top_k_key_i64(p: &TopKParams, bits: u64, j: u32) -> u128 {
+    let ordered = bits ^ (1 << 63);
+    let value = if p.largest != 0 { !ordered } else { ordered };
+    (value as u128) << 32 | j as u128
+}
+
+/// The body of the TopK kernels: for each row, its keys (`key(value, j)`, `K::MAX` past the row)
+/// sorted bitonically in `keys` (shared memory of `p.padded` keys), then the first `k` written
+/// (the index is a key's low 32 bits).
 ///
 /// # Safety
-/// `x` holds `outer * len * inner` elements of 4 bytes (f32 or i32, `p.dtype`); `y` holds
-/// `outer * k * inner` of them and `indices` as many i64; `p.k <= p.len <= p.padded <=
-/// TOP_K_MAX_LEN`, `p.padded` a power of two; `8 * p.padded` bytes of dynamic shared memory.
-///
-/// # Parameters
-/// `p`; input `x`; outputs `y` (values) and `indices`.
-///
-/// # Thread mapping
-/// 1-D grid of `TOP_K_THREADS`-thread blocks, any count: each block strides over the rows
-/// (`outer * inner`), loads a row's keys into shared memory (padding keys sort last), sorts them
-/// bitonically (each thread compares and swaps pairs, a barrier between passes) and writes the
-/// first `k`.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn top_k(p: TopKParams, x: *const u32, y: *mut u32, indices: *mut i64) {
+/// As [`top_k`], for elements of type `T` and `size_of::<K>() * p.padded` bytes of shared memory.
+#[inline(always)]
+unsafe fn top_k_rows<T: Copy, K: Copy + PartialOrd>(
+    p: &TopKParams,
+    x: *const T,
+    y: *mut T,
+    indices: *mut i64,
+    key: impl Fn(T, u32) -> K,
+    (pad_key, low): (K, impl Fn(K) -> u64),
+) {
     let padded = p.padded as u64;
     let fits = padded.is_power_of_two() && padded <= TOP_K_MAX_LEN && p.len <= padded && p.k <= p.len;
     if block_dim_x() != TOP_K_THREADS || !fits {
         trap();
     }
-    let keys = dynamic_shared_ptr().cast::<u64>();
+    let keys = dynamic_shared_ptr().cast::<K>();
     let t = thread_idx_x() as u64;
     let rows = p.outer * p.inner;
     let mut row = block_idx_x() as u64;
@@ -210,8 +217,8 @@ pub unsafe extern "ptx-kernel" fn top_k(p: TopKParams, x: *const u32, y: *mut u3
         let mut j = t;
         while j < padded {
             // SAFETY: j < len indexes the row inside `x`; j < padded <= the shared keys.
-            let key = if j < p.len { top_k_key(&p, unsafe { *x.add(at(j)) }, j as u32) } else { u64::MAX };
-            unsafe { *keys.add(j as usize) = key };
+            let k = if j < p.len { key(unsafe { *x.add(at(j)) }, j as u32) } else { pad_key };
+            unsafe { *keys.add(j as usize) = k };
             j += TOP_K_THREADS as u64;
         }
         sync_threads();
@@ -245,7 +252,7 @@ pub unsafe extern "ptx-kernel" fn top_k(p: TopKParams, x: *const u32, y: *mut u3
             // SAFETY: r < k <= len: a real key (padding sorts after every one), whose low half is
             // its index j < len; the outputs hold `k` per row.
             unsafe {
-                let j = (*keys.add(r as usize) & 0xffff_ffff) as u64;
+                let j = low(*keys.add(r as usize));
                 let out = ((o * p.k + r) * p.inner + i) as usize;
                 *y.add(out) = *x.add(at(j));
                 *indices.add(out) = j as i64;
@@ -255,4 +262,48 @@ pub unsafe extern "ptx-kernel" fn top_k(p: TopKParams, x: *const u32, y: *mut u3
         sync_threads();
         row += grid_dim_x() as u64;
     }
+}
+
+/// ONNX TopK along the middle axis of `[outer, len, inner]` ([`TopKParams`]): the first `k`
+/// elements of each row in the wanted order, values to `y` and positions (i64) to `indices`.
+///
+/// # Safety
+/// `x` holds `outer * len * inner` elements of 4 bytes (f32 or i32, `p.dtype`); `y` holds
+/// `outer * k * inner` of them and `indices` as many i64; `p.k <= p.len <= p.padded <=
+/// TOP_K_MAX_LEN`, `p.padded` a power of two; `8 * p.padded` bytes of dynamic shared memory.
+///
+/// # Parameters
+/// `p`; input `x`; outputs `y` (values) and `indices`.
+///
+/// # Thread mapping
+/// 1-D grid of `TOP_K_THREADS`-thread blocks, any count: each block strides over the rows
+/// (`outer * inner`), loads a row's keys into shared memory (padding keys sort last), sorts them
+/// bitonically (each thread compares and swaps pairs, a barrier between passes) and writes the
+/// first `k`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn top_k(p: TopKParams, x: *const u32, y: *mut u32, indices: *mut i64) {
+    // SAFETY: forwarded (the contract; 8-byte keys).
+    unsafe { top_k_rows(&p, x, y, indices, |v, j| top_k_key(&p, v, j), (u64::MAX, |k: u64| k & 0xffff_ffff)) }
+}
+
+/// [`top_k`] of i64 elements (`p.dtype` not read): 16-byte keys (the value's 64 bits above the
+/// index), rows of at most [`TOP_K_I64_MAX_LEN`].
+///
+/// # Safety
+/// As [`top_k`] with 8-byte elements, `p.padded <= TOP_K_I64_MAX_LEN` and `16 * p.padded` bytes
+/// of dynamic shared memory.
+///
+/// # Parameters
+/// As [`top_k`].
+///
+/// # Thread mapping
+/// As [`top_k`].
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn top_k_i64(p: TopKParams, x: *const u64, y: *mut u64, indices: *mut i64) {
+    if p.padded as u64 > TOP_K_I64_MAX_LEN {
+        trap();
+    }
+    let low = |k: u128| (k & 0xffff_ffff) as u64;
+    // SAFETY: forwarded (the contract; 16-byte keys).
+    unsafe { top_k_rows(&p, x, y, indices, |v, j| top_k_key_i64(&p, v, j), (u128::MAX, low)) }
 }

@@ -187,12 +187,13 @@ fn top_k_matches_the_reference() {
             let shape = shape_of(&mut rng, rank, &[1, 2, 5, 17, 64, 130]);
             let axis = (rng.next_u64() % rank as u64) as i64
                 - if rng.next_u64().is_multiple_of(2) { rank as i64 } else { 0 };
-            cases.push((shape, axis, pick(&mut rng, &[DType::F32, DType::I32])));
+            cases.push((shape, axis, pick(&mut rng, &[DType::F32, DType::I32, DType::I64])));
         }
     }
     // A kNN-sized problem and the longest row the kernel sorts.
     cases.push((vec![128, 128], -1, DType::F32));
     cases.push((vec![2, 4096], 1, DType::F32));
+    cases.push((vec![3, 2048], 1, DType::I64));
     for (shape, axis, dtype) in cases {
         let a = axis.rem_euclid(shape.len() as i64) as usize;
         let k = 1 + (rng.next_u64() % shape[a] as u64) as i64;
@@ -215,8 +216,13 @@ fn top_k_matches_the_reference() {
                 })
                 .collect();
             HostTensor::new(shape.clone(), v).unwrap()
-        } else {
+        } else if dtype == DType::I32 {
             let v: Vec<i32> = (0..n).map(|_| pick(&mut rng, &[i32::MIN, -7, 0, 3, 3, i32::MAX])).collect();
+            HostTensor::new(shape.clone(), v).unwrap()
+        } else {
+            // Values apart only in their high or low 32 bits, and the extremes.
+            let odd = [i64::MIN, -(1 << 40), -1, 0, 1 << 40, (1 << 40) + 1, 3, 3, i64::MAX];
+            let v: Vec<i64> = (0..n).map(|_| pick(&mut rng, &odd)).collect();
             HostTensor::new(shape.clone(), v).unwrap()
         };
         let plan = compare(

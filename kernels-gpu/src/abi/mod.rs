@@ -312,6 +312,8 @@ kernel_ids! {
     NonZeroWrite => "non_zero_write",
     /// `select::top_k`: ONNX TopK along one axis (a block sorts each row in shared memory)
     TopK => "top_k",
+    /// `select::top_k_i64`: ONNX TopK of int64 along one axis (16-byte keys)
+    TopKI64 => "top_k_i64",
     // indexing
     /// `indexing::gather_elements_b1`: ONNX GatherElements of 1-byte elements
     GatherElementsB1 => "gather_elements_b1",

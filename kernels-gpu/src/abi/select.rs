@@ -41,6 +41,9 @@ unsafe impl Params for NonZeroParams {}
 pub const TOP_K_THREADS: u32 = 256;
 /// Longest axis `select::top_k` sorts (its keys fill `8 * TOP_K_MAX_LEN` bytes of shared memory).
 pub const TOP_K_MAX_LEN: u64 = 4096;
+/// Longest axis `select::top_k_i64` sorts (its 16-byte keys fill `16 * TOP_K_I64_MAX_LEN` bytes of
+/// shared memory).
+pub const TOP_K_I64_MAX_LEN: u64 = 2048;
 
 /// Parameters of `select::top_k` (ONNX TopK): the input is `[outer, len, inner]` (the axis in the
 /// middle), of element type `dtype` (`scalar::F32` or `scalar::I32`); each of the `outer * inner`

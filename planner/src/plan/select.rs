@@ -3,8 +3,8 @@
 //! the output length, then a write launch over the same blocks. ONNX TopK: one sorting launch.
 
 use kernels_gpu::abi::{
-    KernelId, MAX_RANK, NON_ZERO_SHARED_BYTES, NON_ZERO_THREADS, NonZeroParams, Params, TOP_K_MAX_LEN,
-    TOP_K_THREADS, TopKParams, scalar,
+    KernelId, MAX_RANK, NON_ZERO_SHARED_BYTES, NON_ZERO_THREADS, NonZeroParams, Params, TOP_K_I64_MAX_LEN,
+    TOP_K_MAX_LEN, TOP_K_THREADS, TopKParams, scalar,
 };
 
 use super::lower::{Lowered, dims};
@@ -102,7 +102,7 @@ impl NonZero {
 }
 
 /// ONNX TopK of `x` into the values `y` and the positions `indices` (the k kept is `y`'s extent
-/// along the axis): f32 or i32 rows of at most `TOP_K_MAX_LEN` elements, each sorted whole by
+/// along the axis): f32 or i32 rows of at most `TOP_K_MAX_LEN` elements (i64: `TOP_K_I64_MAX_LEN`), each sorted whole by
 /// one block.
 pub(super) fn top_k(
     id: NodeId,
@@ -114,17 +114,18 @@ pub(super) fn top_k(
     o: &PlanOptions,
 ) -> Lowered {
     let ((xd, dtype), (yd, _)) = (dims(values, x)?, dims(values, y)?);
-    let dtype_code = match dtype {
-        DType::F32 => scalar::F32,
-        DType::I32 => scalar::I32,
-        other => return Err(format!("TopK of {other}: the kernel sorts f32 and i32")),
+    let (dtype_code, kernel, key_bytes, max_len) = match dtype {
+        DType::F32 => (scalar::F32, KernelId::TopK, 8, TOP_K_MAX_LEN),
+        DType::I32 => (scalar::I32, KernelId::TopK, 8, TOP_K_MAX_LEN),
+        DType::I64 => (scalar::I64, KernelId::TopKI64, 16, TOP_K_I64_MAX_LEN),
+        other => return Err(format!("TopK of {other}: the kernels sort f32, i32 and i64")),
     };
     let rank = xd.len() as i64;
     let axis = if a.axis < 0 { a.axis + rank } else { a.axis };
     let axis = usize::try_from(axis).ok().filter(|&x| x < xd.len()).ok_or("axis out of range")?;
     let len = xd[axis] as u64;
-    if len > TOP_K_MAX_LEN {
-        return Err(format!("TopK over {len} elements (the kernel sorts rows of up to {TOP_K_MAX_LEN})"));
+    if len > max_len {
+        return Err(format!("TopK over {len} elements (the {dtype} kernel sorts rows of up to {max_len})"));
     }
     let (outer, inner) =
         (xd[..axis].iter().product::<usize>() as u64, xd[axis + 1..].iter().product::<usize>() as u64);
@@ -142,10 +143,10 @@ pub(super) fn top_k(
     Ok(vec![Step::Kernel {
         nodes: vec![id],
         label,
-        kernel: KernelId::TopK,
+        kernel,
         grid: capped_grid(o.sm_count, outer * inner),
         block: [TOP_K_THREADS, 1, 1],
-        shared_bytes: (8 * padded) as u32,
+        shared_bytes: (key_bytes * padded) as u32,
         args: vec![Arg::Params(p.as_bytes().to_vec()), Arg::Value(x), Arg::Output(y), Arg::Value(indices)],
     }])
 }
