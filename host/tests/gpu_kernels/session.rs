@@ -195,12 +195,14 @@ fn bad_inputs_and_unsupported_ops_are_clear_errors() {
     assert!(e.to_string().contains("int64") || e.to_string().contains("I64"), "{e}");
 
     let mut g = Graph::new();
-    let x = g.input("x", DType::F32, vec![Dim::Known(4), Dim::Known(8), Dim::Known(8)]);
+    // f64 operands, which neither kernel takes.
+    let x = g.input("x", DType::F64, vec![Dim::Known(4), Dim::Known(8), Dim::Known(8)]);
     let sm = g.op1(Op::Mod(planner::op::Mod { fmod: true }), &[x, x]);
     let t = g.op1(Op::Det, &[sm]);
     g.output(t);
     let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
-    let e = s.run(&[input(&mut rng, "x", &[4, 8, 8])]).unwrap_err().to_string();
+    let x = HostTensor::new(vec![4, 8, 8], vec![1.5f64; 256]).unwrap();
+    let e = s.run(&[("x".into(), x)]).unwrap_err().to_string();
     assert!(e.contains("2 node(s)") && e.contains("Mod") && e.contains("Det"), "{e}");
     let _ = Binding::new();
 }

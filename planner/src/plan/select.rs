@@ -189,6 +189,10 @@ mod tests {
         let Step::Kernel { kernel, grid, shared_bytes, .. } = &plan.steps[0] else { panic!("{plan}") };
         assert_eq!((*kernel, grid[0], *shared_bytes), (KernelId::TopK, 3, 8 * 128));
         assert!(top_k(5000, DType::F32).unwrap_err().to_string().contains("rows of up to 4096"));
-        assert!(top_k(10, DType::I64).unwrap_err().to_string().contains("sorts f32 and i32"));
+        let plan = top_k(10, DType::I64).unwrap();
+        let Step::Kernel { kernel, shared_bytes, .. } = &plan.steps[0] else { panic!("{plan}") };
+        assert_eq!((*kernel, *shared_bytes), (KernelId::TopKI64, 16 * 16));
+        assert!(top_k(3000, DType::I64).unwrap_err().to_string().contains("rows of up to 2048"));
+        assert!(top_k(10, DType::F64).unwrap_err().to_string().contains("sort f32, i32 and i64"));
     }
 }
