@@ -1,4 +1,5 @@
-//! Constant folding of shape subgraphs, then dead-node elimination.
+//! Constant folding of shape subgraphs, `If` nodes of constant condition inlined, then dead-node
+//! elimination.
 //!
 //! A node is folded when all its outputs are known before running: small integer results that shape
 //! inference tracked completely (`Shape -> Gather -> Unsqueeze -> Concat` on static dims, i64
@@ -21,10 +22,19 @@ use crate::validate;
 /// Largest tensor (in elements) that folding materializes.
 pub const MAX_FOLD_ELEMS: usize = 1 << 16;
 
-/// Folds constants and removes dead nodes; the result is validated.
+/// Rounds of folding and If inlining [`run`] makes at most (nested constant Ifs unfold one level a
+/// round).
+const MAX_ROUNDS: usize = 8;
+
+/// Folds constants, replaces each `If` whose condition became a constant by its taken branch (and
+/// folds again), and removes dead nodes; the result is validated.
 pub fn run(g: &Graph) -> Result<Graph, PlanError> {
-    let folded = constants(g)?;
-    let out = dce::eliminate(&folded);
+    let mut out = dce::eliminate(&constants(g)?);
+    for _ in 0..MAX_ROUNDS {
+        let Some(inlined) = inline::constant_ifs(&out) else { break };
+        validate::graph(&inlined)?;
+        out = dce::eliminate(&constants(&inlined)?);
+    }
     validate::graph(&out)?;
     Ok(out)
 }
@@ -134,6 +144,8 @@ fn fold_from_constants(
         _ => None,
     }
 }
+
+mod inline;
 
 #[cfg(test)]
 mod tests;

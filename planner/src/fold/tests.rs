@@ -110,3 +110,48 @@ fn never_folds_float_arithmetic_or_runtime_values() {
     let out = run(&g).unwrap();
     assert_eq!(out.nodes.len(), 2);
 }
+
+/// `If(cond)` with a then branch `relu(x) + k` (x captured, k its own constant) and an else branch
+/// passing x through, each with a second output repeating the first.
+fn if_graph(cond: bool) -> (Graph, ValueId, ValueId) {
+    use crate::graph::Capture;
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, [Dim::Known(3)]);
+    let c = g.initializer("c", ConstTensor::new(DType::Bool, vec![], vec![cond as u8]).unwrap());
+    let mut then_b = Graph::new();
+    let xt = then_b.add_value("x", None);
+    then_b.captures.push(Capture { inner: xt, outer: x });
+    let k = then_b.initializer("k", ConstTensor::from_f32(&[], &[2.0]).unwrap());
+    let r = then_b.relu(xt);
+    let s = then_b.add(r, k);
+    then_b.output(s);
+    then_b.output(s);
+    let mut else_b = Graph::new();
+    let xe = else_b.add_value("x", None);
+    else_b.captures.push(Capture { inner: xe, outer: x });
+    else_b.output(xe);
+    else_b.output(xe);
+    let iff = crate::op::If { then_branch: Box::new(then_b), else_branch: Box::new(else_b) };
+    let outs = g.push(Op::If(iff), &[c], 2);
+    let y = g.sigmoid(outs[0]);
+    g.output(y);
+    g.output(outs[1]);
+    (g, y, outs[1])
+}
+
+#[test]
+fn an_if_of_constant_condition_becomes_its_branch() {
+    for cond in [true, false] {
+        let (g, y, second) = if_graph(cond);
+        let out = run(&g).unwrap();
+        let ops: Vec<&str> = out.nodes.iter().map(|n| n.op.name()).collect();
+        assert!(!ops.contains(&"If"), "{ops:?}");
+        if cond {
+            assert_eq!(ops.iter().filter(|o| ["Relu", "Add"].contains(o)).count(), 2, "{ops:?}");
+        }
+        // The If's outputs keep their values: the graph outputs and the Sigmoid read them.
+        let names = |g: &Graph, vs: &[ValueId]| vs.iter().map(|&v| g.value_name(v)).collect::<Vec<_>>();
+        assert_eq!(names(&out, &out.outputs), names(&g, &[y, second]));
+        crate::shape_infer::infer(&out).unwrap();
+    }
+}
