@@ -145,7 +145,7 @@ fn fold_from_constants(
     }
 }
 
-mod inline;
+pub(crate) mod inline;
 
 #[cfg(test)]
 mod tests;

@@ -236,3 +236,43 @@ fn bool_reductions_mixed_pow_and_two_way_broadcast_matmul_match_the_reference() 
         compare(&format!("matmul {a:?} x {b:?}"), g, &inputs, 1e-5);
     }
 }
+
+/// FlexAttention with grouped heads, a score modifier reading a captured bias and a probability
+/// modifier (the modifiers inlined around `Q Kᵀ`, softmax and `· V`).
+#[test]
+fn flex_attention_matches_the_reference() {
+    let mut rng = Rng::new(0xf1e);
+    for (hq, hkv, l, s, d, mods) in [(2, 2, 5, 7, 8, false), (4, 2, 6, 6, 16, true), (6, 3, 3, 9, 8, true)] {
+        let mut g = Graph::new();
+        let q = g.input("q", DType::F32, known(&[2, hq, l, d]));
+        let k = g.input("k", DType::F32, known(&[2, hkv, s, d]));
+        let v = g.input("v", DType::F32, known(&[2, hkv, s, d]));
+        let bias = g.input("bias", DType::F32, known(&[l, s]));
+        let (score_mod, prob_mod) = if mods {
+            let mut sm = Graph::new();
+            let x = sm.input("scores", DType::F32, known(&[2, hq, l, s]));
+            let b = sm.add_value("bias", None);
+            sm.captures.push(planner::Capture { inner: b, outer: bias });
+            let y = sm.add(x, b);
+            sm.output(y);
+            let mut pm = Graph::new();
+            let p = pm.input("probs", DType::F32, known(&[2, hq, l, s]));
+            let half = pm.initializer("half", planner::ConstTensor::from_f32(&[], &[0.5]).unwrap());
+            let y = pm.mul(p, half);
+            pm.output(y);
+            (Some(Box::new(sm)), Some(Box::new(pm)))
+        } else {
+            (None, None)
+        };
+        let fa = op::FlexAttention { scale: Some(0.3), score_mod, prob_mod };
+        let y = g.op1(Op::FlexAttention(fa), &[q, k, v]);
+        g.output(y);
+        let inputs = [
+            ("q".to_string(), floats(&mut rng, &[2, hq, l, d], -1.0, 1.0)),
+            ("k".to_string(), floats(&mut rng, &[2, hkv, s, d], -1.0, 1.0)),
+            ("v".to_string(), floats(&mut rng, &[2, hkv, s, d], -1.0, 1.0)),
+            ("bias".to_string(), floats(&mut rng, &[l, s], -2.0, 2.0)),
+        ];
+        compare(&format!("flex attention {hq}/{hkv} {l}x{s} mods {mods}"), g, &inputs, 1e-5);
+    }
+}

@@ -31,7 +31,7 @@ pub fn compare(what: &str, g: Graph, inputs: &[(String, HostTensor)], rtol: f64)
             let ok = if exact || rtol == 0.0 {
                 a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
             } else {
-                a == b || (a - b).abs() <= rtol * (b.abs() + 1.0) || (a.is_nan() && b.is_nan())
+                *a == b || (a - b).abs() <= rtol * (b.abs() + 1.0) || (a.is_nan() && b.is_nan())
             };
             assert!(ok, "{what}: {gn}[{i}]: gpu {a}, reference {b}");
         }

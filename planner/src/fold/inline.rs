@@ -31,7 +31,7 @@ pub(super) fn constant_ifs(g: &Graph) -> Option<Graph> {
             continue;
         }
         let label = g.node_label(crate::graph::NodeId(i as u32));
-        inline(&mut out, branch, &node.outputs, &label);
+        inline(&mut out, branch, &[], &node.outputs, &label);
         dead.push(i);
     }
     let mut k = 0;
@@ -42,11 +42,23 @@ pub(super) fn constant_ifs(g: &Graph) -> Option<Graph> {
     Some(out)
 }
 
-/// Adds `branch`'s nodes to `out`, its outputs written to `outputs` (the If's slots).
-fn inline(out: &mut Graph, branch: &Graph, outputs: &[Option<ValueId>], label: &str) {
+/// Adds the nodes of `branch` (a subgraph of a node of `out`) to `out`: its inputs read `inputs`,
+/// its captures the outer values, its constants become `out`'s, and its outputs are written to
+/// `outputs` (the node's slots; an omitted slot's value is dropped). Names are prefixed with
+/// `label`.
+pub(crate) fn inline(
+    out: &mut Graph,
+    branch: &Graph,
+    inputs: &[ValueId],
+    outputs: &[Option<ValueId>],
+    label: &str,
+) {
     let mut map: HashMap<ValueId, ValueId> = HashMap::new();
     for c in &branch.captures {
         map.insert(c.inner, c.outer);
+    }
+    for (&b, &o) in branch.inputs.iter().zip(inputs) {
+        map.insert(b, o);
     }
     let fresh = |out: &mut Graph, v: ValueId| {
         let info = &branch.values[v.index()];

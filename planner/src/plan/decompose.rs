@@ -4,7 +4,8 @@
 //! additive mask it stands for (`Where(mask, 0, -inf)`), the form the attention kernels read;
 //! MaxUnpool (a scatter into zeros); ReduceMax / ReduceMin of bools (over f32 0 / 1); Pow of an
 //! f32 and an int64 (through f32); and a MatMul whose batch dims broadcast both ways (its operands
-//! expanded to the common batch shape first). Each becomes elementwise ops, reductions and gathers
+//! expanded to the common batch shape first); FlexAttention (its score and probability modifiers
+//! inlined between a batched `Q Kᵀ`, a softmax and `· V`, the grouped K / V heads repeated). Each becomes elementwise ops, reductions and gathers
 //! that have kernels (and that the elementwise pass then fuses), computing the reference's
 //! formulas in f32. Runs on a bound graph before shape inference; a node whose operands are not
 //! f32 (or whose shapes are unknown) stays as it is, and is refused later by name.
@@ -89,8 +90,9 @@ impl Expand<'_> {
     }
 }
 
-/// `graph` with the operators this module covers replaced by simpler ones.
-pub(crate) fn run(graph: &Graph) -> Result<Graph, PlanError> {
+/// `graph` with the operators this module covers replaced by simpler ones; `None` when it has none
+/// to replace.
+pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
     let covered = |n: &Node| {
         matches!(
             n.op,
@@ -101,10 +103,18 @@ pub(crate) fn run(graph: &Graph) -> Result<Graph, PlanError> {
                 | Op::ArrayFeatureExtractor
                 | Op::BatchNormalization(op::BatchNormalization { training_mode: true, .. })
         ) || (matches!(n.op, Op::Attention(_)) && n.input(3).is_some())
-            || matches!(n.op, Op::MaxUnpool(_) | Op::ReduceMax(_) | Op::ReduceMin(_) | Op::Pow | Op::MatMul)
+            || matches!(
+                n.op,
+                Op::MaxUnpool(_)
+                    | Op::ReduceMax(_)
+                    | Op::ReduceMin(_)
+                    | Op::Pow
+                    | Op::MatMul
+                    | Op::FlexAttention(_)
+            )
     };
     if !graph.nodes.iter().any(covered) {
-        return Ok(graph.clone());
+        return Ok(None);
     }
     let infos = shape_infer::infer(graph)?;
     let f32_in = |n: &Node, slots: std::ops::Range<usize>| {
@@ -313,6 +323,13 @@ pub(crate) fn run(graph: &Graph) -> Result<Graph, PlanError> {
                 }
                 true
             }
+            Op::FlexAttention(fa) if f32_in(node, 0..3) => {
+                let shape = |v: ValueId| infos[v.index()].shape.as_known();
+                let (Some(q), Some(k), Some(v)) = (shape(ins[0]), shape(ins[1]), shape(ins[2])) else {
+                    continue;
+                };
+                flex_attention(&mut e, fa, (&ins, &q, &k, &v), node.output(0))
+            }
             Op::BatchNormalization(bn) if f32_in(node, 0..5) => {
                 let Some(rank) = infos[ins[0].index()].shape.as_known().map(|d| d.len()) else { continue };
                 if rank < 2 {
@@ -334,9 +351,12 @@ pub(crate) fn run(graph: &Graph) -> Result<Graph, PlanError> {
             kept.push(n);
         }
     }
+    if replaced.is_empty() && kept.len() == graph.nodes.len() {
+        return Ok(None);
+    }
     g.nodes = kept;
     crate::validate::graph(&g)?;
-    Ok(g)
+    Ok(Some(g))
 }
 
 /// The batch shape two MatMul operands (dims `a`, `b`, both of rank 3 or more) broadcast to, when
@@ -366,6 +386,57 @@ fn mutual_batch(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
         }
     }
     (a_wide && b_wide).then_some(out)
+}
+
+/// FlexAttention over Q `(B, Hq, L, E)`, K `(B, Hkv, S, E)`, V `(B, Hkv, S, Ev)` as the reference
+/// defines it: `prob_mod(softmax(score_mod(scale · Q Kᵀ))) · V`, K and V repeated over the query
+/// heads of their group. False (nothing expanded) for other shapes.
+fn flex_attention(
+    e: &mut Expand,
+    fa: &op::FlexAttention,
+    (ins, q, k, v): (&[ValueId], &[usize], &[usize], &[usize]),
+    out: Option<ValueId>,
+) -> bool {
+    let ([b, hq, _, d], [kb, hkv, s, kd], [vb, vh, vs, ev]) = (q, k, v) else { return false };
+    let (b, hq, d, kb, hkv, s, kd, vb, vh, vs, ev) = (*b, *hq, *d, *kb, *hkv, *s, *kd, *vb, *vh, *vs, *ev);
+    if b != kb || b != vb || d != kd || hkv != vh || s != vs || hkv == 0 || hq % hkv != 0 {
+        return false;
+    }
+    let group = hq / hkv;
+    // K, V with each head repeated over its group: (B, Hkv, 1, S, D) -> (B, Hkv, G, S, D) -> (B, Hq, S, D).
+    let repeat = |e: &mut Expand, x: ValueId, size: usize| -> ValueId {
+        if group == 1 {
+            return x;
+        }
+        let [b, h, s, g] = [b, hkv, s, group].map(|n| n as i64);
+        let five = e.i64s(&[b, h, 1, s, size as i64]);
+        let x = e.op(Op::Reshape(Default::default()), &[x, five]);
+        let wide = e.i64s(&[b, h, g, s, size as i64]);
+        let x = e.op(Op::Expand, &[x, wide]);
+        let four = e.i64s(&[b, h * g, s, size as i64]);
+        e.op(Op::Reshape(Default::default()), &[x, four])
+    };
+    let k = repeat(e, ins[1], d);
+    let v = repeat(e, ins[2], ev);
+    let kt = e.op(Op::Transpose(op::Transpose { perm: Some(vec![0, 1, 3, 2]) }), &[k]);
+    let qk = e.op(Op::MatMul, &[ins[0], kt]);
+    let scale = fa.scale.unwrap_or((1.0 / (d as f64).sqrt()) as f32);
+    let mut scores = e.scale(scale, qk);
+    if let Some(g) = &fa.score_mod {
+        let modded = e.g.add_value(format!("{}:score_mod", e.name), None);
+        let label = format!("{}/score_mod", e.name);
+        crate::fold::inline::inline(e.g, g, &[scores], &[Some(modded)], &label);
+        scores = modded;
+    }
+    let mut probs = e.op(Op::Softmax(op::Softmax { axis: -1 }), &[scores]);
+    if let Some(g) = &fa.prob_mod {
+        let modded = e.g.add_value(format!("{}:prob_mod", e.name), None);
+        let label = format!("{}/prob_mod", e.name);
+        crate::fold::inline::inline(e.g, g, &[probs], &[Some(modded)], &label);
+        probs = modded;
+    }
+    e.op_into(Op::MatMul, &[probs, v], out);
+    true
 }
 
 /// MaxUnpool's output dims before `output_shape`: `(in - 1) * stride + kernel - pads` per

@@ -256,7 +256,12 @@ pub struct Plan {
 
 /// Compiles `graph` for `binding` (every symbolic input dim bound).
 pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Result<Plan, PlanError> {
-    let bound = decompose::run(&crate::fold::run(&memory::bind_inputs(graph, binding)?)?)?;
+    let folded = crate::fold::run(&memory::bind_inputs(graph, binding)?)?;
+    // What a decomposition adds (an inlined FlexAttention modifier's shape arithmetic) folds too.
+    let bound = match decompose::run(&folded)? {
+        Some(g) => crate::fold::run(&g)?,
+        None => folded,
+    };
     let infos = shape_infer::infer(&bound)?;
     let (fused, epilogues) =
         if options.fuse_activations { fuse::activations(&bound, &infos) } else { (bound, Vec::new()) };
