@@ -106,6 +106,23 @@ pub fn sync_threads() {
     unsafe { nvptx::_syncthreads() }
 }
 
+/// Block-wide barrier that also ORs a predicate over the block (`bar.red.or.pred`): every thread
+/// gets whether any thread passed `true`. Block-collective, as [`sync_threads`].
+#[inline(always)]
+pub fn sync_threads_or(p: bool) -> bool {
+    let r: u32;
+    // SAFETY: a barrier; callers reach it from every thread of the block (contract above).
+    unsafe {
+        asm!(
+            "{{ .reg .pred a, r; setp.ne.u32 a, {p}, 0; bar.red.or.pred r, 0, a; selp.u32 {r}, 1, 0, r; }}",
+            p = in(reg32) p as u32,
+            r = out(reg32) r,
+            options(nostack),
+        )
+    };
+    r != 0
+}
+
 /// Warp barrier over all 32 lanes (`bar.warp.sync 0xffffffff`): warp-collective; orders memory
 /// accesses of the warp's lanes.
 #[inline(always)]

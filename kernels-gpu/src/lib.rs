@@ -50,6 +50,8 @@ mod mlp;
 #[cfg(target_arch = "nvptx64")]
 mod movement;
 #[cfg(target_arch = "nvptx64")]
+mod nms;
+#[cfg(target_arch = "nvptx64")]
 mod norm;
 #[cfg(target_arch = "nvptx64")]
 mod probe;

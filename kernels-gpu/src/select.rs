@@ -160,7 +160,7 @@ pub unsafe extern "ptx-kernel" fn non_zero_write(
 /// wanted elements first, ties in index order. Floats map to their total order with every NaN
 /// above +inf and -0.0 equal to 0.0; `largest` inverts the value part.
 #[inline(always)]
-fn top_k_key(p: &TopKParams, bits: u32, j: u32) -> u64 {
+pub(crate) fn top_k_key(p: &TopKParams, bits: u32, j: u32) -> u64 {
     let ordered = if p.dtype == scalar::I32 {
         bits ^ 0x8000_0000
     } else {
@@ -185,6 +185,44 @@ fn top_k_key_i64(p: &TopKParams, bits: u64, j: u32) -> u128 {
     let ordered = bits ^ (1 << 63);
     let value = if p.largest != 0 { !ordered } else { ordered };
     (value as u128) << 32 | j as u128
+}
+
+/// Sorts the `padded` keys at `keys` (shared memory, `padded` a power of two) ascending: a bitonic
+/// network, each of the block's `threads` threads comparing and swapping pairs, a barrier between
+/// passes. Block-collective; starts after the keys are written (the caller's barrier) and ends
+/// with a barrier.
+///
+/// # Safety
+/// `keys` holds `padded` keys that no other code touches meanwhile; the block has `threads`
+/// threads.
+#[inline(always)]
+pub(crate) unsafe fn bitonic_sort<K: Copy + PartialOrd>(keys: *mut K, padded: u64, threads: u64) {
+    let t = thread_idx_x() as u64;
+    let mut size = 2u64;
+    while size <= padded {
+        let mut stride = size / 2;
+        while stride > 0 {
+            let mut q = t;
+            while q < padded / 2 {
+                // The pair (lo, lo + stride): `q`'s place among the pairs of its stride block.
+                let lo = (q / stride) * 2 * stride + q % stride;
+                let hi = lo + stride;
+                let ascending = lo & size == 0;
+                // SAFETY: lo < hi < padded, inside the shared keys; each pair has one owner.
+                unsafe {
+                    let (a, b) = (*keys.add(lo as usize), *keys.add(hi as usize));
+                    if (a > b) == ascending {
+                        *keys.add(lo as usize) = b;
+                        *keys.add(hi as usize) = a;
+                    }
+                }
+                q += threads;
+            }
+            sync_threads();
+            stride /= 2;
+        }
+        size *= 2;
+    }
 }
 
 /// The body of the TopK kernels: for each row, its keys (`key(value, j)`, `K::MAX` past the row)
@@ -222,31 +260,8 @@ unsafe fn top_k_rows<T: Copy, K: Copy + PartialOrd>(
             j += TOP_K_THREADS as u64;
         }
         sync_threads();
-        let mut size = 2u64;
-        while size <= padded {
-            let mut stride = size / 2;
-            while stride > 0 {
-                let mut q = t;
-                while q < padded / 2 {
-                    // The pair (lo, lo + stride): `q`'s place among the pairs of its stride block.
-                    let lo = (q / stride) * 2 * stride + q % stride;
-                    let hi = lo + stride;
-                    let ascending = lo & size == 0;
-                    // SAFETY: lo < hi < padded, inside the shared keys; each pair has one owner.
-                    unsafe {
-                        let (a, b) = (*keys.add(lo as usize), *keys.add(hi as usize));
-                        if (a > b) == ascending {
-                            *keys.add(lo as usize) = b;
-                            *keys.add(hi as usize) = a;
-                        }
-                    }
-                    q += TOP_K_THREADS as u64;
-                }
-                sync_threads();
-                stride /= 2;
-            }
-            size *= 2;
-        }
+        // SAFETY: `padded` keys in shared memory, a power of two (checked above).
+        unsafe { bitonic_sort(keys, padded, TOP_K_THREADS as u64) };
         let mut r = t;
         while r < p.k {
             // SAFETY: r < k <= len: a real key (padding sorts after every one), whose low half is

@@ -28,9 +28,31 @@ use crate::shape_infer;
 use crate::tensor_info::{Binding, DType, Dim, Shape, TensorInfo};
 use crate::{fold, memory, validate};
 
+/// Which data-dependent operator a [`Frontier`] node is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FrontierKind {
+    /// NonZero of [`Frontier::input`].
+    NonZero,
+    /// NonMaxSuppression of the boxes [`Frontier::input`] (`(batch, n, 4)`) and `scores`
+    /// (`(batch, classes, n)`), with its optional scalar inputs by name (max_output_boxes_per_class,
+    /// iou_threshold, score_threshold).
+    NonMaxSuppression {
+        /// Boxes given as centre and size.
+        center_point_box: bool,
+        /// The scores' name.
+        scores: String,
+        /// Classes (the scores' dim 1).
+        classes: usize,
+        /// The optional scalars' names.
+        scalars: [Option<String>; 3],
+    },
+}
+
 /// A data-dependent node the session runs between stages.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Frontier {
+    /// The operator.
+    pub kind: FrontierKind,
     /// The node's label (its name, or its id), for errors.
     pub label: String,
     /// Name of the value it reads.
@@ -125,14 +147,14 @@ pub fn split(graph: &Graph, binding: &Binding) -> Result<Option<Stage>, PlanErro
             waits[id.index()] = true;
             control_nodes.push(id);
         } else if node.outputs.iter().flatten().any(|&v| !known(v)) {
-            if matches!(node.op, Op::NonZero) {
+            if matches!(node.op, Op::NonZero | Op::NonMaxSuppression(_)) {
                 waits[id.index()] = true;
                 frontier_nodes.push(id);
             } else {
                 refused.push((
                     g.node_label(id),
                     node.op.name(),
-                    "its output shape depends on the data (only NonZero and control flow run between stages on the GPU)"
+                    "its output shape depends on the data (only NonZero, NonMaxSuppression and control flow run between stages on the GPU)"
                         .to_string(),
                 ));
             }
@@ -199,7 +221,24 @@ pub fn split(graph: &Graph, binding: &Binding) -> Result<Option<Stage>, PlanErro
         let output = g.value_name(y);
         let symbol = symbol_of(&output);
         symbols.insert(y, symbol.clone());
+        let kind = match &node.op {
+            Op::NonMaxSuppression(a) => {
+                let scores = node.input(1).ok_or_else(|| PlanError::NoKernel {
+                    nodes: vec![(g.node_label(id), node.op.name(), "needs its scores".into())],
+                })?;
+                let classes =
+                    infos[scores.index()].shape.as_known().and_then(|d| d.get(1).copied()).unwrap_or(0);
+                FrontierKind::NonMaxSuppression {
+                    center_point_box: a.center_point_box,
+                    scores: g.value_name(scores),
+                    classes,
+                    scalars: [2, 3, 4].map(|s| node.input(s).map(|v| g.value_name(v))),
+                }
+            }
+            _ => FrontierKind::NonZero,
+        };
         frontier.push(Frontier {
+            kind,
             label: g.node_label(id),
             input: g.value_name(x),
             dims,

@@ -31,6 +31,7 @@ mod options;
 
 use launch::Addresses;
 mod control;
+mod frontier;
 mod staged;
 
 pub use options::SessionOptions;

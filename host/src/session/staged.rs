@@ -21,11 +21,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, result, sys};
-use planner::plan::{NonZero, Plan, compile};
+use planner::plan::{Plan, compile};
 use planner::stage::{Control, Frontier, split};
 use planner::{Binding, DType, Graph, ValueId};
 
 use super::control::ControlPlan;
+use super::frontier::Launch;
 use super::{Addresses, Session};
 use crate::arena::{FreeList, alloc};
 use crate::device::Context;
@@ -64,8 +65,8 @@ pub(super) struct StagePlan {
     plan: Plan,
     /// Its constants on the device.
     constants: Vec<(ValueId, Arc<DeviceConst>)>,
-    /// The NonZero nodes after the head, with their launches.
-    frontier: Vec<(Frontier, NonZero)>,
+    /// The data-dependent nodes after the head, with their launches.
+    frontier: Vec<(Frontier, Launch)>,
     /// The control-flow nodes after the head, with their bodies' plans.
     pub(super) controls: Vec<ControlPlan>,
     /// What runs after them, its data-dependent dims still symbols.
@@ -123,7 +124,7 @@ impl Region {
         self.list.capacity()
     }
 
-    fn base(&self, stream: &Arc<CudaStream>) -> u64 {
+    pub(super) fn base(&self, stream: &Arc<CudaStream>) -> u64 {
         self.buf.as_ref().map_or(0, |b| b.device_ptr(stream).0)
     }
 
@@ -300,12 +301,7 @@ impl Session<'_> {
         let sm_count = self.ctx.info().sm_count;
         let frontier = frontier
             .into_iter()
-            .map(|f| {
-                let nz = NonZero::new(&f.label, &f.dims, f.dtype, sm_count).map_err(|detail| {
-                    HostError::Unsupported { node: f.label.clone(), op: "NonZero", detail }
-                })?;
-                Ok((f, nz))
-            })
+            .map(|f| Ok((Launch::new(&f, sm_count)?, f)).map(|(l, f)| (f, l)))
             .collect::<Result<_, HostError>>()?;
         let controls = controls.into_iter().map(ControlPlan::new).collect();
         Ok(StagePlan { plan, constants, frontier, controls, rest })
@@ -517,8 +513,8 @@ impl Session<'_> {
             .ok_or_else(|| HostError::Arena { detail: "no staged plan for this binding".into() })?;
         loop {
             self.run_head(&sp, env)?;
-            for (f, nz) in &sp.frontier {
-                let count = self.run_non_zero(f, nz, env)?;
+            for (f, launch) in &sp.frontier {
+                let count = self.run_frontier(f, launch, env)?;
                 counts.set(&f.symbol, count);
             }
             for c in &sp.controls {
@@ -579,58 +575,5 @@ impl Session<'_> {
             self.launch_step(&at, i, step)?;
         }
         Ok(())
-    }
-
-    /// Runs one NonZero: counts, reads the count back, places and writes the result. Returns the
-    /// count.
-    fn run_non_zero(
-        &mut self,
-        f: &Frontier,
-        nz: &NonZero,
-        env: &mut HashMap<String, Held>,
-    ) -> Result<usize, HostError> {
-        let x = env.get(&f.input).map(|h| h.offset).ok_or_else(|| HostError::Arena {
-            detail: format!("NonZero `{}` input `{}` is not held by the run", f.label, f.input),
-        })?;
-        let partials = self.hold(nz.partials_bytes(), DType::I64, Vec::new())?.offset;
-        let (xv, pv, yv) = (ValueId(0), ValueId(1), ValueId(2));
-        let counted = (|| {
-            let base = self.region.base(&self.stream);
-            let at = Addresses {
-                inputs: vec![(xv, base + x), (pv, base + partials)],
-                outputs: Vec::new(),
-                weights: Vec::new(),
-                memory: None,
-            };
-            self.launch_step(&at, 0, &nz.count_step(xv, pv))?;
-            let raw = self.region.read(&self.stream, partials, nz.partials_bytes())?;
-            self.stream.synchronize().map_err(|e| HostError::Step {
-                step: 0,
-                label: format!("NonZero {}", f.label),
-                kernel: "non_zero_count",
-                detail: e.to_string(),
-            })?;
-            let count = NonZero::count(&raw);
-            let rank = f.dims.len() as u64;
-            let bytes = rank.checked_mul(count).and_then(|n| n.checked_mul(8)).ok_or_else(|| {
-                HostError::Arena { detail: format!("NonZero `{}` output size overflows", f.label) }
-            })?;
-            let y = self.hold(bytes, DType::I64, vec![rank as usize, count as usize])?;
-            if bytes > 0 {
-                let base = self.region.base(&self.stream);
-                let at = Addresses {
-                    inputs: vec![(xv, base + x), (pv, base + partials)],
-                    outputs: vec![(yv, base + y.offset)],
-                    weights: Vec::new(),
-                    memory: None,
-                };
-                self.launch_step(&at, 1, &nz.write_step(xv, pv, yv, count))?;
-            }
-            env.insert(f.output.clone(), y);
-            Ok(count as usize)
-        })();
-        // The write launch is queued before this free; a later block reuse is ordered after it.
-        self.region.free(partials)?;
-        counted
     }
 }

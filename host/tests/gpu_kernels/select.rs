@@ -234,3 +234,66 @@ fn top_k_matches_the_reference() {
         assert!(plan.contains("top_k"), "{plan}");
     }
 }
+
+/// NonMaxSuppression in stages: random boxes (corners in either order, or centre and size),
+/// duplicate and disjoint boxes, ties of scores, every combination of the optional scalars; and a
+/// gather of the kept boxes after it (the stage that waits for the count).
+#[test]
+fn non_max_suppression_matches_the_reference() {
+    let mut rng = Rng::new(0x4e5);
+    for (batch, classes, n) in [(1, 1, 6), (2, 3, 40), (1, 2, 700)] {
+        for center in [false, true] {
+            for given in 0..4usize {
+                let mut g = Graph::new();
+                let boxes = g.input("boxes", DType::F32, known(&[batch, n, 4]));
+                let scores = g.input("scores", DType::F32, known(&[batch, classes, n]));
+                let mut ins = vec![Some(boxes), Some(scores)];
+                let mut inputs = Vec::new();
+                // The scalars given: none, max only, max and IoU, all three.
+                let names = ["max", "iou", "score"];
+                let values = [
+                    HostTensor::new(vec![1], vec![(n / 3) as i64]).unwrap(),
+                    HostTensor::new(vec![1], vec![0.4f32]).unwrap(),
+                    HostTensor::new(vec![1], vec![0.3f32]).unwrap(),
+                ];
+                for k in 0..given.min(3) {
+                    let dtype = if k == 0 { DType::I64 } else { DType::F32 };
+                    ins.push(Some(g.input(names[k], dtype, known(&[1]))));
+                    inputs.push((names[k].to_string(), values[k].clone()));
+                }
+                let nms = op::NonMaxSuppression { center_point_box: center };
+                let sel = g.push_opt(Op::NonMaxSuppression(nms), ins, 1)[0];
+                // The kept boxes of batch 0: gather their indices (column 2) from boxes[0].
+                let col = g.const_i64("col", &[], &[2]);
+                let idx = g.gather(sel, col, 1);
+                let zero = g.const_i64("zero", &[], &[0]);
+                let first = g.gather(boxes, zero, 0);
+                let kept = g.gather(first, idx, 0);
+                g.output(sel);
+                g.output(kept);
+                let mut b = Vec::with_capacity(batch * n * 4);
+                for i in 0..batch * n {
+                    // Every fifth box repeats the one before it (IoU 1); coordinates on a coarse grid.
+                    if i % 5 == 4 {
+                        let prev: Vec<f32> = b[b.len() - 4..].to_vec();
+                        b.extend(prev);
+                        continue;
+                    }
+                    let v: Vec<f32> = (0..4).map(|_| (rng.next_u64() % 20) as f32 * 0.5).collect();
+                    b.extend(if center { vec![v[0], v[1], v[2] + 0.5, v[3] + 0.5] } else { v });
+                }
+                let s: Vec<f32> =
+                    (0..batch * classes * n).map(|_| (rng.next_u64() % 16) as f32 / 16.0).collect();
+                inputs
+                    .insert(0, ("scores".to_string(), HostTensor::new(vec![batch, classes, n], s).unwrap()));
+                inputs.insert(0, ("boxes".to_string(), HostTensor::new(vec![batch, n, 4], b).unwrap()));
+                compare(
+                    &format!("nms {batch}x{classes}x{n} center {center} scalars {given}"),
+                    g,
+                    &inputs,
+                    0.0,
+                );
+            }
+        }
+    }
+}

@@ -314,6 +314,10 @@ kernel_ids! {
     TopK => "top_k",
     /// `select::top_k_i64`: ONNX TopK of int64 along one axis (16-byte keys)
     TopKI64 => "top_k_i64",
+    /// `nms::nms_select`: ONNX NonMaxSuppression, the kept boxes of each (batch, class)
+    NmsSelect => "nms_select",
+    /// `nms::nms_write`: ONNX NonMaxSuppression, the `(batch, class, box)` rows
+    NmsWrite => "nms_write",
     // indexing
     /// `indexing::gather_elements_b1`: ONNX GatherElements of 1-byte elements
     GatherElementsB1 => "gather_elements_b1",

@@ -74,3 +74,30 @@ pub struct TopKParams {
 
 // SAFETY: #[repr(C)], four u64, four u32: no padding.
 unsafe impl Params for TopKParams {}
+
+/// Threads of an `nms::nms_select` block.
+pub const NMS_THREADS: u32 = 256;
+/// Most boxes per batch entry `nms::nms_select` takes (its sort keys and kept list fill
+/// `12 * NMS_MAX_BOXES` bytes of shared memory).
+pub const NMS_MAX_BOXES: u64 = 2048;
+
+/// Parameters of the `nms::*` kernels (ONNX NonMaxSuppression): boxes `(batch, n, 4)`, scores
+/// `(batch, classes, n)`; per (batch, class) the kept boxes' indices go to a slot list of `n`
+/// entries and their count to `counts`; the write pass lays out `(batch, class, box)` rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NmsParams {
+    /// Batch entries.
+    pub batch: u64,
+    /// Classes.
+    pub classes: u64,
+    /// Boxes per batch entry.
+    pub n: u64,
+    /// `n` rounded up to a power of two (the sort's length).
+    pub padded: u32,
+    /// 1: boxes are `(x_center, y_center, width, height)`; 0: two corners in any order.
+    pub center_point_box: u32,
+}
+
+// SAFETY: #[repr(C)], three u64, two u32: no padding.
+unsafe impl Params for NmsParams {}

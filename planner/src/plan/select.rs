@@ -3,8 +3,8 @@
 //! the output length, then a write launch over the same blocks. ONNX TopK: one sorting launch.
 
 use kernels_gpu::abi::{
-    KernelId, MAX_RANK, NON_ZERO_SHARED_BYTES, NON_ZERO_THREADS, NonZeroParams, Params, TOP_K_I64_MAX_LEN,
-    TOP_K_MAX_LEN, TOP_K_THREADS, TopKParams, scalar,
+    KernelId, MAX_RANK, NMS_MAX_BOXES, NMS_THREADS, NON_ZERO_SHARED_BYTES, NON_ZERO_THREADS, NmsParams,
+    NonZeroParams, Params, TOP_K_I64_MAX_LEN, TOP_K_MAX_LEN, TOP_K_THREADS, TopKParams, scalar,
 };
 
 use super::lower::{Lowered, dims};
@@ -98,6 +98,91 @@ impl NonZero {
     pub fn write_step(&self, x: ValueId, partials: ValueId, y: ValueId, count: u64) -> Step {
         let params = NonZeroParams { count, ..self.params };
         self.step(KernelId::NonZeroWrite, &params, vec![Arg::Value(x), Arg::Value(partials), Arg::Value(y)])
+    }
+}
+
+/// The two launches of one NonMaxSuppression over boxes `(batch, n, 4)` and scores `(batch,
+/// classes, n)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Nms {
+    label: String,
+    params: NmsParams,
+    grid: u32,
+}
+
+impl Nms {
+    /// The launches of NonMaxSuppression `label` over `boxes` (dims) and `classes` classes, on a
+    /// device of `sm_count` multiprocessors; more than `NMS_MAX_BOXES` boxes are refused.
+    pub fn new(
+        label: &str,
+        boxes: &[usize],
+        classes: usize,
+        center_point_box: bool,
+        sm_count: u32,
+    ) -> Result<Nms, String> {
+        let &[batch, n, 4] = boxes else { return Err(format!("boxes {boxes:?} must be (batch, n, 4)")) };
+        if n as u64 > NMS_MAX_BOXES {
+            return Err(format!("{n} boxes per batch entry (the GPU kernel takes up to {NMS_MAX_BOXES})"));
+        }
+        let params = NmsParams {
+            batch: batch as u64,
+            classes: classes as u64,
+            n: n as u64,
+            padded: n.next_power_of_two().max(1) as u32,
+            center_point_box: center_point_box as u32,
+        };
+        let pairs = (batch * classes) as u64;
+        let grid = capped_grid(sm_count, pairs.max(1))[0];
+        Ok(Nms { label: format!("NonMaxSuppression {label}"), params, grid })
+    }
+
+    /// Bytes of the kept-box slots (u32 per box and (batch, class)).
+    pub fn slots_bytes(&self) -> u64 {
+        4 * self.params.batch * self.params.classes * self.params.n
+    }
+
+    /// Bytes of the per-(batch, class) counts (i64 each).
+    pub fn counts_bytes(&self) -> u64 {
+        8 * self.params.batch * self.params.classes
+    }
+
+    /// The output's row count: the sum of the counts (read back as bytes).
+    pub fn count(counts: &[u8]) -> u64 {
+        counts.as_chunks::<8>().0.iter().map(|c| i64::from_le_bytes(*c).max(0) as u64).sum()
+    }
+
+    fn step(&self, kernel: KernelId, block: u32, shared_bytes: u32, args: Vec<Arg>) -> Step {
+        let mut all = vec![Arg::Params(self.params.as_bytes().to_vec())];
+        all.extend(args);
+        Step::Kernel {
+            nodes: Vec::new(),
+            label: self.label.clone(),
+            kernel,
+            grid: [self.grid, 1, 1],
+            block: [block, 1, 1],
+            shared_bytes,
+            args: all,
+        }
+    }
+
+    /// The select launch: reads `boxes`, `scores` and the optional scalars (`None`: not given),
+    /// writes `slots` and `counts`.
+    pub fn select_step(
+        &self,
+        boxes: ValueId,
+        scores: ValueId,
+        scalars: [Option<ValueId>; 3],
+        (slots, counts): (ValueId, ValueId),
+    ) -> Step {
+        let mut args = vec![Arg::Value(boxes), Arg::Value(scores)];
+        args.extend(scalars.map(|s| s.map_or(Arg::Null, Arg::Value)));
+        args.extend([Arg::Value(slots), Arg::Value(counts)]);
+        self.step(KernelId::NmsSelect, NMS_THREADS, 12 * self.params.padded, args)
+    }
+
+    /// The write launch: the `(batch, class, box)` rows into `y`.
+    pub fn write_step(&self, slots: ValueId, counts: ValueId, y: ValueId) -> Step {
+        self.step(KernelId::NmsWrite, 128, 0, vec![Arg::Value(slots), Arg::Value(counts), Arg::Value(y)])
     }
 }
 

@@ -296,3 +296,26 @@ fn control_flow_runs_between_stages_and_its_body_compiles_on_its_own() {
     let f = DType::F32;
     assert_eq!(outs, [(DType::Bool, Some(vec![])), (f, Some(vec![2, 8])), (f, Some(vec![2, 8]))]);
 }
+
+#[test]
+fn non_max_suppression_runs_between_stages() {
+    let mut g = Graph::new();
+    let boxes = input(&mut g, "boxes", &[2, 10, 4]);
+    let scores = input(&mut g, "scores", &[2, 3, 10]);
+    let max = g.const_i64("max", &[1], &[4]);
+    let nms = crate::op::NonMaxSuppression { center_point_box: true };
+    let sel = g.op1(Op::NonMaxSuppression(nms), &[boxes, scores, max]);
+    let y = g.cast(sel, DType::F32);
+    g.output(y);
+    let st = split(&g, &Binding::new()).unwrap().expect("split at NonMaxSuppression");
+    let [f] = &st.frontier[..] else { panic!("one frontier node") };
+    assert_eq!((f.input.as_str(), f.dims.as_slice()), ("boxes", &[2, 10, 4][..]));
+    let FrontierKind::NonMaxSuppression { center_point_box, scores, classes, scalars } = &f.kind else {
+        panic!("{:?}", f.kind)
+    };
+    assert!(*center_point_box);
+    assert_eq!((scores.as_str(), *classes), ("scores", 3));
+    assert_eq!(scalars, &[Some("max".to_string()), None, None]);
+    let rest = st.rest.expect("the cast waits");
+    compile(&rest, &Binding::new().with(&f.symbol, 5), &PlanOptions::default()).unwrap();
+}

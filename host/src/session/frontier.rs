@@ -1,0 +1,184 @@
+//! The data-dependent nodes a staged run meets ([`planner::stage::Frontier`]): NonZero and
+//! NonMaxSuppression. Each runs as a launch that counts, a read-back of the counts (the one wait
+//! on the device per node), a block of the run-time region sized from them, and a launch that
+//! writes the result there.
+
+use std::collections::HashMap;
+
+use planner::plan::{Nms, NonZero};
+use planner::stage::{Frontier, FrontierKind};
+use planner::{DType, ValueId};
+
+use super::staged::Held;
+use super::{Addresses, Session};
+use crate::error::HostError;
+
+/// The launches of one data-dependent node.
+pub(super) enum Launch {
+    /// NonZero's.
+    NonZero(NonZero),
+    /// NonMaxSuppression's.
+    Nms(Nms),
+}
+
+impl Launch {
+    /// The launches of `f` on a device of `sm_count` multiprocessors.
+    pub(super) fn new(f: &Frontier, sm_count: u32) -> Result<Launch, HostError> {
+        let refused = |op: &'static str| {
+            move |detail: String| HostError::Unsupported { node: f.label.clone(), op, detail }
+        };
+        Ok(match &f.kind {
+            FrontierKind::NonZero => Launch::NonZero(
+                NonZero::new(&f.label, &f.dims, f.dtype, sm_count).map_err(refused("NonZero"))?,
+            ),
+            FrontierKind::NonMaxSuppression { center_point_box, classes, .. } => {
+                if f.dtype != DType::F32 {
+                    return Err(refused("NonMaxSuppression")(format!(
+                        "boxes are {}; the kernel takes f32",
+                        f.dtype
+                    )));
+                }
+                Launch::Nms(
+                    Nms::new(&f.label, &f.dims, *classes, *center_point_box, sm_count)
+                        .map_err(refused("NonMaxSuppression"))?,
+                )
+            }
+        })
+    }
+}
+
+impl Session<'_> {
+    /// Runs data-dependent node `f`; returns its output's data-dependent length.
+    pub(super) fn run_frontier(
+        &mut self,
+        f: &Frontier,
+        launch: &Launch,
+        env: &mut HashMap<String, Held>,
+    ) -> Result<usize, HostError> {
+        match (launch, &f.kind) {
+            (Launch::NonZero(nz), _) => self.run_non_zero(f, nz, env),
+            (Launch::Nms(nms), FrontierKind::NonMaxSuppression { scores, scalars, .. }) => {
+                self.run_nms(f, nms, (scores, scalars), env)
+            }
+            _ => Err(HostError::Arena {
+                detail: format!("`{}`: its launches are not its operator's", f.label),
+            }),
+        }
+    }
+
+    /// Runs one NonMaxSuppression: keeps and counts, reads the counts back, places and writes the
+    /// `(batch, class, box)` rows. Returns their number.
+    fn run_nms(
+        &mut self,
+        f: &Frontier,
+        nms: &Nms,
+        (scores, scalars): (&String, &[Option<String>; 3]),
+        env: &mut HashMap<String, Held>,
+    ) -> Result<usize, HostError> {
+        let held = |name: &String| {
+            env.get(name).map(|h| h.offset).ok_or_else(|| HostError::Arena {
+                detail: format!("NonMaxSuppression `{}` input `{name}` is not held by the run", f.label),
+            })
+        };
+        let (boxes, scores) = (held(&f.input)?, held(scores)?);
+        let scalars: Vec<Option<u64>> =
+            scalars.iter().map(|s| s.as_ref().map(held).transpose()).collect::<Result<_, _>>()?;
+        let slots = self.hold(nms.slots_bytes(), DType::I32, Vec::new())?.offset;
+        let counted = self.hold(nms.counts_bytes(), DType::I64, Vec::new())?.offset;
+        let ids = |k: u32| ValueId(k);
+        let run = (|| {
+            let base = self.region.base(&self.stream);
+            let mut inputs = vec![(ids(0), base + boxes), (ids(1), base + scores)];
+            let mut scalar_ids = [None; 3];
+            for (k, s) in scalars.iter().enumerate() {
+                if let Some(off) = s {
+                    inputs.push((ids(2 + k as u32), base + off));
+                    scalar_ids[k] = Some(ids(2 + k as u32));
+                }
+            }
+            inputs.extend([(ids(5), base + slots), (ids(6), base + counted)]);
+            let at =
+                Addresses { inputs: inputs.clone(), outputs: Vec::new(), weights: Vec::new(), memory: None };
+            self.launch_step(&at, 0, &nms.select_step(ids(0), ids(1), scalar_ids, (ids(5), ids(6))))?;
+            let raw = self.region.read(&self.stream, counted, nms.counts_bytes())?;
+            self.stream.synchronize().map_err(|e| HostError::Step {
+                step: 0,
+                label: format!("NonMaxSuppression {}", f.label),
+                kernel: "nms_select",
+                detail: e.to_string(),
+            })?;
+            let rows = Nms::count(&raw);
+            let bytes = rows * 3 * 8;
+            let y = self.hold(bytes, DType::I64, vec![rows as usize, 3])?;
+            if rows > 0 {
+                let base = self.region.base(&self.stream);
+                let at = Addresses {
+                    inputs: vec![(ids(5), base + slots), (ids(6), base + counted)],
+                    outputs: vec![(ids(7), base + y.offset)],
+                    weights: Vec::new(),
+                    memory: None,
+                };
+                self.launch_step(&at, 1, &nms.write_step(ids(5), ids(6), ids(7)))?;
+            }
+            env.insert(f.output.clone(), y);
+            Ok(rows as usize)
+        })();
+        // The write launch is queued before these frees; a later reuse is ordered after it.
+        self.region.free(slots)?;
+        self.region.free(counted)?;
+        run
+    }
+
+    /// Runs one NonZero: counts, reads the count back, places and writes the result. Returns the
+    /// count.
+    fn run_non_zero(
+        &mut self,
+        f: &Frontier,
+        nz: &NonZero,
+        env: &mut HashMap<String, Held>,
+    ) -> Result<usize, HostError> {
+        let x = env.get(&f.input).map(|h| h.offset).ok_or_else(|| HostError::Arena {
+            detail: format!("NonZero `{}` input `{}` is not held by the run", f.label, f.input),
+        })?;
+        let partials = self.hold(nz.partials_bytes(), DType::I64, Vec::new())?.offset;
+        let (xv, pv, yv) = (ValueId(0), ValueId(1), ValueId(2));
+        let counted = (|| {
+            let base = self.region.base(&self.stream);
+            let at = Addresses {
+                inputs: vec![(xv, base + x), (pv, base + partials)],
+                outputs: Vec::new(),
+                weights: Vec::new(),
+                memory: None,
+            };
+            self.launch_step(&at, 0, &nz.count_step(xv, pv))?;
+            let raw = self.region.read(&self.stream, partials, nz.partials_bytes())?;
+            self.stream.synchronize().map_err(|e| HostError::Step {
+                step: 0,
+                label: format!("NonZero {}", f.label),
+                kernel: "non_zero_count",
+                detail: e.to_string(),
+            })?;
+            let count = NonZero::count(&raw);
+            let rank = f.dims.len() as u64;
+            let bytes = rank.checked_mul(count).and_then(|n| n.checked_mul(8)).ok_or_else(|| {
+                HostError::Arena { detail: format!("NonZero `{}` output size overflows", f.label) }
+            })?;
+            let y = self.hold(bytes, DType::I64, vec![rank as usize, count as usize])?;
+            if bytes > 0 {
+                let base = self.region.base(&self.stream);
+                let at = Addresses {
+                    inputs: vec![(xv, base + x), (pv, base + partials)],
+                    outputs: vec![(yv, base + y.offset)],
+                    weights: Vec::new(),
+                    memory: None,
+                };
+                self.launch_step(&at, 1, &nz.write_step(xv, pv, yv, count))?;
+            }
+            env.insert(f.output.clone(), y);
+            Ok(count as usize)
+        })();
+        // The write launch is queued before this free; a later block reuse is ordered after it.
+        self.region.free(partials)?;
+        counted
+    }
+}
