@@ -197,6 +197,21 @@ fn top_k_key_i64(p: &TopKParams, bits: u64, j: u32) -> u128 {
 /// threads.
 #[inline(always)]
 pub(crate) unsafe fn bitonic_sort<K: Copy + PartialOrd>(keys: *mut K, padded: u64, threads: u64) {
+    // SAFETY: forwarded.
+    unsafe { bitonic_sort_by(keys, padded, threads, |a, b| a > b) }
+}
+
+/// [`bitonic_sort`] with the order `greater(a, b)` (a strict total order on the keys present).
+///
+/// # Safety
+/// As [`bitonic_sort`].
+#[inline(always)]
+pub(crate) unsafe fn bitonic_sort_by<K: Copy>(
+    keys: *mut K,
+    padded: u64,
+    threads: u64,
+    greater: impl Fn(K, K) -> bool,
+) {
     let t = thread_idx_x() as u64;
     let mut size = 2u64;
     while size <= padded {
@@ -211,7 +226,7 @@ pub(crate) unsafe fn bitonic_sort<K: Copy + PartialOrd>(keys: *mut K, padded: u6
                 // SAFETY: lo < hi < padded, inside the shared keys; each pair has one owner.
                 unsafe {
                     let (a, b) = (*keys.add(lo as usize), *keys.add(hi as usize));
-                    if (a > b) == ascending {
+                    if greater(a, b) == ascending {
                         *keys.add(lo as usize) = b;
                         *keys.add(hi as usize) = a;
                     }

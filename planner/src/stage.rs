@@ -46,6 +46,23 @@ pub enum FrontierKind {
         /// The optional scalars' names.
         scalars: [Option<String>; 3],
     },
+    /// Unique of [`Frontier::input`] viewed as `[outer, len, inner]` around its axis (flattened:
+    /// `[1, elems, 1]`); [`Frontier::output`] is `Y`, `outputs` all four (by name, `None` when
+    /// omitted).
+    Unique {
+        /// The axis (`None`: the input flattened).
+        axis: Option<usize>,
+        /// Rows before the axis.
+        outer: usize,
+        /// Slices along the axis.
+        len: usize,
+        /// Elements after the axis.
+        inner: usize,
+        /// The distinct slices in ascending order (else by first occurrence).
+        sorted: bool,
+        /// Y, indices, inverse_indices, counts.
+        outputs: [Option<String>; 4],
+    },
 }
 
 /// A data-dependent node the session runs between stages.
@@ -147,14 +164,14 @@ pub fn split(graph: &Graph, binding: &Binding) -> Result<Option<Stage>, PlanErro
             waits[id.index()] = true;
             control_nodes.push(id);
         } else if node.outputs.iter().flatten().any(|&v| !known(v)) {
-            if matches!(node.op, Op::NonZero | Op::NonMaxSuppression(_)) {
+            if matches!(node.op, Op::NonZero | Op::NonMaxSuppression(_) | Op::Unique(_)) {
                 waits[id.index()] = true;
                 frontier_nodes.push(id);
             } else {
                 refused.push((
                     g.node_label(id),
                     node.op.name(),
-                    "its output shape depends on the data (only NonZero, NonMaxSuppression and control flow run between stages on the GPU)"
+                    "its output shape depends on the data (only NonZero, NonMaxSuppression, Unique and control flow run between stages on the GPU)"
                         .to_string(),
                 ));
             }
@@ -220,8 +237,35 @@ pub fn split(graph: &Graph, binding: &Binding) -> Result<Option<Stage>, PlanErro
         let dims = infos[x.index()].shape.as_known().filter(|d| !d.is_empty()).unwrap_or(vec![1]);
         let output = g.value_name(y);
         let symbol = symbol_of(&output);
-        symbols.insert(y, symbol.clone());
+        // Every output with a data-dependent dim (Unique's Y, indices and counts) has this one.
+        for v in node.outputs.iter().flatten() {
+            if *v == y || infos[v.index()].shape.as_known().is_none() {
+                symbols.insert(*v, symbol.clone());
+            }
+        }
         let kind = match &node.op {
+            Op::Unique(a) => {
+                let d = infos[x.index()].shape.as_known().unwrap_or_default();
+                let (axis, outer, len, inner) = match a.axis {
+                    None => (None, 1, d.iter().product(), 1),
+                    Some(ax) => {
+                        let r = d.len() as i64;
+                        let ax = if ax < 0 { ax + r } else { ax };
+                        let ax = usize::try_from(ax).ok().filter(|&a| a < d.len()).ok_or_else(|| {
+                            PlanError::NoKernel {
+                                nodes: vec![(
+                                    g.node_label(id),
+                                    node.op.name(),
+                                    format!("axis {ax} of {d:?}"),
+                                )],
+                            }
+                        })?;
+                        (Some(ax), d[..ax].iter().product(), d[ax], d[ax + 1..].iter().product())
+                    }
+                };
+                let outputs = std::array::from_fn(|k| node.output(k).map(|v| g.value_name(v)));
+                FrontierKind::Unique { axis, outer, len, inner, sorted: a.sorted, outputs }
+            }
             Op::NonMaxSuppression(a) => {
                 let scores = node.input(1).ok_or_else(|| PlanError::NoKernel {
                     nodes: vec![(g.node_label(id), node.op.name(), "needs its scores".into())],

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use planner::plan::{Nms, NonZero};
+use planner::plan::{Nms, NonZero, UniqueSteps};
 use planner::stage::{Frontier, FrontierKind};
 use planner::{DType, ValueId};
 
@@ -19,6 +19,8 @@ pub(super) enum Launch {
     NonZero(NonZero),
     /// NonMaxSuppression's.
     Nms(Nms),
+    /// Unique's.
+    Unique(UniqueSteps),
 }
 
 impl Launch {
@@ -30,6 +32,10 @@ impl Launch {
         Ok(match &f.kind {
             FrontierKind::NonZero => Launch::NonZero(
                 NonZero::new(&f.label, &f.dims, f.dtype, sm_count).map_err(refused("NonZero"))?,
+            ),
+            FrontierKind::Unique { outer, len, inner, sorted, .. } => Launch::Unique(
+                UniqueSteps::new(&f.label, (*outer, *len, *inner), f.dtype, *sorted, sm_count)
+                    .map_err(refused("Unique"))?,
             ),
             FrontierKind::NonMaxSuppression { center_point_box, classes, .. } => {
                 if f.dtype != DType::F32 {
@@ -60,10 +66,91 @@ impl Session<'_> {
             (Launch::Nms(nms), FrontierKind::NonMaxSuppression { scores, scalars, .. }) => {
                 self.run_nms(f, nms, (scores, scalars), env)
             }
+            (Launch::Unique(u), FrontierKind::Unique { axis, outer, inner, len, outputs, .. }) => {
+                self.run_unique(f, u, (*axis, *outer, *len, *inner), outputs, env)
+            }
             _ => Err(HostError::Arena {
                 detail: format!("`{}`: its launches are not its operator's", f.label),
             }),
         }
+    }
+
+    /// Runs one Unique: groups the slices, reads the distinct count back, places and writes the
+    /// outputs. Returns the distinct count.
+    fn run_unique(
+        &mut self,
+        f: &Frontier,
+        u: &UniqueSteps,
+        (axis, outer, len, inner): (Option<usize>, usize, usize, usize),
+        outputs: &[Option<String>; 4],
+        env: &mut HashMap<String, Held>,
+    ) -> Result<usize, HostError> {
+        let x = env.get(&f.input).map(|h| h.offset).ok_or_else(|| HostError::Arena {
+            detail: format!("Unique `{}` input `{}` is not held by the run", f.label, f.input),
+        })?;
+        let scratch = self.hold(u.scratch_bytes(), DType::I64, Vec::new())?.offset;
+        let ids = ValueId;
+        let run = (|| {
+            let base = self.region.base(&self.stream);
+            let at = Addresses {
+                inputs: vec![(ids(0), base + x), (ids(1), base + scratch)],
+                outputs: Vec::new(),
+                weights: Vec::new(),
+                memory: None,
+            };
+            self.launch_step(&at, 0, &u.count_step(ids(0), ids(1)))?;
+            let raw = self.region.read(&self.stream, scratch, 8)?;
+            self.stream.synchronize().map_err(|e| HostError::Step {
+                step: 0,
+                label: format!("Unique {}", f.label),
+                kernel: "unique_count",
+                detail: e.to_string(),
+            })?;
+            let count = raw.as_chunks::<8>().0.first().map_or(0, |c| i64::from_le_bytes(*c).max(0) as usize);
+            // Y keeps the input's dims with the axis' extent the count (flattened: 1-D).
+            let y_dims = match axis {
+                None => vec![count],
+                Some(a) => {
+                    let mut d = f.dims.clone();
+                    d[a] = count;
+                    d
+                }
+            };
+            let es = f.dtype.size_bytes() as u64;
+            let y = self.hold((outer * count * inner) as u64 * es, f.dtype, y_dims)?;
+            let mut held = vec![(0usize, y.clone())];
+            for (k, n) in [(1usize, count), (2, len), (3, count)] {
+                if outputs[k].is_some() {
+                    held.push((k, self.hold(8 * n as u64, DType::I64, vec![n])?));
+                }
+            }
+            let base = self.region.base(&self.stream);
+            let slot = |k: usize| held.iter().find(|(j, _)| *j == k).map(|_| ids(2 + k as u32));
+            let at = Addresses {
+                inputs: vec![(ids(0), base + x), (ids(1), base + scratch)],
+                outputs: held.iter().map(|(k, h)| (ids(2 + *k as u32), base + h.offset)).collect(),
+                weights: Vec::new(),
+                memory: None,
+            };
+            if count > 0 || len > 0 {
+                let step = u.write_step((ids(0), ids(1)), ids(2), [slot(1), slot(2), slot(3)], count as u64);
+                self.launch_step(&at, 1, &step)?;
+            }
+            for (k, h) in held {
+                match &outputs[k] {
+                    Some(name) => {
+                        if let Some(old) = env.insert(name.clone(), h) {
+                            self.region.free(old.offset)?;
+                        }
+                    }
+                    None => self.region.free(h.offset)?,
+                }
+            }
+            Ok(count)
+        })();
+        // The write launch is queued before this free; a later reuse is ordered after it.
+        self.region.free(scratch)?;
+        run
     }
 
     /// Runs one NonMaxSuppression: keeps and counts, reads the counts back, places and writes the

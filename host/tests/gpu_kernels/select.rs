@@ -297,3 +297,69 @@ fn non_max_suppression_matches_the_reference() {
         }
     }
 }
+
+/// Unique in stages: flattened and along an axis (slices compared lexicographically), sorted and
+/// in order of first occurrence, f32 (with -0.0 and NaN), i32 and i64, some outputs omitted; and
+/// an op after it on the distinct values.
+#[test]
+fn unique_matches_the_reference() {
+    let mut rng = Rng::new(0x0417);
+    for (shape, axis) in [
+        (vec![12], None),
+        (vec![3, 5], None),
+        (vec![6, 2], Some(0)),
+        (vec![2, 7, 3], Some(1)),
+        (vec![4, 3], Some(-1)),
+        (vec![1], None),
+        (vec![700], None),
+    ] {
+        for dtype in [DType::F32, DType::I32, DType::I64] {
+            for sorted in [true, false] {
+                let omit = rng.next_u64().is_multiple_of(3);
+                let mut g = Graph::new();
+                let x = g.input("x", dtype, known(&shape));
+                let outs: Vec<_> =
+                    ["y", "indices", "inverse", "counts"].iter().map(|n| g.add_value(*n, None)).collect();
+                let slots = outs.iter().enumerate().map(|(k, &v)| (!(omit && k % 2 == 1)).then_some(v));
+                g.add_node(planner::Node {
+                    name: "unique".into(),
+                    op: Op::Unique(op::Unique { axis, sorted }),
+                    inputs: vec![Some(x)],
+                    outputs: slots.collect(),
+                });
+                let y = g.cast(outs[0], DType::F32);
+                g.output(y);
+                g.output(outs[2]);
+                if !omit {
+                    g.output(outs[1]);
+                    g.output(outs[3]);
+                }
+                let n: usize = shape.iter().product();
+                let xs = match dtype {
+                    DType::F32 => {
+                        let odd = [f32::NAN, -0.0, 0.0, 1.5, -2.0, 1.5, 3.0];
+                        HostTensor::new(
+                            shape.clone(),
+                            (0..n).map(|_| pick(&mut rng, &odd)).collect::<Vec<_>>(),
+                        )
+                    }
+                    DType::I32 => HostTensor::new(
+                        shape.clone(),
+                        (0..n).map(|_| pick(&mut rng, &[-5i32, 0, 7, 7, i32::MAX])).collect::<Vec<_>>(),
+                    ),
+                    _ => HostTensor::new(
+                        shape.clone(),
+                        (0..n).map(|_| pick(&mut rng, &[i64::MIN, -1, 1 << 40, 3, 3])).collect::<Vec<_>>(),
+                    ),
+                }
+                .unwrap();
+                compare(
+                    &format!("unique {shape:?} axis {axis:?} {dtype} sorted {sorted} omit {omit}"),
+                    g,
+                    &[("x".into(), xs)],
+                    0.0,
+                );
+            }
+        }
+    }
+}

@@ -318,6 +318,12 @@ kernel_ids! {
     NmsSelect => "nms_select",
     /// `nms::nms_write`: ONNX NonMaxSuppression, the `(batch, class, box)` rows
     NmsWrite => "nms_write",
+    /// `unique::unique_count`: ONNX Unique, the distinct slices, their counts and positions
+    UniqueCount => "unique_count",
+    /// `unique::unique_write_b4`: ONNX Unique's outputs, 4-byte elements
+    UniqueWriteB4 => "unique_write_b4",
+    /// `unique::unique_write_b8`: ONNX Unique's outputs, 8-byte elements
+    UniqueWriteB8 => "unique_write_b8",
     // indexing
     /// `indexing::gather_elements_b1`: ONNX GatherElements of 1-byte elements
     GatherElementsB1 => "gather_elements_b1",

@@ -101,3 +101,41 @@ pub struct NmsParams {
 
 // SAFETY: #[repr(C)], three u64, two u32: no padding.
 unsafe impl Params for NmsParams {}
+
+/// Threads of the `unique::unique_count` block.
+pub const UNIQUE_THREADS: u32 = 256;
+/// Most slices `unique::unique_count` takes along the axis (a single block sorts them in shared
+/// memory, 4 bytes each).
+pub const UNIQUE_MAX_LEN: u64 = 4096;
+
+/// Parameters of the `unique::*` kernels (ONNX Unique): the input as `[outer, len, inner]` around
+/// the axis (flattened: `[1, elems, 1]`), its `len` slices compared lexicographically.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UniqueParams {
+    /// Rows before the axis.
+    pub outer: u64,
+    /// Slices along the axis.
+    pub len: u64,
+    /// Elements after the axis.
+    pub inner: u64,
+    /// Distinct slices (the write pass; 0 for the count pass).
+    pub count: u64,
+    /// `len` rounded up to a power of two.
+    pub padded: u32,
+    /// Element type (`scalar::F32`, `scalar::I32` or `scalar::I64`).
+    pub dtype: u32,
+    /// 1: the distinct slices in ascending order; 0: in order of first occurrence.
+    pub sorted: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+// SAFETY: #[repr(C)], four u64, four u32: no padding.
+unsafe impl Params for UniqueParams {}
+
+/// i64 words of the `unique::unique_count` scratch for `len` slices: the distinct count, then
+/// seven lists of `len`.
+pub const fn unique_scratch_words(len: u64) -> u64 {
+    1 + 7 * len
+}

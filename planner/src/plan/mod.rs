@@ -53,7 +53,7 @@ use serde::{Deserialize, Serialize};
 pub use elementwise::{binary_params, broadcast_strides};
 pub use movement::transpose_params;
 pub use reduce::reduce_params;
-pub use select::{Nms, NonZero};
+pub use select::{Nms, NonZero, UniqueSteps};
 
 use crate::error::PlanError;
 use crate::graph::{Graph, NodeId, ValueId};

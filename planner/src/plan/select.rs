@@ -1,10 +1,13 @@
 //! Selection launches. ONNX NonZero, which the session runs between the stages of a graph
 //! ([`crate::stage`]): a count launch, whose per-block partial counts the host reads back to learn
-//! the output length, then a write launch over the same blocks. ONNX TopK: one sorting launch.
+//! the output length, then a write launch over the same blocks; NonMaxSuppression and Unique the
+//! same way (a select or count launch, its counts read back, a write launch). ONNX TopK: one
+//! sorting launch.
 
 use kernels_gpu::abi::{
     KernelId, MAX_RANK, NMS_MAX_BOXES, NMS_THREADS, NON_ZERO_SHARED_BYTES, NON_ZERO_THREADS, NmsParams,
-    NonZeroParams, Params, TOP_K_I64_MAX_LEN, TOP_K_MAX_LEN, TOP_K_THREADS, TopKParams, scalar,
+    NonZeroParams, Params, TOP_K_I64_MAX_LEN, TOP_K_MAX_LEN, TOP_K_THREADS, TopKParams, UNIQUE_MAX_LEN,
+    UNIQUE_THREADS, UniqueParams, scalar, unique_scratch_words,
 };
 
 use super::lower::{Lowered, dims};
@@ -183,6 +186,91 @@ impl Nms {
     /// The write launch: the `(batch, class, box)` rows into `y`.
     pub fn write_step(&self, slots: ValueId, counts: ValueId, y: ValueId) -> Step {
         self.step(KernelId::NmsWrite, 128, 0, vec![Arg::Value(slots), Arg::Value(counts), Arg::Value(y)])
+    }
+}
+
+/// The two launches of one Unique over an input viewed as `[outer, len, inner]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UniqueSteps {
+    label: String,
+    params: UniqueParams,
+    write: KernelId,
+    sm_count: u32,
+}
+
+impl UniqueSteps {
+    /// The launches of Unique `label` over `(outer, len, inner)` of `dtype` (f32, i32 or i64;
+    /// at most `UNIQUE_MAX_LEN` slices), ascending when `sorted`.
+    pub fn new(
+        label: &str,
+        (outer, len, inner): (usize, usize, usize),
+        dtype: DType,
+        sorted: bool,
+        sm_count: u32,
+    ) -> Result<UniqueSteps, String> {
+        let (code, write) = match dtype {
+            DType::F32 => (scalar::F32, KernelId::UniqueWriteB4),
+            DType::I32 => (scalar::I32, KernelId::UniqueWriteB4),
+            DType::I64 => (scalar::I64, KernelId::UniqueWriteB8),
+            other => return Err(format!("Unique of {other}: the kernels take f32, i32 and i64")),
+        };
+        if len as u64 > UNIQUE_MAX_LEN {
+            return Err(format!("Unique over {len} slices (the GPU kernel takes up to {UNIQUE_MAX_LEN})"));
+        }
+        let params = UniqueParams {
+            outer: outer as u64,
+            len: len as u64,
+            inner: inner as u64,
+            count: 0,
+            padded: len.next_power_of_two().max(1) as u32,
+            dtype: code,
+            sorted: sorted as u32,
+            _pad: 0,
+        };
+        Ok(UniqueSteps { label: format!("Unique {label}"), params, write, sm_count })
+    }
+
+    /// Bytes of the count launch's scratch.
+    pub fn scratch_bytes(&self) -> u64 {
+        8 * unique_scratch_words(self.params.len)
+    }
+
+    /// The count launch: reads `x`, writes `scratch` (its first i64 is the distinct count).
+    pub fn count_step(&self, x: ValueId, scratch: ValueId) -> Step {
+        Step::Kernel {
+            nodes: Vec::new(),
+            label: self.label.clone(),
+            kernel: KernelId::UniqueCount,
+            grid: [1, 1, 1],
+            block: [UNIQUE_THREADS, 1, 1],
+            shared_bytes: 4 * self.params.padded,
+            args: vec![Arg::Params(self.params.as_bytes().to_vec()), Arg::Value(x), Arg::Value(scratch)],
+        }
+    }
+
+    /// The write launch once the distinct count is `count`: `y` and the optional `indices`,
+    /// `inverse`, `counts` (`None`: omitted).
+    pub fn write_step(
+        &self,
+        (x, scratch): (ValueId, ValueId),
+        y: ValueId,
+        rest: [Option<ValueId>; 3],
+        count: u64,
+    ) -> Step {
+        let params = UniqueParams { count, ..self.params };
+        let work = (params.outer * count * params.inner).max(params.len);
+        let mut args =
+            vec![Arg::Params(params.as_bytes().to_vec()), Arg::Value(x), Arg::Value(scratch), Arg::Value(y)];
+        args.extend(rest.map(|v| v.map_or(Arg::Null, Arg::Value)));
+        Step::Kernel {
+            nodes: Vec::new(),
+            label: self.label.clone(),
+            kernel: self.write,
+            grid: capped_grid(self.sm_count, work.div_ceil(256).max(1)),
+            block: [256, 1, 1],
+            shared_bytes: 0,
+            args,
+        }
     }
 }
 
