@@ -17,7 +17,7 @@ use crate::movement::{at, unravel};
 /// # Safety
 /// `idx` holds more than `i` indices of that width.
 #[inline(always)]
-unsafe fn load_index(idx: *const u8, bytes: u32, i: u64) -> i64 {
+pub(crate) unsafe fn load_index(idx: *const u8, bytes: u32, i: u64) -> i64 {
     // SAFETY: the caller's contract.
     unsafe {
         if bytes == 4 {

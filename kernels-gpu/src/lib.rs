@@ -75,6 +75,8 @@ mod select;
 mod sequence;
 #[cfg(target_arch = "nvptx64")]
 mod unique;
+#[cfg(target_arch = "nvptx64")]
+mod vision;
 
 /// A panic on the device cannot unwind or print: it traps, which aborts the launch and surfaces on
 /// the host as `CUDA_ERROR_LAUNCH_FAILED` for the step that ran the kernel.

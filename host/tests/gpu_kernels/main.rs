@@ -29,6 +29,7 @@ mod sequence;
 mod sequence_state;
 mod session;
 mod shape_ops;
+mod vision;
 
 use std::sync::OnceLock;
 

@@ -43,6 +43,7 @@ mod resize;
 mod rows;
 mod select;
 mod sequence;
+mod vision;
 
 pub use attention::*;
 pub use conv::*;
@@ -60,6 +61,7 @@ pub use resize::*;
 pub use rows::*;
 pub use select::*;
 pub use sequence::*;
+pub use vision::*;
 
 /// Declares [`KernelId`]: one line per kernel, its variant and its PTX `.entry` name.
 macro_rules! kernel_ids {
@@ -347,6 +349,12 @@ kernel_ids! {
     TensorScatterB8 => "tensor_scatter_b8",
     /// `blocks::det_f32`: ONNX Det, a thread per matrix (Gaussian elimination, partial pivoting)
     DetF32 => "det_f32",
+    // vision
+    /// `vision::roi_align_f32`: ONNX RoiAlign (avg and max, half_pixel and output_half_pixel)
+    RoiAlignF32 => "roi_align_f32",
+    /// `vision::deform_conv_f32`: ONNX DeformConv (1 to 3 spatial dims, groups, offset groups,
+    /// optional bias and mask), a thread per output element
+    DeformConvF32 => "deform_conv_f32",
     // loss
     /// `loss::nll_loss_f32`: NegativeLogLikelihoodLoss (every reduction, weights, ignore_index)
     NllLossF32 => "nll_loss_f32",
@@ -447,5 +455,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<Col2ImParams>(), 4 * 8 + 6 * 8 * GRID_MAX_RANK + 2 * 4);
         assert_eq!(core::mem::size_of::<LinearAttentionParams>(), 10 * 4);
         assert_eq!(core::mem::size_of::<ScatterNdParams>(), 2 * 8 + 4 * 4 + 2 * 8 * MAX_RANK);
+        assert_eq!(core::mem::size_of::<RoiAlignParams>(), 8 * 8 + 4 * 4);
+        assert_eq!(core::mem::size_of::<DeformConvParams>(), 5 * 8 + 6 * 8 * DEFORM_MAX_RANK + 6 * 4);
     }
 }

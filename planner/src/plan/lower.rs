@@ -19,6 +19,7 @@ use super::reduce::{self, ReduceNode};
 use super::resize;
 use super::rows::{self, RowNode};
 use super::sequence;
+use super::vision;
 use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{GeluApproximation, Op};
@@ -349,6 +350,8 @@ pub(super) fn node(
         Op::Trilu(a) => indexing::trilu(&move_node(id, label, &ins, &n.outputs), a.upper, values, o),
         Op::TensorScatter(a) => blocks::tensor_scatter(&move_node(id, label, &ins, &n.outputs), a, values, o),
         Op::Det => blocks::det(&move_node(id, label, &ins, &n.outputs), values, o),
+        Op::RoiAlign(a) => vision::roi_align(&move_node(id, label, &ins, &n.outputs), a, values, o),
+        Op::DeformConv(a) => vision::deform_conv(&move_node(id, label, &ins, &n.outputs), a, values, o),
         Op::DepthToSpace(a) => {
             let mn = move_node(id, label, &ins, &n.outputs);
             indexing::depth_to_space(&mn, a.blocksize, a.mode, values, o)

@@ -44,6 +44,7 @@ mod sampling;
 mod select;
 mod sequence;
 mod tc_pack;
+mod vision;
 
 use std::fmt;
 
