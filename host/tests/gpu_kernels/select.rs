@@ -318,22 +318,21 @@ fn unique_matches_the_reference() {
                 let omit = rng.next_u64().is_multiple_of(3);
                 let mut g = Graph::new();
                 let x = g.input("x", dtype, known(&shape));
-                let outs: Vec<_> =
-                    ["y", "indices", "inverse", "counts"].iter().map(|n| g.add_value(*n, None)).collect();
-                let slots = outs.iter().enumerate().map(|(k, &v)| (!(omit && k % 2 == 1)).then_some(v));
+                // Indices and counts omitted (no value at all) or given.
+                let outs: Vec<Option<_>> = ["y", "indices", "inverse", "counts"]
+                    .iter()
+                    .enumerate()
+                    .map(|(k, n)| (!(omit && k % 2 == 1)).then(|| g.add_value(*n, None)))
+                    .collect();
                 g.add_node(planner::Node {
                     name: "unique".into(),
                     op: Op::Unique(op::Unique { axis, sorted }),
                     inputs: vec![Some(x)],
-                    outputs: slots.collect(),
+                    outputs: outs.clone(),
                 });
-                let y = g.cast(outs[0], DType::F32);
+                let y = g.cast(outs[0].unwrap(), DType::F32);
                 g.output(y);
-                g.output(outs[2]);
-                if !omit {
-                    g.output(outs[1]);
-                    g.output(outs[3]);
-                }
+                outs[1..].iter().flatten().for_each(|&v| g.output(v));
                 let n: usize = shape.iter().product();
                 let xs = match dtype {
                     DType::F32 => {
