@@ -29,11 +29,21 @@ const MAX_ROUNDS: usize = 8;
 /// Folds constants, replaces each `If` whose condition became a constant by its taken branch (and
 /// folds again), and removes dead nodes; the result is validated.
 pub fn run(g: &Graph) -> Result<Graph, PlanError> {
-    let mut out = dce::eliminate(&constants(g)?);
+    // Ifs already constant go first: the shapes their branches compute may be what inference
+    // needs to get through the graph.
+    let mut out = dce::eliminate(&constants(&inline::constant_ifs(g).unwrap_or_else(|| g.clone()))?);
+    // Values folded in one round feed analysis of the next (a Split of a constant, then what its
+    // pieces shape): repeat while Ifs unfold or nodes fold.
     for _ in 0..MAX_ROUNDS {
-        let Some(inlined) = inline::constant_ifs(&out) else { break };
-        validate::graph(&inlined)?;
-        out = dce::eliminate(&constants(&inlined)?);
+        let before = out.nodes.len();
+        let inlined = inline::constant_ifs(&out);
+        let changed = inlined.is_some();
+        let next = inlined.unwrap_or_else(|| out.clone());
+        validate::graph(&next)?;
+        out = dce::eliminate(&constants(&next)?);
+        if !changed && out.nodes.len() == before {
+            break;
+        }
     }
     validate::graph(&out)?;
     Ok(out)
@@ -79,6 +89,11 @@ fn fold_node(
     if !node.op.subgraphs().is_empty() || node.outputs.iter().all(Option::is_none) {
         return None;
     }
+    if let Op::Split(sp) = &node.op
+        && let Some(parts) = split_constant(node, sp.axis, inf, consts)
+    {
+        return Some(parts);
+    }
     let mut out = Vec::with_capacity(node.outputs.len());
     for (slot, v) in node.outputs.iter().enumerate() {
         let Some(v) = v else {
@@ -98,6 +113,42 @@ fn fold_node(
         out.push(t);
     }
     Some(out)
+}
+
+/// The outputs of a Split of a constant (each output's dims known, every output present): the
+/// pieces along `axis` in order.
+fn split_constant(
+    node: &Node,
+    axis: i64,
+    inf: &Inference,
+    consts: &BTreeMap<ValueId, ConstTensor>,
+) -> Option<Vec<ConstTensor>> {
+    let x = consts.get(&node.input(0)?)?;
+    let rank = x.dims.len() as i64;
+    let a = usize::try_from(if axis < 0 { axis + rank } else { axis }).ok().filter(|&a| a < x.dims.len())?;
+    if x.bytes.len() > MAX_FOLD_ELEMS * 8 {
+        return None;
+    }
+    let es = x.dtype.size_bytes();
+    let (outer, len, inner): (usize, usize, usize) =
+        (x.dims[..a].iter().product(), x.dims[a], x.dims[a + 1..].iter().product());
+    let mut start = 0usize;
+    let mut out = Vec::with_capacity(node.outputs.len());
+    for v in &node.outputs {
+        let dims = inf.info((*v)?)?.shape.as_known()?;
+        let e = *dims.get(a)?;
+        if start + e > len {
+            return None;
+        }
+        let mut bytes = Vec::with_capacity(outer * e * inner * es);
+        for o in 0..outer {
+            let from = (o * len + start) * inner * es;
+            bytes.extend_from_slice(x.bytes.get(from..from + e * inner * es)?);
+        }
+        out.push(ConstTensor::new(x.dtype, dims, bytes).ok()?);
+        start += e;
+    }
+    (start == len).then_some(out)
 }
 
 /// Folds ops of any dtype whose inputs are all constants.

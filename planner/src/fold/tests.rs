@@ -155,3 +155,20 @@ fn an_if_of_constant_condition_becomes_its_branch() {
         crate::shape_infer::infer(&out).unwrap();
     }
 }
+
+#[test]
+fn a_split_of_a_constant_folds_and_what_its_pieces_shape_folds_next() {
+    // size = [2, 3, 5] split into N, C, W; ConstantOfShape(Concat(W, N)) then has a known shape.
+    let mut g = Graph::new();
+    let size = g.const_i64("size", &[3], &[2, 3, 5]);
+    let parts = g.push(Op::Split(op::Split { axis: 0, split: None, num_outputs: Some(3) }), &[size], 3);
+    let shape = g.concat(&[parts[2], parts[0]], 0);
+    let zeros = g.op1(Op::ConstantOfShape(Default::default()), &[shape]);
+    let x = g.input("x", DType::F32, [Dim::Known(5), Dim::Known(2)]);
+    let y = g.add(x, zeros);
+    g.output(y);
+    let out = run(&g).unwrap();
+    let ops: Vec<&str> = out.nodes.iter().map(|n| n.op.name()).collect();
+    assert_eq!(ops, ["Add"], "everything but the Add folds");
+    assert_eq!(infer(&out).unwrap()[out.outputs[0].index()].shape, Shape(vec![Dim::Known(5), Dim::Known(2)]));
+}

@@ -100,12 +100,13 @@ fn a_second_non_zero_is_cut_again_once_the_first_count_is_bound() {
 
 #[test]
 fn other_data_dependent_ops_are_refused_by_name() {
+    // A Range whose bounds arrive at run time: its length is the data's.
     let mut g = Graph::new();
-    let x = input(&mut g, "x", &[5]);
-    let y = g.op1(Op::Unique(crate::op::Unique::default()), &[x]);
+    let ends: Vec<ValueId> = ["start", "limit", "delta"].iter().map(|n| input(&mut g, n, &[])).collect();
+    let y = g.op1(Op::Range, &ends);
     g.output(y);
     let e = split(&g, &Binding::new()).unwrap_err().to_string();
-    assert!(e.contains("unique_0") && e.contains("depends on the data"), "{e}");
+    assert!(e.contains("range_0") && e.contains("depends on the data"), "{e}");
 }
 
 /// Compiles every stage of `g` as a session would, binding each NonZero count to `count`; returns
