@@ -407,6 +407,7 @@ pub fn ew_op(op: u32, a: f32, b: f32, imm: f32) -> f32 {
                 0.0
             }
         }
+        54 => libm::fmodf(a, b),
         _ => f32::NAN,
     }
 }

@@ -276,3 +276,50 @@ fn flex_attention_matches_the_reference() {
         compare(&format!("flex attention {hq}/{hkv} {l}x{s} mods {mods}"), g, &inputs, 1e-5);
     }
 }
+
+/// Attention with `nonpad_kv_seqlen` and a mask narrower than the keys (both become an additive
+/// mask), and Mod with `fmod` on f32 (mixed signs, zero divisors).
+#[test]
+fn padded_attention_and_float_fmod_match_the_reference() {
+    let mut rng = Rng::new(0xad0);
+    for (narrow, lens) in [(false, [3i64, 6]), (true, [6, 1]), (true, [0, 4])] {
+        let (b, h, sq, skv, d) = (2, 3, 4, 6, 8);
+        let mut g = Graph::new();
+        let q = g.input("q", DType::F32, known(&[b, h, sq, d]));
+        let k = g.input("k", DType::F32, known(&[b, h, skv, d]));
+        let v = g.input("v", DType::F32, known(&[b, h, skv, d]));
+        let width = if narrow { 4 } else { skv };
+        let m = g.input("m", DType::F32, known(&[b, h, sq, width]));
+        let l = g.input("l", DType::I64, known(&[b]));
+        let y = g.push_opt(
+            Op::Attention(Default::default()),
+            vec![Some(q), Some(k), Some(v), Some(m), None, None, Some(l)],
+            1,
+        )[0];
+        g.output(y);
+        let inputs = [
+            ("q".to_string(), floats(&mut rng, &[b, h, sq, d], -1.0, 1.0)),
+            ("k".to_string(), floats(&mut rng, &[b, h, skv, d], -1.0, 1.0)),
+            ("v".to_string(), floats(&mut rng, &[b, h, skv, d], -1.0, 1.0)),
+            ("m".to_string(), floats(&mut rng, &[b, h, sq, width], -1.0, 0.0)),
+            ("l".to_string(), HostTensor::new(vec![b], lens.to_vec()).unwrap()),
+        ];
+        compare(&format!("padded attention narrow {narrow} lens {lens:?}"), g, &inputs, 1e-5);
+    }
+    let mut g = Graph::new();
+    let a = g.input("a", DType::F32, known(&[8]));
+    let bb = g.input("b", DType::F32, known(&[8]));
+    let y = g.op1(Op::Mod(op::Mod { fmod: true }), &[a, bb]);
+    g.output(y);
+    let inputs = [
+        (
+            "a".to_string(),
+            HostTensor::new(vec![8], vec![-4.3f32, 7.2, 5.0, 4.3, -7.2, 8.0, 1e30, 3.0]).unwrap(),
+        ),
+        (
+            "b".to_string(),
+            HostTensor::new(vec![8], vec![2.1f32, -3.4, 8.0, -2.1, 3.4, 5.0, 7.0, 0.0]).unwrap(),
+        ),
+    ];
+    compare("fmod", g, &inputs, 0.0);
+}

@@ -296,6 +296,9 @@ pub mod ew_extra {
     pub const PRELU: u32 = 52;
     /// `x < -imm ? x + b : x > imm ? x - b : 0` (Shrink: `imm` is lambd, operand `b` the bias)
     pub const SHRINK: u32 = 53;
+    /// `fmod(x, b)`: the remainder of `x / b` truncated toward zero, with `x`'s sign, exact (Mod
+    /// with `fmod = 1`; a binary instruction)
+    pub const FMOD: u32 = 54;
 }
 
 /// Parameters of `program::ew_program_f32`: a fused chain of f32 elementwise ops. For each

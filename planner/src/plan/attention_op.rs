@@ -10,9 +10,10 @@
 //! Lowered: f32 Q/K/V/Y, 4-D `(B, H, S, D)` or 3-D `(B, S, H·D)` (read and written in place
 //! through strided views), any scale, `softcap`, `is_causal`, a float mask broadcastable to
 //! `(B, Hq, Sq, Skv)` whose last dim is the key length, grouped-query heads, a value head size
-//! different from the key's. Refused (the node stays unsupported): other dtypes, a bool mask (the
-//! program reads masks as f32), a mask narrower than the keys (the reference pads it with
-//! `-inf`), `nonpad_kv_seqlen`, and the `qk_matmul_output` output. A KV cache (`past_key` /
+//! different from the key's. A bool mask, a mask narrower than the keys (the reference pads it
+//! with `-inf`) and `nonpad_kv_seqlen` reach this lowering already rewritten into an additive f32
+//! mask (`decompose`); the `qk_matmul_output` output is a launch of its own ([`scores`]). Refused
+//! (the node stays unsupported): other dtypes. A KV cache (`past_key` /
 //! `past_value`, 4-D) is concatenated with K / V into the `present_key` / `present_value` outputs
 //! (required then) by strided copies before the launch, which reads them, its causal mask aligned
 //! bottom-right (`j > i + past`). `softmax_precision` is ignored: the kernel

@@ -102,7 +102,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                 | Op::Binarizer(_)
                 | Op::ArrayFeatureExtractor
                 | Op::BatchNormalization(op::BatchNormalization { training_mode: true, .. })
-        ) || (matches!(n.op, Op::Attention(_)) && n.input(3).is_some())
+        ) || (matches!(n.op, Op::Attention(_)) && (n.input(3).is_some() || n.input(6).is_some()))
             || matches!(
                 n.op,
                 Op::MaxUnpool(_)
@@ -123,7 +123,9 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
     let mut g = graph.clone();
     let mut replaced = Vec::new();
     for (i, node) in graph.nodes.iter().enumerate() {
-        if !covered(node) || node.inputs.iter().any(Option::is_none) {
+        // (Attention's optional inputs may be omitted; the others' are all required here.)
+        let attention = matches!(node.op, Op::Attention(_));
+        if !covered(node) || (!attention && node.inputs.iter().any(Option::is_none)) {
             continue;
         }
         let mut e = Expand { g: &mut g, name: graph.node_label(NodeId(i as u32)), n: 0 };
@@ -228,10 +230,57 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                 rank > 0
             }
             Op::Attention(_) => {
-                if let Some(m) = node.input(3).filter(|m| infos[m.index()].dtype == DType::Bool) {
+                let mut mask = node.input(3);
+                if let Some(m) = mask.filter(|m| infos[m.index()].dtype == DType::Bool) {
                     let (zero, masked) = (e.f32(0.0), e.f32(f32::NEG_INFINITY));
-                    let additive = e.op(Op::Where, &[m, zero, masked]);
-                    e.g.nodes[i].inputs[3] = Some(additive);
+                    mask = Some(e.op(Op::Where, &[m, zero, masked]));
+                }
+                // nonpad_kv_seqlen: keys from each batch entry's length on are masked, an additive
+                // (B, 1, 1, keys) mask added to the attn_mask.
+                let keys = |v: Option<ValueId>, axis: usize| {
+                    v.and_then(|v| infos[v.index()].shape.as_known()).and_then(|d| d.get(axis).copied())
+                };
+                let k = node.input(1);
+                let k_seq = keys(k, if keys(k, 3).is_some() { 2 } else { 1 });
+                let past = node.input(4).map_or(Some(0), |p| keys(Some(p), 2));
+                let lens = node.input(6).filter(|l| infos[l.index()].dtype == DType::I64);
+                // A mask narrower than the keys: the reference masks the keys past it.
+                let total = k_seq.zip(past).map(|(s, p)| s + p);
+                if let (Some(m), Some(total)) = (mask, total)
+                    && let Some(md) = infos.get(m.index()).and_then(|i| i.shape.as_known())
+                    && md.last().is_some_and(|&l| l < total)
+                {
+                    let mut pads = vec![0i64; 2 * md.len()];
+                    pads[2 * md.len() - 1] = (total - md[md.len() - 1]) as i64;
+                    let pads = e.i64s(&pads);
+                    let fill = e.f32(f32::NEG_INFINITY);
+                    let pad = op::Pad { mode: op::PadMode::Constant, pads: None, value: None };
+                    mask = Some(e.op(Op::Pad(pad), &[m, pads, fill]));
+                }
+                if let (Some(lens), Some(s), Some(p)) = (lens, k_seq, past) {
+                    let total = (s + p) as i64;
+                    let name = e.fresh();
+                    let positions =
+                        e.g.const_i64(&name, &[1, total as usize], &(0..total).collect::<Vec<_>>());
+                    let axes = e.i64s(&[1]);
+                    let column = e.op(Op::Unsqueeze(Default::default()), &[lens, axes]);
+                    let kept = e.op(Op::Less, &[positions, column]);
+                    let (zero, masked) = (e.f32(0.0), e.f32(f32::NEG_INFINITY));
+                    let pad = e.op(Op::Where, &[kept, zero, masked]);
+                    let shape = e.i64s(&[-1, 1, 1, total]);
+                    let pad = e.op(Op::Reshape(Default::default()), &[pad, shape]);
+                    mask = Some(match mask {
+                        Some(m) => e.add(m, pad),
+                        None => pad,
+                    });
+                    e.g.nodes[i].inputs[6] = None;
+                }
+                if mask != node.input(3) {
+                    let n = &mut e.g.nodes[i];
+                    if n.inputs.len() < 4 {
+                        n.inputs.resize(4, None);
+                    }
+                    n.inputs[3] = mask;
                 }
                 false
             }

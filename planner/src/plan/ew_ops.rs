@@ -114,6 +114,23 @@ pub(super) fn prelu(
     ew_program(id, label, &p, &[x, slope], out, values, o)
 }
 
+/// Mod with `fmod = 1` on f32: `fmod(a, b)`, broadcast.
+pub(super) fn fmod(
+    id: NodeId,
+    label: String,
+    (a, b): (ValueId, ValueId),
+    out: ValueId,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    f32_only(values, &[a, b, out])?;
+    let p = EwProgram {
+        instrs: vec![instr(ew_extra::FMOD, 0, ew_src::INPUT0, ew_src::INPUT0 + 1, 0.0)],
+        out_reg: 0,
+    };
+    ew_program(id, label, &p, &[a, b], out, values, o)
+}
+
 /// Shrink: `x < -lambd ? x + bias : x > lambd ? x - bias : 0` (register 1 holds the bias).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn shrink(

@@ -261,6 +261,7 @@ pub(super) fn ew_node(g: &Graph, node: &crate::graph::Node) -> Option<EwNode> {
     }
     let one = |c: u32| EwNode::Chain(vec![(c, Imm(0.0))]);
     Some(match &node.op {
+        Op::Mod(m) if m.fmod && node.inputs.len() == 2 => EwNode::Binary(x::FMOD),
         Op::Floor => one(x::FLOOR),
         Op::Ceil => one(x::CEIL),
         Op::Round => one(x::ROUND),

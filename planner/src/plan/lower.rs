@@ -321,6 +321,10 @@ pub(super) fn node(
             let [Some(x), Some(slope)] = ins.as_slice() else { return Err("missing input".into()) };
             ew_ops::prelu(id, label, (*x, *slope), out, values, o)
         }
+        Op::Mod(m) if m.fmod && values[out.index()].dtype == DType::F32 => {
+            let [Some(a), Some(b)] = ins.as_slice() else { return Err("missing input".into()) };
+            ew_ops::fmod(id, label, (*a, *b), out, values, o)
+        }
         Op::Shrink(a) => {
             let x = ins.first().copied().flatten().ok_or("missing input")?;
             ew_ops::shrink(id, label, x, out, (a.lambd, a.bias), values, o)
