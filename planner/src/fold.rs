@@ -185,6 +185,38 @@ fn fold_from_constants(
                 _ => ConstTensor::from_f64s(info.dtype, &dims, &x.to_f64s()).ok(),
             }
         }
+        Op::Equal | Op::Less | Op::Greater | Op::LessOrEqual | Op::GreaterOrEqual => {
+            // Comparisons of constants of one shape, or against a one-element constant (a branch
+            // condition computed from folded shapes). Integers compare exactly; floats as f64.
+            let (a, b) = (input(0)?, input(1)?);
+            let at = |c: &ConstTensor, k: usize| -> Option<f64> {
+                let i = if c.elems() == 1 { 0 } else { k };
+                match c.to_i64s() {
+                    Some(v) if !c.dtype.is_float() => v.get(i).map(|&x| x as f64),
+                    _ => c.to_f64s().get(i).copied(),
+                }
+            };
+            if (a.elems() != elems && a.elems() != 1) || (b.elems() != elems && b.elems() != 1) {
+                return None;
+            }
+            let ints = !a.dtype.is_float() && !b.dtype.is_float();
+            if ints && (a.to_i64s()?.iter().chain(&b.to_i64s()?)).any(|x| x.unsigned_abs() > 1 << 53) {
+                return None;
+            }
+            let bits = (0..elems)
+                .map(|k| {
+                    let (x, y) = (at(a, k)?, at(b, k)?);
+                    Some(match &node.op {
+                        Op::Equal => x == y,
+                        Op::Less => x < y,
+                        Op::Greater => x > y,
+                        Op::LessOrEqual => x <= y,
+                        _ => x >= y,
+                    } as u8)
+                })
+                .collect::<Option<Vec<u8>>>()?;
+            ConstTensor::new(crate::tensor_info::DType::Bool, dims, bits).ok()
+        }
         Op::Range => {
             let scalar = |i: usize| input(i).and_then(|c| c.to_f64s().first().copied());
             let (start, delta) = (scalar(0)?, scalar(2)?);

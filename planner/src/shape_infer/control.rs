@@ -57,11 +57,17 @@ fn require_scalar(ctx: &Ctx, t: &TensorInfo, dtype: DType, what: &str) -> Result
     Ok(())
 }
 
-/// `If`: each output joins the two branches' outputs.
+/// `If`: each output joins the two branches' outputs; with a condition whose value is tracked
+/// (a constant, a comparison of folded shapes), the taken branch's outputs alone (the other may
+/// not even infer: an expanded ONNX function's branch for another rank).
 pub(crate) fn if_(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     let node = ctx.node;
     let Op::If(x) = &node.op else { return Err(ctx.unsupported()) };
     require_scalar(ctx, ctx.input(0)?, DType::Bool, "cond")?;
+    if let Some(&[c]) = ctx.ints(0).as_deref() {
+        let taken = if c != 0 { &x.then_branch } else { &x.else_branch };
+        return body_outputs(ctx, taken, &[]);
+    }
     let then = body_outputs(ctx, &x.then_branch, &[])?;
     let other = body_outputs(ctx, &x.else_branch, &[])?;
     then.iter().zip(&other).enumerate().map(|(i, (a, b))| join(ctx, a, b, &format!("output {i}"))).collect()

@@ -77,6 +77,9 @@ impl PartialValue {
 
 /// Tracked contents of every output of the node in `ctx`, given the inferred output infos.
 pub(crate) fn eval(ctx: &Ctx, outs: &[TensorInfo]) -> Vec<Option<PartialValue>> {
+    if matches!(ctx.node.op, Op::Split(_)) {
+        return split(ctx, outs);
+    }
     let Some(out) = outs.first() else { return Vec::new() };
     let tracked = (out.dtype.is_int() || out.dtype == DType::Bool)
         && out.shape.known_elems().is_some_and(|n| n <= MAX_TRACKED_ELEMS);
@@ -91,6 +94,21 @@ pub(crate) fn eval(ctx: &Ctx, outs: &[TensorInfo]) -> Vec<Option<PartialValue>> 
         }
         _ => Vec::new(),
     }
+}
+
+/// The pieces of a tracked 1-D value split into outputs of known length (shape operands split
+/// into their dims, as expanded ONNX functions do).
+fn split(ctx: &Ctx, outs: &[TensorInfo]) -> Vec<Option<PartialValue>> {
+    let Some(x) = ctx.value(0).filter(|x| x.dims.len() == 1) else { return Vec::new() };
+    let mut start = 0usize;
+    let mut pieces = Vec::with_capacity(outs.len());
+    for out in outs {
+        let Some(dims) = out.shape.as_known().filter(|d| d.len() == 1) else { return Vec::new() };
+        let Some(elems) = x.elems.get(start..start + dims[0]) else { return Vec::new() };
+        pieces.push(Some(PartialValue { dtype: x.dtype, dims: dims.clone(), elems: elems.to_vec() }));
+        start += dims[0];
+    }
+    pieces
 }
 
 fn eval_elems(ctx: &Ctx, out: &TensorInfo, dims: &[usize]) -> Option<Vec<Option<SymInt>>> {

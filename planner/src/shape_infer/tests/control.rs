@@ -112,3 +112,30 @@ fn scan_stacks_outputs() {
     assert_eq!(infos[outs[0].index()], info(F, "4"));
     assert_eq!(infos[outs[1].index()], info(F, "4,t"));
 }
+
+#[test]
+fn an_if_on_a_tracked_condition_infers_only_its_taken_branch() {
+    // cond = Equal(Split(shape)[1], 4): known once the shape is; the branches differ in rank.
+    let mut g = Graph::new();
+    let x = g.input("x", F, dims("2,4"));
+    let shape = g.shape_of(x);
+    let parts = g.push(Op::Split(op::Split { axis: 0, split: None, num_outputs: Some(2) }), &[shape], 2);
+    let four = g.const_i64("four", &[1], &[4]);
+    let cond = g.op1(Op::Equal, &[parts[1], four]);
+    let cond = g.op1(Op::Squeeze(Default::default()), &[cond]);
+    let mut then_b = Graph::new();
+    let xt = then_b.add_value("x", None);
+    then_b.captures.push(crate::graph::Capture { inner: xt, outer: x });
+    let r = then_b.relu(xt);
+    then_b.output(r);
+    let mut else_b = Graph::new();
+    let xe = else_b.add_value("x", None);
+    else_b.captures.push(crate::graph::Capture { inner: xe, outer: x });
+    let flat = else_b.const_i64("flat", &[1], &[-1]);
+    let f = else_b.reshape(xe, flat);
+    else_b.output(f);
+    let y = g.op1(Op::If(op::If { then_branch: Box::new(then_b), else_branch: Box::new(else_b) }), &[cond]);
+    g.output(y);
+    let infos = infer(&g).unwrap();
+    assert_eq!(infos[y.index()], info(F, "2,4"), "the then branch (rank 2), not a join with rank 1");
+}
