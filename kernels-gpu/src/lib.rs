@@ -74,6 +74,8 @@ mod select;
 #[cfg(target_arch = "nvptx64")]
 mod sequence;
 #[cfg(target_arch = "nvptx64")]
+mod tree;
+#[cfg(target_arch = "nvptx64")]
 mod unique;
 #[cfg(target_arch = "nvptx64")]
 mod vision;

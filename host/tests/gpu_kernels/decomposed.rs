@@ -323,3 +323,54 @@ fn padded_attention_and_float_fmod_match_the_reference() {
     ];
     compare("fmod", g, &inputs, 0.0);
 }
+
+/// A random forest of full depth-3 trees (every comparison mode, membership sets, NaN features
+/// that some nodes send to their true child) over several targets, each aggregate.
+#[test]
+fn tree_ensemble_matches_the_reference() {
+    let mut rng = Rng::new(0x7ee);
+    for aggregate in
+        [op::TreeAggregate::Sum, op::TreeAggregate::Average, op::TreeAggregate::Min, op::TreeAggregate::Max]
+    {
+        let (trees, features, targets, rows) = (5, 4, 3, 37);
+        let mut t = op::TreeEnsemble { n_targets: targets, aggregate, ..Default::default() };
+        for tree in 0..trees {
+            // Branch nodes 0..7 of this tree: node k's children are 2k+1, 2k+2 (leaves past 6).
+            let base = t.nodes_modes.len();
+            t.tree_roots.push(base);
+            for k in 0..7usize {
+                let mode = (rng.next_u64() % 7) as u8;
+                t.nodes_modes.push(mode);
+                t.nodes_featureids.push((rng.next_u64() % features as u64) as usize);
+                t.nodes_splits.push(((rng.next_u64() % 9) as f64 - 4.0) / 2.0);
+                t.members.push(if mode == 6 { vec![-1.0, 0.5, 1.5] } else { Vec::new() });
+                t.nodes_missing_value_tracks_true.push(rng.next_u64().is_multiple_of(2));
+                let leaf_child = |c: usize| c >= 7;
+                let (l, r) = (2 * k + 1, 2 * k + 2);
+                let leaves_before = tree * 8;
+                let id = |c: usize| if leaf_child(c) { leaves_before + c - 7 } else { base + c };
+                t.nodes_truenodeids.push(id(l));
+                t.nodes_trueleafs.push(leaf_child(l));
+                t.nodes_falsenodeids.push(id(r));
+                t.nodes_falseleafs.push(leaf_child(r));
+            }
+            for _ in 0..8 {
+                t.leaf_targetids.push((rng.next_u64() % targets as u64) as usize);
+                t.leaf_weights.push(rng.uniform(-2.0, 2.0) as f64);
+            }
+        }
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&[rows, features]));
+        let y = g.op1(Op::TreeEnsemble(t), &[x]);
+        g.output(y);
+        let v: Vec<f32> = (0..rows * features)
+            .map(|_| match rng.next_u64() % 10 {
+                0 => f32::NAN,
+                1 => 0.5,
+                _ => ((rng.next_u64() % 17) as f32 - 8.0) / 4.0,
+            })
+            .collect();
+        let inputs = [("x".to_string(), HostTensor::new(vec![rows, features], v).unwrap())];
+        compare(&format!("tree ensemble {aggregate:?}"), g, &inputs, 1e-6);
+    }
+}

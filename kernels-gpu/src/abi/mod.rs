@@ -43,6 +43,7 @@ mod resize;
 mod rows;
 mod select;
 mod sequence;
+mod tree;
 mod vision;
 
 pub use attention::*;
@@ -61,6 +62,7 @@ pub use resize::*;
 pub use rows::*;
 pub use select::*;
 pub use sequence::*;
+pub use tree::*;
 pub use vision::*;
 
 /// Declares [`KernelId`]: one line per kernel, its variant and its PTX `.entry` name.
@@ -316,6 +318,8 @@ kernel_ids! {
     TopK => "top_k",
     /// `select::top_k_i64`: ONNX TopK of int64 along one axis (16-byte keys)
     TopKI64 => "top_k_i64",
+    /// `tree::tree_ensemble_f32`: ai.onnx.ml TreeEnsemble, a thread per (row, target)
+    TreeEnsembleF32 => "tree_ensemble_f32",
     /// `nms::nms_select`: ONNX NonMaxSuppression, the kept boxes of each (batch, class)
     NmsSelect => "nms_select",
     /// `nms::nms_write`: ONNX NonMaxSuppression, the `(batch, class, box)` rows

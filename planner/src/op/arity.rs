@@ -198,7 +198,8 @@ impl Op {
             Op::FusedAttention(_) => Arity::new(3, 6, 1, 1),
             Op::Binarizer(_) => fixed(1, 1),
             Op::ArrayFeatureExtractor => fixed(2, 1),
-            Op::TreeEnsemble(_) => fixed(1, 1),
+            // Input 1: the tables the planner packs for the GPU kernel (`plan::decompose`).
+            Op::TreeEnsemble(_) => Arity::new(1, 2, 1, 1),
             Op::TensorScatter(_) => Arity::new(2, 3, 1, 1),
         }
     }

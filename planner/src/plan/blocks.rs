@@ -1,11 +1,14 @@
-//! Lowerings of TensorScatter and Det (`kernels_gpu::blocks`).
+//! Lowerings of TensorScatter and Det (`kernels_gpu::blocks`), and of TreeEnsemble
+//! (`kernels_gpu::tree`).
 
-use kernels_gpu::abi::{DET_MAX_M, DetParams, KernelId, TensorScatterParams};
+use kernels_gpu::abi::{
+    DET_MAX_M, DetParams, KernelId, TREE_NODE_WORDS, TensorScatterParams, TreeParams, tree_aggregate,
+};
 
 use super::lower::{Lowered, dims};
 use super::movement::{MoveNode, by_size, step};
 use super::{Arg, PlanOptions, PlannedValue};
-use crate::op::TensorScatter;
+use crate::op::{TensorScatter, TreeAggregate, TreeEnsemble};
 use crate::tensor_info::DType;
 
 /// ONNX TensorScatter: the cache with each batch entry's update rows written along the sequence
@@ -73,4 +76,55 @@ pub(super) fn det(n: &MoveNode, values: &[PlannedValue], o: &PlanOptions) -> Low
     }
     let p = DetParams { batch: xd[..r - 2].iter().product::<usize>() as u64, m: xd[r - 1] as u32, _pad: 0 };
     Ok(step(n.id, n.label.clone(), KernelId::DetF32, &p, p.batch, o, vec![Arg::Value(x), Arg::Value(y)]))
+}
+
+/// ai.onnx.ml TreeEnsemble of f32 rows, its tables packed by `decompose` into input 1.
+pub(super) fn tree_ensemble(
+    n: &MoveNode,
+    t: &TreeEnsemble,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    let (x, y) = (n.input(0)?, n.output()?);
+    let tables =
+        n.input(1).map_err(|_| "the ensemble's tables were not packed (an f32 X is needed)".to_string())?;
+    let ((xd, xt), (td, tt)) = (dims(values, x)?, dims(values, tables)?);
+    if xt != DType::F32 || tt != DType::F64 {
+        return Err(format!("X is {xt}; the GPU kernel takes f32"));
+    }
+    let &[rows, features] = xd else { return Err(format!("X {xd:?} must be (N, F)")) };
+    let (nodes, trees, leaves) =
+        (t.nodes_modes.len() as u64, t.tree_roots.len() as u64, t.leaf_weights.len() as u64);
+    let members: usize = t.members.iter().map(Vec::len).sum();
+    if td != [(nodes * TREE_NODE_WORDS + trees + 2 * leaves) as usize + members] {
+        return Err(format!("tables {td:?} do not hold the ensemble"));
+    }
+    let (lowest, largest) = (f32::MIN as f64, f32::MAX as f64);
+    let (aggregate, init) = match t.aggregate {
+        TreeAggregate::Sum => (tree_aggregate::SUM, 0.0),
+        TreeAggregate::Average => (tree_aggregate::AVERAGE, 0.0),
+        TreeAggregate::Min => (tree_aggregate::MIN, largest),
+        TreeAggregate::Max => (tree_aggregate::MAX, lowest),
+    };
+    let p = TreeParams {
+        rows: rows as u64,
+        features: features as u64,
+        targets: t.n_targets as u64,
+        nodes,
+        trees,
+        leaves,
+        aggregate,
+        _pad: 0,
+        init,
+    };
+    let work = p.rows * p.targets;
+    Ok(step(
+        n.id,
+        n.label.clone(),
+        KernelId::TreeEnsembleF32,
+        &p,
+        work,
+        o,
+        vec![Arg::Value(x), Arg::Value(tables), Arg::Value(y)],
+    ))
 }

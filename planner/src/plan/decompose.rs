@@ -3,7 +3,8 @@
 //! Binarizer and ArrayFeatureExtractor; and Attention's bool `attn_mask`, which becomes the
 //! additive mask it stands for (`Where(mask, 0, -inf)`), the form the attention kernels read;
 //! MaxUnpool (a scatter into zeros); ReduceMax / ReduceMin of bools (over f32 0 / 1); Pow of an
-//! f32 and an int64 (through f32); and a MatMul whose batch dims broadcast both ways (its operands
+//! f32 and an int64 (through f32); TreeEnsemble (its attributes packed into one f64 table, the
+//! node's input 1, that its kernel walks); and a MatMul whose batch dims broadcast both ways (its operands
 //! expanded to the common batch shape first); FlexAttention (its score and probability modifiers
 //! inlined between a batched `Q Kᵀ`, a softmax and `· V`, the grouped K / V heads repeated). Each becomes elementwise ops, reductions and gathers
 //! that have kernels (and that the elementwise pass then fuses), computing the reference's
@@ -111,6 +112,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                     | Op::Pow
                     | Op::MatMul
                     | Op::FlexAttention(_)
+                    | Op::TreeEnsemble(_)
             )
     };
     if !graph.nodes.iter().any(covered) {
@@ -122,6 +124,8 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
     };
     let mut g = graph.clone();
     let mut replaced = Vec::new();
+    // Nodes rewritten in place (an operand replaced or added), not replaced.
+    let mut touched = false;
     for (i, node) in graph.nodes.iter().enumerate() {
         // (Attention's optional inputs may be omitted; the others' are all required here.)
         let attention = matches!(node.op, Op::Attention(_));
@@ -274,8 +278,10 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                         None => pad,
                     });
                     e.g.nodes[i].inputs[6] = None;
+                    touched = true;
                 }
                 if mask != node.input(3) {
+                    touched = true;
                     let n = &mut e.g.nodes[i];
                     if n.inputs.len() < 4 {
                         n.inputs.resize(4, None);
@@ -372,6 +378,15 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                 }
                 true
             }
+            Op::TreeEnsemble(t) if node.inputs.len() == 1 => {
+                let name = e.fresh();
+                let table = tree_tables(t);
+                let Ok(c) = ConstTensor::from_f64s(DType::F64, &[table.len()], &table) else { continue };
+                let tables = e.g.initializer(&name, c);
+                e.g.nodes[i].inputs.push(Some(tables));
+                touched = true;
+                false
+            }
             Op::FlexAttention(fa) if f32_in(node, 0..3) => {
                 let shape = |v: ValueId| infos[v.index()].shape.as_known();
                 let (Some(q), Some(k), Some(v)) = (shape(ins[0]), shape(ins[1]), shape(ins[2])) else {
@@ -400,7 +415,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
             kept.push(n);
         }
     }
-    if replaced.is_empty() && kept.len() == graph.nodes.len() {
+    if replaced.is_empty() && !touched {
         return Ok(None);
     }
     g.nodes = kept;
@@ -435,6 +450,37 @@ fn mutual_batch(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
         }
     }
     (a_wide && b_wide).then_some(out)
+}
+
+/// The f64 table `kernels_gpu::abi::TreeParams` documents, from TreeEnsemble's attributes.
+fn tree_tables(t: &op::TreeEnsemble) -> Vec<f64> {
+    let n = t.nodes_modes.len();
+    let flag = |v: &[bool], i: usize| v.get(i).copied().unwrap_or(false) as u8 as f64;
+    let at = |v: &[usize], i: usize| v.get(i).map_or(f64::MAX, |&x| x as f64);
+    let mut nodes = Vec::with_capacity(n * kernels_gpu::abi::TREE_NODE_WORDS as usize);
+    let mut members = Vec::new();
+    for i in 0..n {
+        let m = t.members.get(i).map_or(&[][..], |m| m.as_slice());
+        nodes.extend([
+            t.nodes_modes[i] as f64,
+            at(&t.nodes_featureids, i),
+            t.nodes_splits.get(i).copied().unwrap_or(f64::NAN),
+            at(&t.nodes_truenodeids, i),
+            flag(&t.nodes_trueleafs, i),
+            at(&t.nodes_falsenodeids, i),
+            flag(&t.nodes_falseleafs, i),
+            flag(&t.nodes_missing_value_tracks_true, i),
+            members.len() as f64,
+            m.len() as f64,
+        ]);
+        members.extend_from_slice(m);
+    }
+    nodes.extend(t.tree_roots.iter().map(|&r| r as f64));
+    for (k, &w) in t.leaf_weights.iter().enumerate() {
+        nodes.extend([at(&t.leaf_targetids, k), w]);
+    }
+    nodes.extend(members);
+    nodes
 }
 
 /// FlexAttention over Q `(B, Hq, L, E)`, K `(B, Hkv, S, E)`, V `(B, Hkv, S, Ev)` as the reference

@@ -354,6 +354,7 @@ pub(super) fn node(
         Op::Trilu(a) => indexing::trilu(&move_node(id, label, &ins, &n.outputs), a.upper, values, o),
         Op::TensorScatter(a) => blocks::tensor_scatter(&move_node(id, label, &ins, &n.outputs), a, values, o),
         Op::Det => blocks::det(&move_node(id, label, &ins, &n.outputs), values, o),
+        Op::TreeEnsemble(t) => blocks::tree_ensemble(&move_node(id, label, &ins, &n.outputs), t, values, o),
         Op::RoiAlign(a) => vision::roi_align(&move_node(id, label, &ins, &n.outputs), a, values, o),
         Op::DeformConv(a) => vision::deform_conv(&move_node(id, label, &ins, &n.outputs), a, values, o),
         Op::DepthToSpace(a) => {
