@@ -156,24 +156,27 @@ pub unsafe extern "ptx-kernel" fn non_zero_write(
     }
 }
 
+/// The f32 with bits `bits` as an unsigned key in the reference's order: -0.0 equal to 0.0, every
+/// NaN equal and above +inf.
+#[inline(always)]
+pub(crate) fn ordered_f32(bits: u32) -> u32 {
+    let f = f32::from_bits(bits);
+    let canonical = if f.is_nan() {
+        0x7fc0_0000
+    } else if f == 0.0 {
+        0
+    } else {
+        bits
+    };
+    if canonical >> 31 == 1 { !canonical } else { canonical | 0x8000_0000 }
+}
+
 /// The sort key of element `j` of a row with value bits `bits` (f32 or i32): ascending keys put the
 /// wanted elements first, ties in index order. Floats map to their total order with every NaN
 /// above +inf and -0.0 equal to 0.0; `largest` inverts the value part.
 #[inline(always)]
 pub(crate) fn top_k_key(p: &TopKParams, bits: u32, j: u32) -> u64 {
-    let ordered = if p.dtype == scalar::I32 {
-        bits ^ 0x8000_0000
-    } else {
-        let f = f32::from_bits(bits);
-        let canonical = if f.is_nan() {
-            0x7fc0_0000
-        } else if f == 0.0 {
-            0
-        } else {
-            bits
-        };
-        if canonical >> 31 == 1 { !canonical } else { canonical | 0x8000_0000 }
-    };
+    let ordered = if p.dtype == scalar::I32 { bits ^ 0x8000_0000 } else { ordered_f32(bits) };
     let value = if p.largest != 0 { !ordered } else { ordered };
     (value as u64) << 32 | j as u64
 }

@@ -8,7 +8,7 @@ use crate::abi::{UNIQUE_MAX_LEN, UNIQUE_THREADS, UniqueParams, scalar};
 use crate::intrinsics::{
     block_dim_x, dynamic_shared_ptr, global_thread_x, grid_threads_x, sync_threads, thread_idx_x, trap,
 };
-use crate::select::bitonic_sort_by;
+use crate::select::{bitonic_sort_by, ordered_f32};
 
 /// Element `e` of `x` as a key whose unsigned order is the reference's: floats with -0.0 equal to
 /// 0.0 and every NaN equal and above +inf; integers signed.
@@ -22,18 +22,7 @@ unsafe fn key(p: &UniqueParams, x: *const u8, e: u64) -> u64 {
         match p.dtype {
             scalar::I64 => (*x.cast::<u64>().add(e as usize)) ^ (1 << 63),
             scalar::I32 => ((*x.cast::<u32>().add(e as usize)) ^ 0x8000_0000) as u64,
-            _ => {
-                let bits = *x.cast::<u32>().add(e as usize);
-                let f = f32::from_bits(bits);
-                let c = if f.is_nan() {
-                    0x7fc0_0000
-                } else if f == 0.0 {
-                    0
-                } else {
-                    bits
-                };
-                (if c >> 31 == 1 { !c } else { c | 0x8000_0000 }) as u64
-            }
+            _ => ordered_f32(*x.cast::<u32>().add(e as usize)) as u64,
         }
     }
 }

@@ -281,32 +281,7 @@ impl Session<'_> {
             }
             Ok(())
         })();
-        let stacked = ran.and_then(|()| {
-            let mut out = Vec::new();
-            for (j, parts) in scans.iter().enumerate() {
-                match self.stack(cp, parts, 0, 1 + n + j, &sig) {
-                    Ok(h) => out.push(h),
-                    Err(e) => {
-                        self.free_all(&out)?;
-                        return Err(e);
-                    }
-                }
-            }
-            Ok(out)
-        });
-        for parts in &scans {
-            self.free_all(parts)?;
-        }
-        match stacked {
-            Ok(s) => {
-                state.extend(s);
-                Ok(state)
-            }
-            Err(e) => {
-                self.free_all(&state)?;
-                Err(e)
-            }
-        }
+        self.finish_iterations(ran, state, scans, |me, j, parts| me.stack(cp, parts, 0, 1 + n + j, &sig))
     }
 
     /// ONNX Scan (opset 9+): `(states..., scanned...)` → `(final states..., stacked scan outputs...)`.
@@ -387,43 +362,57 @@ impl Session<'_> {
             }
             Ok(())
         })();
-        let stacked = ran.and_then(|()| {
-            let mut out = Vec::new();
+        self.finish_iterations(ran, state, scans, |me, j, parts| {
+            if s.scan_output_directions.get(j) == Some(&1) {
+                parts.reverse();
+            }
+            let rank = match parts.first() {
+                Some(p) => p.dims.len(),
+                None => empty_element(cp, &sig, n + j)?.1.len(),
+            } as i64
+                + 1;
+            let a = s.scan_output_axes.get(j).copied().unwrap_or(0);
+            let a = if a < 0 { a + rank } else { a };
+            if !(0..rank).contains(&a) {
+                return Err(node_error(c, format!("scan output {j} has no axis {a}")));
+            }
+            me.stack(cp, parts, a as usize, n + j, &sig)
+        })
+    }
+
+    /// The outputs of a Loop or Scan whose iterations `ran`: the final `state`, then each list of
+    /// scan parts stacked by `stack(self, j, parts)`. Every part is let go; on an error, the state
+    /// and the outputs already stacked too.
+    fn finish_iterations(
+        &mut self,
+        ran: Result<(), HostError>,
+        mut state: Vec<Held>,
+        mut scans: Vec<Vec<Held>>,
+        mut stack: impl FnMut(&mut Self, usize, &mut Vec<Held>) -> Result<Held, HostError>,
+    ) -> Result<Vec<Held>, HostError> {
+        let mut out = Vec::with_capacity(scans.len());
+        let mut result = ran;
+        if result.is_ok() {
             for (j, parts) in scans.iter_mut().enumerate() {
-                if s.scan_output_directions.get(j) == Some(&1) {
-                    parts.reverse();
-                }
-                let rank = match parts.first() {
-                    Some(p) => p.dims.len(),
-                    None => empty_element(cp, &sig, n + j)?.1.len(),
-                } as i64
-                    + 1;
-                let a = s.scan_output_axes.get(j).copied().unwrap_or(0);
-                let a = if a < 0 { a + rank } else { a };
-                let stacked = if (0..rank).contains(&a) {
-                    self.stack(cp, parts, a as usize, n + j, &sig)
-                } else {
-                    Err(node_error(c, format!("scan output {j} has no axis {a}")))
-                };
-                match stacked {
+                match stack(self, j, parts) {
                     Ok(h) => out.push(h),
                     Err(e) => {
-                        self.free_all(&out)?;
-                        return Err(e);
+                        result = Err(e);
+                        break;
                     }
                 }
             }
-            Ok(out)
-        });
+        }
         for parts in &scans {
             self.free_all(parts)?;
         }
-        match stacked {
-            Ok(st) => {
-                state.extend(st);
+        match result {
+            Ok(()) => {
+                state.extend(out);
                 Ok(state)
             }
             Err(e) => {
+                self.free_all(&out)?;
                 self.free_all(&state)?;
                 Err(e)
             }
