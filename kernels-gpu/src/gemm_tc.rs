@@ -29,7 +29,7 @@ use crate::abi::{
 use crate::gemm::{Program, finish, program};
 use crate::intrinsics::{
     F32x4, block_dim_x, block_idx_x, block_idx_y, block_idx_z, cvt_rna_tf32, dynamic_shared_ptr, lane_id,
-    mma_m16n8k8_tf32_f32, shfl_xor_f32, sync_threads, thread_idx_x, trap,
+    mma_m16n8k8_tf32_f32, shfl_xor_f32, sync_threads, thread_idx_x, trap, warp_sum_f32,
 };
 use crate::math;
 
@@ -272,6 +272,14 @@ unsafe fn row_statistics(o: &Operands, p: &GemmParams, a0: u64, row0: u32, eps: 
     let (warps, lane) = (block_dim_x() / 32, lane_id());
     let vec = o.a_vec;
     let mut rr = thread_idx_x() / 32;
+    if p.k <= 256 {
+        // Rows of one chunk: every value is in a register, so two exact passes over the
+        // registers (the sum, then the squared deviations from the mean) cost two warp sums
+        // instead of the pairwise merges below.
+        // SAFETY: forwarded (the contract).
+        unsafe { short_row_statistics(o, p, a0, row0, eps, stats) };
+        return;
+    }
     while rr < GEMM_TC_M {
         let base = |i: u32| a0 + (row0 + rr + i * warps).min(p.m - 1) as u64 * p.a_rs;
         let mut mo = [Moments::NONE; STAT_ROWS];
@@ -299,6 +307,49 @@ unsafe fn row_statistics(o: &Operands, p: &GemmParams, a0: u64, row0: u32, eps: 
                     unsafe {
                         *stats.add(2 * r as usize) = m.mean;
                         *stats.add(2 * r as usize + 1) = 1.0 / math::sqrt(m.m2 / m.n + eps);
+                    }
+                }
+            )*};
+        }
+        store!(0, 1, 2, 3);
+        rr += STAT_ROWS as u32 * warps;
+    }
+}
+
+/// [`row_statistics`] for rows of at most 256 (one 8-value chunk per lane): the mean from a warp
+/// sum, then the variance from a warp sum of the squared deviations.
+///
+/// # Safety
+/// As [`row_statistics`], with `p.k <= 256`.
+#[inline(always)]
+unsafe fn short_row_statistics(o: &Operands, p: &GemmParams, a0: u64, row0: u32, eps: f32, stats: *mut f32) {
+    let (warps, lane) = (block_dim_x() / 32, lane_id());
+    let kk = 8 * lane;
+    let full = o.a_vec && p.k == 256;
+    let count = p.k.saturating_sub(kk).min(8);
+    let inv_k = 1.0 / p.k as f32;
+    let mut rr = thread_idx_x() / 32;
+    while rr < GEMM_TC_M {
+        let base = |i: u32| a0 + (row0 + rr + i * warps).min(p.m - 1) as u64 * p.a_rs;
+        // SAFETY: k below p.k of rows below m: inside A (the contract).
+        let v: [[f32; 8]; STAT_ROWS] =
+            core::array::from_fn(|i| unsafe { eight(o.a, base(i as u32), p.a_cs, kk, p.k, full) });
+        // Const-indexed (a rolled loop around the shuffles would keep `v` in local memory).
+        macro_rules! store {
+            ($($i:literal),*) => {$(
+                let mean = warp_sum_f32(v[$i].iter().fold(0.0f32, |s, &x| s + x)) * inv_k;
+                let mut m2 = 0.0f32;
+                for (q, &x) in v[$i].iter().enumerate() {
+                    let d = if (q as u32) < count { x - mean } else { 0.0 };
+                    m2 = math::fma(d, d, m2);
+                }
+                let var = warp_sum_f32(m2) * inv_k;
+                let r = rr + $i * warps;
+                if lane == 0 && r < GEMM_TC_M {
+                    // SAFETY: r < GEMM_TC_M: inside the statistics.
+                    unsafe {
+                        *stats.add(2 * r as usize) = mean;
+                        *stats.add(2 * r as usize + 1) = 1.0 / math::sqrt(var + eps);
                     }
                 }
             )*};
