@@ -6,6 +6,10 @@ use crate::abi::{DEFORM_MAX_RANK, DeformConvParams, RoiAlignParams};
 use crate::indexing::load_index;
 use crate::intrinsics::{floor_f64, global_thread_x, grid_threads_x};
 
+/// Most samples one RoiAlign bin takes (`sampling_ratio` or the adaptive count, squared); a bin
+/// past it (a RoI of absurd size) is NaN rather than a launch that never ends.
+const ROI_MAX_SAMPLES: u64 = 1 << 28;
+
 /// The two taps of coordinate `v` (already inside `[-1, n]`) along an axis of `n >= 1` pixels:
 /// `(low, high, fraction)`, clamped to the last pixel as the reference does.
 #[inline(always)]
@@ -94,6 +98,13 @@ pub unsafe extern "ptx-kernel" fn roi_align_f32(
             s => s,
         };
         let (gh, gw) = (grid(rh, p.out_h), grid(rw, p.out_w));
+        // A RoI of non-finite or absurd size would sample forever: its bins are NaN.
+        if !(rh.is_finite() && rw.is_finite()) || gh.saturating_mul(gw) > ROI_MAX_SAMPLES {
+            // SAFETY: i < total: inside y.
+            unsafe { *y.add(i as usize) = f32::NAN };
+            i += step;
+            continue;
+        }
         let plane = (b as u64 * p.c + ch) * p.h * p.w;
         // SAFETY: every tap offset is inside the h x w plane of (b, ch) (roi_taps), b < n.
         let at = |o: u64| unsafe { *x.add((plane + o) as usize) };

@@ -41,8 +41,8 @@ pub enum FrontierKind {
         center_point_box: bool,
         /// The scores' name.
         scores: String,
-        /// Classes (the scores' dim 1).
-        classes: usize,
+        /// The scores' dims (the launch checks them against the boxes').
+        scores_dims: Vec<usize>,
         /// The optional scalars' names.
         scalars: [Option<String>; 3],
     },
@@ -270,12 +270,11 @@ pub fn split(graph: &Graph, binding: &Binding) -> Result<Option<Stage>, PlanErro
                 let scores = node.input(1).ok_or_else(|| PlanError::NoKernel {
                     nodes: vec![(g.node_label(id), node.op.name(), "needs its scores".into())],
                 })?;
-                let classes =
-                    infos[scores.index()].shape.as_known().and_then(|d| d.get(1).copied()).unwrap_or(0);
+                let scores_dims = infos[scores.index()].shape.as_known().unwrap_or_default();
                 FrontierKind::NonMaxSuppression {
                     center_point_box: a.center_point_box,
                     scores: g.value_name(scores),
-                    classes,
+                    scores_dims,
                     scalars: [2, 3, 4].map(|s| node.input(s).map(|v| g.value_name(v))),
                 }
             }

@@ -17,7 +17,7 @@ use planner::stage::{Captured, Control, body_graph, body_input_name, body_output
 use planner::{Binding, ConstTensor, DType, Graph, op::Op};
 
 use super::Session;
-use super::staged::{Held, StageCache};
+use super::staged::{Held, MAX_STAGE_PLANS, StageCache};
 use crate::error::HostError;
 use crate::reference::lanes::Lanes;
 use crate::specialize::{self, Key};
@@ -146,7 +146,7 @@ impl Session<'_> {
         let outputs = match &c.op {
             Op::If(_) => {
                 let cond = inputs.first().cloned().flatten().ok_or_else(|| node_error(c, "no condition"))?;
-                let branch = if self.scalar(&cond)? != 0.0 { 0 } else { 1 };
+                let branch = if self.scalar(&cond).map_err(|e| node_error(c, e))? != 0.0 { 0 } else { 1 };
                 self.run_body(cp, branch, captures[branch].clone(), "the taken branch")?
             }
             Op::Loop(_) => self.run_loop(cp, &inputs, &captures[0])?,
@@ -159,7 +159,9 @@ impl Session<'_> {
             }
             return Err(node_error(c, format!("{} outputs for {} slots", outputs.len(), c.outputs.len())));
         }
-        for ((slot, (syms, dtype)), h) in c.outputs.iter().zip(&c.symbols).zip(outputs) {
+        let mut outputs = outputs.into_iter();
+        for (slot, (syms, dtype)) in c.outputs.iter().zip(&c.symbols) {
+            let Some(h) = outputs.next() else { break };
             let bad = slot.is_some() && (h.dtype != *dtype || h.dims.len() != syms.len());
             match slot {
                 Some(name) if !bad => {
@@ -180,6 +182,8 @@ impl Session<'_> {
                     );
                     self.region.free(h.offset)?;
                     if bad {
+                        // The outputs not placed yet go too.
+                        self.free_all(&outputs.collect::<Vec<_>>())?;
                         return Err(node_error(c, detail));
                     }
                 }
@@ -222,11 +226,11 @@ impl Session<'_> {
     ) -> Result<Vec<Held>, HostError> {
         let c = &cp.control;
         let trip = match inputs.first().cloned().flatten() {
-            Some(m) => Some(self.scalar(&m)? as i64),
+            Some(m) => Some(self.scalar(&m).map_err(|e| node_error(c, format!("M: {e}")))? as i64),
             None => None,
         };
         let cond_given = match inputs.get(1).cloned().flatten() {
-            Some(h) => Some(self.scalar(&h)? != 0.0),
+            Some(h) => Some(self.scalar(&h).map_err(|e| node_error(c, format!("cond: {e}")))? != 0.0),
             None => None,
         };
         if trip.is_none() && cond_given.is_none() {
@@ -258,7 +262,13 @@ impl Session<'_> {
         let ran = (|| -> Result<(), HostError> {
             while cond && trip.is_none_or(|m| i < m) {
                 let counter = self.hold_host(&HostTensor::new(vec![], vec![i])?)?;
-                let flag = self.hold_host(&HostTensor::new(vec![], vec![cond])?)?;
+                let flag = match self.hold_host(&HostTensor::new(vec![], vec![cond])?) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        self.free_all(&[counter])?;
+                        return Err(e);
+                    }
+                };
                 let mut args = vec![counter.clone(), flag.clone()];
                 args.extend(state.iter().cloned());
                 args.extend(captures.iter().cloned());
@@ -275,7 +285,7 @@ impl Session<'_> {
                     s.push(t);
                 }
                 if let Some(next) = next_cond {
-                    cond = next? != 0.0;
+                    cond = next.map_err(|e| node_error(c, format!("the body's condition: {e}")))? != 0.0;
                 }
                 i += 1;
             }
@@ -347,7 +357,13 @@ impl Session<'_> {
                 let mut slices = Vec::with_capacity(m);
                 for (j, x) in scanned.iter().enumerate() {
                     let pos = if s.scan_input_directions.get(j) == Some(&1) { len - 1 - t } else { t };
-                    slices.push(self.slice(x, axes[j], pos)?);
+                    match self.slice(x, axes[j], pos) {
+                        Ok(h) => slices.push(h),
+                        Err(e) => {
+                            self.free_all(&slices)?;
+                            return Err(e);
+                        }
+                    }
                 }
                 args.extend(slices.iter().cloned());
                 args.extend(captures.iter().cloned());
@@ -531,6 +547,10 @@ impl Session<'_> {
                     }
                     other => Arc::new(other?),
                 };
+                if cache.len() >= MAX_STAGE_PLANS {
+                    // A loop counter specialized on: a plan per value; keep the cache bounded.
+                    self.evict_stages(&mut cache, |_| false)?;
+                }
                 cache.insert((key.clone(), Binding::new()), sp);
             }
             let mut env = HashMap::new();

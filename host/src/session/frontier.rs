@@ -37,7 +37,7 @@ impl Launch {
                 UniqueSteps::new(&f.label, (*outer, *len, *inner), f.dtype, *sorted, sm_count)
                     .map_err(refused("Unique"))?,
             ),
-            FrontierKind::NonMaxSuppression { center_point_box, classes, .. } => {
+            FrontierKind::NonMaxSuppression { center_point_box, scores_dims, .. } => {
                 if f.dtype != DType::F32 {
                     return Err(refused("NonMaxSuppression")(format!(
                         "boxes are {}; the kernel takes f32",
@@ -45,7 +45,7 @@ impl Launch {
                     )));
                 }
                 Launch::Nms(
-                    Nms::new(&f.label, &f.dims, *classes, *center_point_box, sm_count)
+                    Nms::new(&f.label, &f.dims, scores_dims, *center_point_box, sm_count)
                         .map_err(refused("NonMaxSuppression"))?,
                 )
             }
@@ -117,34 +117,34 @@ impl Session<'_> {
                 }
             };
             let es = f.dtype.size_bytes() as u64;
+            // Each output is held by the run as soon as it is placed (freed with it should a later
+            // step fail).
+            let mut keep = |me: &mut Self, k: usize, h: Held| -> Result<(usize, u64), HostError> {
+                let at = h.offset;
+                if let Some(old) = outputs[k].as_ref().and_then(|name| env.insert(name.clone(), h)) {
+                    me.region.free(old.offset)?;
+                }
+                Ok((k, at))
+            };
             let y = self.hold((outer * count * inner) as u64 * es, f.dtype, y_dims)?;
-            let mut held = vec![(0usize, y.clone())];
+            let mut held = vec![keep(self, 0, y)?];
             for (k, n) in [(1usize, count), (2, len), (3, count)] {
                 if outputs[k].is_some() {
-                    held.push((k, self.hold(8 * n as u64, DType::I64, vec![n])?));
+                    let h = self.hold(8 * n as u64, DType::I64, vec![n])?;
+                    held.push(keep(self, k, h)?);
                 }
             }
             let base = self.region.base(&self.stream);
             let slot = |k: usize| held.iter().find(|(j, _)| *j == k).map(|_| ids(2 + k as u32));
             let at = Addresses {
                 inputs: vec![(ids(0), base + x), (ids(1), base + scratch)],
-                outputs: held.iter().map(|(k, h)| (ids(2 + *k as u32), base + h.offset)).collect(),
+                outputs: held.iter().map(|(k, off)| (ids(2 + *k as u32), base + off)).collect(),
                 weights: Vec::new(),
                 memory: None,
             };
             if count > 0 || len > 0 {
                 let step = u.write_step((ids(0), ids(1)), ids(2), [slot(1), slot(2), slot(3)], count as u64);
                 self.launch_step(&at, 1, &step)?;
-            }
-            for (k, h) in held {
-                match &outputs[k] {
-                    Some(name) => {
-                        if let Some(old) = env.insert(name.clone(), h) {
-                            self.region.free(old.offset)?;
-                        }
-                    }
-                    None => self.region.free(h.offset)?,
-                }
             }
             Ok(count)
         })();
@@ -168,8 +168,12 @@ impl Session<'_> {
             })
         };
         let (boxes, scores) = (held(&f.input)?, held(scores)?);
-        let scalars: Vec<Option<u64>> =
-            scalars.iter().map(|s| s.as_ref().map(held).transpose()).collect::<Result<_, _>>()?;
+        // An empty scalar is one not given (as the reference reads it).
+        let given = |name: &String| env.get(name).is_none_or(|h| h.bytes > 0);
+        let scalars: Vec<Option<u64>> = scalars
+            .iter()
+            .map(|s| s.as_ref().filter(|n| given(n)).map(held).transpose())
+            .collect::<Result<_, _>>()?;
         let slots = self.hold(nms.slots_bytes(), DType::I32, Vec::new())?.offset;
         let counted = self.hold(nms.counts_bytes(), DType::I64, Vec::new())?.offset;
         let ids = |k: u32| ValueId(k);
@@ -197,17 +201,21 @@ impl Session<'_> {
             let rows = Nms::count(&raw);
             let bytes = rows * 3 * 8;
             let y = self.hold(bytes, DType::I64, vec![rows as usize, 3])?;
+            // Held by the run from here on (freed with it should the launch fail).
+            let y_at = y.offset;
+            if let Some(old) = env.insert(f.output.clone(), y) {
+                self.region.free(old.offset)?;
+            }
             if rows > 0 {
                 let base = self.region.base(&self.stream);
                 let at = Addresses {
                     inputs: vec![(ids(5), base + slots), (ids(6), base + counted)],
-                    outputs: vec![(ids(7), base + y.offset)],
+                    outputs: vec![(ids(7), base + y_at)],
                     weights: Vec::new(),
                     memory: None,
                 };
                 self.launch_step(&at, 1, &nms.write_step(ids(5), ids(6), ids(7)))?;
             }
-            env.insert(f.output.clone(), y);
             Ok(rows as usize)
         })();
         // The write launch is queued before these frees; a later reuse is ordered after it.
@@ -251,17 +259,21 @@ impl Session<'_> {
                 HostError::Arena { detail: format!("NonZero `{}` output size overflows", f.label) }
             })?;
             let y = self.hold(bytes, DType::I64, vec![rank as usize, count as usize])?;
+            // Held by the run from here on (freed with it should the launch fail).
+            let y_at = y.offset;
+            if let Some(old) = env.insert(f.output.clone(), y) {
+                self.region.free(old.offset)?;
+            }
             if bytes > 0 {
                 let base = self.region.base(&self.stream);
                 let at = Addresses {
                     inputs: vec![(xv, base + x), (pv, base + partials)],
-                    outputs: vec![(yv, base + y.offset)],
+                    outputs: vec![(yv, base + y_at)],
                     weights: Vec::new(),
                     memory: None,
                 };
                 self.launch_step(&at, 1, &nz.write_step(xv, pv, yv, count))?;
             }
-            env.insert(f.output.clone(), y);
             Ok(count as usize)
         })();
         // The write launch is queued before this free; a later block reuse is ordered after it.

@@ -381,18 +381,27 @@ impl Session<'_> {
         }
         let sp = self.first_stage(rest, counts)?;
         if cache.len() >= MAX_STAGE_PLANS {
-            // Evicted plans free the constants no other plan shares; nothing of theirs is queued
-            // (each frontier waited).
-            self.stream.synchronize().map_err(HostError::driver("synchronizing the session stream"))?;
-            cache.retain(|(_, c), _| c.0.is_empty());
-            for list in self.stage_constants.values_mut() {
-                list.retain(|(_, d)| Arc::strong_count(d) > 1);
-            }
-            self.stage_constants.retain(|_, list| !list.is_empty());
+            self.evict_stages(cache, |(_, c)| c.0.is_empty())?;
         }
         let sp = Arc::new(sp);
         cache.insert(sk, sp.clone());
         Ok(sp)
+    }
+
+    /// Drops the plans of `cache` that `keep` does not keep, and the pooled constants no plan
+    /// shares any more. Nothing of theirs is queued after the wait here.
+    pub(super) fn evict_stages(
+        &mut self,
+        cache: &mut StageCache,
+        keep: impl Fn(&StageKey) -> bool,
+    ) -> Result<(), HostError> {
+        self.stream.synchronize().map_err(HostError::driver("synchronizing the session stream"))?;
+        cache.retain(|k, _| keep(k));
+        for list in self.stage_constants.values_mut() {
+            list.retain(|(_, d)| Arc::strong_count(d) > 1);
+        }
+        self.stage_constants.retain(|_, list| !list.is_empty());
+        Ok(())
     }
 
     /// A region block of `bytes` for a value of `dtype` and `dims`.

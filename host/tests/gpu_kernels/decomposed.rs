@@ -120,7 +120,8 @@ fn training_optimizers_match_the_reference() {
     let mut rng = Rng::new(0x0971);
     for t in [0i64, 3] {
         for n in [1, 2] {
-            let shape = [pick(&mut rng, &[1, 5, 300]), 2];
+            // A scalar tensor too (the outputs keep its shape).
+            let shape = if n == 1 && t == 3 { vec![] } else { vec![pick(&mut rng, &[1, 5, 300]), 2] };
             let adagrad = op::Adagrad { decay_factor: 0.1, epsilon: 1e-6, norm_coefficient: 0.01 };
             let (g, inputs) = optimizer(Op::Adagrad(adagrad), 3, n, &shape, t, &mut rng);
             compare(&format!("adagrad T {t} n {n}"), g, &inputs, 1e-5);

@@ -53,6 +53,12 @@ impl Expand<'_> {
         self.g.initializer(&name, ConstTensor::from_f32(&[], &[v]).expect("a scalar"))
     }
 
+    /// A scalar (`[]`) i64 constant.
+    fn i64_scalar(&mut self, v: i64) -> ValueId {
+        let name = self.fresh();
+        self.g.const_i64(&name, &[], &[v])
+    }
+
     fn i64s(&mut self, v: &[i64]) -> ValueId {
         let name = self.fresh();
         self.g.const_i64(&name, &[v.len()], v)
@@ -169,7 +175,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                     let den = e.sub(one, at);
                     let rn = e.mul(r, num);
                     let decayed = e.div(rn, den);
-                    let zero = e.i64s(&[0]);
+                    let zero = e.i64_scalar(0);
                     let positive = e.op(Op::Greater, &[t, zero]);
                     let rate = e.op(Op::Where, &[positive, decayed, r]);
                     let g = e.regularized(a.norm_coefficient, x, g);
@@ -194,7 +200,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                 optimizer(&mut e, &ins, outs, 3, |e, r, t, v, out| {
                     let (x, g, m) = (v[0], v[1], v[2]);
                     // beta' = beta when T > 0, else 1.
-                    let zero = e.i64s(&[0]);
+                    let zero = e.i64_scalar(0);
                     let positive = e.op(Op::Greater, &[t, zero]);
                     let (beta, one) = (e.f32(a.beta), e.f32(1.0));
                     let beta = e.op(Op::Where, &[positive, beta, one]);
@@ -222,6 +228,9 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
             }
             Op::ArrayFeatureExtractor => {
                 let Some(rank) = infos[ins[0].index()].shape.as_known().map(|d| d.len()) else { continue };
+                if rank == 0 {
+                    continue;
+                }
                 let flat = e.i64s(&[-1]);
                 let idx = e.op(Op::Reshape(Default::default()), &[ins[1], flat]);
                 if rank == 1 {
@@ -231,7 +240,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                 } else {
                     e.op_into(Op::Gather(op::Gather { axis: -1 }), &[ins[0], idx], node.output(0));
                 }
-                rank > 0
+                true
             }
             Op::Attention(_) => {
                 let mut mask = node.input(3);
@@ -495,6 +504,12 @@ fn flex_attention(
     let ([b, hq, _, d], [kb, hkv, s, kd], [vb, vh, vs, ev]) = (q, k, v) else { return false };
     let (b, hq, d, kb, hkv, s, kd, vb, vh, vs, ev) = (*b, *hq, *d, *kb, *hkv, *s, *kd, *vb, *vh, *vs, *ev);
     if b != kb || b != vb || d != kd || hkv != vh || s != vs || hkv == 0 || hq % hkv != 0 {
+        return false;
+    }
+    // The modifiers map one tensor to one (the reference runs them so).
+    let one_to_one =
+        |g: &Option<Box<Graph>>| g.as_ref().is_none_or(|g| g.inputs.len() == 1 && g.outputs.len() == 1);
+    if !one_to_one(&fa.score_mod) || !one_to_one(&fa.prob_mod) {
         return false;
     }
     let group = hq / hkv;

@@ -114,16 +114,23 @@ pub struct Nms {
 }
 
 impl Nms {
-    /// The launches of NonMaxSuppression `label` over `boxes` (dims) and `classes` classes, on a
-    /// device of `sm_count` multiprocessors; more than `NMS_MAX_BOXES` boxes are refused.
+    /// The launches of NonMaxSuppression `label` over `boxes` and `scores` (dims), on a device of
+    /// `sm_count` multiprocessors; scores that are not `(batch, classes, n)` for the boxes'
+    /// `(batch, n, 4)`, or more than `NMS_MAX_BOXES` boxes, are refused.
     pub fn new(
         label: &str,
         boxes: &[usize],
-        classes: usize,
+        scores: &[usize],
         center_point_box: bool,
         sm_count: u32,
     ) -> Result<Nms, String> {
         let &[batch, n, 4] = boxes else { return Err(format!("boxes {boxes:?} must be (batch, n, 4)")) };
+        let &[sb, classes, sn] = scores else {
+            return Err(format!("scores {scores:?} must be (batch, classes, n)"));
+        };
+        if (sb, sn) != (batch, n) {
+            return Err(format!("scores {scores:?} do not fit boxes {boxes:?}"));
+        }
         if n as u64 > NMS_MAX_BOXES {
             return Err(format!("{n} boxes per batch entry (the GPU kernel takes up to {NMS_MAX_BOXES})"));
         }
@@ -362,6 +369,11 @@ mod tests {
         let Step::Kernel { kernel, grid, shared_bytes, .. } = &plan.steps[0] else { panic!("{plan}") };
         assert_eq!((*kernel, grid[0], *shared_bytes), (KernelId::TopK, 3, 8 * 128));
         assert!(top_k(5000, DType::F32).unwrap_err().to_string().contains("rows of up to 4096"));
+        // NonMaxSuppression's scores must fit its boxes (a kernel would read past them).
+        assert!(Nms::new("n", &[2, 10, 4], &[2, 3, 10], false, 132).is_ok());
+        for scores in [&[1, 3, 10][..], &[2, 3, 9], &[2, 3]] {
+            assert!(Nms::new("n", &[2, 10, 4], scores, false, 132).is_err(), "{scores:?}");
+        }
         let plan = top_k(10, DType::I64).unwrap();
         let Step::Kernel { kernel, shared_bytes, .. } = &plan.steps[0] else { panic!("{plan}") };
         assert_eq!((*kernel, *shared_bytes), (KernelId::TopKI64, 16 * 16));

@@ -311,11 +311,11 @@ fn non_max_suppression_runs_between_stages() {
     let st = split(&g, &Binding::new()).unwrap().expect("split at NonMaxSuppression");
     let [f] = &st.frontier[..] else { panic!("one frontier node") };
     assert_eq!((f.input.as_str(), f.dims.as_slice()), ("boxes", &[2, 10, 4][..]));
-    let FrontierKind::NonMaxSuppression { center_point_box, scores, classes, scalars } = &f.kind else {
+    let FrontierKind::NonMaxSuppression { center_point_box, scores, scores_dims, scalars } = &f.kind else {
         panic!("{:?}", f.kind)
     };
     assert!(*center_point_box);
-    assert_eq!((scores.as_str(), *classes), ("scores", 3));
+    assert_eq!((scores.as_str(), scores_dims.as_slice()), ("scores", &[2, 3, 10][..]));
     assert_eq!(scalars, &[Some("max".to_string()), None, None]);
     let rest = st.rest.expect("the cast waits");
     compile(&rest, &Binding::new().with(&f.symbol, 5), &PlanOptions::default()).unwrap();
