@@ -91,6 +91,14 @@ pub fn sigmoid(x: f32) -> f32 {
     }
 }
 
+/// `fmod(a, b)`: the exact remainder of `a / b` truncated toward zero (out of line on the
+/// device: it is long, and rare in the programs that inline the interpreter).
+#[cfg_attr(target_arch = "nvptx64", inline(never))]
+#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+pub fn fmod(a: f32, b: f32) -> f32 {
+    libm::fmodf(a, b)
+}
+
 /// `tanh(x)`
 #[cfg_attr(target_arch = "nvptx64", inline(never))]
 #[cfg_attr(not(target_arch = "nvptx64"), inline)]
@@ -111,8 +119,9 @@ pub fn exp(x: f32) -> f32 {
     const LN2_LO: f32 = -1.904_654_3e-9;
     // Past these every result is inf or 0; clamping keeps n small (NaN passes through).
     let x = x.clamp(-104.0, 89.0);
-    // Round-to-nearest of x log2(e) by the 1.5 * 2^23 trick.
-    let n = (x * LOG2E + 12_582_912.0) - 12_582_912.0;
+    // Round-to-nearest of x log2(e) by the 1.5 * 2^23 trick: `t` holds n in its low mantissa bits.
+    let t = x * LOG2E + 12_582_912.0;
+    let n = t - 12_582_912.0;
     let r = fma(n, -LN2_LO, fma(n, -LN2_HI, x));
     // Horner with the coefficients written out: a coefficient array indexed in a loop ended up
     // in local memory on the device (a 64-byte stack frame per thread in ptxas -v).
@@ -123,7 +132,9 @@ pub fn exp(x: f32) -> f32 {
     let p = fma(p, r, 0.5);
     let p = fma(p, r, 1.0);
     let p = fma(p, r, 1.0);
-    let k = n as i32;
+    // n as an integer, read from t's bits (|n| <= 150): an `as` cast would add a saturating
+    // conversion's range checks to every exp (a NaN's garbage here meets p's NaN below).
+    let k = t.to_bits() as i32 - 0x4B40_0000;
     let (k1, k2) = (k >> 1, k - (k >> 1));
     let pow2 = |e: i32| f32::from_bits(((e + 127) as u32) << 23);
     p * pow2(k1) * pow2(k2)
@@ -407,7 +418,7 @@ pub fn ew_op(op: u32, a: f32, b: f32, imm: f32) -> f32 {
                 0.0
             }
         }
-        54 => libm::fmodf(a, b),
+        54 => fmod(a, b),
         _ => f32::NAN,
     }
 }
