@@ -651,11 +651,12 @@ unsafe fn gemm_tc<const PACKED: bool, const NORM: bool>(
     if let Some(mut cur) = first {
         while r < rounds {
             let next_r = r + warps;
-            // The next round's loads, unconditionally: after the last round they repeat it (a
-            // cached reread) rather than select between two rounds' registers, which cost a
-            // select per operand register every round.
-            // SAFETY: as above (the round is clamped to the last one).
-            let next = unsafe { load::<PACKED, NORM>(&ops, next_r.min(rounds - 1) * GEMM_TC_KC, &ln) };
+            // SAFETY: as above.
+            let next = if next_r < rounds {
+                unsafe { load::<PACKED, NORM>(&ops, next_r * GEMM_TC_KC, &ln) }
+            } else {
+                cur
+            };
             if NORM {
                 normalize(&mut cur, &ln);
             }
