@@ -70,7 +70,9 @@ const _: () = assert!(STAT_ROWS == 4, "row_statistics stores four rows by hand")
 /// The LayerNorm statistics (mean, `1 / sqrt(var + eps)`) of the block's [`GEMM_TC_M`] rows of A,
 /// into `stats` (two f32 per row): warp `w` takes rows `w, w + warps, ...`, [`STAT_ROWS`] at a
 /// time, each lane eight consecutive k of every 256 (one memory round trip for rows up to 256
-/// long). Warp-collective; rows past m repeat the last one.
+/// long). Rows of one chunk take two exact passes over the registers ([`short_moments`]), longer
+/// ones moments merged pairwise ([`long_moments`]). Warp-collective; rows past m repeat the last
+/// one.
 ///
 /// # Safety
 /// `o.a` holds A's rows (the kernel's contract); `stats` holds `2 * GEMM_TC_M` f32.
@@ -84,43 +86,20 @@ pub(super) unsafe fn row_statistics(
     stats: *mut f32,
 ) {
     let (warps, lane) = (block_dim_x() / 32, lane_id());
-    let vec = o.a_vec;
     let mut rr = thread_idx_x() / 32;
-    if p.k <= 256 {
-        // Rows of one chunk: every value is in a register, so two exact passes over the
-        // registers (the sum, then the squared deviations from the mean) cost two warp sums
-        // instead of the pairwise merges below.
-        // SAFETY: forwarded (the contract).
-        unsafe { short_row_statistics(o, p, a0, row0, eps, stats) };
-        return;
-    }
     while rr < GEMM_TC_M {
         let base = |i: u32| a0 + (row0 + rr + i * warps).min(p.m - 1) as u64 * p.a_rs;
-        let mut mo = [Moments::NONE; STAT_ROWS];
-        let mut c0 = 0;
-        while c0 < p.k {
-            let kk = c0 + 8 * lane;
-            // Whole chunks of 256 load as vectors (the same choice for the whole warp).
-            let full = vec && c0 + 256 <= p.k;
-            let count = p.k.saturating_sub(kk).min(8);
-            // SAFETY: k below p.k of rows below m: inside A (the contract).
-            let v: [[f32; 8]; STAT_ROWS] =
-                core::array::from_fn(|i| unsafe { eight(o.a, base(i as u32), p.a_cs, kk, p.k, full) });
-            for (m, v) in mo.iter_mut().zip(&v) {
-                *m = m.merge(Moments::of(v, count));
-            }
-            c0 += 256;
-        }
-        // Const-indexed (a rolled loop around the shuffles would keep `mo` in local memory).
+        // SAFETY: forwarded (the contract).
+        let mv = unsafe { if p.k <= 256 { short_moments(o, p, &base) } else { long_moments(o, p, &base) } };
+        // Const-indexed (a rolled loop would keep the statistics in local memory).
         macro_rules! store {
             ($($i:literal),*) => {$(
-                let m = mo[$i].warp();
                 let r = rr + $i * warps;
                 if lane == 0 && r < GEMM_TC_M {
                     // SAFETY: r < GEMM_TC_M: inside the statistics.
                     unsafe {
-                        *stats.add(2 * r as usize) = m.mean;
-                        *stats.add(2 * r as usize + 1) = 1.0 / math::sqrt(m.m2 / m.n + eps);
+                        *stats.add(2 * r as usize) = mv[$i].0;
+                        *stats.add(2 * r as usize + 1) = 1.0 / math::sqrt(mv[$i].1 + eps);
                     }
                 }
             )*};
@@ -130,45 +109,65 @@ pub(super) unsafe fn row_statistics(
     }
 }
 
-/// [`row_statistics`] for rows of at most 256 (one 8-value chunk per lane): the mean from a warp
-/// sum, then the variance from a warp sum of the squared deviations.
+/// (mean, variance) of the [`STAT_ROWS`] rows starting at `base(i)` for any k: each lane's chunks
+/// merged as moments, then the lanes' (every lane gets the results).
+///
+/// # Safety
+/// As [`row_statistics`].
+#[inline(always)]
+unsafe fn long_moments(o: &Operands, p: &GemmParams, base: &impl Fn(u32) -> u64) -> [(f32, f32); STAT_ROWS] {
+    let lane = lane_id();
+    let mut mo = [Moments::NONE; STAT_ROWS];
+    let mut c0 = 0;
+    while c0 < p.k {
+        let kk = c0 + 8 * lane;
+        // Whole chunks of 256 load as vectors (the same choice for the whole warp).
+        let full = o.a_vec && c0 + 256 <= p.k;
+        let count = p.k.saturating_sub(kk).min(8);
+        // SAFETY: k below p.k of rows below m: inside A (the contract).
+        let v: [[f32; 8]; STAT_ROWS] =
+            core::array::from_fn(|i| unsafe { eight(o.a, base(i as u32), p.a_cs, kk, p.k, full) });
+        for (m, v) in mo.iter_mut().zip(&v) {
+            *m = m.merge(Moments::of(v, count));
+        }
+        c0 += 256;
+    }
+    // Const-indexed (a rolled loop around the shuffles would keep `mo` in local memory).
+    macro_rules! row {
+        ($i:literal) => {{
+            let m = mo[$i].warp();
+            (m.mean, m.m2 / m.n)
+        }};
+    }
+    [row!(0), row!(1), row!(2), row!(3)]
+}
+
+/// [`long_moments`] for rows of at most 256 (one 8-value chunk per lane, all in registers): the
+/// mean from a warp sum, then the variance from a warp sum of the squared deviations, instead of
+/// the pairwise merges and their divisions.
 ///
 /// # Safety
 /// As [`row_statistics`], with `p.k <= 256`.
 #[inline(always)]
-unsafe fn short_row_statistics(o: &Operands, p: &GemmParams, a0: u64, row0: u32, eps: f32, stats: *mut f32) {
-    let (warps, lane) = (block_dim_x() / 32, lane_id());
-    let kk = 8 * lane;
+unsafe fn short_moments(o: &Operands, p: &GemmParams, base: &impl Fn(u32) -> u64) -> [(f32, f32); STAT_ROWS] {
+    let kk = 8 * lane_id();
     let full = o.a_vec && p.k == 256;
     let count = p.k.saturating_sub(kk).min(8);
     let inv_k = 1.0 / p.k as f32;
-    let mut rr = thread_idx_x() / 32;
-    while rr < GEMM_TC_M {
-        let base = |i: u32| a0 + (row0 + rr + i * warps).min(p.m - 1) as u64 * p.a_rs;
-        // SAFETY: k below p.k of rows below m: inside A (the contract).
-        let v: [[f32; 8]; STAT_ROWS] =
-            core::array::from_fn(|i| unsafe { eight(o.a, base(i as u32), p.a_cs, kk, p.k, full) });
-        // Const-indexed (a rolled loop around the shuffles would keep `v` in local memory).
-        macro_rules! store {
-            ($($i:literal),*) => {$(
-                let mean = warp_sum_f32(v[$i].iter().fold(0.0f32, |s, &x| s + x)) * inv_k;
-                let mut m2 = 0.0f32;
-                for (q, &x) in v[$i].iter().enumerate() {
-                    let d = if (q as u32) < count { x - mean } else { 0.0 };
-                    m2 = math::fma(d, d, m2);
-                }
-                let var = warp_sum_f32(m2) * inv_k;
-                let r = rr + $i * warps;
-                if lane == 0 && r < GEMM_TC_M {
-                    // SAFETY: r < GEMM_TC_M: inside the statistics.
-                    unsafe {
-                        *stats.add(2 * r as usize) = mean;
-                        *stats.add(2 * r as usize + 1) = 1.0 / math::sqrt(var + eps);
-                    }
-                }
-            )*};
-        }
-        store!(0, 1, 2, 3);
-        rr += STAT_ROWS as u32 * warps;
+    // SAFETY: k below p.k of rows below m: inside A (the contract).
+    let v: [[f32; 8]; STAT_ROWS] =
+        core::array::from_fn(|i| unsafe { eight(o.a, base(i as u32), p.a_cs, kk, p.k, full) });
+    // Const-indexed (a rolled loop around the shuffles would keep `v` in local memory).
+    macro_rules! row {
+        ($i:literal) => {{
+            let mean = warp_sum_f32(v[$i].iter().fold(0.0f32, |s, &x| s + x)) * inv_k;
+            let mut m2 = 0.0f32;
+            for (q, &x) in v[$i].iter().enumerate() {
+                let d = if (q as u32) < count { x - mean } else { 0.0 };
+                m2 = math::fma(d, d, m2);
+            }
+            (mean, warp_sum_f32(m2) * inv_k)
+        }};
     }
+    [row!(0), row!(1), row!(2), row!(3)]
 }
