@@ -168,9 +168,7 @@ impl Session<'_> {
                     for (s, &d) in syms.iter().zip(&h.dims) {
                         counts.set(s, d);
                     }
-                    if let Some(old) = env.insert(name.clone(), h) {
-                        self.region.free(old.offset)?;
-                    }
+                    self.hold_as(env, name, h)?;
                 }
                 _ => {
                     let detail = format!(

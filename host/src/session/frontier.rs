@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use planner::plan::{Nms, NonZero, UniqueSteps};
+use planner::plan::{Nms, NonZero, Step, UniqueSteps};
 use planner::stage::{Frontier, FrontierKind};
 use planner::{DType, ValueId};
 
@@ -75,6 +75,28 @@ impl Session<'_> {
         }
     }
 
+    /// Launches the counting `step` (at `at`), then reads the `bytes` at region `offset` back:
+    /// the one wait on the device of a data-dependent node. A fault names the step's kernel.
+    fn count_back(
+        &mut self,
+        at: &Addresses,
+        step: &Step,
+        (offset, bytes): (u64, u64),
+    ) -> Result<Vec<u8>, HostError> {
+        self.launch_step(at, 0, step)?;
+        let raw = self.region.read(&self.stream, offset, bytes)?;
+        self.stream.synchronize().map_err(|e| match step {
+            Step::Kernel { label, kernel, .. } => HostError::Step {
+                step: 0,
+                label: label.clone(),
+                kernel: kernel.symbol(),
+                detail: e.to_string(),
+            },
+            Step::Copy { .. } => HostError::driver("reading a count back")(e),
+        })?;
+        Ok(raw)
+    }
+
     /// Runs one Unique: groups the slices, reads the distinct count back, places and writes the
     /// outputs. Returns the distinct count.
     fn run_unique(
@@ -98,14 +120,7 @@ impl Session<'_> {
                 weights: Vec::new(),
                 memory: None,
             };
-            self.launch_step(&at, 0, &u.count_step(ids(0), ids(1)))?;
-            let raw = self.region.read(&self.stream, scratch, 8)?;
-            self.stream.synchronize().map_err(|e| HostError::Step {
-                step: 0,
-                label: format!("Unique {}", f.label),
-                kernel: "unique_count",
-                detail: e.to_string(),
-            })?;
+            let raw = self.count_back(&at, &u.count_step(ids(0), ids(1)), (scratch, 8))?;
             let count = raw.as_chunks::<8>().0.first().map_or(0, |c| i64::from_le_bytes(*c).max(0) as usize);
             // Y keeps the input's dims with the axis' extent the count (flattened: 1-D).
             let y_dims = match axis {
@@ -121,8 +136,8 @@ impl Session<'_> {
             // step fail).
             let mut keep = |me: &mut Self, k: usize, h: Held| -> Result<(usize, u64), HostError> {
                 let at = h.offset;
-                if let Some(old) = outputs[k].as_ref().and_then(|name| env.insert(name.clone(), h)) {
-                    me.region.free(old.offset)?;
+                if let Some(name) = &outputs[k] {
+                    me.hold_as(env, name, h)?;
                 }
                 Ok((k, at))
             };
@@ -190,22 +205,14 @@ impl Session<'_> {
             inputs.extend([(ids(5), base + slots), (ids(6), base + counted)]);
             let at =
                 Addresses { inputs: inputs.clone(), outputs: Vec::new(), weights: Vec::new(), memory: None };
-            self.launch_step(&at, 0, &nms.select_step(ids(0), ids(1), scalar_ids, (ids(5), ids(6))))?;
-            let raw = self.region.read(&self.stream, counted, nms.counts_bytes())?;
-            self.stream.synchronize().map_err(|e| HostError::Step {
-                step: 0,
-                label: format!("NonMaxSuppression {}", f.label),
-                kernel: "nms_select",
-                detail: e.to_string(),
-            })?;
+            let select = nms.select_step(ids(0), ids(1), scalar_ids, (ids(5), ids(6)));
+            let raw = self.count_back(&at, &select, (counted, nms.counts_bytes()))?;
             let rows = Nms::count(&raw);
             let bytes = rows * 3 * 8;
             let y = self.hold(bytes, DType::I64, vec![rows as usize, 3])?;
             // Held by the run from here on (freed with it should the launch fail).
             let y_at = y.offset;
-            if let Some(old) = env.insert(f.output.clone(), y) {
-                self.region.free(old.offset)?;
-            }
+            self.hold_as(env, &f.output, y)?;
             if rows > 0 {
                 let base = self.region.base(&self.stream);
                 let at = Addresses {
@@ -245,14 +252,7 @@ impl Session<'_> {
                 weights: Vec::new(),
                 memory: None,
             };
-            self.launch_step(&at, 0, &nz.count_step(xv, pv))?;
-            let raw = self.region.read(&self.stream, partials, nz.partials_bytes())?;
-            self.stream.synchronize().map_err(|e| HostError::Step {
-                step: 0,
-                label: format!("NonZero {}", f.label),
-                kernel: "non_zero_count",
-                detail: e.to_string(),
-            })?;
+            let raw = self.count_back(&at, &nz.count_step(xv, pv), (partials, nz.partials_bytes()))?;
             let count = NonZero::count(&raw);
             let rank = f.dims.len() as u64;
             let bytes = rank.checked_mul(count).and_then(|n| n.checked_mul(8)).ok_or_else(|| {
@@ -261,9 +261,7 @@ impl Session<'_> {
             let y = self.hold(bytes, DType::I64, vec![rank as usize, count as usize])?;
             // Held by the run from here on (freed with it should the launch fail).
             let y_at = y.offset;
-            if let Some(old) = env.insert(f.output.clone(), y) {
-                self.region.free(old.offset)?;
-            }
+            self.hold_as(env, &f.output, y)?;
             if bytes > 0 {
                 let base = self.region.base(&self.stream);
                 let at = Addresses {

@@ -404,6 +404,19 @@ impl Session<'_> {
         Ok(())
     }
 
+    /// Puts `h` in `env` as `name`, letting go of the value it replaces.
+    pub(super) fn hold_as(
+        &mut self,
+        env: &mut HashMap<String, Held>,
+        name: &str,
+        h: Held,
+    ) -> Result<(), HostError> {
+        match env.insert(name.to_string(), h) {
+            Some(old) => self.region.free(old.offset),
+            None => Ok(()),
+        }
+    }
+
     /// A region block of `bytes` for a value of `dtype` and `dims`.
     pub(super) fn hold(&mut self, bytes: u64, dtype: DType, dims: Vec<usize>) -> Result<Held, HostError> {
         let offset = self.region.alloc(self.ctx, &self.stream, bytes)?;

@@ -22,6 +22,28 @@ const ELEMS_PER_THREAD: u64 = 8;
 /// per block).
 const BLOCKS_PER_SM: u64 = 4;
 
+/// A launch the session makes between stages (no graph node of a plan): `params` then `args`,
+/// `(grid, block, shared bytes)` one-dimensional.
+fn between_stages(
+    label: &str,
+    kernel: KernelId,
+    params: &impl Params,
+    (grid, block, shared_bytes): (u32, u32, u32),
+    args: Vec<Arg>,
+) -> Step {
+    let mut all = vec![Arg::Params(params.as_bytes().to_vec())];
+    all.extend(args);
+    Step::Kernel {
+        nodes: Vec::new(),
+        label: label.to_string(),
+        kernel,
+        grid: [grid, 1, 1],
+        block: [block, 1, 1],
+        shared_bytes,
+        args: all,
+    }
+}
+
 /// The two launches of one NonZero over an input of fixed dims.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NonZero {
@@ -78,17 +100,8 @@ impl NonZero {
     }
 
     fn step(&self, kernel: KernelId, params: &NonZeroParams, args: Vec<Arg>) -> Step {
-        let mut all = vec![Arg::Params(params.as_bytes().to_vec())];
-        all.extend(args);
-        Step::Kernel {
-            nodes: Vec::new(),
-            label: self.label.clone(),
-            kernel,
-            grid: [self.blocks, 1, 1],
-            block: [NON_ZERO_THREADS, 1, 1],
-            shared_bytes: NON_ZERO_SHARED_BYTES,
-            args: all,
-        }
+        let shape = (self.blocks, NON_ZERO_THREADS, NON_ZERO_SHARED_BYTES);
+        between_stages(&self.label, kernel, params, shape, args)
     }
 
     /// The count launch: reads `x`, writes the partial counts to `partials`.
@@ -162,17 +175,7 @@ impl Nms {
     }
 
     fn step(&self, kernel: KernelId, block: u32, shared_bytes: u32, args: Vec<Arg>) -> Step {
-        let mut all = vec![Arg::Params(self.params.as_bytes().to_vec())];
-        all.extend(args);
-        Step::Kernel {
-            nodes: Vec::new(),
-            label: self.label.clone(),
-            kernel,
-            grid: [self.grid, 1, 1],
-            block: [block, 1, 1],
-            shared_bytes,
-            args: all,
-        }
+        between_stages(&self.label, kernel, &self.params, (self.grid, block, shared_bytes), args)
     }
 
     /// The select launch: reads `boxes`, `scores` and the optional scalars (`None`: not given),
@@ -244,15 +247,14 @@ impl UniqueSteps {
 
     /// The count launch: reads `x`, writes `scratch` (its first i64 is the distinct count).
     pub fn count_step(&self, x: ValueId, scratch: ValueId) -> Step {
-        Step::Kernel {
-            nodes: Vec::new(),
-            label: self.label.clone(),
-            kernel: KernelId::UniqueCount,
-            grid: [1, 1, 1],
-            block: [UNIQUE_THREADS, 1, 1],
-            shared_bytes: 4 * self.params.padded,
-            args: vec![Arg::Params(self.params.as_bytes().to_vec()), Arg::Value(x), Arg::Value(scratch)],
-        }
+        let shape = (1, UNIQUE_THREADS, 4 * self.params.padded);
+        between_stages(
+            &self.label,
+            KernelId::UniqueCount,
+            &self.params,
+            shape,
+            vec![Arg::Value(x), Arg::Value(scratch)],
+        )
     }
 
     /// The write launch once the distinct count is `count`: `y` and the optional `indices`,
@@ -266,18 +268,10 @@ impl UniqueSteps {
     ) -> Step {
         let params = UniqueParams { count, ..self.params };
         let work = (params.outer * count * params.inner).max(params.len);
-        let mut args =
-            vec![Arg::Params(params.as_bytes().to_vec()), Arg::Value(x), Arg::Value(scratch), Arg::Value(y)];
+        let mut args = vec![Arg::Value(x), Arg::Value(scratch), Arg::Value(y)];
         args.extend(rest.map(|v| v.map_or(Arg::Null, Arg::Value)));
-        Step::Kernel {
-            nodes: Vec::new(),
-            label: self.label.clone(),
-            kernel: self.write,
-            grid: capped_grid(self.sm_count, work.div_ceil(256).max(1)),
-            block: [256, 1, 1],
-            shared_bytes: 0,
-            args,
-        }
+        let grid = capped_grid(self.sm_count, work.div_ceil(256).max(1))[0];
+        between_stages(&self.label, self.write, &params, (grid, 256, 0), args)
     }
 }
 
