@@ -29,17 +29,19 @@ const MAX_ROUNDS: usize = 8;
 /// Folds constants, replaces each `If` whose condition became a constant by its taken branch (and
 /// folds again), and removes dead nodes; the result is validated.
 pub fn run(g: &Graph) -> Result<Graph, PlanError> {
-    // Ifs already constant go first: the shapes their branches compute may be what inference
-    // needs to get through the graph.
-    let mut out = dce::eliminate(&constants(&inline::constant_ifs(g).unwrap_or_else(|| g.clone()))?);
-    // Values folded in one round feed analysis of the next (a Split of a constant, then what its
-    // pieces shape): repeat while Ifs unfold or nodes fold.
+    // Each round: the Ifs whose condition is a constant by now become their branches (the shapes
+    // those compute may be what inference needs to get through the graph), then folding. What one
+    // round folds feeds the next one's analysis (a Split of a constant, then what its pieces
+    // shape): repeat while Ifs unfold or nodes fold. A graph with nothing to fold takes one round.
+    let mut out = g.clone();
     for _ in 0..MAX_ROUNDS {
         let before = out.nodes.len();
         let inlined = inline::constant_ifs(&out);
         let changed = inlined.is_some();
-        let next = inlined.unwrap_or_else(|| out.clone());
-        validate::graph(&next)?;
+        let next = inlined.unwrap_or(out);
+        if changed {
+            validate::graph(&next)?;
+        }
         out = dce::eliminate(&constants(&next)?);
         if !changed && out.nodes.len() == before {
             break;
