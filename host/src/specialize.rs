@@ -1,6 +1,8 @@
 //! Plans specialized on input values: a [`Session`](crate::Session) whose compile needed the
 //! values of small inputs (shape operands fed as graph inputs; Resize's float roi / scales) keys
-//! its plans on those values and compiles them with the inputs as constants.
+//! its plans on those values and compiles them with the inputs as constants. Dropout's ratio and
+//! training mode fed as graph inputs are specialized the same way: with them constant the plan is
+//! a copy and an all-true mask, or (training with a non-zero ratio) refused, as the reference does.
 
 use planner::{Binding, DType, Graph};
 
@@ -18,21 +20,22 @@ pub(crate) struct Key {
 const SPECIALIZE_MAX_ELEMS: usize = 64;
 
 /// Whether a plan may be specialized on the values of input `t` of `graph`: a small integer tensor
-/// (a shape operand, axes, sizes, pads), or a small float tensor that only Resize reads, as its roi
-/// or scales, or that only Range reads (never data a kernel computes on).
+/// (a shape operand, axes, sizes, pads), or a small float or bool tensor that only decides what the
+/// plan does ([`plan_operand`]: never data a kernel computes on).
 pub(crate) fn specializable(graph: &Graph, name: &str, t: &HostTensor) -> bool {
     if t.len() > SPECIALIZE_MAX_ELEMS {
         return false;
     }
     match t.dtype() {
         DType::I64 => true,
-        DType::F32 | DType::F16 | DType::F64 => resize_operand(graph, name),
+        DType::F32 | DType::F16 | DType::F64 | DType::Bool => plan_operand(graph, name, t.dtype()),
         _ => false,
     }
 }
 
-/// Whether graph input `name` is read only as the roi or scales of Resize nodes.
-fn resize_operand(graph: &Graph, name: &str) -> bool {
+/// Whether graph input `name` (of type `dtype`) is read only where its value decides the plan:
+/// Resize's roi or scales, Range's bounds, Dropout's ratio or training mode (the bool).
+fn plan_operand(graph: &Graph, name: &str, dtype: DType) -> bool {
     let Some(&v) = graph.inputs.iter().find(|v| graph.values[v.index()].name == name) else { return false };
     if graph.outputs.contains(&v) {
         return false;
@@ -43,8 +46,15 @@ fn resize_operand(graph: &Graph, name: &str) -> bool {
     let mut any = false;
     uses.all(|(op, slot)| {
         any = true;
-        // Resize's roi or scales, or a Range bound (its output's length is the value's).
-        (matches!(op, planner::Op::Resize(_)) && (slot == 1 || slot == 2)) || matches!(op, planner::Op::Range)
+        match op {
+            // A bool is only ever Dropout's training mode.
+            planner::Op::Dropout(_) => (dtype == DType::Bool) == (slot == 2) && slot >= 1,
+            _ if dtype == DType::Bool => false,
+            // Resize's roi or scales, or a Range bound (its output's length is the value's).
+            planner::Op::Resize(_) => slot == 1 || slot == 2,
+            planner::Op::Range => true,
+            _ => false,
+        }
     }) && any
 }
 
@@ -172,6 +182,32 @@ mod tests {
         assert!(!super::specializable(&g, "z", &f32s(8)));
         assert!(super::specializable(&g, "k", &HostTensor::new(vec![1], vec![3i64]).unwrap()));
         assert!(!super::specializable(&g, "s", &f32s(65)));
+    }
+
+    #[test]
+    fn dropout_ratio_and_training_mode_are_specialized_and_its_data_is_not() {
+        use planner::op::{self, Op};
+        use planner::{DType, Graph};
+
+        use crate::HostTensor;
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, [3usize]);
+        let r = g.input("r", DType::F32, Vec::<usize>::new());
+        let t = g.input("t", DType::Bool, Vec::<usize>::new());
+        let outs = g.push_opt(Op::Dropout(op::Dropout::default()), vec![Some(x), Some(r), Some(t)], 2);
+        g.output(outs[0]);
+        g.output(outs[1]);
+        let scalar_f32 = HostTensor::new(vec![], vec![0.0f32]).unwrap();
+        let scalar_bool = HostTensor::new(vec![], vec![true]).unwrap();
+        assert!(super::specializable(&g, "r", &scalar_f32));
+        assert!(super::specializable(&g, "t", &scalar_bool));
+        assert!(!super::specializable(&g, "x", &HostTensor::new(vec![3], vec![1.0f32; 3]).unwrap()));
+        // A bool read anywhere else is data.
+        let mut h = Graph::new();
+        let b = h.input("b", DType::Bool, [1usize]);
+        let y = h.op1(Op::Not, &[b]);
+        h.output(y);
+        assert!(!super::specializable(&h, "b", &HostTensor::new(vec![1], vec![true]).unwrap()));
     }
 
     #[test]
