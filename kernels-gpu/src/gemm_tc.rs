@@ -205,12 +205,16 @@ fn normalize(r: &mut Round, norm: &Norm) {
 
 /// `x` as a TF32 value and the TF32 rounding of its remainder (`x ≈ big + small` to 2^-22). An
 /// infinite or NaN `x` is carried by its big part alone (its remainder would be NaN).
+///
+/// The remainder is rounded by hand: `cvt.rna.tf32.f32` is four instructions on sm_90 (it guards
+/// infinities and NaNs itself), and a finite remainder needs only the add of half a TF32 ulp and
+/// the mask (ties away from zero; the magnitude cannot carry into the sign), the same bits.
 #[inline(always)]
 pub(crate) fn split(x: f32) -> (u32, u32) {
     let big = cvt_rna_tf32(x);
     let rest = x - f32::from_bits(big);
-    #[allow(clippy::eq_op)] // `rest - rest == 0` is the finiteness test
-    let small = if rest - rest == 0.0 { cvt_rna_tf32(rest) } else { 0 };
+    let small =
+        if rest.abs() < f32::INFINITY { rest.to_bits().wrapping_add(0x1000) & 0xffff_e000 } else { 0 };
     (big, small)
 }
 
@@ -492,21 +496,32 @@ unsafe fn gemm_tc<const PACKED: bool, const NORM: bool>(
         ln.stats = [stat(0), stat(1)];
     }
     let mut acc = [[0f32; 4]; NT];
-    if let Some(mut cur) = first {
-        while r < rounds {
-            let next_r = r + warps;
-            // SAFETY: as above.
-            let next = if next_r < rounds {
-                unsafe { load::<PACKED, NORM>(&ops, next_r * GEMM_TC_KC, &ln) }
-            } else {
-                cur
-            };
-            if NORM {
-                normalize(&mut cur, &ln);
+    // Two rounds' registers in turn: round `r` is multiplied while round `r + warps` loads into the
+    // other set, and no round is copied from one set to the other (a rolled loop carrying one
+    // round moved every register of it each time).
+    let mut round = |cur: &mut Round| {
+        if NORM {
+            normalize(cur, &ln);
+        }
+        multiply::<PACKED>(&mut acc, cur);
+    };
+    if let Some(mut a) = first {
+        loop {
+            if r + warps >= rounds {
+                round(&mut a);
+                break;
             }
-            multiply::<PACKED>(&mut acc, &cur);
-            cur = next;
-            r = next_r;
+            // SAFETY (both loads): a round below `rounds`; the operands cover it (as above).
+            let mut b = unsafe { load::<PACKED, NORM>(&ops, (r + warps) * GEMM_TC_KC, &ln) };
+            round(&mut a);
+            r += warps;
+            if r + warps >= rounds {
+                round(&mut b);
+                break;
+            }
+            a = unsafe { load::<PACKED, NORM>(&ops, (r + warps) * GEMM_TC_KC, &ln) };
+            round(&mut b);
+            r += warps;
         }
     }
     // SAFETY: warp w's partial tile lies inside the GEMM_TC_SHARED_BYTES the launch provides.
