@@ -193,7 +193,28 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
         // key), then used from registers.
         let mut kr = [F32x4([0.0; 4]); 16];
         let mut vr = [[0.0f32; 2]; 32];
-        if small {
+        // A whole group of 32 keys with heads of exactly 64 (GPT-2's, BERT's): every load of the
+        // small path is taken, so it runs without a guard or a zero fill.
+        let whole = small && avail == 32 && dk == 64 && dv == 64;
+        if whole {
+            // SAFETY: dk == 64: K's row j holds 16 aligned vectors (k_vec); the 32 keys k0 + t are
+            // below kv_len and columns lane, lane + 32 below dv.
+            // Unrolled by hand, as the guarded loads below.
+            unsafe {
+                let k4 = k.add(k_row as usize) as *const F32x4;
+                macro_rules! k_all {
+                    ($($c:literal)*) => {$( kr[$c] = *k4.add($c); )*};
+                }
+                k_all!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+                macro_rules! v_all {
+                    ($($t:literal)*) => {$(
+                        let row = v_key0.add(($t as u64 * v_rs) as usize);
+                        vr[$t] = [*row, *row.add(v_grp as usize)];
+                    )*};
+                }
+                v_all!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+            }
+        } else if small {
             // SAFETY: c < dk / 4: inside K's row j (16-byte aligned: k_vec).
             let k4 = unsafe { k.add(k_row as usize) } as *const F32x4;
             macro_rules! k_loads {
@@ -245,7 +266,10 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
         }
         // SAFETY: j < kv_len: a key row of K; q_sh holds ATTN_ROWS rows of q_stride (>= dk).
         let qk = unsafe {
-            if small {
+            if whole {
+                // Constant extents (q_stride is 64 too): the column guards and offsets fold.
+                dots_regs(q_sh, 64, &kr, 64)
+            } else if small {
                 dots_regs(q_sh, q_stride, &kr, dk)
             } else if k_vec {
                 dots_vec(q_sh, q_stride, k.add(k_row as usize), dk)
@@ -278,8 +302,13 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
             alpha[r] = if live { math::exp(m[r] - m_new) } else { 1.0 };
             l[r] = l[r] * alpha[r] + warp_sum_f32(pj[r]);
             m[r] = m_new;
-            for c in 0..DV_REGS {
-                o[r][c] *= alpha[r];
+            // The small path's lanes hold two columns (the others stay zero).
+            o[r][0] *= alpha[r];
+            o[r][1] *= alpha[r];
+            if !small {
+                for c in 2..DV_REGS {
+                    o[r][c] *= alpha[r];
+                }
             }
         });
         // P V over keys t < avail (two keys' loads issued before their multiplies), value
@@ -329,7 +358,18 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
                 }
             )*};
         }
-        if small {
+        if whole {
+            macro_rules! pv_all {
+                ($($t:literal)*) => {$(
+                    for_rows!(|RW| {
+                        let pt = f32::from_bits(shfl_idx_u32(pj[RW].to_bits(), $t));
+                        o[RW][0] = fma_rn(pt, vr[$t][0], o[RW][0]);
+                        o[RW][1] = fma_rn(pt, vr[$t][1], o[RW][1]);
+                    });
+                )*};
+            }
+            pv_all!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+        } else if small {
             pv_regs!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
         } else if dv <= 64 {
             pv!(0 1);
