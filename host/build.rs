@@ -109,7 +109,14 @@ const LAUNCH_BOUNDS: &[(&str, u32)] = &[
 /// Kernels that run as one thread-block cluster of a fixed size on the Hopper flavour, and that
 /// size: `.reqnctapercluster` (CUDA's `__cluster_dims__`) makes every launch of the kernel use
 /// clusters of it, so the host launches it like any other kernel (grid a multiple of the size).
-const CLUSTER_DIMS: &[(&str, u32)] = &[("mlp_f32", 8)];
+const CLUSTER_DIMS: &[(&str, u32)] = &[
+    ("mlp_f32", 8),
+    ("gemm_tc_pair_f32", 2),
+    ("gemm_tc_program_pair_f32", 2),
+    ("gemm_tc_packed_pair_f32", 2),
+    ("gemm_tc_packed_program_pair_f32", 2),
+    ("gemm_tc_packed_norm_pair_f32", 2),
+];
 
 /// `ptx` with the directives of [`LAUNCH_BOUNDS`] (every flavour) and [`CLUSTER_DIMS`] (Hopper)
 /// after the parameter list of their kernels.

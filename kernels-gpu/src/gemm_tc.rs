@@ -33,6 +33,7 @@ use crate::intrinsics::{
 };
 use crate::math;
 
+mod pair;
 mod stats;
 use stats::row_statistics;
 
@@ -288,7 +289,7 @@ pub unsafe extern "ptx-kernel" fn gemm_tc_f32(
     y: *mut f32,
 ) {
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_tc::<false, false>(&p, a, b, c, y, None, None) }
+    unsafe { gemm_tc::<false, false, false>(&p, a, b, c, y, None, None) }
 }
 
 /// [`gemm_tc_f32`] with a program epilogue, as `gemm_program_f32` is to `gemm_f32`.
@@ -315,7 +316,7 @@ pub unsafe extern "ptx-kernel" fn gemm_tc_program_f32(
     y: *mut f32,
 ) {
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_tc::<false, false>(&p, a, b, c, y, program(&e, x1, x2, x3), None) }
+    unsafe { gemm_tc::<false, false, false>(&p, a, b, c, y, program(&e, x1, x2, x3), None) }
 }
 
 /// [`gemm_tc_f32`] with B a weight packed on the host: `bp` holds
@@ -345,7 +346,7 @@ pub unsafe extern "ptx-kernel" fn gemm_tc_packed_f32(
     y: *mut f32,
 ) {
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_tc::<true, false>(&p, a, bp, c, y, None, None) }
+    unsafe { gemm_tc::<true, false, false>(&p, a, bp, c, y, None, None) }
 }
 
 /// [`gemm_tc_packed_f32`] with a program epilogue, as [`gemm_tc_program_f32`] is to
@@ -372,7 +373,7 @@ pub unsafe extern "ptx-kernel" fn gemm_tc_packed_program_f32(
     y: *mut f32,
 ) {
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_tc::<true, false>(&p, a, bp, c, y, program(&e, x1, x2, x3), None) }
+    unsafe { gemm_tc::<true, false, false>(&p, a, bp, c, y, program(&e, x1, x2, x3), None) }
 }
 
 /// [`gemm_tc_packed_f32`] whose A operand is the LayerNormalization of the rows of `a` over k
@@ -406,7 +407,7 @@ pub unsafe extern "ptx-kernel" fn gemm_tc_packed_norm_f32(
     y: *mut f32,
 ) {
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_tc::<true, true>(&p, a, bp, c, y, None, Some((n.epsilon, scale, bias))) }
+    unsafe { gemm_tc::<true, true, false>(&p, a, bp, c, y, None, Some((n.epsilon, scale, bias))) }
 }
 
 /// The body of [`gemm_tc_f32`] and [`gemm_tc_program_f32`], and with `PACKED` (`b` the packed B)
@@ -415,8 +416,11 @@ pub unsafe extern "ptx-kernel" fn gemm_tc_packed_norm_f32(
 /// # Safety
 /// As [`gemm_tc_program_f32`], or [`gemm_tc_packed_program_f32`] when `PACKED`.
 /// With `NORM`, `norm` holds (epsilon, scale, bias) of [`gemm_tc_packed_norm_f32`].
+///
+/// With `PAIR` (the `_pair` entries, [`pair`]), blocks `2c` and `2c + 1` share column tile `c` and
+/// split its k rounds as the two halves of one block of twice the warps would.
 #[inline(always)]
-unsafe fn gemm_tc<const PACKED: bool, const NORM: bool>(
+pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: bool>(
     p: &GemmParams,
     a: *const f32,
     b: *const f32,
@@ -437,9 +441,12 @@ unsafe fn gemm_tc<const PACKED: bool, const NORM: bool>(
     if p.m == 0 || p.n == 0 {
         return;
     }
+    // This block's part of the column tile's k rounds, and how many parts share the tile.
+    let Some((part, parts)) = (if PAIR { pair::part() } else { Some((0, 1)) }) else { return };
     let (tid, lane) = (thread_idx_x(), lane_id());
     let (g, t) = (lane / 4, lane % 4);
-    let (row0, col0, batch) = (block_idx_y() * GEMM_TC_M, block_idx_x() * GEMM_TC_N, block_idx_z() as u64);
+    let tile_x = if PAIR { block_idx_x() / 2 } else { block_idx_x() };
+    let (row0, col0, batch) = (block_idx_y() * GEMM_TC_M, tile_x * GEMM_TC_N, block_idx_z() as u64);
     let (a0, b0) = (batch * p.a_bs, batch * p.b_bs);
     // Rows and columns past the matrix read the last one (valid memory; their results are not
     // stored), so that the loads need no condition.
@@ -476,7 +483,11 @@ unsafe fn gemm_tc<const PACKED: bool, const NORM: bool>(
         let vec = (scale as usize) % 16 == 0 && (bias.is_null() || (bias as usize) % 16 == 0);
         ln = Norm { scale, bias, stats: [(0.0, 1.0); 2], vec };
     }
-    let mut r = tid / 32;
+    // Warp w of part c is warp `c * warps + w` of the tile: rounds `c * warps + w`, then every
+    // `parts * warps`-th.
+    let slot = part * warps + tid / 32;
+    let step = parts * warps;
+    let mut r = slot;
     // The first round's loads issue before the LayerNorm statistics' (they do not need them).
     // SAFETY: the operands cover every k below p.k (the contract).
     let first =
@@ -484,8 +495,11 @@ unsafe fn gemm_tc<const PACKED: bool, const NORM: bool>(
     if NORM {
         let Some((eps, _, _)) = norm else { trap() };
         // The statistics of the block's rows, after the partial tiles in shared memory.
-        // SAFETY: GEMM_TC_NORM_SHARED_BYTES holds the tiles and 2 * GEMM_TC_M f32 more.
-        let stats = unsafe { smem.add((GEMM_TC_MAX_WARPS * GEMM_TC_M * LD) as usize) };
+        // SAFETY: GEMM_TC_NORM_SHARED_BYTES (GEMM_TC_PAIR_NORM_SHARED_BYTES) holds the tiles and
+        // 2 * GEMM_TC_M f32 more.
+        let stats = unsafe {
+            smem.add((pair::PARTS_MAX[PAIR as usize] * GEMM_TC_MAX_WARPS * GEMM_TC_M * LD) as usize)
+        };
         // SAFETY: A as above; the statistics fit (same).
         unsafe { row_statistics(&ops, &p, a0, row0, eps, stats) };
         sync_threads();
@@ -496,7 +510,7 @@ unsafe fn gemm_tc<const PACKED: bool, const NORM: bool>(
         ln.stats = [stat(0), stat(1)];
     }
     let mut acc = [[0f32; 4]; NT];
-    // Two rounds' registers in turn: round `r` is multiplied while round `r + warps` loads into the
+    // Two rounds' registers in turn: round `r` is multiplied while round `r + step` loads into the
     // other set, and no round is copied from one set to the other (a rolled loop carrying one
     // round moved every register of it each time).
     let mut round = |cur: &mut Round| {
@@ -507,25 +521,37 @@ unsafe fn gemm_tc<const PACKED: bool, const NORM: bool>(
     };
     if let Some(mut a) = first {
         loop {
-            if r + warps >= rounds {
+            if r + step >= rounds {
                 round(&mut a);
                 break;
             }
             // SAFETY (both loads): a round below `rounds`; the operands cover it (as above).
-            let mut b = unsafe { load::<PACKED, NORM>(&ops, (r + warps) * GEMM_TC_KC, &ln) };
+            let mut b = unsafe { load::<PACKED, NORM>(&ops, (r + step) * GEMM_TC_KC, &ln) };
             round(&mut a);
-            r += warps;
-            if r + warps >= rounds {
+            r += step;
+            if r + step >= rounds {
                 round(&mut b);
                 break;
             }
-            a = unsafe { load::<PACKED, NORM>(&ops, (r + warps) * GEMM_TC_KC, &ln) };
+            a = unsafe { load::<PACKED, NORM>(&ops, (r + step) * GEMM_TC_KC, &ln) };
             round(&mut b);
-            r += warps;
+            r += step;
         }
     }
+    if PAIR {
+        // Both blocks of the pair have started (the second writes into the first's memory).
+        pair::ready();
+    }
+    if PAIR && part != 0 {
+        // The second part's partial tiles go to the first block's shared memory, after its own.
+        // SAFETY: the slot's tile lies inside GEMM_TC_PAIR_SHARED_BYTES; the first block runs
+        // until the barrier below.
+        unsafe { pair::store_remote(&acc, slot * GEMM_TC_M * LD, g, t) };
+        pair::barrier();
+        return;
+    }
     // SAFETY: warp w's partial tile lies inside the GEMM_TC_SHARED_BYTES the launch provides.
-    let tile = unsafe { smem.add(((tid / 32) * GEMM_TC_M * LD) as usize) };
+    let tile = unsafe { smem.add((slot * GEMM_TC_M * LD) as usize) };
     for (j, d) in acc.iter().enumerate() {
         for (q, v) in d.iter().enumerate() {
             let (i, cc) = (g + 8 * (q as u32 / 2), 8 * j as u32 + 2 * t + q as u32 % 2);
@@ -533,15 +559,20 @@ unsafe fn gemm_tc<const PACKED: bool, const NORM: bool>(
             unsafe { *tile.add((i * LD + cc) as usize) = *v };
         }
     }
-    sync_threads();
+    if PAIR {
+        // Also orders this block's own stores (a barrier of the whole cluster).
+        pair::barrier();
+    } else {
+        sync_threads();
+    }
     let mut o = tid;
     while o < GEMM_TC_M * GEMM_TC_N {
         let (li, lj) = (o / GEMM_TC_N, o % GEMM_TC_N);
         let (i, j) = (row0 + li, col0 + lj);
         if i < p.m && j < p.n {
             let mut v = 0.0f32;
-            for w in 0..warps {
-                // SAFETY: w < warps: a partial tile written before the barrier.
+            for w in 0..step {
+                // SAFETY: w < parts * warps: a partial tile written before the barrier.
                 v += unsafe { *smem.add(((w * GEMM_TC_M + li) * LD + lj) as usize) };
             }
             // SAFETY: the program's inputs and C cover the output (the contract).

@@ -309,6 +309,7 @@ impl<'c> Session<'c> {
             tensor_core_attention: self.options.tensor_core_attention,
             fuse_attention: self.options.fuse_attention,
             cluster_mlp: self.ctx.flavour() == crate::PtxFlavour::Hopper,
+            pair_gemm: self.options.pair_gemm && self.ctx.flavour() == crate::PtxFlavour::Hopper,
             ..PlanOptions::default()
         }
     }

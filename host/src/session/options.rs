@@ -36,6 +36,9 @@ pub struct SessionOptions {
     /// Fuse attention chains (`MatMul -> [elementwise] -> Softmax -> MatMul`) into one kernel
     /// each (default on).
     pub fuse_attention: bool,
+    /// Split the k rounds of each column tile of a tensor-core GEMM whose tiles fill at most half
+    /// the device over a pair of blocks (a thread-block cluster of two; Hopper only, default on).
+    pub pair_gemm: bool,
 }
 
 /// A switch of [`SessionOptions`] by name, for [`SessionOptions::set`].
@@ -43,7 +46,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 11] = [
+    const SWITCHES: [Switch; 12] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -55,6 +58,7 @@ impl SessionOptions {
         ("programmatic_launch", |o| &mut o.programmatic_launch),
         ("tensor_core_attention", |o| &mut o.tensor_core_attention),
         ("fuse_attention", |o| &mut o.fuse_attention),
+        ("pair_gemm", |o| &mut o.pair_gemm),
     ];
 
     /// The options' names (their field names), as [`SessionOptions::set`] takes them.
@@ -88,6 +92,7 @@ impl Default for SessionOptions {
             programmatic_launch: true,
             tensor_core_attention: true,
             fuse_attention: true,
+            pair_gemm: true,
         }
     }
 }

@@ -3,7 +3,8 @@
 //! round, m and n not multiples of the tile), batched and broadcast MatMuls, Gemm with transposes,
 //! C, alpha and beta, and operands on both load paths (16-byte vectors and strided scalars); and
 //! the tensor-core kernel on weights the planner packs and splits (`gemm_tc_packed_f32`, its
-//! program twin), against the reference and bit for bit against the unpacked kernel.
+//! program twin), against the reference and bit for bit against the unpacked kernel; and each of
+//! them with its column tiles split over block pairs (the `_pair` entries, Hopper clusters).
 //!
 //! Each result must be within 1e-4 of the reference per element (relative, plus 1e-4 absolute)
 //! and, over the whole output, within 2e-6 relative Frobenius error: TF32 alone (the tensor
@@ -42,7 +43,9 @@ fn check_with(
     let mut s = Session::new(ctx(), g.clone(), options).unwrap();
     let got = s.run(feeds).unwrap();
     let plan = s.last_plan().unwrap().to_string();
-    assert!(plan.contains(kernel), "{what}: expected {kernel}:\n{plan}");
+    // The tensor-core kernels' `_pair` entries are the same kernel over block pairs.
+    let paired = kernel.replace("_f32", "_pair_f32");
+    assert!(plan.contains(kernel) || plan.contains(&paired), "{what}: expected {kernel}:\n{plan}");
     let (gv, wv) = (got[0].1.f32s("gpu").unwrap(), want[0].1.data().to_f64s());
     assert_eq!(gv.len(), wv.len(), "{what}: length");
     let (mut diff, mut norm) = (0.0f64, 0.0f64);
@@ -227,4 +230,55 @@ fn a_layer_norm_folded_into_the_gemm_matches_the_reference() {
         let unfolded = SessionOptions { fuse_layer_norm_gemm: false, ..SessionOptions::default() };
         check_with(&what, &g, &feeds, unfolded, "layer_norm_f32");
     }
+}
+
+#[test]
+fn column_tiles_split_over_block_pairs_match_the_reference() {
+    // Few tiles and long k: every tensor-core entry runs as its `_pair` twin (a cluster of two
+    // blocks per tile on Hopper), and agrees with the reference, pairs on or off.
+    let mut rng = Rng::new(0x9a1e);
+    let hopper = ctx().flavour() == host::PtxFlavour::Hopper;
+    let pairs = |on: bool, packed: bool| SessionOptions {
+        pair_gemm: on,
+        pack_gemm_weights: packed,
+        ..SessionOptions::default()
+    };
+    // GPT-2's MLP down-projection with its residual (a program epilogue), packed and not.
+    let mut g = Graph::new();
+    let (v, feeds) = inputs(&mut g, &mut rng, &[("x", &[128, 1024]), ("r", &[128, 256])]);
+    let w = weight(&mut g, &mut rng, "w", &[1024, 256]);
+    let h = g.matmul(v[0], w);
+    let y = g.add(h, v[1]);
+    g.output(y);
+    let mut cases = vec![(
+        "mlp down + residual",
+        g,
+        feeds,
+        ["gemm_tc_packed_program_pair_f32", "gemm_tc_program_pair_f32"],
+    )];
+    // A plain MatMul of a weight over 13 row tiles of one column tile, k 1024 + 7 (a ragged last round).
+    let (g, feeds) = weight_gemm(&mut rng, (200, 1031, 32), 0);
+    cases.push(("matmul 200x1031x32", g, feeds, ["gemm_tc_packed_pair_f32", "gemm_tc_pair_f32"]));
+    for (what, g, feeds, [packed, plain]) in cases {
+        for (on, packing) in [(true, true), (true, false), (false, true)] {
+            let paired = if packing { packed } else { plain };
+            let kernel = if on && hopper { paired.to_string() } else { paired.replace("_pair", "") };
+            let got = check_with(what, &g, &feeds, pairs(on, packing), &kernel);
+            let mut s = Session::new(ctx(), g.clone(), pairs(on, packing)).unwrap();
+            s.run(&feeds).unwrap();
+            let plan = s.last_plan().unwrap().to_string();
+            assert_eq!(plan.contains("_pair_f32"), on && hopper, "{what}:\n{plan}");
+            assert!(got.iter().all(|x| x.is_finite()), "{what}");
+        }
+    }
+    // The LayerNorm-folded entry: a few rows, k 1000.
+    let mut g = Graph::new();
+    let (v, feeds) = inputs(&mut g, &mut rng, &[("x", &[17, 1000])]);
+    let scale = weight(&mut g, &mut rng, "scale", &[1000]);
+    let h = g.op1(Op::LayerNormalization(Default::default()), &[v[0], scale]);
+    let w = weight(&mut g, &mut rng, "w", &[1000, 64]);
+    let y = g.matmul(h, w);
+    g.output(y);
+    let kernel = if hopper { "gemm_tc_packed_norm_pair_f32" } else { "gemm_tc_packed_norm_f32" };
+    check_with("layer norm + matmul 17x1000x64", &g, &feeds, pairs(true, true), kernel);
 }

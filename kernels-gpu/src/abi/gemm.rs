@@ -133,6 +133,11 @@ pub const GEMM_TC_SHARED_BYTES: u32 = GEMM_TC_MAX_WARPS * GEMM_TC_M * (GEMM_TC_N
 /// Dynamic shared memory of `gemm_tc_packed_norm_f32`: [`GEMM_TC_SHARED_BYTES`], then the block's
 /// row statistics (mean and `1 / sqrt(var + eps)` of each of its `GEMM_TC_M` rows).
 pub const GEMM_TC_NORM_SHARED_BYTES: u32 = GEMM_TC_SHARED_BYTES + 2 * GEMM_TC_M * 4;
+/// Dynamic shared memory of the `_pair` entries of `gemm_tc_f32` (a column tile split over two
+/// blocks): the first block holds both blocks' partial tiles.
+pub const GEMM_TC_PAIR_SHARED_BYTES: u32 = 2 * GEMM_TC_SHARED_BYTES;
+/// [`GEMM_TC_PAIR_SHARED_BYTES`] and the row statistics, for `gemm_tc_packed_norm_pair_f32`.
+pub const GEMM_TC_PAIR_NORM_SHARED_BYTES: u32 = GEMM_TC_PAIR_SHARED_BYTES + 2 * GEMM_TC_M * 4;
 
 /// The LayerNormalization `gemm_tc_packed_norm_f32` applies to A's rows (over all k) as it loads
 /// them: `A'[i, k] = (A[i, k] - mean_i) / sqrt(var_i + epsilon) * scale[k] + bias[k]`.

@@ -170,6 +170,18 @@ kernel_ids! {
     /// `gemm_tc::gemm_tc_packed_norm_f32`: `gemm_tc_packed_f32` whose A is the LayerNormalization
     /// of its input rows, applied as A is loaded
     GemmTcPackedNormF32 => "gemm_tc_packed_norm_f32",
+    /// `gemm_tc::pair::gemm_tc_pair_f32`: `gemm_tc_f32` with each column tile's k rounds split
+    /// over a pair of blocks (a cluster of two on Hopper)
+    GemmTcPairF32 => "gemm_tc_pair_f32",
+    /// `gemm_tc::pair::gemm_tc_program_pair_f32`: `gemm_tc_program_f32` over block pairs
+    GemmTcProgramPairF32 => "gemm_tc_program_pair_f32",
+    /// `gemm_tc::pair::gemm_tc_packed_pair_f32`: `gemm_tc_packed_f32` over block pairs
+    GemmTcPackedPairF32 => "gemm_tc_packed_pair_f32",
+    /// `gemm_tc::pair::gemm_tc_packed_program_pair_f32`: `gemm_tc_packed_program_f32` over block
+    /// pairs
+    GemmTcPackedProgramPairF32 => "gemm_tc_packed_program_pair_f32",
+    /// `gemm_tc::pair::gemm_tc_packed_norm_pair_f32`: `gemm_tc_packed_norm_f32` over block pairs
+    GemmTcPackedNormPairF32 => "gemm_tc_packed_norm_pair_f32",
     // rows
     /// `rows::softmax_f32`: softmax along one axis
     SoftmaxF32 => "softmax_f32",

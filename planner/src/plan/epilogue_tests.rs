@@ -75,12 +75,18 @@ fn a_residual_add_runs_in_each_gemm_kernels_epilogue() {
 fn the_tensor_core_gemm_runs_the_program_in_its_epilogue_without_split_k() {
     for (m, k, n) in [(64, 64, 96), (128, 1024, 256)] {
         let (g, h) = residual(m, k, n);
-        let o = PlanOptions::default();
+        // Block pairs off (they are tested in `gemm`): the entries below are the single-block ones.
+        let o = PlanOptions { pair_gemm: false, ..PlanOptions::default() };
         let fused = compile(&g, &Binding::new(), &o).unwrap();
         fused.validate().unwrap();
         // The weight is packed for the tensor-core kernel (`tc_pack`), unless that is off.
         assert_eq!(kernels(&fused), [KernelId::GemmTcPackedProgramF32], "{fused}");
         assert!(value(&fused, &g, h).is_none(), "{fused}");
+        // GPT-2's MLP down-projection (64 tiles, k 1024) pairs its blocks where it may.
+        let paired = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+        let want =
+            if k == 1024 { KernelId::GemmTcPackedProgramPairF32 } else { KernelId::GemmTcPackedProgramF32 };
+        assert_eq!(kernels(&paired), [want], "{paired}");
         let unpacked = PlanOptions { pack_gemm_weights: false, ..o };
         let plain = compile(&g, &Binding::new(), &unpacked).unwrap();
         assert_eq!(kernels(&plain), [KernelId::GemmTcProgramF32], "{plain}");

@@ -8,8 +8,9 @@
 
 use kernels_gpu::abi::{
     Activation, EW_MAX_INPUTS, EwProgramParams, GEMM_SHARED_BYTES, GEMM_TC_KC, GEMM_TC_M, GEMM_TC_MAX_WARPS,
-    GEMM_TC_N, GEMM_TC_NORM_SHARED_BYTES, GEMM_TC_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_MAX_M,
-    GEMV_WARPS, GemmNormParams, GemmParams, KernelId,
+    GEMM_TC_N, GEMM_TC_NORM_SHARED_BYTES, GEMM_TC_PAIR_NORM_SHARED_BYTES, GEMM_TC_PAIR_SHARED_BYTES,
+    GEMM_TC_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_MAX_M, GEMV_WARPS, GemmNormParams, GemmParams,
+    KernelId,
 };
 
 use super::elementwise::broadcast_strides;
@@ -35,13 +36,24 @@ pub(super) fn split_k(p: &GemmParams, o: &PlanOptions) -> (u32, u32) {
     (p.k.div_ceil(chunk), chunk)
 }
 
-/// The launch of `gemm_tc_f32` for `p` (grid, warps per block), when it takes the GEMM: a non-empty
-/// output, `m` above the GEMV range and the CUDA-core kernel's 64 x 64 tiles fewer than two per
-/// multiprocessor
-/// (where it would need split-K, or leave the device half idle). The warps per block split k: a
-/// power of two, at most one per 32-wide k round, so that about eight warps per multiprocessor
-/// run.
-pub(super) fn tensor_core(p: &GemmParams, o: &PlanOptions) -> Option<([u32; 3], u32)> {
+/// The launch of a tensor-core GEMM ([`tensor_core`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct TcLaunch {
+    /// Blocks: column tiles (twice that with `pair`), row tiles, batch.
+    pub grid: [u32; 3],
+    /// Warps per block.
+    pub warps: u32,
+    /// Pairs of blocks split each column tile's k rounds (the `_pair` entries).
+    pub pair: bool,
+}
+
+/// The launch of `gemm_tc_f32` for `p`, when it takes the GEMM: a non-empty output, `m` above the
+/// GEMV range and the CUDA-core kernel's 64 x 64 tiles fewer than two per multiprocessor (where it
+/// would need split-K, or leave the device half idle). The warps of a tile split k: a power of
+/// two, at most one per 32-wide k round, so that about eight warps per multiprocessor run. Where a
+/// tile wants more warps than a block holds (few tiles, long k: GPT-2's MLP down-projection), a
+/// pair of blocks shares it when the target has clusters ([`PlanOptions::pair_gemm`]).
+pub(super) fn tensor_core(p: &GemmParams, o: &PlanOptions) -> Option<TcLaunch> {
     let old_tiles = p.n.div_ceil(GEMM_TILE) as u64 * p.m.div_ceil(GEMM_TILE) as u64 * p.batch as u64;
     let empty = p.n == 0 || p.batch == 0;
     if !o.tensor_core_gemm
@@ -52,11 +64,17 @@ pub(super) fn tensor_core(p: &GemmParams, o: &PlanOptions) -> Option<([u32; 3], 
     {
         return None;
     }
-    let grid = [p.n.div_ceil(GEMM_TC_N), p.m.div_ceil(GEMM_TC_M), p.batch];
+    let mut grid = [p.n.div_ceil(GEMM_TC_N), p.m.div_ceil(GEMM_TC_M), p.batch];
     let blocks = grid.iter().map(|&d| d as u64).product::<u64>().max(1);
     let want = (8 * o.sm_count as u64).div_ceil(blocks).min(p.k.div_ceil(GEMM_TC_KC) as u64);
-    let warps = (1..=GEMM_TC_MAX_WARPS).rev().find(|w| w.is_power_of_two() && *w as u64 <= want).unwrap_or(1);
-    Some((grid, warps))
+    let pair = o.pair_gemm && want > GEMM_TC_MAX_WARPS as u64 && grid[0] <= i32::MAX as u32 / 2;
+    let per_block = if pair { want / 2 } else { want };
+    let warps =
+        (1..=GEMM_TC_MAX_WARPS).rev().find(|w| w.is_power_of_two() && *w as u64 <= per_block).unwrap_or(1);
+    if pair {
+        grid[0] *= 2;
+    }
+    Some(TcLaunch { grid, warps, pair })
 }
 
 /// The GEMM parameters and operands (A, B, optional C) of a Gemm or MatMul node.
@@ -353,8 +371,13 @@ pub(super) fn gemm_steps(
         let kernel = if program.is_some() { KernelId::GemvProgramF32 } else { KernelId::GemvF32 };
         return vec![launch(label, kernel, grid, [GEMV_WARPS * 32, 1, 1], GEMM_SHARED_BYTES, args)];
     }
-    if let Some((grid, warps)) = tensor_core(&p, o) {
+    if let Some(TcLaunch { grid, warps, pair }) = tensor_core(&p, o) {
         let block = [32 * warps, 1, 1];
+        let (shared, norm_shared) = if pair {
+            (GEMM_TC_PAIR_SHARED_BYTES, GEMM_TC_PAIR_NORM_SHARED_BYTES)
+        } else {
+            (GEMM_TC_SHARED_BYTES, GEMM_TC_NORM_SHARED_BYTES)
+        };
         if let (Some(nm), Some(pb), None) = (norm, packed_b, &program) {
             let np = GemmNormParams { epsilon: nm.epsilon, _pad: 0 };
             let args = vec![
@@ -368,16 +391,20 @@ pub(super) fn gemm_steps(
                 Arg::Value(out),
             ];
             let label = format!("LayerNorm+{label}");
-            let kernel = KernelId::GemmTcPackedNormF32;
-            return vec![launch(label, kernel, grid, block, GEMM_TC_NORM_SHARED_BYTES, args)];
+            let kernel = if pair { KernelId::GemmTcPackedNormPairF32 } else { KernelId::GemmTcPackedNormF32 };
+            return vec![launch(label, kernel, grid, block, norm_shared, args)];
         }
-        let (kernel, args) = match (packed_b, program.is_some()) {
-            (Some(pb), false) => (KernelId::GemmTcPackedF32, operands_with(&p, pb)),
-            (Some(pb), true) => (KernelId::GemmTcPackedProgramF32, operands_with(&p, pb)),
-            (None, false) => (KernelId::GemmTcF32, operands(&p)),
-            (None, true) => (KernelId::GemmTcProgramF32, operands(&p)),
+        use KernelId as K;
+        let ((kernel, paired), args) = match (packed_b, program.is_some()) {
+            (Some(pb), false) => ((K::GemmTcPackedF32, K::GemmTcPackedPairF32), operands_with(&p, pb)),
+            (Some(pb), true) => {
+                ((K::GemmTcPackedProgramF32, K::GemmTcPackedProgramPairF32), operands_with(&p, pb))
+            }
+            (None, false) => ((K::GemmTcF32, K::GemmTcPairF32), operands(&p)),
+            (None, true) => ((K::GemmTcProgramF32, K::GemmTcProgramPairF32), operands(&p)),
         };
-        return vec![launch(label, kernel, grid, block, GEMM_TC_SHARED_BYTES, args)];
+        let kernel = if pair { paired } else { kernel };
+        return vec![launch(label, kernel, grid, block, shared, args)];
     }
     let tiles = [p.n.div_ceil(GEMM_TILE).max(1), p.m.div_ceil(GEMM_TILE), p.batch];
     let block = [GEMM_THREADS, GEMM_THREADS, 1];
@@ -503,12 +530,18 @@ mod tests {
     fn the_tensor_core_gemm_takes_what_would_underfill_the_device() {
         let o = PlanOptions::default();
         // GPT-2's projections at seq 128: one launch each, k split over the warps of a block.
-        let launch = |m, n, k| tensor_core(&p(m, n, k, 1), &o);
-        assert_eq!(launch(128, 768, 256), Some(([24, 8, 1], 4)));
-        assert_eq!(launch(128, 256, 1024), Some(([8, 8, 1], 8)));
-        assert_eq!(launch(24, 64, 64), Some(([2, 2, 1], 2)));
+        let launch = |m, n, k| tensor_core(&p(m, n, k, 1), &o).map(|l| (l.grid, l.warps, l.pair));
+        assert_eq!(launch(128, 768, 256), Some(([24, 8, 1], 4, false)));
+        // The MLP down-projection: 64 tiles of 32 rounds want 16 warps each, a pair of blocks.
+        assert_eq!(launch(128, 256, 1024), Some(([16, 8, 1], 8, true)));
+        let no_pairs = PlanOptions { pair_gemm: false, ..o };
+        assert_eq!(
+            tensor_core(&p(128, 256, 1024, 1), &no_pairs).map(|l| (l.grid, l.warps)),
+            Some(([8, 8, 1], 8))
+        );
+        assert_eq!(launch(24, 64, 64), Some(([2, 2, 1], 2, false)));
         // Never more warps than 32-wide k rounds.
-        assert_eq!(launch(16, 32, 20), Some(([1, 1, 1], 1)));
+        assert_eq!(launch(16, 32, 20), Some(([1, 1, 1], 1, false)));
         // GEMV range, big enough for the CUDA-core tiles, or switched off: not taken.
         assert_eq!(launch(8, 768, 256), None);
         assert_eq!(launch(2048, 2048, 4096), None);

@@ -112,6 +112,10 @@ pub struct PlanOptions {
     /// accuracy) where the value head fits it, the score program is arithmetic only and the tiles
     /// fill at least half the device (`attention::tensor_core_attention`).
     pub tensor_core_attention: bool,
+    /// The target runs the Hopper flavour (thread-block clusters): a tensor-core GEMM whose tiles
+    /// fill at most half the device and want more than `GEMM_TC_MAX_WARPS` warps each splits every
+    /// column tile's k rounds over a pair of blocks (`gemm_tc_*_pair_f32`).
+    pub pair_gemm: bool,
 }
 
 impl Default for PlanOptions {
@@ -128,6 +132,7 @@ impl Default for PlanOptions {
             tensor_core_gemm: true,
             fuse_layer_norm_gemm: true,
             pack_gemm_weights: true,
+            pair_gemm: true,
             tensor_core_attention: true,
         }
     }
