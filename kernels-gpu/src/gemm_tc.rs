@@ -29,7 +29,7 @@ use crate::abi::{
 use crate::gemm::{Program, finish, program};
 use crate::intrinsics::{
     F32x4, block_dim_x, block_idx_x, block_idx_y, block_idx_z, cvt_rna_tf32, dynamic_shared_ptr, lane_id,
-    mma_m16n8k8_tf32_f32, shfl_xor_f32, sync_threads, thread_idx_x, trap, warp_sum_f32,
+    mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x, trap,
 };
 use crate::math;
 

@@ -9,7 +9,7 @@
 //! recomputed where they are used rather than stored, and the parameter arrays are read with
 //! constant indices (`at`), so nothing lives in local memory.
 
-use crate::abi::{MAX_RANK, RESIZE_MAX_AXES, ResizeAxis, ResizeParams, resize_ctm, resize_nearest};
+use crate::abi::{MAX_RANK, ResizeAxis, ResizeParams, resize_ctm, resize_nearest};
 use crate::intrinsics::{floor_f64, global_thread_x, grid_threads_x};
 use crate::movement::{at, unravel};
 

@@ -10,7 +10,9 @@
 //! The portable flavour has no clusters: there the second block of each pair leaves at once and
 //! the first walks every round (the planner only picks these entries for the Hopper flavour).
 
-use super::{LD, NT, gemm_tc};
+#[cfg(ferrofuse_hopper)]
+use super::LD;
+use super::{NT, gemm_tc};
 use crate::abi::{EwProgramParams, GemmNormParams, GemmParams};
 use crate::gemm::program;
 #[cfg(not(ferrofuse_hopper))]
