@@ -56,6 +56,10 @@ impl Session<'_> {
         if let Some(p) = at.input(v).or_else(|| at.output(v)).or_else(|| at.weight(v)) {
             return Ok(p);
         }
+        // A view of a graph input is the input's buffer.
+        if let Some(p) = at.memory.and_then(|m| at.input(m.home(v))) {
+            return Ok(p);
+        }
         match at.memory.and_then(|m| m.slots.get(v.index()).copied().flatten()) {
             Some(slot) => self.arena.slot_ptr(self.ctx, slot),
             None => Err(HostError::Arena { detail: format!("value {v} has no device buffer in the plan") }),

@@ -183,6 +183,30 @@ fn elementwise_chains_run_in_place_and_reshapes_copy() {
 }
 
 #[test]
+fn a_reshaped_input_is_read_in_place() {
+    // The reshape of a graph input is the input's buffer (no copy step); the unfused Relu after
+    // it, which could run in place, writes a buffer of its own, since the view is read again.
+    let mut rng = Rng::new(6);
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, [4usize, 250]);
+    let shape = g.const_i64("shape", &[1], &[1000]);
+    let v = g.reshape(x, shape);
+    let r = g.relu(v);
+    let n = g.op1(Op::Neg, &[r]);
+    let y = g.add(n, v);
+    g.output(y);
+    let options = SessionOptions { fuse_elementwise: false, ..SessionOptions::default() };
+    let mut s = Session::new(ctx(), g.clone(), options).unwrap();
+    for _ in 0..3 {
+        let inputs = vec![input(&mut rng, "x", &[4, 250])];
+        let want = host::reference::eval(&g, &inputs).unwrap();
+        assert_close(&s.run(&inputs).unwrap(), &want);
+    }
+    let text = s.last_plan().unwrap().to_string();
+    assert!(!text.contains("copy") && text.contains(&format!("{v}@input")), "{text}");
+}
+
+#[test]
 fn bad_inputs_and_unsupported_ops_are_clear_errors() {
     let mut rng = Rng::new(1);
     let g = mlp(&mut rng);

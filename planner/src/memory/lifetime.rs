@@ -177,8 +177,16 @@ pub fn analyse_lifetimes(
         v
     }
     // Views first: a reshape-like result between arena values shares its source's buffer (only
-    // the op's sole output; Dropout's mask must be absent).
+    // the op's sole output; Dropout's mask must be absent). A view of a graph input (or of such a
+    // view) is the input's own buffer: it takes no slot and no lifetime, so nothing writes it in
+    // place (a caller's device tensor bound as the input is never overwritten).
     let mut views = Vec::new();
+    let mut of_input: Vec<bool> = (0..n).map(|v| g.inputs.contains(&ValueId(v as u32))).collect();
+    let input_bytes = |v: ValueId| {
+        let info = &infos[v.index()];
+        let dims = info.shape.as_known()?;
+        dims.iter().try_fold(info.dtype.size_bytes() as u64, |acc, &d| acc.checked_mul(d as u64))
+    };
     for id in &order {
         let node = &g.nodes[id.index()];
         let (Some(x), Some(y)) = (node.inputs.first().copied().flatten(), node.output(0)) else { continue };
@@ -193,6 +201,14 @@ pub fn analyse_lifetimes(
         {
             let r = root(&mut parent, x.index());
             parent[y.index()] = r;
+            views.push((x, y));
+        } else if of_input[x.index()]
+            && lifetimes[y.index()].is_some()
+            && bytes[y.index()].is_some()
+            && (if g.inputs.contains(&x) { input_bytes(x) } else { bytes[x.index()] }) == bytes[y.index()]
+        {
+            lifetimes[y.index()] = None;
+            of_input[y.index()] = true;
             views.push((x, y));
         }
     }

@@ -182,6 +182,18 @@ pub fn bind_inputs(graph: &Graph, binding: &Binding) -> Result<Graph, PlanError>
 }
 
 impl MemoryPlan {
+    /// The value whose buffer `v` is: `v` itself, or for a view without a slot of its own (a view
+    /// of a graph input) the input it views, through any chain of views.
+    pub fn home(&self, mut v: ValueId) -> ValueId {
+        while self.slots.get(v.index()).copied().flatten().is_none() {
+            match self.views.iter().find(|&&(_, view)| view == v) {
+                Some(&(src, _)) => v = src,
+                None => break,
+            }
+        }
+        v
+    }
+
     /// Checks the plan's invariants against the graph it was made for.
     pub fn verify(&self, graph: &Graph) -> Result<(), PlanError> {
         let bad = |detail: String| PlanError::Memory { detail };

@@ -472,6 +472,10 @@ impl Plan {
         for (r, v) in ready.iter_mut().zip(&self.values) {
             *r |= v.bytes() == Some(0);
         }
+        // Views of graph inputs are ready with them.
+        for &(src, view) in &self.memory.views {
+            ready[view.index()] |= ready[src.index()];
+        }
         for (i, step) in self.steps.iter().enumerate() {
             let (reads, writes): (Vec<ValueId>, Vec<ValueId>) = match step {
                 Step::Kernel { kernel, args, .. } => {
@@ -559,7 +563,7 @@ impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let place = |v: ValueId| match self.memory.slots.get(v.index()).copied().flatten() {
             Some(s) => format!("{v}@arena+{:#x}", s.offset),
-            None if self.inputs.contains(&v) => format!("{v}@input"),
+            None if self.inputs.contains(&self.memory.home(v)) => format!("{v}@input"),
             None if self.outputs.contains(&v) => format!("{v}@output"),
             None => format!("{v}@weights"),
         };

@@ -250,3 +250,38 @@ fn integer_arithmetic_lowers_to_int_arith_and_division_needs_a_constant_divisor(
     let e = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap_err().to_string();
     assert!(e.contains("constant divisor"), "{e}");
 }
+
+#[test]
+fn a_reshaped_graph_input_is_read_in_place() {
+    // GPT-2's `input_ids.view(-1, seq)` before the embedding Gather: the kernel reads the input's
+    // own buffer (no copy step, no slot), through a chain of views too.
+    let mut g = Graph::new();
+    let ids = g.input("ids", DType::I64, [1usize, 16]);
+    let s1 = g.const_i64("s1", &[2], &[-1, 16]);
+    let v1 = g.reshape(ids, s1);
+    let s2 = g.const_i64("s2", &[1], &[16]);
+    let v2 = g.reshape(v1, s2);
+    let table = g.initializer("table", ConstTensor::from_f32(&[50, 8], &vec![0.5; 400]).unwrap());
+    let e = g.op1(Op::Gather(crate::op::Gather { axis: 0 }), &[table, v2]);
+    g.output(e);
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let text = plan.to_string();
+    assert_eq!(plan.steps.len(), 1, "{text}");
+    assert!(text.contains(&format!("{v2}@input")), "{text}");
+    assert_eq!(plan.memory.home(v2), ids);
+    assert!(plan.memory.slots[v1.index()].is_none() && plan.memory.slots[v2.index()].is_none(), "{text}");
+    // A result that could overwrite its operand in place never takes a graph input's buffer.
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, [4usize]);
+    let s = g.const_i64("s", &[2], &[2, 2]);
+    let v = g.reshape(x, s);
+    let r = g.relu(v);
+    let n = g.op1(Op::Neg, &[r]);
+    let y = g.op1(Op::Exp, &[n]);
+    g.output(y);
+    let options = PlanOptions { fuse_elementwise: false, ..PlanOptions::default() };
+    let plan = compile(&g, &Binding::new(), &options).unwrap();
+    assert!(plan.memory.slots[v.index()].is_none(), "{plan}");
+    assert!(plan.memory.slots[r.index()].is_some(), "{plan}");
+    assert!(!plan.memory.in_place.iter().any(|&(src, _)| src == v), "{plan}");
+}
