@@ -8,10 +8,11 @@
 //! with an early exit, so the parameter arrays stay indexed by constants (no local-memory copy).
 
 use crate::abi::{
-    GatherNdParams, GatherParams, MAX_RANK, PadParams, ReverseSequenceParams, StridedCopyParams,
-    TransposeParams, pad_mode,
+    EwProgramParams, GatherNdParams, GatherParams, MAX_RANK, PadParams, ReverseSequenceParams,
+    StridedCopyParams, TransposeParams, pad_mode,
 };
 use crate::intrinsics::{global_thread_x, grid_threads_x};
+use crate::program::ew_element;
 
 /// The integer arithmetic the index math needs, for u32 and u64.
 trait Index:
@@ -100,9 +101,16 @@ pub unsafe extern "ptx-kernel" fn transpose_f32(p: TransposeParams, x: *const f3
 }
 
 /// # Safety
-/// The [`gather_f32`] contract.
+/// The [`gather_f32`] contract; `finish(i, v)` is what output element `i` gets of gathered `v`.
 #[inline(always)]
-unsafe fn gather<I: Index, T: Copy>(p: &GatherParams, x: *const T, idx: *const i64, y: *mut T, oob: T) {
+unsafe fn gather<I: Index, T: Copy>(
+    p: &GatherParams,
+    x: *const T,
+    idx: *const i64,
+    y: *mut T,
+    oob: T,
+    finish: &impl Fn(u64, T) -> T,
+) {
     let elems = p.outer * p.n_idx * p.inner;
     let (inner, n_idx, axis_len) = (I::cast(p.inner), I::cast(p.n_idx), I::cast(p.axis_len));
     let (mut i, stride) = (global_thread_x(), grid_threads_x());
@@ -123,7 +131,7 @@ unsafe fn gather<I: Index, T: Copy>(p: &GatherParams, x: *const T, idx: *const i
             oob
         };
         // SAFETY: i < elems.
-        unsafe { *y.add(i as usize) = v };
+        unsafe { *y.add(i as usize) = finish(i, v) };
         i += stride;
     }
 }
@@ -157,16 +165,68 @@ pub unsafe extern "ptx-kernel" fn gather_f32(p: GatherParams, x: *const f32, idx
 /// The [`gather_f32`] contract for elements of type `T`.
 #[inline(always)]
 unsafe fn gather_any<T: Copy>(p: &GatherParams, x: *const T, idx: *const i64, y: *mut T, oob: T) {
+    // SAFETY: forwarded from the contract.
+    unsafe { gather_then(p, x, idx, y, oob, &|_, v| v) }
+}
+
+/// [`gather_any`], output element `i` being `finish(i, v)` of the gathered `v`.
+///
+/// # Safety
+/// As [`gather_any`].
+#[inline(always)]
+unsafe fn gather_then<T: Copy>(
+    p: &GatherParams,
+    x: *const T,
+    idx: *const i64,
+    y: *mut T,
+    oob: T,
+    finish: &impl Fn(u64, T) -> T,
+) {
     let elems = p.outer.saturating_mul(p.n_idx).saturating_mul(p.inner);
     let data = p.outer.saturating_mul(p.axis_len).saturating_mul(p.inner);
     // SAFETY: forwarded from the contract.
     unsafe {
         if elems <= u32::MAX as u64 && data <= u32::MAX as u64 && p.n_idx <= u32::MAX as u64 {
-            gather::<u32, T>(p, x, idx, y, oob)
+            gather::<u32, T>(p, x, idx, y, oob, finish)
         } else {
-            gather::<u64, T>(p, x, idx, y, oob)
+            gather::<u64, T>(p, x, idx, y, oob, finish)
         }
     }
+}
+
+/// [`gather_f32`] whose gathered element is input 0 of an elementwise program, whose result is
+/// stored (an embedding lookup and the position embedding added to it, in one pass): the program's
+/// inputs 1..3 are read at output element `i`'s offsets ([`EwProgramParams`] over the output).
+///
+/// # Safety
+/// As [`gather_f32`]; the program's inputs hold every element their strides address for the
+/// output, and `y` may equal one of them of the output's shape read without broadcast (each
+/// element is read by the thread that writes it, right before) but overlaps neither `x` nor `idx`.
+///
+/// # Parameters
+/// `p`: the gather; `e`: the program; `x`: data; `idx`: indices; `x1`..`x3`: the program's inputs
+/// 1..3 (unused ones may be null); `y`: the output.
+///
+/// # Thread mapping
+/// As [`gather_f32`].
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn gather_program_f32(
+    p: GatherParams,
+    e: EwProgramParams,
+    x: *const f32,
+    idx: *const i64,
+    x1: *const f32,
+    x2: *const f32,
+    x3: *const f32,
+    y: *mut f32,
+) {
+    if e.rank as usize > MAX_RANK {
+        return;
+    }
+    let inputs = [core::ptr::null(), x1, x2, x3];
+    // SAFETY: forwarded from the contract; `i` is an output element, inside every program input.
+    unsafe { gather_then(&p, x, idx, y, f32::NAN, &|i, v| ew_element(&e, i, Some(v), inputs)) }
 }
 
 /// [`gather_f32`] for 8-byte elements (i64, f64); an out-of-range index gives 0.

@@ -206,10 +206,11 @@ pub fn node(
         Op::Scan(a) => return control::scan(ctx, a, inputs, node.outputs.len(), scope),
         Op::MatMul => return nn::matmul(ctx, &(), inputs),
         Op::Gemm(a) => return nn::gemm(ctx, a, inputs),
-        Op::FusedGemm(_) => {
-            return Err(
-                ctx.err("FusedGemm is made by the planner's fusion; the reference runs unfused graphs")
-            );
+        Op::FusedGemm(_) | Op::FusedGather(_) => {
+            return Err(ctx.err(format!(
+                "{} is made by the planner's fusion; the reference runs unfused graphs",
+                node.op.name()
+            )));
         }
         Op::Einsum(a) => return nn::einsum(ctx, a, inputs),
         Op::Conv(a) => return nn::conv(ctx, a, inputs),

@@ -1,7 +1,8 @@
 //! The data-movement kernels (Transpose, Gather) through `Session` against the CPU reference, bit
 //! for bit: random shapes of rank 1 to 5 with dims 1, 2, 3, 31, 33 and 1025, random permutations
 //! (and the default reversed one, and rank 8), Gather along the first, second and last axis with
-//! negative indices and scalar, 1-D and 2-D index tensors.
+//! negative indices and scalar, 1-D and 2-D index tensors; and a Gather fused with the elementwise
+//! program that reads it (`gather_program_f32`).
 
 use host::selftest::Rng;
 use host::tensor::TensorData;
@@ -147,4 +148,60 @@ fn gather_writes_nan_for_an_out_of_range_index() {
     assert_eq!(&v[..4], &[8.0, 9.0, 10.0, 11.0]);
     assert!(v[4..12].iter().all(|x| x.is_nan()), "{v:?}");
     assert_eq!(&v[12..], &[4.0, 5.0, 6.0, 7.0]);
+}
+
+#[test]
+fn a_gather_and_the_program_reading_it_run_as_one_launch() {
+    // Embedding lookups: the gathered rows plus a position table (same shape), times a broadcast
+    // row, a three-op chain, along axis 0 and axis 1, with negative indices; fused
+    // (`gather_program_f32`) against unfused bit for bit and the reference.
+    let mut rng = Rng::new(0x9a7);
+    let unfused = SessionOptions { fuse_gemm_programs: false, ..SessionOptions::default() };
+    for (shape, axis, idx_shape) in [(vec![50, 64], 0i64, vec![1, 16]), (vec![3, 40, 33], 1, vec![7])] {
+        let a = axis as usize;
+        let mut out = shape[..a].to_vec();
+        out.extend(&idx_shape);
+        out.extend(&shape[a + 1..]);
+        let row = vec![*shape.last().unwrap()];
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&shape));
+        let i = g.input("i", DType::I64, known(&idx_shape));
+        let pos = g.input("pos", DType::F32, known(&out));
+        let scale = g.input("scale", DType::F32, known(&row));
+        let e = g.gather(x, i, axis);
+        let s = g.add(e, pos);
+        let m = g.mul(s, scale);
+        let y = g.op1(Op::Tanh, &[m]);
+        g.output(y);
+        let len = shape[a] as u64;
+        let n: usize = idx_shape.iter().product();
+        let idx: Vec<i64> = (0..n).map(|_| (rng.next_u64() % (2 * len)) as i64 - len as i64).collect();
+        let inputs = vec![
+            ("x".to_owned(), rng.tensor(&shape, -2.0, 2.0)),
+            ("i".to_owned(), HostTensor::new(idx_shape.clone(), idx).unwrap()),
+            ("pos".to_owned(), rng.tensor(&out, -1.0, 1.0)),
+            ("scale".to_owned(), rng.tensor(&row, -1.0, 1.0)),
+        ];
+        let what = format!("gather {shape:?} axis {axis} + program");
+        let plan = crate::programs::fused_matches_unfused(&what, g, &inputs, unfused, 1e-6);
+        assert!(plan.contains("gather_program_f32") && !plan.contains("ew_program_f32"), "{what}:\n{plan}");
+    }
+    // An index out of range gathers NaN, and the program sees it.
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[3, 4]));
+    let i = g.input("i", DType::I64, known(&[2]));
+    let b = g.input("b", DType::F32, known(&[2, 4]));
+    let e = g.gather(x, i, 0);
+    let y = g.add(e, b);
+    g.output(y);
+    let inputs = vec![
+        ("x".to_owned(), rng.tensor(&[3, 4], -1.0, 1.0)),
+        ("i".to_owned(), HostTensor::new(vec![2], vec![1i64, 7]).unwrap()),
+        ("b".to_owned(), rng.tensor(&[2, 4], -1.0, 1.0)),
+    ];
+    let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
+    let out = s.run(&inputs).unwrap();
+    assert!(s.last_plan().unwrap().to_string().contains("gather_program_f32"));
+    let TensorData::F32(v) = out[0].1.data() else { panic!("not f32") };
+    assert!(v[..4].iter().all(|x| x.is_finite()) && v[4..].iter().all(|x| x.is_nan()), "{v:?}");
 }

@@ -211,6 +211,9 @@ kernel_ids! {
     TransposeF32 => "transpose_f32",
     /// `movement::gather_f32`: ONNX Gather along one axis with i64 indices
     GatherF32 => "gather_f32",
+    /// `movement::gather_program_f32`: `gather_f32` whose gathered elements go through an
+    /// elementwise program before they are stored
+    GatherProgramF32 => "gather_program_f32",
     /// `movement::gather_b8`: ONNX Gather of 8-byte elements (i64, f64)
     GatherB8 => "gather_b8",
     /// `movement::gather_b1`: ONNX Gather of 1-byte elements (bool, i8, u8)

@@ -95,15 +95,17 @@ fn writes_in_place(op: &Op) -> bool {
 }
 
 /// The inputs `node`'s output may overwrite in place (subject to the lifetime, size and dtype
-/// checks): every input of an elementwise op; the program inputs of a [`Op::FusedGemm`] (whose
+/// checks): every input of an elementwise op; the program inputs of a [`Op::FusedGemm`] or
+/// [`Op::FusedGather`] (whose
 /// kernel reads each output element's program inputs in the thread that writes it, right before),
 /// but never one of its GEMM operands, which other threads read while outputs are written. A
 /// program input of the output's size is read without broadcast, so it maps element to element.
 fn in_place_sources(node: &crate::graph::Node) -> Vec<ValueId> {
     match &node.op {
-        Op::FusedGemm(_) => {
-            let operands: Vec<Option<ValueId>> = node.inputs.iter().take(3).copied().collect();
-            node.inputs.iter().skip(3).flatten().copied().filter(|v| !operands.contains(&Some(*v))).collect()
+        Op::FusedGemm(_) | Op::FusedGather(_) => {
+            let n = if matches!(node.op, Op::FusedGemm(_)) { 3 } else { 2 };
+            let operands: Vec<Option<ValueId>> = node.inputs.iter().take(n).copied().collect();
+            node.inputs.iter().skip(n).flatten().copied().filter(|v| !operands.contains(&Some(*v))).collect()
         }
         op if writes_in_place(op) => node.inputs.iter().flatten().copied().collect(),
         _ => Vec::new(),

@@ -251,6 +251,19 @@ pub struct FusedGemm {
     pub dims: Vec<usize>,
 }
 
+/// Planner-internal, made by the epilogue fusion (no ONNX op_type): a Gather of f32 data whose
+/// result feeds an elementwise program that the gather kernel applies to each element it gathers
+/// (an embedding lookup plus its position embedding). Inputs: data, indices, then the program's
+/// other inputs (each broadcastable to the output). Output: the program's result, of shape `dims`
+/// (the gathered elements in row-major order). The program lives in the plan's fusion tables.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FusedGather {
+    /// The Gather's axis.
+    pub axis: i64,
+    /// Output dims.
+    pub dims: Vec<usize>,
+}
+
 /// `Einsum` with its equation (e.g. `"bij,bjk->bik"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Einsum {

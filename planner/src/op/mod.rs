@@ -194,6 +194,8 @@ pub enum Op {
     Gemm(Gemm),
     /// Planner-internal: a Gemm or MatMul with an elementwise program in its epilogue.
     FusedGemm(FusedGemm),
+    /// See [`FusedGather`].
+    FusedGather(FusedGather),
     /// Einstein summation.
     Einsum(Einsum),
     /// N-D convolution; inputs X, W, B?.

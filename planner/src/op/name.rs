@@ -86,6 +86,7 @@ impl Op {
             Op::MatMul => "MatMul",
             Op::Gemm(_) => "Gemm",
             Op::FusedGemm(_) => "FusedGemm",
+            Op::FusedGather(_) => "FusedGather",
             Op::Einsum(_) => "Einsum",
             Op::Conv(_) => "Conv",
             Op::ConvTranspose(_) => "ConvTranspose",

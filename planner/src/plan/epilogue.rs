@@ -3,7 +3,9 @@
 //! becomes an [`Op::FusedGemm`] that writes the program's result directly. The GEMM result is the
 //! program's input 0 (it stays in a register); the program's other inputs (a residual stream, a
 //! bias row) become inputs of the fused node, read at their broadcast offsets over the output. The
-//! GEMM's result and the views of it are dropped from the value table, so they get no buffer.
+//! GEMM's result and the views of it are dropped from the value table, so they get no buffer. A
+//! Gather of f32 data fuses the same way into an [`Op::FusedGather`] (an embedding lookup and the
+//! position embedding added to it: one launch, `gather_program_f32`).
 //!
 //! Runs after [`super::fuse::elementwise_programs`]. Anything unusual keeps the unfused pair: a
 //! non-f32 or data-dependent value, a GEMM result that is a graph output or read elsewhere, a
@@ -18,7 +20,7 @@ use kernels_gpu::abi::{Activation, EW_MAX_INPUTS, MAX_RANK, ew_src};
 use super::PlannedValue;
 use super::fuse::{EwProgram, Programs, compile_program, drop_values_mapped, ew_node, remove_nodes};
 use crate::graph::{Graph, NodeId, ValueId};
-use crate::op::{FusedGemm, Op};
+use crate::op::{FusedGather, FusedGemm, Op};
 use crate::tensor_info::{DType, TensorInfo};
 
 /// The program a [`Op::FusedGemm`] applies in its epilogue: input 0 is the GEMM result, inputs
@@ -118,14 +120,26 @@ pub(super) fn gemm_programs<T>(
     let mut taken = vec![false; g.nodes.len()];
     let mut fusions: Vec<Fusion> = Vec::new();
     for (gi, gnode) in g.nodes.iter().enumerate() {
-        let gemm = match &gnode.op {
-            Op::Gemm(a) => Some(a.clone()),
-            Op::MatMul => None,
+        let producer = match &gnode.op {
+            Op::Gemm(a) => Producer::Gemm(Some(a.clone())),
+            Op::MatMul => Producer::Gemm(None),
+            Op::Gather(a) => Producer::Gather(a.axis),
             _ => continue,
         };
         let (Some(x), 1) = (gnode.output(0), gnode.outputs.len()) else { continue };
-        // The GEMM must lower on its own (the fused node lowers through the same path).
-        if taken[gi] || super::gemm::gemm_of(&g, NodeId(gi as u32), &values, &no_perms).is_err() {
+        // The producer must lower on its own (the fused node lowers through the same path): a
+        // GEMM as `gemm_of` takes it, a Gather of f32 data with int64 indices of known shape.
+        let lowers = match producer {
+            Producer::Gemm(_) => super::gemm::gemm_of(&g, NodeId(gi as u32), &values, &no_perms).is_ok(),
+            Producer::Gather(_) => {
+                let (data, idx) = (gnode.input(0), gnode.input(1));
+                data.and_then(known_f32).is_some()
+                    && idx.is_some_and(|i| {
+                        infos[i.index()].dtype == DType::I64 && infos[i.index()].shape.as_known().is_some()
+                    })
+            }
+        };
+        if taken[gi] || !lowers {
             continue;
         }
         let Some(f) = fusion_of(&g, gi, x, &readers, &known_f32, &programs, &taken) else { continue };
@@ -133,7 +147,7 @@ pub(super) fn gemm_programs<T>(
         for &m in &f.removed {
             taken[m] = true;
         }
-        fusions.push(Fusion { gemm, ..f });
+        fusions.push(Fusion { producer, ..f });
     }
     if fusions.is_empty() {
         return (g, epilogues, programs, keyed, GemmPrograms::new());
@@ -145,11 +159,15 @@ pub(super) fn gemm_programs<T>(
     for f in fusions {
         let node = &mut out.nodes[f.gemm_node];
         let mut inputs: Vec<Option<ValueId>> = node.inputs.clone();
-        inputs.resize(3, None);
+        // The producer's operands (A, B, C; data, indices), then the program's other inputs.
+        inputs.resize(if matches!(f.producer, Producer::Gemm(_)) { 3 } else { 2 }, None);
         inputs.extend(f.extras.iter().copied().map(Some));
         node.inputs = inputs;
         node.outputs = vec![Some(f.y)];
-        node.op = Op::FusedGemm(FusedGemm { gemm: f.gemm, dims: f.dims });
+        node.op = match f.producer {
+            Producer::Gemm(gemm) => Op::FusedGemm(FusedGemm { gemm, dims: f.dims }),
+            Producer::Gather(axis) => Op::FusedGather(FusedGather { axis, dims: f.dims }),
+        };
         for &m in &f.removed {
             removed[m] = true;
         }
@@ -171,10 +189,18 @@ pub(super) fn gemm_programs<T>(
     (out, epilogues, programs, keyed, gemm_programs)
 }
 
-/// One GEMM-program fusion, in the ids of the graph it was found in.
+/// The node whose result the program reads.
+enum Producer {
+    /// A Gemm (its attributes) or MatMul (`None`).
+    Gemm(Option<crate::op::Gemm>),
+    /// A Gather (its axis).
+    Gather(i64),
+}
+
+/// One producer-program fusion, in the ids of the graph it was found in.
 struct Fusion {
     gemm_node: usize,
-    gemm: Option<crate::op::Gemm>,
+    producer: Producer,
     /// The program's output, which the fused node writes.
     y: ValueId,
     dims: Vec<usize>,
@@ -271,7 +297,17 @@ fn fusion_of(
         (ins.a, ins.b) = (slot(ins.a), slot(ins.b));
     }
     removed.push(consumer);
-    Some(Fusion { gemm_node: gi, gemm: None, y, dims, extras, program, label, removed, dropped })
+    Some(Fusion {
+        gemm_node: gi,
+        producer: Producer::Gemm(None),
+        y,
+        dims,
+        extras,
+        program,
+        label,
+        removed,
+        dropped,
+    })
 }
 
 /// Element strides of an input of `shape` broadcast (unidirectionally) to `out`, or `None` when it

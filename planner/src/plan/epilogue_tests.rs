@@ -281,3 +281,41 @@ fn shape_inference_gives_the_fused_node_its_declared_dims() {
     let out = p.outputs[0];
     assert_eq!(p.values[out.index()].dims, Some(vec![8, 24]));
 }
+
+#[test]
+fn a_gather_fuses_with_the_program_reading_it() {
+    // GPT-2's embeddings: the token rows gathered, the position rows added, in one launch; the
+    // gathered rows get no slot.
+    let embed = |read_twice: bool, data: DType| {
+        let mut g = Graph::new();
+        let ids = g.input("ids", DType::I64, known(&[16]));
+        let table = match data {
+            DType::F32 => weight(&mut g, "wte", &[100, 32]),
+            _ => g.initializer("wte", ConstTensor::from_i64(&[100, 32], &vec![1; 3200]).unwrap()),
+        };
+        let e = g.gather(table, ids, 0);
+        let e = if data == DType::F32 {
+            e
+        } else {
+            g.op1(Op::Cast(crate::op::Cast { to: DType::F32, saturate: true }), &[e])
+        };
+        let pos = weight(&mut g, "wpe", &[16, 32]);
+        let y = g.add(e, pos);
+        g.output(y);
+        if read_twice {
+            g.output(e);
+        }
+        (g, e)
+    };
+    let (g, e) = embed(false, DType::F32);
+    let fused = plan(&g, true);
+    assert_eq!(kernels(&fused), [KernelId::GatherProgramF32], "{fused}");
+    assert!(fused.to_string().contains("Gather+Add"), "{fused}");
+    assert!(value(&fused, &g, e).is_none(), "{fused}");
+    assert_eq!(kernels(&plan(&g, false)), [KernelId::GatherF32, KernelId::AddF32]);
+    // The gathered rows read elsewhere too, or not f32: two launches.
+    let (g, _) = embed(true, DType::F32);
+    assert!(kernels(&plan(&g, true)).contains(&KernelId::GatherF32));
+    let (g, _) = embed(false, DType::I64);
+    assert!(!kernels(&plan(&g, true)).contains(&KernelId::GatherProgramF32));
+}

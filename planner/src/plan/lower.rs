@@ -304,6 +304,21 @@ pub(super) fn node(
             let [Some(x), Some(i)] = ins.as_slice() else { return Err("missing input".into()) };
             movement::gather(id, label, *x, *i, out, a.axis, values, o)
         }
+        Op::FusedGather(f) => {
+            let (Some(Some(x)), Some(Some(i))) = (ins.first(), ins.get(1)) else {
+                return Err("missing input".into());
+            };
+            let fused = fusion.gemm_programs.get(&out).ok_or("a FusedGather without its program")?;
+            let extras: Vec<ValueId> = ins.iter().skip(2).flatten().copied().collect();
+            let od = dims(values, out)?.0;
+            let mut shapes = vec![od];
+            for &e in &extras {
+                shapes.push(dims(values, e)?.0);
+            }
+            let params = program_params(&fused.program, &shapes, od)?;
+            let label = format!("Gather+{}", fused.label);
+            movement::gather_program(id, label, (*x, *i, &extras), out, f.axis, params, values, o)
+        }
         Op::Slice(s) => movement::slice(&move_node(id, label, &ins, &n.outputs), s, g, values, o),
         Op::Split(s) => movement::split(&move_node(id, label, &ins, &n.outputs), s, values, o),
         Op::Concat(c) => movement::concat(&move_node(id, label, &ins, &n.outputs), c.axis, values, o),

@@ -221,6 +221,37 @@ pub(super) fn gather(
     Ok(step(id, label, kernel, &p, work, o, args))
 }
 
+/// [`gather`] of f32 data whose result goes through the elementwise program `e` (its inputs 1..
+/// `extras`) before it is stored (`gather_program_f32`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gather_program(
+    id: NodeId,
+    label: String,
+    (data, indices, extras): (ValueId, ValueId, &[ValueId]),
+    out: ValueId,
+    axis: i64,
+    e: kernels_gpu::abi::EwProgramParams,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    let mut steps = gather(id, label, data, indices, out, axis, values, o)?;
+    let [Step::Kernel { kernel, args, .. }] = steps.as_mut_slice() else {
+        return Err("a gather lowers to one launch".into());
+    };
+    if *kernel != KernelId::GatherF32 || extras.len() >= kernels_gpu::abi::EW_MAX_INPUTS {
+        return Err("a fused gather takes f32 data and at most three program inputs".into());
+    }
+    *kernel = KernelId::GatherProgramF32;
+    // (params, data, indices, out) -> (params, program, data, indices, x1, x2, x3, out)
+    let out_arg = args.pop().ok_or("a gather launch without its output")?;
+    args.insert(1, Arg::Params(super::lower::bytes_of(&e)));
+    for k in 0..kernels_gpu::abi::EW_MAX_INPUTS - 1 {
+        args.push(extras.get(k).map_or(Arg::Null, |&v| Arg::Value(v)));
+    }
+    args.push(out_arg);
+    Ok(steps)
+}
+
 /// The node being lowered: its id, label and operands.
 pub(super) struct MoveNode<'a> {
     pub id: NodeId,

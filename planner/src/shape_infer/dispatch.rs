@@ -97,6 +97,7 @@ pub(crate) fn infer_node(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
         Op::RotaryEmbedding(r) => attention::rotary_embedding(ctx, r),
         Op::CumSum(_) => reduce::cumsum(ctx),
         Op::Gather(g) => index_ops::gather(ctx, g.axis),
+        Op::FusedGather(f) => index_ops::fused_gather(ctx, f),
         Op::GatherElements(g) => index_ops::gather_elements(ctx, g.axis),
         Op::GatherNd(g) => index_ops::gather_nd(ctx, g.batch_dims),
         Op::Scatter(_) | Op::ScatterElements(_) | Op::ScatterNd(_) => index_ops::scatter(ctx),

@@ -26,6 +26,22 @@ pub(crate) fn gather(ctx: &mut Ctx, axis: i64) -> Result<Vec<TensorInfo>, PlanEr
     Ok(vec![TensorInfo { dtype: data.dtype, shape: Shape(dims) }])
 }
 
+/// A [`crate::op::FusedGather`]: its Gather checked as the Gather would be, its program inputs of
+/// the data's dtype, and the output `dims` (holding the gathered elements).
+pub(crate) fn fused_gather(ctx: &mut Ctx, f: &crate::op::FusedGather) -> Result<Vec<TensorInfo>, PlanError> {
+    let gathered = gather(ctx, f.axis)?.remove(0);
+    let extras: Vec<&TensorInfo> = (2..ctx.n_inputs()).filter_map(|i| ctx.opt(i)).collect();
+    let mut all = vec![&gathered];
+    all.extend(extras.iter().copied());
+    let dtype = ctx.same_dtype(&all)?;
+    if let Some(d) = gathered.shape.as_known()
+        && d.iter().product::<usize>() != f.dims.iter().product::<usize>()
+    {
+        return Err(ctx.mismatch(format!("the gathered {gathered} does not hold {:?}", f.dims)));
+    }
+    Ok(vec![TensorInfo { dtype, shape: Shape::known(&f.dims) }])
+}
+
 /// `GatherElements`: the indices' shape.
 pub(crate) fn gather_elements(ctx: &mut Ctx, axis: i64) -> Result<Vec<TensorInfo>, PlanError> {
     let (data, idx) = (ctx.input(0)?, ctx.input(1)?);
