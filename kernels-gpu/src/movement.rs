@@ -100,8 +100,42 @@ pub unsafe extern "ptx-kernel" fn transpose_f32(p: TransposeParams, x: *const f3
     }
 }
 
+/// What output element `i` of a gather gets of the gathered value `v`: `v` itself, or an
+/// elementwise program's result. A trait with `#[inline(always)]` methods rather than a closure:
+/// a closure called from the two index widths was outlined, its program parameters passed through
+/// local memory.
+trait Finish<T> {
+    /// # Safety
+    /// `i` is an element of the gather's output.
+    unsafe fn finish(&self, i: u64, v: T) -> T;
+}
+
+/// The gathered value itself.
+struct Gathered;
+
+impl<T> Finish<T> for Gathered {
+    #[inline(always)]
+    unsafe fn finish(&self, _: u64, v: T) -> T {
+        v
+    }
+}
+
+/// The program `e` with inputs `x` (input 0 is the gathered value, not read from memory).
+struct Programmed<'a> {
+    e: &'a EwProgramParams,
+    x: [*const f32; 4],
+}
+
+impl Finish<f32> for Programmed<'_> {
+    #[inline(always)]
+    unsafe fn finish(&self, i: u64, v: f32) -> f32 {
+        // SAFETY: the program's inputs cover every output element (gather_program_f32's contract).
+        unsafe { ew_element(self.e, i, Some(v), self.x) }
+    }
+}
+
 /// # Safety
-/// The [`gather_f32`] contract; `finish(i, v)` is what output element `i` gets of gathered `v`.
+/// The [`gather_f32`] contract; `finish` is what output element `i` gets of gathered `v`.
 #[inline(always)]
 unsafe fn gather<I: Index, T: Copy>(
     p: &GatherParams,
@@ -109,7 +143,7 @@ unsafe fn gather<I: Index, T: Copy>(
     idx: *const i64,
     y: *mut T,
     oob: T,
-    finish: &impl Fn(u64, T) -> T,
+    finish: &impl Finish<T>,
 ) {
     let elems = p.outer * p.n_idx * p.inner;
     let (inner, n_idx, axis_len) = (I::cast(p.inner), I::cast(p.n_idx), I::cast(p.axis_len));
@@ -131,7 +165,7 @@ unsafe fn gather<I: Index, T: Copy>(
             oob
         };
         // SAFETY: i < elems.
-        unsafe { *y.add(i as usize) = finish(i, v) };
+        unsafe { *y.add(i as usize) = finish.finish(i, v) };
         i += stride;
     }
 }
@@ -166,10 +200,10 @@ pub unsafe extern "ptx-kernel" fn gather_f32(p: GatherParams, x: *const f32, idx
 #[inline(always)]
 unsafe fn gather_any<T: Copy>(p: &GatherParams, x: *const T, idx: *const i64, y: *mut T, oob: T) {
     // SAFETY: forwarded from the contract.
-    unsafe { gather_then(p, x, idx, y, oob, &|_, v| v) }
+    unsafe { gather_then(p, x, idx, y, oob, &Gathered) }
 }
 
-/// [`gather_any`], output element `i` being `finish(i, v)` of the gathered `v`.
+/// [`gather_any`], output element `i` being `finish` of the gathered `v`.
 ///
 /// # Safety
 /// As [`gather_any`].
@@ -180,7 +214,7 @@ unsafe fn gather_then<T: Copy>(
     idx: *const i64,
     y: *mut T,
     oob: T,
-    finish: &impl Fn(u64, T) -> T,
+    finish: &impl Finish<T>,
 ) {
     let elems = p.outer.saturating_mul(p.n_idx).saturating_mul(p.inner);
     let data = p.outer.saturating_mul(p.axis_len).saturating_mul(p.inner);
@@ -224,9 +258,9 @@ pub unsafe extern "ptx-kernel" fn gather_program_f32(
     if e.rank as usize > MAX_RANK {
         return;
     }
-    let inputs = [core::ptr::null(), x1, x2, x3];
-    // SAFETY: forwarded from the contract; `i` is an output element, inside every program input.
-    unsafe { gather_then(&p, x, idx, y, f32::NAN, &|i, v| ew_element(&e, i, Some(v), inputs)) }
+    let program = Programmed { e: &e, x: [core::ptr::null(), x1, x2, x3] };
+    // SAFETY: forwarded from the contract.
+    unsafe { gather_then(&p, x, idx, y, f32::NAN, &program) }
 }
 
 /// [`gather_f32`] for 8-byte elements (i64, f64); an out-of-range index gives 0.
