@@ -142,7 +142,10 @@ fn with_directives(ptx: &str, flavour: &str) -> String {
 /// entry's body blocks until the grids this one depends on have finished and their writes are
 /// visible, so nothing of theirs is read (or overwritten) before it. The host launches with the
 /// programmatic stream-serialization attribute only where this flavour is loaded; a kernel launched
-/// without it has no dependency to wait for and the instruction does nothing.
+/// without it has no dependency to wait for and the instruction does nothing. An entry that calls
+/// `intrinsics::grid_dependency_wait` itself (the tensor-core GEMMs, after their address set-up and
+/// first weight loads; attention, after its set-up) keeps that wait instead: what comes before it
+/// overlaps the previous kernel's completion.
 ///
 /// There is no explicit `griddepcontrol.launch_dependents`: the next kernel is released when this
 /// one's blocks exit, and its launch overlaps this one's completion. Releasing it at the start of
@@ -152,7 +155,8 @@ fn with_grid_dependency(ptx: &str) -> String {
     const PDL: &str = "\tgriddepcontrol.wait;\n";
     let mut out = String::with_capacity(ptx.len() + 64 * 128);
     let (mut in_entry, mut in_decls, mut entries, mut marked) = (false, false, 0usize, 0usize);
-    for line in ptx.split_inclusive('\n') {
+    let lines: Vec<&str> = ptx.split_inclusive('\n').collect();
+    for (i, line) in lines.iter().enumerate() {
         let t = line.trim();
         if t.starts_with(".visible .entry ") {
             in_entry = true;
@@ -162,12 +166,17 @@ fn with_grid_dependency(ptx: &str) -> String {
         } else if in_decls
             && !(t.is_empty() || t.starts_with(".reg") || t.starts_with(".shared") || t.starts_with(".local"))
         {
-            out.push_str(PDL);
+            // An entry that waits itself (`intrinsics::grid_dependency_wait`, after what it may do
+            // first) keeps its own wait.
+            let body = lines[i..].iter().take_while(|l| l.trim_end() != "}");
+            if !body.clone().any(|l| l.contains("griddepcontrol.wait")) {
+                out.push_str(PDL);
+            }
             in_decls = false;
             marked += 1;
         }
         out.push_str(line);
     }
-    assert_eq!(entries, marked, "every entry of the Hopper PTX starts with griddepcontrol.wait");
+    assert_eq!(entries, marked, "every entry of the Hopper PTX waits with griddepcontrol.wait");
     out
 }

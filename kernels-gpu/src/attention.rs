@@ -19,8 +19,8 @@ use crate::abi::{
     ATTN_MAX_DV, ATTN_ROWS, ATTN_THREADS, ATTN_WARPS, AttentionParams, AttnView, attention_fits,
 };
 use crate::intrinsics::{
-    F32x4, block_dim_x, block_idx_x, dynamic_shared_ptr, fma_rn, lane_id, shfl_idx_u32, shfl_xor_f32,
-    sync_threads, thread_idx_x, vote_any, warp_sum_f32,
+    F32x4, block_dim_x, block_idx_x, dynamic_shared_ptr, fma_rn, grid_dependency_wait, lane_id, shfl_idx_u32,
+    shfl_xor_f32, sync_threads, thread_idx_x, vote_any, warp_sum_f32,
 };
 use crate::math;
 use crate::program::EwState;
@@ -147,6 +147,9 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
         let sh = dynamic_shared_ptr().cast::<f32>();
         (sh, sh.add((ATTN_ROWS * q_stride) as usize))
     };
+    // Everything above computes from the parameters: it runs while the previous kernel finishes
+    // (programmatic dependent launch); Q, K, V are its outputs.
+    grid_dependency_wait();
     // Stage the query rows (zero past dk and past the block's rows).
     let mut e = tid;
     while e < ATTN_ROWS * q_stride {

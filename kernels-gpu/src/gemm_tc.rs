@@ -28,8 +28,8 @@ use crate::abi::{
 };
 use crate::gemm::{Program, finish, program};
 use crate::intrinsics::{
-    F32x4, block_dim_x, block_idx_x, block_idx_y, block_idx_z, cvt_rna_tf32, dynamic_shared_ptr, lane_id,
-    mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x, trap,
+    F32x4, block_dim_x, block_idx_x, block_idx_y, block_idx_z, cvt_rna_tf32, dynamic_shared_ptr,
+    grid_dependency_wait, lane_id, mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x, trap,
 };
 use crate::math;
 
@@ -158,15 +158,46 @@ unsafe fn b_tile<const J: usize, const PACKED: bool>(o: &Operands, k0: u32, full
 /// (and `norm.bias` unless null) hold `o.k` f32.
 #[inline(always)]
 pub(crate) unsafe fn load<const PACKED: bool, const NORM: bool>(o: &Operands, k0: u32, norm: &Norm) -> Round {
+    // SAFETY: forwarded.
+    unsafe {
+        let mut r = load_rest::<PACKED, NORM>(o, k0, norm);
+        load_a(o, k0, &mut r);
+        r
+    }
+}
+
+/// A round's A values, into `r` ([`load`]).
+///
+/// # Safety
+/// As [`load`].
+#[inline(always)]
+unsafe fn load_a(o: &Operands, k0: u32, r: &mut Round) {
     // Vector loads only in full rounds: the choice is the same for the whole warp.
     let full = k0 + GEMM_TC_KC <= o.k;
     let kk = k0 + o.lane_k;
     // SAFETY: forwarded.
     unsafe {
-        let a = [
+        r.a = [
             eight(o.a, o.a_base[0], o.a_stride, kk, o.k, full && o.a_vec),
             eight(o.a, o.a_base[1], o.a_stride, kk, o.k, full && o.a_vec),
         ];
+    }
+}
+
+/// A round without its A values ([`load`]): B and the LayerNorm's scale and bias, which are
+/// weights when B is packed (no kernel writes them: they may load before the previous kernel
+/// finishes).
+///
+/// # Safety
+/// As [`load`].
+#[inline(always)]
+unsafe fn load_rest<const PACKED: bool, const NORM: bool>(o: &Operands, k0: u32, norm: &Norm) -> Round {
+    // Vector loads only in full rounds: the choice is the same for the whole warp.
+    let full = k0 + GEMM_TC_KC <= o.k;
+    let kk = k0 + o.lane_k;
+    // SAFETY: forwarded.
+    unsafe {
+        let a = [[0.0; 8]; 2];
         // Scale and bias at the same k (zero past k, so the normalized values are too).
         let n = if !NORM {
             [[0.0; 8]; 2]
@@ -489,9 +520,20 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
     let step = parts * warps;
     let mut r = slot;
     // The first round's loads issue before the LayerNorm statistics' (they do not need them).
-    // SAFETY: the operands cover every k below p.k (the contract).
-    let first =
-        if r < rounds { Some(unsafe { load::<PACKED, NORM>(&ops, r * GEMM_TC_KC, &ln) }) } else { None };
+    // Weights (a packed B, the LayerNorm's scale and bias) do not depend on the previous kernel:
+    // they load before waiting for it (programmatic dependent launch), A after.
+    // SAFETY (the loads): the operands cover every k below p.k (the contract).
+    let mut first = if PACKED && r < rounds {
+        Some(unsafe { load_rest::<PACKED, NORM>(&ops, r * GEMM_TC_KC, &ln) })
+    } else {
+        None
+    };
+    grid_dependency_wait();
+    match first.as_mut() {
+        Some(f) => unsafe { load_a(&ops, r * GEMM_TC_KC, f) },
+        None if r < rounds => first = Some(unsafe { load::<PACKED, NORM>(&ops, r * GEMM_TC_KC, &ln) }),
+        None => {}
+    }
     if NORM {
         let Some((eps, _, _)) = norm else { trap() };
         // The statistics of the block's rows, after the partial tiles in shared memory.

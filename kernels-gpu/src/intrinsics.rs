@@ -307,6 +307,21 @@ pub fn dynamic_shared_addr() -> u32 {
     r
 }
 
+/// Programmatic dependent launch (Hopper): returns once the grids this one depends on have
+/// finished and their writes are visible (`griddepcontrol.wait`). The build inserts it at the start
+/// of every entry of the Hopper flavour that does not call it itself; an entry that does may first
+/// compute from its parameters and read weights (memory no kernel writes) while the previous
+/// kernel finishes. Nothing written by an earlier kernel may be read, and nothing written, before
+/// it. Does nothing on a launch without the programmatic attribute, and on the portable flavour.
+#[inline(always)]
+pub fn grid_dependency_wait() {
+    #[cfg(ferrofuse_hopper)]
+    // SAFETY: a synchronisation instruction; it touches no memory itself.
+    unsafe {
+        asm!("griddepcontrol.wait;", options(nostack))
+    };
+}
+
 /// Rank of this block in its thread-block cluster (`%cluster_ctarank`).
 #[cfg(ferrofuse_hopper)]
 #[inline(always)]
