@@ -192,21 +192,15 @@ unsafe fn gather<I: Index, T: Copy>(
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn gather_f32(p: GatherParams, x: *const f32, idx: *const i64, y: *mut f32) {
     // SAFETY: forwarded from the contract.
-    unsafe { gather_any(&p, x, idx, y, f32::NAN) }
+    unsafe { gather_then(&p, x, idx, y, f32::NAN, &Gathered) }
 }
 
-/// # Safety
-/// The [`gather_f32`] contract for elements of type `T`.
-#[inline(always)]
-unsafe fn gather_any<T: Copy>(p: &GatherParams, x: *const T, idx: *const i64, y: *mut T, oob: T) {
-    // SAFETY: forwarded from the contract.
-    unsafe { gather_then(p, x, idx, y, oob, &Gathered) }
-}
-
-/// [`gather_any`], output element `i` being `finish` of the gathered `v`.
+/// The gather of every entry (elements of type `T`, `oob` for an index out of range), output
+/// element `i` being `finish` of the gathered `v`: the index arithmetic in u32 where the sizes
+/// allow it.
 ///
 /// # Safety
-/// As [`gather_any`].
+/// The [`gather_f32`] contract for elements of type `T`.
 #[inline(always)]
 unsafe fn gather_then<T: Copy>(
     p: &GatherParams,
@@ -276,7 +270,7 @@ pub unsafe extern "ptx-kernel" fn gather_program_f32(
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn gather_b8(p: GatherParams, x: *const u64, idx: *const i64, y: *mut u64) {
     // SAFETY: forwarded from the contract.
-    unsafe { gather_any(&p, x, idx, y, 0) }
+    unsafe { gather_then(&p, x, idx, y, 0, &Gathered) }
 }
 
 /// [`gather_f32`] for 1-byte elements (bool, i8, u8); an out-of-range index gives 0.
@@ -292,7 +286,7 @@ pub unsafe extern "ptx-kernel" fn gather_b8(p: GatherParams, x: *const u64, idx:
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn gather_b1(p: GatherParams, x: *const u8, idx: *const i64, y: *mut u8) {
     // SAFETY: forwarded from the contract.
-    unsafe { gather_any(&p, x, idx, y, 0) }
+    unsafe { gather_then(&p, x, idx, y, 0, &Gathered) }
 }
 
 /// Offsets into `x` and `y` of copy index `i` ([`StridedCopyParams`]); `I` is the unravelling
