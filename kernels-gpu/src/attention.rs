@@ -140,7 +140,6 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
     let rows = (p.q_len - row0).min(ATTN_ROWS);
     let (dk, dv) = (p.dk, p.dv);
     let q_stride = dk.div_ceil(4) * 4;
-    let merge_stride = dv + 3;
     // SAFETY: the launch has attention_shared_bytes(dk, dv) bytes: ATTN_ROWS * q_stride +
     // ATTN_WARPS * ATTN_ROWS * (dv + 3) f32.
     let (q_sh, merge) = unsafe {
@@ -383,22 +382,60 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
         }
         k0 += ATTN_WARPS * 32;
     }
-    // Each warp's partial result per row, then warp r merges row r in warp order.
+    // Each warp's partial result per row, then warp r merges row r in warp order. Heads of at most
+    // 64 hold two columns per lane (the loops over the others would only test and skip them).
+    let parts = Partials { m, l, bad, o };
+    // SAFETY: forwarded (the kernel's contract); merge holds ATTN_ROWS * ATTN_WARPS slots of dv + 3.
+    unsafe {
+        if dv <= 64 {
+            merge_rows::<2>(&p, &parts, merge, (b, h, row0, rows), y);
+        } else {
+            merge_rows::<DV_REGS>(&p, &parts, merge, (b, h, row0, rows), y);
+        }
+    }
+}
+
+/// A warp's online-softmax state per query row: running maximum, sum, whether a NaN or `+inf`
+/// score was seen, and the unnormalized outputs (lane `l`: columns `l + 32 c`).
+struct Partials {
+    m: [f32; R],
+    l: [f32; R],
+    bad: [bool; R],
+    o: [[f32; DV_REGS]; R],
+}
+
+/// The end of `attention_f32`: every warp leaves its [`Partials`] in its shared-memory slots
+/// (`merge`: per row and warp, maximum, sum, NaN flag and `dv` outputs), then warp `r` merges row
+/// `r` (of `rows`, starting at `row0`, of batch `b` and head `h`) in warp order and stores it. `C`:
+/// the output columns a lane holds (`32 C >= dv`). Block-collective (one barrier).
+///
+/// # Safety
+/// As `attention_f32`; `merge` holds `ATTN_ROWS * ATTN_WARPS * (dv + 3)` f32.
+#[inline(always)]
+unsafe fn merge_rows<const C: usize>(
+    p: &AttentionParams,
+    parts: &Partials,
+    merge: *mut f32,
+    (b, h, row0, rows): (u64, u64, u32, u32),
+    y: *mut f32,
+) {
+    let (warp, lane) = (thread_idx_x() / 32, lane_id());
+    let (dv, merge_stride) = (p.dv, p.dv + 3);
     for_rows!(|RW| {
         let r = RW;
-        let any_bad = vote_any(bad[r]);
+        let any_bad = vote_any(parts.bad[r]);
         // SAFETY: (r, warp) < (ATTN_ROWS, ATTN_WARPS): its merge slot of dv + 3 f32.
         let mine = unsafe { merge.add(((r as u32 * ATTN_WARPS + warp) * merge_stride) as usize) };
         // SAFETY: inside the slot (columns below dv).
         unsafe {
             if lane == 0 {
-                *mine = m[r];
-                *mine.add(1) = l[r];
+                *mine = parts.m[r];
+                *mine.add(1) = parts.l[r];
                 *mine.add(2) = if any_bad { 1.0 } else { 0.0 };
             }
-            for c in 0..DV_REGS as u32 {
+            for c in 0..C as u32 {
                 if lane + 32 * c < dv {
-                    *mine.add((3 + lane + 32 * c) as usize) = o[r][c as usize];
+                    *mine.add((3 + lane + 32 * c) as usize) = parts.o[r][c as usize];
                 }
             }
         }
@@ -421,7 +458,7 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
         nan_seen |= flag != 0.0;
     }
     let mut sum = 0.0f32;
-    let mut acc = [0.0f32; DV_REGS];
+    let mut acc = [0.0f32; C];
     for w in 0..ATTN_WARPS {
         let s = slot_of(w);
         // SAFETY: see above.
@@ -432,7 +469,7 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
         let f = math::exp(mw - big);
         // SAFETY: see above.
         sum = fma_rn(unsafe { *s.add(1) }, f, sum);
-        for c in 0..DV_REGS as u32 {
+        for c in 0..C as u32 {
             if lane + 32 * c < dv {
                 // SAFETY: column below dv: inside the slot.
                 acc[c as usize] = fma_rn(unsafe { *s.add((3 + lane + 32 * c) as usize) }, f, acc[c as usize]);
@@ -442,7 +479,7 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
     // No keys: an empty sum, as the reference gives.
     let nan = p.kv_len > 0 && (nan_seen || big == f32::NEG_INFINITY);
     let i = (row0 + r) as u64;
-    for c in 0..DV_REGS as u32 {
+    for c in 0..C as u32 {
         let col = lane + 32 * c;
         if col < dv {
             let out = if nan {
