@@ -167,8 +167,10 @@ fn with_grid_dependency(ptx: &str) -> String {
             && !(t.is_empty() || t.starts_with(".reg") || t.starts_with(".shared") || t.starts_with(".local"))
         {
             // An entry that waits itself (`intrinsics::grid_dependency_wait`, after what it may do
-            // first) keeps its own wait.
-            let body = lines[i..].iter().take_while(|l| l.trim_end() != "}");
+            // first) keeps its own wait. Its body runs to the next top-level directive or function
+            // (a line of an inline asm template may be a bare `}`).
+            let body =
+                lines[i..].iter().take_while(|l| !(l.starts_with('.') || l.contains("// -- Begin function")));
             if !body.clone().any(|l| l.contains("griddepcontrol.wait")) {
                 out.push_str(PDL);
             }

@@ -40,6 +40,10 @@ fn plan_operand(graph: &Graph, name: &str, dtype: DType) -> bool {
     if graph.outputs.contains(&v) {
         return false;
     }
+    // A body capturing the value reads it as data.
+    if graph.nodes.iter().any(|n| n.uses().contains(&v) && !n.inputs.contains(&Some(v))) {
+        return false;
+    }
     let mut uses = graph.nodes.iter().flat_map(|n| {
         n.inputs.iter().enumerate().filter(|(_, i)| **i == Some(v)).map(move |(slot, _)| (&n.op, slot))
     });
@@ -208,6 +212,20 @@ mod tests {
         let y = h.op1(Op::Not, &[b]);
         h.output(y);
         assert!(!super::specializable(&h, "b", &HostTensor::new(vec![1], vec![true]).unwrap()));
+        // Nor is a ratio that an If's branch also captures (the branch reads it as data).
+        let branch = || {
+            let mut b = Graph::new();
+            let inner = b.add_value("r", None);
+            b.captures.push(planner::graph::Capture { inner, outer: r });
+            b.output(inner);
+            b
+        };
+        let (then_b, else_b) = (branch(), branch());
+        let cond = g.input("c", DType::Bool, Vec::<usize>::new());
+        let iff = op::If { then_branch: Box::new(then_b), else_branch: Box::new(else_b) };
+        let o = g.push(Op::If(iff), &[cond], 1)[0];
+        g.output(o);
+        assert!(!super::specializable(&g, "r", &scalar_f32));
     }
 
     #[test]

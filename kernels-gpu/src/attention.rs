@@ -123,18 +123,24 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
     x3: *const f32,
     y: *mut f32,
 ) {
-    // Uniform over the block: whole blocks leave, before any barrier.
+    // Uniform over the block: whole blocks leave, before any barrier (after waiting for the
+    // previous kernel: a grid whose blocks all left without waiting would let the next kernel's
+    // wait return before that kernel finished).
     if p.q_len == 0
         || !attention_fits(p.dk, p.dv)
         || p.kv_group == 0
         || p.heads == 0
         || block_dim_x() != ATTN_THREADS
     {
+        grid_dependency_wait();
         return;
     }
     let tid = thread_idx_x();
     let (warp, lane) = (tid / 32, lane_id());
-    let Some((b, h, hk, row0)) = block_rows(&p, ATTN_ROWS) else { return };
+    let Some((b, h, hk, row0)) = block_rows(&p, ATTN_ROWS) else {
+        grid_dependency_wait();
+        return;
+    };
     // The block's rows (the last block may have fewer); rows past them score row `q_len - 1`
     // (valid addresses) and are never stored.
     let rows = (p.q_len - row0).min(ATTN_ROWS);

@@ -469,11 +469,18 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
     if PACKED && (p.b_bs != 0 || (b as usize) % 16 != 0) {
         trap();
     }
+    // Every block waits for the previous kernel before it leaves, also when it has nothing to do:
+    // a grid whose blocks all left without waiting would let the next kernel's wait return before
+    // that kernel finished.
     if p.m == 0 || p.n == 0 {
+        grid_dependency_wait();
         return;
     }
     // This block's part of the column tile's k rounds, and how many parts share the tile.
-    let Some((part, parts)) = (if PAIR { pair::part() } else { Some((0, 1)) }) else { return };
+    let Some((part, parts)) = (if PAIR { pair::part() } else { Some((0, 1)) }) else {
+        grid_dependency_wait();
+        return;
+    };
     let (tid, lane) = (thread_idx_x(), lane_id());
     let (g, t) = (lane / 4, lane % 4);
     let tile_x = if PAIR { block_idx_x() / 2 } else { block_idx_x() };

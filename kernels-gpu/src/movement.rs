@@ -11,7 +11,7 @@ use crate::abi::{
     EwProgramParams, GatherNdParams, GatherParams, MAX_RANK, PadParams, ReverseSequenceParams,
     StridedCopyParams, TransposeParams, pad_mode,
 };
-use crate::intrinsics::{global_thread_x, grid_threads_x};
+use crate::intrinsics::{global_thread_x, grid_threads_x, trap};
 use crate::program::ew_element;
 
 /// The integer arithmetic the index math needs, for u32 and u64.
@@ -250,7 +250,7 @@ pub unsafe extern "ptx-kernel" fn gather_program_f32(
     y: *mut f32,
 ) {
     if e.rank as usize > MAX_RANK {
-        return;
+        trap();
     }
     let program = Programmed { e: &e, x: [core::ptr::null(), x1, x2, x3] };
     // SAFETY: forwarded from the contract.
