@@ -30,16 +30,7 @@ pub(crate) fn gather(ctx: &mut Ctx, axis: i64) -> Result<Vec<TensorInfo>, PlanEr
 /// the data's dtype, and the output `dims` (holding the gathered elements).
 pub(crate) fn fused_gather(ctx: &mut Ctx, f: &crate::op::FusedGather) -> Result<Vec<TensorInfo>, PlanError> {
     let gathered = gather(ctx, f.axis)?.remove(0);
-    let extras: Vec<&TensorInfo> = (2..ctx.n_inputs()).filter_map(|i| ctx.opt(i)).collect();
-    let mut all = vec![&gathered];
-    all.extend(extras.iter().copied());
-    let dtype = ctx.same_dtype(&all)?;
-    if let Some(d) = gathered.shape.as_known()
-        && d.iter().product::<usize>() != f.dims.iter().product::<usize>()
-    {
-        return Err(ctx.mismatch(format!("the gathered {gathered} does not hold {:?}", f.dims)));
-    }
-    Ok(vec![TensorInfo { dtype, shape: Shape::known(&f.dims) }])
+    super::nn::fused_output(ctx, &gathered, 2, &f.dims)
 }
 
 /// `GatherElements`: the indices' shape.

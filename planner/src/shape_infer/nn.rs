@@ -67,17 +67,29 @@ pub(crate) fn fused_gemm(ctx: &mut Ctx, f: &FusedGemm) -> Result<Vec<TensorInfo>
         Some(g) => gemm(ctx, g)?,
         None => matmul(ctx)?,
     };
-    let y = &gemm_out[0];
-    let extras: Vec<&TensorInfo> = (3..ctx.n_inputs()).filter_map(|i| ctx.opt(i)).collect();
+    fused_output(ctx, &gemm_out[0], 3, &f.dims)
+}
+
+/// The output of a fused node whose producer made `y` and whose program reads inputs
+/// `first_extra..` as well: all of one dtype, `dims` holding `y`'s elements.
+pub(crate) fn fused_output(
+    ctx: &mut Ctx,
+    y: &TensorInfo,
+    first_extra: usize,
+    dims: &[usize],
+) -> Result<Vec<TensorInfo>, PlanError> {
+    let extras: Vec<&TensorInfo> = (first_extra..ctx.n_inputs()).filter_map(|i| ctx.opt(i)).collect();
     let mut all = vec![y];
     all.extend(extras.iter().copied());
     let dtype = ctx.same_dtype(&all)?;
     if let Some(d) = y.shape.as_known()
-        && d.iter().product::<usize>() != f.dims.iter().product::<usize>()
+        && d.iter().product::<usize>() != dims.iter().product::<usize>()
     {
-        return Err(ctx.mismatch(format!("the GEMM result {y} does not hold {:?}", f.dims)));
+        return Err(
+            ctx.mismatch(format!("the fused node's producer gives {y}, which does not hold {dims:?}"))
+        );
     }
-    Ok(vec![TensorInfo { dtype, shape: Shape::known(&f.dims) }])
+    Ok(vec![TensorInfo { dtype, shape: Shape::known(dims) }])
 }
 
 /// Pooling attributes common to MaxPool, AveragePool and LpPool.
