@@ -101,15 +101,18 @@ fn writes_in_place(op: &Op) -> bool {
 /// but never one of its GEMM operands, which other threads read while outputs are written. A
 /// program input of the output's size is read without broadcast, so it maps element to element.
 fn in_place_sources(node: &crate::graph::Node) -> Vec<ValueId> {
-    match &node.op {
-        Op::FusedGemm(_) | Op::FusedGather(_) => {
-            let n = if matches!(node.op, Op::FusedGemm(_)) { 3 } else { 2 };
-            let operands: Vec<Option<ValueId>> = node.inputs.iter().take(n).copied().collect();
-            node.inputs.iter().skip(n).flatten().copied().filter(|v| !operands.contains(&Some(*v))).collect()
-        }
-        op if writes_in_place(op) => node.inputs.iter().flatten().copied().collect(),
-        _ => Vec::new(),
+    if let Some(n) = node.op.fused_operands() {
+        let operands: Vec<Option<ValueId>> = node.inputs.iter().take(n).copied().collect();
+        return node
+            .inputs
+            .iter()
+            .skip(n)
+            .flatten()
+            .copied()
+            .filter(|v| !operands.contains(&Some(*v)))
+            .collect();
     }
+    if writes_in_place(&node.op) { node.inputs.iter().flatten().copied().collect() } else { Vec::new() }
 }
 
 /// Ops whose output is its input's bytes under another shape (no data movement).
@@ -118,6 +121,11 @@ pub fn is_view(op: &Op) -> bool {
         op,
         Op::Reshape(_) | Op::Flatten(_) | Op::Squeeze(_) | Op::Unsqueeze(_) | Op::Identity | Op::Dropout(_)
     )
+}
+
+/// Bytes of a tensor of `dtype` and `dims`, `None` past u64.
+fn checked_bytes(dtype: crate::tensor_info::DType, dims: &[usize]) -> Option<u64> {
+    dims.iter().try_fold(dtype.size_bytes() as u64, |acc, &d| acc.checked_mul(d as u64))
 }
 
 /// Lifetimes, sizes and in-place groups of every node-produced value of `g`, whose input shapes must
@@ -148,12 +156,9 @@ pub fn analyse_lifetimes(
         let info = &infos[v];
         match info.shape.as_known() {
             Some(dims) => {
-                let size = dims
-                    .iter()
-                    .try_fold(info.dtype.size_bytes() as u64, |acc, &d| acc.checked_mul(d as u64))
-                    .ok_or_else(|| PlanError::Memory {
-                        detail: format!("value `{}` of shape {dims:?} overflows u64 bytes", g.values[v].name),
-                    })?;
+                let size = checked_bytes(info.dtype, &dims).ok_or_else(|| PlanError::Memory {
+                    detail: format!("value `{}` of shape {dims:?} overflows u64 bytes", g.values[v].name),
+                })?;
                 bytes[v] = Some(size);
                 let first = step_of[node.index()];
                 lifetimes[v] = Some(Lifetime { first_step: first, last_step: first });
@@ -184,11 +189,7 @@ pub fn analyse_lifetimes(
     // place (a caller's device tensor bound as the input is never overwritten).
     let mut views = Vec::new();
     let mut of_input: Vec<bool> = (0..n).map(|v| g.inputs.contains(&ValueId(v as u32))).collect();
-    let input_bytes = |v: ValueId| {
-        let info = &infos[v.index()];
-        let dims = info.shape.as_known()?;
-        dims.iter().try_fold(info.dtype.size_bytes() as u64, |acc, &d| acc.checked_mul(d as u64))
-    };
+    let input_bytes = |v: ValueId| checked_bytes(infos[v.index()].dtype, &infos[v.index()].shape.as_known()?);
     for id in &order {
         let node = &g.nodes[id.index()];
         let (Some(x), Some(y)) = (node.inputs.first().copied().flatten(), node.output(0)) else { continue };

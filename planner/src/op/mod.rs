@@ -406,6 +406,17 @@ impl Op {
         matches!(self, Op::NonZero | Op::Compress(_) | Op::Unique(_) | Op::NonMaxSuppression(_))
     }
 
+    /// Inputs of a fused node (made by the planner's epilogue fusion) that are its producer's
+    /// operands (A, B, C of a [`FusedGemm`]; data and indices of a [`FusedGather`]); the program's
+    /// other inputs follow them. `None` for every other op.
+    pub fn fused_operands(&self) -> Option<usize> {
+        match self {
+            Op::FusedGemm(_) => Some(3),
+            Op::FusedGather(_) => Some(2),
+            _ => None,
+        }
+    }
+
     /// Nested graphs of control-flow operators (empty for every other op).
     pub fn subgraphs(&self) -> Vec<&Graph> {
         match self {

@@ -142,12 +142,14 @@ pub(super) fn gemm_programs<T>(
         if taken[gi] || !lowers {
             continue;
         }
-        let Some(f) = fusion_of(&g, gi, x, &readers, &known_f32, &programs, &taken) else { continue };
+        let Some(f) = fusion_of(&g, (gi, producer), x, &readers, &known_f32, &programs, &taken) else {
+            continue;
+        };
         taken[gi] = true;
         for &m in &f.removed {
             taken[m] = true;
         }
-        fusions.push(Fusion { producer, ..f });
+        fusions.push(f);
     }
     if fusions.is_empty() {
         return (g, epilogues, programs, keyed, GemmPrograms::new());
@@ -157,17 +159,17 @@ pub(super) fn gemm_programs<T>(
     let mut dead = vec![false; g.values.len()];
     let mut fused: Vec<(usize, GemmProgram)> = Vec::new();
     for f in fusions {
-        let node = &mut out.nodes[f.gemm_node];
-        let mut inputs: Vec<Option<ValueId>> = node.inputs.clone();
-        // The producer's operands (A, B, C; data, indices), then the program's other inputs.
-        inputs.resize(if matches!(f.producer, Producer::Gemm(_)) { 3 } else { 2 }, None);
-        inputs.extend(f.extras.iter().copied().map(Some));
-        node.inputs = inputs;
-        node.outputs = vec![Some(f.y)];
+        let node = &mut out.nodes[f.node];
         node.op = match f.producer {
             Producer::Gemm(gemm) => Op::FusedGemm(FusedGemm { gemm, dims: f.dims }),
             Producer::Gather(axis) => Op::FusedGather(FusedGather { axis, dims: f.dims }),
         };
+        // The producer's operands (A, B, C; data, indices), then the program's other inputs.
+        let mut inputs: Vec<Option<ValueId>> = node.inputs.clone();
+        inputs.resize(node.op.fused_operands().unwrap_or(inputs.len()), None);
+        inputs.extend(f.extras.iter().copied().map(Some));
+        node.inputs = inputs;
+        node.outputs = vec![Some(f.y)];
         for &m in &f.removed {
             removed[m] = true;
         }
@@ -176,7 +178,7 @@ pub(super) fn gemm_programs<T>(
         }
         // A consumed program now lives in the GEMM's epilogue (its output is the fused node's).
         programs.remove(&f.y);
-        fused.push((f.gemm_node, GemmProgram { program: f.program, label: f.label }));
+        fused.push((f.node, GemmProgram { program: f.program, label: f.label }));
     }
     let new_id = remove_nodes(&mut out, &removed);
     let (out, map) = drop_values_mapped(out, &dead);
@@ -199,7 +201,8 @@ enum Producer {
 
 /// One producer-program fusion, in the ids of the graph it was found in.
 struct Fusion {
-    gemm_node: usize,
+    /// The producer node and what it is.
+    node: usize,
     producer: Producer,
     /// The program's output, which the fused node writes.
     y: ValueId,
@@ -214,10 +217,11 @@ struct Fusion {
     dropped: Vec<ValueId>,
 }
 
-/// The fusion of GEMM node `gi`, whose result is `x`, with the program reading it, if it applies.
+/// The fusion of producer node `gi` (a GEMM or a Gather: `producer`), whose result is `x`, with the
+/// program reading it, if it applies.
 fn fusion_of(
     g: &Graph,
-    gi: usize,
+    (gi, producer): (usize, Producer),
     x: ValueId,
     readers: &[Vec<usize>],
     known_f32: &dyn Fn(ValueId) -> Option<Vec<usize>>,
@@ -297,17 +301,7 @@ fn fusion_of(
         (ins.a, ins.b) = (slot(ins.a), slot(ins.b));
     }
     removed.push(consumer);
-    Some(Fusion {
-        gemm_node: gi,
-        producer: Producer::Gemm(None),
-        y,
-        dims,
-        extras,
-        program,
-        label,
-        removed,
-        dropped,
-    })
+    Some(Fusion { node: gi, producer, y, dims, extras, program, label, removed, dropped })
 }
 
 /// Element strides of an input of `shape` broadcast (unidirectionally) to `out`, or `None` when it

@@ -228,7 +228,7 @@ pub(super) fn node(
             let (p, a, b, c) = gemm_of(g, id, values, perms)?;
             let b = (b, fusion.packed_b);
             let fused = fusion.gemm_programs.get(&out).ok_or("a FusedGemm without its program")?;
-            let extras: Vec<ValueId> = ins.iter().skip(3).flatten().copied().collect();
+            let extras = fused_extras(n, &ins);
             let base = if f.gemm.is_some() { "Gemm" } else { "MatMul" };
             // A spelled-out activation runs as the built-in one.
             let (label, epi) = if let (None, true, Some(found)) =
@@ -239,12 +239,7 @@ pub(super) fn node(
                 if fusion.norm.is_some() {
                     return Err("a LayerNormalization folded into a GEMM with an epilogue program".into());
                 }
-                let od = dims(values, out)?.0;
-                let mut shapes = vec![od];
-                for &x in &extras {
-                    shapes.push(dims(values, x)?.0);
-                }
-                let params = program_params(&fused.program, &shapes, od)?;
+                let params = fused_program_params(&fused.program, out, &extras, values)?;
                 let params = super::gemm::gemm_aligned(params, p.batch, p.m, p.n);
                 let label = match act {
                     Some((a, _)) => format!("{base}+{a:?}+{}", fused.label),
@@ -309,13 +304,8 @@ pub(super) fn node(
                 return Err("missing input".into());
             };
             let fused = fusion.gemm_programs.get(&out).ok_or("a FusedGather without its program")?;
-            let extras: Vec<ValueId> = ins.iter().skip(2).flatten().copied().collect();
-            let od = dims(values, out)?.0;
-            let mut shapes = vec![od];
-            for &e in &extras {
-                shapes.push(dims(values, e)?.0);
-            }
-            let params = program_params(&fused.program, &shapes, od)?;
+            let extras = fused_extras(n, &ins);
+            let params = fused_program_params(&fused.program, out, &extras, values)?;
             let label = format!("Gather+{}", fused.label);
             movement::gather_program(id, label, (*x, *i, &extras), out, f.axis, params, values, o)
         }
@@ -533,6 +523,27 @@ pub(super) fn ew_program(
         shared_bytes: 0,
         args,
     }])
+}
+
+/// The program inputs of fused node `n` after its producer's operands ([`Op::fused_operands`]).
+fn fused_extras(n: &crate::graph::Node, ins: &[Option<ValueId>]) -> Vec<ValueId> {
+    ins.iter().skip(n.op.fused_operands().unwrap_or(ins.len())).flatten().copied().collect()
+}
+
+/// The parameters of a fused node's epilogue `program` over its output `out`, input 0 being the
+/// producer's result and `extras` the other inputs.
+fn fused_program_params(
+    program: &super::fuse::EwProgram,
+    out: ValueId,
+    extras: &[ValueId],
+    values: &[PlannedValue],
+) -> Result<kernels_gpu::abi::EwProgramParams, String> {
+    let od = dims(values, out)?.0;
+    let mut shapes = vec![od];
+    for &x in extras {
+        shapes.push(dims(values, x)?.0);
+    }
+    program_params(program, &shapes, od)
 }
 
 /// The parameters of `program` over an output of dims `od` whose inputs have dims `shapes` (each
