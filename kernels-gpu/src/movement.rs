@@ -1,4 +1,4 @@
-//! Data-movement kernels: Transpose (f32, any permutation up to rank [`MAX_RANK`]), Gather (one
+//! Data-movement kernels: Transpose (f32, any permutation up to rank [`MAX_RANK`]), Gather (`gather.rs`: one
 //! axis, i64 indices; 1-, 4- and 8-byte elements), strided copies (Slice, Split, Concat, Expand,
 //! Tile), Pad and GatherND. Both map one thread to one output element at a time over a grid-stride loop,
 //! so writes are coalesced; they copy bits and never round.
@@ -8,11 +8,11 @@
 //! with an early exit, so the parameter arrays stay indexed by constants (no local-memory copy).
 
 use crate::abi::{
-    EwProgramParams, GatherNdParams, GatherParams, MAX_RANK, PadParams, ReverseSequenceParams,
-    StridedCopyParams, TransposeParams, pad_mode,
+    GatherNdParams, MAX_RANK, PadParams, ReverseSequenceParams, StridedCopyParams, TransposeParams, pad_mode,
 };
-use crate::intrinsics::{global_thread_x, grid_threads_x, trap};
-use crate::program::ew_element;
+use crate::intrinsics::{global_thread_x, grid_threads_x};
+
+mod gather;
 
 /// The integer arithmetic the index math needs, for u32 and u64.
 trait Index:
@@ -98,195 +98,6 @@ pub unsafe extern "ptx-kernel" fn transpose_f32(p: TransposeParams, x: *const f3
             transpose::<u64>(&p, x, y)
         }
     }
-}
-
-/// What output element `i` of a gather gets of the gathered value `v`: `v` itself, or an
-/// elementwise program's result. A trait with `#[inline(always)]` methods rather than a closure:
-/// a closure called from the two index widths was outlined, its program parameters passed through
-/// local memory.
-trait Finish<T> {
-    /// # Safety
-    /// `i` is an element of the gather's output.
-    unsafe fn finish(&self, i: u64, v: T) -> T;
-}
-
-/// The gathered value itself.
-struct Gathered;
-
-impl<T> Finish<T> for Gathered {
-    #[inline(always)]
-    unsafe fn finish(&self, _: u64, v: T) -> T {
-        v
-    }
-}
-
-/// The program `e` with inputs `x` (input 0 is the gathered value, not read from memory).
-struct Programmed<'a> {
-    e: &'a EwProgramParams,
-    x: [*const f32; 4],
-}
-
-impl Finish<f32> for Programmed<'_> {
-    #[inline(always)]
-    unsafe fn finish(&self, i: u64, v: f32) -> f32 {
-        // SAFETY: the program's inputs cover every output element (gather_program_f32's contract).
-        unsafe { ew_element(self.e, i, Some(v), self.x) }
-    }
-}
-
-/// # Safety
-/// The [`gather_f32`] contract; `finish` is what output element `i` gets of gathered `v`.
-#[inline(always)]
-unsafe fn gather<I: Index, T: Copy>(
-    p: &GatherParams,
-    x: *const T,
-    idx: *const i64,
-    y: *mut T,
-    oob: T,
-    finish: &impl Finish<T>,
-) {
-    let elems = p.outer * p.n_idx * p.inner;
-    let (inner, n_idx, axis_len) = (I::cast(p.inner), I::cast(p.n_idx), I::cast(p.axis_len));
-    let (mut i, stride) = (global_thread_x(), grid_threads_x());
-    while i < elems {
-        let t = I::cast(i);
-        let (k, rest) = (t % inner, t / inner);
-        let (j, o) = (rest % n_idx, rest / n_idx);
-        let j: u64 = j.into();
-        // SAFETY: j < n_idx.
-        let raw = unsafe { *idx.add(j as usize) };
-        let a = if raw < 0 { raw.wrapping_add(p.axis_len as i64) } else { raw };
-        let v = if a >= 0 && (a as u64) < p.axis_len {
-            let off: u64 = ((o * axis_len + I::cast(a as u64)) * inner + k).into();
-            // SAFETY: o < outer, a < axis_len, k < inner: inside the `outer * axis_len * inner`
-            // elements of `x`.
-            unsafe { *x.add(off as usize) }
-        } else {
-            oob
-        };
-        // SAFETY: i < elems.
-        unsafe { *y.add(i as usize) = finish.finish(i, v) };
-        i += stride;
-    }
-}
-
-/// ONNX Gather of f32 data with i64 indices along one axis: data viewed as
-/// `[outer, axis_len, inner]`, the indices flattened to `n_idx`, the output `[outer, n_idx, inner]`
-/// ([`GatherParams`]). A negative index `a` reads `a + axis_len`.
-///
-/// An index outside `[-axis_len, axis_len)` is never dereferenced: its output elements are NaN.
-/// (ONNX leaves this undefined; the CPU reference reports an error instead, so such inputs only
-/// match the reference when it would fail.)
-///
-/// # Safety
-/// `x` holds `outer * axis_len * inner` f32, `idx` holds `n_idx` i64, `y` holds
-/// `outer * n_idx * inner` f32 and does not overlap `x` or `idx`. The products fit in u64 (the
-/// host's element counts).
-///
-/// # Parameters
-/// `p`: the view; `x`: data; `idx`: indices; `y`: the output (contiguous, row-major).
-///
-/// # Thread mapping
-/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the output elements; neighbouring
-/// threads read neighbouring data elements along `inner` (and the same index).
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn gather_f32(p: GatherParams, x: *const f32, idx: *const i64, y: *mut f32) {
-    // SAFETY: forwarded from the contract.
-    unsafe { gather_then(&p, x, idx, y, f32::NAN, &Gathered) }
-}
-
-/// The gather of every entry (elements of type `T`, `oob` for an index out of range), output
-/// element `i` being `finish` of the gathered `v`: the index arithmetic in u32 where the sizes
-/// allow it.
-///
-/// # Safety
-/// The [`gather_f32`] contract for elements of type `T`.
-#[inline(always)]
-unsafe fn gather_then<T: Copy>(
-    p: &GatherParams,
-    x: *const T,
-    idx: *const i64,
-    y: *mut T,
-    oob: T,
-    finish: &impl Finish<T>,
-) {
-    let elems = p.outer.saturating_mul(p.n_idx).saturating_mul(p.inner);
-    let data = p.outer.saturating_mul(p.axis_len).saturating_mul(p.inner);
-    // SAFETY: forwarded from the contract.
-    unsafe {
-        if elems <= u32::MAX as u64 && data <= u32::MAX as u64 && p.n_idx <= u32::MAX as u64 {
-            gather::<u32, T>(p, x, idx, y, oob, finish)
-        } else {
-            gather::<u64, T>(p, x, idx, y, oob, finish)
-        }
-    }
-}
-
-/// [`gather_f32`] whose gathered element is input 0 of an elementwise program, whose result is
-/// stored (an embedding lookup and the position embedding added to it, in one pass): the program's
-/// inputs 1..3 are read at output element `i`'s offsets ([`EwProgramParams`] over the output).
-///
-/// # Safety
-/// As [`gather_f32`]; the program's inputs hold every element their strides address for the
-/// output, and `y` may equal one of them of the output's shape read without broadcast (each
-/// element is read by the thread that writes it, right before) but overlaps neither `x` nor `idx`.
-///
-/// # Parameters
-/// `p`: the gather; `e`: the program; `x`: data; `idx`: indices; `x1`..`x3`: the program's inputs
-/// 1..3 (unused ones may be null); `y`: the output.
-///
-/// # Thread mapping
-/// As [`gather_f32`].
-#[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "ptx-kernel" fn gather_program_f32(
-    p: GatherParams,
-    e: EwProgramParams,
-    x: *const f32,
-    idx: *const i64,
-    x1: *const f32,
-    x2: *const f32,
-    x3: *const f32,
-    y: *mut f32,
-) {
-    if e.rank as usize > MAX_RANK {
-        trap();
-    }
-    let program = Programmed { e: &e, x: [core::ptr::null(), x1, x2, x3] };
-    // SAFETY: forwarded from the contract.
-    unsafe { gather_then(&p, x, idx, y, f32::NAN, &program) }
-}
-
-/// [`gather_f32`] for 8-byte elements (i64, f64); an out-of-range index gives 0.
-///
-/// # Safety
-/// The [`gather_f32`] contract with 8-byte elements.
-///
-/// # Parameters
-/// As [`gather_f32`].
-///
-/// # Thread mapping
-/// As [`gather_f32`].
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn gather_b8(p: GatherParams, x: *const u64, idx: *const i64, y: *mut u64) {
-    // SAFETY: forwarded from the contract.
-    unsafe { gather_then(&p, x, idx, y, 0, &Gathered) }
-}
-
-/// [`gather_f32`] for 1-byte elements (bool, i8, u8); an out-of-range index gives 0.
-///
-/// # Safety
-/// The [`gather_f32`] contract with 1-byte elements.
-///
-/// # Parameters
-/// As [`gather_f32`].
-///
-/// # Thread mapping
-/// As [`gather_f32`].
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn gather_b1(p: GatherParams, x: *const u8, idx: *const i64, y: *mut u8) {
-    // SAFETY: forwarded from the contract.
-    unsafe { gather_then(&p, x, idx, y, 0, &Gathered) }
 }
 
 /// Offsets into `x` and `y` of copy index `i` ([`StridedCopyParams`]); `I` is the unravelling
