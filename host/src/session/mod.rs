@@ -32,10 +32,12 @@ mod options;
 use launch::Addresses;
 mod control;
 mod frontier;
+mod region;
 mod staged;
 
 pub use options::SessionOptions;
-pub use staged::{MAX_STAGE_PLANS, RegionStats};
+pub use region::RegionStats;
+pub use staged::MAX_STAGE_PLANS;
 
 /// One binding's weights on the device (the plan's constants packed at 256-byte offsets), shared
 /// by every session forked from the same one ([`Session::fork`]).
@@ -88,7 +90,7 @@ pub struct Session<'c> {
     /// Stage plans of models with data-dependent shapes (`staged`).
     stages: HashMap<staged::StageKey, Arc<staged::StagePlan>>,
     /// The run-time region of those models.
-    region: staged::Region,
+    region: region::Region,
     /// The constants of their stage plans, shared between plans by content.
     stage_constants: staged::ConstPool,
     /// The last staged run's inputs (a staged [`Session::execute`] runs the stages on them again).
@@ -116,7 +118,7 @@ impl<'c> Session<'c> {
             arena: Arena::new(ctx, 0)?,
             compiled: HashMap::new(),
             stages: HashMap::new(),
-            region: staged::Region::default(),
+            region: region::Region::default(),
             stage_constants: staged::ConstPool::default(),
             staged_inputs: Vec::new(),
             weight_cache: WeightCache::default(),

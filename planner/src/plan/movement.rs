@@ -5,8 +5,8 @@
 //! picked by element size, so all of them move any dtype.
 
 use kernels_gpu::abi::{
-    GatherNdParams, GatherParams, KernelId, MAX_RANK, PadParams, Params, ReverseSequenceParams,
-    StridedCopyParams, TransposeParams, pad_mode,
+    KernelId, MAX_RANK, PadParams, Params, ReverseSequenceParams, StridedCopyParams, TransposeParams,
+    pad_mode,
 };
 
 use super::lower::{Lowered, dims};
@@ -15,6 +15,9 @@ use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{Pad, PadMode, Slice, Split};
 use crate::shape_infer::slice_range;
 use crate::tensor_info::DType;
+
+mod gather;
+pub(super) use gather::{gather, gather_nd, gather_program};
 
 fn static_dims(values: &[PlannedValue], v: ValueId, dtype: DType) -> Result<&[usize], String> {
     let pv = &values[v.index()];
@@ -187,69 +190,6 @@ pub(super) fn transpose(
     }
     let p = transpose_params(d, &perm).ok_or("the permutation collapses to more than 8 dims")?;
     Ok(step(id, label, KernelId::TransposeF32, &p, p.elems, o, vec![Arg::Value(x), Arg::Value(out)]))
-}
-
-/// ONNX Gather of 1-, 4- or 8-byte data by i64 indices along `axis`, static shapes.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn gather(
-    id: NodeId,
-    label: String,
-    data: ValueId,
-    indices: ValueId,
-    out: ValueId,
-    axis: i64,
-    values: &[PlannedValue],
-    o: &PlanOptions,
-) -> Lowered {
-    let (d, dtype) = dims(values, data)?;
-    let n_idx = static_dims(values, indices, DType::I64)?.iter().product::<usize>() as u64;
-    let kernel = by_size(
-        dtype,
-        [Some(KernelId::GatherB1), None, Some(KernelId::GatherF32), Some(KernelId::GatherB8)],
-        "Gather",
-    )?;
-    let r = d.len() as i64;
-    let a = if axis < 0 { axis + r } else { axis };
-    if !(0..r).contains(&a) {
-        return Err(format!("axis {axis} is out of range for rank {r}"));
-    }
-    let a = a as usize;
-    let prod = |s: &[usize]| s.iter().product::<usize>() as u64;
-    let p = GatherParams { outer: prod(&d[..a]), axis_len: d[a] as u64, inner: prod(&d[a + 1..]), n_idx };
-    let work = p.outer * p.n_idx * p.inner;
-    let args = vec![Arg::Value(data), Arg::Value(indices), Arg::Value(out)];
-    Ok(step(id, label, kernel, &p, work, o, args))
-}
-
-/// [`gather`] of f32 data whose result goes through the elementwise program `e` (its inputs 1..
-/// `extras`) before it is stored (`gather_program_f32`).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn gather_program(
-    id: NodeId,
-    label: String,
-    (data, indices, extras): (ValueId, ValueId, &[ValueId]),
-    out: ValueId,
-    axis: i64,
-    e: kernels_gpu::abi::EwProgramParams,
-    values: &[PlannedValue],
-    o: &PlanOptions,
-) -> Lowered {
-    let mut steps = gather(id, label, data, indices, out, axis, values, o)?;
-    let [Step::Kernel { kernel, args, .. }] = steps.as_mut_slice() else {
-        return Err("a gather lowers to one launch".into());
-    };
-    if *kernel != KernelId::GatherF32 || extras.len() >= kernels_gpu::abi::EW_MAX_INPUTS {
-        return Err("a fused gather takes f32 data and at most three program inputs".into());
-    }
-    *kernel = KernelId::GatherProgramF32;
-    // (params, data, indices, out) -> (params, program, data, indices, x1, x2, x3, out)
-    let out_arg = args.pop().ok_or("a gather launch without its output")?;
-    args.insert(1, Arg::Params(super::lower::bytes_of(&e)));
-    for k in 0..kernels_gpu::abi::EW_MAX_INPUTS - 1 {
-        args.push(extras.get(k).map_or(Arg::Null, |&v| Arg::Value(v)));
-    }
-    args.push(out_arg);
-    Ok(steps)
 }
 
 /// The node being lowered: its id, label and operands.
@@ -506,45 +446,6 @@ pub(super) fn center_crop_pad(
         begin[a] = if target <= dim { -((dim - target) / 2) } else { (target - dim) / 2 };
     }
     pad_launch(n, (x, y), &begin, (pad_mode::CONSTANT, 0, None), values, o)
-}
-
-/// ONNX GatherND with `batch_dims`.
-pub(super) fn gather_nd(
-    n: &MoveNode,
-    batch_dims: usize,
-    values: &[PlannedValue],
-    o: &PlanOptions,
-) -> Lowered {
-    let (x, idx, y) = (n.input(0)?, n.input(1)?, n.output()?);
-    let (xd, dtype) = dims(values, x)?;
-    let id = static_dims(values, idx, DType::I64)?;
-    let k = *id.last().ok_or("indices must have rank >= 1")?;
-    if k == 0 || k > MAX_RANK || batch_dims + k > xd.len() || batch_dims >= id.len() {
-        return Err(format!("indices {id:?} with batch_dims {batch_dims} on data {xd:?}"));
-    }
-    let prod = |s: &[usize]| s.iter().product::<usize>() as u64;
-    let strides = contiguous(xd);
-    let mut p = GatherNdParams {
-        batch: prod(&xd[..batch_dims]),
-        n: prod(&id[batch_dims..id.len() - 1]),
-        slice: prod(&xd[batch_dims + k..]),
-        batch_stride: prod(&xd[batch_dims..]),
-        k: k as u32,
-        ..GatherNdParams::default()
-    };
-    for t in 0..k {
-        (p.dims[t], p.strides[t]) = (xd[batch_dims + t] as u64, strides[batch_dims + t] as u64);
-    }
-    let work = p.batch * p.n * p.slice;
-    if work == 0 {
-        return Ok(Vec::new());
-    }
-    let kernel = by_size(
-        dtype,
-        [Some(KernelId::GatherNdB1), None, Some(KernelId::GatherNdB4), Some(KernelId::GatherNdB8)],
-        "GatherND",
-    )?;
-    Ok(step(n.id, n.label.clone(), kernel, &p, work, o, vec![Arg::Value(x), Arg::Value(idx), Arg::Value(y)]))
 }
 
 /// ONNX ReverseSequence of 4- or 8-byte elements; the lengths (i64) are read on the device.

@@ -1,0 +1,48 @@
+//! The plan printed one line per step (`ferrofuse inspect --plan`): each step's label, kernel,
+//! launch shape and arguments with where they live (arena offset, input, output, weights).
+
+use std::fmt;
+
+use super::{Arg, Plan, StateSlot, Step};
+use crate::graph::ValueId;
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let place = |v: ValueId| match self.memory.slots.get(v.index()).copied().flatten() {
+            Some(s) => format!("{v}@arena+{:#x}", s.offset),
+            None if self.inputs.contains(&self.memory.home(v)) => format!("{v}@input"),
+            None if self.outputs.contains(&v) => format!("{v}@output"),
+            None => format!("{v}@weights"),
+        };
+        for (i, step) in self.steps.iter().enumerate() {
+            match step {
+                Step::Kernel { label, kernel, grid, block, args, .. } => {
+                    let vals: Vec<String> = args
+                        .iter()
+                        .filter_map(|a| match a {
+                            Arg::Value(v) => Some(place(*v)),
+                            Arg::Output(v) => Some(format!("out:{}", place(*v))),
+                            Arg::State(name) => Some(format!("state:{name}")),
+                            Arg::Null | Arg::Params(_) => None,
+                        })
+                        .collect();
+                    writeln!(
+                        f,
+                        "#{i} {label} {} grid={grid:?} block={block:?} [{}]",
+                        kernel.symbol(),
+                        vals.join(", ")
+                    )?;
+                }
+                Step::Copy { src, dst, bytes, .. } => {
+                    writeln!(f, "#{i} copy {bytes} bytes {} -> {}", place(*src), place(*dst))?;
+                }
+            }
+        }
+        write!(f, "arena {} bytes", self.memory.arena_bytes)?;
+        if !self.states.is_empty() {
+            let bytes: u64 = self.states.iter().map(StateSlot::bytes).sum();
+            write!(f, ", state {bytes} bytes in {} slots", self.states.len())?;
+        }
+        Ok(())
+    }
+}
