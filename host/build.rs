@@ -150,7 +150,10 @@ fn with_directives(ptx: &str, flavour: &str) -> String {
 /// There is no explicit `griddepcontrol.launch_dependents`: the next kernel is released when this
 /// one's blocks exit, and its launch overlaps this one's completion. Releasing it at the start of
 /// each kernel (its blocks then wait on the SMs) measured slower on the H200: GPT-2 of issue 5 with
-/// graph replay 233.5 us against 212.4 us (and 217.6 us without PDL).
+/// graph replay 233.5 us against 212.4 us (and 217.6 us without PDL). Releasing it right after
+/// the wait (so that only two kernels are ever resident) measured slower too (session 9: 176.0–176.8
+/// us against 168.7–169.6 us, 173.5 without PDL): the next kernel's blocks are placed on the SMs
+/// while this one still occupies them, unevenly.
 fn with_grid_dependency(ptx: &str) -> String {
     const PDL: &str = "\tgriddepcontrol.wait;\n";
     let mut out = String::with_capacity(ptx.len() + 64 * 128);

@@ -1,5 +1,5 @@
 //! f32 elementwise kernels: binary ops with NumPy broadcasting and unary ops, grid-stride loops,
-//! 16-byte vector accesses when every pointer is 16-byte aligned.
+//! 16-byte vector accesses when every pointer is 16-byte aligned; a few f64 unary ops.
 //!
 //! Every kernel reads and writes only indices `< elems` (and, for broadcast operands, offsets built
 //! from the host-checked shape and strides). The scalar function each kernel applies lives in
@@ -419,4 +419,64 @@ pub unsafe extern "ptx-kernel" fn silu_f32(p: UnaryParams, x: *const f32, y: *mu
 pub unsafe extern "ptx-kernel" fn softplus_f32(p: UnaryParams, x: *const f32, y: *mut f32) {
     // SAFETY: the launch contract above.
     unsafe { unary(p.elems, x, y, math::softplus) }
+}
+
+/// `y[i] = f(x[i])` over contiguous f64 operands, one element per thread per trip.
+///
+/// # Safety
+/// `x` and `y` hold `elems` f64; `y` equals `x` or does not overlap it.
+#[inline(always)]
+unsafe fn unary_f64(elems: u64, x: *const f64, y: *mut f64, f: impl Fn(f64) -> f64) {
+    let stride = grid_threads_x();
+    let mut i = global_thread_x();
+    while i < elems {
+        // SAFETY: i < elems.
+        unsafe { *y.add(i as usize) = f(*x.add(i as usize)) };
+        i += stride;
+    }
+}
+
+// The f64 unary kernels share the unary contract above, with f64 operands and a scalar
+// grid-stride loop (no vector path).
+
+/// `y = relu(x)` of f64 (NaN passes through). See the unary contract above.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn relu_f64(p: UnaryParams, x: *const f64, y: *mut f64) {
+    // SAFETY: the launch contract above.
+    unsafe { unary_f64(p.elems, x, y, |v| if v < 0.0 { 0.0 } else { v }) }
+}
+
+/// `y = e^x` of f64. See the unary contract above.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn exp_f64(p: UnaryParams, x: *const f64, y: *mut f64) {
+    // SAFETY: the launch contract above.
+    unsafe { unary_f64(p.elems, x, y, math::exp_f64) }
+}
+
+/// `y = ln(x)` of f64. See the unary contract above.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn log_f64(p: UnaryParams, x: *const f64, y: *mut f64) {
+    // SAFETY: the launch contract above.
+    unsafe { unary_f64(p.elems, x, y, math::log_f64) }
+}
+
+/// `y = sqrt(x)` of f64, correctly rounded. See the unary contract above.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn sqrt_f64(p: UnaryParams, x: *const f64, y: *mut f64) {
+    // SAFETY: the launch contract above.
+    unsafe { unary_f64(p.elems, x, y, math::sqrt_f64) }
+}
+
+/// `y = |x|` of f64. See the unary contract above.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn abs_f64(p: UnaryParams, x: *const f64, y: *mut f64) {
+    // SAFETY: the launch contract above.
+    unsafe { unary_f64(p.elems, x, y, |v| f64::from_bits(v.to_bits() & !(1 << 63))) }
+}
+
+/// `y = -x` of f64. See the unary contract above.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn neg_f64(p: UnaryParams, x: *const f64, y: *mut f64) {
+    // SAFETY: the launch contract above.
+    unsafe { unary_f64(p.elems, x, y, |v| -v) }
 }

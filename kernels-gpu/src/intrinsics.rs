@@ -533,6 +533,17 @@ pub fn sqrt_rn(x: f32) -> f32 {
     r
 }
 
+/// Correctly rounded f64 square root (`sqrt.rn.f64`).
+#[inline(always)]
+pub fn sqrt_rn_f64(x: f64) -> f64 {
+    let r: f64;
+    // SAFETY: register-only arithmetic.
+    unsafe {
+        asm!("sqrt.rn.f64 {r}, {x};", r = out(reg64) r, x = in(reg64) x, options(pure, nomem, nostack))
+    };
+    r
+}
+
 /// `a * b + c` rounded once (`fma.rn.f32`).
 #[inline(always)]
 pub fn fma_rn(a: f32, b: f32, c: f32) -> f32 {

@@ -172,6 +172,33 @@ pub fn sqrt(x: f32) -> f32 {
     }
 }
 
+/// Correctly rounded f64 square root.
+#[inline(always)]
+pub fn sqrt_f64(x: f64) -> f64 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        crate::intrinsics::sqrt_rn_f64(x)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        libm::sqrt(x)
+    }
+}
+
+/// f64 `e^x` (`libm`: below 1 ulp).
+#[cfg_attr(target_arch = "nvptx64", inline(never))]
+#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+pub fn exp_f64(x: f64) -> f64 {
+    libm::exp(x)
+}
+
+/// f64 natural logarithm (`libm`: below 1 ulp; `-inf` at 0, NaN below).
+#[cfg_attr(target_arch = "nvptx64", inline(never))]
+#[cfg_attr(not(target_arch = "nvptx64"), inline)]
+pub fn log_f64(x: f64) -> f64 {
+    libm::log(x)
+}
+
 /// `|x|`
 #[inline(always)]
 pub fn abs(x: f32) -> f32 {

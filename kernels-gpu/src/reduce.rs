@@ -1,6 +1,6 @@
-//! f32 reductions: the ONNX `Reduce*` family ([`reduce_f32`]) and ArgMax / ArgMin
-//! ([`arg_reduce_f32`]), over any set of axes of a contiguous input ([`ReduceParams`]: kept and
-//! reduced dims, collapsed by the host).
+//! Reductions: the ONNX `Reduce*` family of f32 ([`reduce_f32`]) and f64 ([`reduce_f64`]) and
+//! ArgMax / ArgMin of f32 ([`arg_reduce_f32`]), over any set of axes of a contiguous input
+//! ([`ReduceParams`]: kept and reduced dims, collapsed by the host).
 //!
 //! A group (`group::each_item`) of 1, 32 or `blockDim.x` threads owns one output at a time: a
 //! thread per output when the innermost input dim is kept (neighbouring threads read neighbouring
@@ -11,10 +11,143 @@
 //! the host's strides keep inside the input. Index math is u64; a single reduced dim (the common
 //! case: one axis, or adjacent axes merged) needs no division per element.
 
+use core::ops::{Add, Div, Mul, Sub};
+
 use crate::abi::{MAX_RANK, ReduceOp, ReduceParams};
-use crate::group::{Group, each_item};
+use crate::group::{Group, Lane, each_item};
 use crate::math;
 use crate::movement::unravel;
+
+/// An element type the `Reduce*` kernel folds in (f32 with the kernels' own math, f64 with
+/// `libm`'s correctly rounded or sub-ulp functions).
+trait Real:
+    Lane + PartialOrd + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self>
+{
+    const ZERO: Self;
+    const ONE: Self;
+    const INF: Self;
+    const NAN: Self;
+    fn from_len(n: u64) -> Self;
+    fn is_nan(self) -> bool;
+    fn is_finite(self) -> bool;
+    fn abs(self) -> Self;
+    fn sqrt(self) -> Self;
+    fn exp(self) -> Self;
+    fn ln(self) -> Self;
+    /// `self * b + c` with one rounding.
+    fn fma(self, b: Self, c: Self) -> Self;
+    fn neg(self) -> Self;
+}
+
+impl Real for f32 {
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+    const INF: Self = f32::INFINITY;
+    const NAN: Self = f32::NAN;
+    #[inline(always)]
+    fn from_len(n: u64) -> Self {
+        n as f32
+    }
+    #[inline(always)]
+    fn is_nan(self) -> bool {
+        self.is_nan()
+    }
+    #[inline(always)]
+    fn is_finite(self) -> bool {
+        self.is_finite()
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        math::abs(self)
+    }
+    #[inline(always)]
+    fn sqrt(self) -> Self {
+        math::sqrt(self)
+    }
+    #[inline(always)]
+    fn exp(self) -> Self {
+        math::exp(self)
+    }
+    #[inline(always)]
+    fn ln(self) -> Self {
+        math::log(self)
+    }
+    #[inline(always)]
+    fn fma(self, b: Self, c: Self) -> Self {
+        math::fma(self, b, c)
+    }
+    #[inline(always)]
+    fn neg(self) -> Self {
+        -self
+    }
+}
+
+impl Real for f64 {
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+    const INF: Self = f64::INFINITY;
+    const NAN: Self = f64::NAN;
+    #[inline(always)]
+    fn from_len(n: u64) -> Self {
+        n as f64
+    }
+    #[inline(always)]
+    fn is_nan(self) -> bool {
+        self.is_nan()
+    }
+    #[inline(always)]
+    fn is_finite(self) -> bool {
+        self.is_finite()
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        f64::from_bits(self.to_bits() & !(1 << 63))
+    }
+    #[inline(always)]
+    fn sqrt(self) -> Self {
+        math::sqrt_f64(self)
+    }
+    #[inline(always)]
+    fn exp(self) -> Self {
+        math::exp_f64(self)
+    }
+    #[inline(always)]
+    fn ln(self) -> Self {
+        math::log_f64(self)
+    }
+    #[inline(always)]
+    fn fma(self, b: Self, c: Self) -> Self {
+        libm::fma(self, b, c)
+    }
+    #[inline(always)]
+    fn neg(self) -> Self {
+        -self
+    }
+}
+
+/// The larger of two values; NaN propagates.
+#[inline(always)]
+fn max<T: Real>(a: T, b: T) -> T {
+    if a.is_nan() || b.is_nan() {
+        T::NAN
+    } else if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// The smaller of two values; NaN propagates.
+#[inline(always)]
+fn min<T: Real>(a: T, b: T) -> T {
+    if a.is_nan() || b.is_nan() {
+        T::NAN
+    } else if a < b {
+        a
+    } else {
+        b
+    }
+}
 
 /// Offset of index `i` unravelled over the `rank` right-aligned dims of `shape` with `strides`.
 /// The loop has a constant trip count with an early exit, so the arrays stay constant-indexed.
@@ -29,16 +162,16 @@ fn offset(i: u64, rank: u32, shape: &[u64; MAX_RANK], strides: &[u64; MAX_RANK])
 /// Reads the reduced elements of one output: `at(j)` is the input element `j` of the output whose
 /// kept offset is `base`.
 #[derive(Clone, Copy)]
-struct Row<'a> {
+struct Row<'a, T> {
     p: &'a ReduceParams,
-    x: *const f32,
+    x: *const T,
     base: u64,
 }
 
-impl Row<'_> {
+impl<T: Copy> Row<'_, T> {
     /// The reduced element `j < len`.
     #[inline(always)]
-    fn at(&self, j: u64) -> f32 {
+    fn at(&self, j: u64) -> T {
         let p = self.p;
         let off = if p.red_rank == 1 {
             j * p.red_strides[MAX_RANK - 1]
@@ -51,7 +184,7 @@ impl Row<'_> {
 
     /// `add` folded over this thread's share (`j = g.t, g.t + g.size, ...`) from `init`.
     #[inline(always)]
-    fn fold(&self, g: Group, init: f32, add: impl Fn(f32, f32) -> f32) -> f32 {
+    fn fold(&self, g: Group, init: T, add: impl Fn(T, T) -> T) -> T {
         let mut acc = init;
         let mut j = g.t;
         while j < self.p.len {
@@ -64,30 +197,33 @@ impl Row<'_> {
 
 /// The maximum of the non-NaN values (`b` when `a` is NaN and vice versa).
 #[inline(always)]
-fn max_number(a: f32, b: f32) -> f32 {
+fn max_number<T: Real>(a: T, b: T) -> T {
     if b > a || a.is_nan() { b } else { a }
 }
 
-/// One output of [`reduce_f32`]: the group's reduction of the row. Group-collective.
+/// One output of [`reduce_f32`] / [`reduce_f64`]: the group's reduction of the row.
+/// Group-collective.
 #[inline(always)]
-fn reduce_row(op: ReduceOp, g: Group, r: Row<'_>) -> f32 {
-    let sum = |a: f32, b: f32| a + b;
+fn reduce_row<T: Real>(op: ReduceOp, g: Group, r: Row<'_, T>) -> T {
+    let sum = |a: T, b: T| a + b;
+    let total = |v: T| g.reduce(v, sum);
+    let (zero, ninf) = (T::ZERO, T::INF.neg());
     match op {
-        ReduceOp::Sum => g.sum(r.fold(g, 0.0, sum)),
-        ReduceOp::Mean => g.sum(r.fold(g, 0.0, sum)) / r.p.len as f32,
-        ReduceOp::Max => g.reduce(r.fold(g, f32::NEG_INFINITY, math::max), math::max),
-        ReduceOp::Min => g.reduce(r.fold(g, f32::INFINITY, math::min), math::min),
-        ReduceOp::MaxNumber => g.reduce(r.fold(g, f32::NEG_INFINITY, max_number), max_number),
-        ReduceOp::Prod => g.reduce(r.fold(g, 1.0, |a, v| a * v), |a, b| a * b),
-        ReduceOp::L1 => g.sum(r.fold(g, 0.0, |a, v| a + math::abs(v))),
-        ReduceOp::L2 => math::sqrt(g.sum(r.fold(g, 0.0, |a, v| math::fma(v, v, a)))),
-        ReduceOp::SumSquare => g.sum(r.fold(g, 0.0, |a, v| math::fma(v, v, a))),
-        ReduceOp::LogSum => math::log(g.sum(r.fold(g, 0.0, sum))),
+        ReduceOp::Sum => total(r.fold(g, zero, sum)),
+        ReduceOp::Mean => total(r.fold(g, zero, sum)) / T::from_len(r.p.len),
+        ReduceOp::Max => g.reduce(r.fold(g, ninf, max), max),
+        ReduceOp::Min => g.reduce(r.fold(g, T::INF, min), min),
+        ReduceOp::MaxNumber => g.reduce(r.fold(g, ninf, max_number), max_number),
+        ReduceOp::Prod => g.reduce(r.fold(g, T::ONE, |a, v| a * v), |a, b| a * b),
+        ReduceOp::L1 => total(r.fold(g, zero, |a, v| a + v.abs())),
+        ReduceOp::L2 => total(r.fold(g, zero, |a, v| v.fma(v, a))).sqrt(),
+        ReduceOp::SumSquare => total(r.fold(g, zero, |a, v| v.fma(v, a))),
+        ReduceOp::LogSum => total(r.fold(g, zero, sum)).ln(),
         ReduceOp::LogSumExp => {
             // `m` has the same bits on every thread of the group, so the branch is uniform.
-            let m = g.reduce(r.fold(g, f32::NEG_INFINITY, math::max), math::max);
+            let m = g.reduce(r.fold(g, ninf, max), max);
             if m.is_finite() {
-                m + math::log(g.sum(r.fold(g, 0.0, |a, v| a + math::exp(v - m))))
+                m + total(r.fold(g, zero, |a, v| a + (v - m).exp())).ln()
             } else {
                 // NaN, +inf, or every element -inf (or none): ln Σ e^x is m itself.
                 m
@@ -97,9 +233,12 @@ fn reduce_row(op: ReduceOp, g: Group, r: Row<'_>) -> f32 {
 }
 
 /// # Safety
-/// The [`reduce_f32`] contract.
+/// The [`reduce_f32`] contract, with `T` the element type.
 #[inline(always)]
-unsafe fn reduce(p: &ReduceParams, x: *const f32, y: *mut f32) {
+unsafe fn reduce<T: Real>(p: &ReduceParams, x: *const T, y: *mut T) {
+    if p.kept_rank as usize > MAX_RANK || p.red_rank as usize > MAX_RANK {
+        return;
+    }
     let op = ReduceOp::from_code(p.op);
     each_item(p.outputs, p.threads_per_row, |g, o| {
         let base = offset(o, p.kept_rank, &p.kept_shape, &p.kept_strides);
@@ -141,9 +280,23 @@ unsafe fn reduce(p: &ReduceParams, x: *const f32, y: *mut f32) {
 /// See the reduction launch contract above.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn reduce_f32(p: ReduceParams, x: *const f32, y: *mut f32) {
-    if p.kept_rank as usize > MAX_RANK || p.red_rank as usize > MAX_RANK {
-        return;
-    }
+    // SAFETY: forwarded from the contract.
+    unsafe { reduce(&p, x, y) }
+}
+
+/// ONNX `Reduce*` of f64, folded in f64: as [`reduce_f32`] with f64 input and output (the
+/// logarithm and exponential from `libm`).
+///
+/// # Safety
+/// The reduction launch contract above, with f64 elements.
+///
+/// # Parameters
+/// `p` ([`ReduceParams`], `select_last` unused), input `x`, output `y` (`p.outputs` f64).
+///
+/// # Thread mapping
+/// See the reduction launch contract above.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn reduce_f64(p: ReduceParams, x: *const f64, y: *mut f64) {
     // SAFETY: forwarded from the contract.
     unsafe { reduce(&p, x, y) }
 }

@@ -42,13 +42,22 @@ fn known(shape: &[usize]) -> Vec<Dim> {
     shape.iter().map(|&d| Dim::Known(d)).collect()
 }
 
-fn exact(op: &str) -> bool {
-    matches!(op, "ReduceMax" | "ReduceMin" | "GlobalMaxPool" | "ArgMax" | "ArgMin")
+/// Relative tolerance of the f32 ops that are not exact (f32 accumulation against the f64
+/// reference).
+const F32_TOL: f64 = 1e-5;
+
+/// The tolerance `op` is held to in f32: 0 (exact) for the selections, else [`F32_TOL`].
+fn tol(op: &str) -> f64 {
+    if matches!(op, "ReduceMax" | "ReduceMin" | "GlobalMaxPool" | "ArgMax" | "ArgMin") {
+        0.0
+    } else {
+        F32_TOL
+    }
 }
 
-/// Compares outputs: i64 and exact ops element for element (NaN equal to NaN), the others within
-/// `1e-5 · (|want| + 1)`.
-fn assert_matches(what: &str, exact: bool, got: &[(String, HostTensor)], want: &[(String, HostTensor)]) {
+/// Compares outputs: i64 and a zero `tol` element for element (NaN equal to NaN), else within
+/// `tol · (|want| + 1)`.
+fn assert_matches(what: &str, tol: f64, got: &[(String, HostTensor)], want: &[(String, HostTensor)]) {
     assert_eq!(got.len(), want.len(), "{what}");
     for ((gn, g), (wn, w)) in got.iter().zip(want) {
         assert_eq!((gn, g.shape(), g.dtype()), (wn, w.shape(), w.dtype()), "{what}");
@@ -62,10 +71,10 @@ fn assert_matches(what: &str, exact: bool, got: &[(String, HostTensor)], want: &
         for (i, (a, b)) in gv.iter().zip(&wv).enumerate() {
             let ok = if a.is_nan() || b.is_nan() {
                 a.is_nan() && b.is_nan()
-            } else if exact || b.is_infinite() {
+            } else if tol == 0.0 || b.is_infinite() {
                 a == b
             } else {
-                (a - b).abs() <= 1e-5 * (b.abs() + 1.0)
+                (a - b).abs() <= tol * (b.abs() + 1.0)
             };
             assert!(ok, "{what}: {gn}[{i}]: gpu {a}, reference {b}");
         }
@@ -73,18 +82,19 @@ fn assert_matches(what: &str, exact: bool, got: &[(String, HostTensor)], want: &
 }
 
 /// Runs `g` on input `x` on the GPU and on the reference; returns the plan's text.
-fn check(what: &str, exact: bool, g: Graph, x: HostTensor) -> String {
+fn check(what: &str, tol: f64, g: Graph, x: HostTensor) -> String {
     let inputs = vec![("x".to_owned(), x)];
     let want = host::reference::eval(&g, &inputs).unwrap_or_else(|e| panic!("{what}: reference: {e}"));
     let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
     let got = s.run(&inputs).unwrap_or_else(|e| panic!("{what}: gpu: {e}"));
-    assert_matches(what, exact, &got, &want);
+    assert_matches(what, tol, &got, &want);
     s.last_plan().unwrap().to_string()
 }
 
 /// A `Reduce*` graph; `axes_input` passes the axes as a constant input 1 (opset 18) instead of
 /// the attribute.
 fn reduce_graph(
+    dtype: DType,
     op: fn(Reduce) -> Op,
     shape: &[usize],
     axes: Option<Vec<i64>>,
@@ -93,7 +103,7 @@ fn reduce_graph(
     noop: bool,
 ) -> Graph {
     let mut g = Graph::new();
-    let x = g.input("x", DType::F32, known(shape));
+    let x = g.input("x", dtype, known(shape));
     let attrs = |axes| Reduce { axes, keepdims, noop_with_empty_axes: noop };
     let y = match (axes, axes_input) {
         (Some(a), true) => {
@@ -132,8 +142,9 @@ fn every_reduction_over_the_last_axis_matches_the_reference() {
         for len in LENS {
             let shape = [1 + (rng.next_u64() % 9) as usize, len];
             let what = format!("{name} {shape:?} axis -1");
-            let g = reduce_graph(op, &shape, Some(vec![-1]), coin(&mut rng), coin(&mut rng), false);
-            let plan = check(&what, exact(name), g, rng.tensor(&shape, lo, hi));
+            let g =
+                reduce_graph(DType::F32, op, &shape, Some(vec![-1]), coin(&mut rng), coin(&mut rng), false);
+            let plan = check(&what, tol(name), g, rng.tensor(&shape, lo, hi));
             assert!(plan.contains("reduce_f32"), "{plan}");
         }
     }
@@ -165,15 +176,15 @@ fn reductions_over_middle_split_and_all_axes_match_the_reference() {
         for (name, op, lo, hi) in OPS {
             let keep = coin(&mut rng);
             let what = format!("{name} {shape:?} axes {axes:?} keepdims {keep}");
-            let g = reduce_graph(op, shape, axes.clone(), coin(&mut rng), keep, false);
-            check(&what, exact(name), g, rng.tensor(shape, lo, hi));
+            let g = reduce_graph(DType::F32, op, shape, axes.clone(), coin(&mut rng), keep, false);
+            check(&what, tol(name), g, rng.tensor(shape, lo, hi));
         }
     }
     // noop_with_empty_axes: each element on its own (|x| for L1/L2, x² for SumSquare, ln x).
     for (name, op, lo, hi) in OPS {
         let shape = [5, 33];
-        let g = reduce_graph(op, &shape, None, false, true, true);
-        check(&format!("{name} noop"), exact(name), g, rng.tensor(&shape, lo, hi));
+        let g = reduce_graph(DType::F32, op, &shape, None, false, true, true);
+        check(&format!("{name} noop"), tol(name), g, rng.tensor(&shape, lo, hi));
     }
 }
 
@@ -193,8 +204,69 @@ fn random_reductions_match_the_reference() {
         let (name, op, lo, hi) = pick(&mut rng, &OPS);
         let keep = coin(&mut rng);
         let what = format!("case {case}: {name} {shape:?} axes {axes:?} keepdims {keep}");
-        let g = reduce_graph(op, &shape, Some(axes), coin(&mut rng), keep, false);
-        check(&what, exact(name), g, rng.tensor(&shape, lo, hi));
+        let g = reduce_graph(DType::F32, op, &shape, Some(axes), coin(&mut rng), keep, false);
+        check(&what, tol(name), g, rng.tensor(&shape, lo, hi));
+    }
+}
+
+/// `x` as f64, with the last few elements replaced by special values.
+fn as_f64(x: &HostTensor, specials: &[f64]) -> HostTensor {
+    let mut v = x.data().to_f64s();
+    let n = v.len();
+    for (slot, &s) in v[n.saturating_sub(specials.len())..].iter_mut().zip(specials) {
+        *slot = s;
+    }
+    HostTensor::new(x.shape().to_vec(), v).unwrap()
+}
+
+#[test]
+fn f64_reductions_and_unary_ops_match_the_reference() {
+    // f64 folds in another order than the reference: within 1e-12 relative.
+    const F64_TOL: f64 = 1e-12;
+    let mut rng = Rng::new(0xf64);
+    for case in 0..30 {
+        let rank = 1 + (rng.next_u64() % 4) as usize;
+        let shape = random_shape(&mut rng, rank);
+        let axes: Vec<i64> = (0..rank as i64).filter(|_| coin(&mut rng)).collect();
+        let (name, op, lo, hi) = OPS[case % OPS.len()];
+        let keep = coin(&mut rng);
+        let what = format!("case {case}: f64 {name} {shape:?} axes {axes:?} keepdims {keep}");
+        let g = reduce_graph(DType::F64, op, &shape, Some(axes), coin(&mut rng), keep, false);
+        let tol = if tol(name) == 0.0 { 0.0 } else { F64_TOL };
+        let plan = check(&what, tol, g, as_f64(&rng.tensor(&shape, lo, hi), &[]));
+        assert!(plan.contains("reduce_f64"), "{plan}");
+    }
+    // An empty reduced axis: each op's identity (ReduceLogSumExp of the node test: -inf).
+    for (name, op, _, _) in OPS {
+        let g = reduce_graph(DType::F64, op, &[2, 0, 4], Some(vec![1]), false, true, false);
+        check(
+            &format!("f64 {name} over an empty axis"),
+            0.0,
+            g,
+            HostTensor::new(vec![2, 0, 4], Vec::<f64>::new()).unwrap(),
+        );
+    }
+    let specials =
+        [0.0, -0.0, -1.5, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1e-310, 1e300, 700.0, -745.5];
+    for (name, op) in [
+        ("Relu", Op::Relu),
+        ("Exp", Op::Exp),
+        ("Log", Op::Log),
+        ("Sqrt", Op::Sqrt),
+        ("Abs", Op::Abs),
+        ("Neg", Op::Neg),
+    ] {
+        let shape = [3, 1 + (rng.next_u64() % 3000) as usize];
+        let (lo, hi) = if matches!(name, "Log" | "Sqrt") { (0.0, 50.0) } else { (-50.0, 50.0) };
+        let x = as_f64(&rng.tensor(&shape, lo, hi), &specials);
+        let mut g = Graph::new();
+        let xi = g.input("x", DType::F64, known(&shape));
+        let y = g.op1(op, &[xi]);
+        g.output(y);
+        // libm's exp and log are below 1 ulp, as the reference's: within 2 ulp of each other.
+        let tol = if matches!(name, "Exp" | "Log") { 5e-16 } else { 0.0 };
+        let plan = check(&format!("f64 {name}"), tol, g, x);
+        assert!(plan.contains("_f64"), "{plan}");
     }
 }
 
@@ -209,12 +281,12 @@ fn max_min_and_log_sum_exp_propagate_nan_and_infinities() {
     data[120 + 7] = f32::NEG_INFINITY; // row 3: one -inf
     let x = HostTensor::new(shape.to_vec(), data).unwrap();
     for (name, op) in [("ReduceMax", Op::ReduceMax as fn(Reduce) -> Op), ("ReduceMin", Op::ReduceMin)] {
-        check(name, true, reduce_graph(op, &shape, Some(vec![1]), false, true, false), x.clone());
+        check(name, 0.0, reduce_graph(DType::F32, op, &shape, Some(vec![1]), false, true, false), x.clone());
     }
-    let g = reduce_graph(Op::ReduceLogSumExp, &shape, Some(vec![1]), false, true, false);
-    check("ReduceLogSumExp with NaN and infinities", false, g, x.clone());
-    let g = reduce_graph(Op::ReduceSum, &shape, Some(vec![1]), true, false, false);
-    check("ReduceSum with NaN and infinities", false, g, x);
+    let g = reduce_graph(DType::F32, Op::ReduceLogSumExp, &shape, Some(vec![1]), false, true, false);
+    check("ReduceLogSumExp with NaN and infinities", F32_TOL, g, x.clone());
+    let g = reduce_graph(DType::F32, Op::ReduceSum, &shape, Some(vec![1]), true, false, false);
+    check("ReduceSum with NaN and infinities", F32_TOL, g, x);
 }
 
 fn arg_graph(max: bool, shape: &[usize], axis: i64, keepdims: bool, select_last_index: bool) -> Graph {
@@ -243,7 +315,7 @@ fn arg_max_and_arg_min_match_the_reference_exactly() {
                 let what = format!("arg max {max} last {last} {shape:?}");
                 let plan = check(
                     &what,
-                    true,
+                    0.0,
                     arg_graph(max, &shape, 1, coin(&mut rng), last),
                     tied(&mut rng, &shape),
                 );
@@ -258,7 +330,7 @@ fn arg_max_and_arg_min_match_the_reference_exactly() {
         let (max, last, keep) = (coin(&mut rng), coin(&mut rng), coin(&mut rng));
         let what = format!("case {case}: arg max {max} last {last} {shape:?} axis {axis} keepdims {keep}");
         let x = if coin(&mut rng) { tied(&mut rng, &shape) } else { rng.tensor(&shape, -1.0, 1.0) };
-        check(&what, true, arg_graph(max, &shape, axis, keep, last), x);
+        check(&what, 0.0, arg_graph(max, &shape, axis, keep, last), x);
     }
     // NaN is the extreme for both (the first one, or the last with select_last_index).
     let shape = [4, 50];
@@ -270,7 +342,7 @@ fn arg_max_and_arg_min_match_the_reference_exactly() {
     let x = HostTensor::new(shape.to_vec(), data).unwrap();
     for (max, last) in [(true, false), (true, true), (false, false), (false, true)] {
         let what = format!("arg max {max} last {last} with NaN");
-        check(&what, true, arg_graph(max, &shape, 1, true, last), x.clone());
+        check(&what, 0.0, arg_graph(max, &shape, 1, true, last), x.clone());
     }
 }
 
@@ -286,7 +358,7 @@ fn global_pools_match_the_reference() {
             let x = g.input("x", DType::F32, known(shape));
             let y = g.op1(op, &[x]);
             g.output(y);
-            let plan = check(&format!("{name} {shape:?}"), exact(name), g, rng.tensor(shape, -3.0, 3.0));
+            let plan = check(&format!("{name} {shape:?}"), tol(name), g, rng.tensor(shape, -3.0, 3.0));
             assert!(plan.contains("reduce_f32"), "{plan}");
         }
     }
@@ -297,5 +369,5 @@ fn global_pools_match_the_reference() {
     g.output(y);
     let mut data: Vec<f32> = (0..18).map(|i| i as f32).collect();
     data[4] = f32::NAN;
-    check("GlobalMaxPool with NaN", true, g, HostTensor::new(vec![1, 2, 3, 3], data).unwrap());
+    check("GlobalMaxPool with NaN", 0.0, g, HostTensor::new(vec![1, 2, 3, 3], data).unwrap());
 }

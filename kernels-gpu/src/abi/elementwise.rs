@@ -153,6 +153,19 @@ impl UnaryOp {
         }
     }
 
+    /// The f64 kernel that applies this op, for the ops that have one.
+    pub const fn kernel_f64(self) -> Option<KernelId> {
+        Some(match self {
+            Self::Relu => KernelId::ReluF64,
+            Self::Exp => KernelId::ExpF64,
+            Self::Log => KernelId::LogF64,
+            Self::Sqrt => KernelId::SqrtF64,
+            Self::Abs => KernelId::AbsF64,
+            Self::Neg => KernelId::NegF64,
+            _ => return None,
+        })
+    }
+
     /// The op's attribute as the kernel reads it ([`UnaryParams::alpha`]).
     pub const fn alpha(self) -> f32 {
         match self {

@@ -137,6 +137,18 @@ kernel_ids! {
     SiluF32 => "silu_f32",
     /// `elementwise::softplus_f32`
     SoftplusF32 => "softplus_f32",
+    /// `elementwise::relu_f64`
+    ReluF64 => "relu_f64",
+    /// `elementwise::exp_f64`
+    ExpF64 => "exp_f64",
+    /// `elementwise::log_f64`
+    LogF64 => "log_f64",
+    /// `elementwise::sqrt_f64`
+    SqrtF64 => "sqrt_f64",
+    /// `elementwise::abs_f64`
+    AbsF64 => "abs_f64",
+    /// `elementwise::neg_f64`
+    NegF64 => "neg_f64",
     /// `program::ew_program_f32`: a fused chain of f32 elementwise ops (an elementwise program)
     EwProgramF32 => "ew_program_f32",
     // gemm
@@ -297,6 +309,8 @@ kernel_ids! {
     // reduce
     /// `reduce::reduce_f32`: the ONNX `Reduce*` family over any axes
     ReduceF32 => "reduce_f32",
+    /// `reduce::reduce_f64`
+    ReduceF64 => "reduce_f64",
     /// `reduce::arg_reduce_f32`: ArgMax / ArgMin along one axis, i64 indices
     ArgReduceF32 => "arg_reduce_f32",
     // conv

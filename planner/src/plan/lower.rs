@@ -173,13 +173,20 @@ pub(super) fn node(
     }
     if let Some(u) = unary_op(&n.op) {
         let x = ins.first().copied().flatten().ok_or("missing input")?;
-        f32_only(values, &[x, out])?;
+        // f64 runs where the op has an f64 kernel (the same dtype in and out: the graph checks).
+        let kernel = match u.kernel_f64() {
+            Some(k) if values[x.index()].dtype == DType::F64 && values[out.index()].dtype == DType::F64 => k,
+            _ => {
+                f32_only(values, &[x, out])?;
+                u.kernel()
+            }
+        };
         let elems = dims(values, x)?.0.iter().product::<usize>() as u64;
         let p = UnaryParams { elems, alpha: u.alpha(), _pad: 0 };
         return Ok(vec![Step::Kernel {
             nodes: vec![id],
             label,
-            kernel: u.kernel(),
+            kernel,
             grid: linear_grid(o, elems.div_ceil(4)),
             block: [THREADS, 1, 1],
             shared_bytes: 0,

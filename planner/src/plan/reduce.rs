@@ -153,7 +153,7 @@ fn check_outputs(
     Ok(())
 }
 
-/// ONNX `Reduce*` of f32: axes from the legacy attribute or from input 1, which must be a constant
+/// ONNX `Reduce*` of f32 or f64: axes from the legacy attribute or from input 1, which must be a constant
 /// (an initializer, or folded into one).
 pub(super) fn reduce(
     g: &Graph,
@@ -164,7 +164,11 @@ pub(super) fn reduce(
     o: &PlanOptions,
 ) -> Lowered {
     let x = n.ins.first().copied().flatten().ok_or("missing input")?;
-    let d = static_dims(values, x, DType::F32)?;
+    let (dtype, kernel) = match values[x.index()].dtype {
+        DType::F64 => (DType::F64, KernelId::ReduceF64),
+        _ => (DType::F32, KernelId::ReduceF32),
+    };
+    let d = static_dims(values, x, dtype)?;
     let listed: Vec<i64> = match (&attrs.axes, n.ins.get(1).copied().flatten()) {
         (Some(a), _) => a.clone(),
         (None, Some(t)) => g
@@ -182,8 +186,8 @@ pub(super) fn reduce(
     }
     let mut p = reduce_params(d, &reduced).ok_or("the axes split into more than 8 kept or reduced runs")?;
     p.op = op as u32;
-    check_outputs(values, n.out, DType::F32, &p)?;
-    Ok(step(n, KernelId::ReduceF32, p, x, o))
+    check_outputs(values, n.out, dtype, &p)?;
+    Ok(step(n, kernel, p, x, o))
 }
 
 /// ONNX ArgMax (`max`) / ArgMin of f32 along one axis, i64 output.
