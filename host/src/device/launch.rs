@@ -9,6 +9,34 @@ use kernels_gpu::abi::KernelId;
 use super::Context;
 use crate::error::HostError;
 
+/// An L2 persistence hint for one launch: accesses to `bytes` from `base`, a `hit_ratio` share of
+/// them (spread over the range), are marked persisting and stay in the L2 the context set aside
+/// ([`Context::persisting_l2`]); the rest stream. A session gives its weights this hint, so that
+/// they stay in L2 from one run to the next while activations come and go.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct L2Window {
+    /// Device address the range starts at.
+    pub base: u64,
+    /// Bytes in the range.
+    pub bytes: usize,
+    /// Share of the range's accesses marked persisting, in `[0, 1]`.
+    pub hit_ratio: f32,
+}
+
+impl L2Window {
+    /// The hint for `bytes` from `base` on `ctx`'s device: the range clipped to the largest window,
+    /// the hit ratio the share of it that the set-aside L2 holds. `None` without persisting L2.
+    pub fn for_range(ctx: &Context, base: u64, bytes: usize) -> Option<L2Window> {
+        let bytes = bytes.min(ctx.info().access_window_max_bytes);
+        let reserved = ctx.persisting_l2();
+        (bytes > 0 && reserved > 0).then(|| L2Window {
+            base,
+            bytes,
+            hit_ratio: (reserved as f64 / bytes as f64).min(1.0) as f32,
+        })
+    }
+}
+
 /// Grid, block and dynamic shared memory of one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchShape {
@@ -74,7 +102,7 @@ impl Context {
         args: &[KernelArg],
     ) -> Result<(), HostError> {
         // SAFETY: forwarded.
-        unsafe { self.launch_dependent(stream, kernel, shape, args, false) }
+        unsafe { self.launch_dependent(stream, kernel, shape, args, false, None) }
     }
 
     /// [`Context::launch_on`], and with `programmatic` the launch may begin before the previous
@@ -93,6 +121,7 @@ impl Context {
         shape: LaunchShape,
         args: &[KernelArg],
         programmatic: bool,
+        window: Option<L2Window>,
     ) -> Result<(), HostError> {
         // Storage the parameter pointers point into; it outlives the launch call, which copies it.
         let mut scalars: Vec<u64> = args
@@ -117,11 +146,29 @@ impl Context {
         let function = self.module.function(kernel)?;
         let [gx, gy, gz] = shape.grid;
         let [bx, by, bz] = shape.block;
-        let mut attribute = sys::CUlaunchAttribute {
-            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-            pad: [0; 4],
-            value: sys::CUlaunchAttributeValue { programmaticStreamSerializationAllowed: 1 },
-        };
+        let mut attributes = Vec::with_capacity(2);
+        if programmatic && self.programmatic_launch() {
+            attributes.push(sys::CUlaunchAttribute {
+                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                pad: [0; 4],
+                value: sys::CUlaunchAttributeValue { programmaticStreamSerializationAllowed: 1 },
+            });
+        }
+        if let Some(w) = window {
+            attributes.push(sys::CUlaunchAttribute {
+                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW,
+                pad: [0; 4],
+                value: sys::CUlaunchAttributeValue {
+                    accessPolicyWindow: sys::CUaccessPolicyWindow {
+                        base_ptr: w.base as *mut c_void,
+                        num_bytes: w.bytes,
+                        hitRatio: w.hit_ratio,
+                        hitProp: sys::CUaccessProperty::CU_ACCESS_PROPERTY_PERSISTING,
+                        missProp: sys::CUaccessProperty::CU_ACCESS_PROPERTY_STREAMING,
+                    },
+                },
+            });
+        }
         let config = sys::CUlaunchConfig {
             gridDimX: gx,
             gridDimY: gy,
@@ -131,8 +178,8 @@ impl Context {
             blockDimZ: bz,
             sharedMemBytes: shape.shared_bytes,
             hStream: stream.cu_stream(),
-            attrs: &mut attribute,
-            numAttrs: u32::from(programmatic && self.programmatic_launch()),
+            attrs: attributes.as_mut_ptr(),
+            numAttrs: attributes.len() as u32,
         };
         // SAFETY: the function belongs to this context's loaded module; `params` holds one pointer
         // per kernel parameter, each to live storage of the parameter's size (caller's contract);

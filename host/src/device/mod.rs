@@ -10,13 +10,13 @@ mod launch;
 mod module;
 mod ptx;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, CudaStream, result, sys};
 
 pub use buffer::DeviceTensor;
-pub use launch::{KernelArg, LaunchShape, params_bytes};
+pub use launch::{KernelArg, L2Window, LaunchShape, params_bytes};
 pub use ptx::PtxFlavour;
 
 use crate::error::HostError;
@@ -37,6 +37,10 @@ pub struct DeviceInfo {
     pub total_memory_bytes: usize,
     /// Driver API version, e.g. 13000 for CUDA 13.0.
     pub driver_version: i32,
+    /// Most L2 cache a context may set aside for persisting accesses (0: none).
+    pub persisting_l2_max_bytes: usize,
+    /// Largest access-policy window (the address range an L2 persistence hint covers).
+    pub access_window_max_bytes: usize,
 }
 
 /// A CUDA device with its stream and every kernel loaded.
@@ -50,6 +54,8 @@ pub struct Context {
     info: DeviceInfo,
     flavour: PtxFlavour,
     module_load_time: Duration,
+    /// The L2 set aside for persisting accesses, once [`Context::persisting_l2`] has asked.
+    persisting_l2: OnceLock<usize>,
 }
 
 /// Number of CUDA devices; [`HostError::NoDriver`] when `libcuda` cannot be loaded and
@@ -91,7 +97,7 @@ impl Context {
         let start = Instant::now();
         let module = LoadedModule::load(flavour)?;
         let module_load_time = start.elapsed();
-        Ok(Context { module, stream, ctx, info, flavour, module_load_time })
+        Ok(Context { module, stream, ctx, info, flavour, module_load_time, persisting_l2: OnceLock::new() })
     }
 
     /// The device.
@@ -121,6 +127,21 @@ impl Context {
     /// Kernels loaded so far (each loads on its first launch).
     pub fn loaded_kernel_count(&self) -> usize {
         self.module.loaded_count()
+    }
+
+    /// Bytes of L2 set aside for persisting accesses ([`L2Window`]): on first call, the device's
+    /// maximum is set aside for this context (normal accesses still use it while no persisting
+    /// line does). 0 where the device has none or the driver refuses.
+    pub fn persisting_l2(&self) -> usize {
+        *self.persisting_l2.get_or_init(|| {
+            let want = self.info.persisting_l2_max_bytes;
+            if want == 0 || self.bind().is_err() {
+                return 0;
+            }
+            // SAFETY: sets a limit of the current context (bound above).
+            let set = unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE, want) };
+            if set.result().is_ok() { want } else { 0 }
+        })
     }
 
     /// Waits for all work on the stream; reports the first asynchronous error.
@@ -187,5 +208,20 @@ fn device_info(ctx: &Arc<CudaContext>, ordinal: usize) -> Result<DeviceInfo, Hos
     unsafe { sys::cuDriverGetVersion(&mut driver_version) }
         .result()
         .map_err(HostError::driver("reading the driver version"))?;
-    Ok(DeviceInfo { ordinal, name, compute_capability, sm_count, total_memory_bytes, driver_version })
+    // Zero where the device or driver has no L2 persistence (the hint is then not given).
+    let attr = |a| ctx.attribute(a).map_or(0, |v| v.max(0) as usize);
+    let persisting_l2_max_bytes =
+        attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE);
+    let access_window_max_bytes =
+        attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE);
+    Ok(DeviceInfo {
+        ordinal,
+        name,
+        compute_capability,
+        sm_count,
+        total_memory_bytes,
+        driver_version,
+        persisting_l2_max_bytes,
+        access_window_max_bytes,
+    })
 }

@@ -114,12 +114,7 @@ impl Session<'_> {
         let ids = ValueId;
         let run = (|| {
             let base = self.region.base(&self.stream);
-            let at = Addresses {
-                inputs: vec![(ids(0), base + x), (ids(1), base + scratch)],
-                outputs: Vec::new(),
-                weights: Vec::new(),
-                memory: None,
-            };
+            let at = Addresses::bare(vec![(ids(0), base + x), (ids(1), base + scratch)], Vec::new());
             let raw = self.count_back(&at, &u.count_step(ids(0), ids(1)), (scratch, 8))?;
             let count = raw.as_chunks::<8>().0.first().map_or(0, |c| i64::from_le_bytes(*c).max(0) as usize);
             // Y keeps the input's dims with the axis' extent the count (flattened: 1-D).
@@ -151,12 +146,10 @@ impl Session<'_> {
             }
             let base = self.region.base(&self.stream);
             let slot = |k: usize| held.iter().find(|(j, _)| *j == k).map(|_| ids(2 + k as u32));
-            let at = Addresses {
-                inputs: vec![(ids(0), base + x), (ids(1), base + scratch)],
-                outputs: held.iter().map(|(k, off)| (ids(2 + *k as u32), base + off)).collect(),
-                weights: Vec::new(),
-                memory: None,
-            };
+            let at = Addresses::bare(
+                vec![(ids(0), base + x), (ids(1), base + scratch)],
+                held.iter().map(|(k, off)| (ids(2 + *k as u32), base + off)).collect(),
+            );
             if count > 0 || len > 0 {
                 let step = u.write_step((ids(0), ids(1)), ids(2), [slot(1), slot(2), slot(3)], count as u64);
                 self.launch_step(&at, 1, &step)?;
@@ -203,8 +196,7 @@ impl Session<'_> {
                 }
             }
             inputs.extend([(ids(5), base + slots), (ids(6), base + counted)]);
-            let at =
-                Addresses { inputs: inputs.clone(), outputs: Vec::new(), weights: Vec::new(), memory: None };
+            let at = Addresses::bare(inputs.clone(), Vec::new());
             let select = nms.select_step(ids(0), ids(1), scalar_ids, (ids(5), ids(6)));
             let raw = self.count_back(&at, &select, (counted, nms.counts_bytes()))?;
             let rows = Nms::count(&raw);
@@ -215,12 +207,10 @@ impl Session<'_> {
             self.hold_as(env, &f.output, y)?;
             if rows > 0 {
                 let base = self.region.base(&self.stream);
-                let at = Addresses {
-                    inputs: vec![(ids(5), base + slots), (ids(6), base + counted)],
-                    outputs: vec![(ids(7), base + y_at)],
-                    weights: Vec::new(),
-                    memory: None,
-                };
+                let at = Addresses::bare(
+                    vec![(ids(5), base + slots), (ids(6), base + counted)],
+                    vec![(ids(7), base + y_at)],
+                );
                 self.launch_step(&at, 1, &nms.write_step(ids(5), ids(6), ids(7)))?;
             }
             Ok(rows as usize)
@@ -246,12 +236,7 @@ impl Session<'_> {
         let (xv, pv, yv) = (ValueId(0), ValueId(1), ValueId(2));
         let counted = (|| {
             let base = self.region.base(&self.stream);
-            let at = Addresses {
-                inputs: vec![(xv, base + x), (pv, base + partials)],
-                outputs: Vec::new(),
-                weights: Vec::new(),
-                memory: None,
-            };
+            let at = Addresses::bare(vec![(xv, base + x), (pv, base + partials)], Vec::new());
             let raw = self.count_back(&at, &nz.count_step(xv, pv), (partials, nz.partials_bytes()))?;
             let count = NonZero::count(&raw);
             let rank = f.dims.len() as u64;
@@ -264,12 +249,8 @@ impl Session<'_> {
             self.hold_as(env, &f.output, y)?;
             if bytes > 0 {
                 let base = self.region.base(&self.stream);
-                let at = Addresses {
-                    inputs: vec![(xv, base + x), (pv, base + partials)],
-                    outputs: vec![(yv, base + y_at)],
-                    weights: Vec::new(),
-                    memory: None,
-                };
+                let at =
+                    Addresses::bare(vec![(xv, base + x), (pv, base + partials)], vec![(yv, base + y_at)]);
                 self.launch_step(&at, 1, &nz.write_step(xv, pv, yv, count))?;
             }
             Ok(count as usize)

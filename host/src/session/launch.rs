@@ -6,7 +6,7 @@ use planner::memory::MemoryPlan;
 use planner::plan::{Arg, Step};
 
 use super::{Compiled, Session};
-use crate::device::{KernelArg, LaunchShape};
+use crate::device::{KernelArg, L2Window, LaunchShape};
 use crate::error::HostError;
 use crate::specialize::Key;
 
@@ -20,9 +20,16 @@ pub(super) struct Addresses<'a> {
     pub(super) weights: Vec<(ValueId, u64)>,
     /// Its arena slots (none for launches outside a plan).
     pub(super) memory: Option<&'a MemoryPlan>,
+    /// The L2 persistence hint for the weights' range, if any.
+    pub(super) window: Option<L2Window>,
 }
 
 impl Addresses<'_> {
+    /// Addresses of launches outside a plan: inputs and outputs only.
+    pub(super) fn bare(inputs: Vec<(ValueId, u64)>, outputs: Vec<(ValueId, u64)>) -> Self {
+        Addresses { inputs, outputs, weights: Vec::new(), memory: None, window: None }
+    }
+
     fn input(&self, v: ValueId) -> Option<u64> {
         self.inputs.iter().find(|(x, _)| *x == v).map(|&(_, p)| p)
     }
@@ -47,6 +54,11 @@ impl Session<'_> {
             outputs: ptrs(&c.plan.outputs, &c.outputs),
             weights: c.weights.as_ref().map_or_else(Vec::new, |w| w.addresses(&self.stream)),
             memory: Some(&c.plan.memory),
+            window: c
+                .weights
+                .as_ref()
+                .filter(|_| self.options.l2_persist_weights)
+                .and_then(|w| L2Window::for_range(self.ctx, w.buf.device_ptr(&self.stream).0, w.buf.len())),
         }
     }
 
@@ -109,7 +121,7 @@ impl Session<'_> {
                 // list, from the bound shapes of its operands; every value address points into
                 // a buffer of at least the value's size (arena slots from the validated memory
                 // plan, inputs/outputs/weights allocated from the plan's sizes).
-                unsafe { self.ctx.launch_dependent(&self.stream, *kernel, shape, &kargs, pdl) }
+                unsafe { self.ctx.launch_dependent(&self.stream, *kernel, shape, &kargs, pdl, at.window) }
                     .map_err(|e| step_error(i, step, e))
             }
             Step::Copy { src, dst, bytes, .. } => {

@@ -39,6 +39,10 @@ pub struct SessionOptions {
     /// Split the k rounds of each column tile of a tensor-core GEMM whose tiles fill at most half
     /// the device over a pair of blocks (a thread-block cluster of two; Hopper only, default on).
     pub pair_gemm: bool,
+    /// Mark the weights' accesses as persisting in L2 (an access-policy window on every launch,
+    /// with L2 set aside for the context where the device has it), so that they stay cached from
+    /// one run to the next (default on).
+    pub l2_persist_weights: bool,
 }
 
 /// A switch of [`SessionOptions`] by name, for [`SessionOptions::set`].
@@ -46,7 +50,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 12] = [
+    const SWITCHES: [Switch; 13] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -59,6 +63,7 @@ impl SessionOptions {
         ("tensor_core_attention", |o| &mut o.tensor_core_attention),
         ("fuse_attention", |o| &mut o.fuse_attention),
         ("pair_gemm", |o| &mut o.pair_gemm),
+        ("l2_persist_weights", |o| &mut o.l2_persist_weights),
     ];
 
     /// The options' names (their field names), as [`SessionOptions::set`] takes them.
@@ -93,6 +98,7 @@ impl Default for SessionOptions {
             tensor_core_attention: true,
             fuse_attention: true,
             pair_gemm: true,
+            l2_persist_weights: true,
         }
     }
 }

@@ -412,6 +412,7 @@ impl Session<'_> {
             outputs: place(&plan.outputs)?,
             weights: sp.constants.iter().map(|(v, d)| (*v, d.buf.device_ptr(&self.stream).0)).collect(),
             memory: Some(&plan.memory),
+            window: None,
         };
         for (i, step) in plan.steps.iter().enumerate() {
             self.launch_step(&at, i, step)?;

@@ -311,3 +311,27 @@ fn forked_sessions_share_weights_and_run_on_their_own_threads() {
         assert_close(got, &host::reference::eval(&g, feed).unwrap());
     }
 }
+
+#[test]
+fn weights_marked_persisting_in_l2_give_the_same_bits() {
+    let mut rng = Rng::new(0x12c4);
+    let g = mlp(&mut rng);
+    for batch in [1, 3, 200] {
+        let inputs = vec![input(&mut rng, "x", &[batch, 64])];
+        let run = |persist: bool| {
+            let options = SessionOptions { l2_persist_weights: persist, ..SessionOptions::default() };
+            let mut s = Session::new(ctx(), g.clone(), options).unwrap();
+            // Twice: the first run launches eagerly, the second replays the captured graph.
+            s.run(&inputs).unwrap();
+            s.run(&inputs).unwrap()
+        };
+        let (on, off) = (run(true), run(false));
+        for ((name, a), (_, b)) in on.iter().zip(&off) {
+            assert_eq!(a.data().to_f64s(), b.data().to_f64s(), "batch {batch}: {name}");
+        }
+    }
+    // A device with persisting L2 (Ampere and later) had some set aside for the hint.
+    if ctx().info().persisting_l2_max_bytes > 0 {
+        assert!(ctx().persisting_l2() > 0, "{:?}", ctx().info());
+    }
+}
