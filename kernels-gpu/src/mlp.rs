@@ -24,6 +24,9 @@ const CLUSTER: u32 = 1;
 const WARPS: u32 = MLP_THREADS / 32;
 /// Columns a warp accumulates at once in the k-contiguous mode (independent loads in flight).
 const COLS: u32 = 4;
+/// k steps whose weights a lane has in flight at once in the column-contiguous mode (the
+/// `steps!` list of [`layer_rows`] names them).
+const KU: usize = 16;
 const BUFFER_BYTES: u32 = MLP_MAX_ACTIVATIONS * 4;
 
 #[cfg(ferrofuse_hopper)]
@@ -261,25 +264,51 @@ unsafe fn layer_rows<const R: usize, const V: usize, const UNROLL: usize, const 
         // sums meet in shared memory after the two activation buffers.
         // SAFETY: the partial sums follow the two buffers inside MLP_SHARED_BYTES.
         let red = unsafe { dynamic_shared_ptr().add(2 * BUFFER_BYTES as usize).cast::<f32>() };
-        if wait {
-            wait_chain();
-        }
+        // As in the k-contiguous mode, the previous layer's output is awaited only after the
+        // first weights are in flight.
+        let mut waiting = wait;
         let mut jc = j0;
         while jc < j1 {
             let j = jc + lane;
+            // Lanes past j1 read the last column (valid memory); their sums are never read.
+            let jj = j.min(j1 - 1);
             let mut acc = [0.0f32; R];
-            if j < j1 {
-                let mut k = warp;
-                while k < l.k {
-                    // SAFETY: k < l.k, j < n; the host checked W's extent.
-                    let wv = unsafe { *w.add((k as u64 * l.b_rs + j as u64 * l.b_cs) as usize) };
-                    for (i, a) in acc.iter_mut().enumerate() {
-                        let row = (i as u32).min(m - 1);
-                        // SAFETY: row < m, k < l.k.
-                        *a = math::fma(unsafe { *h.add((row * l.k + k) as usize) }, wv, *a);
-                    }
-                    k += WARPS;
+            // The k steps of this warp (k = warp, warp + WARPS, ...), KU weights in flight at a
+            // time (one loaded per step, the latency of each exposed, made the layer a chain of
+            // L2 round trips); the sum runs over k in the same order.
+            let mut k = warp;
+            while k < l.k {
+                let mut wv = [0.0f32; KU];
+                for (u, x) in wv.iter_mut().enumerate() {
+                    let kk = (k + u as u32 * WARPS).min(l.k - 1);
+                    // SAFETY: kk < l.k, jj < n; the host checked W's extent.
+                    *x = unsafe { *w.add((kk as u64 * l.b_rs + jj as u64 * l.b_cs) as usize) };
                 }
+                if waiting {
+                    wait_chain();
+                    waiting = false;
+                }
+                // Steps by literal, so that `wv` stays in registers (a loop LLVM leaves rolled
+                // would index it at run time from local memory); steps past l.k are skipped.
+                macro_rules! steps {
+                    ($($u:literal)*) => {$(
+                        let kk = k + $u * WARPS;
+                        if kk < l.k {
+                            for (i, a) in acc.iter_mut().enumerate() {
+                                let row = (i as u32).min(m - 1);
+                                // SAFETY: row < m, kk < l.k.
+                                *a = math::fma(unsafe { *h.add((row * l.k + kk) as usize) }, wv[$u], *a);
+                            }
+                        }
+                    )*};
+                }
+                steps!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+                k += KU as u32 * WARPS;
+            }
+            if waiting {
+                // A warp without k steps still takes part in the chain's barrier.
+                wait_chain();
+                waiting = false;
             }
             for (i, &a) in acc.iter().enumerate() {
                 // SAFETY: (warp * 32 + lane) * MLP_MAX_M + i < WARPS * 32 * MLP_MAX_M.
@@ -299,6 +328,10 @@ unsafe fn layer_rows<const R: usize, const V: usize, const UNROLL: usize, const 
             }
             sync_threads();
             jc += 32;
+        }
+        if waiting {
+            // A block without columns in this layer still takes part in the barrier.
+            wait_chain();
         }
     }
 }
