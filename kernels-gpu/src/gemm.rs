@@ -67,45 +67,23 @@ pub(crate) unsafe fn finish(
     match program {
         None => v,
         Some((e, x)) => {
-            if let Some(o) = program_offsets(p, e, batch, i, j) {
+            // Parameters over [batch, m, n] (the planner writes them so when the inputs' offsets
+            // are linear in the row and the column): offsets without dividing.
+            let r = MAX_RANK - 3;
+            let aligned = e.rank == 3
+                && e.out_shape[r] == p.batch as u64
+                && e.out_shape[r + 1] == p.m as u64
+                && e.out_shape[r + 2] == p.n as u64;
+            if aligned {
+                let (i, j) = (i as u64, j as u64);
+                let at = |s: &[u64; MAX_RANK]| batch * s[r] + i * s[r + 1] + j * s[r + 2];
+                let o = [at(&e.strides[0]), at(&e.strides[1]), at(&e.strides[2]), at(&e.strides[3])];
                 // SAFETY: forwarded (the caller's contract); `o` are element (batch, i, j)'s offsets.
                 return unsafe { crate::program::ew_element_at(e, o, Some(v), x) };
             }
             let at = (batch * p.m as u64 + i as u64) * p.n as u64 + j as u64;
             // SAFETY: forwarded (the caller's contract).
             unsafe { crate::program::ew_element(e, at, Some(v), x) }
-        }
-    }
-}
-
-/// The offsets of output element `(batch, i, j)` in the program's inputs when its parameters run
-/// over [batch, m, n] (the planner writes them so when the inputs' offsets are linear in the row
-/// and the column): no division. `None` otherwise.
-#[inline(always)]
-fn program_offsets(p: &GemmParams, e: &EwProgramParams, batch: u64, i: u32, j: u32) -> Option<[u64; 4]> {
-    let r = MAX_RANK - 3;
-    let aligned = e.rank == 3
-        && e.out_shape[r] == p.batch as u64
-        && e.out_shape[r + 1] == p.m as u64
-        && e.out_shape[r + 2] == p.n as u64;
-    let (i, j) = (i as u64, j as u64);
-    let at = |s: &[u64; MAX_RANK]| batch * s[r] + i * s[r + 1] + j * s[r + 2];
-    aligned.then(|| [at(&e.strides[0]), at(&e.strides[1]), at(&e.strides[2]), at(&e.strides[3])])
-}
-
-/// Prefetches into L1 what [`finish`] will read from memory for output `(batch, i, j)`: the
-/// program's inputs (when their offsets need no division). Issued right after the wait for the
-/// previous kernel, so that the epilogue's reads of a residual that kernel wrote hit L1 instead of
-/// going to L2 after the multiplies.
-#[inline(always)]
-pub(crate) fn prefetch_program(p: &GemmParams, program: Program, batch: u64, i: u32, j: u32) {
-    let Some((e, x)) = program else { return };
-    let Some(o) = program_offsets(p, e, batch, i, j) else { return };
-    for k in 1..4 {
-        if k < e.n_inputs as usize {
-            // `wrapping_add`: a hint needs no in-bounds pointer (the offsets are the ones `finish`
-            // reads, inside the input by the contract).
-            crate::intrinsics::prefetch_l1(x[k].wrapping_add(o[k] as usize));
         }
     }
 }

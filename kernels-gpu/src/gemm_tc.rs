@@ -26,7 +26,7 @@ use crate::abi::{
     EwProgramParams, GEMM_TC_KC, GEMM_TC_M, GEMM_TC_MAX_WARPS, GEMM_TC_N, GEMM_TC_PACK_BLOCK, GemmNormParams,
     GemmParams, gemm_tc_packed_offset,
 };
-use crate::gemm::{Program, finish, prefetch_program, program};
+use crate::gemm::{Program, finish, program};
 use crate::intrinsics::{
     block_dim_x, block_idx_x, block_idx_y, block_idx_z, cvt_rna_tf32, dynamic_shared_ptr,
     grid_dependency_wait, lane_id, mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x, trap,
@@ -349,18 +349,6 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
         Some(f) => unsafe { load_a(&ops, r * GEMM_TC_KC, f) },
         None if r < rounds => first = Some(unsafe { load::<PACKED, NORM>(&ops, r * GEMM_TC_KC, &ln) }),
         None => {}
-    }
-    if !(PAIR && part != 0) {
-        // What the epilogue reads that an earlier kernel wrote (a residual), into L1 now (GPT-2 of
-        // issue 5 on the H200: 0.3-0.6 us over its eight program GEMMs).
-        let mut o = tid;
-        while o < GEMM_TC_M * GEMM_TC_N {
-            let (i, j) = (row0 + o / GEMM_TC_N, col0 + o % GEMM_TC_N);
-            if i < p.m && j < p.n {
-                prefetch_program(&p, program, batch, i, j);
-            }
-            o += threads;
-        }
     }
     if NORM {
         let Some((eps, _, _)) = norm else { trap() };

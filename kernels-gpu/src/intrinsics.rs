@@ -544,14 +544,6 @@ pub fn sqrt_rn_f64(x: f64) -> f64 {
     r
 }
 
-/// Brings the line holding `ptr` into this SM's L1 cache (`prefetch.L1`, generic address): a
-/// hint, with no effect on what any load returns. `ptr` must point into global memory.
-#[inline(always)]
-pub fn prefetch_l1<T>(ptr: *const T) {
-    // SAFETY: a cache hint; it reads nothing into a register and faults on no address.
-    unsafe { asm!("prefetch.L1 [{a}];", a = in(reg64) ptr, options(nostack, readonly)) };
-}
-
 /// `a * b + c` rounded once (`fma.rn.f32`).
 #[inline(always)]
 pub fn fma_rn(a: f32, b: f32, c: f32) -> f32 {
