@@ -471,7 +471,7 @@ pub unsafe extern "ptx-kernel" fn sqrt_f64(p: UnaryParams, x: *const f64, y: *mu
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn abs_f64(p: UnaryParams, x: *const f64, y: *mut f64) {
     // SAFETY: the launch contract above.
-    unsafe { unary_f64(p.elems, x, y, |v| f64::from_bits(v.to_bits() & !(1 << 63))) }
+    unsafe { unary_f64(p.elems, x, y, math::abs_f64) }
 }
 
 /// `y = -x` of f64. See the unary contract above.

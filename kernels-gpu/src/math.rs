@@ -185,6 +185,12 @@ pub fn sqrt_f64(x: f64) -> f64 {
     }
 }
 
+/// f64 `|x|` (the sign bit cleared).
+#[inline(always)]
+pub fn abs_f64(x: f64) -> f64 {
+    f64::from_bits(x.to_bits() & !(1 << 63))
+}
+
 /// f64 `e^x` (`libm`: below 1 ulp).
 #[cfg_attr(target_arch = "nvptx64", inline(never))]
 #[cfg_attr(not(target_arch = "nvptx64"), inline)]

@@ -39,91 +39,56 @@ trait Real:
     fn neg(self) -> Self;
 }
 
-impl Real for f32 {
-    const ZERO: Self = 0.0;
-    const ONE: Self = 1.0;
-    const INF: Self = f32::INFINITY;
-    const NAN: Self = f32::NAN;
-    #[inline(always)]
-    fn from_len(n: u64) -> Self {
-        n as f32
-    }
-    #[inline(always)]
-    fn is_nan(self) -> bool {
-        self.is_nan()
-    }
-    #[inline(always)]
-    fn is_finite(self) -> bool {
-        self.is_finite()
-    }
-    #[inline(always)]
-    fn abs(self) -> Self {
-        math::abs(self)
-    }
-    #[inline(always)]
-    fn sqrt(self) -> Self {
-        math::sqrt(self)
-    }
-    #[inline(always)]
-    fn exp(self) -> Self {
-        math::exp(self)
-    }
-    #[inline(always)]
-    fn ln(self) -> Self {
-        math::log(self)
-    }
-    #[inline(always)]
-    fn fma(self, b: Self, c: Self) -> Self {
-        math::fma(self, b, c)
-    }
-    #[inline(always)]
-    fn neg(self) -> Self {
-        -self
-    }
+/// `impl Real` for a float type with the functions that compute its operations.
+macro_rules! real {
+    ($t:ident, abs: $abs:path, sqrt: $sqrt:path, exp: $exp:path, ln: $ln:path, fma: $fma:path) => {
+        impl Real for $t {
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            const INF: Self = $t::INFINITY;
+            const NAN: Self = $t::NAN;
+            #[inline(always)]
+            fn from_len(n: u64) -> Self {
+                n as $t
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                $t::is_nan(self)
+            }
+            #[inline(always)]
+            fn is_finite(self) -> bool {
+                $t::is_finite(self)
+            }
+            #[inline(always)]
+            fn abs(self) -> Self {
+                $abs(self)
+            }
+            #[inline(always)]
+            fn sqrt(self) -> Self {
+                $sqrt(self)
+            }
+            #[inline(always)]
+            fn exp(self) -> Self {
+                $exp(self)
+            }
+            #[inline(always)]
+            fn ln(self) -> Self {
+                $ln(self)
+            }
+            #[inline(always)]
+            fn fma(self, b: Self, c: Self) -> Self {
+                $fma(self, b, c)
+            }
+            #[inline(always)]
+            fn neg(self) -> Self {
+                -self
+            }
+        }
+    };
 }
 
-impl Real for f64 {
-    const ZERO: Self = 0.0;
-    const ONE: Self = 1.0;
-    const INF: Self = f64::INFINITY;
-    const NAN: Self = f64::NAN;
-    #[inline(always)]
-    fn from_len(n: u64) -> Self {
-        n as f64
-    }
-    #[inline(always)]
-    fn is_nan(self) -> bool {
-        self.is_nan()
-    }
-    #[inline(always)]
-    fn is_finite(self) -> bool {
-        self.is_finite()
-    }
-    #[inline(always)]
-    fn abs(self) -> Self {
-        f64::from_bits(self.to_bits() & !(1 << 63))
-    }
-    #[inline(always)]
-    fn sqrt(self) -> Self {
-        math::sqrt_f64(self)
-    }
-    #[inline(always)]
-    fn exp(self) -> Self {
-        math::exp_f64(self)
-    }
-    #[inline(always)]
-    fn ln(self) -> Self {
-        math::log_f64(self)
-    }
-    #[inline(always)]
-    fn fma(self, b: Self, c: Self) -> Self {
-        libm::fma(self, b, c)
-    }
-    #[inline(always)]
-    fn neg(self) -> Self {
-        -self
-    }
-}
+real!(f32, abs: math::abs, sqrt: math::sqrt, exp: math::exp, ln: math::log, fma: math::fma);
+real!(f64, abs: math::abs_f64, sqrt: math::sqrt_f64, exp: math::exp_f64, ln: math::log_f64, fma: libm::fma);
 
 /// The larger of two values; NaN propagates.
 #[inline(always)]
