@@ -44,11 +44,35 @@ pub fn pow(a: f32, b: f32) -> f32 {
     libm::powf(a, b)
 }
 
+/// A float type with a NaN ([`max`] and [`min`] take f32 and f64).
+pub trait Nan: Copy + PartialOrd {
+    /// A quiet NaN.
+    const NAN: Self;
+    /// Whether `self` is NaN.
+    fn is_nan(self) -> bool;
+}
+
+impl Nan for f32 {
+    const NAN: Self = f32::NAN;
+    #[inline(always)]
+    fn is_nan(self) -> bool {
+        f32::is_nan(self)
+    }
+}
+
+impl Nan for f64 {
+    const NAN: Self = f64::NAN;
+    #[inline(always)]
+    fn is_nan(self) -> bool {
+        f64::is_nan(self)
+    }
+}
+
 /// `max(a, b)`, NaN when either operand is NaN (NumPy `maximum`, PyTorch `max`).
 #[inline(always)]
-pub fn max(a: f32, b: f32) -> f32 {
+pub fn max<T: Nan>(a: T, b: T) -> T {
     if a.is_nan() || b.is_nan() {
-        f32::NAN
+        T::NAN
     } else if a > b {
         a
     } else {
@@ -58,9 +82,9 @@ pub fn max(a: f32, b: f32) -> f32 {
 
 /// `min(a, b)`, NaN when either operand is NaN.
 #[inline(always)]
-pub fn min(a: f32, b: f32) -> f32 {
+pub fn min<T: Nan>(a: T, b: T) -> T {
     if a.is_nan() || b.is_nan() {
-        f32::NAN
+        T::NAN
     } else if a < b {
         a
     } else {

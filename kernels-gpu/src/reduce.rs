@@ -11,24 +11,28 @@
 //! the host's strides keep inside the input. Index math is u64; a single reduced dim (the common
 //! case: one axis, or adjacent axes merged) needs no division per element.
 
-use core::ops::{Add, Div, Mul, Sub};
+use core::ops::{Add, Div, Mul, Neg, Sub};
 
 use crate::abi::{MAX_RANK, ReduceOp, ReduceParams};
 use crate::group::{Group, Lane, each_item};
-use crate::math;
+use crate::math::{self, Nan, max, min};
 use crate::movement::unravel;
 
 /// An element type the `Reduce*` kernel folds in (f32 with the kernels' own math, f64 with
 /// `libm`'s correctly rounded or sub-ulp functions).
 trait Real:
-    Lane + PartialOrd + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self>
+    Lane
+    + Nan
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Neg<Output = Self>
 {
     const ZERO: Self;
     const ONE: Self;
     const INF: Self;
-    const NAN: Self;
     fn from_len(n: u64) -> Self;
-    fn is_nan(self) -> bool;
     fn is_finite(self) -> bool;
     fn abs(self) -> Self;
     fn sqrt(self) -> Self;
@@ -36,7 +40,6 @@ trait Real:
     fn ln(self) -> Self;
     /// `self * b + c` with one rounding.
     fn fma(self, b: Self, c: Self) -> Self;
-    fn neg(self) -> Self;
 }
 
 /// `impl Real` for a float type with the functions that compute its operations.
@@ -46,14 +49,9 @@ macro_rules! real {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
             const INF: Self = $t::INFINITY;
-            const NAN: Self = $t::NAN;
             #[inline(always)]
             fn from_len(n: u64) -> Self {
                 n as $t
-            }
-            #[inline(always)]
-            fn is_nan(self) -> bool {
-                $t::is_nan(self)
             }
             #[inline(always)]
             fn is_finite(self) -> bool {
@@ -79,40 +77,12 @@ macro_rules! real {
             fn fma(self, b: Self, c: Self) -> Self {
                 $fma(self, b, c)
             }
-            #[inline(always)]
-            fn neg(self) -> Self {
-                -self
-            }
         }
     };
 }
 
 real!(f32, abs: math::abs, sqrt: math::sqrt, exp: math::exp, ln: math::log, fma: math::fma);
 real!(f64, abs: math::abs_f64, sqrt: math::sqrt_f64, exp: math::exp_f64, ln: math::log_f64, fma: libm::fma);
-
-/// The larger of two values; NaN propagates.
-#[inline(always)]
-fn max<T: Real>(a: T, b: T) -> T {
-    if a.is_nan() || b.is_nan() {
-        T::NAN
-    } else if a > b {
-        a
-    } else {
-        b
-    }
-}
-
-/// The smaller of two values; NaN propagates.
-#[inline(always)]
-fn min<T: Real>(a: T, b: T) -> T {
-    if a.is_nan() || b.is_nan() {
-        T::NAN
-    } else if a < b {
-        a
-    } else {
-        b
-    }
-}
 
 /// Offset of index `i` unravelled over the `rank` right-aligned dims of `shape` with `strides`.
 /// The loop has a constant trip count with an early exit, so the arrays stay constant-indexed.
@@ -172,7 +142,7 @@ fn max_number<T: Real>(a: T, b: T) -> T {
 fn reduce_row<T: Real>(op: ReduceOp, g: Group, r: Row<'_, T>) -> T {
     let sum = |a: T, b: T| a + b;
     let total = |v: T| g.reduce(v, sum);
-    let (zero, ninf) = (T::ZERO, T::INF.neg());
+    let (zero, ninf) = (T::ZERO, -T::INF);
     match op {
         ReduceOp::Sum => total(r.fold(g, zero, sum)),
         ReduceOp::Mean => total(r.fold(g, zero, sum)) / T::from_len(r.p.len),

@@ -146,16 +146,17 @@ impl Context {
         let function = self.module.function(kernel)?;
         let [gx, gy, gz] = shape.grid;
         let [bx, by, bz] = shape.block;
-        let mut attributes = Vec::with_capacity(2);
-        if programmatic && self.programmatic_launch() {
-            attributes.push(sys::CUlaunchAttribute {
-                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-                pad: [0; 4],
-                value: sys::CUlaunchAttributeValue { programmaticStreamSerializationAllowed: 1 },
-            });
-        }
+        // The launch's attributes, the first `used` of them (on the stack: no allocation per
+        // launch).
+        let pdl = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value: sys::CUlaunchAttributeValue { programmaticStreamSerializationAllowed: 1 },
+        };
+        let mut attributes = [pdl; 2];
+        let mut used = usize::from(programmatic && self.programmatic_launch());
         if let Some(w) = window {
-            attributes.push(sys::CUlaunchAttribute {
+            attributes[used] = sys::CUlaunchAttribute {
                 id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW,
                 pad: [0; 4],
                 value: sys::CUlaunchAttributeValue {
@@ -167,7 +168,8 @@ impl Context {
                         missProp: sys::CUaccessProperty::CU_ACCESS_PROPERTY_STREAMING,
                     },
                 },
-            });
+            };
+            used += 1;
         }
         let config = sys::CUlaunchConfig {
             gridDimX: gx,
@@ -179,7 +181,7 @@ impl Context {
             sharedMemBytes: shape.shared_bytes,
             hStream: stream.cu_stream(),
             attrs: attributes.as_mut_ptr(),
-            numAttrs: attributes.len() as u32,
+            numAttrs: used as u32,
         };
         // SAFETY: the function belongs to this context's loaded module; `params` holds one pointer
         // per kernel parameter, each to live storage of the parameter's size (caller's contract);

@@ -1,14 +1,50 @@
 //! Elementwise ops lowered to hand-built elementwise programs (`ew_program_f32`): the variadic
 //! Sum, Mean, Max and Min (a chain of the binary instruction over up to four inputs per launch;
 //! more inputs take further launches that read the running result back), PRelu and Shrink.
-//! All f32; one input is a copy.
+//! All f32; one input is a copy. And a unary op left on its own: its kernel (f32, or f64 for the
+//! ops that have one).
 
-use kernels_gpu::abi::{BinaryOp, EW_MAX_INPUTS, EwInstr, ew_binary_code, ew_extra, ew_src};
+use kernels_gpu::abi::{
+    BinaryOp, EW_MAX_INPUTS, EwInstr, UnaryOp, UnaryParams, ew_binary_code, ew_extra, ew_src,
+};
 
 use super::fuse::EwProgram;
-use super::lower::{Lowered, dims, ew_program, f32_only};
-use super::{PlanOptions, PlannedValue, Step};
+use super::lower::{Lowered, bytes_of, dims, ew_program, f32_only, linear_grid};
+use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step};
 use crate::graph::{NodeId, ValueId};
+use crate::tensor_info::DType;
+
+/// Unary op `u` of node `id` from `x` to `out`: the op's f64 kernel where both are f64 and it has
+/// one, else its f32 kernel (f32 operands).
+pub(super) fn unary(
+    id: NodeId,
+    label: String,
+    u: UnaryOp,
+    x: ValueId,
+    out: ValueId,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    // (The same dtype in and out: the graph checks.)
+    let kernel = match u.kernel_f64() {
+        Some(k) if values[x.index()].dtype == DType::F64 && values[out.index()].dtype == DType::F64 => k,
+        _ => {
+            f32_only(values, &[x, out])?;
+            u.kernel()
+        }
+    };
+    let elems = dims(values, x)?.0.iter().product::<usize>() as u64;
+    let p = UnaryParams { elems, alpha: u.alpha(), _pad: 0 };
+    Ok(vec![Step::Kernel {
+        nodes: vec![id],
+        label,
+        kernel,
+        grid: linear_grid(o, elems.div_ceil(4)),
+        block: [THREADS, 1, 1],
+        shared_bytes: 0,
+        args: vec![Arg::Params(bytes_of(&p)), Arg::Value(x), Arg::Value(out)],
+    }])
+}
 
 /// Which variadic op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

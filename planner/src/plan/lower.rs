@@ -2,7 +2,7 @@
 //! without a GPU kernel yet returns the reason, which `compile` collects for every node. [`scratch`]
 //! names the scratch buffers a node's steps need besides its graph values.
 
-use kernels_gpu::abi::{Activation, BinaryOp, Params, UnaryOp, UnaryParams, compare_op};
+use kernels_gpu::abi::{Activation, BinaryOp, Params, UnaryOp, compare_op};
 
 use super::blocks;
 use super::conv::{self, ConvNode};
@@ -173,25 +173,7 @@ pub(super) fn node(
     }
     if let Some(u) = unary_op(&n.op) {
         let x = ins.first().copied().flatten().ok_or("missing input")?;
-        // f64 runs where the op has an f64 kernel (the same dtype in and out: the graph checks).
-        let kernel = match u.kernel_f64() {
-            Some(k) if values[x.index()].dtype == DType::F64 && values[out.index()].dtype == DType::F64 => k,
-            _ => {
-                f32_only(values, &[x, out])?;
-                u.kernel()
-            }
-        };
-        let elems = dims(values, x)?.0.iter().product::<usize>() as u64;
-        let p = UnaryParams { elems, alpha: u.alpha(), _pad: 0 };
-        return Ok(vec![Step::Kernel {
-            nodes: vec![id],
-            label,
-            kernel,
-            grid: linear_grid(o, elems.div_ceil(4)),
-            block: [THREADS, 1, 1],
-            shared_bytes: 0,
-            args: vec![Arg::Params(bytes_of(&p)), Arg::Value(x), Arg::Value(out)],
-        }]);
+        return ew_ops::unary(id, label, u, x, out, values, o);
     }
     let variadic = match n.op {
         Op::Sum => Some(Variadic::Sum),
