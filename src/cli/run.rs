@@ -133,15 +133,20 @@ fn run_cuda(
                 r.high_water as f64 / (1u64 << 20) as f64
             );
         }
-        let times = if session.last_plan().is_some() { session.profile_steps(20)? } else { Vec::new() };
+        let (times, inside) = if session.last_plan().is_some() {
+            (session.profile_steps(20)?, session.profile_steps_in_graph(200)?)
+        } else {
+            (Vec::new(), Vec::new())
+        };
         if let Some(plan) = session.last_plan() {
             let text = plan.to_string();
             println!(
-                "plan ({} steps), each step's device time launched alone (median of 20):",
-                plan.steps.len()
+                "plan ({} steps): each step's device time launched alone (median of 20), and what it adds to the graph replay (the replay's median less that of the graph without the step, 200 replays each; sum {:.2} us):",
+                plan.steps.len(),
+                inside.iter().sum::<f64>()
             );
-            for (line, t) in text.lines().zip(&times) {
-                println!("step {t:>8.2} us  {line}");
+            for ((line, t), g) in text.lines().zip(&times).zip(&inside) {
+                println!("step {t:>8.2} us  in graph {g:>7.2} us  {line}");
             }
             let mut by_kernel: std::collections::BTreeMap<String, (usize, f64)> = Default::default();
             for (step, t) in plan.steps.iter().zip(&times) {

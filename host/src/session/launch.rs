@@ -78,6 +78,18 @@ impl Session<'_> {
         }
     }
 
+    /// Launches every step but `skip` (the in-graph profile, [`Session::profile_steps_in_graph`]).
+    pub(super) fn launch_steps_except(&self, binding: &Key, skip: Option<usize>) -> Result<(), HostError> {
+        let c = &self.compiled[binding];
+        let at = self.addresses(c);
+        for (i, step) in c.plan.steps.iter().enumerate() {
+            if Some(i) != skip {
+                self.launch_step(&at, i, step)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Launches every step; with `sync_each`, waits after each so that an asynchronous fault is
     /// reported with the step that caused it.
     pub(super) fn launch_steps(&self, binding: &Key, sync_each: bool) -> Result<(), HostError> {
