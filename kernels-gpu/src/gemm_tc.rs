@@ -43,6 +43,9 @@ use stats::row_statistics;
 pub(crate) const NT: usize = (GEMM_TC_N / 8) as usize;
 /// Row stride of a warp's partial tile in shared memory (padded against bank conflicts).
 const LD: u32 = GEMM_TC_N + 1;
+/// Most partial tiles an output sums (the warps of a block, or of a pair of blocks).
+const PARTIALS: usize = 16;
+const _: () = assert!(PARTIALS as u32 == 2 * GEMM_TC_MAX_WARPS && pair::PARTS_MAX[1] == 2);
 
 /// `x` as a TF32 value and the TF32 rounding of its remainder (`x ≈ big + small` to 2^-22). An
 /// infinite or NaN `x` is carried by its big part alone (its remainder would be NaN).
@@ -402,10 +405,9 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
     }
     if PAIR && part != 0 {
         // The second part's partial tiles go to the first block's shared memory, after its own.
-        // SAFETY: the slot's tile lies inside GEMM_TC_PAIR_SHARED_BYTES; the first block runs
-        // until the barrier below.
+        // SAFETY: the slot's tile lies inside GEMM_TC_PAIR_SHARED_BYTES; every warp of this block
+        // stores its tile once; the first block runs until they have landed (`pair::collect`).
         unsafe { pair::store_remote(&acc, slot * GEMM_TC_M * LD, g, t) };
-        pair::barrier();
         return;
     }
     // SAFETY: warp w's partial tile lies inside the GEMM_TC_SHARED_BYTES the launch provides.
@@ -417,22 +419,36 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
             unsafe { *tile.add((i * LD + cc) as usize) = *v };
         }
     }
+    sync_threads();
     if PAIR {
-        // Also orders this block's own stores (a barrier of the whole cluster).
-        pair::barrier();
-    } else {
-        sync_threads();
+        pair::collect(warps);
     }
     let mut o = tid;
     while o < GEMM_TC_M * GEMM_TC_N {
         let (li, lj) = (o / GEMM_TC_N, o % GEMM_TC_N);
         let (i, j) = (row0 + li, col0 + lj);
         if i < p.m && j < p.n {
-            let mut v = 0.0f32;
-            for w in 0..step {
-                // SAFETY: w < parts * warps: a partial tile written before the barrier.
-                v += unsafe { *smem.add(((w * GEMM_TC_M + li) * LD + lj) as usize) };
+            // Every partial's load issues before the first add (a rolled loop waited for each in
+            // turn), then they are summed in warp order. By literal: the array stays in registers.
+            let mut part = [0.0f32; PARTIALS];
+            macro_rules! partials {
+                ($($w:literal)*) => {{
+                    $(
+                        if $w < step {
+                            // SAFETY: w < parts * warps: a partial tile written before the barrier.
+                            part[$w] = unsafe { *smem.add((($w * GEMM_TC_M + li) * LD + lj) as usize) };
+                        }
+                    )*
+                    let mut v = 0.0f32;
+                    $(
+                        if $w < step {
+                            v += part[$w];
+                        }
+                    )*
+                    v
+                }};
             }
+            let v = partials!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
             // SAFETY: the program's inputs and C cover the output (the contract).
             let out = unsafe { finish(&p, c, program, batch, i, j, v) };
             // SAFETY: i < m, j < n: inside output matrix `batch`.

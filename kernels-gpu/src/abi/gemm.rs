@@ -133,11 +133,17 @@ pub const GEMM_TC_SHARED_BYTES: u32 = GEMM_TC_MAX_WARPS * GEMM_TC_M * (GEMM_TC_N
 /// Dynamic shared memory of `gemm_tc_packed_norm_f32`: [`GEMM_TC_SHARED_BYTES`], then the block's
 /// row statistics (mean and `1 / sqrt(var + eps)` of each of its `GEMM_TC_M` rows).
 pub const GEMM_TC_NORM_SHARED_BYTES: u32 = GEMM_TC_SHARED_BYTES + 2 * GEMM_TC_M * 4;
-/// Dynamic shared memory of the `_pair` entries of `gemm_tc_f32` (a column tile split over two
-/// blocks): the first block holds both blocks' partial tiles.
-pub const GEMM_TC_PAIR_SHARED_BYTES: u32 = 2 * GEMM_TC_SHARED_BYTES;
-/// [`GEMM_TC_PAIR_SHARED_BYTES`] and the row statistics, for `gemm_tc_packed_norm_pair_f32`.
-pub const GEMM_TC_PAIR_NORM_SHARED_BYTES: u32 = GEMM_TC_PAIR_SHARED_BYTES + 2 * GEMM_TC_M * 4;
+/// Byte offset, in the dynamic shared memory of the `_pair` entries of `gemm_tc_f32` (a column
+/// tile split over two blocks), of the first block's memory barrier (`mbarrier`, 8 bytes) that
+/// counts the second block's partial tiles in. Before it: both blocks' partial tiles, then the
+/// row statistics (the LayerNorm entry's).
+pub const GEMM_TC_PAIR_BARRIER_AT: u32 = 2 * GEMM_TC_SHARED_BYTES + 2 * GEMM_TC_M * 4;
+/// Dynamic shared memory of the `_pair` entries (see [`GEMM_TC_PAIR_BARRIER_AT`]).
+pub const GEMM_TC_PAIR_SHARED_BYTES: u32 = GEMM_TC_PAIR_BARRIER_AT + 8;
+/// Dynamic shared memory of `gemm_tc_packed_norm_pair_f32` (the layout of
+/// [`GEMM_TC_PAIR_SHARED_BYTES`], statistics included).
+pub const GEMM_TC_PAIR_NORM_SHARED_BYTES: u32 = GEMM_TC_PAIR_SHARED_BYTES;
+const _: () = assert!(GEMM_TC_PAIR_BARRIER_AT.is_multiple_of(8));
 
 /// The LayerNormalization `gemm_tc_packed_norm_f32` applies to A's rows (over all k) as it loads
 /// them: `A'[i, k] = (A[i, k] - mean_i) / sqrt(var_i + epsilon) * scale[k] + bias[k]`.
