@@ -430,6 +430,7 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
         if i < p.m && j < p.n {
             // Every partial's load issues before the first add (a rolled loop waited for each in
             // turn), then they are summed in warp order. By literal: the array stays in registers.
+            // Blocks of at most four warps (the small GEMMs) test only four guards.
             let mut part = [0.0f32; PARTIALS];
             macro_rules! partials {
                 ($($w:literal)*) => {{
@@ -448,7 +449,8 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
                     v
                 }};
             }
-            let v = partials!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+            let v =
+                if step <= 4 { partials!(0 1 2 3) } else { partials!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15) };
             // SAFETY: the program's inputs and C cover the output (the contract).
             let out = unsafe { finish(&p, c, program, batch, i, j, v) };
             // SAFETY: i < m, j < n: inside output matrix `batch`.
