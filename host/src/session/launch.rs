@@ -1,6 +1,6 @@
 //! Launching a plan's steps: where each value lives ([`Addresses`]) and one launch per step.
 
-use cudarc::driver::{CudaSlice, DevicePtr, result};
+use cudarc::driver::{CudaGraph, CudaSlice, DevicePtr, result, sys};
 use planner::ValueId;
 use planner::memory::MemoryPlan;
 use planner::plan::{Arg, Step};
@@ -78,24 +78,17 @@ impl Session<'_> {
         }
     }
 
-    /// Launches every step but `skip` (the in-graph profile, [`Session::profile_steps_in_graph`]).
-    pub(super) fn launch_steps_except(&self, binding: &Key, skip: Option<usize>) -> Result<(), HostError> {
+    /// Launches every step but `skip` (none: all of them); with `sync_each`, waits after each so
+    /// that an asynchronous fault is reported with the step that caused it.
+    pub(super) fn launch_steps(
+        &self,
+        binding: &Key,
+        skip: Option<usize>,
+        sync_each: bool,
+    ) -> Result<(), HostError> {
         let c = &self.compiled[binding];
         let at = self.addresses(c);
-        for (i, step) in c.plan.steps.iter().enumerate() {
-            if Some(i) != skip {
-                self.launch_step(&at, i, step)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Launches every step; with `sync_each`, waits after each so that an asynchronous fault is
-    /// reported with the step that caused it.
-    pub(super) fn launch_steps(&self, binding: &Key, sync_each: bool) -> Result<(), HostError> {
-        let c = &self.compiled[binding];
-        let at = self.addresses(c);
-        for (i, step) in c.plan.steps.iter().enumerate() {
+        for (i, step) in c.plan.steps.iter().enumerate().filter(|&(i, _)| Some(i) != skip) {
             self.launch_step(&at, i, step)?;
             if sync_each {
                 self.stream
@@ -104,6 +97,20 @@ impl Session<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The steps of `binding` but `skip` captured as a CUDA graph on the session's stream (none
+    /// when nothing was captured).
+    pub(super) fn capture(&self, binding: &Key, skip: Option<usize>) -> Result<Option<CudaGraph>, HostError> {
+        self.stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(HostError::driver("starting CUDA graph capture"))?;
+        let launched = self.launch_steps(binding, skip, false);
+        let graph = self
+            .stream
+            .end_capture(sys::CUgraphInstantiate_flags(0))
+            .map_err(HostError::driver("ending CUDA graph capture"))?;
+        launched.map(|()| graph)
     }
 
     /// Launches step `i` of a plan whose values live at `at` on the session's stream.

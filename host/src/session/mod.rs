@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr, sys};
+use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr};
 use planner::plan::{Plan, PlanOptions, compile};
 use planner::{Binding, Dim, Graph, ValueId};
 
@@ -465,13 +465,15 @@ impl<'c> Session<'c> {
         Ok(out)
     }
 
+    /// The binding of the last run.
+    fn last_binding(&self) -> Result<Key, HostError> {
+        self.last.clone().ok_or_else(|| HostError::Arena { detail: "no run has bound the inputs yet".into() })
+    }
+
     /// Executes the last run's binding on the inputs already on the device: replays its CUDA graph
     /// (capturing it on first use) or launches the steps one by one. Does not wait.
     pub fn execute(&mut self) -> Result<(), HostError> {
-        let binding = self
-            .last
-            .clone()
-            .ok_or_else(|| HostError::Arena { detail: "no run has bound the inputs yet".into() })?;
+        let binding = self.last_binding()?;
         if self.is_staged(&binding) {
             let inputs = std::mem::take(&mut self.staged_inputs);
             let ran = self.run_stages(&binding, &inputs).and_then(|held| self.take_outputs(held));
@@ -484,23 +486,15 @@ impl<'c> Session<'c> {
         if use_graph && c.graph.is_none() {
             // Eager once, waiting after every step so that a fault names its step, then capture;
             // the eager launch is this execution (running twice would advance recurrent state twice).
-            self.launch_steps(&binding, true)?;
-            let stream = &self.stream;
-            stream
-                .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-                .map_err(HostError::driver("starting CUDA graph capture"))?;
-            let launched = self.launch_steps(&binding, false);
-            let graph = stream
-                .end_capture(sys::CUgraphInstantiate_flags(0))
-                .map_err(HostError::driver("ending CUDA graph capture"))?;
-            launched?;
+            self.launch_steps(&binding, None, true)?;
+            let graph = self.capture(&binding, None)?;
             self.compiled.get_mut(&binding).expect("prepared").graph = graph.map(Graphed);
             return Ok(());
         }
         let c = &self.compiled[&binding];
         match (&c.graph, use_graph) {
             (Some(g), true) => g.0.launch().map_err(HostError::driver("replaying the CUDA graph")),
-            _ => self.launch_steps(&binding, false),
+            _ => self.launch_steps(&binding, None, false),
         }
     }
 

@@ -3,7 +3,7 @@
 
 use super::Session;
 use crate::error::HostError;
-use cudarc::driver::sys;
+use crate::specialize::Key;
 
 impl Session<'_> {
     /// Device time in microseconds of each of `iters` executions of the last binding (graph
@@ -31,13 +31,7 @@ impl Session<'_> {
     /// events on the session's stream): the median over `iters` executions, in microseconds, in
     /// step order. Launch gaps between steps are not included, so the sum is below the eager total.
     pub fn profile_steps(&mut self, iters: usize) -> Result<Vec<f64>, HostError> {
-        let binding = self
-            .last
-            .clone()
-            .ok_or_else(|| HostError::Arena { detail: "no run has bound the inputs yet".into() })?;
-        let c = self.compiled.get(&binding).ok_or_else(|| HostError::Arena {
-            detail: "this model runs in stages (data-dependent shapes): its steps are not one plan".into(),
-        })?;
+        let c = &self.compiled[&self.plan_binding()?];
         let at = self.addresses(c);
         let mut samples = vec![Vec::with_capacity(iters); c.plan.steps.len()];
         for _ in 0..iters.max(1) {
@@ -46,14 +40,9 @@ impl Session<'_> {
                 samples[i].push(ms as f64 * 1e3);
             }
         }
-        Ok(samples
-            .into_iter()
-            .map(|mut t| {
-                t.sort_by(f64::total_cmp);
-                t[t.len() / 2]
-            })
-            .collect())
+        Ok(samples.into_iter().map(median).collect())
     }
+
     /// What each step of the last run's binding costs inside the replayed CUDA graph: for step
     /// `i`, the median replay time of the whole graph minus that of the graph captured without
     /// step `i` (`iters` replays each, microseconds, in step order). Unlike [`Self::profile_steps`]
@@ -62,30 +51,9 @@ impl Session<'_> {
     /// save. The runs it makes leave the outputs and any recurrent state undefined: run the
     /// session again (or [`Self::reset_state`]) before using its results.
     pub fn profile_steps_in_graph(&mut self, iters: usize) -> Result<Vec<f64>, HostError> {
-        let binding = self
-            .last
-            .clone()
-            .ok_or_else(|| HostError::Arena { detail: "no run has bound the inputs yet".into() })?;
-        let steps = match self.compiled.get(&binding) {
-            Some(c) => c.plan.steps.len(),
-            None => {
-                return Err(HostError::Arena {
-                    detail: "this model runs in stages (data-dependent shapes): its steps are not one plan"
-                        .into(),
-                });
-            }
-        };
+        let binding = self.plan_binding()?;
         let replay = |skip: Option<usize>| -> Result<f64, HostError> {
-            self.stream
-                .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-                .map_err(HostError::driver("starting CUDA graph capture"))?;
-            let launched = self.launch_steps_except(&binding, skip);
-            let graph = self
-                .stream
-                .end_capture(sys::CUgraphInstantiate_flags(0))
-                .map_err(HostError::driver("ending CUDA graph capture"))?;
-            launched?;
-            let Some(graph) = graph else { return Ok(0.0) };
+            let Some(graph) = self.capture(&binding, skip)? else { return Ok(0.0) };
             let mut t = Vec::with_capacity(iters.max(1));
             for k in 0..iters.max(1) + 3 {
                 let ms = self.ctx.time_on(&self.stream, || {
@@ -96,10 +64,27 @@ impl Session<'_> {
                     t.push(ms as f64 * 1e3);
                 }
             }
-            t.sort_by(f64::total_cmp);
-            Ok(t[t.len() / 2])
+            Ok(median(t))
         };
         let whole = replay(None)?;
-        (0..steps).map(|i| replay(Some(i)).map(|t| whole - t)).collect()
+        (0..self.compiled[&binding].plan.steps.len()).map(|i| replay(Some(i)).map(|t| whole - t)).collect()
     }
+
+    /// The last run's binding when it compiled to one plan (not a staged model).
+    fn plan_binding(&self) -> Result<Key, HostError> {
+        let binding = self.last_binding()?;
+        if !self.compiled.contains_key(&binding) {
+            return Err(HostError::Arena {
+                detail: "this model runs in stages (data-dependent shapes): its steps are not one plan"
+                    .into(),
+            });
+        }
+        Ok(binding)
+    }
+}
+
+/// The median of non-empty `t`.
+fn median(mut t: Vec<f64>) -> f64 {
+    t.sort_by(f64::total_cmp);
+    t[t.len() / 2]
 }
