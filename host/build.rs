@@ -147,23 +147,65 @@ fn with_directives(ptx: &str, flavour: &str) -> String {
 /// first weight loads; attention, after its set-up) keeps that wait instead: what comes before it
 /// overlaps the previous kernel's completion.
 ///
-/// There is no explicit `griddepcontrol.launch_dependents`: the next kernel is released when this
-/// one's blocks exit, and its launch overlaps this one's completion. Releasing it at the start of
-/// each kernel (its blocks then wait on the SMs) measured slower on the H200: GPT-2 of issue 5 with
-/// graph replay 233.5 us against 212.4 us (and 217.6 us without PDL). Releasing it right after
-/// the wait (so that only two kernels are ever resident) measured slower too (session 9: 176.0–176.8
-/// us against 168.7–169.6 us, 173.5 without PDL): the next kernel's blocks are placed on the SMs
-/// while this one still occupies them, unevenly.
+/// The next kernel is released (`griddepcontrol.launch_dependents`) when every block of this one
+/// has executed that or exited; its blocks then launch (and load their weights) while this one
+/// finishes, and wait in their own `griddepcontrol.wait`. Entries that wait themselves (the
+/// tensor-core GEMMs, attention) release it once only their epilogue is left (after the block
+/// barrier that precedes it); the short kernels (gathers, copies, row and elementwise kernels, whose
+/// grids are one resident wave) right after their wait, inserted here. The long or many-wave
+/// kernels of [`RELEASE_AT_EXIT`] release it as they exit: the next kernel's blocks, waiting on
+/// the SMs, would take the room their later blocks need. Measured on the H200 with graph replay (session
+/// 11, interleaved A/B): GPT-2 of issue 5 162.4–162.9 us with no explicit release (each kernel
+/// released at exit) against 151.9–152.5 us; the BERT fixture 130.4–130.7 against 119.0–119.8
+/// us; the GPT-2 fixture 74.9–75.3 against 67.8–68.2 us. Releasing every kernel at its start
+/// measured slower (GPT-2 233.5 us against 212.4 us, an early session), and so did releasing the
+/// GEMMs and attention right after their wait (session 9: 176.0–176.8 us against 168.7–169.6 us)
+/// or before their k loop (session 11: 164.1–164.5 us against 153.0–153.3 us): the next kernel's
+/// blocks are then placed on the SMs while this one still needs them, unevenly.
+/// Entries of the Hopper flavour that release the next kernel only as they exit
+/// ([`with_grid_dependency`]): long, or launched with grids of several waves.
+const RELEASE_AT_EXIT: &[&str] = &[
+    "gemm_f32",
+    "gemm_program_f32",
+    "gemm_reduce_f32",
+    "gemm_reduce_program_f32",
+    "gemv_f32",
+    "gemv_program_f32",
+    "mlp_f32",
+    "conv_gemm_f32",
+    "conv_direct_f32",
+    "conv_transpose_f32",
+    "deform_conv_f32",
+    "attention_tc_f32",
+    "attention_scores_f32",
+    "linear_attention_f32",
+    "lstm_f32",
+    "gru_f32",
+    "rnn_f32",
+    "selective_scan_f32",
+    "ssd_scan_f32",
+    "rglru_f32",
+    "wkv6_f32",
+    "causal_conv_f32",
+    "dft_f32",
+    "stft_f32",
+    "tree_ensemble_f32",
+];
+
 fn with_grid_dependency(ptx: &str) -> String {
     const PDL: &str = "\tgriddepcontrol.wait;\n";
+    const RELEASE: &str = "\tgriddepcontrol.launch_dependents;\n";
     let mut out = String::with_capacity(ptx.len() + 64 * 128);
     let (mut in_entry, mut in_decls, mut entries, mut marked) = (false, false, 0usize, 0usize);
     let lines: Vec<&str> = ptx.split_inclusive('\n').collect();
+    let mut early = false;
     for (i, line) in lines.iter().enumerate() {
         let t = line.trim();
-        if t.starts_with(".visible .entry ") {
+        if let Some(rest) = t.strip_prefix(".visible .entry ") {
             in_entry = true;
             entries += 1;
+            let name = rest.split('(').next().unwrap_or_default();
+            early = !RELEASE_AT_EXIT.contains(&name);
         } else if in_entry && t == "{" {
             (in_entry, in_decls) = (false, true);
         } else if in_decls
@@ -176,6 +218,9 @@ fn with_grid_dependency(ptx: &str) -> String {
                 lines[i..].iter().take_while(|l| !(l.starts_with('.') || l.contains("// -- Begin function")));
             if !body.clone().any(|l| l.contains("griddepcontrol.wait")) {
                 out.push_str(PDL);
+                if early && !body.clone().any(|l| l.contains("griddepcontrol.launch_dependents")) {
+                    out.push_str(RELEASE);
+                }
             }
             in_decls = false;
             marked += 1;

@@ -19,8 +19,9 @@ use crate::abi::{
     ATTN_MAX_DV, ATTN_ROWS, ATTN_THREADS, ATTN_WARPS, AttentionParams, AttnView, attention_fits,
 };
 use crate::intrinsics::{
-    F32x4, block_dim_x, block_idx_x, dynamic_shared_ptr, fma_rn, grid_dependency_wait, lane_id, shfl_idx_u32,
-    shfl_xor_f32, sync_threads, thread_idx_x, vote_any, warp_sum_f32,
+    F32x4, block_dim_x, block_idx_x, dynamic_shared_ptr, fma_rn, grid_dependency_wait,
+    grid_dependents_launch, lane_id, shfl_idx_u32, shfl_xor_f32, sync_threads, thread_idx_x, vote_any,
+    warp_sum_f32,
 };
 use crate::math;
 use crate::program::EwState;
@@ -447,6 +448,8 @@ unsafe fn merge_rows<const C: usize>(
         }
     });
     sync_threads();
+    // Only the rows' merge is left: the next kernel may launch (its blocks wait for this grid).
+    grid_dependents_launch();
     let r = warp;
     if r >= rows {
         return;

@@ -29,7 +29,8 @@ use crate::abi::{
 use crate::gemm::{Program, finish, program};
 use crate::intrinsics::{
     block_dim_x, block_idx_x, block_idx_y, block_idx_z, cvt_rna_tf32, dynamic_shared_ptr,
-    grid_dependency_wait, lane_id, mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x, trap,
+    grid_dependency_wait, grid_dependents_launch, lane_id, mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x,
+    trap,
 };
 
 mod pair;
@@ -420,6 +421,8 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
         }
     }
     sync_threads();
+    // Only the epilogue is left: the next kernel may launch (its blocks wait for this grid).
+    grid_dependents_launch();
     if PAIR {
         pair::collect(warps);
     }

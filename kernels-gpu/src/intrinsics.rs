@@ -327,6 +327,19 @@ pub fn grid_dependency_wait() {
     };
 }
 
+/// Programmatic dependent launch (Hopper): lets the grid that depends on this one launch once
+/// every block of this grid has executed this or exited (`griddepcontrol.launch_dependents`),
+/// instead of once they have all exited. Its blocks still wait in [`grid_dependency_wait`] for
+/// this grid to finish: this only moves their launch earlier. Does nothing on the portable flavour.
+#[inline(always)]
+pub fn grid_dependents_launch() {
+    #[cfg(ferrofuse_hopper)]
+    // SAFETY: a scheduling hint; it touches no memory.
+    unsafe {
+        asm!("griddepcontrol.launch_dependents;", options(nostack))
+    };
+}
+
 /// Starts an asynchronous 16-byte copy from global memory to shared memory (`cp.async.cg`, bypassing
 /// L1). Completes at a later [`cp_async_wait_all`] after [`cp_async_commit`].
 ///

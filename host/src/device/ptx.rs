@@ -239,6 +239,33 @@ mod tests {
     }
 
     #[test]
+    fn hopper_kernels_release_their_dependents_before_they_exit() {
+        let module = |f: PtxFlavour, k: &str| kernel_module(f.source(), k).unwrap_or_else(|| panic!("{k}"));
+        const RELEASE: &str = "griddepcontrol.launch_dependents;";
+        // Explicitly, once only the epilogue is left, or right after the wait the build inserts.
+        for k in [
+            "gemm_tc_packed_norm_f32",
+            "gemm_tc_packed_program_pair_f32",
+            "attention_f32",
+            "gather_program_f32",
+        ]
+        .into_iter()
+        .chain(["layer_norm_f32", "ew_program_f32", "softmax_f32"])
+        {
+            assert!(module(PtxFlavour::Hopper, k).contains(RELEASE), "{k}");
+            assert!(!module(PtxFlavour::Portable, k).contains("griddepcontrol"), "{k}");
+        }
+        // Many-wave or long kernels release only as they exit.
+        for k in ["gemm_f32", "conv_gemm_f32", "selective_scan_f32", "mlp_f32"] {
+            assert!(!module(PtxFlavour::Hopper, k).contains(RELEASE), "{k}");
+        }
+        // The inserted release follows the inserted wait.
+        let ln = module(PtxFlavour::Hopper, "layer_norm_f32");
+        let (wait, release) = (ln.find("griddepcontrol.wait;"), ln.find(RELEASE));
+        assert!(matches!((wait, release), (Some(w), Some(r)) if w < r), "{ln}");
+    }
+
+    #[test]
     fn every_kernel_splits_into_a_module_with_its_callees() {
         for flavour in PtxFlavour::ALL {
             let all = flavour.source();
