@@ -155,9 +155,9 @@ fn with_directives(ptx: &str, flavour: &str) -> String {
 /// grids are one resident wave) right after their wait, inserted here. The long or many-wave
 /// kernels of [`RELEASE_AT_EXIT`] release it as they exit: the next kernel's blocks, waiting on
 /// the SMs, would take the room their later blocks need. Measured on the H200 with graph replay (session
-/// 11, interleaved A/B): GPT-2 of issue 5 162.4–162.9 us with no explicit release (each kernel
-/// released at exit) against 151.9–152.5 us; the BERT fixture 130.4–130.7 against 119.0–119.8
-/// us; the GPT-2 fixture 74.9–75.3 against 67.8–68.2 us. Releasing every kernel at its start
+/// 11, interleaved A/B): GPT-2 of issue 5 162.3–163.1 us with no explicit release (each kernel
+/// released at exit) against 152.8–153.5 us; the BERT fixture 131.5–132.0 against 121.5–121.7
+/// us; the GPT-2 fixture 75.0–75.1 against 68.9–69.2 us. Releasing every kernel at its start
 /// measured slower (GPT-2 233.5 us against 212.4 us, an early session), and so did releasing the
 /// GEMMs and attention right after their wait (session 9: 176.0–176.8 us against 168.7–169.6 us)
 /// or before their k loop (session 11: 164.1–164.5 us against 153.0–153.3 us): the next kernel's
