@@ -138,30 +138,6 @@ fn with_directives(ptx: &str, flavour: &str) -> String {
     if flavour == "hopper" { with_grid_dependency(&out) } else { out }
 }
 
-/// Programmatic dependent launch (Hopper's PDL): `griddepcontrol.wait` at the start of every
-/// entry's body blocks until the grids this one depends on have finished and their writes are
-/// visible, so nothing of theirs is read (or overwritten) before it. The host launches with the
-/// programmatic stream-serialization attribute only where this flavour is loaded; a kernel launched
-/// without it has no dependency to wait for and the instruction does nothing. An entry that calls
-/// `intrinsics::grid_dependency_wait` itself (the tensor-core GEMMs, after their address set-up and
-/// first weight loads; attention, after its set-up) keeps that wait instead: what comes before it
-/// overlaps the previous kernel's completion.
-///
-/// The next kernel is released (`griddepcontrol.launch_dependents`) when every block of this one
-/// has executed that or exited; its blocks then launch (and load their weights) while this one
-/// finishes, and wait in their own `griddepcontrol.wait`. Entries that wait themselves (the
-/// tensor-core GEMMs, attention) release it once only their epilogue is left (after the block
-/// barrier that precedes it); the short kernels (gathers, copies, row and elementwise kernels, whose
-/// grids are one resident wave) right after their wait, inserted here. The long or many-wave
-/// kernels of [`RELEASE_AT_EXIT`] release it as they exit: the next kernel's blocks, waiting on
-/// the SMs, would take the room their later blocks need. Measured on the H200 with graph replay (session
-/// 11, interleaved A/B): GPT-2 of issue 5 162.3–163.1 us with no explicit release (each kernel
-/// released at exit) against 152.8–153.5 us; the BERT fixture 131.5–132.0 against 121.5–121.7
-/// us; the GPT-2 fixture 75.0–75.1 against 68.9–69.2 us. Releasing every kernel at its start
-/// measured slower (GPT-2 233.5 us against 212.4 us, an early session), and so did releasing the
-/// GEMMs and attention right after their wait (session 9: 176.0–176.8 us against 168.7–169.6 us)
-/// or before their k loop (session 11: 164.1–164.5 us against 153.0–153.3 us): the next kernel's
-/// blocks are then placed on the SMs while this one still needs them, unevenly.
 /// Entries of the Hopper flavour that release the next kernel only as they exit
 /// ([`with_grid_dependency`]): long, or launched with grids of several waves.
 const RELEASE_AT_EXIT: &[&str] = &[
@@ -192,6 +168,30 @@ const RELEASE_AT_EXIT: &[&str] = &[
     "tree_ensemble_f32",
 ];
 
+/// Programmatic dependent launch (Hopper's PDL): `griddepcontrol.wait` at the start of every
+/// entry's body blocks until the grids this one depends on have finished and their writes are
+/// visible, so nothing of theirs is read (or overwritten) before it. The host launches with the
+/// programmatic stream-serialization attribute only where this flavour is loaded; a kernel launched
+/// without it has no dependency to wait for and the instruction does nothing. An entry that calls
+/// `intrinsics::grid_dependency_wait` itself (the tensor-core GEMMs, after their address set-up and
+/// first weight loads; attention, after its set-up) keeps that wait instead: what comes before it
+/// overlaps the previous kernel's completion.
+///
+/// The next kernel is released (`griddepcontrol.launch_dependents`) when every block of this one
+/// has executed that or exited; its blocks then launch (and load their weights) while this one
+/// finishes, and wait in their own `griddepcontrol.wait`. Entries that wait themselves (the
+/// tensor-core GEMMs, attention) release it once only their epilogue is left (after the block
+/// barrier that precedes it); the short kernels (gathers, copies, row and elementwise kernels, whose
+/// grids are one resident wave) right after their wait, inserted here. The long or many-wave
+/// kernels of [`RELEASE_AT_EXIT`] release it as they exit: the next kernel's blocks, waiting on
+/// the SMs, would take the room their later blocks need. Measured on the H200 with graph replay
+/// (session 11, interleaved A/B): GPT-2 of issue 5 162.3–163.1 us with no explicit release (each
+/// kernel released at exit) against 152.8–153.5 us; the BERT fixture 131.5–132.0 against 121.5–121.7
+/// us; the GPT-2 fixture 75.0–75.1 against 68.9–69.2 us. Releasing every kernel at its start
+/// measured slower (GPT-2 233.5 us against 212.4 us, an early session), and so did releasing the
+/// GEMMs and attention right after their wait (session 9: 176.0–176.8 us against 168.7–169.6 us)
+/// or before their k loop (session 11: 164.1–164.5 us against 153.0–153.3 us): the next kernel's
+/// blocks are then placed on the SMs while this one still needs them, unevenly.
 fn with_grid_dependency(ptx: &str) -> String {
     const PDL: &str = "\tgriddepcontrol.wait;\n";
     const RELEASE: &str = "\tgriddepcontrol.launch_dependents;\n";
