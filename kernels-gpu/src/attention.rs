@@ -16,7 +16,8 @@
 //! constant-size arrays indexed only by constants (no local memory).
 
 use crate::abi::{
-    ATTN_MAX_DV, ATTN_ROWS, ATTN_THREADS, ATTN_WARPS, AttentionParams, AttnView, attention_fits,
+    ATTN_CAUSAL_MASK, ATTN_CAUSAL_SKIP, ATTN_MAX_DV, ATTN_ROWS, ATTN_THREADS, ATTN_WARPS, AttentionParams,
+    AttnView, attention_fits,
 };
 use crate::intrinsics::{
     F32x4, block_dim_x, block_idx_x, dynamic_shared_ptr, fma_rn, grid_dependency_wait,
@@ -48,6 +49,24 @@ pub(crate) fn block_rows(p: &AttentionParams, rows: u32) -> Option<(u64, u64, u6
     }
     let (b, h) = ((bh / p.heads) as u64, (bh % p.heads) as u64);
     Some((b, h, h / p.kv_group as u64, (block_idx_x() % q_blocks) * rows))
+}
+
+/// The end of the keys a block whose last query row is `last_row` reads: `kv_len`, or with
+/// [`ATTN_CAUSAL_SKIP`] the keys up to that row's diagonal (the later ones are hidden from every
+/// row of the block). The kernels walk whole 32-key groups below it.
+#[inline(always)]
+pub(crate) fn key_end(p: &AttentionParams, last_row: u32) -> u32 {
+    if p.causal & ATTN_CAUSAL_SKIP != 0 {
+        (last_row as u64 + p.causal_offset as u64 + 1).min(p.kv_len as u64) as u32
+    } else {
+        p.kv_len
+    }
+}
+
+/// Whether [`ATTN_CAUSAL_MASK`] hides key `j` from query row `i`.
+#[inline(always)]
+pub(crate) fn causal_masked(p: &AttentionParams, i: u64, j: u64) -> bool {
+    p.causal & ATTN_CAUSAL_MASK != 0 && j > i + p.causal_offset as u64
 }
 
 /// Maximum of `x` over the warp, NaN ignored (as `f64::max` in the reference softmax): every lane
@@ -106,7 +125,7 @@ macro_rules! for_rows {
 /// 1-D blocks of `ATTN_THREADS` threads (other block sizes return at once), a 1-D grid of
 /// `batch * heads * ceil(q_len / ATTN_ROWS)` blocks: block `x` takes `(b, h) = (x / q_blocks) /
 /// heads, % heads` and query rows `(x % q_blocks) * ATTN_ROWS + r`, `r < ATTN_ROWS`; warp `w`
-/// takes the 32-key groups `w, w + ATTN_WARPS, ...` (lane `l`: key `l` of the group's scores,
+/// takes the 32-key groups `w, w + ATTN_WARPS, ...` starting below [`key_end`] (lane `l`: key `l` of the group's scores,
 /// value columns `l, l + 32, ...` of the outputs) for every row, then merges row `w`. Two block
 /// barriers (after the query rows are staged, before the merge), reached by every warp.
 ///
@@ -187,8 +206,9 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
     let mut l = [0.0f32; R];
     let mut bad = [false; R];
     let mut o = [[0.0f32; DV_REGS]; R];
+    let kv_end = key_end(&p, row0 + rows - 1);
     let mut k0 = warp * 32;
-    while k0 < p.kv_len {
+    while k0 < kv_end {
         let avail = (p.kv_len - k0).min(32);
         let valid = lane < avail;
         // Invalid lanes score the last key (valid memory), then ignore it.
@@ -296,7 +316,7 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
                 let mut st = EwState::default();
                 (st.x0, st.x1, st.x2, st.x3) = (qk[r], xs[0][r], xs[1][r], xs[2][r]);
                 s = st.run(&p.instrs, p.n_instr, p.out_reg);
-                if p.causal != 0 && j > i + p.causal_offset as u64 {
+                if causal_masked(&p, i, j) {
                     s += f32::NEG_INFINITY;
                 }
                 bad[r] |= s.is_nan() || s == f32::INFINITY;

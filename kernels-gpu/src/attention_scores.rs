@@ -10,8 +10,9 @@ use crate::intrinsics::{fma_rn, global_thread_x, grid_threads_x};
 use crate::program::EwState;
 
 /// The scores `s[b, h, i, j] = program(Q[b, h, i, :] · K[b, h / kv_group, j, :], extra inputs at
-/// (b, h, i, j))`, `-inf` added where `p.causal` masks `j > i + p.causal_offset`, written
-/// contiguously over `(batch, heads, q_len, kv_len)`. `p.v`, `p.y` and `p.dv` are not read.
+/// (b, h, i, j))`, `-inf` added where `p.causal` has `ATTN_CAUSAL_MASK` and `j > i +
+/// p.causal_offset`, written contiguously over `(batch, heads, q_len, kv_len)` (every key:
+/// `ATTN_CAUSAL_SKIP` is not used). `p.v`, `p.y` and `p.dv` are not read.
 ///
 /// # Safety
 /// As `attention_f32` for `q`, `k` and the program inputs; `s` holds `batch * heads * q_len *
@@ -65,7 +66,7 @@ pub unsafe extern "ptx-kernel" fn attention_scores_f32(
             st.x3 = extra(2, x3);
         }
         let mut v = st.run(&p.instrs, p.n_instr, p.out_reg);
-        if p.causal != 0 && j > i + p.causal_offset as u64 {
+        if crate::attention::causal_masked(&p, i, j) {
             v += f32::NEG_INFINITY;
         }
         // SAFETY: e < total: inside the scores.

@@ -19,7 +19,7 @@
 use crate::abi::{
     ATTN_TC_ROWS, ATTN_TC_THREADS, ATTN_TC_WARPS, AttentionParams, AttnView, GEMM_TC_KC, attention_tc_fits,
 };
-use crate::attention::{at, block_rows};
+use crate::attention::{at, block_rows, causal_masked, key_end};
 use crate::gemm_tc::{NT, Norm, Operands, load, multiply, split};
 use crate::intrinsics::{
     block_dim_x, dynamic_shared_ptr, fma_rn, lane_id, mma_m16n8k8_tf32_f32, shfl_xor_f32, sync_threads,
@@ -88,7 +88,7 @@ fn quad_sum(x: f32) -> f32 {
 /// 1-D blocks of `ATTN_TC_THREADS` threads (other block sizes return at once), a 1-D grid of
 /// `batch * heads * ceil(q_len / ATTN_TC_ROWS)` blocks: block `x` takes `(b, h) = (x / q_blocks)
 /// / heads, % heads` and query rows `(x % q_blocks) * ATTN_TC_ROWS + r`, `r < 16`. Warp `w` takes
-/// the 32-key groups `w, w + ATTN_TC_WARPS, ...`; lane `l` (`g = l / 4`, `t = l % 4`) holds rows
+/// the 32-key groups `w, w + ATTN_TC_WARPS, ...` (those starting below `key_end`); lane `l` (`g = l / 4`, `t = l % 4`) holds rows
 /// `g` and `g + 8` of the fragments: scores of keys `8j + 2t + {0, 1}` (`j < 4`), outputs of
 /// columns `8n + 2t + {0, 1}`. One block barrier (before the merge), reached by every warp;
 /// thread `x` then merges outputs `x, x + ATTN_TC_THREADS, ...` of the block's `16 x dv`.
@@ -145,8 +145,9 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
     let mut l = [0.0f32; 2];
     let mut bad = [false; 2];
     let mut o = [[0.0f32; 4]; DT];
+    let kv_end = key_end(&p, row0.saturating_add(ATTN_TC_ROWS - 1).min(p.q_len - 1));
     let mut k0 = warp * 32;
-    while k0 < p.kv_len {
+    while k0 < kv_end {
         // The lane's key of each k step j and half e: 8j + 2t + e.
         let key = |j: usize, e: usize| k0 + 8 * j as u32 + 2 * t + e as u32;
         for (j, base) in ops.b_base.iter_mut().enumerate() {
@@ -223,7 +224,7 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
                     }
                 }
                 sc = st.run_arith(&p.instrs, p.n_instr, p.out_reg);
-                if p.causal != 0 && kk as u64 > i + p.causal_offset as u64 {
+                if causal_masked(&p, i, kk as u64) {
                     sc += f32::NEG_INFINITY;
                 }
                 if sc.is_nan() || sc == f32::INFINITY {

@@ -313,6 +313,7 @@ impl<'c> Session<'c> {
             fuse_attention: self.options.fuse_attention,
             cluster_mlp: self.ctx.flavour() == crate::PtxFlavour::Hopper,
             pair_gemm: self.options.pair_gemm && self.ctx.flavour() == crate::PtxFlavour::Hopper,
+            skip_hidden_keys: self.options.skip_hidden_keys,
             ..PlanOptions::default()
         }
     }

@@ -43,6 +43,12 @@ pub struct SessionOptions {
     /// with L2 set aside for the context where the device has it), so that they stay cached from
     /// one run to the next (default on).
     pub l2_persist_weights: bool,
+    /// Skip the keys that an attention's causal mask hides (the ONNX `is_causal` flag, or a
+    /// constant additive mask of `-inf` or the f32 minimum past a diagonal) instead of reading
+    /// and masking them (default on). A NaN or infinite key at a hidden position then no longer
+    /// turns the rows that hide it into NaN, as in the unfused graph and the CPU reference (and
+    /// as in other fused causal attention); off keeps that exact.
+    pub skip_hidden_keys: bool,
 }
 
 /// A switch of [`SessionOptions`] by name, for [`SessionOptions::set`].
@@ -50,7 +56,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 13] = [
+    const SWITCHES: [Switch; 14] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -64,6 +70,7 @@ impl SessionOptions {
         ("fuse_attention", |o| &mut o.fuse_attention),
         ("pair_gemm", |o| &mut o.pair_gemm),
         ("l2_persist_weights", |o| &mut o.l2_persist_weights),
+        ("skip_hidden_keys", |o| &mut o.skip_hidden_keys),
     ];
 
     /// The options' names (their field names), as [`SessionOptions::set`] takes them.
@@ -99,6 +106,7 @@ impl Default for SessionOptions {
             fuse_attention: true,
             pair_gemm: true,
             l2_persist_weights: true,
+            skip_hidden_keys: true,
         }
     }
 }

@@ -155,6 +155,39 @@ fn fully_masked_rows_are_nan_like_the_unfused_softmax() {
     assert!(check("fully masked rows, 30 heads", g, vec![("qkv".into(), x)]));
 }
 
+/// A constant causal mask lets the kernels skip the 32-key groups past a block's last row: a NaN
+/// key (token 40, head 0) then leaves the rows that hide it finite up to the group boundary (rows
+/// 0..32, the reference without the NaN), where the reference and the unskipped kernels give NaN
+/// for the whole head; with `skip_hidden_keys` off every output matches the reference.
+#[test]
+fn a_nan_key_past_the_diagonal_reaches_only_the_rows_that_read_its_group() {
+    let (n, h, d, poisoned) = (70, 30, 8, 40);
+    let g = gpt2_layout(1, n, h, d, &causal(n));
+    let clean = Rng::new(0x5c1).tensor(&[1, n, 3 * h * d], -1.0, 1.0);
+    let mut x = clean.f32s("qkv").unwrap().to_vec();
+    x[poisoned * 3 * h * d + h * d] = f32::NAN;
+    let x = HostTensor::new(vec![1, n, 3 * h * d], x).unwrap();
+    let want = host::reference::eval(&g, &[("qkv".into(), x.clone())]).unwrap();
+    let finite = host::reference::eval(&g, &[("qkv".into(), clean)]).unwrap();
+    let (w, f) = (want[0].1.data().to_f64s(), finite[0].1.data().to_f64s());
+    // Head 0 of rows below 32 from the clean run, everything else as the reference.
+    let skipped: Vec<f32> = (0..w.len())
+        .map(|e| if (e / (h * d)) < 32 && e % (h * d) < d { f[e] as f32 } else { w[e] as f32 })
+        .collect();
+    let skipped = vec![(want[0].0.clone(), HostTensor::new(want[0].1.shape().to_vec(), skipped).unwrap())];
+    let cores = SessionOptions { tensor_core_attention: false, ..SessionOptions::default() };
+    for (options, expect, what) in [
+        (SessionOptions::default(), &skipped, "tensor cores, skipped"),
+        (cores, &skipped, "CUDA cores, skipped"),
+        (SessionOptions { skip_hidden_keys: false, ..SessionOptions::default() }, &want, "tensor cores"),
+        (SessionOptions { skip_hidden_keys: false, ..cores }, &want, "CUDA cores"),
+    ] {
+        let mut s = Session::new(ctx(), g.clone(), options).unwrap();
+        let got = s.run(&[("qkv".into(), x.clone())]).unwrap();
+        compare(&format!("NaN key, {what}"), &got, expect);
+    }
+}
+
 /// Shapes whose 16-row query tiles fill at least half of a 132-SM H200 (the planner's condition
 /// for `attention_tc_f32`): ragged rows and keys, head sizes from 4 to 64 (not multiples of the
 /// 32-wide k round), a value head different from the key's, the ONNX causal flag and a key

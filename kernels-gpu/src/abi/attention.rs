@@ -34,6 +34,16 @@ pub const fn attention_shared_bytes(dk: u32, dv: u32) -> u32 {
     if attention_fits(dk, dv) { attention_bytes(dk, dv) as u32 } else { 0 }
 }
 
+/// [`AttentionParams::causal`] bit: the score of key `j` for query row `i` gets `-inf` added
+/// when `j > i + causal_offset` (the ONNX `is_causal` flag).
+pub const ATTN_CAUSAL_MASK: u32 = 1;
+/// [`AttentionParams::causal`] bit: every key `j > i + causal_offset` is hidden from row `i`
+/// (by [`ATTN_CAUSAL_MASK`], or by the score program, which the planner checked maps it to a
+/// score whose weight is exactly 0), so a block does not read the 32-key groups past its last
+/// row's diagonal. What changes: a NaN or infinite key at a hidden position no longer turns the
+/// rows that hide it into NaN (as the unfused softmax does), as in other fused causal attention.
+pub const ATTN_CAUSAL_SKIP: u32 = 2;
+
 /// Query rows per block of `attention_tc_f32` (one m16 tensor-core tile of one (batch, head)).
 pub const ATTN_TC_ROWS: u32 = 16;
 /// Warps per block of `attention_tc_f32`: they split the keys in 32-key groups, as in
@@ -98,7 +108,8 @@ pub struct AttentionParams {
     pub dv: u32,
     /// Query heads per key / value head (K and V head index is `h / kv_group`), at least 1.
     pub kv_group: u32,
-    /// Non-zero: mask `j > i + causal_offset` with `-inf`.
+    /// Causal bits: [`ATTN_CAUSAL_MASK`] masks keys `j > i + causal_offset` with `-inf`;
+    /// [`ATTN_CAUSAL_SKIP`] lets the kernels skip the key groups that hide.
     pub causal: u32,
     /// Causal diagonal offset (keys before the first query row, e.g. a past).
     pub causal_offset: u32,

@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 use super::PlanOptions;
 
 use kernels_gpu::abi::{
-    ATTN_MAX_DV, ATTN_ROWS, ATTN_TC_ROWS, ATTN_TC_THREADS, ATTN_THREADS, Activation, AttentionParams,
-    AttnView, EW_MAX_INPUTS, EW_MAX_INSTRS, KernelId, attention_fits, attention_shared_bytes,
-    attention_tc_fits, attention_tc_shared_bytes, ew_arith_only, ew_src,
+    ATTN_CAUSAL_SKIP, ATTN_MAX_DV, ATTN_ROWS, ATTN_TC_ROWS, ATTN_TC_THREADS, ATTN_THREADS, Activation,
+    AttentionParams, AttnView, EW_MAX_INPUTS, EW_MAX_INSTRS, KernelId, attention_fits,
+    attention_shared_bytes, attention_tc_fits, attention_tc_shared_bytes, ew_arith_only, ew_src,
 };
 
 use super::fuse::{EwProgram, Programs, compile_program, drop_values, ew_node, producers, remove_nodes};
@@ -31,6 +31,7 @@ use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{FusedAttention, Op};
 use crate::tensor_info::{DType, TensorInfo};
 
+mod mask;
 mod views;
 use views::{View, attn_view, reshape_like, reshape_strides};
 
@@ -346,6 +347,11 @@ fn match_at(c: &Ctx, programs: &Programs, mm2: usize) -> Option<Match> {
     }
     let mut instrs = [kernels_gpu::abi::EwInstr::default(); EW_MAX_INSTRS];
     instrs[..program.instrs.len()].copy_from_slice(&program.instrs);
+    // A constant causal mask: the keys it hides need not be read.
+    let hidden = extras
+        .iter()
+        .zip(1..)
+        .find_map(|(&e, slot)| mask::hidden_keys_offset(c.g.constant(e)?, &program, slot, q_len, kv_len));
     let params = AttentionParams {
         batch: batch[0] as u32,
         heads: batch[1] as u32,
@@ -354,8 +360,8 @@ fn match_at(c: &Ctx, programs: &Programs, mm2: usize) -> Option<Match> {
         dk: dk as u32,
         dv: dv as u32,
         kv_group: 1,
-        causal: 0,
-        causal_offset: 0,
+        causal: if hidden.is_some() { ATTN_CAUSAL_SKIP } else { 0 },
+        causal_offset: hidden.unwrap_or(0),
         n_instr: program.instrs.len() as u32,
         n_inputs: 1 + extras.len() as u32,
         out_reg: program.out_reg,
@@ -490,8 +496,7 @@ pub(super) fn lower(
     let out = n.output(0).ok_or("the fused attention's output is omitted")?;
     let ins: Vec<ValueId> = n.inputs.iter().copied().collect::<Option<_>>().ok_or("an omitted operand")?;
     super::lower::f32_only(values, &ins)?;
-    let mut args = vec![Arg::Params(bytes_of(p))];
-    args.extend(ins[..3].iter().map(|&v| Arg::Value(v)));
+    let mut args: Vec<Arg> = ins[..3].iter().map(|&v| Arg::Value(v)).collect();
     for k in 3..3 + EW_MAX_INPUTS - 1 {
         args.push(ins.get(k).map_or(Arg::Null, |&v| Arg::Value(v)));
     }
@@ -499,16 +504,23 @@ pub(super) fn lower(
     launch(id, p, args, o)
 }
 
-/// The attention launch of node `id` with parameters `p` and the kernel's arguments `args`
-/// (parameters, Q, K, V, the score program's three extra inputs, Y): `attention_tc_f32` (a block
+/// The attention launch of node `id` with parameters `p` and the kernel's other arguments
+/// `operands` (Q, K, V, the score program's three extra inputs, Y): `attention_tc_f32` (a block
 /// per batch, head and 16 query rows) where [`tensor_core_attention`] takes it, else
-/// `attention_f32` (a block per batch, head and `ATTN_ROWS` query rows).
+/// `attention_f32` (a block per batch, head and `ATTN_ROWS` query rows). Hidden keys are skipped
+/// ([`ATTN_CAUSAL_SKIP`]) only with [`PlanOptions::skip_hidden_keys`].
 pub(super) fn launch(
     id: NodeId,
     p: &AttentionParams,
-    args: Vec<Arg>,
+    operands: Vec<Arg>,
     o: &PlanOptions,
 ) -> Result<Vec<Step>, String> {
+    let mut p = *p;
+    if !o.skip_hidden_keys {
+        p.causal &= !ATTN_CAUSAL_SKIP;
+    }
+    let p = &p;
+    let args: Vec<Arg> = [Arg::Params(bytes_of(p))].into_iter().chain(operands).collect();
     let (kernel, rows, threads, shared_bytes) = if tensor_core_attention(p, o) {
         (KernelId::AttentionTcF32, ATTN_TC_ROWS, ATTN_TC_THREADS, attention_tc_shared_bytes(p.dv))
     } else {

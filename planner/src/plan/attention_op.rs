@@ -21,8 +21,9 @@
 
 use super::PlanOptions;
 use kernels_gpu::abi::{
-    ATTN_MAX_DV, ATTN_ROWS, AttentionParams, AttnView, BinaryOp, EW_MAX_INPUTS, EW_MAX_INSTRS, EwInstr,
-    KernelId, RowParams, UnaryOp, attention_fits, ew_binary_code, ew_src, ew_unary_code,
+    ATTN_CAUSAL_MASK, ATTN_CAUSAL_SKIP, ATTN_MAX_DV, ATTN_ROWS, AttentionParams, AttnView, BinaryOp,
+    EW_MAX_INPUTS, EW_MAX_INSTRS, EwInstr, KernelId, RowParams, UnaryOp, attention_fits, ew_binary_code,
+    ew_src, ew_unary_code,
 };
 
 use super::lower::{Lowered, bytes_of, dims, f32_only};
@@ -176,7 +177,7 @@ pub(super) fn attention_params(a: &Attention, ops: &Operands) -> Result<Attentio
         dk: dk as u32,
         dv: dv as u32,
         kv_group: (hq / k.heads) as u32,
-        causal: a.is_causal as u32,
+        causal: if a.is_causal { ATTN_CAUSAL_MASK | ATTN_CAUSAL_SKIP } else { 0 },
         // The reference masks j > i + past (top-left aligned without a past, also for Sq != Skv).
         causal_offset: ops.past as u32,
         n_instr: program.len() as u32,
@@ -288,7 +289,7 @@ pub(super) fn lower(
             if slot == 0 { p.k = view } else { p.v = view }
         }
     }
-    let mut args = vec![Arg::Params(bytes_of(&p)), Arg::Value(q), Arg::Value(kv[0]), Arg::Value(kv[1])];
+    let mut args = vec![Arg::Value(q), Arg::Value(kv[0]), Arg::Value(kv[1])];
     args.push(mask.map_or(Arg::Null, Arg::Value));
     args.extend([Arg::Null, Arg::Null]);
     args.push(Arg::Value(y));

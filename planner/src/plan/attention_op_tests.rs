@@ -130,7 +130,8 @@ fn scale_softcap_then_mask_in_the_references_order() {
             (ew_binary_code(BinaryOp::Add), 0, x0 + 1, 0.0),
         ]
     );
-    assert_eq!((p.n_inputs, p.out_reg, p.causal, p.causal_offset), (2, 0, 1, 0));
+    let causal = kernels_gpu::abi::ATTN_CAUSAL_MASK | kernels_gpu::abi::ATTN_CAUSAL_SKIP;
+    assert_eq!((p.n_inputs, p.out_reg, p.causal, p.causal_offset), (2, 0, causal, 0));
     // The (Sq, Skv) mask broadcasts over batch and heads.
     assert_eq!(p.extra[0], AttnView { offset: 0, strides: [0, 0, 6, 1] });
     // A non-positive softcap is off, as in the reference.
@@ -234,7 +235,8 @@ fn a_kv_cache_is_copied_into_the_present_outputs_and_read_from_them() {
     let Some(Step::Kernel { args, .. }) = plan.steps.last() else { panic!("{plan}") };
     let (Arg::Params(bytes), Arg::Value(k)) = (&args[0], &args[2]) else { panic!("{plan}") };
     assert_eq!(*k, outs[1], "the launch reads present_key");
-    // kv_len, causal and causal_offset: the 4th, 8th and 9th u32 of AttentionParams.
+    // kv_len, causal (masked, hidden keys skipped) and causal_offset: the 4th, 8th and 9th u32
+    // of AttentionParams.
     let u32_at = |i: usize| u32::from_ne_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
-    assert_eq!((u32_at(3), u32_at(7), u32_at(8)), (7, 1, 3));
+    assert_eq!((u32_at(3), u32_at(7), u32_at(8)), (7, 3, 3));
 }

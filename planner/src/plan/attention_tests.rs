@@ -113,6 +113,32 @@ fn a_gpt2_attention_is_one_launch_reading_the_qkv_projection_in_place() {
     assert_eq!(p.extra[0], AttnView { offset: 0, strides: [0, 0, n, 1] });
     assert_eq!(p.n_instr, 2);
     assert_eq!(p.instrs[0].a, ew_src::INPUT0, "the scores are input 0");
+    // The constant mask hides every key past the diagonal: the kernels may skip them.
+    assert_eq!((p.causal, p.causal_offset), (ATTN_CAUSAL_SKIP, 0));
+}
+
+/// The `causal` field of the first attention launch's parameters in `plan`.
+fn launched_causal(plan: &super::super::Plan) -> u32 {
+    plan.steps
+        .iter()
+        .find_map(|s| match s {
+            Step::Kernel { args, .. } => args.iter().find_map(|a| match a {
+                // Seven u32 extents before it (batch, heads, q_len, kv_len, dk, dv, kv_group).
+                Arg::Params(b) => Some(u32::from_le_bytes(b[28..32].try_into().unwrap())),
+                _ => None,
+            }),
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[test]
+fn hidden_keys_are_skipped_only_with_the_option() {
+    let g = gpt2_attention(Shape { seq: 40, ..SMALL });
+    let on = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    assert_eq!(launched_causal(&on), ATTN_CAUSAL_SKIP);
+    let off = PlanOptions { skip_hidden_keys: false, ..PlanOptions::default() };
+    assert_eq!(launched_causal(&compile(&g, &Binding::new(), &off).unwrap()), 0);
 }
 
 #[test]

@@ -115,6 +115,11 @@ pub struct PlanOptions {
     /// fill at most half the device and want more than `GEMM_TC_MAX_WARPS` warps each splits every
     /// column tile's k rounds over a pair of blocks (`gemm_tc_*_pair_f32`).
     pub pair_gemm: bool,
+    /// Attention whose mask hides every key past a diagonal (the ONNX `is_causal` flag, or a
+    /// constant additive mask of `-inf` or the f32 minimum above it) does not read the hidden
+    /// keys (`ATTN_CAUSAL_SKIP`). A NaN or infinite key at a hidden position then no longer turns
+    /// the rows that hide it into NaN, as the unfused softmax does; off keeps that exact.
+    pub skip_hidden_keys: bool,
 }
 
 impl Default for PlanOptions {
@@ -133,6 +138,7 @@ impl Default for PlanOptions {
             pack_gemm_weights: true,
             pair_gemm: true,
             tensor_core_attention: true,
+            skip_hidden_keys: true,
         }
     }
 }
