@@ -125,9 +125,10 @@ macro_rules! for_rows {
 /// 1-D blocks of `ATTN_THREADS` threads (other block sizes return at once), a 1-D grid of
 /// `batch * heads * ceil(q_len / ATTN_ROWS)` blocks: block `x` takes `(b, h) = (x / q_blocks) /
 /// heads, % heads` and query rows `(x % q_blocks) * ATTN_ROWS + r`, `r < ATTN_ROWS`; warp `w`
-/// takes the 32-key groups `w, w + ATTN_WARPS, ...` starting below [`key_end`] (lane `l`: key `l` of the group's scores,
-/// value columns `l, l + 32, ...` of the outputs) for every row, then merges row `w`. Two block
-/// barriers (after the query rows are staged, before the merge), reached by every warp.
+/// takes the 32-key groups `w, w + ATTN_WARPS, ...` starting below [`key_end`] (lane `l`: key
+/// `l` of the group's scores, value columns `l, l + 32, ...` of the outputs) for every row, then
+/// merges row `w`. Two block barriers (after the query rows are staged, before the merge),
+/// reached by every warp.
 ///
 /// Shared memory (f32): `ATTN_ROWS` query rows of `ceil4(dk)`, then per row and warp `dv + 3`
 /// (maximum, sum, NaN flag, outputs).
@@ -172,24 +173,6 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
         let sh = dynamic_shared_ptr().cast::<f32>();
         (sh, sh.add((ATTN_ROWS * q_stride) as usize))
     };
-    // Everything above computes from the parameters: it runs while the previous kernel finishes
-    // (programmatic dependent launch); Q, K, V are its outputs.
-    grid_dependency_wait();
-    // Stage the query rows (zero past dk and past the block's rows).
-    let mut e = tid;
-    while e < ATTN_ROWS * q_stride {
-        let (r, c) = (e / q_stride, e % q_stride);
-        let x = if r < rows && c < dk {
-            // SAFETY: row0 + r < q_len, c < dk: inside Q.
-            unsafe { *q.add(at(&p.q, b, h, (row0 + r) as u64, c as u64) as usize) }
-        } else {
-            0.0
-        };
-        // SAFETY: e < ATTN_ROWS * q_stride: inside the staged rows.
-        unsafe { *q_sh.add(e as usize) = x };
-        e += ATTN_THREADS;
-    }
-    sync_threads();
     let last = p.kv_len.saturating_sub(1) as u64;
     // K rows as 16-byte vectors when unit-stride and aligned (the same answer for every key).
     let k_vec = p.k.strides[3] == 1
@@ -201,33 +184,34 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
     // V at (b, hk, key 0, column lane), its row stride and the stride of 32 columns.
     let (v_lane, v_rs, v_grp) = (at(&p.v, b, hk, 0, lane as u64), p.v.strides[2], 32 * p.v.strides[3]);
     let small = k_vec && dk <= 64 && dv <= 64;
-
-    let mut m = [f32::NEG_INFINITY; R];
-    let mut l = [0.0f32; R];
-    let mut bad = [false; R];
-    let mut o = [[0.0f32; DV_REGS]; R];
-    let kv_end = key_end(&p, row0 + rows - 1);
-    let mut k0 = warp * 32;
-    while k0 < kv_end {
+    // Group `k0`'s keys below kv_len, whether the lane's key is one of them, the lane's key
+    // (invalid lanes score the last key: valid memory, then ignored), V at (b, hk, k0, lane), the
+    // key's row of K, and whether the group is whole: 32 keys with heads of exactly 64 (GPT-2's,
+    // BERT's), where every load of the small path is taken, so it runs without a guard or a zero
+    // fill.
+    let group = |k0: u32| {
         let avail = (p.kv_len - k0).min(32);
-        let valid = lane < avail;
-        // Invalid lanes score the last key (valid memory), then ignore it.
         let j = ((k0 + lane) as u64).min(last);
-        // SAFETY (every V read below): key k0 + t with t < avail is below kv_len, the column
-        // (lane + 32 c) below dv; (b, hk, k0, lane) addresses V's view.
+        // SAFETY (every V read through it): key k0 + t with t < avail is below kv_len, the
+        // column (lane + 32 c) below dv; (b, hk, k0, lane) addresses V's view.
         let v_key0 = unsafe { v.add(v_lane as usize).add((k0 as u64 * v_rs) as usize) };
-        let k_row = at(&p.k, b, hk, j, 0);
+        let whole = small && avail == 32 && dk == 64 && dv == 64;
+        (avail, lane < avail, j, v_key0, at(&p.k, b, hk, j, 0), whole)
+    };
+    // Everything above computes from the parameters: it runs while the previous kernel finishes
+    // (programmatic dependent launch); Q, K, V are its outputs.
+    grid_dependency_wait();
+    // The loads of group `k0`: K's row and V values (the small path) and the program's inputs.
+    let load_group = |k0: u32| {
+        let (avail, valid, j, v_key0, k_row, whole) = group(k0);
         // Heads of at most 64 with a vector-readable K: the group's K row and its 32 keys' V
         // values are all loaded up front (their latencies overlap, one wait instead of one per
         // key), then used from registers.
         let mut kr = [F32x4([0.0; 4]); 16];
         let mut vr = [[0.0f32; 2]; 32];
-        // A whole group of 32 keys with heads of exactly 64 (GPT-2's, BERT's): every load of the
-        // small path is taken, so it runs without a guard or a zero fill.
-        let whole = small && avail == 32 && dk == 64 && dv == 64;
         if whole {
-            // SAFETY: dk == 64: K's row j holds 16 aligned vectors (k_vec); the 32 keys k0 + t are
-            // below kv_len and columns lane, lane + 32 below dv.
+            // SAFETY: dk == 64: K's row j holds 16 aligned vectors (k_vec); the 32 keys
+            // k0 + t are below kv_len and columns lane, lane + 32 below dv.
             // Unrolled by hand, as the guarded loads below.
             unsafe {
                 let k4 = k.add(k_row as usize) as *const F32x4;
@@ -241,7 +225,8 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
                         vr[$t] = [*row, *row.add(v_grp as usize)];
                     )*};
                 }
-                v_all!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+                v_all!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
+                16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
             }
         } else if small {
             // SAFETY: c < dk / 4: inside K's row j (16-byte aligned: k_vec).
@@ -270,7 +255,8 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
                     }
                 )*};
             }
-            v_loads!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+            v_loads!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
+                16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
         }
         // The score program's extra inputs at (b, h, i, j) for every row, loaded before the
         // scores need them.
@@ -293,6 +279,46 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
                 }
             });
         }
+        (kr, vr, xs)
+    };
+    let kv_end = key_end(&p, row0 + rows - 1);
+    let mut k0 = warp * 32;
+    let (mut kr, mut vr, mut xs) = ([F32x4([0.0; 4]); 16], [[0.0f32; 2]; 32], [[0.0f32; R]; 3]);
+    let mut m = [f32::NEG_INFINITY; R];
+    let mut l = [0.0f32; R];
+    let mut bad = [false; R];
+    let mut o = [[0.0f32; DV_REGS]; R];
+    let mut staged = false;
+    loop {
+        // A group's loads go out first: on the first pass before the query rows are staged, so
+        // that their latency overlaps the staging's and the barrier's (a warp stalls at the first
+        // use of a loaded value: loads after the staging's stores would leave only once Q had
+        // arrived). One call site, so that the loads inline into registers.
+        if k0 < kv_end {
+            (kr, vr, xs) = load_group(k0);
+        }
+        if !staged {
+            staged = true;
+            // Stage the query rows (zero past dk and past the block's rows).
+            let mut e = tid;
+            while e < ATTN_ROWS * q_stride {
+                let (r, c) = (e / q_stride, e % q_stride);
+                let x = if r < rows && c < dk {
+                    // SAFETY: row0 + r < q_len, c < dk: inside Q.
+                    unsafe { *q.add(at(&p.q, b, h, (row0 + r) as u64, c as u64) as usize) }
+                } else {
+                    0.0
+                };
+                // SAFETY: e < ATTN_ROWS * q_stride: inside the staged rows.
+                unsafe { *q_sh.add(e as usize) = x };
+                e += ATTN_THREADS;
+            }
+            sync_threads();
+        }
+        if k0 >= kv_end {
+            break;
+        }
+        let (avail, valid, j, v_key0, k_row, whole) = group(k0);
         // SAFETY: j < kv_len: a key row of K; q_sh holds ATTN_ROWS rows of q_stride (>= dk).
         let qk = unsafe {
             if whole {
