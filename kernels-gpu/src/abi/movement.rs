@@ -16,7 +16,7 @@ pub struct TransposeParams {
     pub rank: u32,
     /// Explicit padding; always 0.
     pub _pad: u32,
-    /// Output shape, right-aligned like [`BinaryParams::out_shape`].
+    /// Output shape, right-aligned like [`super::BinaryParams::out_shape`].
     pub out_shape: [u64; MAX_RANK],
     /// Input element stride of each output dimension (the input stride of axis `perm[d]`),
     /// right-aligned.
@@ -58,7 +58,7 @@ pub struct StridedCopyParams {
     pub x_offset: i64,
     /// Element offset of index 0 in `y`.
     pub y_offset: i64,
-    /// Extents, right-aligned like [`BinaryParams::out_shape`](super::BinaryParams).
+    /// Extents, right-aligned like [`super::BinaryParams::out_shape`](super::BinaryParams).
     pub shape: [u64; MAX_RANK],
     /// Element strides of `x`, right-aligned.
     pub x_strides: [i64; MAX_RANK],
