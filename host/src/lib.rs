@@ -5,7 +5,7 @@
 //!   [`Context`] selects a device, loads the PTX flavour its compute capability needs and resolves
 //!   every kernel eagerly; one launch function is the only place kernels are launched.
 //! - [`ops`]: typed, checked launches of the kernel families (elementwise so far).
-//! - [`reference`]: the CPU reference every GPU result is tested against.
+//! - [`reference`](mod@reference): the CPU reference every GPU result is tested against.
 //! - [`selftest`]: device self-tests shared by `ferrofuse doctor` and the GPU test suite.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

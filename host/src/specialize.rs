@@ -96,7 +96,7 @@ const FOLD_MAX_ELEMS: usize = 1 << 18;
 /// built from a constant buffer by comparisons and `Where`, position embeddings gathered at a
 /// constant `Range`. The planner's own folding covers shape arithmetic; this covers every op the
 /// reference runs. Nodes with nested graphs and nodes producing a graph output are left alone; a
-/// value over [`FOLD_MAX_ELEMS`] (the reference's limit stops it) or any failure leaves the graph
+/// value over `FOLD_MAX_ELEMS` (the reference's limit stops it) or any failure leaves the graph
 /// unchanged (the kernels then compute it as before).
 pub fn fold_constants(graph: Graph) -> Graph {
     use std::collections::BTreeSet;

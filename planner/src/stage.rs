@@ -8,7 +8,7 @@
 //!   value the later parts read (graph inputs and constants those read pass through it);
 //! - `frontier`: the data-dependent nodes that read only what `head` provides. The session runs
 //!   each: it counts on the device, reads the count back, places the result in the run-time region
-//!   of its arena and writes it ([`crate::plan::select`]);
+//!   of its arena and writes it (`plan::select`);
 //! - `rest`: everything downstream of the frontier, as a graph whose inputs are the values it reads
 //!   from the parts before it. A frontier output's data-dependent dim is the symbol
 //!   [`Frontier::symbol`]; once the count is read back, binding it makes `rest` an ordinary graph to

@@ -32,7 +32,7 @@ impl Default for Region {
     }
 }
 
-/// Sizes of a session's run-time region ([`Session::region_stats`]).
+/// Sizes of a session's run-time region ([`Session::region_stats`](crate::Session::region_stats)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RegionStats {
     /// Bytes of the region's device buffer.
