@@ -88,10 +88,11 @@ fn quad_sum(x: f32) -> f32 {
 /// 1-D blocks of `ATTN_TC_THREADS` threads (other block sizes return at once), a 1-D grid of
 /// `batch * heads * ceil(q_len / ATTN_TC_ROWS)` blocks: block `x` takes `(b, h) = (x / q_blocks)
 /// / heads, % heads` and query rows `(x % q_blocks) * ATTN_TC_ROWS + r`, `r < 16`. Warp `w` takes
-/// the 32-key groups `w, w + ATTN_TC_WARPS, ...` (those starting below `key_end`); lane `l` (`g = l / 4`, `t = l % 4`) holds rows
-/// `g` and `g + 8` of the fragments: scores of keys `8j + 2t + {0, 1}` (`j < 4`), outputs of
-/// columns `8n + 2t + {0, 1}`. One block barrier (before the merge), reached by every warp;
-/// thread `x` then merges outputs `x, x + ATTN_TC_THREADS, ...` of the block's `16 x dv`.
+/// the 32-key groups `w, w + ATTN_TC_WARPS, ...` (those starting below `key_end`); lane `l`
+/// (`g = l / 4`, `t = l % 4`) holds rows `g` and `g + 8` of the fragments: scores of keys
+/// `8j + 2t + {0, 1}` (`j < 4`), outputs of columns `8n + 2t + {0, 1}`. One block barrier
+/// (before the merge), reached by every warp; thread `x` then merges outputs `x, x +
+/// ATTN_TC_THREADS, ...` of the block's `16 x dv`.
 ///
 /// Shared memory (f32): per warp and row, `dv + 3` (maximum, sum, NaN flag, outputs).
 #[unsafe(no_mangle)]

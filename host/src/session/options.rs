@@ -13,8 +13,9 @@ pub struct SessionOptions {
     /// epilogue (default on).
     pub fuse_gemm_programs: bool,
     /// Keep the state of sequence nodes on the device across runs, named after the node, until
-    /// [`Session::reset_state`](crate::Session::reset_state) (default off: each run starts from the nodes' initial-state inputs,
-    /// or zeros). For step-by-step decoding: a run of length 1 continues the previous run.
+    /// [`Session::reset_state`](crate::Session::reset_state) (default off: each run starts from
+    /// the nodes' initial-state inputs, or zeros). For step-by-step decoding: a run of length 1
+    /// continues the previous run.
     pub stateful: bool,
     /// Run the GEMMs too small to fill the device with CUDA-core tiles on the tensor cores
     /// (3xTF32, f32 accuracy) instead of split-K launches (default on).

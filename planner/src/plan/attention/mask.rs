@@ -21,7 +21,8 @@ const HIDES: f32 = f32::MIN / 2.0;
 /// are neither, and the mask is not taken.
 const SHOWS: f32 = -1e30;
 
-/// Whether instruction `i` reads source `code` (unary ops read `a` only: codes 16 and up).
+/// How many operands of instruction `i` read source `code` (unary ops, codes 16 and up, read
+/// `a` only).
 fn reads(i: &EwInstr, code: u32) -> u32 {
     (i.a == code) as u32 + (i.op < 16 && i.b == code) as u32
 }
