@@ -23,6 +23,18 @@ enum Command {
         /// CUDA device ordinal.
         #[arg(long, default_value_t = 0)]
         device: usize,
+        /// Also time compiling every kernel into an empty cache when the kernel cache is filled.
+        #[arg(long)]
+        cold: bool,
+    },
+    /// Fills the kernel cache ahead of the first run (for container images): every kernel of the
+    /// GPU's PTX flavour, or with MODEL only those of its plan for the --bind sizes.
+    Warmup {
+        /// The .onnx file; omitted: every kernel.
+        model: Option<PathBuf>,
+        /// Size of a symbolic dimension, as NAME=SIZE (repeat for each symbol).
+        #[arg(long = "bind", value_name = "NAME=SIZE")]
+        binds: Vec<String>,
     },
     /// Summarises an ONNX model: inputs and outputs (with symbolic dims), opsets, operator
     /// histogram, parameter count, and every unsupported operator.
@@ -53,6 +65,10 @@ enum Command {
         /// Time N steady-state runs on the GPU (median and p95, graph replay on and off).
         #[arg(long, default_value_t = 0, value_name = "N")]
         repeat: usize,
+        /// With --repeat, also profile each step of the plan (device time between events; for
+        /// plans of up to 160 steps also what each step adds to the graph replay).
+        #[arg(long)]
+        profile: bool,
         /// Write each output to DIR/<output name>.npy.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
@@ -66,12 +82,13 @@ enum Command {
 fn main() -> ExitCode {
     let args = Args::parse();
     match args.command {
-        Command::Doctor { device } => cli::doctor::run(device),
+        Command::Doctor { device, cold } => cli::doctor::run(device, cold),
+        Command::Warmup { model, binds } => report(cli::warmup::run(model.as_deref(), &binds)),
         Command::Inspect { model, memory, plan, binds } => {
             report(cli::inspect::run(&model, memory, plan, &binds))
         }
-        Command::Run { model, inputs, device, out, repeat, options } => {
-            report(cli::run::run(cli::run::RunArgs { model, inputs, device, out, repeat, options }))
+        Command::Run { model, inputs, device, out, repeat, profile, options } => {
+            report(cli::run::run(cli::run::RunArgs { model, inputs, device, out, repeat, profile, options }))
         }
     }
 }

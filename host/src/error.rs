@@ -47,6 +47,16 @@ pub enum HostError {
         /// The driver's error.
         source: DriverError,
     },
+    /// The driver's linker could not compile a kernel's PTX to machine code.
+    #[error("compiling kernel `{}` failed: {source}{}", kernel.symbol(), if log.is_empty() { String::new() } else { format!("\n{log}") })]
+    KernelCompile {
+        /// The kernel.
+        kernel: KernelId,
+        /// The linker's error log.
+        log: String,
+        /// The driver's error.
+        source: DriverError,
+    },
     /// A kernel listed in `KernelId` is not in the loaded module.
     #[error("kernel `{}` is missing from the loaded PTX module: {source}", kernel.symbol())]
     MissingKernel {

@@ -4,3 +4,4 @@ pub mod doctor;
 pub mod inspect;
 pub mod run;
 pub mod tensor_io;
+pub mod warmup;

@@ -6,6 +6,7 @@
 //! order; errors of asynchronous work surface at the next synchronisation.
 
 mod buffer;
+pub mod cache;
 mod launch;
 mod module;
 mod ptx;
@@ -14,13 +15,16 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, CudaStream, result, sys};
+use kernels_gpu::abi::KernelId;
 
 pub use buffer::DeviceTensor;
+pub use cache::{CacheUsage, KernelCache};
 pub use launch::{KernelArg, L2Window, LaunchShape, params_bytes};
+pub use module::{KernelLoad, KernelSource, LoadReport};
 pub use ptx::PtxFlavour;
 
 use crate::error::HostError;
-use module::LoadedModule;
+use module::{LoadedModule, Target};
 
 /// What the driver reports about the device a [`Context`] runs on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,9 +80,16 @@ pub fn device_count() -> Result<usize, HostError> {
 
 impl Context {
     /// Opens device `ordinal`: creates its stream and picks the PTX flavour its compute capability
-    /// needs. Kernels are loaded (JIT-compiled) on first launch, each on its own
+    /// needs. Kernels load from the [kernel cache](cache) the environment names
+    /// ([`KernelCache::from_env`]), compiled on a miss: those a session's plan needs before its
+    /// first launch, in parallel ([`Context::preload`]), any other on its first launch
     /// ([`Context::load_all_kernels`] loads them all).
     pub fn new(ordinal: usize) -> Result<Self, HostError> {
+        Self::with_cache(ordinal, KernelCache::from_env())
+    }
+
+    /// [`Context::new`] with the kernel cache `cache` ([`KernelCache::off`]: none).
+    pub fn with_cache(ordinal: usize, cache: KernelCache) -> Result<Self, HostError> {
         let count = device_count()?;
         if ordinal >= count {
             return Err(HostError::NoSuchDevice { ordinal, count });
@@ -95,7 +106,9 @@ impl Context {
             .ok_or_else(|| HostError::UnsupportedDevice { name: info.name.clone(), major, minor })?;
         let stream = ctx.new_stream().map_err(HostError::driver("creating a stream"))?;
         let start = Instant::now();
-        let module = LoadedModule::load(flavour)?;
+        let target =
+            Target { compute_capability: info.compute_capability, driver_version: info.driver_version };
+        let module = LoadedModule::new(flavour, target, cache);
         let module_load_time = start.elapsed();
         Ok(Context { module, stream, ctx, info, flavour, module_load_time, persisting_l2: OnceLock::new() })
     }
@@ -115,13 +128,61 @@ impl Context {
         self.module_load_time
     }
 
-    /// Loads (JIT-compiles) every kernel now and returns how long it took: what a cold driver
-    /// cache costs for all of them. A missing or broken kernel is an error here.
-    pub fn load_all_kernels(&self) -> Result<Duration, HostError> {
+    /// The kernel cache this context loads from.
+    pub fn kernel_cache(&self) -> &KernelCache {
+        self.module.cache()
+    }
+
+    /// Threads that compile kernels in parallel: `FERROFUSE_JIT_THREADS` when set, else one per
+    /// core.
+    pub fn compile_threads() -> usize {
+        std::env::var("FERROFUSE_JIT_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n: &usize| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
+    /// Loads the kernels of `kernels` that are not loaded yet, in parallel ([`Context::compile_threads`]
+    /// threads): each from the kernel cache, or compiled and stored there. A session calls this with
+    /// its plan's kernels before their first launch. A missing or broken kernel is an error here.
+    pub fn preload(&self, kernels: &[KernelId]) -> Result<LoadReport, HostError> {
+        self.module.preload(kernels, Self::compile_threads(), &|| self.bind())
+    }
+
+    /// Loads every kernel now ([`Context::preload`] of all) and reports what it did.
+    pub fn load_all_kernels(&self) -> Result<LoadReport, HostError> {
+        self.preload(KernelId::ALL)
+    }
+
+    /// Loads every kernel into a second, temporary set of modules through `cache` (the
+    /// context's own stay as they are) and reports it: with an empty or switched-off cache this
+    /// is the cold compile of every kernel, with a filled one the warm load (for `doctor`).
+    pub fn measure_load_all(&self, cache: KernelCache) -> Result<LoadReport, HostError> {
+        self.measure_load_all_of(KernelId::ALL, cache)
+    }
+
+    /// [`Context::measure_load_all`] of `kernels` only.
+    pub fn measure_load_all_of(
+        &self,
+        kernels: &[KernelId],
+        cache: KernelCache,
+    ) -> Result<LoadReport, HostError> {
+        let target = Target {
+            compute_capability: self.info.compute_capability,
+            driver_version: self.info.driver_version,
+        };
+        let module = LoadedModule::new(self.flavour, target, cache);
+        let report = module.preload(kernels, Self::compile_threads(), &|| self.bind());
+        // The temporary modules unload with the context current on this thread.
         self.bind()?;
-        let start = Instant::now();
-        self.module.load_all()?;
-        Ok(start.elapsed())
+        drop(module);
+        report
+    }
+
+    /// Every kernel load of this context so far (preloads and loads on first launch).
+    pub fn load_history(&self) -> LoadReport {
+        self.module.history()
     }
 
     /// Kernels loaded so far (each loads on its first launch).
@@ -171,6 +232,13 @@ impl Context {
         end.record(stream).map_err(HostError::driver("recording an event"))?;
         end.synchronize().map_err(HostError::driver("waiting for an event"))?;
         start.elapsed_ms(&end).map_err(HostError::driver("reading event times"))
+    }
+
+    /// A new timing event of this context.
+    pub(crate) fn event(&self) -> Result<cudarc::driver::CudaEvent, HostError> {
+        self.ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(HostError::driver("creating an event"))
     }
 
     fn bind(&self) -> Result<(), HostError> {

@@ -49,6 +49,15 @@ impl PtxFlavour {
             .collect()
     }
 
+    /// This flavour's PTX split into functions (parsed on first use, once per process).
+    pub(crate) fn index(self) -> &'static PtxIndex<'static> {
+        static INDEX: [std::sync::OnceLock<PtxIndex<'static>>; 2] =
+            [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+        INDEX[self as usize].get_or_init(|| {
+            PtxIndex::parse(self.source()).expect("the embedded PTX parses (checked by the tests)")
+        })
+    }
+
     /// The `.target` line of this flavour's PTX (for `doctor`).
     pub fn target(self) -> &'static str {
         self.source().lines().find(|l| l.starts_with(".target")).unwrap_or("?")
@@ -101,85 +110,110 @@ fn callees(body: &str) -> Vec<&str> {
 
 /// A standalone PTX module with just `entry` and the functions it calls (transitively), plus the
 /// file's header and global declarations: loading it JITs one kernel instead of all of them.
-/// `None` when `ptx` has no such entry.
+/// `None` when `ptx` has no such entry. (Parses `ptx` each time: [`PtxIndex`] parses once.)
+#[cfg(test)]
 pub fn kernel_module(ptx: &str, entry: &str) -> Option<String> {
-    let mut preamble = String::new();
-    let mut funcs: Vec<PtxFunction> = Vec::new();
-    let mut defs_seen = 0;
-    let mut lines = ptx.lines();
-    while let Some(line) = lines.next() {
-        let top = [".func", ".visible .func", ".weak .func", ".entry", ".visible .entry"]
-            .iter()
-            .any(|p| line.starts_with(p));
-        if top {
-            let name = function_name(line)?;
-            let mut text = String::from(line);
-            text.push('\n');
-            // A declaration ends with `;` before any body opens; a definition's body runs from
-            // `{` to the `}` at the start of a line (inline-asm lines inside it may also end with
-            // `;` at column 0).
-            let (mut is_decl, mut in_body) = (false, false);
-            for l in lines.by_ref() {
-                text.push_str(l);
+    PtxIndex::parse(ptx)?.module(entry)
+}
+
+/// A PTX file split into its top-level functions once, to cut out one kernel's module after
+/// another without parsing the file again.
+pub(crate) struct PtxIndex<'a> {
+    preamble: String,
+    funcs: Vec<PtxFunction<'a>>,
+}
+
+impl<'a> PtxIndex<'a> {
+    /// The functions of `ptx`; `None` when a function header cannot be read.
+    pub(crate) fn parse(ptx: &'a str) -> Option<Self> {
+        let mut preamble = String::new();
+        let mut funcs: Vec<PtxFunction> = Vec::new();
+        let mut defs_seen = 0;
+        let mut lines = ptx.lines();
+        while let Some(line) = lines.next() {
+            let top = [".func", ".visible .func", ".weak .func", ".entry", ".visible .entry"]
+                .iter()
+                .any(|p| line.starts_with(p));
+            if top {
+                let name = function_name(line)?;
+                let mut text = String::from(line);
                 text.push('\n');
-                if !in_body && (l == ";" || (l.ends_with(';') && !l.starts_with([' ', '\t']))) {
-                    is_decl = true;
-                    break;
+                // A declaration ends with `;` before any body opens; a definition's body runs from
+                // `{` to the `}` at the start of a line (inline-asm lines inside it may also end
+                // with `;` at column 0).
+                let (mut is_decl, mut in_body) = (false, false);
+                for l in lines.by_ref() {
+                    text.push_str(l);
+                    text.push('\n');
+                    if !in_body && (l == ";" || (l.ends_with(';') && !l.starts_with([' ', '\t']))) {
+                        is_decl = true;
+                        break;
+                    }
+                    in_body |= l.starts_with('{');
+                    if l == "}" {
+                        break;
+                    }
                 }
-                in_body |= l.starts_with('{');
-                if l == "}" {
-                    break;
+                let f = match funcs.iter_mut().position(|f| f.name == name) {
+                    Some(i) => &mut funcs[i],
+                    None => {
+                        funcs.push(PtxFunction { name, decl: None, def: None, def_pos: usize::MAX });
+                        funcs.last_mut().expect("just pushed")
+                    }
+                };
+                if is_decl {
+                    f.decl = Some(text)
+                } else {
+                    f.def = Some(text);
+                    f.def_pos = defs_seen;
+                    defs_seen += 1;
                 }
-            }
-            let f = match funcs.iter_mut().position(|f| f.name == name) {
-                Some(i) => &mut funcs[i],
-                None => {
-                    funcs.push(PtxFunction { name, decl: None, def: None, def_pos: usize::MAX });
-                    funcs.last_mut().expect("just pushed")
-                }
-            };
-            if is_decl {
-                f.decl = Some(text)
-            } else {
-                f.def = Some(text);
-                f.def_pos = defs_seen;
-                defs_seen += 1;
-            }
-        } else if [".version", ".target", ".address_size", ".global", ".extern", ".const", ".shared"]
-            .iter()
-            .any(|p| line.starts_with(p))
-        {
-            preamble.push_str(line);
-            preamble.push('\n');
-        }
-    }
-    // Functions the entry needs, in file order.
-    let mut needed = vec![entry];
-    let mut i = 0;
-    while i < needed.len() {
-        let body = funcs.iter().find(|f| f.name == needed[i]).and_then(|f| f.def.as_deref()).unwrap_or("");
-        for c in callees(body) {
-            if !needed.contains(&c) {
-                needed.push(c);
+            } else if [".version", ".target", ".address_size", ".global", ".extern", ".const", ".shared"]
+                .iter()
+                .any(|p| line.starts_with(p))
+            {
+                preamble.push_str(line);
+                preamble.push('\n');
             }
         }
-        i += 1;
+        Some(PtxIndex { preamble, funcs })
     }
-    funcs.iter().find(|f| f.name == entry && f.def.is_some())?;
-    let mut out = preamble;
-    for f in funcs.iter().filter(|f| f.name != entry && needed.contains(&f.name)) {
-        if let Some(d) = &f.decl {
-            out.push_str(d);
+
+    fn find(&self, name: &str) -> Option<&PtxFunction<'a>> {
+        self.funcs.iter().find(|f| f.name == name)
+    }
+
+    /// The module of `entry` ([`kernel_module`]); `None` when there is no such entry.
+    pub(crate) fn module(&self, entry: &str) -> Option<String> {
+        // Functions the entry needs, in file order.
+        let mut needed = vec![entry];
+        let mut i = 0;
+        while i < needed.len() {
+            let body = self.find(needed[i]).and_then(|f| f.def.as_deref()).unwrap_or("");
+            for c in callees(body) {
+                if !needed.contains(&c) {
+                    needed.push(c);
+                }
+            }
+            i += 1;
         }
+        let entry_def = self.find(entry)?.def.as_deref()?;
+        let mut out = self.preamble.clone();
+        let callee = |f: &&PtxFunction| f.name != entry && needed.contains(&f.name);
+        for f in self.funcs.iter().filter(callee) {
+            if let Some(d) = &f.decl {
+                out.push_str(d);
+            }
+        }
+        let mut defs: Vec<&PtxFunction> =
+            self.funcs.iter().filter(callee).filter(|f| f.def.is_some()).collect();
+        defs.sort_by_key(|f| f.def_pos);
+        for f in defs {
+            out.push_str(f.def.as_deref().unwrap_or_default());
+        }
+        out.push_str(entry_def);
+        Some(out)
     }
-    let mut defs: Vec<&PtxFunction> =
-        funcs.iter().filter(|f| f.name != entry && needed.contains(&f.name) && f.def.is_some()).collect();
-    defs.sort_by_key(|f| f.def_pos);
-    for f in defs {
-        out.push_str(f.def.as_deref().unwrap_or_default());
-    }
-    out.push_str(funcs.iter().find(|f| f.name == entry)?.def.as_deref()?);
-    Some(out)
 }
 
 #[cfg(test)]

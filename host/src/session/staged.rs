@@ -109,6 +109,7 @@ impl Session<'_> {
         rest: Option<Graph>,
     ) -> Result<StagePlan, HostError> {
         let mut plan = compile(head, binding, &self.plan_options())?;
+        self.ctx.preload(&plan.kernels())?;
         if let Some(s) = plan.states.first() {
             return Err(HostError::Unsupported {
                 node: s.name.clone(),

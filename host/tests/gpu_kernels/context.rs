@@ -20,3 +20,79 @@ fn a_missing_device_is_a_clear_error() {
         other => panic!("expected NoSuchDevice, got {other:?}"),
     }
 }
+
+/// A fresh, empty cache folder for one test.
+fn scratch_cache(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("ferrofuse-gpu-cache-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn kernels_compile_in_parallel_into_the_cache_and_load_from_it_afterwards() {
+    use host::device::{KernelCache, KernelSource};
+    use kernels_gpu::abi::KernelId;
+    let dir = scratch_cache("fill");
+    let kernels = [KernelId::AddF32, KernelId::SoftmaxF32, KernelId::LayerNormF32, KernelId::GemmF32];
+    let cold = ctx().measure_load_all_of(&kernels, KernelCache::at(&dir)).expect("compiles");
+    assert_eq!(cold.count(KernelSource::Compiled), kernels.len(), "{cold:?}");
+    assert_eq!(KernelCache::at(&dir).usage().entries, kernels.len());
+    let warm = ctx().measure_load_all_of(&kernels, KernelCache::at(&dir)).expect("loads");
+    assert_eq!(warm.count(KernelSource::Cache), kernels.len(), "{warm:?}");
+    // A corrupt entry (one byte flipped, then one truncated) is detected, compiled again and
+    // rewritten; the next load takes it from the cache again.
+    let entries: Vec<_> = walk(&dir);
+    let mut bytes = std::fs::read(&entries[0]).unwrap();
+    *bytes.last_mut().unwrap() ^= 0x5a;
+    std::fs::write(&entries[0], &bytes).unwrap();
+    std::fs::write(&entries[1], &bytes[..bytes.len() / 2]).unwrap();
+    let again = ctx().measure_load_all_of(&kernels, KernelCache::at(&dir)).expect("recompiles");
+    assert_eq!(again.invalid_entries, 2, "{again:?}");
+    assert_eq!(again.count(KernelSource::Compiled), 2, "{again:?}");
+    let healed = ctx().measure_load_all_of(&kernels, KernelCache::at(&dir)).expect("loads");
+    assert_eq!(healed.count(KernelSource::Cache), kernels.len(), "{healed:?}");
+    // And the kernels loaded from the cache compute: a session on a context using this cache.
+    let c = Context::with_cache(0, KernelCache::at(&dir)).expect("context");
+    let (_, failures): (Vec<_>, Vec<_>) =
+        host::selftest::run_all(&c, 11).into_iter().partition(|(_, r)| r.is_ok());
+    assert!(
+        failures.is_empty(),
+        "{:?}",
+        failures.iter().map(|(n, r)| format!("{n}: {r:?}")).collect::<Vec<_>>()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn with_the_cache_off_kernels_are_jit_compiled_by_the_driver() {
+    use host::device::{KernelCache, KernelSource};
+    use kernels_gpu::abi::KernelId;
+    let r = ctx().measure_load_all_of(&[KernelId::AddF32], KernelCache::off()).expect("loads");
+    assert_eq!(r.count(KernelSource::DriverJit), 1, "{r:?}");
+}
+
+#[test]
+fn an_unwritable_cache_is_reported_and_the_kernel_still_loads() {
+    use host::device::{KernelCache, KernelSource};
+    use kernels_gpu::abi::KernelId;
+    // A file where the cache folder should be: no entry can be written under it.
+    let dir = scratch_cache("unwritable");
+    std::fs::write(&dir, b"not a folder").unwrap();
+    let r = ctx().measure_load_all_of(&[KernelId::AddF32], KernelCache::at(&dir)).expect("loads");
+    assert_eq!(r.count(KernelSource::Compiled), 1, "{r:?}");
+    assert!(r.write_error.as_deref().is_some_and(|e| e.contains("add_f32")), "{r:?}");
+    let _ = std::fs::remove_file(&dir);
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.path().is_dir() {
+            out.extend(walk(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out.sort();
+    out
+}

@@ -461,6 +461,19 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
 }
 
 impl Plan {
+    /// The kernels the steps launch, each once, in order of first use.
+    pub fn kernels(&self) -> Vec<KernelId> {
+        let mut out: Vec<KernelId> = Vec::new();
+        for s in &self.steps {
+            if let Step::Kernel { kernel, .. } = s
+                && !out.contains(kernel)
+            {
+                out.push(*kernel);
+            }
+        }
+        out
+    }
+
     /// Checks the plan's invariants: every value a step reads is a graph input, a weight, a view
     /// of a value written earlier, or written by an earlier step; every written value (the last
     /// `written_args()` [`Arg::Value`]s of its kernel and every [`Arg::Output`]) has a home (arena
