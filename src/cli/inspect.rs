@@ -64,7 +64,7 @@ pub fn run(path: &Path, memory: bool, plan: bool, binds: &[String]) -> Result<()
     }
 }
 
-fn parse_binding(binds: &[String]) -> Result<planner::Binding> {
+pub(crate) fn parse_binding(binds: &[String]) -> Result<planner::Binding> {
     let mut b = planner::Binding::new();
     for spec in binds {
         let (name, size) =
@@ -80,12 +80,28 @@ fn mib(bytes: u64) -> String {
     format!("{:.3} MiB", bytes as f64 / (1u64 << 20) as f64)
 }
 
+/// The multiprocessors `inspect` plans for (the H200's; a session plans for its own device).
+const SM_COUNT: u32 = 132;
+
+/// The plan options of a GPU session with the default options on a Hopper device of
+/// [`SM_COUNT`] multiprocessors.
+fn session_plan_options() -> planner::plan::PlanOptions {
+    host::session::plan_options(&host::SessionOptions::default(), SM_COUNT, true)
+}
+
 /// Plans the arena and prints the statistics and the ten biggest slots.
 fn print_memory(model: &onnx::Model, binds: &[String]) -> Result<()> {
     let graph = onnx::to_graph(model)?;
     let binding = parse_binding(binds)?;
-    let plan = planner::memory::plan(&graph, &binding, &planner::memory::MemoryOptions::default())
-        .context("planning memory (bind every symbolic input dim with --bind NAME=SIZE)")?;
+    let compiled = planner::plan::compile(&graph, &binding, &session_plan_options())
+        .context("compiling the GPU plan (bind every symbolic input dim with --bind NAME=SIZE)")?;
+    let names: Vec<String> = compiled.values.iter().map(|v| v.name.clone()).collect();
+    let plan = compiled.memory;
+    println!(
+        "the arena a GPU session allocates for this binding: the memory plan of its compiled plan ({} steps; default session options, a {}-SM Hopper device)",
+        compiled.steps.len(),
+        SM_COUNT
+    );
     let s = &plan.stats;
     let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     println!(
@@ -123,7 +139,9 @@ fn print_memory(model: &onnx::Model, binds: &[String]) -> Result<()> {
             plan.lifetimes[*i].map_or("?".into(), |l| format!("steps {}..={}", l.first_step, l.last_step));
         println!(
             "    {:<32} {:>12} bytes @ {:#010x}  {life}",
-            graph.values[*i].name, slot.bytes, slot.offset
+            names.get(*i).map_or("(scratch)", String::as_str),
+            slot.bytes,
+            slot.offset
         );
     }
     Ok(())
@@ -133,7 +151,7 @@ fn print_memory(model: &onnx::Model, binds: &[String]) -> Result<()> {
 fn print_plan(model: &onnx::Model, binds: &[String]) -> Result<()> {
     let graph = onnx::to_graph(model)?;
     let binding = parse_binding(binds)?;
-    let plan = planner::plan::compile(&graph, &binding, &planner::plan::PlanOptions::default())
+    let plan = planner::plan::compile(&graph, &binding, &session_plan_options())
         .context("compiling the GPU plan")?;
     println!("GPU plan ({} steps, {} weights):", plan.steps.len(), plan.weights.len());
     println!("{plan}");

@@ -31,6 +31,8 @@ pub struct RunArgs {
     pub out: Option<PathBuf>,
     /// Timed steady-state executions (GPU only; 0: none).
     pub repeat: usize,
+    /// With `repeat`, also profile each step.
+    pub profile: bool,
     /// `NAME=BOOL` session options.
     pub options: Vec<String>,
 }
@@ -73,20 +75,37 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// Runs the graph in a GPU session; with `repeat`, also times steady-state executions (graph
 /// replay on and off, device time from CUDA events; full runs with host copies, wall clock).
 fn run_cuda(
+    (ctx, opened): (host::Context, std::time::Duration),
     graph: planner::Graph,
     inputs: &[(String, HostTensor)],
     repeat: usize,
+    profile: bool,
     options: host::SessionOptions,
 ) -> Result<Vec<(String, HostTensor)>> {
-    let ctx = host::Context::new(0)?;
     println!("gpu: {} ({} flavour)", ctx.info().name, ctx.flavour().name());
     let mut session = host::Session::new(&ctx, graph, options)?;
+    let first = Instant::now();
     let outputs = session.run(inputs).map_err(|e| match e {
         host::HostError::Plan(p @ planner::PlanError::NoKernel { .. }) => {
             anyhow::anyhow!("{p}\n(run with --device cpu to use the CPU reference executor)")
         }
         other => other.into(),
     })?;
+    let first = first.elapsed();
+    if let Some(p) = session.prepare_report() {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let rest = first.saturating_sub(p.plan + p.kernels.wall + p.upload);
+        println!(
+            "first run: context {:.1} ms, plan {:.1} ms, kernels {:.1} ms ({}), upload {:.1} ms, execution (eager, then graph capture) {:.1} ms",
+            ms(opened),
+            ms(p.plan),
+            ms(p.kernels.wall),
+            super::doctor::load_line(&p.kernels),
+            ms(p.upload),
+            ms(rest)
+        );
+        println!("kernel cache: {}", super::doctor::cache_line(ctx.kernel_cache()));
+    }
     if repeat > 0 {
         for _ in 0..10 {
             session.run(inputs)?;
@@ -124,53 +143,93 @@ fn run_cuda(
             session.device_bytes() as f64 / (1u64 << 20) as f64,
             session.allocation_count() - allocations
         );
-        // Per-step profile: each step launched alone between two events (median of 20).
-        if session.last_plan().is_none() {
-            let r = session.region_stats();
-            println!(
-                "runs in stages (data-dependent shapes), no single plan to profile; run-time region {:.3} MiB (peak use {:.3} MiB)",
-                r.capacity as f64 / (1u64 << 20) as f64,
-                r.high_water as f64 / (1u64 << 20) as f64
-            );
-        }
-        let (times, inside) = if session.last_plan().is_some() {
-            (session.profile_steps(20)?, session.profile_steps_in_graph(200)?)
-        } else {
-            (Vec::new(), Vec::new())
-        };
-        if let Some(plan) = session.last_plan() {
-            let text = plan.to_string();
-            println!(
-                "plan ({} steps): each step's device time launched alone (median of 20), and what it adds to the graph replay (the replay's median less that of the graph without the step, 200 replays each; sum {:.2} us):",
-                plan.steps.len(),
-                inside.iter().sum::<f64>()
-            );
-            for ((line, t), g) in text.lines().zip(&times).zip(&inside) {
-                println!("step {t:>8.2} us  in graph {g:>7.2} us  {line}");
+        match session.last_plan() {
+            None => {
+                let r = session.region_stats();
+                println!(
+                    "runs in stages (data-dependent shapes), no single plan to profile; run-time region {:.3} MiB (peak use {:.3} MiB)",
+                    r.capacity as f64 / (1u64 << 20) as f64,
+                    r.high_water as f64 / (1u64 << 20) as f64
+                );
             }
-            let mut by_kernel: std::collections::BTreeMap<String, (usize, f64)> = Default::default();
-            for (step, t) in plan.steps.iter().zip(&times) {
-                let key = match step {
-                    planner::plan::Step::Kernel { kernel, .. } => kernel.symbol().to_string(),
-                    planner::plan::Step::Copy { .. } => "copy".into(),
-                };
-                let e = by_kernel.entry(key).or_default();
-                (e.0, e.1) = (e.0 + 1, e.1 + t);
+            Some(plan) if !profile => {
+                println!("plan: {} steps (--profile times each step)", plan.steps.len());
             }
-            let mut rows: Vec<_> = by_kernel.into_iter().collect();
-            rows.sort_by(|a, b| b.1.1.total_cmp(&a.1.1));
-            println!("by kernel (sum of launched-alone times {:.2} us):", times.iter().sum::<f64>());
-            for (k, (n, t)) in rows {
-                println!("  {k:<24} {n:>4} steps {t:>10.2} us");
-            }
-            println!("{}", text.lines().last().unwrap_or_default());
+            Some(_) => print_profile(&mut session)?,
         }
     }
+    // The process exits next: leave the session's memory and the context to the driver's
+    // teardown at exit instead of unloading modules and freeing buffers one by one first.
+    std::mem::forget(session);
+    std::mem::forget(ctx);
     Ok(outputs)
+}
+
+/// Plans of at most this many steps also get the in-graph profile (one capture per step).
+const IN_GRAPH_PROFILE_MAX_STEPS: usize = 160;
+
+/// The per-step profile of the session's last plan: each step's time between events of eager
+/// executions, and for plans of at most [`IN_GRAPH_PROFILE_MAX_STEPS`] steps what each adds to
+/// the graph replay; then the sum per kernel.
+fn print_profile(session: &mut host::Session) -> Result<()> {
+    let times = session.profile_steps(20)?;
+    let steps = session.last_plan().map_or(0, |p| p.steps.len());
+    let inside =
+        if steps <= IN_GRAPH_PROFILE_MAX_STEPS { Some(session.profile_steps_in_graph(200)?) } else { None };
+    let Some(plan) = session.last_plan() else { return Ok(()) };
+    let text = plan.to_string();
+    match &inside {
+        Some(inside) => println!(
+            "plan ({} steps): each step's device time between events of eager executions (median of 20), and what it adds to the graph replay (the replay's median less that of the graph without the step, 200 replays each; sum {:.2} us):",
+            plan.steps.len(),
+            inside.iter().sum::<f64>()
+        ),
+        None => println!(
+            "plan ({} steps): each step's device time between events of eager executions (median of 20); the in-graph profile is skipped above {IN_GRAPH_PROFILE_MAX_STEPS} steps:",
+            plan.steps.len()
+        ),
+    }
+    for (i, (line, t)) in text.lines().zip(&times).enumerate() {
+        match &inside {
+            Some(g) => println!("step {t:>8.2} us  in graph {:>7.2} us  {line}", g[i]),
+            None => println!("step {t:>8.2} us  {line}"),
+        }
+    }
+    let mut by_kernel: std::collections::BTreeMap<String, (usize, f64)> = Default::default();
+    for (step, t) in plan.steps.iter().zip(&times) {
+        let key = match step {
+            planner::plan::Step::Kernel { kernel, .. } => kernel.symbol().to_string(),
+            planner::plan::Step::Copy { .. } => "copy".into(),
+        };
+        let e = by_kernel.entry(key).or_default();
+        (e.0, e.1) = (e.0 + 1, e.1 + t);
+    }
+    let mut rows: Vec<_> = by_kernel.into_iter().collect();
+    rows.sort_by(|a, b| b.1.1.total_cmp(&a.1.1));
+    println!("by kernel (sum of step times {:.2} us):", times.iter().sum::<f64>());
+    for (k, (n, t)) in rows {
+        println!("  {k:<24} {n:>4} steps {t:>10.2} us");
+    }
+    println!("{}", text.lines().last().unwrap_or_default());
+    Ok(())
+}
+
+/// The GPU context and the time its creation took, or why there is none: made on another thread
+/// while the model loads (driver initialisation and context creation take about 0.2 s).
+type Opening = std::thread::JoinHandle<(Result<host::Context, host::HostError>, std::time::Duration)>;
+
+fn open_gpu() -> Opening {
+    std::thread::spawn(|| {
+        let t = Instant::now();
+        let ctx = host::device::device_count().and_then(|_| host::Context::new(0));
+        (ctx, t.elapsed())
+    })
 }
 
 /// Runs `ferrofuse run`.
 pub fn run(args: RunArgs) -> Result<()> {
+    let started = Instant::now();
+    let opening = (args.device != Some(Device::Cpu)).then(open_gpu);
     let options = session_options(&args.options)?;
     let model = match &args.model {
         Some(path) => onnx::load_path(path).with_context(|| format!("loading {}", path.display()))?,
@@ -208,8 +267,22 @@ pub fn run(args: RunArgs) -> Result<()> {
     for (n, t) in &inputs {
         println!("input  {n}: {}", preview(t));
     }
-    let device =
-        args.device.unwrap_or(if host::device::device_count().is_ok() { Device::Cuda } else { Device::Cpu });
+    let loaded = started.elapsed();
+    let opened = opening.map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+    let device = args.device.unwrap_or(match &opened {
+        Some((Ok(_), _)) => Device::Cuda,
+        _ => Device::Cpu,
+    });
+    if let Some((_, t)) = &opened
+        && device == Device::Cuda
+    {
+        println!(
+            "startup: model load and conversion {:.1} ms, alongside driver init and context creation {:.1} ms; waited {:.1} ms",
+            loaded.as_secs_f64() * 1e3,
+            t.as_secs_f64() * 1e3,
+            started.elapsed().saturating_sub(loaded).as_secs_f64() * 1e3
+        );
+    }
     let start = Instant::now();
     let outputs = match device {
         Device::Cpu => {
@@ -218,7 +291,10 @@ pub fn run(args: RunArgs) -> Result<()> {
             }
             host::reference::eval(&graph, &inputs)?
         }
-        Device::Cuda => run_cuda(graph, &inputs, args.repeat, options)?,
+        Device::Cuda => {
+            let (ctx, t) = opened.expect("a GPU run opens the context");
+            run_cuda((ctx?, t), graph, &inputs, args.repeat, args.profile, options)?
+        }
     };
     let elapsed = start.elapsed();
     for (n, t) in &outputs {
@@ -239,5 +315,9 @@ pub fn run(args: RunArgs) -> Result<()> {
             println!("wrote {}", path.display());
         }
     }
+    println!(
+        "process: {:.1} ms from the start of `run` to the outputs",
+        started.elapsed().as_secs_f64() * 1e3
+    );
     Ok(())
 }

@@ -105,6 +105,41 @@ pub struct Session<'c> {
     allocations: u64,
     device_bytes: u64,
     last: Option<Key>,
+    prepared: Option<PrepareReport>,
+}
+
+/// The plan options a session with `options` compiles with on a device of `sm_count`
+/// multiprocessors (`hopper`: the Hopper flavour, with its cluster and block-pair kernels): what
+/// `ferrofuse inspect` plans offline.
+pub fn plan_options(options: &SessionOptions, sm_count: u32, hopper: bool) -> PlanOptions {
+    PlanOptions {
+        sm_count,
+        fuse_activations: options.fuse_activations,
+        fuse_elementwise: options.fuse_elementwise,
+        fuse_gemm_programs: options.fuse_gemm_programs,
+        stateful: options.stateful,
+        tensor_core_gemm: options.tensor_core_gemm,
+        fuse_layer_norm_gemm: options.fuse_layer_norm_gemm,
+        pack_gemm_weights: options.pack_gemm_weights,
+        tensor_core_attention: options.tensor_core_attention,
+        fuse_attention: options.fuse_attention,
+        cluster_mlp: hopper,
+        pair_gemm: options.pair_gemm && hopper,
+        skip_hidden_keys: options.skip_hidden_keys,
+        ..PlanOptions::default()
+    }
+}
+
+/// What preparing a binding's plan cost ([`Session::prepare_report`]): where a first run spends
+/// its time before the first launch.
+#[derive(Clone, Debug)]
+pub struct PrepareReport {
+    /// Compiling the plan (shape inference, fusion, lowering, memory planning).
+    pub plan: std::time::Duration,
+    /// Loading the plan's kernels (from the kernel cache or compiled, in parallel).
+    pub kernels: crate::device::LoadReport,
+    /// Uploading the weights and allocating the arena and the input and output buffers.
+    pub upload: std::time::Duration,
 }
 
 impl<'c> Session<'c> {
@@ -128,6 +163,7 @@ impl<'c> Session<'c> {
             allocations: 0,
             device_bytes: 0,
             last: None,
+            prepared: None,
         })
     }
 
@@ -225,6 +261,24 @@ impl<'c> Session<'c> {
         Ok(before - self.device_bytes())
     }
 
+    /// What preparing the most recently compiled (single-plan) binding cost.
+    pub fn prepare_report(&self) -> Option<&PrepareReport> {
+        self.prepared.as_ref()
+    }
+
+    /// Compiles the plan for `dims` and loads its kernels (filling the kernel cache) without
+    /// running it: `ferrofuse warmup`. Returns what the kernel loads did (for a model run in
+    /// stages, the first stage's).
+    pub fn warmup(&mut self, dims: &Binding) -> Result<crate::device::LoadReport, HostError> {
+        let (before, start) = (self.ctx.load_history().loads.len(), std::time::Instant::now());
+        self.required_arena_bytes(dims)?;
+        let mut report = self.ctx.load_history();
+        report.loads.drain(..before.min(report.loads.len()));
+        report.wall = start.elapsed();
+        report.threads = Context::compile_threads();
+        Ok(report)
+    }
+
     /// Bindings whose steps are captured as a CUDA graph (replayed by their next run).
     pub fn captured_graphs(&self) -> usize {
         self.compiled.values().filter(|c| c.graph.is_some()).count()
@@ -255,6 +309,8 @@ impl<'c> Session<'c> {
 
     fn bind(&self, inputs: &[(String, HostTensor)]) -> Result<Binding, HostError> {
         let mut b = Binding::new();
+        // The input that bound each symbol first, to name both when another disagrees.
+        let mut bound_by: HashMap<String, String> = HashMap::new();
         for &v in &self.graph.inputs {
             let info = &self.graph.values[v.index()];
             let name = &info.name;
@@ -271,16 +327,27 @@ impl<'c> Session<'c> {
             if t.shape().len() != decl.shape.rank() {
                 return Err(bad(format!("shape {:?}, the model declares {}", t.shape(), decl.shape)));
             }
-            for (d, &size) in decl.shape.dims().iter().zip(t.shape()) {
+            for (axis, (d, &size)) in decl.shape.dims().iter().zip(t.shape()).enumerate() {
                 match d {
                     Dim::Known(k) if *k != size => {
-                        return Err(bad(format!("shape {:?}, the model declares {}", t.shape(), decl.shape)));
+                        return Err(bad(format!(
+                            "dim {axis} is {size}, the model declares {k} (shape {:?}, declared {})",
+                            t.shape(),
+                            decl.shape
+                        )));
                     }
                     Dim::Symbol(s) => match b.get(s) {
                         Some(prev) if prev != size => {
-                            return Err(bad(format!("`{s}` = {size} here but {prev} in another input")));
+                            let other = bound_by.get(s).map_or("another input", String::as_str);
+                            return Err(bad(format!(
+                                "`{s}` = {size} here but {prev} in input `{other}` (the model declares both with `{s}`)"
+                            )));
                         }
-                        _ => b.set(s, size),
+                        Some(_) => {}
+                        None => {
+                            b.set(s, size);
+                            bound_by.insert(s.clone(), name.clone());
+                        }
                     },
                     Dim::Known(_) => {}
                 }
@@ -300,22 +367,8 @@ impl<'c> Session<'c> {
 
     /// The plan options this session compiles with.
     fn plan_options(&self) -> PlanOptions {
-        PlanOptions {
-            sm_count: self.ctx.info().sm_count,
-            fuse_activations: self.options.fuse_activations,
-            fuse_elementwise: self.options.fuse_elementwise,
-            fuse_gemm_programs: self.options.fuse_gemm_programs,
-            stateful: self.options.stateful,
-            tensor_core_gemm: self.options.tensor_core_gemm,
-            fuse_layer_norm_gemm: self.options.fuse_layer_norm_gemm,
-            pack_gemm_weights: self.options.pack_gemm_weights,
-            tensor_core_attention: self.options.tensor_core_attention,
-            fuse_attention: self.options.fuse_attention,
-            cluster_mlp: self.ctx.flavour() == crate::PtxFlavour::Hopper,
-            pair_gemm: self.options.pair_gemm && self.ctx.flavour() == crate::PtxFlavour::Hopper,
-            skip_hidden_keys: self.options.skip_hidden_keys,
-            ..PlanOptions::default()
-        }
+        let hopper = self.ctx.flavour() == crate::PtxFlavour::Hopper;
+        plan_options(&self.options, self.ctx.info().sm_count, hopper)
     }
 
     /// Uploads `plan`'s constants, packed at 256-byte offsets, in one allocation (none without
@@ -372,7 +425,11 @@ impl<'c> Session<'c> {
             self.ctx.synchronize()?;
             return Ok(());
         }
+        let started = std::time::Instant::now();
         let plan = compile(&graph, &binding.dims, &self.plan_options())?;
+        let planned = started.elapsed();
+        let kernels = self.ctx.preload(&plan.kernels())?;
+        let uploading = std::time::Instant::now();
         let cached = self.weight_cache.lock().ok().and_then(|m| m.get(binding).cloned());
         let weights = match cached {
             Some(w) => Some(w),
@@ -384,6 +441,9 @@ impl<'c> Session<'c> {
                 w
             }
         };
+        // Input and output buffers; counted only once all of them are allocated (a failure frees
+        // the ones made so far and leaves the session as it was).
+        let (mut count, mut held) = (0u64, 0u64);
         let mut io = |vs: &[ValueId]| -> Result<Vec<CudaSlice<u8>>, HostError> {
             vs.iter()
                 .map(|v| {
@@ -393,18 +453,21 @@ impl<'c> Session<'c> {
                         detail: "graph outputs of data-dependent size are not supported on the GPU yet"
                             .into(),
                     })?;
-                    self.allocations += 1;
-                    self.device_bytes += bytes;
+                    count += 1;
+                    held += bytes;
                     alloc(self.ctx, bytes.max(1))
                 })
                 .collect()
         };
         let inputs = io(&plan.inputs)?;
         let outputs = io(&plan.outputs)?;
+        self.allocations += count;
+        self.device_bytes += held;
         self.fit_arena(plan.memory.arena_bytes)?;
         // Allocations and uploads went through the context's stream; the session's stream uses
         // them from now on.
         self.ctx.synchronize()?;
+        self.prepared = Some(PrepareReport { plan: planned, kernels, upload: uploading.elapsed() });
         self.compiled.insert(binding.clone(), Compiled { plan, weights, inputs, outputs, graph: None });
         Ok(())
     }

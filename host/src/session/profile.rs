@@ -27,17 +27,32 @@ impl Session<'_> {
         outcome.map(|()| times)
     }
 
-    /// Device time of each step of the last run's binding, launched alone (eagerly, between two
-    /// events on the session's stream): the median over `iters` executions, in microseconds, in
-    /// step order. Launch gaps between steps are not included, so the sum is below the eager total.
+    /// Device time of each step of the last run's binding: the steps are launched eagerly one
+    /// after another with an event recorded between every two of them (one wait per execution,
+    /// so the cost is linear in the steps), and each step's time is the median over `iters`
+    /// executions of the time between its two events, in microseconds, in step order. A step
+    /// shorter than a launch may show the launch's time (the host enqueues slower than the device
+    /// runs it).
     pub fn profile_steps(&mut self, iters: usize) -> Result<Vec<f64>, HostError> {
         let c = &self.compiled[&self.plan_binding()?];
         let at = self.addresses(c);
-        let mut samples = vec![Vec::with_capacity(iters); c.plan.steps.len()];
+        let n = c.plan.steps.len();
+        let events = (0..=n).map(|_| self.ctx.event()).collect::<Result<Vec<_>, _>>()?;
+        let record = |e: &cudarc::driver::CudaEvent| {
+            e.record(&self.stream).map_err(HostError::driver("recording an event"))
+        };
+        let mut samples = vec![Vec::with_capacity(iters); n];
         for _ in 0..iters.max(1) {
+            record(&events[0])?;
             for (i, step) in c.plan.steps.iter().enumerate() {
-                let ms = self.ctx.time_on(&self.stream, || self.launch_step(&at, i, step))?;
-                samples[i].push(ms as f64 * 1e3);
+                self.launch_step(&at, i, step)?;
+                record(&events[i + 1])?;
+            }
+            events[n].synchronize().map_err(HostError::driver("waiting for an event"))?;
+            for (i, s) in samples.iter_mut().enumerate() {
+                let ms =
+                    events[i].elapsed_ms(&events[i + 1]).map_err(HostError::driver("reading event times"))?;
+                s.push(ms as f64 * 1e3);
             }
         }
         Ok(samples.into_iter().map(median).collect())
