@@ -4,7 +4,7 @@
 //! training mode fed as graph inputs are specialized the same way: with them constant the plan is
 //! a copy and an all-true mask, or (training with a non-zero ratio) refused, as the reference does.
 
-use planner::{Binding, DType, Graph};
+use planner::{Binding, DType, Graph, Op, ValueId};
 
 use crate::HostTensor;
 
@@ -19,47 +19,115 @@ pub(crate) struct Key {
 /// Largest input (elements) whose values a plan may be specialized on.
 const SPECIALIZE_MAX_ELEMS: usize = 64;
 
-/// Whether a plan may be specialized on the values of input `t` of `graph`: a small integer tensor
-/// (a shape operand, axes, sizes, pads), or a small float or bool tensor that only decides what the
-/// plan does ([`plan_operand`]: never data a kernel computes on).
+/// Whether a plan may be specialized on the values of input `t` of `graph`: a small tensor whose
+/// value decides the plan ([`decides_plan`]): a shape operand (a shape, axes, sizes, pads, starts
+/// and ends, repeats, a count, an FFT length), read directly or through shape arithmetic; Resize's
+/// roi or scales, Range's bounds, Dropout's ratio or training mode. Data a kernel only computes on
+/// (token ids, masks, features, a divisor) never is, however small: specializing on it would
+/// compute the model on the host.
 pub(crate) fn specializable(graph: &Graph, name: &str, t: &HostTensor) -> bool {
-    if t.len() > SPECIALIZE_MAX_ELEMS {
-        return false;
-    }
-    match t.dtype() {
-        DType::I64 => true,
-        DType::F32 | DType::F16 | DType::F64 | DType::Bool => plan_operand(graph, name, t.dtype()),
-        _ => false,
+    t.len() <= SPECIALIZE_MAX_ELEMS
+        && matches!(t.dtype(), DType::I64 | DType::I32 | DType::F32 | DType::F16 | DType::F64 | DType::Bool)
+        && decides_plan(graph, name)
+}
+
+/// How a node reads one of its inputs.
+enum Read {
+    /// Its value decides the plan (a shape operand), or only its shape or type is read.
+    Operand,
+    /// Its value flows into the node's outputs (shape arithmetic, or data: the outputs' uses say).
+    Through,
+    /// A kernel computes on it.
+    Data,
+}
+
+/// How `op` reads its input `slot`.
+fn read_of(op: &Op, slot: usize) -> Read {
+    use Op::*;
+    match (op, slot) {
+        (Shape(_) | Size, _) | (CastLike(_), 1) => Read::Operand,
+        (Reshape(_) | Expand | Tile | Squeeze(_) | Unsqueeze(_) | Split(_) | TopK(_) | OneHot(_), 1)
+        | (CumSum(_) | Trilu(_) | CenterCropPad(_), 1)
+        | (ConstantOfShape(_), 0)
+        | (Range, 0..=2)
+        | (Slice(_), 1..=4)
+        | (Pad(_), 1 | 3)
+        | (Resize(_), 1..=3)
+        | (Dropout(_), 1 | 2)
+        | (Col2Im(_), 1 | 2)
+        | (Dft(_), 1 | 2)
+        | (Stft(_), 1 | 3)
+        | (MaxUnpool(_), 2)
+        | (NonMaxSuppression(_), 2) => Read::Operand,
+        (
+            ReduceSum(_) | ReduceMean(_) | ReduceMax(_) | ReduceMin(_) | ReduceProd(_) | ReduceL1(_)
+            | ReduceL2(_) | ReduceLogSum(_) | ReduceLogSumExp(_) | ReduceSumSquare(_),
+            1,
+        ) => Read::Operand,
+        (
+            Cast(_) | CastLike(_) | Identity | Concat(_) | Gather(_) | Flatten(_) | Add | Sub | Mul | Div
+            | Mod(_) | Neg | Abs | Max | Min | Sign | Equal | Less | Greater | LessOrEqual | GreaterOrEqual
+            | Not | And | Or | Where | ReduceSum(_) | ReduceProd(_) | ReduceMax(_) | ReduceMin(_),
+            _,
+        )
+        | (Reshape(_) | Squeeze(_) | Unsqueeze(_) | Slice(_) | Expand | Tile, 0) => Read::Through,
+        _ => Read::Data,
     }
 }
 
-/// Whether graph input `name` (of type `dtype`) is read only where its value decides the plan:
-/// Resize's roi or scales, Range's bounds, Dropout's ratio or training mode (the bool).
-fn plan_operand(graph: &Graph, name: &str, dtype: DType) -> bool {
+/// Whether the value of graph input `name` decides the plan ([`specializable`]): some read of it
+/// reaches a plan operand (directly or through shape arithmetic), and none reaches a graph output
+/// or a nested graph's capture (there the value would be data the host computed).
+fn decides_plan(graph: &Graph, name: &str) -> bool {
+    use std::collections::HashMap;
     let Some(&v) = graph.inputs.iter().find(|v| graph.values[v.index()].name == name) else { return false };
-    if graph.outputs.contains(&v) {
-        return false;
-    }
-    // A body capturing the value reads it as data.
-    if graph.nodes.iter().any(|n| n.uses().contains(&v) && !n.inputs.contains(&Some(v))) {
-        return false;
-    }
-    let mut uses = graph.nodes.iter().flat_map(|n| {
-        n.inputs.iter().enumerate().filter(|(_, i)| **i == Some(v)).map(move |(slot, _)| (&n.op, slot))
-    });
-    let mut any = false;
-    uses.all(|(op, slot)| {
-        any = true;
-        match op {
-            // A bool is only ever Dropout's training mode.
-            planner::Op::Dropout(_) => (dtype == DType::Bool) == (slot == 2) && slot >= 1,
-            _ if dtype == DType::Bool => false,
-            // Resize's roi or scales, or a Range bound (its output's length is the value's).
-            planner::Op::Resize(_) => slot == 1 || slot == 2,
-            planner::Op::Range => true,
-            _ => false,
+    // Every value's reads: (node, slot), `None` for a nested graph's capture.
+    let mut reads: HashMap<ValueId, Vec<(usize, Option<usize>)>> = HashMap::new();
+    for (i, n) in graph.nodes.iter().enumerate() {
+        for (slot, input) in n.inputs.iter().enumerate() {
+            if let Some(u) = input {
+                reads.entry(*u).or_default().push((i, Some(slot)));
+            }
         }
-    }) && any
+        for u in n.uses() {
+            if !n.inputs.contains(&Some(u)) {
+                reads.entry(u).or_default().push((i, None));
+            }
+        }
+    }
+    /// (some read reaches a plan operand, some read reaches a graph output or a capture).
+    type Reach = (bool, bool);
+    fn reach(
+        graph: &Graph,
+        reads: &HashMap<ValueId, Vec<(usize, Option<usize>)>>,
+        memo: &mut HashMap<ValueId, Reach>,
+        v: ValueId,
+    ) -> Reach {
+        if let Some(&known) = memo.get(&v) {
+            return known;
+        }
+        memo.insert(v, (false, false));
+        let mut r = (false, graph.outputs.contains(&v));
+        for &(i, slot) in reads.get(&v).into_iter().flatten() {
+            let n = &graph.nodes[i];
+            let (operand, escapes) = match slot.map(|s| read_of(&n.op, s)) {
+                Some(Read::Operand) => (true, false),
+                Some(Read::Through) => n
+                    .outputs
+                    .iter()
+                    .flatten()
+                    .map(|&o| reach(graph, reads, memo, o))
+                    .fold((false, false), |a, b| (a.0 || b.0, a.1 || b.1)),
+                Some(Read::Data) => (false, false),
+                None => (false, true),
+            };
+            r = (r.0 || operand, r.1 || escapes);
+        }
+        memo.insert(v, r);
+        r
+    }
+    let (operand, escapes) = reach(graph, &reads, &mut HashMap::new(), v);
+    operand && !escapes
 }
 
 /// The values `inputs` pin for a specialized plan: the specializable ones, as name, dtype, dims and
@@ -90,6 +158,9 @@ pub(crate) fn graph(graph: &Graph, key: &Key) -> Graph {
 
 /// Largest value (elements) [`fold_constants`] computes.
 const FOLD_MAX_ELEMS: usize = 1 << 18;
+
+/// Bytes [`fold_constants`] may hold beyond the weights while it computes (all values together).
+const FOLD_MAX_BYTES: u64 = 64 << 20;
 
 /// `graph` with every node whose inputs are all constants computed on the host by the reference
 /// executor and replaced by its results (as ONNX Runtime's constant folding does): a causal mask
@@ -149,9 +220,11 @@ pub fn fold_constants(graph: Graph) -> Graph {
     }
     sub.outputs = frontier.iter().map(|&v| map(&mut sub, v)).collect();
     let weights: u64 = graph.initializers.values().map(|c| c.bytes.len() as u64).sum();
+    // Host work is bounded: no value over FOLD_MAX_ELEMS, and FOLD_MAX_BYTES in all beyond the
+    // weights, however many nodes fold (past either the fold stops and the kernels compute it).
     let limits = crate::reference::Limits {
         max_tensor_elems: FOLD_MAX_ELEMS,
-        max_total_bytes: weights + 4 * FOLD_MAX_ELEMS as u64 * 8 * picked.len() as u64,
+        max_total_bytes: weights + FOLD_MAX_BYTES,
     };
     let Ok(values) = crate::reference::eval_with(&sub, &[], limits) else { return graph };
     let mut g = graph;
@@ -184,8 +257,46 @@ mod tests {
         // Data (Resize's X, an Add operand) never is, however small.
         assert!(!super::specializable(&g, "x", &f32s(4)));
         assert!(!super::specializable(&g, "z", &f32s(8)));
-        assert!(super::specializable(&g, "k", &HostTensor::new(vec![1], vec![3i64]).unwrap()));
+        // Not a graph input: nothing to specialize.
+        assert!(!super::specializable(&g, "k", &HostTensor::new(vec![1], vec![3i64]).unwrap()));
         assert!(!super::specializable(&g, "s", &f32s(65)));
+    }
+
+    #[test]
+    fn shape_operands_are_specialized_through_shape_arithmetic_and_token_ids_never_are() {
+        use planner::op::{self, Op};
+        use planner::{ConstTensor, DType, Graph};
+
+        use crate::HostTensor;
+        let mut g = Graph::new();
+        // Token ids [2, 16] into an embedding table, then a CumSum: data, however small.
+        let ids = g.input("ids", DType::I64, [2usize, 16]);
+        let table = g.initializer("table", ConstTensor::from_f32(&[10, 4], &[0.5; 40]).unwrap());
+        let emb = g.push(Op::Gather(op::Gather::default()), &[table, ids], 1)[0];
+        let axis = g.initializer("axis", ConstTensor::from_i64s_as(DType::I64, &[], &[1]).unwrap());
+        let cs = g.push(Op::CumSum(op::CumSum::default()), &[emb, axis], 1)[0];
+        // A new shape fed as an input, through shape arithmetic (Mul by a constant, Concat) into a
+        // Reshape: it decides the plan.
+        let shape = g.input("shape", DType::I64, [2usize]);
+        let two = g.initializer("two", ConstTensor::from_i64s_as(DType::I64, &[1], &[1]).unwrap());
+        let scaled = g.op1(Op::Mul, &[shape, two]);
+        let r = g.push(Op::Reshape(op::Reshape::default()), &[cs, scaled], 1)[0];
+        g.output(r);
+        // A mask [2, 16] turned into floats and added to the data: data too.
+        let mask = g.input("mask", DType::I64, [2usize, 16]);
+        let mf = g.push(Op::Cast(op::Cast { to: DType::F32, saturate: true }), &[mask], 1)[0];
+        let sum = g.op1(Op::Add, &[mf, mf]);
+        g.output(sum);
+        let i64s = |dims: Vec<usize>| {
+            let n = dims.iter().product();
+            HostTensor::new(dims, vec![1i64; n]).unwrap()
+        };
+        assert!(!super::specializable(&g, "ids", &i64s(vec![2, 16])));
+        assert!(!super::specializable(&g, "mask", &i64s(vec![2, 16])));
+        assert!(super::specializable(&g, "shape", &i64s(vec![2])));
+        // The same shape input also read as data (a graph output) is not.
+        g.output(shape);
+        assert!(!super::specializable(&g, "shape", &i64s(vec![2])));
     }
 
     #[test]

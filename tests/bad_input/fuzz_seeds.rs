@@ -3,14 +3,13 @@
 use crate::*;
 use onnx::builder::{tensor_f32, tensor_i64};
 use onnx::{DataType, Dim, ModelBuilder, NodeBuilder};
-use std::path::Path;
 
 /// Writes the seed corpus of the `load_and_infer` fuzz target (`fuzz/corpus/load_and_infer`):
 /// small valid models over many ops. Run with `cargo test --test bad_input -- --ignored`.
 #[test]
 #[ignore = "writes the fuzz seed corpus"]
 fn write_fuzz_seeds() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/load_and_infer");
+    let dir = crate::support::repo_dir().join("fuzz/corpus/load_and_infer");
     std::fs::create_dir_all(&dir).expect("corpus folder");
     for (name, model) in seed_models() {
         let bytes = model.bytes();

@@ -3,6 +3,9 @@
 //! `planner::shape_infer::infer` → `host::reference::eval`) and through the `ferrofuse` binary.
 //! Nothing here may panic, and absurd sizes must fail fast, before anything is allocated.
 
+#[path = "../support/mod.rs"]
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -24,7 +27,7 @@ pub(crate) fn scratch(test: &str) -> PathBuf {
 
 /// Runs the binary; returns (exit code, stdout, stderr) after checking it did not panic.
 pub(crate) fn cli(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferrofuse")).args(args).output().expect("running ferrofuse");
+    let out = Command::new(support::ferrofuse_bin()).args(args).output().expect("running ferrofuse");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!stderr.contains("panicked"), "ferrofuse {args:?} panicked:\n{stderr}");

@@ -3,6 +3,7 @@
 
 mod arena;
 mod attention;
+mod bad_input;
 mod clip;
 mod context;
 mod control;
