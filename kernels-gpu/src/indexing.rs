@@ -7,7 +7,7 @@
 //! before any dereference (see [`ElementsParams`]). Loops over the dims have constant trip counts
 //! and read the parameter arrays through `movement::at`, so nothing is copied to local memory.
 
-use crate::abi::{ElementsParams, MAX_RANK, ScatterNdParams, TriluParams, scatter_reduction};
+use crate::abi::{CumSumParams, ElementsParams, MAX_RANK, ScatterNdParams, TriluParams, scatter_reduction};
 use crate::intrinsics::{atomic_add_f32, atomic_cas_u32, global_thread_x, grid_threads_x};
 use crate::math;
 use crate::movement::{at, unravel};
@@ -280,3 +280,73 @@ macro_rules! trilu_kernel {
 trilu_kernel!(trilu_b1, u8, "1");
 trilu_kernel!(trilu_b4, u32, "4");
 trilu_kernel!(trilu_b8, u64, "8");
+
+/// The `cumsum_*` contract for elements of type `T` summed in `A` (`widen`, `add` and `narrow`
+/// convert and add).
+///
+/// # Safety
+/// `x` and `y` hold `p.lines * p.len` elements (`y` may equal `x`: each element is read before it
+/// is written, and no other line touches it).
+#[inline(always)]
+unsafe fn cumsum<T: Copy, A: Copy>(
+    p: &CumSumParams,
+    x: *const T,
+    y: *mut T,
+    zero: A,
+    add: impl Fn(A, T) -> A,
+    narrow: impl Fn(A) -> T,
+) {
+    let (mut line, stride) = (global_thread_x(), grid_threads_x());
+    while line < p.lines {
+        let base = (line / p.inner) * p.len * p.inner + line % p.inner;
+        let mut acc = zero;
+        for s in 0..p.len {
+            let k = if p.reverse != 0 { p.len - 1 - s } else { s };
+            let at = (base + k * p.inner) as usize;
+            // SAFETY: `at` is an element of this line, inside both buffers (the contract).
+            let next = add(acc, unsafe { *x.add(at) });
+            // SAFETY: as above.
+            unsafe { *y.add(at) = narrow(if p.exclusive != 0 { acc } else { next }) };
+            acc = next;
+        }
+        line += stride;
+    }
+}
+
+macro_rules! cumsum_kernel {
+    ($name:ident, $t:ty, $what:literal, $zero:expr, $add:expr, $narrow:expr) => {
+        #[doc = concat!("ONNX CumSum of ", $what, " ([`CumSumParams`]): the running sum of every line")]
+        /// along the summed axis, one thread per line.
+        ///
+        /// # Safety
+        /// `x` and `y` hold `p.lines * p.len` elements (`y` may equal `x`); `p.inner` is non-zero
+        /// when `p.lines` is.
+        ///
+        /// # Parameters
+        /// `p`: the `[outer, len, inner]` view and the flags; `x`: the input; `y`: the output.
+        ///
+        /// # Thread mapping
+        /// 1-D grid of 1-D blocks, any size: a grid-stride loop over the lines, each summed in
+        /// order by one thread.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(p: CumSumParams, x: *const $t, y: *mut $t) {
+            if p.inner == 0 {
+                return;
+            }
+            // SAFETY: forwarded from the contract.
+            unsafe { cumsum(&p, x, y, $zero, $add, $narrow) }
+        }
+    };
+}
+
+cumsum_kernel!(
+    cumsum_f32,
+    f32,
+    "f32 (an f64 running sum, as the reference)",
+    0f64,
+    |a: f64, v: f32| a + v as f64,
+    |a: f64| a as f32
+);
+cumsum_kernel!(cumsum_f64, f64, "f64", 0f64, |a: f64, v: f64| a + v, |a: f64| a);
+cumsum_kernel!(cumsum_i32, i32, "i32 (wrapping)", 0i32, |a: i32, v: i32| a.wrapping_add(v), |a: i32| a);
+cumsum_kernel!(cumsum_i64, i64, "i64 (wrapping)", 0i64, |a: i64, v: i64| a.wrapping_add(v), |a: i64| a);

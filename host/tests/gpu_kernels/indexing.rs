@@ -301,3 +301,41 @@ fn scatter_nd_matches_the_reference_for_every_reduction() {
         }
     }
 }
+
+#[test]
+fn cumsum_matches_the_reference_for_every_dtype_axis_and_flag() {
+    let mut rng = Rng::new(0xc5);
+    for case in 0..24 {
+        let rank = 1 + (rng.next_u64() % 3) as usize;
+        let shape: Vec<usize> = (0..rank).map(|_| 1 + (rng.next_u64() % 40) as usize).collect();
+        let axis = (rng.next_u64() % rank as u64) as i64 - if case % 2 == 0 { 0 } else { rank as i64 };
+        let dtype = [DType::F32, DType::F64, DType::I32, DType::I64][case % 4];
+        let (exclusive, reverse) = (case % 3 == 1, case % 5 >= 3);
+        let n: usize = shape.iter().product();
+        let vals: Vec<f64> = (0..n).map(|_| rng.uniform(-4.0, 4.0).round() as f64 + 0.25).collect();
+        let x = match dtype {
+            DType::F32 => HostTensor::new(shape.clone(), vals.iter().map(|&v| v as f32).collect::<Vec<_>>()),
+            DType::F64 => HostTensor::new(shape.clone(), vals.clone()),
+            DType::I32 => HostTensor::new(shape.clone(), vals.iter().map(|&v| v as i32).collect::<Vec<_>>()),
+            _ => HostTensor::new(shape.clone(), vals.iter().map(|&v| v as i64).collect::<Vec<_>>()),
+        }
+        .unwrap();
+        let mut g = Graph::new();
+        let xv = g.input("x", dtype, known(&shape));
+        // The axis as a constant, or (every third case) as a graph input the session specializes on.
+        let a = if case % 3 == 0 {
+            g.input("axis", DType::I64, known(&[]))
+        } else {
+            g.initializer("axis", planner::ConstTensor::from_i64s_as(DType::I64, &[], &[axis]).unwrap())
+        };
+        let y = g.op1(Op::CumSum(op::CumSum { exclusive, reverse }), &[xv, a]);
+        g.output(y);
+        let mut inputs = vec![("x".to_string(), x)];
+        if case % 3 == 0 {
+            inputs.push(("axis".into(), HostTensor::new(vec![], vec![axis]).unwrap()));
+        }
+        let what = format!("cumsum {dtype} {shape:?} axis {axis} exclusive {exclusive} reverse {reverse}");
+        let plan = compare(&what, g, &inputs, 0.0);
+        assert!(plan.contains("cumsum_"), "{what}: {plan}");
+    }
+}

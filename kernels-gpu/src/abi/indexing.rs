@@ -65,6 +65,28 @@ pub struct TriluParams {
     pub _pad: u32,
 }
 
+/// Parameters of `indexing::cumsum_*` (ONNX CumSum): the input viewed as `[outer, len, inner]`
+/// around the summed axis; each of the `lines = outer * inner` lines of `len` elements (`inner`
+/// apart) is summed in order (from its end when `reverse`), each output leaving its own element
+/// out when `exclusive`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CumSumParams {
+    /// Lines summed (`outer * inner`).
+    pub lines: u64,
+    /// Elements of a line (the summed axis' size).
+    pub len: u64,
+    /// Elements after the summed axis (the stride between a line's elements).
+    pub inner: u64,
+    /// 1: each output is the sum of the elements before it (not counting itself).
+    pub exclusive: u32,
+    /// 1: sum from the end of the line.
+    pub reverse: u32,
+}
+
+// SAFETY: #[repr(C)], three u64 then two u32: no padding.
+unsafe impl Params for CumSumParams {}
+
 // SAFETY: #[repr(C)], two u64, four u32, two u64 arrays: no padding.
 unsafe impl Params for ElementsParams {}
 // SAFETY: #[repr(C)], three u64, two u32 (`_pad` explicit).

@@ -376,6 +376,14 @@ kernel_ids! {
     TriluB4 => "trilu_b4",
     /// `indexing::trilu_b8`: ONNX Trilu of 8-byte elements
     TriluB8 => "trilu_b8",
+    /// `indexing::cumsum_f32`: ONNX CumSum of f32 (an f64 running sum)
+    CumSumF32 => "cumsum_f32",
+    /// `indexing::cumsum_f64`: ONNX CumSum of f64
+    CumSumF64 => "cumsum_f64",
+    /// `indexing::cumsum_i32`: ONNX CumSum of i32 (wrapping)
+    CumSumI32 => "cumsum_i32",
+    /// `indexing::cumsum_i64`: ONNX CumSum of i64 (wrapping)
+    CumSumI64 => "cumsum_i64",
     /// `blocks::tensor_scatter_b4`: ONNX TensorScatter of 4-byte elements
     TensorScatterB4 => "tensor_scatter_b4",
     /// `blocks::tensor_scatter_b8`: ONNX TensorScatter of 8-byte elements

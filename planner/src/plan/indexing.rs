@@ -1,9 +1,9 @@
 //! Lowering of the element-indexed ops to the `indexing` kernels — GatherElements, ScatterElements
-//! (a copy of the data, then the update pass), Trilu — and of DepthToSpace / SpaceToDepth, which
+//! (a copy of the data, then the update pass), Trilu, CumSum — and of DepthToSpace / SpaceToDepth, which
 //! are a transpose through strides (one strided copy over a 6-D view of the output).
 
 use kernels_gpu::abi::{
-    ElementsParams, KernelId, MAX_RANK, Params, ScatterNdParams, TriluParams, scatter_reduction,
+    CumSumParams, ElementsParams, KernelId, MAX_RANK, Params, ScatterNdParams, TriluParams, scatter_reduction,
 };
 
 use super::lower::{Lowered, dims};
@@ -196,6 +196,41 @@ pub(super) fn trilu(n: &MoveNode, upper: bool, values: &[PlannedValue], o: &Plan
     )?;
     let args = vec![Arg::Value(x), k.map_or(Arg::Null, Arg::Value), Arg::Value(y)];
     Ok(step(n.id, n.label.clone(), kernel, &p, elems, o, args))
+}
+
+/// ONNX CumSum of f32, f64, i32 or i64 along a constant axis (input 1): one thread per line.
+pub(super) fn cumsum(
+    n: &MoveNode,
+    a: &crate::op::CumSum,
+    g: &crate::graph::Graph,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Lowered {
+    let (x, y) = (n.input(0)?, n.output()?);
+    let axis = match super::movement::const_ints(g, n.input(1)?, "CumSum's axis")?[..] {
+        [axis] => axis,
+        ref other => return Err(format!("CumSum's axis must be one integer, got {other:?}")),
+    };
+    let (xd, dtype) = dims(values, x)?;
+    let axis = axis_of(axis, xd.len())?;
+    let kernel = match dtype {
+        DType::F32 => KernelId::CumSumF32,
+        DType::F64 => KernelId::CumSumF64,
+        DType::I32 => KernelId::CumSumI32,
+        DType::I64 => KernelId::CumSumI64,
+        other => return Err(format!("CumSum of {other} has no GPU kernel (f32, f64, i32, i64 do)")),
+    };
+    let (outer, len, inner) = (
+        xd[..axis].iter().product::<usize>() as u64,
+        xd[axis] as u64,
+        xd[axis + 1..].iter().product::<usize>() as u64,
+    );
+    let lines = outer * inner;
+    if lines == 0 || len == 0 {
+        return Ok(Vec::new());
+    }
+    let p = CumSumParams { lines, len, inner, exclusive: a.exclusive as u32, reverse: a.reverse as u32 };
+    Ok(step(n.id, n.label.clone(), kernel, &p, lines, o, vec![Arg::Value(x), Arg::Value(y)]))
 }
 
 /// The 4-D `[n, c, h, w]` input of a DepthToSpace / SpaceToDepth.
