@@ -2,8 +2,9 @@
 //!
 //! `dim_value` becomes `Dim::Known`, a non-empty `dim_param` becomes `Dim::Symbol` with the same
 //! name (equal names are equal sizes model-wide, as in ONNX), and a dim with neither becomes a
-//! fresh symbol `<value>_dim<axis>` that no other dim of the model uses; so does a negative
-//! `dim_value`, which some converters write for "unknown". A type without a shape (unknown rank)
+//! fresh symbol `<value>_dim<axis>` that no other dim of the model uses; so do a negative
+//! `dim_value`, which some converters write for "unknown", and a `dim_param` of `?` (which
+//! PaddleOCR's exports write for height and width, sizes that differ). A type without a shape (unknown rank)
 //! or without an element type declares nothing (`None`).
 
 use std::collections::BTreeSet;
@@ -94,7 +95,8 @@ fn of_type(name: &str, ty: &TypeProto, namer: &mut DimNamer) -> Result<Option<Te
                 Ok(v) => Dim::Known(v),
                 Err(_) => return Err(format!("dim {axis} ({v}) does not fit in memory")),
             },
-            Some(DimValue::DimParam(p)) if !p.is_empty() => Dim::Symbol(p.clone()),
+            // `?` (PaddleOCR's exports, among others) names no symbol: each is a dim of its own.
+            Some(DimValue::DimParam(p)) if !p.is_empty() && p != "?" => Dim::Symbol(p.clone()),
             _ => namer.fresh(name, axis),
         });
     }

@@ -108,6 +108,24 @@ fn negative_dim_value_is_an_anonymous_dim() {
     assert_eq!(inferred(&g, "y").shape.dims()[0], PDim::from("x_dim0"));
 }
 
+#[test]
+fn question_mark_dims_are_anonymous_and_distinct() {
+    // PaddleOCR writes `?` for both height and width, which differ at run time.
+    let proto = ModelBuilder::new(17)
+        .input("x", DataType::Float, &[Dim::from(1), Dim::from(3), Dim::from("?"), Dim::from("?")])
+        .node("Relu", &["x"], &["y"])
+        .output("y", DataType::Float, &[Dim::from(1), Dim::from(3), Dim::from("?"), Dim::from("?")])
+        .build();
+    let g = convert(proto);
+    let dims = proto_dims(&g);
+    let (PDim::Symbol(h), PDim::Symbol(w)) = (&dims[2], &dims[3]) else { panic!("{dims:?}") };
+    assert!(h != "?" && w != "?" && h != w, "{dims:?}");
+    // Shapes infer with the two bound to different sizes.
+    let b = planner::Binding::new().with(h, 2).with(w, 5);
+    let y = inferred(&g, "y").shape.bind(&b).expect("binds");
+    assert_eq!(y, [1, 3, 2, 5]);
+}
+
 fn proto_dims(g: &planner::Graph) -> Vec<PDim> {
     let info = g.value(g.inputs[0]).and_then(|v| v.info.clone()).expect("declared");
     info.shape.0
