@@ -5,7 +5,7 @@
 //! compute each value's lifetime in that order, merge in-place chains (an elementwise op whose input
 //! dies at that op writes over it), then place the buffers with greedy-by-size best fit among
 //! lifetime-overlapping buffers (free gaps between placed buffers are merged before fitting), under
-//! two orderings (by size, by lifetime length), keeping the smaller arena.
+//! three orderings (by size, by lifetime length, by first use), keeping the smallest arena.
 //!
 //! A node may also ask for scratch buffers ([`Scratch`]: workspace a kernel needs only while that
 //! node runs, such as a recurrent layer's input projection). Each gets a value id after the

@@ -146,7 +146,7 @@ pub struct SelectiveScan {
     pub delta_softplus: bool,
 }
 
-/// `SSDScan` (ai.ferrofuse): Mamba-2 recurrence (chunked on the GPU).
+/// `SSDScan` (ai.ferrofuse): Mamba-2 recurrence (sequential in time on the GPU, as on the CPU).
 /// Inputs: x `(B,L,H,P)`, dt `(B,L,H)`, A `(H)`, Bm `(B,L,G,N)`, Cm `(B,L,G,N)`, D? `(H)` or `(H*P)`,
 /// z? `(B,L,H,P)`, dt_bias? `(H)`, initial_state? `(B,H,P,N)`.
 /// Outputs: y `(B,L,H,P)`, final_state? `(B,H,P,N)` f32.

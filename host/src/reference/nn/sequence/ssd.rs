@@ -1,8 +1,9 @@
 //! Mamba-2 SSD scan, ferrofuse's `SSDScan` (OPS.md "Mamba-2 SSD", recurrent form of
 //! `Mamba2.step`): per head a scalar decay `exp(dt·A_h)` and a `P × N` state.
 //!
-//! The GPU computes the chunked form (`ssd_minimal_discrete`); the tests of this file derive that
-//! form independently and check it against this sequential recurrence.
+//! The GPU kernel runs the same recurrence sequentially in time (a chunked, sequence-parallel
+//! kernel is not written yet); the tests of this file derive the chunked form
+//! (`ssd_minimal_discrete`) independently and check it against this sequential recurrence.
 
 use planner::DType;
 use planner::op::SsdScan;
