@@ -2,14 +2,14 @@
 //! status 2 (never panic); with one, every self-test must pass (exit 0). Whichever machine runs the
 //! test, the branch taken is decided independently of the binary, by asking the driver here.
 
+mod support;
+
 use std::process::Command;
 
 #[test]
 fn doctor_reports_the_gpu_or_its_absence() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferrofuse"))
-        .arg("doctor")
-        .output()
-        .expect("running ferrofuse doctor");
+    let out =
+        Command::new(support::ferrofuse_bin()).arg("doctor").output().expect("running ferrofuse doctor");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "doctor panicked:\n{stderr}");
@@ -17,7 +17,7 @@ fn doctor_reports_the_gpu_or_its_absence() {
     match host::device::device_count() {
         Ok(_) => {
             assert_eq!(out.status.code(), Some(0), "doctor failed on a GPU machine:\n{stdout}");
-            assert!(stdout.contains("all checks passed") && stdout.contains("module load"), "{stdout}");
+            assert!(stdout.contains("all checks passed") && stdout.contains("kernel load"), "{stdout}");
         }
         Err(e) => {
             assert_eq!(out.status.code(), Some(2), "{stdout}");

@@ -4,12 +4,14 @@
 //! element off by more than 1e-4 · max |want|. Built only with the `gpu` feature; fails (never
 //! skips) without a GPU.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use host::{Context, HostTensor, Session, SessionOptions};
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pytorch")
+    support::repo_dir().join("tests/fixtures/pytorch")
 }
 
 fn npy(path: &Path) -> HostTensor {

@@ -3,12 +3,14 @@
 //! through load → convert → CPU reference, and match PyTorch's own outputs within 1e-4 relative
 //! error (‖ours − torch‖ / ‖torch‖), with no element off by more than 1e-4 · max |torch|.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use host::HostTensor;
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pytorch")
+    support::repo_dir().join("tests/fixtures/pytorch")
 }
 
 fn npy(path: &Path) -> HostTensor {

@@ -9,12 +9,15 @@
 //! Data: `FERROFUSE_ONNX_NODE_TESTS` (default `target/onnx-node-tests`, fetched by
 //! `scripts/fetch-onnx-node-tests.sh`). Needs a GPU (the `gpu` feature); fails loudly without one.
 
+#[path = "../support/mod.rs"]
+mod support;
+
 #[path = "../conformance/case.rs"]
 mod case;
 #[path = "../conformance/report.rs"]
 mod report;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use case::{Executor, Outcome, run_case};
@@ -31,7 +34,7 @@ fn ctx() -> &'static host::Context {
 fn onnx_node_tests_on_the_gpu() {
     let dir: PathBuf = std::env::var_os("FERROFUSE_ONNX_NODE_TESTS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/onnx-node-tests"));
+        .unwrap_or_else(|| support::repo_dir().join("target/onnx-node-tests"));
     let names: Vec<&str> =
         EXPECTED_PASS.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
     let missing: Vec<&&str> = names.iter().filter(|n| !dir.join(n).join("model.onnx").is_file()).collect();
