@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Exports models the way users build them: transformers' and torch's defaults (SDPA attention),
+`torch.onnx.export(..., dynamo=True)` with symbolic batch and sequence dims. Writes, per model,
+NAME.onnx, its reference input(s) NAME.in.<input>.npy and PyTorch's output NAME.out.npy (fp32,
+TF32 off), into OUT_DIR. Exports are cached: a model whose .onnx exists is skipped.
+
+    python3 benches/models/export_users.py OUT_DIR [NAME ...]
+
+Models: gpt2 (GPT2Model, 4 layers, d 256, 4 heads, vocab 1000, reference input batch 1 x seq 128),
+bert (BertModel, 4 layers, d 256), mlp (physics MLP 64 -> 256 x4 -> 1, batch 1).
+"""
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+torch.manual_seed(0)
+SEQ, VOCAB, D, LAYERS = 128, 1000, 256, 4
+
+
+class LastHidden(torch.nn.Module):
+    """A transformers model returning only its last hidden state (one ONNX output)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, input_ids):
+        return self.inner(input_ids).last_hidden_state
+
+
+class LastHiddenMasked(LastHidden):
+    """The same for models that take an attention mask."""
+
+    def forward(self, input_ids, attention_mask):
+        return self.inner(input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+def gpt2():
+    from transformers import GPT2Config, GPT2Model
+    cfg = GPT2Config(vocab_size=VOCAB, n_positions=1024, n_embd=D, n_layer=LAYERS, n_head=4, use_cache=False)
+    ids = torch.randint(0, VOCAB, (1, SEQ))
+    return LastHidden(GPT2Model(cfg).eval()), {"input_ids": ids}, {"input_ids": {0: "batch", 1: "seq"}}
+
+
+def bert():
+    from transformers import BertConfig, BertModel
+    cfg = BertConfig(vocab_size=VOCAB, hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=4,
+                     intermediate_size=4 * D, max_position_embeddings=512)
+    ids = torch.randint(0, VOCAB, (1, SEQ))
+    mask = torch.ones(1, SEQ, dtype=torch.int64)
+    dyn = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+    return LastHiddenMasked(BertModel(cfg, add_pooling_layer=False).eval()), {"input_ids": ids, "attention_mask": mask}, dyn
+
+
+def mlp():
+    layers, width = [], 64
+    for _ in range(4):
+        layers += [torch.nn.Linear(width, 256), torch.nn.ReLU()]
+        width = 256
+    layers.append(torch.nn.Linear(width, 1))
+    return torch.nn.Sequential(*layers).eval(), {"x": torch.randn(1, 64)}, {"x": {0: "batch"}}
+
+
+MODELS = {"gpt2": gpt2, "bert": bert, "mlp": mlp}
+
+
+def export(name, out_dir):
+    path = os.path.join(out_dir, f"{name}.onnx")
+    if os.path.exists(path):
+        print(f"{name}: cached ({path})")
+        return
+    model, inputs, dyn = MODELS[name]()
+    start = time.time()
+    with torch.no_grad():
+        want = model(*inputs.values())
+        dynamic_shapes = tuple({k: torch.export.Dim.AUTO for k in d} for d in dyn.values())
+        prog = torch.onnx.export(model, tuple(inputs.values()), input_names=list(inputs), dynamo=True,
+                                 dynamic_shapes=dynamic_shapes, optimize=True)
+    prog.save(path)
+    import onnx
+    m = onnx.load(path, load_external_data=False)
+    for k, v in inputs.items():
+        np.save(os.path.join(out_dir, f"{name}.in.{k}.npy"), v.numpy())
+    np.save(os.path.join(out_dir, f"{name}.out.npy"), want.numpy())
+    dims = [[d.dim_param or d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in m.graph.input]
+    print(f"{name}: exported in {time.time() - start:.1f} s, {len(m.graph.node)} nodes, inputs {dims}")
+
+
+if __name__ == "__main__":
+    out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)
+    for name in sys.argv[2:] or list(MODELS):
+        export(name, out_dir)
