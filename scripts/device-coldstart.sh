@@ -18,3 +18,13 @@ for name in ${*:-gpt2 bert mlp}; do
   "$bin" run "$MODELS/$name.onnx" "${args[@]}" --repeat 300 2>&1 | tee "$out/repeat-$name.log" \
     | grep -E "median|first run|steps|output|error"
 done
+# The other first-contact commands: warmup (all kernels; one model's plan), doctor --cold, the
+# per-step profile, the session's arena plan. (The export's symbols are read off its inputs.)
+syms=$(python3 -c "import onnx,sys; m=onnx.load(sys.argv[1], load_external_data=False); print(' '.join(d.dim_param for d in m.graph.input[0].type.tensor_type.shape.dim))" "$MODELS/gpt2.onnx")
+set -- $syms; binds="--bind $1=1 --bind $2=128"
+FERROFUSE_CACHE_DIR=$(mktemp -d) "$bin" warmup 2>&1 | tee "$out/warmup-all.log" | tail -2
+w=$(mktemp -d); FERROFUSE_CACHE_DIR=$w "$bin" warmup "$MODELS/gpt2.onnx" $binds 2>&1 | tee "$out/warmup-gpt2.log" | tail -2
+FERROFUSE_CACHE_DIR=$w "$bin" doctor --cold 2>&1 | tee "$out/doctor-cold.log" | grep -E "kernel load|passed|failed"
+"$bin" run "$MODELS/gpt2.onnx" --input input_ids="$MODELS/gpt2.in.input_ids.npy" --repeat 20 --profile 2>&1 \
+  | tee "$out/profile-gpt2.log" | grep -E "^plan \(|^by kernel|^  [a-z]" | head -12
+"$bin" inspect "$MODELS/gpt2.onnx" --memory $binds 2>&1 | tee "$out/inspect-memory-gpt2.log" | head -6

@@ -78,6 +78,29 @@ pub fn device_count() -> Result<usize, HostError> {
     if count <= 0 { Err(HostError::NoDevice) } else { Ok(count as usize) }
 }
 
+/// What a plan for device `ordinal` is compiled for — its multiprocessors and PTX flavour — read
+/// from the driver without creating a context (so a plan can be compiled while the context of
+/// [`Context::new`] is being created on another thread).
+pub fn plan_target(ordinal: usize) -> Result<(u32, PtxFlavour), HostError> {
+    let count = device_count()?;
+    if ordinal >= count {
+        return Err(HostError::NoSuchDevice { ordinal, count });
+    }
+    let dev = result::device::get(ordinal as i32).map_err(HostError::driver("opening the device"))?;
+    let attr = |a, what| {
+        // SAFETY: `dev` is a valid device handle (from the driver, above); no context is needed.
+        unsafe { result::device::get_attribute(dev, a) }.map_err(HostError::driver(what))
+    };
+    use sys::CUdevice_attribute as A;
+    let sm = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "reading the multiprocessor count")?;
+    let major = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "reading the compute capability")?;
+    let minor = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "reading the compute capability")?;
+    let flavour = PtxFlavour::for_compute_capability(major, minor).ok_or_else(|| {
+        HostError::UnsupportedDevice { name: result::device::get_name(dev).unwrap_or_default(), major, minor }
+    })?;
+    Ok((sm as u32, flavour))
+}
+
 impl Context {
     /// Opens device `ordinal`: creates its stream and picks the PTX flavour its compute capability
     /// needs. Kernels load from the [kernel cache](cache) the environment names

@@ -106,6 +106,8 @@ pub struct Session<'c> {
     device_bytes: u64,
     last: Option<Key>,
     prepared: Option<PrepareReport>,
+    /// A plan compiled ahead ([`Session::adopt_plan`]), taken by the first run of its binding.
+    adopted: Option<(Binding, Plan, std::time::Duration)>,
 }
 
 /// The plan options a session with `options` compiles with on a device of `sm_count`
@@ -130,6 +132,64 @@ pub fn plan_options(options: &SessionOptions, sm_count: u32, hopper: bool) -> Pl
     }
 }
 
+/// The sizes of `graph`'s symbolic input dims that `inputs` imply, after checking every input's
+/// name, dtype and shape against the model (what a [`Session`] run checks first).
+pub fn binding_of(graph: &Graph, inputs: &[(String, HostTensor)]) -> Result<Binding, HostError> {
+    let mut b = Binding::new();
+    // The input that bound each symbol first, to name both when another disagrees.
+    let mut bound_by: HashMap<String, String> = HashMap::new();
+    for &v in &graph.inputs {
+        let info = &graph.values[v.index()];
+        let name = &info.name;
+        let t = inputs.iter().find(|(n, _)| n == name).map(|(_, t)| t).ok_or_else(|| HostError::Input {
+            name: name.clone(),
+            detail: "missing (every graph input must be given)".into(),
+        })?;
+        let Some(decl) = &info.info else { continue };
+        let bad = |detail: String| HostError::Input { name: name.clone(), detail };
+        if t.dtype() != decl.dtype {
+            return Err(bad(format!("dtype {}, the model declares {}", t.dtype(), decl.dtype)));
+        }
+        if t.shape().len() != decl.shape.rank() {
+            return Err(bad(format!("shape {:?}, the model declares {}", t.shape(), decl.shape)));
+        }
+        for (axis, (d, &size)) in decl.shape.dims().iter().zip(t.shape()).enumerate() {
+            match d {
+                Dim::Known(k) if *k != size => {
+                    return Err(bad(format!(
+                        "dim {axis} is {size}, the model declares {k} (shape {:?}, declared {})",
+                        t.shape(),
+                        decl.shape
+                    )));
+                }
+                Dim::Symbol(s) => match b.get(s) {
+                    Some(prev) if prev != size => {
+                        let other = bound_by.get(s).map_or("another input", String::as_str);
+                        return Err(bad(format!(
+                            "`{s}` = {size} here but {prev} in input `{other}` (the model declares both with `{s}`)"
+                        )));
+                    }
+                    Some(_) => {}
+                    None => {
+                        b.set(s, size);
+                        bound_by.insert(s.clone(), name.clone());
+                    }
+                },
+                Dim::Known(_) => {}
+            }
+        }
+    }
+    if let Some((n, _)) =
+        inputs.iter().find(|(n, _)| !graph.inputs.iter().any(|v| &graph.values[v.index()].name == n))
+    {
+        return Err(HostError::Input {
+            name: n.clone(),
+            detail: "the model has no input of this name".into(),
+        });
+    }
+    Ok(b)
+}
+
 /// What preparing a binding's plan cost ([`Session::prepare_report`]): where a first run spends
 /// its time before the first launch.
 #[derive(Clone, Debug)]
@@ -140,6 +200,9 @@ pub struct PrepareReport {
     pub kernels: crate::device::LoadReport,
     /// Uploading the weights and allocating the arena and the input and output buffers.
     pub upload: std::time::Duration,
+    /// The first execution, once it ran with graph capture: the eager launches (a wait after
+    /// each step) and the capture with its instantiation.
+    pub first_execution: Option<(std::time::Duration, std::time::Duration)>,
 }
 
 impl<'c> Session<'c> {
@@ -164,6 +227,7 @@ impl<'c> Session<'c> {
             device_bytes: 0,
             last: None,
             prepared: None,
+            adopted: None,
         })
     }
 
@@ -261,6 +325,26 @@ impl<'c> Session<'c> {
         Ok(before - self.device_bytes())
     }
 
+    /// Hands the session the plan of `graph` (this session's graph) for the binding `inputs`
+    /// imply, compiled ahead with [`plan_options`] for this session's options and device (for
+    /// example while the context was being created), and `took` to compile: the first run of
+    /// that binding uses it instead of compiling. A plan compiled for other options or another
+    /// binding is refused (returns false) and the run compiles its own.
+    pub fn adopt_plan(
+        &mut self,
+        inputs: &[(String, HostTensor)],
+        options: &PlanOptions,
+        plan: Plan,
+        took: std::time::Duration,
+    ) -> bool {
+        let Ok(dims) = self.bind(inputs) else { return false };
+        if *options != self.plan_options() {
+            return false;
+        }
+        self.adopted = Some((dims, plan, took));
+        true
+    }
+
     /// What preparing the most recently compiled (single-plan) binding cost.
     pub fn prepare_report(&self) -> Option<&PrepareReport> {
         self.prepared.as_ref()
@@ -308,61 +392,7 @@ impl<'c> Session<'c> {
     }
 
     fn bind(&self, inputs: &[(String, HostTensor)]) -> Result<Binding, HostError> {
-        let mut b = Binding::new();
-        // The input that bound each symbol first, to name both when another disagrees.
-        let mut bound_by: HashMap<String, String> = HashMap::new();
-        for &v in &self.graph.inputs {
-            let info = &self.graph.values[v.index()];
-            let name = &info.name;
-            let t =
-                inputs.iter().find(|(n, _)| n == name).map(|(_, t)| t).ok_or_else(|| HostError::Input {
-                    name: name.clone(),
-                    detail: "missing (every graph input must be given)".into(),
-                })?;
-            let Some(decl) = &info.info else { continue };
-            let bad = |detail: String| HostError::Input { name: name.clone(), detail };
-            if t.dtype() != decl.dtype {
-                return Err(bad(format!("dtype {}, the model declares {}", t.dtype(), decl.dtype)));
-            }
-            if t.shape().len() != decl.shape.rank() {
-                return Err(bad(format!("shape {:?}, the model declares {}", t.shape(), decl.shape)));
-            }
-            for (axis, (d, &size)) in decl.shape.dims().iter().zip(t.shape()).enumerate() {
-                match d {
-                    Dim::Known(k) if *k != size => {
-                        return Err(bad(format!(
-                            "dim {axis} is {size}, the model declares {k} (shape {:?}, declared {})",
-                            t.shape(),
-                            decl.shape
-                        )));
-                    }
-                    Dim::Symbol(s) => match b.get(s) {
-                        Some(prev) if prev != size => {
-                            let other = bound_by.get(s).map_or("another input", String::as_str);
-                            return Err(bad(format!(
-                                "`{s}` = {size} here but {prev} in input `{other}` (the model declares both with `{s}`)"
-                            )));
-                        }
-                        Some(_) => {}
-                        None => {
-                            b.set(s, size);
-                            bound_by.insert(s.clone(), name.clone());
-                        }
-                    },
-                    Dim::Known(_) => {}
-                }
-            }
-        }
-        if let Some((n, _)) = inputs
-            .iter()
-            .find(|(n, _)| !self.graph.inputs.iter().any(|v| &self.graph.values[v.index()].name == n))
-        {
-            return Err(HostError::Input {
-                name: n.clone(),
-                detail: "the model has no input of this name".into(),
-            });
-        }
-        Ok(b)
+        binding_of(&self.graph, inputs)
     }
 
     /// The plan options this session compiles with.
@@ -426,8 +456,13 @@ impl<'c> Session<'c> {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        let plan = compile(&graph, &binding.dims, &self.plan_options())?;
-        let planned = started.elapsed();
+        let (plan, planned) = match self.adopted.take() {
+            Some((dims, plan, took)) if binding.values.is_empty() && dims == binding.dims => (plan, took),
+            _ => {
+                let plan = compile(&graph, &binding.dims, &self.plan_options())?;
+                (plan, started.elapsed())
+            }
+        };
         let kernels = self.ctx.preload(&plan.kernels())?;
         let uploading = std::time::Instant::now();
         let cached = self.weight_cache.lock().ok().and_then(|m| m.get(binding).cloned());
@@ -467,7 +502,12 @@ impl<'c> Session<'c> {
         // Allocations and uploads went through the context's stream; the session's stream uses
         // them from now on.
         self.ctx.synchronize()?;
-        self.prepared = Some(PrepareReport { plan: planned, kernels, upload: uploading.elapsed() });
+        self.prepared = Some(PrepareReport {
+            plan: planned,
+            kernels,
+            upload: uploading.elapsed(),
+            first_execution: None,
+        });
         self.compiled.insert(binding.clone(), Compiled { plan, weights, inputs, outputs, graph: None });
         Ok(())
     }
@@ -550,8 +590,13 @@ impl<'c> Session<'c> {
         if use_graph && c.graph.is_none() {
             // Eager once, waiting after every step so that a fault names its step, then capture;
             // the eager launch is this execution (running twice would advance recurrent state twice).
+            let started = std::time::Instant::now();
             self.launch_steps(&binding, None, true)?;
+            let eager = started.elapsed();
             let graph = self.capture(&binding, None)?;
+            if let Some(p) = &mut self.prepared {
+                p.first_execution = Some((eager, started.elapsed() - eager));
+            }
             self.compiled.get_mut(&binding).expect("prepared").graph = graph.map(Graphed);
             return Ok(());
         }
