@@ -80,6 +80,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Output piped into a reader that stops early (`ferrofuse inspect --plan | head -1`): end
+    // quietly, as other command-line tools do, instead of panicking on the failed write.
+    #[cfg(unix)]
+    // SAFETY: restores the default disposition of SIGPIPE before any other thread exists; no
+    // handler is installed.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let args = Args::parse();
     match args.command {
         Command::Doctor { device, cold } => cli::doctor::run(device, cold),

@@ -64,13 +64,35 @@ pub fn run(path: &Path, memory: bool, plan: bool, binds: &[String]) -> Result<()
     }
 }
 
-pub(crate) fn parse_binding(binds: &[String]) -> Result<planner::Binding> {
+/// The `NAME=SIZE` bindings of `--bind`, warning (on stderr) about a name bound twice (the last
+/// size wins) and a name that no symbolic input dim of `graph` uses (it binds nothing).
+pub(crate) fn parse_binding(binds: &[String], graph: &planner::Graph) -> Result<planner::Binding> {
+    let symbols: std::collections::BTreeSet<String> = graph
+        .inputs
+        .iter()
+        .filter_map(|v| graph.values[v.index()].info.as_ref())
+        .flat_map(|i| i.shape.dims().iter())
+        .filter_map(|d| match d {
+            planner::Dim::Symbol(s) => Some(s.clone()),
+            planner::Dim::Known(_) => None,
+        })
+        .collect();
     let mut b = planner::Binding::new();
     for spec in binds {
         let (name, size) =
             spec.split_once('=').with_context(|| format!("--bind {spec:?}: expected NAME=SIZE"))?;
         let size: usize =
             size.parse().with_context(|| format!("--bind {spec:?}: SIZE must be a non-negative integer"))?;
+        if let Some(prev) = b.get(name) {
+            eprintln!("warning: --bind {name} given twice ({prev}, then {size}); using {size}");
+        }
+        if !symbols.contains(name) {
+            let known: Vec<&str> = symbols.iter().map(String::as_str).collect();
+            eprintln!(
+                "warning: --bind {name}: no input dim of the model is named `{name}` (its symbols: {})",
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            );
+        }
         b.set(name, size);
     }
     Ok(b)
@@ -92,7 +114,7 @@ fn session_plan_options() -> planner::plan::PlanOptions {
 /// Plans the arena and prints the statistics and the ten biggest slots.
 fn print_memory(model: &onnx::Model, binds: &[String]) -> Result<()> {
     let graph = onnx::to_graph(model)?;
-    let binding = parse_binding(binds)?;
+    let binding = parse_binding(binds, &graph)?;
     let compiled = planner::plan::compile(&graph, &binding, &session_plan_options())
         .context("compiling the GPU plan (bind every symbolic input dim with --bind NAME=SIZE)")?;
     let names: Vec<String> = compiled.values.iter().map(|v| v.name.clone()).collect();
@@ -150,7 +172,7 @@ fn print_memory(model: &onnx::Model, binds: &[String]) -> Result<()> {
 /// Compiles the GPU plan for the binding and prints it one line per step.
 fn print_plan(model: &onnx::Model, binds: &[String]) -> Result<()> {
     let graph = onnx::to_graph(model)?;
-    let binding = parse_binding(binds)?;
+    let binding = parse_binding(binds, &graph)?;
     let plan = planner::plan::compile(&graph, &binding, &session_plan_options())
         .context("compiling the GPU plan")?;
     println!("GPU plan ({} steps, {} weights):", plan.steps.len(), plan.weights.len());

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use host::{HostTensor, TensorData};
 
-use super::tensor_io::{read_tensor, write_output};
+use super::tensor_io::{output_files, read_tensor, write_output};
 
 /// Where to execute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -271,6 +271,9 @@ pub fn run(args: RunArgs) -> Result<()> {
         .as_ref()
         .map_or("bundled demo (physics MLP 64-256x4-1)".into(), |p| p.display().to_string());
     let graph = onnx::to_graph(&model).with_context(|| format!("converting {name}"))?;
+    if graph.outputs.is_empty() {
+        bail!("{name} declares no graph outputs: running it would compute nothing");
+    }
     let mut inputs = args.inputs.iter().map(|s| parse_input(s)).collect::<Result<Vec<_>>>()?;
     if args.model.is_none() && inputs.is_empty() {
         let x = HostTensor::new(vec![1, ferrofuse::demo::FEATURES], ferrofuse::demo::sample_input(1))?;
@@ -341,9 +344,10 @@ pub fn run(args: RunArgs) -> Result<()> {
         elapsed.as_secs_f64() * 1e3
     );
     if let Some(dir) = &args.out {
-        for (n, t) in &outputs {
-            let path = write_output(dir, n, t)?;
-            println!("wrote {}", path.display());
+        let names: Vec<&str> = outputs.iter().map(|(n, _)| n.as_str()).collect();
+        for ((n, t), file) in outputs.iter().zip(output_files(&names)?) {
+            let path = write_output(dir, &file, t)?;
+            println!("wrote output `{n}` to {}", path.display());
         }
     }
     println!(

@@ -10,7 +10,7 @@ use prost::Message;
 /// Reads one tensor; the format follows the extension (`.npy`, or `.pb` for a serialized
 /// `onnx.TensorProto`).
 pub fn read_tensor(path: &Path) -> Result<HostTensor> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = read_bounded(path, onnx::LoadLimits::default().max_tensor_bytes)?;
     match path.extension().and_then(|e| e.to_str()) {
         Some("npy") => host::npy::read(&bytes).with_context(|| format!("parsing {}", path.display())),
         Some("pb") => {
@@ -24,6 +24,32 @@ pub fn read_tensor(path: &Path) -> Result<HostTensor> {
     }
 }
 
+/// The bytes of the regular file `path`, refusing a larger one than `limit` before reading it, and
+/// FIFOs, devices and folders before opening them (`/dev/zero` would read without end, a FIFO
+/// would block): the caps the model loader applies to models.
+fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    if !meta.is_file() {
+        bail!("reading {}: not a regular file", path.display());
+    }
+    if meta.len() > limit {
+        bail!(
+            "reading {}: {} bytes, over the limit of {limit} for a tensor file",
+            path.display(),
+            meta.len()
+        );
+    }
+    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    // The file may grow after the check: `take` keeps the bound.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1).read_to_end(&mut bytes).with_context(|| format!("reading {}", path.display()))?;
+    if bytes.len() as u64 > limit {
+        bail!("reading {}: over the limit of {limit} bytes for a tensor file", path.display());
+    }
+    Ok(bytes)
+}
+
 /// `name` with every character outside `[A-Za-z0-9._-]` replaced by `_` (and a leading `.`, which
 /// would hide the file or name a parent folder, as well).
 pub fn file_stem(name: &str) -> String {
@@ -35,10 +61,32 @@ pub fn file_stem(name: &str) -> String {
     s
 }
 
-/// Writes `t` to `dir/<file_stem(name)>.npy`, returning the path.
-pub fn write_output(dir: &Path, name: &str, t: &HostTensor) -> Result<PathBuf> {
+/// A file stem for each output name, all different: [`file_stem`] of the name, and where two
+/// names sanitise alike (`a/b` and `a_b`) the later ones get `.1`, `.2`, ... until unique. Two
+/// outputs of the same name are an error (no file name could tell them apart).
+pub fn output_files(names: &[&str]) -> Result<Vec<String>> {
+    let mut taken = std::collections::BTreeSet::new();
+    let mut out = Vec::with_capacity(names.len());
+    for (i, name) in names.iter().enumerate() {
+        if names[..i].contains(name) {
+            bail!("the model has two outputs named `{name}`: their files would overwrite each other");
+        }
+        let stem = file_stem(name);
+        let mut file = stem.clone();
+        let mut k = 0;
+        while !taken.insert(file.to_ascii_lowercase()) {
+            k += 1;
+            file = format!("{stem}.{k}");
+        }
+        out.push(file);
+    }
+    Ok(out)
+}
+
+/// Writes `t` to `dir/<stem>.npy` (`stem` from [`output_files`]), returning the path.
+pub fn write_output(dir: &Path, stem: &str, t: &HostTensor) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join(format!("{}.npy", file_stem(name)));
+    let path = dir.join(format!("{stem}.npy"));
     std::fs::write(&path, host::npy::write(t)).with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
 }
@@ -54,5 +102,15 @@ mod tests {
         assert_eq!(file_stem("../x"), "_.._x");
         assert_eq!(file_stem(""), "_");
         assert_eq!(file_stem("out.0"), "out.0");
+    }
+
+    #[test]
+    fn output_files_never_collide() {
+        assert_eq!(output_files(&["a/b", "a_b", "a:b", "c"]).unwrap(), ["a_b", "a_b.1", "a_b.2", "c"]);
+        // Names differing only in case would collide on case-insensitive file systems.
+        assert_eq!(output_files(&["Y", "y"]).unwrap(), ["Y", "y.1"]);
+        // A stem that a later disambiguation would produce is itself kept apart.
+        assert_eq!(output_files(&["a_b", "a_b.1", "a/b"]).unwrap(), ["a_b", "a_b.1", "a_b.2"]);
+        assert!(output_files(&["x", "x"]).unwrap_err().to_string().contains("two outputs named `x`"));
     }
 }

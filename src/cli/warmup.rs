@@ -23,7 +23,7 @@ pub fn run(model: Option<&Path>, binds: &[String]) -> Result<()> {
         Some(path) => {
             let m = onnx::load_path(path).with_context(|| format!("loading {}", path.display()))?;
             let graph = onnx::to_graph(&m).with_context(|| format!("converting {}", path.display()))?;
-            let dims = super::inspect::parse_binding(binds)?;
+            let dims = super::inspect::parse_binding(binds, &graph)?;
             let mut session = host::Session::new(&ctx, graph, host::SessionOptions::default())?;
             session
                 .warmup(&dims)

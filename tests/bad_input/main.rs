@@ -12,6 +12,7 @@ use std::process::Command;
 use host::HostTensor;
 use onnx::{DataType, Dim, ModelBuilder, NodeBuilder};
 
+mod cli;
 mod files;
 mod fuzz_seeds;
 mod limits;
