@@ -27,22 +27,32 @@ pub(super) fn buffers(life: &LifetimeAnalysis, alignment: u64) -> Vec<Buffer> {
         .collect()
 }
 
-/// Places the buffers in `order`, returning the arena size and each buffer's offset.
+/// Places the buffers in `order`, returning the arena size and each buffer's offset. The buffers
+/// already placed are indexed by the steps they live at, so each buffer looks only at those whose
+/// lifetime overlaps its own (not at every buffer placed before it).
 fn place(buffers: &[Buffer], order: &[usize]) -> (u64, Vec<u64>) {
     let mut offsets = vec![0u64; buffers.len()];
-    let mut placed: Vec<usize> = Vec::with_capacity(buffers.len());
+    let steps = buffers.iter().map(|b| b.life.last_step + 1).max().unwrap_or(0);
+    let mut live_at: Vec<Vec<usize>> = vec![Vec::new(); steps];
+    // `seen[j] == i + 1`: buffer j was already collected for buffer i.
+    let mut seen = vec![0usize; buffers.len()];
+    let mut busy: Vec<(u64, u64)> = Vec::new();
     let mut arena = 0u64;
     for &i in order {
         let b = &buffers[i];
-        let mut busy: Vec<(u64, u64)> = placed
-            .iter()
-            .filter(|&&j| buffers[j].life.overlaps(&b.life))
-            .map(|&j| (offsets[j], offsets[j] + buffers[j].bytes))
-            .collect();
+        busy.clear();
+        for step in b.life.first_step..=b.life.last_step {
+            for &j in &live_at[step] {
+                if seen[j] != i + 1 {
+                    seen[j] = i + 1;
+                    busy.push((offsets[j], offsets[j] + buffers[j].bytes));
+                }
+            }
+        }
         busy.sort_unstable();
         // Walk the merged busy intervals; every gap between them is a candidate.
         let (mut best, mut cursor) = (None::<(u64, u64)>, 0u64);
-        for (start, end) in busy {
+        for &(start, end) in &busy {
             if start > cursor {
                 let gap = start - cursor;
                 if gap >= b.bytes && best.is_none_or(|(g, _)| gap < g) {
@@ -54,7 +64,9 @@ fn place(buffers: &[Buffer], order: &[usize]) -> (u64, Vec<u64>) {
         let offset = best.map_or(cursor, |(_, at)| at);
         offsets[i] = offset;
         arena = arena.max(offset + b.bytes);
-        placed.push(i);
+        for step in b.life.first_step..=b.life.last_step {
+            live_at[step].push(i);
+        }
     }
     (arena, offsets)
 }

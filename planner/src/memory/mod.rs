@@ -208,43 +208,58 @@ impl MemoryPlan {
                 return Err(bad(format!("{v} slot {s:?} misaligned or outside {} bytes", self.arena_bytes)));
             }
         }
-        // View classes: a source and its (transitive) views share one buffer by design.
+        // View classes: a source and its (transitive) views share one buffer by design (a
+        // union-find with path halving: linear in the views, not views x slots).
         let mut class: Vec<usize> = (0..self.slots.len()).collect();
-        for &(src, view) in &self.views {
-            let (a, b) = (class[src.index()], class[view.index()]);
-            for c in class.iter_mut() {
-                if *c == b {
-                    *c = a;
-                }
+        fn root(class: &mut [usize], mut i: usize) -> usize {
+            while class[i] != i {
+                class[i] = class[class[i]];
+                i = class[i];
             }
+            i
         }
+        for &(src, view) in &self.views {
+            let (a, b) = (root(&mut class, src.index()), root(&mut class, view.index()));
+            class[b] = a;
+        }
+        for i in 0..class.len() {
+            class[i] = root(&mut class, i);
+        }
+        let in_place: std::collections::HashSet<(ValueId, ValueId)> = self.in_place.iter().copied().collect();
         let pair = |a: ValueId, b: ValueId| {
-            self.in_place.contains(&(a, b))
-                || self.in_place.contains(&(b, a))
-                || class[a.index()] == class[b.index()]
+            in_place.contains(&(a, b)) || in_place.contains(&(b, a)) || class[a.index()] == class[b.index()]
         };
-        for (i, &(a, sa, la)) in live.iter().enumerate() {
-            for &(b, sb, lb) in &live[i + 1..] {
-                let time = la.first_step <= lb.last_step && lb.first_step <= la.last_step;
+        // Buffers live at the same step must not share bytes: a sweep over the steps, each buffer
+        // checked against those still live when it starts (not every pair of the plan).
+        let mut by_start: Vec<usize> = (0..live.len()).collect();
+        by_start.sort_by_key(|&i| live[i].2.first_step);
+        let mut active: Vec<usize> = Vec::new();
+        for &i in &by_start {
+            let (a, sa, la) = live[i];
+            active.retain(|&j| live[j].2.last_step >= la.first_step);
+            for &j in &active {
+                let (b, sb, lb) = live[j];
                 let space = sa.offset < sb.offset + sb.bytes && sb.offset < sa.offset + sa.bytes;
-                if time && space && !pair(a, b) {
+                if space && !pair(a, b) {
                     return Err(bad(format!("{a} {sa:?} {la:?} overlaps {b} {sb:?} {lb:?}")));
                 }
             }
+            active.push(i);
         }
-        // In place is only sound if the overwritten value has no reader after the overwrite.
+        // In place is only sound if the overwritten value has no reader after the overwrite; the
+        // last read of every view class, in one pass over the steps.
+        let mut last_read: Vec<Option<usize>> = vec![None; class.len()];
+        for (step, n) in self.order.iter().enumerate() {
+            for u in graph.nodes[n.index()].uses() {
+                if let Some(c) = class.get(u.index()) {
+                    last_read[*c] = Some(step);
+                }
+            }
+        }
         for &(src, dst) in &self.in_place {
             let step = self.lifetimes[dst.index()].map(|l| l.first_step);
             // Every view of the overwritten value counts as a read of it.
-            let last_read = self
-                .order
-                .iter()
-                .enumerate()
-                .filter(|(_, n)| {
-                    graph.nodes[n.index()].uses().iter().any(|u| class[u.index()] == class[src.index()])
-                })
-                .map(|(s, _)| s)
-                .max();
+            let last_read = last_read[class[src.index()]];
             if step.is_none() || last_read != step {
                 return Err(bad(format!(
                     "{dst} overwrites {src}, which is read at step {last_read:?} (overwrite at {step:?})"
