@@ -53,7 +53,8 @@ pub fn range(
         (s, l, d) => {
             let (s, l, d) = (s.to_f64s()[0], l.to_f64s()[0], d.to_f64s()[0]);
             let n = ((l - s) / d).ceil();
-            if d == 0.0 || n.is_infinite() || n > u32::MAX as f64 {
+            // A NaN bound or step has no length (max(NaN, 0) would silently give an empty range).
+            if d == 0.0 || !n.is_finite() || n > u32::MAX as f64 {
                 return Err(ctx.err(format!("range {s}..{l} step {d} is not finite")));
             }
             let n = n.max(0.0) as usize;

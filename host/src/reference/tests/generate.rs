@@ -33,6 +33,11 @@ fn range_examples() {
     let r = run1(Op::Range, &[&t(&[], vec![5i64]), &t(&[], vec![1i64]), &t(&[], vec![1i64])]).unwrap();
     assert_eq!(r.shape(), [0]);
     assert_op_err(run1(Op::Range, &[&t(&[], vec![0i64]), &t(&[], vec![1i64]), &t(&[], vec![0i64])]), "delta");
+    // A NaN bound or step is refused, not an empty range.
+    for (s, l, d) in [(0f32, f32::NAN, 1f32), (f32::NAN, 1.0, 1.0), (0.0, 1.0, f32::NAN)] {
+        let r = run1(Op::Range, &[&t(&[], vec![s]), &t(&[], vec![l]), &t(&[], vec![d])]);
+        assert_op_err(r, "not finite");
+    }
 }
 
 #[test]
