@@ -323,6 +323,20 @@ pub fn run(args: RunArgs) -> Result<()> {
             if args.repeat > 0 {
                 bail!("--repeat times the GPU session; the CPU reference is not a performance path");
             }
+            // The planner's type and shape checks first (a GPU run makes them too): a model that
+            // declares an output of another dtype or shape than it computes is refused here as
+            // well. What shape inference cannot follow (data-dependent ranks) the reference runs.
+            // Shapes are checked with the inputs' sizes bound (as a session plans them).
+            let bound = host::session::binding_of(&graph, &inputs)
+                .map_err(anyhow::Error::from)
+                .and_then(|b| Ok(planner::memory::bind_inputs(&graph, &b)?));
+            if let Ok(bound) = bound
+                && let Err(
+                    e @ (planner::PlanError::DTypeMismatch { .. } | planner::PlanError::ShapeMismatch { .. }),
+                ) = planner::shape_infer::infer(&bound)
+            {
+                return Err(e.into());
+            }
             host::reference::eval(&graph, &inputs)?
         }
         Device::Cuda => {

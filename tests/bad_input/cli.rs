@@ -119,3 +119,25 @@ fn outputs_whose_names_sanitise_alike_get_files_of_their_own() {
     assert_eq!(read("a_b.1.npy"), [1.0, -2.0], "{stdout}");
     assert!(stdout.contains("output `a_b`") && stdout.contains("a_b.1.npy"), "{stdout}");
 }
+
+#[test]
+fn a_cpu_run_makes_the_planners_checks_too() {
+    // The output is declared int64[7, 7]; the Relu computes float[2, 3].
+    let dir = scratch("declared-output");
+    let bytes = ModelBuilder::new(17)
+        .input("x", DataType::Float, &[Dim::from(2), Dim::from(3)])
+        .node_with(NodeBuilder::new("Relu", &["x"], &["y"]).name("act"))
+        .output("y", DataType::Int64, &[Dim::from(7), Dim::from(7)])
+        .bytes();
+    let path = dir.join("m.onnx");
+    std::fs::write(&path, bytes).expect("writing");
+    let npy = dir.join("x.npy");
+    std::fs::write(&npy, host::npy::write(&HostTensor::new(vec![2, 3], vec![1f32; 6]).expect("t")))
+        .expect("w");
+    let stderr =
+        cli_fails(&["run", path_str(&path), "--input", &format!("x={}", path_str(&npy)), "--device", "cpu"]);
+    assert!(
+        stderr.contains("act") && stderr.contains("mismatch") && stderr.contains("int64[7,7]"),
+        "{stderr}"
+    );
+}
