@@ -126,6 +126,12 @@ pub fn layer_normalization(
         means.push(m);
         inv_stds.push(inv);
     }
+    if inner == 0 {
+        // Normalized over no elements: each row's mean and inverse deviation are undefined (NaN,
+        // as numpy's mean of an empty axis); the output is empty.
+        let rows: usize = x.shape[..ax].iter().product();
+        (means, inv_stds) = (vec![f64::NAN; rows], vec![f64::NAN; rows]);
+    }
     let mut stat_shape = x.shape[..ax].to_vec();
     stat_shape.extend(std::iter::repeat_n(1, x.shape.len() - ax));
     Ok(vec![

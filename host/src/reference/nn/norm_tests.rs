@@ -138,3 +138,15 @@ fn rms_norm_divides_by_the_root_mean_square() {
     let r = (29.0f64 / 4.0).sqrt();
     assert_close(&vals(&y[0]), &[3. / r, 4. / r, 0., 2. / r], 1e-6);
 }
+
+#[test]
+fn layer_norm_over_an_empty_axis_gives_an_empty_output_and_nan_statistics() {
+    let x = tf(&[2, 0], &[]);
+    let attrs = LayerNormalization { axis: 1, epsilon: 1e-5, stash_type: DType::F32 };
+    let out =
+        layer_normalization(&node("LayerNormalization"), &attrs, &[Some(&x), Some(&tf(&[0], &[])), None])
+            .expect("normalizing nothing is not an error");
+    assert_eq!(out[0].shape(), &[2, 0]);
+    assert_eq!(out[1].shape(), &[2, 1]);
+    assert!(vals(&out[1]).iter().chain(&vals(&out[2])).all(|v| v.is_nan()));
+}

@@ -109,7 +109,8 @@ pub(crate) fn tensor(
         DType::U8 => data.iter().map(|&x| x.round() as i64 as u8).collect::<Vec<_>>().into(),
         other => return Err(node.unsupported(format!("{other} output"))),
     };
-    HostTensor::new(shape, data)
+    // An internal inconsistency still names the node it happened in.
+    HostTensor::new(shape, data).map_err(|e| node.err(format!("internal: {e}")))
 }
 
 /// Fails unless `got` equals `want`.
