@@ -41,8 +41,8 @@ fn place(buffers: &[Buffer], order: &[usize]) -> (u64, Vec<u64>) {
     for &i in order {
         let b = &buffers[i];
         busy.clear();
-        for step in b.life.first_step..=b.life.last_step {
-            for &j in &live_at[step] {
+        for bucket in &live_at[b.life.first_step..=b.life.last_step] {
+            for &j in bucket {
                 if seen[j] != i + 1 {
                     seen[j] = i + 1;
                     busy.push((offsets[j], offsets[j] + buffers[j].bytes));
@@ -64,8 +64,8 @@ fn place(buffers: &[Buffer], order: &[usize]) -> (u64, Vec<u64>) {
         let offset = best.map_or(cursor, |(_, at)| at);
         offsets[i] = offset;
         arena = arena.max(offset + b.bytes);
-        for step in b.life.first_step..=b.life.last_step {
-            live_at[step].push(i);
+        for bucket in &mut live_at[b.life.first_step..=b.life.last_step] {
+            bucket.push(i);
         }
     }
     (arena, offsets)
