@@ -80,11 +80,11 @@ fn run_cuda(
     inputs: &[(String, HostTensor)],
     (repeat, profile): (usize, bool),
     options: host::SessionOptions,
-    ahead: Option<Ahead>,
+    ahead: Option<host::session::PlanAhead>,
 ) -> Result<Vec<(String, HostTensor)>> {
     println!("gpu: {} ({} flavour)", ctx.info().name, ctx.flavour().name());
     let mut session = host::Session::new(&ctx, graph, options)?;
-    let adopted = ahead.is_some_and(|(o, plan, took)| session.adopt_plan(inputs, &o, plan, took));
+    let adopted = ahead.is_some_and(|a| session.adopt_plan(a));
     let first = Instant::now();
     let outputs = session.run(inputs).map_err(|e| match e {
         host::HostError::Plan(p @ planner::PlanError::NoKernel { .. }) => {
@@ -224,23 +224,16 @@ fn print_profile(session: &mut host::Session) -> Result<()> {
     Ok(())
 }
 
-/// A plan compiled while the context was being created: its options, the plan, the time it took.
-type Ahead = (planner::plan::PlanOptions, planner::plan::Plan, std::time::Duration);
-
-/// The plan of `graph` for `inputs` on device 0, compiled as a session would (its constants
-/// folded, the session's plan options for the device's multiprocessors and flavour), without a
-/// context; `None` when it cannot be (a session then compiles, specializing if it must).
+/// The plan of `graph` for `inputs` on device 0, compiled as its session would, without a context
+/// (while the context is being created); `None` when it cannot be (the session then compiles,
+/// specializing if it must).
 fn plan_ahead(
     graph: &planner::Graph,
     inputs: &[(String, HostTensor)],
     o: &host::SessionOptions,
-) -> Option<Ahead> {
+) -> Option<host::session::PlanAhead> {
     let (sm, flavour) = host::device::plan_target(0).ok()?;
-    let options = host::session::plan_options(o, sm, flavour == host::PtxFlavour::Hopper);
-    let dims = host::session::binding_of(graph, inputs).ok()?;
-    let t = Instant::now();
-    let plan = planner::plan::compile(&host::fold_constants(graph.clone()), &dims, &options).ok()?;
-    Some((options, plan, t.elapsed()))
+    host::session::PlanAhead::compile(graph, inputs, o, (sm, flavour == host::PtxFlavour::Hopper)).ok()
 }
 
 /// The GPU context and the time its creation took, or why there is none: made on another thread

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr};
 use planner::plan::{Plan, PlanOptions, compile};
-use planner::{Binding, Dim, Graph, ValueId};
+use planner::{Binding, Graph, ValueId};
 
 use crate::specialize::{self, Key};
 
@@ -26,6 +26,7 @@ use crate::error::HostError;
 use crate::state::SessionState;
 use crate::tensor::HostTensor;
 
+mod ahead;
 mod launch;
 mod options;
 mod profile;
@@ -36,6 +37,7 @@ mod frontier;
 mod region;
 mod staged;
 
+pub use ahead::{PlanAhead, binding_of, plan_options};
 pub use options::SessionOptions;
 pub use region::RegionStats;
 pub use staged::MAX_STAGE_PLANS;
@@ -107,87 +109,7 @@ pub struct Session<'c> {
     last: Option<Key>,
     prepared: Option<PrepareReport>,
     /// A plan compiled ahead ([`Session::adopt_plan`]), taken by the first run of its binding.
-    adopted: Option<(Binding, Plan, std::time::Duration)>,
-}
-
-/// The plan options a session with `options` compiles with on a device of `sm_count`
-/// multiprocessors (`hopper`: the Hopper flavour, with its cluster and block-pair kernels): what
-/// `ferrofuse inspect` plans offline.
-pub fn plan_options(options: &SessionOptions, sm_count: u32, hopper: bool) -> PlanOptions {
-    PlanOptions {
-        sm_count,
-        fuse_activations: options.fuse_activations,
-        fuse_elementwise: options.fuse_elementwise,
-        fuse_gemm_programs: options.fuse_gemm_programs,
-        stateful: options.stateful,
-        tensor_core_gemm: options.tensor_core_gemm,
-        fuse_layer_norm_gemm: options.fuse_layer_norm_gemm,
-        pack_gemm_weights: options.pack_gemm_weights,
-        tensor_core_attention: options.tensor_core_attention,
-        fuse_attention: options.fuse_attention,
-        cluster_mlp: hopper,
-        pair_gemm: options.pair_gemm && hopper,
-        skip_hidden_keys: options.skip_hidden_keys,
-        ..PlanOptions::default()
-    }
-}
-
-/// The sizes of `graph`'s symbolic input dims that `inputs` imply, after checking every input's
-/// name, dtype and shape against the model (what a [`Session`] run checks first).
-pub fn binding_of(graph: &Graph, inputs: &[(String, HostTensor)]) -> Result<Binding, HostError> {
-    let mut b = Binding::new();
-    // The input that bound each symbol first, to name both when another disagrees.
-    let mut bound_by: HashMap<String, String> = HashMap::new();
-    for &v in &graph.inputs {
-        let info = &graph.values[v.index()];
-        let name = &info.name;
-        let t = inputs.iter().find(|(n, _)| n == name).map(|(_, t)| t).ok_or_else(|| HostError::Input {
-            name: name.clone(),
-            detail: "missing (every graph input must be given)".into(),
-        })?;
-        let Some(decl) = &info.info else { continue };
-        let bad = |detail: String| HostError::Input { name: name.clone(), detail };
-        if t.dtype() != decl.dtype {
-            return Err(bad(format!("dtype {}, the model declares {}", t.dtype(), decl.dtype)));
-        }
-        if t.shape().len() != decl.shape.rank() {
-            return Err(bad(format!("shape {:?}, the model declares {}", t.shape(), decl.shape)));
-        }
-        for (axis, (d, &size)) in decl.shape.dims().iter().zip(t.shape()).enumerate() {
-            match d {
-                Dim::Known(k) if *k != size => {
-                    return Err(bad(format!(
-                        "dim {axis} is {size}, the model declares {k} (shape {:?}, declared {})",
-                        t.shape(),
-                        decl.shape
-                    )));
-                }
-                Dim::Symbol(s) => match b.get(s) {
-                    Some(prev) if prev != size => {
-                        let other = bound_by.get(s).map_or("another input", String::as_str);
-                        return Err(bad(format!(
-                            "`{s}` = {size} here but {prev} in input `{other}` (the model declares both with `{s}`)"
-                        )));
-                    }
-                    Some(_) => {}
-                    None => {
-                        b.set(s, size);
-                        bound_by.insert(s.clone(), name.clone());
-                    }
-                },
-                Dim::Known(_) => {}
-            }
-        }
-    }
-    if let Some((n, _)) =
-        inputs.iter().find(|(n, _)| !graph.inputs.iter().any(|v| &graph.values[v.index()].name == n))
-    {
-        return Err(HostError::Input {
-            name: n.clone(),
-            detail: "the model has no input of this name".into(),
-        });
-    }
-    Ok(b)
+    adopted: Option<PlanAhead>,
 }
 
 /// What preparing a binding's plan cost ([`Session::prepare_report`]): where a first run spends
@@ -325,23 +247,15 @@ impl<'c> Session<'c> {
         Ok(before - self.device_bytes())
     }
 
-    /// Hands the session the plan of `graph` (this session's graph) for the binding `inputs`
-    /// imply, compiled ahead with [`plan_options`] for this session's options and device (for
-    /// example while the context was being created), and `took` to compile: the first run of
-    /// that binding uses it instead of compiling. A plan compiled for other options or another
-    /// binding is refused (returns false) and the run compiles its own.
-    pub fn adopt_plan(
-        &mut self,
-        inputs: &[(String, HostTensor)],
-        options: &PlanOptions,
-        plan: Plan,
-        took: std::time::Duration,
-    ) -> bool {
-        let Ok(dims) = self.bind(inputs) else { return false };
-        if *options != self.plan_options() {
+    /// Hands the session a plan of its graph compiled ahead ([`PlanAhead::compile`], for example
+    /// while the context was being created): the first run of its binding uses it instead of
+    /// folding and compiling again. A plan compiled with other options than this session's (other
+    /// session options, another device) is refused (returns false) and the run compiles its own.
+    pub fn adopt_plan(&mut self, ahead: PlanAhead) -> bool {
+        if ahead.options != self.plan_options() {
             return false;
         }
-        self.adopted = Some((dims, plan, took));
+        self.adopted = Some(ahead);
         true
     }
 
@@ -449,19 +363,21 @@ impl<'c> Session<'c> {
         if self.compiled.contains_key(binding) || self.is_staged(binding) {
             return Ok(());
         }
-        let graph = self.specialized(binding);
+        // A plan compiled ahead for this binding comes with its folded graph: nothing is done twice.
+        let ahead = self.adopted.take().filter(|a| binding.values.is_empty() && a.dims == binding.dims);
+        let (graph, ahead) = match ahead {
+            Some(a) => (a.graph, Some((a.plan, a.took))),
+            None => (self.specialized(binding), None),
+        };
         if self.prepare_staged(binding, &graph)? {
             // Stage plans upload through the context's stream; the session's stream uses them.
             self.ctx.synchronize()?;
             return Ok(());
         }
         let started = std::time::Instant::now();
-        let (plan, planned) = match self.adopted.take() {
-            Some((dims, plan, took)) if binding.values.is_empty() && dims == binding.dims => (plan, took),
-            _ => {
-                let plan = compile(&graph, &binding.dims, &self.plan_options())?;
-                (plan, started.elapsed())
-            }
+        let (plan, planned) = match ahead {
+            Some(compiled) => compiled,
+            None => (compile(&graph, &binding.dims, &self.plan_options())?, started.elapsed()),
         };
         let kernels = self.ctx.preload(&plan.kernels())?;
         let uploading = std::time::Instant::now();
@@ -594,7 +510,9 @@ impl<'c> Session<'c> {
             self.launch_steps(&binding, None, true)?;
             let eager = started.elapsed();
             let graph = self.capture(&binding, None)?;
-            if let Some(p) = &mut self.prepared {
+            if let Some(p) = &mut self.prepared
+                && p.first_execution.is_none()
+            {
                 p.first_execution = Some((eager, started.elapsed() - eager));
             }
             self.compiled.get_mut(&binding).expect("prepared").graph = graph.map(Graphed);

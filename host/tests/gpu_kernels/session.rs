@@ -343,15 +343,15 @@ fn a_plan_compiled_ahead_without_a_context_is_adopted_and_runs() {
     let x = vec![input(&mut rng, "x", &[5, 64])];
     let (sm, flavour) = host::device::plan_target(0).expect("the device");
     assert_eq!((sm, flavour), (ctx().info().sm_count, ctx().flavour()));
-    let o = host::session::plan_options(&SessionOptions::default(), sm, flavour == host::PtxFlavour::Hopper);
-    let dims = host::session::binding_of(&g, &x).expect("binds");
-    let plan = planner::plan::compile(&host::fold_constants(g.clone()), &dims, &o).expect("compiles");
-    let took = std::time::Duration::from_nanos(12345);
+    let hopper = flavour == host::PtxFlavour::Hopper;
+    let compile = |sm| host::session::PlanAhead::compile(&g, &x, &SessionOptions::default(), (sm, hopper));
     let mut s = Session::new(ctx(), g.clone(), SessionOptions::default()).unwrap();
-    // Options of another device are refused; the session's own are taken.
-    let other = planner::plan::PlanOptions { sm_count: sm + 1, ..o };
-    assert!(!s.adopt_plan(&x, &other, plan.clone(), took));
-    assert!(s.adopt_plan(&x, &o, plan, took));
+    // A plan for another device's options is refused; one for this session's is taken.
+    assert!(!s.adopt_plan(compile(sm + 1).expect("compiles")));
+    let mut ahead = compile(sm).expect("compiles");
+    let took = std::time::Duration::from_nanos(12345);
+    ahead.took = took;
+    assert!(s.adopt_plan(ahead));
     let got = s.run(&x).unwrap();
     assert_eq!(s.prepare_report().map(|p| p.plan), Some(took), "the adopted plan ran");
     assert_close(&got, &host::reference::eval(&g, &x).unwrap());
