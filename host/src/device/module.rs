@@ -155,9 +155,9 @@ impl LoadedModule {
                 todo.push(k);
             }
         }
-        // The largest modules first, so that the longest compiles do not start last.
+        // The largest kernels first, so that the longest compiles do not start last.
         let index = self.flavour.index();
-        todo.sort_by_cached_key(|k| std::cmp::Reverse(index.module(k.symbol()).map_or(0, |m| m.len())));
+        todo.sort_by_key(|k| std::cmp::Reverse(index.entry_bytes(k.symbol())));
         let threads = threads.clamp(1, todo.len().max(1));
         let next = std::sync::atomic::AtomicUsize::new(0);
         let results: Vec<Result<LoadReport, HostError>> = std::thread::scope(|s| {
@@ -207,17 +207,17 @@ impl LoadedModule {
             || HostError::MissingKernel { kernel, source: DriverError(sys::CUresult::CUDA_ERROR_NOT_FOUND) };
         let ptx = self.flavour.index().module(symbol).ok_or_else(missing)?;
         let ptx = CString::new(ptx).expect("PTX text has no NUL bytes");
-        let key = EntryKey {
-            flavour: self.flavour.name(),
-            symbol,
-            compute_capability: self.target.compute_capability,
-            driver_version: self.target.driver_version,
-            ptx_hash: fnv1a(ptx.as_bytes()),
-            ptx_len: ptx.as_bytes().len(),
-        };
         let (module, source) = if self.cache.dir().is_none() {
             (load_image(ptx.as_ptr().cast(), self.flavour)?, KernelSource::DriverJit)
         } else {
+            let key = EntryKey {
+                flavour: self.flavour.name(),
+                symbol,
+                compute_capability: self.target.compute_capability,
+                driver_version: self.target.driver_version,
+                ptx_hash: fnv1a(ptx.as_bytes()),
+                ptx_len: ptx.as_bytes().len(),
+            };
             let cached = match self.cache.read(&key) {
                 Ok(cubin) => match load_image(cubin.as_ptr().cast(), self.flavour) {
                     Ok(m) => Some(m),

@@ -183,6 +183,12 @@ impl<'a> PtxIndex<'a> {
         self.funcs.iter().find(|f| f.name == name)
     }
 
+    /// Bytes of `entry`'s own definition (0 when there is none): how large its compile is, without
+    /// building its module.
+    pub(crate) fn entry_bytes(&self, entry: &str) -> usize {
+        self.find(entry).and_then(|f| f.def.as_ref()).map_or(0, String::len)
+    }
+
     /// The module of `entry` ([`kernel_module`]); `None` when there is no such entry.
     pub(crate) fn module(&self, entry: &str) -> Option<String> {
         // Functions the entry needs, in file order.
