@@ -2,12 +2,21 @@
 //! closed stdout, a model with no outputs, `--bind` names that bind nothing, outputs whose file
 //! names would clash.
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use host::HostTensor;
 use onnx::{DataType, Dim, ModelBuilder, NodeBuilder};
 
 use super::{Encode, cli, cli_fails, path_str, scratch, small_model, support};
+
+/// Writes `bytes` to `dir/m.onnx` and `x` to `dir/x.npy`; returns both paths.
+fn model_and_input(dir: &Path, bytes: Vec<u8>, x: &HostTensor) -> (PathBuf, PathBuf) {
+    let (path, npy) = (dir.join("m.onnx"), dir.join("x.npy"));
+    std::fs::write(&path, bytes).expect("writing the model");
+    std::fs::write(&npy, host::npy::write(x)).expect("writing the input");
+    (path, npy)
+}
 
 #[test]
 fn input_files_must_be_regular_files() {
@@ -58,11 +67,7 @@ fn a_model_without_outputs_is_an_error() {
         .input("x", DataType::Float, &[Dim::from(2)])
         .node_with(NodeBuilder::new("Relu", &["x"], &["y"]).name("act"))
         .bytes();
-    let path = dir.join("m.onnx");
-    std::fs::write(&path, bytes).expect("writing");
-    let npy = dir.join("x.npy");
-    std::fs::write(&npy, host::npy::write(&HostTensor::new(vec![2], vec![1f32, 2.0]).expect("t")))
-        .expect("w");
+    let (path, npy) = model_and_input(&dir, bytes, &HostTensor::new(vec![2], vec![1f32, 2.0]).expect("t"));
     let stderr = cli_fails(&["run", path_str(&path), "--input", &format!("x={}", path_str(&npy))]);
     assert!(stderr.contains("no graph outputs"), "{stderr}");
 }
@@ -96,11 +101,7 @@ fn outputs_whose_names_sanitise_alike_get_files_of_their_own() {
         .output("a/b", DataType::Float, &[Dim::from(2)])
         .output("a_b", DataType::Float, &[Dim::from(2)])
         .bytes();
-    let path = dir.join("m.onnx");
-    std::fs::write(&path, bytes).expect("writing");
-    let npy = dir.join("x.npy");
-    std::fs::write(&npy, host::npy::write(&HostTensor::new(vec![2], vec![-1f32, 2.0]).expect("t")))
-        .expect("w");
+    let (path, npy) = model_and_input(&dir, bytes, &HostTensor::new(vec![2], vec![-1f32, 2.0]).expect("t"));
     let out = dir.join("out");
     let (code, stdout, stderr) = cli(&[
         "run",
@@ -129,11 +130,7 @@ fn a_cpu_run_makes_the_planners_checks_too() {
         .node_with(NodeBuilder::new("Relu", &["x"], &["y"]).name("act"))
         .output("y", DataType::Int64, &[Dim::from(7), Dim::from(7)])
         .bytes();
-    let path = dir.join("m.onnx");
-    std::fs::write(&path, bytes).expect("writing");
-    let npy = dir.join("x.npy");
-    std::fs::write(&npy, host::npy::write(&HostTensor::new(vec![2, 3], vec![1f32; 6]).expect("t")))
-        .expect("w");
+    let (path, npy) = model_and_input(&dir, bytes, &HostTensor::new(vec![2, 3], vec![1f32; 6]).expect("t"));
     let stderr =
         cli_fails(&["run", path_str(&path), "--input", &format!("x={}", path_str(&npy)), "--device", "cpu"]);
     assert!(
