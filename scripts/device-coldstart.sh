@@ -5,7 +5,7 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 here=$(cd "$(dirname "$0")/.." && pwd)
-MODELS=${MODELS:-/tmp/ff-models}
+MODELS=${MODELS:-/tmp/ff-models-b2}
 out=${OUT:-/tmp/ff-out}; mkdir -p "$out" "$MODELS"
 suite=$(mktemp -d /tmp/ff-suite.XXXXXX)
 tar -xJf "$here/gpu-pack/suite.tar.xz" -C "$suite" || exit 2
@@ -21,7 +21,7 @@ done
 # The other first-contact commands: warmup (all kernels; one model's plan), doctor --cold, the
 # per-step profile, the session's arena plan. (The export's symbols are read off its inputs.)
 syms=$(python3 -c "import onnx,sys; m=onnx.load(sys.argv[1], load_external_data=False); print(' '.join(d.dim_param for d in m.graph.input[0].type.tensor_type.shape.dim))" "$MODELS/gpt2.onnx")
-set -- $syms; binds="--bind $1=1 --bind $2=128"
+set -- $syms; binds="--bind $1=2 --bind $2=128"
 FERROFUSE_CACHE_DIR=$(mktemp -d) "$bin" warmup 2>&1 | tee "$out/warmup-all.log" | tail -2
 w=$(mktemp -d); FERROFUSE_CACHE_DIR=$w "$bin" warmup "$MODELS/gpt2.onnx" $binds 2>&1 | tee "$out/warmup-gpt2.log" | tail -2
 FERROFUSE_CACHE_DIR=$w "$bin" doctor --cold 2>&1 | tee "$out/doctor-cold.log" | grep -E "kernel load|passed|failed"

@@ -6,8 +6,8 @@ TF32 off), into OUT_DIR. Exports are cached: a model whose .onnx exists is skipp
 
     python3 benches/models/export_users.py OUT_DIR [NAME ...]
 
-Models: gpt2 (GPT2Model, 4 layers, d 256, 4 heads, vocab 1000, reference input batch 1 x seq 128),
-bert (BertModel, 4 layers, d 256), mlp (physics MLP 64 -> 256 x4 -> 1, batch 1).
+Models: gpt2 (GPT2Model, 4 layers, d 256, 4 heads, vocab 1000, reference input batch 2 x seq 128),
+bert (BertModel, 4 layers, d 256), mlp (physics MLP 64 -> 256 x4 -> 1, batch 2).
 """
 import os
 import sys
@@ -20,6 +20,10 @@ torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 torch.manual_seed(0)
 SEQ, VOCAB, D, LAYERS = 128, 1000, 256, 4
+# The example batch of the export and of the reference inputs: 2, since torch.export specializes
+# a dim of size 1 to the constant 1 (an export traced at batch 1 declares batch-1 intermediates and
+# runs at no other batch).
+BATCH = 2
 
 
 class LastHidden(torch.nn.Module):
@@ -43,7 +47,7 @@ class LastHiddenMasked(LastHidden):
 def gpt2():
     from transformers import GPT2Config, GPT2Model
     cfg = GPT2Config(vocab_size=VOCAB, n_positions=1024, n_embd=D, n_layer=LAYERS, n_head=4, use_cache=False)
-    ids = torch.randint(0, VOCAB, (1, SEQ))
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ))
     return LastHidden(GPT2Model(cfg).eval()), {"input_ids": ids}, {"input_ids": {0: "batch", 1: "seq"}}
 
 
@@ -51,8 +55,8 @@ def bert():
     from transformers import BertConfig, BertModel
     cfg = BertConfig(vocab_size=VOCAB, hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=4,
                      intermediate_size=4 * D, max_position_embeddings=512)
-    ids = torch.randint(0, VOCAB, (1, SEQ))
-    mask = torch.ones(1, SEQ, dtype=torch.int64)
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ))
+    mask = torch.ones(BATCH, SEQ, dtype=torch.int64)
     dyn = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
     return LastHiddenMasked(BertModel(cfg, add_pooling_layer=False).eval()), {"input_ids": ids, "attention_mask": mask}, dyn
 
@@ -63,10 +67,16 @@ def mlp():
         layers += [torch.nn.Linear(width, 256), torch.nn.ReLU()]
         width = 256
     layers.append(torch.nn.Linear(width, 1))
-    return torch.nn.Sequential(*layers).eval(), {"x": torch.randn(1, 64)}, {"x": {0: "batch"}}
+    return torch.nn.Sequential(*layers).eval(), {"x": torch.randn(BATCH, 64)}, {"x": {0: "batch"}}
 
 
 MODELS = {"gpt2": gpt2, "bert": bert, "mlp": mlp}
+
+
+def build(name):
+    """The module of model `name` (weights seeded per model: the same whatever else was built)."""
+    torch.manual_seed(0)
+    return MODELS[name]()[0]
 
 
 def export(name, out_dir):
@@ -74,6 +84,7 @@ def export(name, out_dir):
     if os.path.exists(path):
         print(f"{name}: cached ({path})")
         return
+    torch.manual_seed(0)
     model, inputs, dyn = MODELS[name]()
     start = time.time()
     with torch.no_grad():

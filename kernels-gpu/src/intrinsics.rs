@@ -354,6 +354,45 @@ pub unsafe fn cp_async_16(dst_shared: u32, src: *const u8) {
     };
 }
 
+/// [`cp_async_16`] copying only the first `src_bytes` (0..=16) bytes of `src` and zero-filling the
+/// rest of the 16 (`cp.async.cg ... 16, src_bytes`): the loads of a tile's edge, past a matrix's
+/// rows or columns, need no branch. With `src_bytes == 0` nothing is read.
+///
+/// # Safety
+/// `src` must be a 16-byte aligned global address with `src_bytes` readable bytes; `dst_shared` as
+/// for [`cp_async_16`].
+#[inline(always)]
+pub unsafe fn cp_async_16_zfill(dst_shared: u32, src: *const u8, src_bytes: u32) {
+    // SAFETY: the caller guarantees both addresses and the readable length (contract above).
+    unsafe {
+        asm!("cp.async.cg.shared.global [{d}], [{s}], 16, {n};", d = in(reg32) dst_shared, s = in(reg64) src,
+             n = in(reg32) src_bytes, options(nostack))
+    };
+}
+
+/// Waits until at most `N` of this thread's committed `cp.async` groups are still in flight (the
+/// older ones have landed). Other threads' copies become visible only after a following barrier.
+#[inline(always)]
+pub fn cp_async_wait_group<const N: u32>() {
+    // SAFETY: waits on this thread's own copies.
+    unsafe { asm!("cp.async.wait_group {n};", n = const N, options(nostack)) };
+}
+
+/// Reads the f32 at shared-window address `addr` (`ld.shared.f32`) as its bits.
+///
+/// # Safety
+/// `addr` is a 4-byte aligned address inside the launch's shared memory, written before (and
+/// ordered by a barrier with) this load.
+#[inline(always)]
+pub unsafe fn ld_shared_u32(addr: u32) -> u32 {
+    let r: u32;
+    // SAFETY: the caller guarantees the address (contract above).
+    unsafe {
+        asm!("ld.shared.b32 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr, options(nostack, readonly))
+    };
+    r
+}
+
 /// Closes the group of `cp.async` copies this thread issued since the last commit.
 #[inline(always)]
 pub fn cp_async_commit() {

@@ -252,6 +252,18 @@ impl LoadedModule {
         // SAFETY: `module` was loaded above and is kept until drop.
         let f = unsafe { result::module::get_function(module, name) }
             .map_err(|source| HostError::MissingKernel { kernel, source })?;
+        if let Some(bytes) = kernel.large_shared_bytes() {
+            // SAFETY: `f` is a function of the module loaded above, in the current context.
+            unsafe {
+                sys::cuFuncSetAttribute(
+                    f,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    bytes as i32,
+                )
+            }
+            .result()
+            .map_err(|source| HostError::ModuleLoad { flavour: self.flavour.name(), source })?;
+        }
         // Under the driver's lazy loading the code reaches the device at the first launch; load it
         // now, on this (possibly parallel) thread, so a first run does not pay for it launch by
         // launch.

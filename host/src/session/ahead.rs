@@ -22,6 +22,7 @@ pub fn plan_options(options: &SessionOptions, sm_count: u32, hopper: bool) -> Pl
         fuse_gemm_programs: options.fuse_gemm_programs,
         stateful: options.stateful,
         tensor_core_gemm: options.tensor_core_gemm,
+        tile_gemm: options.tile_gemm,
         fuse_layer_norm_gemm: options.fuse_layer_norm_gemm,
         pack_gemm_weights: options.pack_gemm_weights,
         tensor_core_attention: options.tensor_core_attention,

@@ -20,6 +20,10 @@ pub struct SessionOptions {
     /// Run the GEMMs too small to fill the device with CUDA-core tiles on the tensor cores
     /// (3xTF32, f32 accuracy) instead of split-K launches (default on).
     pub tensor_core_gemm: bool,
+    /// Run the GEMMs large enough to fill the device with 64 x 64 tiles on the large-tile
+    /// tensor-core kernels (3xTF32, f32 accuracy, a `cp.async` pipeline) instead of the CUDA-core
+    /// kernel (default on).
+    pub tile_gemm: bool,
     /// Fold a LayerNormalization read only by a tensor-core GEMM with a constant B into that GEMM
     /// (default on).
     pub fuse_layer_norm_gemm: bool,
@@ -57,13 +61,14 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 14] = [
+    const SWITCHES: [Switch; 15] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
         ("fuse_gemm_programs", |o| &mut o.fuse_gemm_programs),
         ("stateful", |o| &mut o.stateful),
         ("tensor_core_gemm", |o| &mut o.tensor_core_gemm),
+        ("tile_gemm", |o| &mut o.tile_gemm),
         ("fuse_layer_norm_gemm", |o| &mut o.fuse_layer_norm_gemm),
         ("pack_gemm_weights", |o| &mut o.pack_gemm_weights),
         ("programmatic_launch", |o| &mut o.programmatic_launch),
@@ -100,6 +105,7 @@ impl Default for SessionOptions {
             fuse_gemm_programs: true,
             stateful: false,
             tensor_core_gemm: true,
+            tile_gemm: true,
             fuse_layer_norm_gemm: true,
             pack_gemm_weights: true,
             programmatic_launch: true,

@@ -4,7 +4,8 @@
 //! C, alpha and beta, and operands on both load paths (16-byte vectors and strided scalars); and
 //! the tensor-core kernel on weights the planner packs and splits (`gemm_tc_packed_f32`, its
 //! program twin), against the reference and bit for bit against the unpacked kernel; and each of
-//! them with its column tiles split over block pairs (the `_pair` entries, Hopper clusters).
+//! them with its column tiles split over block pairs (the `_pair` entries, Hopper clusters); and
+//! the large-tile kernels (`gemm_tc128_*_f32`, `gemm_tc64_*_f32`) on the shapes that reach them.
 //!
 //! Each result must be within 1e-4 of the reference per element (relative, plus 1e-4 absolute)
 //! and, over the whole output, within 2e-6 relative Frobenius error: TF32 alone (the tensor
@@ -281,4 +282,51 @@ fn column_tiles_split_over_block_pairs_match_the_reference() {
     g.output(y);
     let kernel = if hopper { "gemm_tc_packed_norm_pair_f32" } else { "gemm_tc_packed_norm_f32" };
     check_with("layer norm + matmul 17x1000x64", &g, &feeds, pairs(true, true), kernel);
+}
+
+#[test]
+fn large_gemms_on_the_tile_kernels_match_the_reference() {
+    // Shapes whose CUDA-core tiles fill the device twice over run on the large-tile tensor-core
+    // kernels: 64 x 64 tiles (about 290 blocks) and 128 x 128 ones (about 150), m, n and k no
+    // multiple of any tile or stage (n a multiple of 4: 16-byte rows of B), B n-contiguous (MatMul) and k-contiguous (Gemm transB, with
+    // C, alpha and beta), a batched MatMul against a shared B, and an epilogue program.
+    let mut rng = Rng::new(0x7113);
+    for ((m, k, n), tile) in [((1030, 44, 1028), "64"), ((2050, 76, 1036), "128")] {
+        for op in [0, 2] {
+            let (g, feeds) = weight_gemm(&mut rng, (m, k, n), op);
+            let b = if op == 0 { "n" } else { "k" };
+            let what = format!("{} {m}x{k}x{n}", ["matmul", "gemm", "gemm transB"][op]);
+            check(&what, &g, &feeds, true, &format!("gemm_tc{tile}_{b}_f32"));
+        }
+        // MatMul + bias + residual, then a sigmoid: an epilogue program.
+        let mut g = Graph::new();
+        let (v, feeds) = inputs(&mut g, &mut rng, &[("x", &[m, k]), ("r", &[m, n])]);
+        let w = weight(&mut g, &mut rng, "w", &[k, n]);
+        let bias = weight(&mut g, &mut rng, "bias", &[n]);
+        let h = g.matmul(v[0], w);
+        let a = g.add(h, bias);
+        let s = g.add(a, v[1]);
+        let y = g.sigmoid(s);
+        g.output(y);
+        check(
+            &format!("matmul+bias+residual+sigmoid {m}x{k}x{n}"),
+            &g,
+            &feeds,
+            true,
+            &format!("gemm_tc{tile}_n_f32"),
+        );
+    }
+    // A batch of 3 against one B (b_bs = 0), and a Gemm with transA (A k-strided: the CUDA-core
+    // kernel, not the tile kernels).
+    let mut g = Graph::new();
+    let (v, feeds) = inputs(&mut g, &mut rng, &[("a", &[3, 700, 36]), ("b", &[36, 520])]);
+    let y = g.matmul(v[0], v[1]);
+    g.output(y);
+    check("matmul batch 3 700x36x520", &g, &feeds, true, "gemm_tc64_n_f32");
+    let mut g = Graph::new();
+    let (v, feeds) = inputs(&mut g, &mut rng, &[("a", &[64, 1030]), ("b", &[64, 1030])]);
+    let attrs = Gemm { alpha: 1.0, beta: 0.0, trans_a: true, trans_b: false };
+    let y = g.push(Op::Gemm(attrs), &[v[0], v[1]], 1)[0];
+    g.output(y);
+    check("gemm transA 1030x64x1030", &g, &feeds, true, "gemm_f32");
 }

@@ -145,6 +145,50 @@ pub const GEMM_TC_PAIR_SHARED_BYTES: u32 = GEMM_TC_PAIR_BARRIER_AT + 8;
 pub const GEMM_TC_PAIR_NORM_SHARED_BYTES: u32 = GEMM_TC_PAIR_SHARED_BYTES;
 const _: () = assert!(GEMM_TC_PAIR_BARRIER_AT.is_multiple_of(8));
 
+/// K elements per pipeline stage of the large-tile tensor-core GEMMs (`gemm_tile.rs`:
+/// `gemm_tc128_*_f32`, `gemm_tc64_*_f32`).
+pub const GEMM_TILE_BK: u32 = 32;
+/// Pipeline stages (k tiles in flight through `cp.async`) of the large-tile tensor-core GEMMs.
+pub const GEMM_TILE_STAGES: u32 = 3;
+
+impl super::KernelId {
+    /// The dynamic shared memory a launch of this kernel may take beyond the default 48 KiB, which
+    /// the host allows the function when it loads it (the 128 x 128 large-tile GEMMs).
+    pub const fn large_shared_bytes(self) -> Option<u32> {
+        match self {
+            Self::GemmTc128NF32 | Self::GemmTc128KF32 => Some(GemmTile::LARGE.shared_bytes()),
+            _ => None,
+        }
+    }
+}
+
+/// The block tile of a large-tile tensor-core GEMM entry: (rows, columns, threads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmTile {
+    /// Output rows per block.
+    pub m: u32,
+    /// Output columns per block.
+    pub n: u32,
+    /// Threads per block.
+    pub threads: u32,
+}
+
+impl GemmTile {
+    /// 128 x 128 tiles, 8 warps (`gemm_tc128_*_f32`).
+    pub const LARGE: GemmTile = GemmTile { m: 128, n: 128, threads: 256 };
+    /// 64 x 64 tiles, 4 warps (`gemm_tc64_*_f32`).
+    pub const SMALL: GemmTile = GemmTile { m: 64, n: 64, threads: 128 };
+
+    /// Dynamic shared memory of a launch: [`GEMM_TILE_STAGES`] stages of the A tile
+    /// (`m x GEMM_TILE_BK` f32) and the B tile (`GEMM_TILE_BK x n` f32), reused by the epilogue
+    /// for the output tile (`m x (n + 8)` f32).
+    pub const fn shared_bytes(self) -> u32 {
+        let pipeline = GEMM_TILE_STAGES * (self.m + self.n) * GEMM_TILE_BK * 4;
+        let epilogue = self.m * (self.n + 8) * 4;
+        if pipeline > epilogue { pipeline } else { epilogue }
+    }
+}
+
 /// The LayerNormalization `gemm_tc_packed_norm_f32` applies to A's rows (over all k) as it loads
 /// them: `A'[i, k] = (A[i, k] - mean_i) / sqrt(var_i + epsilon) * scale[k] + bias[k]`.
 #[repr(C)]

@@ -194,6 +194,15 @@ kernel_ids! {
     GemmTcPackedProgramPairF32 => "gemm_tc_packed_program_pair_f32",
     /// `gemm_tc::pair::gemm_tc_packed_norm_pair_f32`: `gemm_tc_packed_norm_f32` over block pairs
     GemmTcPackedNormPairF32 => "gemm_tc_packed_norm_pair_f32",
+    /// `gemm_tile::gemm_tc128_n_f32`: f32 GEMM on the tensor cores (3xTF32), 128 x 128 block
+    /// tiles through a `cp.async` pipeline, B's columns contiguous; optional program epilogue
+    GemmTc128NF32 => "gemm_tc128_n_f32",
+    /// `gemm_tile::gemm_tc128_k_f32`: `gemm_tc128_n_f32` with B's k contiguous (Gemm transB)
+    GemmTc128KF32 => "gemm_tc128_k_f32",
+    /// `gemm_tile::gemm_tc64_n_f32`: `gemm_tc128_n_f32` with 64 x 64 block tiles
+    GemmTc64NF32 => "gemm_tc64_n_f32",
+    /// `gemm_tile::gemm_tc64_k_f32`: `gemm_tc128_k_f32` with 64 x 64 block tiles
+    GemmTc64KF32 => "gemm_tc64_k_f32",
     // rows
     /// `rows::softmax_f32`: softmax along one axis
     SoftmaxF32 => "softmax_f32",

@@ -10,7 +10,7 @@ use kernels_gpu::abi::{
     Activation, EW_MAX_INPUTS, EwProgramParams, GEMM_SHARED_BYTES, GEMM_TC_KC, GEMM_TC_M, GEMM_TC_MAX_WARPS,
     GEMM_TC_N, GEMM_TC_NORM_SHARED_BYTES, GEMM_TC_PAIR_NORM_SHARED_BYTES, GEMM_TC_PAIR_SHARED_BYTES,
     GEMM_TC_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_MAX_M, GEMV_WARPS, GemmNormParams, GemmParams,
-    KernelId,
+    GemmTile, KernelId,
 };
 
 use super::elementwise::broadcast_strides;
@@ -75,6 +75,65 @@ pub(super) fn tensor_core(p: &GemmParams, o: &PlanOptions) -> Option<TcLaunch> {
         grid[0] *= 2;
     }
     Some(TcLaunch { grid, warps, pair })
+}
+
+/// The launch of a large-tile tensor-core GEMM ([`tile_launch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct TileLaunch {
+    /// The entry: its tile and B's contiguous axis.
+    pub kernel: KernelId,
+    /// The block tile.
+    pub tile: GemmTile,
+    /// Blocks: column tiles, row tiles, batch.
+    pub grid: [u32; 3],
+}
+
+/// The launch of a large-tile tensor-core GEMM (`gemm_tile.rs`) for `p`, when it takes the GEMM:
+/// [`tensor_core`] does not (the CUDA-core 64 x 64 tiles number at least two per
+/// multiprocessor), A is unit-stride along k and B along k or n, with the other strides
+/// multiples of four (16-byte copies; the slots are 16-byte aligned), and its 64 x 64 tiles at
+/// least fill the device. The 128 x 128 tiles when they number at least one per multiprocessor
+/// (a quarter of the shared-memory and L2 traffic per product), else the 64 x 64 ones.
+pub(super) fn tile_launch(p: &GemmParams, o: &PlanOptions) -> Option<TileLaunch> {
+    let quad = |s: u64| s.is_multiple_of(4);
+    let a_ok = p.a_cs == 1 && quad(p.a_rs) && quad(p.a_bs);
+    let b_n = p.b_cs == 1 && quad(p.b_rs) && quad(p.b_bs);
+    let b_k = p.b_rs == 1 && quad(p.b_cs) && quad(p.b_bs);
+    if !o.tile_gemm
+        || !o.tensor_core_gemm
+        || !a_ok
+        || !(b_n || b_k)
+        || p.m <= GEMV_MAX_M
+        || p.n == 0
+        || p.batch == 0
+        || p.batch > 65535
+        || !o.memory.alignment.is_multiple_of(16)
+        || tensor_core(p, o).is_some()
+    {
+        return None;
+    }
+    let tiles = |t: GemmTile| p.n.div_ceil(t.n) as u64 * p.m.div_ceil(t.m) as u64 * p.batch as u64;
+    let tile = if tiles(GemmTile::LARGE) >= o.sm_count as u64 {
+        GemmTile::LARGE
+    } else if tiles(GemmTile::SMALL) >= o.sm_count as u64 {
+        GemmTile::SMALL
+    } else {
+        return None;
+    };
+    use KernelId as K;
+    let kernel = match (tile == GemmTile::LARGE, b_n) {
+        (true, true) => K::GemmTc128NF32,
+        (true, false) => K::GemmTc128KF32,
+        (false, true) => K::GemmTc64NF32,
+        (false, false) => K::GemmTc64KF32,
+    };
+    Some(TileLaunch { kernel, tile, grid: [p.n.div_ceil(tile.n), p.m.div_ceil(tile.m), p.batch] })
+}
+
+/// The identity elementwise program (one input, no instructions): the program parameters of a
+/// large-tile GEMM without an epilogue program.
+fn identity_program() -> EwProgramParams {
+    EwProgramParams { n_inputs: 1, out_reg: kernels_gpu::abi::ew_src::INPUT0, ..EwProgramParams::default() }
 }
 
 /// The GEMM parameters and operands (A, B, optional C) of a Gemm or MatMul node.
@@ -406,6 +465,23 @@ pub(super) fn gemm_steps(
         let kernel = if pair { paired } else { kernel };
         return vec![launch(label, kernel, grid, block, shared, args)];
     }
+    if let Some(TileLaunch { kernel, tile, grid }) = tile_launch(&p, o) {
+        // `[p, e, a, b, c, x1, x2, x3, out]`, the identity program when there is none.
+        let mut args = vec![Arg::Params(bytes_of(&p))];
+        match &program {
+            Some((e, xs)) => {
+                args.push(e.clone());
+                args.extend([Arg::Value(a), Arg::Value(b), c_arg.clone()]);
+                args.extend(xs.iter().cloned());
+            }
+            None => {
+                args.push(Arg::Params(bytes_of(&identity_program())));
+                args.extend([Arg::Value(a), Arg::Value(b), c_arg.clone(), Arg::Null, Arg::Null, Arg::Null]);
+            }
+        }
+        args.push(Arg::Value(out));
+        return vec![launch(label, kernel, grid, [tile.threads, 1, 1], tile.shared_bytes(), args)];
+    }
     let tiles = [p.n.div_ceil(GEMM_TILE).max(1), p.m.div_ceil(GEMM_TILE), p.batch];
     let block = [GEMM_THREADS, GEMM_THREADS, 1];
     let (splits, chunk) = split_k(&p, o);
@@ -454,6 +530,35 @@ mod tests {
 
     fn p(m: u32, n: u32, k: u32, batch: u32) -> GemmParams {
         GemmParams { m, n, k, batch, ..GemmParams::default() }
+    }
+
+    #[test]
+    fn the_tile_kernels_take_the_gemms_that_fill_the_device() {
+        use kernels_gpu::abi::KernelId as K;
+        let o = PlanOptions::default();
+        // A contiguous [m, k] x [k, n] MatMul (B n-contiguous) or Gemm transB (B k-contiguous).
+        let mm = |m: u32, n: u32, k: u32, trans_b: bool| GemmParams {
+            a_rs: k as u64,
+            a_cs: 1,
+            b_rs: if trans_b { 1 } else { n as u64 },
+            b_cs: if trans_b { k as u64 } else { 1 },
+            ..p(m, n, k, 1)
+        };
+        let kernel = |q: &GemmParams| tile_launch(q, &o).map(|l| (l.kernel, l.grid));
+        // The physics MLP at batch 16384: 256 tiles of 128 x 128.
+        assert_eq!(kernel(&mm(16384, 256, 256, false)), Some((K::GemmTc128NF32, [2, 128, 1])));
+        assert_eq!(kernel(&mm(16384, 256, 256, true)), Some((K::GemmTc128KF32, [2, 128, 1])));
+        // GPT-2's QKV projection at batch 16 x sequence 128: 96 large tiles, 384 small ones.
+        assert_eq!(kernel(&mm(2048, 768, 256, false)), Some((K::GemmTc64NF32, [12, 32, 1])));
+        // Its attention output projection: the small-tile tensor-core kernel's (128 CUDA-core tiles).
+        assert!(tensor_core(&mm(2048, 256, 256, false), &o).is_some());
+        assert_eq!(kernel(&mm(2048, 256, 256, false)), None);
+        // Rows of B not 16-byte aligned, A k-strided, the options off: not the tile kernels.
+        assert_eq!(kernel(&mm(4096, 1022, 256, false)), None);
+        assert_eq!(kernel(&GemmParams { a_rs: 1, a_cs: 4096, ..mm(4096, 1024, 256, false) }), None);
+        for off in [PlanOptions { tile_gemm: false, ..o }, PlanOptions { tensor_core_gemm: false, ..o }] {
+            assert_eq!(tile_launch(&mm(16384, 256, 256, false), &off), None);
+        }
     }
 
     /// The flat-index unravel of the kernels (`ew_offsets`), on the host.

@@ -100,6 +100,11 @@ pub struct PlanOptions {
     /// Run the GEMMs whose output tiles cannot fill the device on the tensor cores
     /// (`gemm_tc_f32`, 3xTF32 with f32 accuracy) instead of split-K launches on the CUDA cores.
     pub tensor_core_gemm: bool,
+    /// Run the GEMMs whose output tiles fill the device on the large-tile tensor-core kernels
+    /// (`gemm_tc128_*_f32`, `gemm_tc64_*_f32`: 3xTF32 through a `cp.async` pipeline) instead of
+    /// the CUDA-core `gemm_f32`, where their operands are unit-stride along a dimension
+    /// (`gemm::tile_launch`).
+    pub tile_gemm: bool,
     /// Pack the weight B of each GEMM that runs on the tensor cores at plan time, split into its
     /// TF32 parts and laid out as the kernel's lanes read it (`gemm_tc_packed_f32`: no B
     /// splitting, 16-byte loads); the packed constant replaces the weight on the device.
@@ -134,6 +139,7 @@ impl Default for PlanOptions {
             fuse_attention: true,
             stateful: false,
             tensor_core_gemm: true,
+            tile_gemm: true,
             fuse_layer_norm_gemm: true,
             pack_gemm_weights: true,
             pair_gemm: true,

@@ -1,0 +1,403 @@
+//! f32 GEMM on the tensor cores for the large shapes (batched inference: a physics MLP at batch
+//! 16384, a transformer's projections at batch x sequence in the thousands), where the CUDA-core
+//! `gemm_f32` ran at a fraction of the device: block tiles of 128 x 128 (8 warps) or 64 x 64 (4
+//! warps), staged through shared memory by a three-stage `cp.async` pipeline, each warp a 64 x 32
+//! or 32 x 32 tile of `mma.sync` m16n8k8 TF32 products in 3xTF32 (each operand split into a TF32
+//! part and its TF32 remainder, `small·big + big·small + big·big`: f32 accuracy, as in
+//! `gemm_tc.rs`, whose [`split`] this shares).
+//!
+//! Shared memory holds, per stage, the A tile `[BM][32]` (k contiguous) and the B tile, either
+//! `[32][BN]` (B's columns contiguous in memory: MatMul with a `[k, n]` weight) or `[BN][32]` (B's
+//! k contiguous: Gemm with `transB`), so each is filled by 16-byte copies straight from global
+//! memory (`cp.async.cg`, zero-filled past the matrix's edges). Each row's 16-byte chunks are
+//! permuted by an XOR with the row (the swizzle below) so that the fragment loads of a warp hit 32
+//! different banks. The epilogue (`alpha`, `beta * C`, the activation and the elementwise program)
+//! is `gemm.rs`'s [`finish`], applied to each accumulator as it is stored.
+//!
+//! Operand requirements (the planner checks them; the kernel traps otherwise): A unit-stride along
+//! k with row and batch strides multiples of four and a 16-byte aligned base; B likewise along its
+//! contiguous axis. Any m, n, k.
+
+use crate::abi::{EwProgramParams, GEMM_TILE_BK, GEMM_TILE_STAGES, GemmParams};
+use crate::gemm::{Program, finish, program};
+use crate::gemm_tc::split;
+use crate::intrinsics::{
+    block_dim_x, block_idx_x, block_idx_y, block_idx_z, cp_async_16_zfill, cp_async_commit,
+    cp_async_wait_group, dynamic_shared_addr, dynamic_shared_ptr, ld_shared_u32, mma_m16n8k8_tf32_f32,
+    sync_threads, thread_idx_x, trap,
+};
+
+/// Expands `$body` for `$i` = 0, 1, 2, 3, each a constant: arrays indexed by it stay in registers
+/// (a rolled loop over the accumulators would index them at run time and move them to local
+/// memory). Bodies guard with `if $i < LEN` for shorter arrays (the test is resolved at compile
+/// time).
+macro_rules! unroll4 {
+    ($i:ident => $body:block) => {{
+        {
+            const $i: usize = 0;
+            $body
+        }
+        {
+            const $i: usize = 1;
+            $body
+        }
+        {
+            const $i: usize = 2;
+            $body
+        }
+        {
+            const $i: usize = 3;
+            $body
+        }
+    }};
+}
+
+const BK: u32 = GEMM_TILE_BK;
+const STAGES: u32 = GEMM_TILE_STAGES;
+const _: () = assert!(BK == 32 && STAGES == 3);
+
+/// The 16-byte chunk (of eight per 32-wide k row) where chunk `c` of row `r` of a k-contiguous
+/// tile is stored: distinct for the eight rows a fragment load reads at one chunk.
+#[inline(always)]
+const fn swizzle_k(r: u32, c: u32) -> u32 {
+    c ^ (r & 7)
+}
+
+/// The chunk where chunk `c` of k row `k` of an n-contiguous B tile is stored: the four k rows
+/// of a fragment load (`k & 3` = the lane's `t`) land on distinct pairs of chunks.
+#[inline(always)]
+const fn swizzle_n(k: u32, c: u32) -> u32 {
+    c ^ ((k & 3) << 1)
+}
+
+/// `y = program(act(alpha A B + beta C))` over one block tile: `WM x WN` warps, each `MT` m16 by
+/// `NT` n8 mma tiles; `KB`: B is k-contiguous (`b_rs == 1`), else n-contiguous (`b_cs == 1`).
+///
+/// # Safety
+/// As `gemm_program_f32`, with the operand requirements of the module doc; the launch has
+/// `32 * WM * WN` threads and [`crate::abi::GemmTile::shared_bytes`] of dynamic shared memory.
+#[inline(always)]
+unsafe fn gemm_tile<const WM: u32, const WN: u32, const MT: usize, const NT: usize, const KB: bool>(
+    p: &GemmParams,
+    a: *const f32,
+    b: *const f32,
+    c_ptr: *const f32,
+    y: *mut f32,
+    program: Program,
+) {
+    let p = *p;
+    let bm = WM * MT as u32 * 16;
+    let bn = WN * NT as u32 * 8;
+    let threads = 32 * WM * WN;
+    let aligned = |ptr: *const f32, s1: u64, s2: u64| (ptr as usize) % 16 == 0 && s1 % 4 == 0 && s2 % 4 == 0;
+    let b_ok = if KB {
+        p.b_rs == 1 && aligned(b, p.b_cs, p.b_bs)
+    } else {
+        p.b_cs == 1 && aligned(b, p.b_rs, p.b_bs)
+    };
+    if block_dim_x() != threads || p.splits > 1 || p.a_cs != 1 || !aligned(a, p.a_rs, p.a_bs) || !b_ok {
+        trap();
+    }
+    if p.m == 0 || p.n == 0 {
+        return;
+    }
+    let tid = thread_idx_x();
+    let (warp, lane) = (tid / 32, tid % 32);
+    let (g, t) = (lane / 4, lane % 4);
+    let (row0, col0, batch) = (block_idx_y() * bm, block_idx_x() * bn, block_idx_z() as u64);
+    let (a_at, b_at) = (batch * p.a_bs, batch * p.b_bs);
+    let k_tiles = p.k.div_ceil(BK);
+    // Stage `s`: the A tile (bm x BK f32) then the B tile (BK x bn f32).
+    let stage_bytes = (bm + bn) * BK * 4;
+    let smem = dynamic_shared_addr();
+    const { assert!(MT <= 4 && NT <= 4) };
+
+    // The copies of k tile `kt` into its stage: chunk `q` of a tile is copied by thread
+    // `q % threads` (consecutive threads, consecutive 16 bytes of a row).
+    let load = |kt: u32| {
+        let k0 = kt * BK;
+        let base = smem + (kt % STAGES) * stage_bytes;
+        // The bytes of a chunk of 4 k (or n) starting at `at` that lie inside `len`.
+        let bytes = |at: u32, len: u32| if at >= len { 0 } else { (len - at).min(4) * 4 };
+        let mut q = tid;
+        while q < bm * BK / 4 {
+            let (r, kc) = (q / 8, q % 8);
+            let (row, k) = (row0 + r, k0 + 4 * kc);
+            let n_bytes = if row < p.m { bytes(k, p.k) } else { 0 };
+            let src = if n_bytes == 0 {
+                a
+            } else {
+                a.wrapping_add((a_at + row as u64 * p.a_rs + k as u64) as usize)
+            };
+            // SAFETY: `src` holds `n_bytes` bytes of A (row < m, k < p.k, the planner's strides) or
+            // nothing is read; the destination is inside this stage's A tile, 16-byte aligned.
+            unsafe { cp_async_16_zfill(base + (r * BK + 4 * swizzle_k(r, kc)) * 4, src.cast(), n_bytes) };
+            q += threads;
+        }
+        let b_base = base + bm * BK * 4;
+        let mut q = tid;
+        while q < bn * BK / 4 {
+            let (src, n_bytes, dst) = if KB {
+                let (r, kc) = (q / 8, q % 8);
+                let (col, k) = (col0 + r, k0 + 4 * kc);
+                let n_bytes = if col < p.n { bytes(k, p.k) } else { 0 };
+                (b_at + col as u64 * p.b_cs + k as u64, n_bytes, r * BK + 4 * swizzle_k(r, kc))
+            } else {
+                let (kr, nc) = (q / (bn / 4), q % (bn / 4));
+                let (k, col) = (k0 + kr, col0 + 4 * nc);
+                let n_bytes = if k < p.k { bytes(col, p.n) } else { 0 };
+                (b_at + k as u64 * p.b_rs + col as u64, n_bytes, kr * bn + 4 * swizzle_n(kr, nc))
+            };
+            let src = if n_bytes == 0 { b } else { b.wrapping_add(src as usize) };
+            // SAFETY: as for A.
+            unsafe { cp_async_16_zfill(b_base + dst * 4, src.cast(), n_bytes) };
+            q += threads;
+        }
+        cp_async_commit();
+    };
+
+    // This warp's tile within the block's, and the lane's fixed parts of its fragment addresses
+    // (in f32 within a stage's A or B tile).
+    let (wm0, wn0) = ((warp / WN) * MT as u32 * 16, (warp % WN) * NT as u32 * 8);
+    let a_row = |i: usize| (wm0 + 16 * i as u32 + g) * BK;
+    // n-contiguous B: column `wn0 + 8j + g` of k row `8s + t (+4)`, whose chunk XOR is `2t`.
+    let b_col = |j: usize| {
+        let col = wn0 + 8 * j as u32 + g;
+        4 * swizzle_n(t, col / 4) + col % 4
+    };
+    let mut acc = [[[0f32; 4]; NT]; MT];
+    for st in 0..STAGES - 1 {
+        if st < k_tiles {
+            load(st);
+        } else {
+            cp_async_commit();
+        }
+    }
+    let mut kt = 0;
+    while kt < k_tiles {
+        // Tile kt has landed (at most STAGES - 2 newer groups in flight), for every thread after
+        // the barrier, which also ends every warp's reads of the stage refilled next.
+        cp_async_wait_group::<{ STAGES - 2 }>();
+        sync_threads();
+        if kt + STAGES - 1 < k_tiles {
+            load(kt + STAGES - 1);
+        } else {
+            cp_async_commit();
+        }
+        let a_s = smem + (kt % STAGES) * stage_bytes;
+        let b_s = a_s + bm * BK * 4;
+        // SAFETY: every address is inside this stage's tiles, written by the copies waited for.
+        unsafe { k_tile::<MT, NT, KB>(&mut acc, a_s, b_s, bn, (g, t), &a_row, &b_col, wn0) };
+        kt += 1;
+    }
+
+    // The epilogue stages the block's tile in shared memory (the pipeline's, once every copy has
+    // landed and every warp has left its last k tile), row stride `bn + 8` (conflict-free pairs),
+    // then thread `x` finishes outputs `x, x + threads, ...` of the tile in row-major order: one
+    // rolled loop (one copy of the program interpreter), stores coalesced along rows.
+    cp_async_wait_group::<0>();
+    sync_threads();
+    let ld_tile = bn + 8;
+    let tile = dynamic_shared_ptr() as *mut f32;
+    unroll4!(I => {
+        if I < MT {
+            unroll4!(J => {
+                if J < NT {
+                    // Accumulator (I, J, e) is row `wm0 + 16 I + g + 8 (e / 2)`, column
+                    // `wn0 + 8 J + 2t + e % 2` of the block's tile.
+                    let (r, c) = (wm0 + 16 * I as u32 + g, wn0 + 8 * J as u32 + 2 * t);
+                    let v = acc[I][J];
+                    // SAFETY: inside the tile (bm x ld_tile f32 fit the launch's shared memory).
+                    unsafe {
+                        let at = tile.add((r * ld_tile + c) as usize);
+                        *at = v[0];
+                        *at.add(1) = v[1];
+                        let at = at.add(8 * ld_tile as usize);
+                        *at = v[2];
+                        *at.add(1) = v[3];
+                    }
+                }
+            });
+        }
+    });
+    sync_threads();
+    // Without program instructions (the identity program of a plain GEMM), the loop runs
+    // without the interpreter.
+    let plain = program.is_none_or(|(e, _)| e.n_instr == 0);
+    // SAFETY: forwarded (the tile and the launch contract).
+    unsafe {
+        if plain {
+            store_tile(&p, c_ptr, None, y, tile, (row0, col0, batch), (bm, bn, ld_tile), tid, threads);
+        } else {
+            store_tile(&p, c_ptr, program, y, tile, (row0, col0, batch), (bm, bn, ld_tile), tid, threads);
+        }
+    }
+}
+
+/// Finishes and stores the block's output tile staged in shared memory at `tile` (`bm x bn`, row
+/// stride `ld_tile`) whose first element is output `(row0, col0)` of matrix `batch`: thread
+/// `tid` the elements `tid, tid + threads, ...` in row-major order.
+///
+/// # Safety
+/// The tile was written and ordered by a barrier; the launch contract of the entries for `y`, C
+/// and the program's inputs.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn store_tile(
+    p: &GemmParams,
+    c_ptr: *const f32,
+    program: Program,
+    y: *mut f32,
+    tile: *const f32,
+    (row0, col0, batch): (u32, u32, u64),
+    (bm, bn, ld_tile): (u32, u32, u32),
+    tid: u32,
+    threads: u32,
+) {
+    let y_at = batch * p.y_bs;
+    let mut q = tid;
+    while q < bm * bn {
+        let (r, c) = (q / bn, q % bn);
+        let (row, col) = (row0 + r, col0 + c);
+        if row < p.m && col < p.n {
+            // SAFETY: (row, col) is an output element; `finish` reads C and the program's inputs
+            // at its offsets (the launch contract); the tile entry was written before the barrier.
+            unsafe {
+                let v = *tile.add((r * ld_tile + c) as usize);
+                let out = finish(p, c_ptr, program, batch, row, col, v);
+                *y.add((y_at + row as u64 * p.n as u64 + col as u64) as usize) = out;
+            }
+        }
+        q += threads;
+    }
+}
+
+/// The four k8 steps of one staged k tile: `acc += A B` in 3xTF32 from the stage's A tile at
+/// shared address `a_s` and B tile at `b_s` (row length `bn` when n-contiguous).
+///
+/// # Safety
+/// The stage's tiles were written and ordered by a barrier before this.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn k_tile<const MT: usize, const NT: usize, const KB: bool>(
+    acc: &mut [[[f32; 4]; NT]; MT],
+    a_s: u32,
+    b_s: u32,
+    bn: u32,
+    (g, t): (u32, u32),
+    a_row: &impl Fn(usize) -> u32,
+    b_col: &impl Fn(usize) -> u32,
+    wn0: u32,
+) {
+    let ld = |base: u32, at: u32| {
+        // SAFETY: forwarded (inside the stage's tiles, the caller's contract).
+        unsafe { ld_shared_u32(base + 4 * at) }
+    };
+    unroll4!(S => {
+        let s = S as u32;
+        // Fragment k `t` of step `s` is chunk `2s` of the row, k `t + 4` chunk `2s + 1`; the
+        // rows a lane reads all have `row & 7 == g`.
+        let (x0, x1) = (4 * swizzle_k(g, 2 * s) + t, 4 * swizzle_k(g, 2 * s + 1) + t);
+        let mut bf = [([0u32; 2], [0u32; 2]); NT];
+        unroll4!(J => {
+            if J < NT {
+                let (v0, v1) = if KB {
+                    let row = (wn0 + 8 * J as u32 + g) * BK;
+                    (ld(b_s, row + x0), ld(b_s, row + x1))
+                } else {
+                    let at = (8 * s + t) * bn + b_col(J);
+                    (ld(b_s, at), ld(b_s, at + 4 * bn))
+                };
+                let ((b0, b0s), (b1, b1s)) = (split(f32::from_bits(v0)), split(f32::from_bits(v1)));
+                bf[J] = ([b0, b1], [b0s, b1s]);
+            }
+        });
+        let mut af = [([0u32; 4], [0u32; 4]); MT];
+        unroll4!(I => {
+            if I < MT {
+                let (r0, r1) = (a_row(I), a_row(I) + 8 * BK);
+                let v = [ld(a_s, r0 + x0), ld(a_s, r1 + x0), ld(a_s, r0 + x1), ld(a_s, r1 + x1)];
+                let (a0, a0s) = split(f32::from_bits(v[0]));
+                let (a1, a1s) = split(f32::from_bits(v[1]));
+                let (a2, a2s) = split(f32::from_bits(v[2]));
+                let (a3, a3s) = split(f32::from_bits(v[3]));
+                af[I] = ([a0, a1, a2, a3], [a0s, a1s, a2s, a3s]);
+            }
+        });
+        // The three products of every tile in turn (small terms first, as `gemm_tc`): the
+        // `MT * NT` accumulators are independent, so consecutive mma do not wait on each other.
+        unroll4!(I => {
+            if I < MT {
+                unroll4!(J => {
+                    if J < NT {
+                        acc[I][J] = mma_m16n8k8_tf32_f32(af[I].1, bf[J].0, acc[I][J]);
+                    }
+                });
+            }
+        });
+        unroll4!(I => {
+            if I < MT {
+                unroll4!(J => {
+                    if J < NT {
+                        acc[I][J] = mma_m16n8k8_tf32_f32(af[I].0, bf[J].1, acc[I][J]);
+                    }
+                });
+            }
+        });
+        unroll4!(I => {
+            if I < MT {
+                unroll4!(J => {
+                    if J < NT {
+                        acc[I][J] = mma_m16n8k8_tf32_f32(af[I].0, bf[J].0, acc[I][J]);
+                    }
+                });
+            }
+        });
+    });
+}
+
+macro_rules! tile_entries {
+    ($($(#[$doc:meta])* $name:ident: $wm:literal x $wn:literal warps, $mt:literal x $nt:literal, $kb:literal;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As `gemm_program_f32` (without split-K), with the operand requirements of the module
+        /// doc. A plain GEMM passes the identity program (one input, no
+        /// instructions; `x1..x3` null).
+        ///
+        /// # Parameters
+        /// See [`GemmParams`] and [`EwProgramParams`].
+        ///
+        /// # Thread mapping
+        /// Grid (ceil(n / BN), ceil(m / BM), batch), block `32 * warps` threads,
+        /// [`crate::abi::GemmTile::shared_bytes`] of dynamic shared memory; warp `w` computes
+        /// rows `(w / WN) * 16 MT ..` and columns `(w % WN) * 8 NT ..` of the block's tile.
+        #[unsafe(no_mangle)]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            p: GemmParams,
+            e: EwProgramParams,
+            a: *const f32,
+            b: *const f32,
+            c: *const f32,
+            x1: *const f32,
+            x2: *const f32,
+            x3: *const f32,
+            y: *mut f32,
+        ) {
+            // SAFETY: forwarded (the kernel's contract).
+            unsafe { gemm_tile::<$wm, $wn, $mt, $nt, $kb>(&p, a, b, c, y, program(&e, x1, x2, x3)) }
+        }
+    )*};
+}
+
+tile_entries! {
+    /// Tensor-core f32 GEMM (3xTF32), 128 x 128 block tiles, B n-contiguous.
+    gemm_tc128_n_f32: 2 x 4 warps, 4 x 4, false;
+    /// Tensor-core f32 GEMM (3xTF32), 128 x 128 block tiles, B k-contiguous.
+    gemm_tc128_k_f32: 2 x 4 warps, 4 x 4, true;
+    /// Tensor-core f32 GEMM (3xTF32), 64 x 64 block tiles, B n-contiguous.
+    gemm_tc64_n_f32: 2 x 2 warps, 2 x 4, false;
+    /// Tensor-core f32 GEMM (3xTF32), 64 x 64 block tiles, B k-contiguous.
+    gemm_tc64_k_f32: 2 x 2 warps, 2 x 4, true;
+}
