@@ -16,8 +16,8 @@
 //! constant-size arrays indexed only by constants (no local memory).
 
 use crate::abi::{
-    ATTN_CAUSAL_MASK, ATTN_CAUSAL_SKIP, ATTN_MAX_DV, ATTN_ROWS, ATTN_THREADS, ATTN_WARPS, AttentionParams,
-    AttnView, attention_fits,
+    ATTN_CAUSAL_MASK, ATTN_CAUSAL_SKIP, ATTN_MAX_DV, ATTN_NAN_ROWS_ZERO, ATTN_ROWS, ATTN_THREADS, ATTN_WARPS,
+    AttentionParams, AttnView, attention_fits,
 };
 use crate::intrinsics::{
     F32x4, block_dim_x, block_idx_x, dynamic_shared_ptr, fma_rn, grid_dependency_wait,
@@ -541,7 +541,7 @@ unsafe fn merge_rows<const C: usize>(
         let col = lane + 32 * c;
         if col < dv {
             let out = if nan {
-                f32::NAN
+                if p.causal & ATTN_NAN_ROWS_ZERO != 0 { 0.0 } else { f32::NAN }
             } else if p.kv_len == 0 {
                 0.0
             } else {

@@ -17,7 +17,8 @@
 //! the warps in warp order (deterministic).
 
 use crate::abi::{
-    ATTN_TC_ROWS, ATTN_TC_THREADS, ATTN_TC_WARPS, AttentionParams, AttnView, GEMM_TC_KC, attention_tc_fits,
+    ATTN_NAN_ROWS_ZERO, ATTN_TC_ROWS, ATTN_TC_THREADS, ATTN_TC_WARPS, AttentionParams, AttnView, GEMM_TC_KC,
+    attention_tc_fits,
 };
 use crate::attention::{at, block_rows, causal_masked, key_end};
 use crate::gemm_tc::{NT, Norm, Operands, load, multiply, split};
@@ -351,7 +352,7 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
             // No keys: an empty sum, as the reference gives.
             let nan = p.kv_len > 0 && (nan_seen || big == f32::NEG_INFINITY);
             let out = if nan {
-                f32::NAN
+                if p.causal & ATTN_NAN_ROWS_ZERO != 0 { 0.0 } else { f32::NAN }
             } else if p.kv_len == 0 {
                 0.0
             } else {

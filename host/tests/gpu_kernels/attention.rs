@@ -569,3 +569,57 @@ fn onnx_attention_qk_matmul_output_matches_the_reference() {
         }
     }
 }
+
+#[test]
+fn pytorchs_scaled_dot_product_attention_with_its_nan_guard_matches_the_reference() {
+    // As `torch.onnx.export(dynamo=True)` writes SDPA: Q and Kᵀ each scaled by 1 / sqrt(sqrt(d)),
+    // an additive mask, the softmax, `Where(IsNaN(p), 0, p)`, then the MatMul with V. Rows whose
+    // keys are all `-inf` are NaN after the softmax and zero after the guard: the fused kernels
+    // write zeros there too (the plan has no softmax, IsNaN or Where left).
+    let mut rng = Rng::new(0x5d9a);
+    for (b, n, h, d) in [(2, 12, 4, 16), (16, 40, 4, 64)] {
+        let mut g = Graph::new();
+        let q = g.input("q", DType::F32, known(&[b, n, h * d]));
+        let k = g.input("k", DType::F32, known(&[b, n, h * d]));
+        let v = g.input("v", DType::F32, known(&[b, n, h * d]));
+        let mask = g.input("mask", DType::F32, known(&[b, 1, n, n]));
+        let qh = reshape(&mut g, "qh", q, &[b, n, h, d]);
+        let kh = reshape(&mut g, "kh", k, &[b, n, h, d]);
+        let vh = reshape(&mut g, "vh", v, &[b, n, h, d]);
+        let (qt, kt, vt) = (
+            transpose(&mut g, qh, [0, 2, 1, 3]),
+            transpose(&mut g, kh, [0, 2, 3, 1]),
+            transpose(&mut g, vh, [0, 2, 1, 3]),
+        );
+        let c = g.initializer("c", ConstTensor::scalar_f32(1.0 / (d as f32).sqrt().sqrt()));
+        let (qs, ks) = (g.op1(Op::Mul, &[qt, c]), g.op1(Op::Mul, &[kt, c]));
+        let scores = g.op1(Op::MatMul, &[qs, ks]);
+        let masked = g.op1(Op::Add, &[scores, mask]);
+        let probs = g.op1(Op::Softmax(Softmax { axis: -1 }), &[masked]);
+        let nan = g.op1(Op::IsNaN, &[probs]);
+        let zero = g.initializer("zero", ConstTensor::scalar_f32(0.0));
+        let guarded = g.op1(Op::Where, &[nan, zero, probs]);
+        let o = g.op1(Op::MatMul, &[guarded, vt]);
+        let t = transpose(&mut g, o, [0, 2, 1, 3]);
+        let y = reshape(&mut g, "merged", t, &[b, n, h * d]);
+        g.output(y);
+        // Causal, and in the first batch the last query row sees no key at all.
+        let mask_data: Vec<f32> = (0..b * n * n)
+            .map(|i| {
+                let (bi, r, col) = (i / (n * n), i / n % n, i % n);
+                if col > r || (bi == 0 && r == n - 1) { f32::NEG_INFINITY } else { 0.0 }
+            })
+            .collect();
+        let inputs = vec![
+            ("q".into(), rng.tensor(&[b, n, h * d], -1.0, 1.0)),
+            ("k".into(), rng.tensor(&[b, n, h * d], -1.0, 1.0)),
+            ("v".into(), rng.tensor(&[b, n, h * d], -1.0, 1.0)),
+            ("mask".into(), HostTensor::new(vec![b, 1, n, n], mask_data).unwrap()),
+        ];
+        let what = format!("sdpa b={b} s={n} h={h} d={d}");
+        let want = host::reference::eval(&g, &inputs).unwrap();
+        let row = &want[0].1.data().to_f64s()[(n - 1) * h * d..n * h * d];
+        assert!(row.iter().all(|&x| x == 0.0), "{what}: the reference's guarded row is zero");
+        check(&what, g, inputs);
+    }
+}

@@ -43,6 +43,11 @@ pub const ATTN_CAUSAL_MASK: u32 = 1;
 /// row's diagonal. What changes: a NaN or infinite key at a hidden position no longer turns the
 /// rows that hide it into NaN (as the unfused softmax does), as in other fused causal attention.
 pub const ATTN_CAUSAL_SKIP: u32 = 2;
+/// [`AttentionParams::causal`] bit: a query row whose softmax is NaN (every key hidden by `-inf`,
+/// or a NaN or `+inf` score) gets zeros instead of NaN: the `Where(IsNaN(p), 0, p)` guard that
+/// PyTorch's exported scaled-dot-product attention puts between the softmax and the second MatMul,
+/// absorbed into the kernel. (Unfused, those zeros then multiply V: a row of zeros for finite V.)
+pub const ATTN_NAN_ROWS_ZERO: u32 = 4;
 
 /// Query rows per block of `attention_tc_f32` (one m16 tensor-core tile of one (batch, head)).
 pub const ATTN_TC_ROWS: u32 = 16;
@@ -109,7 +114,8 @@ pub struct AttentionParams {
     /// Query heads per key / value head (K and V head index is `h / kv_group`), at least 1.
     pub kv_group: u32,
     /// Causal bits: [`ATTN_CAUSAL_MASK`] masks keys `j > i + causal_offset` with `-inf`;
-    /// [`ATTN_CAUSAL_SKIP`] lets the kernels skip the key groups that hide.
+    /// [`ATTN_CAUSAL_SKIP`] lets the kernels skip the key groups that hide;
+    /// [`ATTN_NAN_ROWS_ZERO`] writes zeros for the rows whose softmax is NaN.
     pub causal: u32,
     /// Causal diagonal offset (keys before the first query row, e.g. a past).
     pub causal_offset: u32,

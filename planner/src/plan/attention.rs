@@ -18,9 +18,10 @@ use std::collections::BTreeMap;
 use super::PlanOptions;
 
 use kernels_gpu::abi::{
-    ATTN_CAUSAL_SKIP, ATTN_MAX_DV, ATTN_ROWS, ATTN_TC_ROWS, ATTN_TC_THREADS, ATTN_THREADS, Activation,
-    AttentionParams, AttnView, EW_MAX_INPUTS, EW_MAX_INSTRS, KernelId, attention_fits,
-    attention_shared_bytes, attention_tc_fits, attention_tc_shared_bytes, ew_arith_only, ew_src,
+    ATTN_CAUSAL_SKIP, ATTN_MAX_DV, ATTN_NAN_ROWS_ZERO, ATTN_ROWS, ATTN_TC_ROWS, ATTN_TC_THREADS,
+    ATTN_THREADS, Activation, AttentionParams, AttnView, EW_MAX_INPUTS, EW_MAX_INSTRS, KernelId,
+    attention_fits, attention_shared_bytes, attention_tc_fits, attention_tc_shared_bytes, ew_arith_only,
+    ew_src,
 };
 
 use super::fuse::{EwProgram, Programs, compile_program, drop_values, ew_node, producers, remove_nodes};
@@ -267,6 +268,74 @@ fn score_program(
     Some((members, EwProgram { instrs, out_reg: remap(program.out_reg) }, extras, *s))
 }
 
+/// The NaN guard `Where(IsNaN(p), 0, p)` that PyTorch's exported scaled-dot-product attention
+/// writes after its softmax, when `w` is its output: `p` and the guard's two nodes (IsNaN, Where),
+/// with `p` read by those two only.
+fn nan_guard(c: &Ctx, w: ValueId) -> Option<(ValueId, [usize; 2])> {
+    let (wn, _) = c.defs[w.index()]?;
+    let where_node = &c.g.nodes[wn];
+    let (Op::Where, [Some(cond), Some(zero), Some(p)]) = (&where_node.op, where_node.inputs.as_slice())
+    else {
+        return None;
+    };
+    let (isnan, _) = c.defs[cond.index()]?;
+    let is_zero = c.g.constant(*zero).is_some_and(|z| z.elems() == 1 && z.to_f64s() == [0.0]);
+    let guard_of_p = c.g.nodes[isnan].op == Op::IsNaN && c.g.nodes[isnan].inputs.as_slice() == [Some(*p)];
+    let private = |v: ValueId, n: usize| c.readers[v.index()] == n && !c.g.outputs.contains(&v);
+    (is_zero && guard_of_p && private(*cond, 1) && private(*p, 2)).then_some((*p, [isnan, wn]))
+}
+
+/// `v` as `x * s` with `s` a scalar f32 constant (either operand of a Mul whose output only the
+/// scores' MatMul reads): `x`, `s` and the Mul node; else `v` itself, 1 and no node. PyTorch's
+/// exported scaled-dot-product attention scales Q and Kᵀ each by `1 / sqrt(sqrt(d))` this way.
+fn peel_scale(c: &Ctx, v: ValueId) -> (ValueId, f32, Option<usize>) {
+    let own = (v, 1.0, None);
+    let Some((n, 0)) = c.defs[v.index()] else { return own };
+    let node = &c.g.nodes[n];
+    let (Op::Mul, [Some(a), Some(b)]) = (&node.op, node.inputs.as_slice()) else { return own };
+    let scalar = |x: ValueId| {
+        let t = c.g.constant(x).filter(|t| t.elems() == 1 && t.info().dtype == DType::F32)?;
+        Some(t.to_f64s()[0] as f32)
+    };
+    let (x, s) = match (scalar(*a), scalar(*b)) {
+        (None, Some(s)) => (*a, s),
+        (Some(s), None) => (*b, s),
+        _ => return own,
+    };
+    let private = c.readers[v.index()] == 1 && !c.g.outputs.contains(&v);
+    if !private || c.f32_dims(x).is_none() || c.f32_dims(x) != c.f32_dims(v) {
+        return own;
+    }
+    (x, s, Some(n))
+}
+
+/// `program` (input 0 the raw scores) preceded by `scores * scale`: the scale goes into a leading
+/// `x0 * imm` when the program starts with one, else a new first instruction writes the scaled
+/// scores to a register the program does not use and every read of input 0 reads it instead.
+/// `None` when no register is free or the program is full.
+fn scaled_program(program: &EwProgram, scale: f32) -> Option<EwProgram> {
+    use kernels_gpu::abi::{BinaryOp, EW_REGS, EwInstr, ew_binary_code};
+    let (mul, x0, imm) = (ew_binary_code(BinaryOp::Mul), ew_src::INPUT0, ew_src::IMM);
+    let mut p = program.clone();
+    if let Some(first) = p.instrs.first_mut()
+        && first.op == mul
+        && first.a == x0
+        && first.b == imm
+    {
+        first.imm *= scale;
+        return Some(p);
+    }
+    let used = |r: u32| p.out_reg == r || p.instrs.iter().any(|i| i.dst == r || i.a == r || i.b == r);
+    let reg = (0..EW_REGS).find(|&r| !used(r))?;
+    if p.instrs.len() >= EW_MAX_INSTRS {
+        return None;
+    }
+    let swap = |code: u32| if code == x0 { reg } else { code };
+    let mut instrs = vec![EwInstr { op: mul, dst: reg, a: x0, b: imm, imm: scale, _pad: 0 }];
+    instrs.extend(p.instrs.iter().map(|i| EwInstr { a: swap(i.a), b: swap(i.b), ..*i }));
+    Some(EwProgram { instrs, out_reg: swap(p.out_reg) })
+}
+
 /// The attention ending at MatMul node `mm2`, if it matches and every operand is expressible.
 fn match_at(c: &Ctx, programs: &Programs, mm2: usize) -> Option<Match> {
     let node = &c.g.nodes[mm2];
@@ -278,6 +347,11 @@ fn match_at(c: &Ctx, programs: &Programs, mm2: usize) -> Option<Match> {
     if pv == vv || c.readers[pv.index()] != 1 || c.g.outputs.contains(&pv) {
         return None;
     }
+    // The probabilities, through a NaN guard when there is one (absorbed: NaN rows become zeros).
+    let (pv, guard) = match nan_guard(c, pv) {
+        Some((p, nodes)) if p != vv => (p, Some(nodes)),
+        _ => (pv, None),
+    };
     let (sm, _) = c.defs[pv.index()]?;
     let Op::Softmax(a) = &c.g.nodes[sm].op else { return None };
     let x = c.g.nodes[sm].inputs.first().copied().flatten()?;
@@ -295,8 +369,16 @@ fn match_at(c: &Ctx, programs: &Programs, mm2: usize) -> Option<Match> {
     }
     let (mm1, _) = c.defs[s.index()]?;
     let [Some(qa), Some(kb)] = c.g.nodes[mm1].inputs.as_slice() else { return None };
-    let (qv, qn) = c.trace_back(*qa)?;
-    let (mut kv, kn) = c.trace_back(*kb)?;
+    // Scalar scales of Q and Kᵀ move into the score program, so Q and K are traced to the
+    // projection they are views of.
+    let (qa, q_scale, q_mul) = peel_scale(c, *qa);
+    let (kb, k_scale, k_mul) = peel_scale(c, *kb);
+    let (program, scales) = match (q_mul, k_mul) {
+        (None, None) => (program, Vec::new()),
+        _ => (scaled_program(&program, q_scale * k_scale)?, q_mul.into_iter().chain(k_mul).collect()),
+    };
+    let (qv, qn) = c.trace_back(qa)?;
+    let (mut kv, kn) = c.trace_back(kb)?;
     let (vw, vn) = c.trace_back(vv)?;
     let od = c.f32_dims(o2)?;
     let (out, fwd, ov) = c.trace_forward(o2)?;
@@ -360,7 +442,8 @@ fn match_at(c: &Ctx, programs: &Programs, mm2: usize) -> Option<Match> {
         dk: dk as u32,
         dv: dv as u32,
         kv_group: 1,
-        causal: if hidden.is_some() { ATTN_CAUSAL_SKIP } else { 0 },
+        causal: if hidden.is_some() { ATTN_CAUSAL_SKIP } else { 0 }
+            | if guard.is_some() { ATTN_NAN_ROWS_ZERO } else { 0 },
         causal_offset: hidden.unwrap_or(0),
         n_instr: program.instrs.len() as u32,
         n_inputs: 1 + extras.len() as u32,
@@ -373,7 +456,14 @@ fn match_at(c: &Ctx, programs: &Programs, mm2: usize) -> Option<Match> {
         instrs,
     };
     let anchor = fwd.last().copied().unwrap_or(mm2);
-    let mut removed: Vec<usize> = members.iter().copied().chain([mm1, sm, mm2]).chain(fwd).collect();
+    let mut removed: Vec<usize> = members
+        .iter()
+        .copied()
+        .chain([mm1, sm, mm2])
+        .chain(guard.into_iter().flatten())
+        .chain(scales)
+        .chain(fwd)
+        .collect();
     removed.retain(|&n| n != anchor);
     let mut inputs = vec![qv.base, kv.base, vw.base];
     inputs.extend(extras);

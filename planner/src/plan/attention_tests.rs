@@ -16,9 +16,14 @@ struct Shape {
     head: usize,
     softmax_axis: i64,
     probs_are_output: bool,
+    /// PyTorch's exported scaled-dot-product attention: Q and Kᵀ each multiplied by
+    /// `1 / sqrt(sqrt(D))` before the MatMul (no Div), and `Where(IsNaN(p), 0, p)` after the
+    /// softmax.
+    sdpa: bool,
 }
 
-const SMALL: Shape = Shape { batch: 2, seq: 5, heads: 3, head: 4, softmax_axis: -1, probs_are_output: false };
+const SMALL: Shape =
+    Shape { batch: 2, seq: 5, heads: 3, head: 4, softmax_axis: -1, probs_are_output: false, sdpa: false };
 
 /// `qkv [B, S, 3·H·D] -> Split -> Reshape [B, S, H, D] -> Transpose` to Q, Kᵀ and V, then
 /// `softmax(QKᵀ / √D + causal mask) V`, transposed and reshaped back to `[B, S, H·D]`.
@@ -37,14 +42,27 @@ fn gpt2_attention(s: Shape) -> Graph {
         let r = g.op1(Op::Reshape(Default::default()), &[parts[i], heads_shape]);
         ops.push(g.op1(Op::Transpose(Transpose { perm: Some(perm.to_vec()) }), &[r]));
     }
-    let scores = g.op1(Op::MatMul, &[ops[0], ops[1]]);
-    let root = g.initializer("root", ConstTensor::scalar_f32((d as f32).sqrt()));
-    let scaled = g.op1(Op::Div, &[scores, root]);
+    let scaled = if s.sdpa {
+        let c = g.initializer("c", ConstTensor::scalar_f32(1.0 / (d as f32).sqrt().sqrt()));
+        let (q, kt) = (g.op1(Op::Mul, &[ops[0], c]), g.op1(Op::Mul, &[c, ops[1]]));
+        g.op1(Op::MatMul, &[q, kt])
+    } else {
+        let scores = g.op1(Op::MatMul, &[ops[0], ops[1]]);
+        let root = g.initializer("root", ConstTensor::scalar_f32((d as f32).sqrt()));
+        g.op1(Op::Div, &[scores, root])
+    };
     let mask: Vec<f32> = (0..n * n).map(|k| if k % n > k / n { f32::NEG_INFINITY } else { 0.0 }).collect();
     let mask = g.initializer("mask", ConstTensor::from_f32(&[1, 1, n, n], &mask).unwrap());
     let masked = g.op1(Op::Add, &[scaled, mask]);
     let probs = g.op1(Op::Softmax(Softmax { axis: s.softmax_axis }), &[masked]);
-    let o = g.op1(Op::MatMul, &[probs, ops[2]]);
+    let guarded = if s.sdpa {
+        let nan = g.op1(Op::IsNaN, &[probs]);
+        let zero = g.initializer("zero", ConstTensor::scalar_f32(0.0));
+        g.op1(Op::Where, &[nan, zero, probs])
+    } else {
+        probs
+    };
+    let o = g.op1(Op::MatMul, &[guarded, ops[2]]);
     let t = g.op1(Op::Transpose(Transpose { perm: Some(vec![0, 2, 1, 3]) }), &[o]);
     let out_shape =
         g.initializer("out", ConstTensor::from_i64(&[3], &[b as i64, n as i64, hd as i64]).unwrap());
@@ -215,4 +233,64 @@ fn gpt2_small_attention_launches_on_the_cores_that_fill_the_device() {
     // The largest value heads fit the default 48 KB; longer ones do not.
     assert!(attention_fits(256, 256) && attention_shared_bytes(256, 256) <= 48 * 1024);
     assert!(!attention_fits(64, 257) && attention_shared_bytes(64, 257) == 0);
+}
+
+#[test]
+fn pytorchs_scaled_dot_product_attention_fuses_with_its_scales_and_nan_guard() {
+    // The scales of Q and Kᵀ become one immediate of the score program (before the mask), and the
+    // NaN guard the NaN-rows-zero bit: the whole pattern is one node reading the projection.
+    let g = gpt2_attention(Shape { sdpa: true, ..SMALL });
+    let infos = crate::shape_infer::infer(&g).unwrap();
+    let (fused, _, _, attentions) = fuse(g.clone(), &infos, Vec::new(), Programs::new());
+    assert_eq!(fused.nodes.len(), 1, "{fused:?}");
+    let p = attentions.values().next().unwrap();
+    let hd = (SMALL.heads * SMALL.head) as u64;
+    assert_eq!(p.k, AttnView { offset: hd, strides: [SMALL.seq as u64 * 3 * hd, 4, 3 * hd, 1] });
+    assert_eq!(p.n_instr, 2);
+    let c = 1.0 / (SMALL.head as f32).sqrt().sqrt();
+    let mul = kernels_gpu::abi::ew_binary_code(kernels_gpu::abi::BinaryOp::Mul);
+    assert_eq!((p.instrs[0].op, p.instrs[0].a, p.instrs[0].b), (mul, ew_src::INPUT0, ew_src::IMM));
+    assert_eq!(p.instrs[0].imm, c * c);
+    assert_eq!(p.causal, ATTN_CAUSAL_SKIP | ATTN_NAN_ROWS_ZERO);
+    // Without the guard's zero (any other constant), or with the probabilities read elsewhere,
+    // the guard stays and so does the unfused softmax.
+    let mut other = g.clone();
+    let zero = other.values.iter().position(|v| v.name == "zero").map(|i| ValueId(i as u32)).unwrap();
+    other.initializers.insert(zero, ConstTensor::scalar_f32(1.0));
+    let infos = crate::shape_infer::infer(&other).unwrap();
+    assert!(fuse(other, &infos, Vec::new(), Programs::new()).3.is_empty());
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    assert_eq!(kernels(&plan), [KernelId::AttentionF32], "{plan}");
+}
+
+#[test]
+fn a_scale_joins_the_score_program_in_a_free_register() {
+    use kernels_gpu::abi::{BinaryOp, EwInstr, ew_binary_code};
+    let add = ew_binary_code(BinaryOp::Add);
+    let x1 = ew_src::INPUT0 + 1;
+    // `x0 + x1` into register 0: the scaled scores go to register 1 and the add reads them.
+    let p = EwProgram {
+        instrs: vec![EwInstr { op: add, dst: 0, a: ew_src::INPUT0, b: x1, ..Default::default() }],
+        out_reg: 0,
+    };
+    let s = scaled_program(&p, 0.5).unwrap();
+    assert_eq!(s.instrs.len(), 2);
+    assert_eq!(
+        (s.instrs[0].dst, s.instrs[0].a, s.instrs[0].b, s.instrs[0].imm),
+        (1, ew_src::INPUT0, ew_src::IMM, 0.5)
+    );
+    assert_eq!((s.instrs[1].a, s.instrs[1].b, s.out_reg), (1, x1, 0));
+    // An empty program (the raw scores) becomes the scale alone; a leading scale absorbs it.
+    let empty = scaled_program(&EwProgram { instrs: Vec::new(), out_reg: ew_src::INPUT0 }, 0.25).unwrap();
+    assert_eq!((empty.instrs.len(), empty.out_reg, empty.instrs[0].imm), (1, 0, 0.25));
+    let twice = scaled_program(&empty, 2.0).unwrap();
+    assert_eq!((twice.instrs.len(), twice.instrs[0].imm), (1, 0.5));
+    // Every register taken: no room.
+    let full = EwProgram {
+        instrs: (0..4)
+            .map(|r| EwInstr { op: add, dst: r, a: ew_src::INPUT0, b: x1, ..Default::default() })
+            .collect(),
+        out_reg: 3,
+    };
+    assert!(scaled_program(&full, 0.5).is_none());
 }
