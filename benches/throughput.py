@@ -7,7 +7,7 @@ PyTorch's at each batch.
 
     python3 benches/throughput.py BIN MODEL_DIR OUT.json [NAME:BATCH[,BATCH...] ...]
 
-Default cases: mlp:1,1024,16384 gpt2:1,16 bert:1,16. Prints one line per case and writes every
+Default cases: mlp:1,1024,16384 gpt2:1,16 bert:1,16 mamba2:1 (sequence 128, Mamba2 256). Prints one line per case and writes every
 figure (with the machine) to OUT.json. Extra `ferrofuse run` flags go in $FERROFUSE_RUN_FLAGS
 (e.g. "--profile").
 """
@@ -29,7 +29,7 @@ import export_users  # noqa: E402
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 RUNS = 300
-DEFAULT = ["mlp:1,1024,16384", "gpt2:1,16", "bert:1,16"]
+DEFAULT = ["mlp:1,1024,16384", "gpt2:1,16", "bert:1,16", "mamba2:1"]
 
 
 def time_calls(fn, runs=RUNS):
@@ -54,7 +54,8 @@ def inputs_at(name, batch):
     g = torch.Generator().manual_seed(batch)
     if name == "mlp":
         return {"x": torch.randn(batch, 64, generator=g)}
-    ids = torch.randint(0, export_users.VOCAB, (batch, export_users.SEQ), generator=g)
+    seq = export_users.MAMBA2_SEQ if name == "mamba2" else export_users.SEQ
+    ids = torch.randint(0, export_users.VOCAB, (batch, seq), generator=g)
     if name == "bert":
         return {"input_ids": ids, "attention_mask": torch.ones(batch, export_users.SEQ, dtype=torch.int64)}
     return {"input_ids": ids}

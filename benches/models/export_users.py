@@ -7,7 +7,8 @@ TF32 off), into OUT_DIR. Exports are cached: a model whose .onnx exists is skipp
     python3 benches/models/export_users.py OUT_DIR [NAME ...]
 
 Models: gpt2 (GPT2Model, 4 layers, d 256, 4 heads, vocab 1000, reference input batch 2 x seq 128),
-bert (BertModel, 4 layers, d 256), mlp (physics MLP 64 -> 256 x4 -> 1, batch 2).
+bert (BertModel, 4 layers, d 256), mlp (physics MLP 64 -> 256 x4 -> 1, batch 2), mamba2
+(Mamba2Model, 4 layers, d 256, state 64, 8 heads of 64, chunk 64; traced at batch 2 x seq 256).
 """
 import os
 import sys
@@ -70,7 +71,21 @@ def mlp():
     return torch.nn.Sequential(*layers).eval(), {"x": torch.randn(BATCH, 64)}, {"x": {0: "batch"}}
 
 
-MODELS = {"gpt2": gpt2, "bert": bert, "mlp": mlp}
+# Mamba2's export is traced at this sequence length: transformers pads the sequence to whole
+# 64-long chunks only when it is no multiple of 64, and the export keeps the branch it traced, so
+# an export traced at 256 runs at every multiple of 64 (16 needs its own export).
+MAMBA2_SEQ = 256
+
+
+def mamba2():
+    from transformers import Mamba2Config, Mamba2Model
+    cfg = Mamba2Config(vocab_size=VOCAB, hidden_size=D, num_hidden_layers=LAYERS, state_size=64, num_heads=8,
+                       head_dim=64, n_groups=1, expand=2, chunk_size=64, use_cache=False)
+    ids = torch.randint(0, VOCAB, (BATCH, MAMBA2_SEQ))
+    return LastHidden(Mamba2Model(cfg).eval()), {"input_ids": ids}, {"input_ids": {0: "batch", 1: "seq"}}
+
+
+MODELS = {"gpt2": gpt2, "bert": bert, "mlp": mlp, "mamba2": mamba2}
 
 
 def build(name):

@@ -1,8 +1,8 @@
 //! Operators with small kernels of their own (TensorScatter, Det) and those the planner runs as
 //! simpler ones (the training optimizers, BatchNormalization in training mode, Binarizer,
 //! ArrayFeatureExtractor, MaxUnpool, bool ReduceMax / ReduceMin, Pow of mixed types, MatMul with
-//! batch dims broadcast both ways), on the device against the CPU reference: random shapes and
-//! attributes.
+//! batch dims broadcast both ways, Einsum), on the device against the CPU reference: random shapes
+//! and attributes.
 
 use host::HostTensor;
 use host::selftest::Rng;
@@ -373,5 +373,39 @@ fn tree_ensemble_matches_the_reference() {
             .collect();
         let inputs = [("x".to_string(), HostTensor::new(vec![rows, features], v).unwrap())];
         compare(&format!("tree ensemble {aggregate:?}"), g, &inputs, 1e-6);
+    }
+}
+
+#[test]
+fn einsum_runs_as_batched_matmuls_on_the_device() {
+    // Einsum has no kernel of its own: the planner runs it as the MatMuls, reductions and
+    // transposes it reduces to (Mamba2's chunked-scan contractions among them).
+    let mut rng = Rng::new(0xe175);
+    let cases: &[(&str, &[&[usize]])] = &[
+        ("bij,bjk->bik", &[&[3, 40, 33], &[3, 33, 20]]),
+        ("bhld,bhmd->bhlm", &[&[2, 4, 16, 64], &[2, 4, 16, 64]]),
+        ("bclhn,bcshn->bclhs", &[&[2, 4, 16, 2, 64], &[2, 4, 16, 2, 64]]),
+        ("bcshn,bcshp->bchpn", &[&[2, 4, 16, 2, 64], &[2, 4, 16, 2, 32]]),
+        ("...ij,...jk->...ik", &[&[1, 5, 8], &[3, 8, 6]]),
+        ("abc,cd,de->abe", &[&[2, 3, 40], &[40, 5], &[5, 6]]),
+        ("i,j->ij", &[&[30], &[17]]),
+        ("bi,bi->b", &[&[50, 128], &[50, 128]]),
+    ];
+    for (equation, shapes) in cases {
+        let mut g = Graph::new();
+        let mut feeds = Vec::new();
+        let ins: Vec<ValueId> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let name = format!("x{i}");
+                feeds.push((name.clone(), floats(&mut rng, s, -1.0, 1.0)));
+                g.input(&name, DType::F32, known(s))
+            })
+            .collect();
+        let y = g.op1(Op::Einsum(op::Einsum { equation: (*equation).into() }), &ins);
+        g.output(y);
+        let plan = compare(equation, g, &feeds, 1e-4);
+        assert!(plan.contains("gemm") || plan.contains("gemv"), "{equation}: no GEMM in\n{plan}");
     }
 }

@@ -1,5 +1,6 @@
 //! Operators the GPU runs as a few simpler ones (as an ONNX function body would define them):
-//! the training optimizers (Adagrad, Adam, Momentum), BatchNormalization in training mode,
+//! Einsum (the batched MatMuls, reductions and transposes it reduces to, `einsum.rs`); the
+//! training optimizers (Adagrad, Adam, Momentum), BatchNormalization in training mode,
 //! Binarizer and ArrayFeatureExtractor; and Attention's bool `attn_mask`, which becomes the
 //! additive mask it stands for (`Where(mask, 0, -inf)`), the form the attention kernels read;
 //! MaxUnpool (a scatter into zeros); ReduceMax / ReduceMin of bools (over f32 0 / 1); Pow of an
@@ -18,6 +19,7 @@ use crate::op::{self, MomentumMode, Op};
 use crate::shape_infer;
 use crate::tensor_info::DType;
 
+mod einsum;
 mod parts;
 
 use parts::{batch_norm_training, flex_attention, mutual_batch, optimizer, tree_tables, unpooled_dims};
@@ -123,6 +125,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                     | Op::MatMul
                     | Op::FlexAttention(_)
                     | Op::TreeEnsemble(_)
+                    | Op::Einsum(_)
             )
     };
     if !graph.nodes.iter().any(covered) {
@@ -222,6 +225,12 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                     let step = e.mul(r, dir);
                     e.op_into(Op::Sub, &[x, step], out[0]);
                 })
+            }
+            Op::Einsum(eq) if f32_in(node, 0..ins.len()) => {
+                let known: Option<Vec<Vec<usize>>> =
+                    ins.iter().map(|v| infos[v.index()].shape.as_known()).collect();
+                let Some(dims) = known else { continue };
+                einsum::einsum(&mut e, &eq.equation, &ins, &dims, node.output(0))
             }
             Op::Binarizer(b) if f32_in(node, 0..1) => {
                 let t = e.f32(b.threshold);

@@ -271,6 +271,15 @@ pub struct Plan {
     pub states: Vec<StateSlot>,
 }
 
+/// `graph` (every input dim known) with the operators that have no GPU kernel of their own
+/// replaced by the simpler ones the plan computes them with (`decompose.rs`: Einsum as batched
+/// MatMuls and views, the training optimizers, ...), as [`compile`] sees it before fusion; `graph`
+/// itself when there are none. The CPU reference computes both alike, which is how the expansions
+/// are tested.
+pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
+    Ok(decompose::run(graph)?.unwrap_or_else(|| graph.clone()))
+}
+
 /// Compiles `graph` for `binding` (every symbolic input dim bound).
 pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Result<Plan, PlanError> {
     let folded = crate::fold::run(&memory::bind_inputs(graph, binding)?)?;
