@@ -316,13 +316,19 @@ fn large_gemms_on_the_tile_kernels_match_the_reference() {
             &format!("gemm_tc{tile}_n_f32"),
         );
     }
-    // A batch of 3 against one B (b_bs = 0), and a Gemm with transA (A k-strided: the CUDA-core
+    // A batch of 3 against one B (b_bs = 0), both batched, and a Gemm with transA (A k-strided: the CUDA-core
     // kernel, not the tile kernels).
     let mut g = Graph::new();
     let (v, feeds) = inputs(&mut g, &mut rng, &[("a", &[3, 700, 36]), ("b", &[36, 520])]);
     let y = g.matmul(v[0], v[1]);
     g.output(y);
     check("matmul batch 3 700x36x520", &g, &feeds, true, "gemm_tc64_n_f32");
+    // Both operands batched (b_bs != 0): one launch, grid z the batch.
+    let mut g = Graph::new();
+    let (v, feeds) = inputs(&mut g, &mut rng, &[("a", &[3, 700, 36]), ("b", &[3, 36, 520])]);
+    let y = g.matmul(v[0], v[1]);
+    g.output(y);
+    check("matmul batched a and b 3x700x36x520", &g, &feeds, true, "gemm_tc64_n_f32");
     let mut g = Graph::new();
     let (v, feeds) = inputs(&mut g, &mut rng, &[("a", &[64, 1030]), ("b", &[64, 1030])]);
     let attrs = Gemm { alpha: 1.0, beta: 0.0, trans_a: true, trans_b: false };

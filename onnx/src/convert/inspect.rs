@@ -98,7 +98,12 @@ pub fn inspect(model: &Model) -> ModelSummary {
         node_count: counts.nodes,
         parameter_count: counts.params,
         parameter_bytes: counts.bytes,
-        unsupported: unsupported_ops(graph, opset),
+        // What conversion would meet: the local functions' bodies instead of their calls (a
+        // function that cannot be inlined is reported by conversion itself).
+        unsupported: match super::with_functions_inlined(model) {
+            Ok(Some(inlined)) => unsupported_ops(&inlined, opset),
+            _ => unsupported_ops(graph, opset),
+        },
     }
 }
 

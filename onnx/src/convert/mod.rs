@@ -5,6 +5,9 @@
 //! every node the registry cannot map (subgraphs included) and fail with all of them at once;
 //! convert the graph; run `planner::validate::graph` on the result.
 //!
+//! Calls of model-local functions are inlined first (`functions.rs`), so the rules below never see
+//! them.
+//!
 //! Conversion rules, graph by graph (bodies of If/Loop/Scan recursively):
 //! - Initializers become `Graph::initializers`. An initializer also listed as a graph input is
 //!   an initializer only (its ONNX meaning is "input with a default value"; the planner has no
@@ -21,6 +24,7 @@
 
 mod attrs;
 mod control;
+mod functions;
 mod inspect;
 mod lower;
 mod math;
@@ -66,14 +70,26 @@ pub const MAX_OPSET: i64 = 28;
 /// planner's structural checks.
 pub fn to_graph(model: &Model) -> Result<Graph, OnnxError> {
     let opset = default_opset(model)?;
-    let unsupported = unsupported_ops(model.graph(), opset);
+    let inlined = with_functions_inlined(model)?;
+    let main = inlined.as_ref().unwrap_or_else(|| model.graph());
+    let unsupported = unsupported_ops(main, opset);
     if !unsupported.is_empty() {
         return Err(OnnxError::Unsupported { ops: unsupported });
     }
-    let mut cx = Converter { opset, frames: Vec::new(), dims: DimNamer::for_graph(model.graph()) };
-    let graph = cx.graph(model.graph())?;
+    let mut cx = Converter { opset, frames: Vec::new(), dims: DimNamer::for_graph(main) };
+    let graph = cx.graph(main)?;
     planner::validate::graph(&graph)?;
     Ok(graph)
+}
+
+/// The main graph with the calls of the model's local functions inlined (`functions.rs`); `None`
+/// when the model has no local functions.
+fn with_functions_inlined(model: &Model) -> Result<Option<GraphProto>, OnnxError> {
+    let functions = &model.proto().functions;
+    if functions.is_empty() {
+        return Ok(None);
+    }
+    functions::inline(model.graph(), functions).map(Some)
 }
 
 /// Every `(domain, op_type)` [`to_graph`] maps: domain `""` is the default ONNX domain (subject

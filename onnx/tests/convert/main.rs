@@ -8,6 +8,7 @@ mod control;
 mod custom;
 mod errors;
 mod fixtures;
+mod functions;
 mod fuzz;
 mod inspect;
 mod opsets;
