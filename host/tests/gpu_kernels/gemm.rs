@@ -92,6 +92,21 @@ fn weight_gemm(
     (g, feeds)
 }
 
+/// `sigmoid(x [m, k] · w [k, n] + bias [n] + r [m, n])`, w and bias weights: a GEMM whose epilogue
+/// is a program; returns the graph and the feeds.
+fn residual_program(rng: &mut Rng, (m, k, n): (usize, usize, usize)) -> (Graph, Vec<(String, HostTensor)>) {
+    let mut g = Graph::new();
+    let (v, feeds) = inputs(&mut g, rng, &[("x", &[m, k]), ("r", &[m, n])]);
+    let w = weight(&mut g, rng, "w", &[k, n]);
+    let bias = weight(&mut g, rng, "bias", &[n]);
+    let h = g.matmul(v[0], w);
+    let a = g.add(h, bias);
+    let s = g.add(a, v[1]);
+    let y = g.sigmoid(s);
+    g.output(y);
+    (g, feeds)
+}
+
 #[test]
 fn packed_weights_on_ragged_shapes() {
     let mut rng = Rng::new(0x9ac4);
@@ -142,15 +157,7 @@ fn packed_weights_with_an_activation_and_a_residual_program() {
         check_with(&what, &g, &feeds, packing(true), "Gemm+Relu gemm_tc_packed_f32");
         check_with(&what, &g, &feeds, packing(false), "Gemm+Relu gemm_tc_f32");
         // MatMul + bias + residual, then a sigmoid: an epilogue program.
-        let mut g = Graph::new();
-        let (v, feeds) = inputs(&mut g, &mut rng, &[("x", &[m, k]), ("r", &[m, n])]);
-        let w = weight(&mut g, &mut rng, "w", &[k, n]);
-        let bias = weight(&mut g, &mut rng, "bias", &[n]);
-        let h = g.matmul(v[0], w);
-        let a = g.add(h, bias);
-        let s = g.add(a, v[1]);
-        let y = g.sigmoid(s);
-        g.output(y);
+        let (g, feeds) = residual_program(&mut rng, (m, k, n));
         let what = format!("matmul+bias+residual+sigmoid {m}x{k}x{n}");
         check_with(&what, &g, &feeds, packing(true), "gemm_tc_packed_program_f32");
         check_with(&what, &g, &feeds, packing(false), "gemm_tc_program_f32");
@@ -299,15 +306,7 @@ fn large_gemms_on_the_tile_kernels_match_the_reference() {
             check(&what, &g, &feeds, true, &format!("gemm_tc{tile}_{b}_f32"));
         }
         // MatMul + bias + residual, then a sigmoid: an epilogue program.
-        let mut g = Graph::new();
-        let (v, feeds) = inputs(&mut g, &mut rng, &[("x", &[m, k]), ("r", &[m, n])]);
-        let w = weight(&mut g, &mut rng, "w", &[k, n]);
-        let bias = weight(&mut g, &mut rng, "bias", &[n]);
-        let h = g.matmul(v[0], w);
-        let a = g.add(h, bias);
-        let s = g.add(a, v[1]);
-        let y = g.sigmoid(s);
-        g.output(y);
+        let (g, feeds) = residual_program(&mut rng, (m, k, n));
         check(
             &format!("matmul+bias+residual+sigmoid {m}x{k}x{n}"),
             &g,

@@ -61,21 +61,24 @@ fn block_and_scale() -> Vec<FunctionProto> {
     vec![block, scale]
 }
 
+/// The alpha of every LeakyRelu of `g`, in order.
+fn alphas(g: &planner::Graph) -> Vec<f32> {
+    g.nodes
+        .iter()
+        .filter_map(|n| match &n.op {
+            planner::Op::LeakyRelu(l) => Some(l.alpha),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn calls_of_local_functions_become_their_bodies() {
     let g = convert(model(block_and_scale(), Some(0.25)));
     assert_eq!(ops(&g), ["Mul", "LeakyRelu", "Mul", "LeakyRelu"]);
     // The call's alpha reaches the first call's body; the second call gives none and the function
     // has no default, so LeakyRelu's own default (0.01) applies.
-    let alphas: Vec<f32> = g
-        .nodes
-        .iter()
-        .filter_map(|n| match &n.op {
-            planner::Op::LeakyRelu(l) => Some(l.alpha),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(alphas, [0.25, 0.01]);
+    assert_eq!(alphas(&g), [0.25, 0.01]);
     // Both calls' internal values are renamed apart.
     let names: Vec<&str> = g.values.iter().map(|v| v.name.as_str()).collect();
     assert!(names.contains(&"h") && names.contains(&"y"), "{names:?}");
@@ -89,15 +92,7 @@ fn a_functions_default_attribute_applies_when_the_call_gives_none() {
     functions[0].attribute_proto =
         vec![AttributeProto { name: "alpha".into(), f: 0.5, r#type: 1, ..Default::default() }];
     let g = convert(model(functions, None));
-    let alphas: Vec<f32> = g
-        .nodes
-        .iter()
-        .filter_map(|n| match &n.op {
-            planner::Op::LeakyRelu(l) => Some(l.alpha),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(alphas, [0.5, 0.5]);
+    assert_eq!(alphas(&g), [0.5, 0.5]);
 }
 
 #[test]
