@@ -310,17 +310,20 @@ fn peel_scale(c: &Ctx, v: ValueId) -> (ValueId, f32, Option<usize>) {
 }
 
 /// `program` (input 0 the raw scores) preceded by `scores * scale`: the scale goes into a leading
-/// `x0 * imm` when the program starts with one, else a new first instruction writes the scaled
+/// `x0 * imm` when the program starts with one and reads the scores nowhere else, else a new first instruction writes the scaled
 /// scores to a register the program does not use and every read of input 0 reads it instead.
 /// `None` when no register is free or the program is full.
 fn scaled_program(program: &EwProgram, scale: f32) -> Option<EwProgram> {
     use kernels_gpu::abi::{BinaryOp, EW_REGS, EwInstr, ew_binary_code};
     let (mul, x0, imm) = (ew_binary_code(BinaryOp::Mul), ew_src::INPUT0, ew_src::IMM);
     let mut p = program.clone();
+    // (Only when no later instruction, nor the result, reads the raw scores too.)
+    let later_reads = p.instrs.iter().skip(1).any(|i| i.a == x0 || i.b == x0) || p.out_reg == x0;
     if let Some(first) = p.instrs.first_mut()
         && first.op == mul
         && first.a == x0
         && first.b == imm
+        && !later_reads
     {
         first.imm *= scale;
         return Some(p);

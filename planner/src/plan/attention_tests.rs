@@ -285,6 +285,18 @@ fn a_scale_joins_the_score_program_in_a_free_register() {
     assert_eq!((empty.instrs.len(), empty.out_reg, empty.instrs[0].imm), (1, 0, 0.25));
     let twice = scaled_program(&empty, 2.0).unwrap();
     assert_eq!((twice.instrs.len(), twice.instrs[0].imm), (1, 0.5));
+    // A leading scale whose program reads the raw scores again is not the place: a new register.
+    let mul = ew_binary_code(BinaryOp::Mul);
+    let both = EwProgram {
+        instrs: vec![
+            EwInstr { op: mul, dst: 0, a: ew_src::INPUT0, b: ew_src::IMM, imm: 2.0, ..Default::default() },
+            EwInstr { op: add, dst: 0, a: 0, b: ew_src::INPUT0, ..Default::default() },
+        ],
+        out_reg: 0,
+    };
+    let s = scaled_program(&both, 0.5).unwrap();
+    assert_eq!((s.instrs.len(), s.instrs[0].dst, s.instrs[1].imm), (3, 1, 2.0));
+    assert_eq!((s.instrs[1].a, s.instrs[2].b), (1, 1), "every read of the scores reads the scaled ones");
     // Every register taken: no room.
     let full = EwProgram {
         instrs: (0..4)
