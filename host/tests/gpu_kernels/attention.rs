@@ -572,8 +572,8 @@ fn onnx_attention_qk_matmul_output_matches_the_reference() {
 
 #[test]
 fn pytorchs_scaled_dot_product_attention_with_its_nan_guard_matches_the_reference() {
-    // As `torch.onnx.export(dynamo=True)` writes SDPA: Q and Kᵀ each scaled by 1 / sqrt(sqrt(d)),
-    // an additive mask, the softmax, `Where(IsNaN(p), 0, p)`, then the MatMul with V. Rows whose
+    // As `torch.onnx.export(dynamo=True)` writes SDPA: Kᵀ through merged batch and heads, Q and Kᵀ
+    // each scaled by 1 / sqrt(sqrt(d)), an additive mask, the softmax, `Where(IsNaN(p), 0, p)`, then the MatMul with V. Rows whose
     // keys are all `-inf` are NaN after the softmax and zero after the guard: the fused kernels
     // write zeros there too (the plan has no softmax, IsNaN or Where left).
     let mut rng = Rng::new(0x5d9a);
@@ -586,11 +586,12 @@ fn pytorchs_scaled_dot_product_attention_with_its_nan_guard_matches_the_referenc
         let qh = reshape(&mut g, "qh", q, &[b, n, h, d]);
         let kh = reshape(&mut g, "kh", k, &[b, n, h, d]);
         let vh = reshape(&mut g, "vh", v, &[b, n, h, d]);
-        let (qt, kt, vt) = (
-            transpose(&mut g, qh, [0, 2, 1, 3]),
-            transpose(&mut g, kh, [0, 2, 3, 1]),
-            transpose(&mut g, vh, [0, 2, 1, 3]),
-        );
+        // Kᵀ as the export writes `k.transpose(-2, -1)`: through merged batch and heads.
+        let (qt, vt) = (transpose(&mut g, qh, [0, 2, 1, 3]), transpose(&mut g, vh, [0, 2, 1, 3]));
+        let k4 = transpose(&mut g, kh, [0, 2, 1, 3]);
+        let k3 = reshape(&mut g, "k3", k4, &[b * h, n, d]);
+        let k3t = g.op1(Op::Transpose(Transpose { perm: Some(vec![0, 2, 1]) }), &[k3]);
+        let kt = reshape(&mut g, "kt", k3t, &[b, h, d, n]);
         let c = g.initializer("c", ConstTensor::scalar_f32(1.0 / (d as f32).sqrt().sqrt()));
         let (qs, ks) = (g.op1(Op::Mul, &[qt, c]), g.op1(Op::Mul, &[kt, c]));
         let scores = g.op1(Op::MatMul, &[qs, ks]);

@@ -40,6 +40,22 @@ fn gpt2_attention(s: Shape) -> Graph {
     let mut ops = Vec::new();
     for (i, perm) in [[0, 2, 1, 3], [0, 2, 3, 1], [0, 2, 1, 3]].into_iter().enumerate() {
         let r = g.op1(Op::Reshape(Default::default()), &[parts[i], heads_shape]);
+        if s.sdpa && i == 1 {
+            // As the dynamo export writes `k.transpose(-2, -1)`: through merged batch and heads.
+            let k = g.op1(Op::Transpose(Transpose { perm: Some(vec![0, 2, 1, 3]) }), &[r]);
+            let merged = g.initializer(
+                "merged",
+                ConstTensor::from_i64(&[3], &[(b * h) as i64, n as i64, d as i64]).unwrap(),
+            );
+            let m = g.op1(Op::Reshape(Default::default()), &[k, merged]);
+            let t = g.op1(Op::Transpose(Transpose { perm: Some(vec![0, 2, 1]) }), &[m]);
+            let split = g.initializer(
+                "split",
+                ConstTensor::from_i64(&[4], &[b as i64, h as i64, d as i64, n as i64]).unwrap(),
+            );
+            ops.push(g.op1(Op::Reshape(Default::default()), &[t, split]));
+            continue;
+        }
         ops.push(g.op1(Op::Transpose(Transpose { perm: Some(perm.to_vec()) }), &[r]));
     }
     let scaled = if s.sdpa {
@@ -239,7 +255,11 @@ fn gpt2_small_attention_launches_on_the_cores_that_fill_the_device() {
 fn pytorchs_scaled_dot_product_attention_fuses_with_its_scales_and_nan_guard() {
     // The scales of Q and Kᵀ become one immediate of the score program (before the mask), and the
     // NaN guard the NaN-rows-zero bit: the whole pattern is one node reading the projection.
+    // Kᵀ spelled through merged batch and heads (no view of the projection at batch 2) is
+    // canonicalized into one transpose first, as `compile` does.
     let g = gpt2_attention(Shape { sdpa: true, ..SMALL });
+    let infos = crate::shape_infer::infer(&g).unwrap();
+    let g = crate::plan::canon::run(&g, &infos).expect("the merged transpose is rewritten");
     let infos = crate::shape_infer::infer(&g).unwrap();
     let (fused, _, _, attentions) = fuse(g.clone(), &infos, Vec::new(), Programs::new());
     assert_eq!(fused.nodes.len(), 1, "{fused:?}");

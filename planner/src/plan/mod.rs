@@ -15,6 +15,7 @@
 mod attention;
 mod attention_op;
 mod blocks;
+mod canon;
 #[cfg(test)]
 mod clip_tests;
 mod conv;
@@ -289,6 +290,13 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         None => folded,
     };
     let infos = shape_infer::infer(&bound)?;
+    let (bound, infos) = match canon::run(&bound, &infos) {
+        Some(g) => {
+            let infos = shape_infer::infer(&g)?;
+            (g, infos)
+        }
+        None => (bound, infos),
+    };
     let (fused, epilogues) =
         if options.fuse_activations { fuse::activations(&bound, &infos) } else { (bound, Vec::new()) };
     let infos = shape_infer::infer(&fused)?;
