@@ -4,7 +4,8 @@
 //! outputs become the call's actual ones (an omitted optional input stays omitted), attribute
 //! references (`ref_attr_name`) take the call's attribute or the function's default (an attribute
 //! neither gives is left out), and calls inside the body, subgraphs included, are inlined in turn.
-//! A function that calls itself, directly or not, is refused rather than expanded forever.
+//! A function that calls itself, directly or not, is refused rather than expanded forever, and so
+//! are calls whose inlining would add more than a million nodes.
 
 use std::collections::HashMap;
 
@@ -13,12 +14,15 @@ use crate::proto::{AttributeProto, FunctionProto, GraphProto, NodeProto};
 
 /// Deepest nesting of calls inlined (a recursive function reaches it).
 const MAX_DEPTH: usize = 64;
+/// Most nodes the inlined bodies may add in all: functions that each call the next twice would
+/// otherwise grow the graph exponentially within the depth limit.
+const MAX_INLINED_NODES: usize = 1 << 20;
 
 /// `graph` with every call of a function of `functions` inlined (subgraphs included).
 pub(super) fn inline(graph: &GraphProto, functions: &[FunctionProto]) -> Result<GraphProto, OnnxError> {
     let mut g = graph.clone();
-    let mut calls = 0usize;
-    inline_graph(&mut g, functions, &mut calls, 0)?;
+    let (mut calls, mut inlined) = (0usize, 0usize);
+    inline_graph(&mut g, functions, (&mut calls, &mut inlined), 0)?;
     Ok(g)
 }
 
@@ -26,14 +30,15 @@ fn find<'f>(functions: &'f [FunctionProto], n: &NodeProto) -> Option<&'f Functio
     functions.iter().find(|f| f.name == n.op_type && f.domain == n.domain && f.overload == n.overload)
 }
 
+/// (`calls` counts the calls inlined, `inlined` the nodes they added.)
 fn inline_graph(
     g: &mut GraphProto,
     functions: &[FunctionProto],
-    calls: &mut usize,
+    (calls, inlined): (&mut usize, &mut usize),
     depth: usize,
 ) -> Result<(), OnnxError> {
     let nodes = std::mem::take(&mut g.node);
-    g.node = inline_nodes(nodes, functions, calls, depth)?;
+    g.node = inline_nodes(nodes, functions, (calls, inlined), depth)?;
     Ok(())
 }
 
@@ -41,14 +46,14 @@ fn inline_graph(
 fn inline_nodes(
     nodes: Vec<NodeProto>,
     functions: &[FunctionProto],
-    calls: &mut usize,
+    (calls, inlined): (&mut usize, &mut usize),
     depth: usize,
 ) -> Result<Vec<NodeProto>, OnnxError> {
     let mut out = Vec::with_capacity(nodes.len());
     for mut n in nodes {
         for a in &mut n.attribute {
             for sub in a.g.iter_mut().chain(a.graphs.iter_mut()) {
-                inline_graph(sub, functions, calls, depth)?;
+                inline_graph(sub, functions, (&mut *calls, &mut *inlined), depth)?;
             }
         }
         let Some(f) = find(functions, &n) else {
@@ -66,7 +71,17 @@ fn inline_nodes(
         }
         *calls += 1;
         let body = expand(f, &n, *calls)?;
-        out.extend(inline_nodes(body, functions, calls, depth + 1)?);
+        *inlined += body.len();
+        if *inlined > MAX_INLINED_NODES {
+            return Err(OnnxError::InvalidNode {
+                node: n.name.clone(),
+                op_type: format!("{}::{}", n.domain, n.op_type),
+                detail: format!(
+                    "inlining the model-local functions would add more than {MAX_INLINED_NODES} nodes"
+                ),
+            });
+        }
+        out.extend(inline_nodes(body, functions, (calls, inlined), depth + 1)?);
     }
     Ok(out)
 }

@@ -121,3 +121,24 @@ fn without_the_function_the_call_is_an_unsupported_op() {
     let e = convert_err(model(Vec::new(), None));
     assert!(matches!(e, OnnxError::Unsupported { .. }), "{e}");
 }
+
+#[test]
+fn functions_that_double_at_every_level_are_refused_before_they_blow_up() {
+    // F0(a) = Relu(a), Fk(a) = F(k-1)(F(k-1)(a)): F30 would inline 2^30 nodes.
+    let mut functions = vec![function("F0", &["a"], &["b"], vec![node("Relu", &["a"], &["b"])])];
+    for k in 1..=30 {
+        let prev = format!("F{}", k - 1);
+        let call = |i: &str, o: &str| NodeBuilder::new(&prev, &[i], &[o]).domain("local.fn").build();
+        functions.push(function(&format!("F{k}"), &["a"], &["b"], vec![call("a", "m"), call("m", "b")]));
+    }
+    let d = [Dim::from(2)];
+    let mut proto = ModelBuilder::new(17)
+        .opset_import("local.fn", 1)
+        .input("x", DataType::Float, &d)
+        .node_with(NodeBuilder::new("F30", &["x"], &["y"]).domain("local.fn"))
+        .output("y", DataType::Float, &d)
+        .build();
+    proto.functions = functions;
+    let e = convert_err(proto);
+    assert!(e.to_string().contains("more than 1048576 nodes"), "{e}");
+}
