@@ -225,6 +225,7 @@ pub fn fold_constants(graph: Graph) -> Graph {
     let limits = crate::reference::Limits {
         max_tensor_elems: FOLD_MAX_ELEMS,
         max_total_bytes: weights + FOLD_MAX_BYTES,
+        ..crate::reference::Limits::default()
     };
     let Ok(values) = crate::reference::eval_with(&sub, &[], limits) else { return graph };
     let mut g = graph;

@@ -167,3 +167,37 @@ fn absurd_declared_input_shapes_are_refused() {
     let stderr = cli_fails(&["run", path_str(&path), "--input", &format!("big={}", path_str(&npy))]);
     assert!(stderr.contains("big") && (stderr.contains("limit") || stderr.contains("declares")), "{stderr}");
 }
+
+#[test]
+fn a_loop_that_would_run_for_ever_stops_at_the_iteration_limit() {
+    // Trip count 2^40, a condition that stays true, a body that passes x through: stopped at the
+    // limit with an error naming the node (a tight limit here; the default is 2^20).
+    let vi = |n: &str, t: DataType| onnx::builder::value_info(n, t, &[]);
+    let body = onnx::proto::GraphProto {
+        name: "forever".into(),
+        node: vec![
+            NodeBuilder::new("Identity", &["cond_in"], &["cond_out"]).build(),
+            NodeBuilder::new("Identity", &["v"], &["v_out"]).build(),
+        ],
+        input: vec![vi("i", DataType::Int64), vi("cond_in", DataType::Bool), vi("v", DataType::Float)],
+        output: vec![vi("cond_out", DataType::Undefined), vi("v_out", DataType::Undefined)],
+        ..Default::default()
+    };
+    let g = front_end(
+        &ModelBuilder::new(17)
+            .input("x", DataType::Float, &[Dim::from(2)])
+            .initializer_i64("trips", &[], &[1 << 40])
+            .initializer(onnx::builder::tensor_raw("go", DataType::Bool, &[], vec![1]))
+            .node_with(
+                NodeBuilder::new("Loop", &["trips", "go", "x"], &["y"]).attr_graph("body", body).name("spin"),
+            )
+            .output("y", DataType::Float, &[])
+            .bytes(),
+    )
+    .expect("Loop");
+    let x = HostTensor::new(vec![2], vec![1f32, 2.0]).expect("x");
+    let tight = Limits { max_loop_iterations: 1000, ..Limits::default() };
+    let e = eval_with(&g, &[("x".into(), x)], tight).expect_err("stopped");
+    assert!(e.to_string().contains("spin") && e.to_string().contains("more than 1000 iterations"), "{e}");
+    assert_eq!(Limits::default().max_loop_iterations, host::reference::MAX_LOOP_ITERATIONS);
+}

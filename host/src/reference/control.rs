@@ -80,6 +80,10 @@ pub fn loop_(
     let mut cond = cond_given.unwrap_or(true);
     let mut i = 0i64;
     while cond && trip.is_none_or(|m| i < m) {
+        if i as u64 >= ctx.limits.max_loop_iterations {
+            let max = ctx.limits.max_loop_iterations;
+            return Err(ctx.err(format!("runs more than {max} iterations (the limit of one Loop)")));
+        }
         let mut args = vec![
             Cow::Owned(HostTensor::new(vec![], vec![i])?),
             Cow::Owned(HostTensor::new(vec![], vec![cond])?),

@@ -50,12 +50,23 @@ pub struct Limits {
     pub max_tensor_elems: usize,
     /// Most bytes all live values (inputs, initializers, intermediates) may hold together.
     pub max_total_bytes: u64,
+    /// Most iterations one Loop node may run (a hostile trip count, or a condition that never
+    /// turns false, would otherwise run for ever).
+    pub max_loop_iterations: u64,
 }
 
+/// Most iterations one Loop node runs, on the reference and on the GPU: 2^20. Inference graphs
+/// loop over beams, boxes or sequence positions, far fewer.
+pub const MAX_LOOP_ITERATIONS: u64 = 1 << 20;
+
 impl Default for Limits {
-    /// 2^31 elements per tensor, 32 GiB in all.
+    /// 2^31 elements per tensor, 32 GiB in all, [`MAX_LOOP_ITERATIONS`] per Loop.
     fn default() -> Self {
-        Limits { max_tensor_elems: 1 << 31, max_total_bytes: 32 << 30 }
+        Limits {
+            max_tensor_elems: 1 << 31,
+            max_total_bytes: 32 << 30,
+            max_loop_iterations: MAX_LOOP_ITERATIONS,
+        }
     }
 }
 

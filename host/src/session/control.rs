@@ -259,6 +259,13 @@ impl Session<'_> {
         let mut i = 0i64;
         let ran = (|| -> Result<(), HostError> {
             while cond && trip.is_none_or(|m| i < m) {
+                if i as u64 >= crate::reference::MAX_LOOP_ITERATIONS {
+                    let max = crate::reference::MAX_LOOP_ITERATIONS;
+                    return Err(node_error(
+                        c,
+                        format!("runs more than {max} iterations (the limit of one Loop)"),
+                    ));
+                }
                 let counter = self.hold_host(&HostTensor::new(vec![], vec![i])?)?;
                 let flag = match self.hold_host(&HostTensor::new(vec![], vec![cond])?) {
                     Ok(f) => f,
