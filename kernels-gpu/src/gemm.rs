@@ -1,9 +1,11 @@
 //! f32 GEMM with a fused epilogue (`alpha * A B + beta * C`, then an activation): a shared-memory
 //! tiled kernel for general shapes and a GEMV-style kernel for small `m` (batch-1 inference), both
 //! over arbitrary element strides (transposes, broadcast bias, batched and broadcast-batched
-//! operands). FP32 FMA on the CUDA cores: exact FP32 semantics, no TF32. Small-`m` GEMMs that
-//! would underfill the device with these tiles run on the tensor cores instead (`gemm_tc.rs`,
-//! 3xTF32); Hopper-specific matrix kernels (wgmma, TMA) come with the matrix-kernel issue.
+//! operands). FP32 FMA on the CUDA cores: exact FP32 semantics, no TF32. With the tensor cores on
+//! (the default) the planner sends few GEMMs here: small-`m` ones that would underfill the device
+//! with these tiles run on `gemm_tc.rs` (3xTF32), large ones with unit-stride operands on the
+//! large-tile kernels of `gemm_tile.rs`; Hopper-specific matrix kernels (wgmma, TMA) come with the
+//! matrix-kernel issue.
 //!
 //! Each kernel has a `*_program_f32` twin whose epilogue continues with an elementwise program
 //! ([`EwProgramParams`], the interpreter of `program.rs`): the GEMM result is the program's input
