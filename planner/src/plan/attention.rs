@@ -24,7 +24,9 @@ use kernels_gpu::abi::{
     ew_src,
 };
 
-use super::fuse::{EwProgram, Programs, compile_program, drop_values, ew_node, producers, remove_nodes};
+use super::fuse::{
+    EwProgram, Programs, compile_program, drop_values, ew_node, producers, remove_nodes, scalar_f32,
+};
 use super::lower::bytes_of;
 use super::movement::contiguous_u64;
 use super::{Arg, PlannedValue, Step};
@@ -101,9 +103,15 @@ impl Ctx<'_> {
         })
     }
 
+    /// Whether `v` is read by exactly `n` nodes and is no graph output: the fusion may absorb
+    /// them, and `v` with them.
+    fn private(&self, v: ValueId, n: usize) -> bool {
+        self.readers[v.index()] == n && !self.g.outputs.contains(&v)
+    }
+
     /// The single reader of `v` when it has exactly one and `v` is not a graph output.
     fn sole_reader(&self, v: ValueId) -> Option<usize> {
-        if self.readers[v.index()] != 1 || self.g.outputs.contains(&v) {
+        if !self.private(v, 1) {
             return None;
         }
         self.g.nodes.iter().position(|n| n.inputs.contains(&Some(v)))
@@ -216,8 +224,7 @@ fn score_program(
                     let (p, _) = c.defs[v.index()]?;
                     let fits = ew_node(c.g, &c.g.nodes[p]).is_some()
                         && !programs.contains_key(v)
-                        && c.readers[v.index()] == 1
-                        && !c.g.outputs.contains(v);
+                        && c.private(*v, 1);
                     fits.then_some(p)
                 })
                 .collect();
@@ -238,8 +245,7 @@ fn score_program(
     };
     let scores: Vec<ValueId> = inputs.iter().copied().filter(|v| is_matmul(*v)).collect();
     let [s] = scores.as_slice() else { return None };
-    if inputs.iter().filter(|v| *v == s).count() != 1 || c.readers[s.index()] != 1 || c.g.outputs.contains(s)
-    {
+    if inputs.iter().filter(|v| *v == s).count() != 1 || !c.private(*s, 1) {
         return None;
     }
     // Renumber the inputs: the scores first, the others after in order.
@@ -279,10 +285,9 @@ fn nan_guard(c: &Ctx, w: ValueId) -> Option<(ValueId, [usize; 2])> {
         return None;
     };
     let (isnan, _) = c.defs[cond.index()]?;
-    let is_zero = c.g.constant(*zero).is_some_and(|z| z.elems() == 1 && z.to_f64s() == [0.0]);
+    let is_zero = scalar_f32(c.g, *zero) == Some(0.0);
     let guard_of_p = c.g.nodes[isnan].op == Op::IsNaN && c.g.nodes[isnan].inputs.as_slice() == [Some(*p)];
-    let private = |v: ValueId, n: usize| c.readers[v.index()] == n && !c.g.outputs.contains(&v);
-    (is_zero && guard_of_p && private(*cond, 1) && private(*p, 2)).then_some((*p, [isnan, wn]))
+    (is_zero && guard_of_p && c.private(*cond, 1) && c.private(*p, 2)).then_some((*p, [isnan, wn]))
 }
 
 /// `v` as `x * s` with `s` a scalar f32 constant (either operand of a Mul whose output only the
@@ -293,26 +298,21 @@ fn peel_scale(c: &Ctx, v: ValueId) -> (ValueId, f32, Option<usize>) {
     let Some((n, 0)) = c.defs[v.index()] else { return own };
     let node = &c.g.nodes[n];
     let (Op::Mul, [Some(a), Some(b)]) = (&node.op, node.inputs.as_slice()) else { return own };
-    let scalar = |x: ValueId| {
-        let t = c.g.constant(x).filter(|t| t.elems() == 1 && t.info().dtype == DType::F32)?;
-        Some(t.to_f64s()[0] as f32)
-    };
-    let (x, s) = match (scalar(*a), scalar(*b)) {
+    let (x, s) = match (scalar_f32(c.g, *a), scalar_f32(c.g, *b)) {
         (None, Some(s)) => (*a, s),
         (Some(s), None) => (*b, s),
         _ => return own,
     };
-    let private = c.readers[v.index()] == 1 && !c.g.outputs.contains(&v);
-    if !private || c.f32_dims(x).is_none() || c.f32_dims(x) != c.f32_dims(v) {
+    if !c.private(v, 1) || c.f32_dims(x).is_none() || c.f32_dims(x) != c.f32_dims(v) {
         return own;
     }
     (x, s, Some(n))
 }
 
 /// `program` (input 0 the raw scores) preceded by `scores * scale`: the scale goes into a leading
-/// `x0 * imm` when the program starts with one and reads the scores nowhere else, else a new first instruction writes the scaled
-/// scores to a register the program does not use and every read of input 0 reads it instead.
-/// `None` when no register is free or the program is full.
+/// `x0 * imm` when the program starts with one and reads the scores nowhere else, else a new first
+/// instruction writes the scaled scores to a register the program does not use and every read of
+/// input 0 reads it instead. `None` when no register is free or the program is full.
 fn scaled_program(program: &EwProgram, scale: f32) -> Option<EwProgram> {
     use kernels_gpu::abi::{BinaryOp, EW_REGS, EwInstr, ew_binary_code};
     let (mul, x0, imm) = (ew_binary_code(BinaryOp::Mul), ew_src::INPUT0, ew_src::IMM);
@@ -347,7 +347,7 @@ fn match_at(c: &Ctx, programs: &Programs, mm2: usize) -> Option<Match> {
         return None;
     };
     let (pv, vv) = (*pv, *vv);
-    if pv == vv || c.readers[pv.index()] != 1 || c.g.outputs.contains(&pv) {
+    if pv == vv || !c.private(pv, 1) {
         return None;
     }
     // The probabilities, through a NaN guard when there is one (absorbed: NaN rows become zeros).
@@ -362,7 +362,7 @@ fn match_at(c: &Ctx, programs: &Programs, mm2: usize) -> Option<Match> {
     if a.axis != -1 && a.axis != xd.len() as i64 - 1 {
         return None;
     }
-    if c.readers[x.index()] != 1 || c.g.outputs.contains(&x) {
+    if !c.private(x, 1) {
         return None;
     }
     let (members, program, extras, s) = score_program(c, programs, x)?;

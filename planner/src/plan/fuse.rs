@@ -236,7 +236,7 @@ pub(super) enum EwNode {
 }
 
 /// The value of `v` when it is a one-element f32 constant (a program immediate).
-fn scalar_f32(g: &Graph, v: ValueId) -> Option<f32> {
+pub(super) fn scalar_f32(g: &Graph, v: ValueId) -> Option<f32> {
     let c = g.initializers.get(&v).filter(|c| c.elems() == 1 && c.dtype == DType::F32)?;
     Some(c.to_f64s()[0] as f32)
 }
