@@ -61,46 +61,40 @@ fn inline_nodes(
             continue;
         };
         if depth >= MAX_DEPTH {
-            return Err(OnnxError::InvalidNode {
-                node: n.name.clone(),
-                op_type: format!("{}::{}", n.domain, n.op_type),
-                detail: format!(
-                    "model-local function calls nest deeper than {MAX_DEPTH} (a recursive function?)"
-                ),
-            });
+            let why =
+                format!("model-local function calls nest deeper than {MAX_DEPTH} (a recursive function?)");
+            return Err(invalid_call(&n, why));
         }
         *calls += 1;
         let body = expand(f, &n, *calls)?;
         *inlined += body.len();
         if *inlined > MAX_INLINED_NODES {
-            return Err(OnnxError::InvalidNode {
-                node: n.name.clone(),
-                op_type: format!("{}::{}", n.domain, n.op_type),
-                detail: format!(
-                    "inlining the model-local functions would add more than {MAX_INLINED_NODES} nodes"
-                ),
-            });
+            let why =
+                format!("inlining the model-local functions would add more than {MAX_INLINED_NODES} nodes");
+            return Err(invalid_call(&n, why));
         }
         out.extend(inline_nodes(body, functions, (calls, inlined), depth + 1)?);
     }
     Ok(out)
 }
 
+/// The error of call `n` (named with its domain), for `detail`.
+fn invalid_call(n: &NodeProto, detail: String) -> OnnxError {
+    OnnxError::InvalidNode { node: n.name.clone(), op_type: format!("{}::{}", n.domain, n.op_type), detail }
+}
+
 /// The body of `f` for the call `n` (the `k`-th inlined), renamed and with its attributes bound.
 fn expand(f: &FunctionProto, n: &NodeProto, k: usize) -> Result<Vec<NodeProto>, OnnxError> {
     if n.input.len() > f.input.len() || n.output.len() > f.output.len() {
-        return Err(OnnxError::InvalidNode {
-            node: n.name.clone(),
-            op_type: format!("{}::{}", n.domain, n.op_type),
-            detail: format!(
-                "calls function '{}' with {} inputs and {} outputs; it declares {} and {}",
-                f.name,
-                n.input.len(),
-                n.output.len(),
-                f.input.len(),
-                f.output.len()
-            ),
-        });
+        let why = format!(
+            "calls function '{}' with {} inputs and {} outputs; it declares {} and {}",
+            f.name,
+            n.input.len(),
+            n.output.len(),
+            f.input.len(),
+            f.output.len()
+        );
+        return Err(invalid_call(n, why));
     }
     let label = if n.name.is_empty() { &f.name } else { &n.name };
     let prefix = format!("{label}/{k}/");
