@@ -466,19 +466,12 @@ pub(super) fn gemm_steps(
         return vec![launch(label, kernel, grid, block, shared, args)];
     }
     if let Some(TileLaunch { kernel, tile, grid }) = tile_launch(&p, o) {
-        // `[p, e, a, b, c, x1, x2, x3, out]`, the identity program when there is none.
-        let mut args = vec![Arg::Params(bytes_of(&p))];
-        match &program {
-            Some((e, xs)) => {
-                args.push(e.clone());
-                args.extend([Arg::Value(a), Arg::Value(b), c_arg.clone()]);
-                args.extend(xs.iter().cloned());
-            }
-            None => {
-                args.push(Arg::Params(bytes_of(&identity_program())));
-                args.extend([Arg::Value(a), Arg::Value(b), c_arg.clone(), Arg::Null, Arg::Null, Arg::Null]);
-            }
-        }
+        // The operands of a program entry, the identity program when there is none.
+        let identity = (Arg::Params(bytes_of(&identity_program())), vec![Arg::Null; EW_MAX_INPUTS - 1]);
+        let (e, xs) = program.as_ref().unwrap_or(&identity);
+        let mut args =
+            vec![Arg::Params(bytes_of(&p)), e.clone(), Arg::Value(a), Arg::Value(b), c_arg.clone()];
+        args.extend(xs.iter().cloned());
         args.push(Arg::Value(out));
         return vec![launch(label, kernel, grid, [tile.threads, 1, 1], tile.shared_bytes(), args)];
     }

@@ -285,3 +285,26 @@ fn a_reshaped_graph_input_is_read_in_place() {
     assert!(plan.memory.slots[r.index()].is_some(), "{plan}");
     assert!(!plan.memory.in_place.iter().any(|&(src, _)| src == v), "{plan}");
 }
+
+#[test]
+fn a_tile_gemm_takes_the_program_entrys_operands_with_the_identity_program() {
+    // x [4096, 256] · w [256, 1024]: the 128 x 128 tile kernel, its weight unpacked, launched
+    // with `[p, e, a, b, c, x1, x2, x3, y]`: e the identity program, C and x1..x3 null.
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Known(4096), Dim::Known(256)]);
+    let w = g.initializer("w", ConstTensor::from_f32(&[256, 1024], &vec![0.5; 256 * 1024]).unwrap());
+    let y = g.matmul(x, w);
+    g.output(y);
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    assert_eq!(gemm_b_args(&plan), [(KernelId::GemmTc128NF32, w)], "{plan}");
+    let Some(Step::Kernel { args, .. }) = plan.steps.first() else { panic!("{plan}") };
+    let identity = kernels_gpu::abi::EwProgramParams {
+        n_inputs: 1,
+        out_reg: kernels_gpu::abi::ew_src::INPUT0,
+        ..Default::default()
+    };
+    assert_eq!(args.len(), 9, "{plan}");
+    assert_eq!(args[1], Arg::Params(super::lower::bytes_of(&identity)), "{plan}");
+    assert_eq!(args[4..8], [Arg::Null, Arg::Null, Arg::Null, Arg::Null], "{plan}");
+    assert_eq!(args[8], Arg::Value(y), "{plan}");
+}
