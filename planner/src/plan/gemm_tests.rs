@@ -1,0 +1,151 @@
+//! The GEMM lowering's choices (split-K, the tensor-core and tile launches) and the program
+//! epilogue's addressing.
+
+use super::*;
+
+fn p(m: u32, n: u32, k: u32, batch: u32) -> GemmParams {
+    GemmParams { m, n, k, batch, ..GemmParams::default() }
+}
+
+#[test]
+fn the_tile_kernels_take_the_gemms_that_fill_the_device() {
+    use kernels_gpu::abi::KernelId as K;
+    let o = PlanOptions::default();
+    // A contiguous [m, k] x [k, n] MatMul (B n-contiguous) or Gemm transB (B k-contiguous).
+    let mm = |m: u32, n: u32, k: u32, trans_b: bool| GemmParams {
+        a_rs: k as u64,
+        a_cs: 1,
+        b_rs: if trans_b { 1 } else { n as u64 },
+        b_cs: if trans_b { k as u64 } else { 1 },
+        ..p(m, n, k, 1)
+    };
+    let kernel = |q: &GemmParams| tile_launch(q, &o).map(|l| (l.kernel, l.grid));
+    // The physics MLP at batch 16384: 256 tiles of 128 x 128.
+    assert_eq!(kernel(&mm(16384, 256, 256, false)), Some((K::GemmTc128NF32, [2, 128, 1])));
+    assert_eq!(kernel(&mm(16384, 256, 256, true)), Some((K::GemmTc128KF32, [2, 128, 1])));
+    // GPT-2's QKV projection at batch 16 x sequence 128: 96 large tiles, 384 small ones.
+    assert_eq!(kernel(&mm(2048, 768, 256, false)), Some((K::GemmTc64NF32, [12, 32, 1])));
+    // Its attention output projection: the small-tile tensor-core kernel's (128 CUDA-core tiles).
+    assert!(tensor_core(&mm(2048, 256, 256, false), &o).is_some());
+    assert_eq!(kernel(&mm(2048, 256, 256, false)), None);
+    // Rows of B not 16-byte aligned, A k-strided, the options off: not the tile kernels.
+    assert_eq!(kernel(&mm(4096, 1022, 256, false)), None);
+    assert_eq!(kernel(&GemmParams { a_rs: 1, a_cs: 4096, ..mm(4096, 1024, 256, false) }), None);
+    for off in [PlanOptions { tile_gemm: false, ..o }, PlanOptions { tensor_core_gemm: false, ..o }] {
+        assert_eq!(tile_launch(&mm(16384, 256, 256, false), &off), None);
+    }
+}
+
+/// The flat-index unravel of the kernels (`ew_offsets`), on the host.
+fn unravel(e: &EwProgramParams, i: u64) -> [u64; EW_MAX_INPUTS] {
+    use kernels_gpu::abi::MAX_RANK;
+    if e.rank == 0 {
+        return [i; EW_MAX_INPUTS];
+    }
+    let (mut rem, mut o) = (i, [0u64; EW_MAX_INPUTS]);
+    for d in (MAX_RANK - e.rank as usize..MAX_RANK).rev() {
+        let idx = rem % e.out_shape[d];
+        rem /= e.out_shape[d];
+        for (k, ok) in o.iter_mut().enumerate() {
+            *ok += idx * e.strides[k][d];
+        }
+    }
+    o
+}
+
+#[test]
+fn gemm_aligned_programs_address_what_the_flat_unravel_does() {
+    use crate::plan::fuse::EwProgram;
+    let program = EwProgram { instrs: vec![kernels_gpu::abi::EwInstr::default()], out_reg: 0 };
+    // (output dims, the GEMM's batch / m / n over them, input shapes, aligned expected)
+    type Case<'a> = (&'a [usize], [u32; 3], &'a [&'a [usize]], bool);
+    let cases: [Case; 7] = [
+        // Bias row over a [m, n] output; a residual; a bias over a batched output.
+        (&[24, 64], [1, 24, 64], &[&[24, 64], &[64]], true),
+        (&[2, 12, 64], [2, 12, 64], &[&[2, 12, 64], &[1, 1, 64], &[2, 12, 64]], true),
+        // A MatMul whose batch folded into m: the bias is still linear in the row.
+        (&[2, 12, 64], [1, 24, 64], &[&[2, 12, 64], &[64]], true),
+        // A per-batch column broadcast: linear in batch, row and column.
+        (&[3, 5, 7], [3, 5, 7], &[&[3, 5, 7], &[3, 1, 7]], true),
+        // Folded batch with an input varying by batch only: the row spans two dims.
+        (&[3, 5, 7], [1, 15, 7], &[&[3, 5, 7], &[3, 1, 1]], false),
+        // An attention mask over heads: [1, 4, 16, 16] output, [1, 1, 16, 16] mask.
+        (&[1, 4, 16, 16], [4, 16, 16], &[&[1, 4, 16, 16], &[1, 1, 16, 16]], true),
+        (&[8, 1, 9], [8, 1, 9], &[&[8, 1, 9], &[1, 1, 9], &[8, 1, 1]], true),
+    ];
+    for (od, [batch, m, n], shapes, aligned) in cases {
+        let e = crate::plan::lower::program_params(&program, shapes, od).unwrap();
+        let a = gemm_aligned(e, batch, m, n);
+        let r = kernels_gpu::abi::MAX_RANK - 3;
+        let is_aligned = a.rank == 3 && a.out_shape[r..] == [batch as u64, m as u64, n as u64];
+        assert_eq!(is_aligned, aligned, "{od:?} {shapes:?}: {a:?}");
+        if !is_aligned {
+            assert_eq!(a, e, "{od:?} {shapes:?}: unchanged when not aligned");
+            continue;
+        }
+        for b in 0..batch as u64 {
+            for i in 0..m as u64 {
+                for j in 0..n as u64 {
+                    let flat = unravel(&e, (b * m as u64 + i) * n as u64 + j);
+                    let direct: [u64; EW_MAX_INPUTS] = std::array::from_fn(|k| {
+                        b * a.strides[k][r] + i * a.strides[k][r + 1] + j * a.strides[k][r + 2]
+                    });
+                    assert_eq!(
+                        flat[..shapes.len()],
+                        direct[..shapes.len()],
+                        "{od:?} {shapes:?} ({b}, {i}, {j})"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Options with the tensor-core GEMM off (the CUDA-core kernel and its split-K).
+fn cuda_cores() -> PlanOptions {
+    PlanOptions { tensor_core_gemm: false, ..PlanOptions::default() }
+}
+
+#[test]
+fn the_tensor_core_gemm_takes_what_would_underfill_the_device() {
+    let o = PlanOptions::default();
+    // GPT-2's projections at seq 128: one launch each, k split over the warps of a block.
+    let launch = |m, n, k| tensor_core(&p(m, n, k, 1), &o).map(|l| (l.grid, l.warps, l.pair));
+    assert_eq!(launch(128, 768, 256), Some(([24, 8, 1], 4, false)));
+    // The MLP down-projection: 64 tiles of 32 rounds want 16 warps each, a pair of blocks.
+    assert_eq!(launch(128, 256, 1024), Some(([16, 8, 1], 8, true)));
+    let no_pairs = PlanOptions { pair_gemm: false, ..o };
+    assert_eq!(
+        tensor_core(&p(128, 256, 1024, 1), &no_pairs).map(|l| (l.grid, l.warps)),
+        Some(([8, 8, 1], 8))
+    );
+    assert_eq!(launch(24, 64, 64), Some(([2, 2, 1], 2, false)));
+    // Never more warps than 32-wide k rounds.
+    assert_eq!(launch(16, 32, 20), Some(([1, 1, 1], 1, false)));
+    // GEMV range, big enough for the CUDA-core tiles, or switched off: not taken.
+    assert_eq!(launch(8, 768, 256), None);
+    assert_eq!(launch(2048, 2048, 4096), None);
+    assert_eq!(tensor_core(&p(128, 768, 256, 1), &cuda_cores()), None);
+    // An empty output (no columns, no batch) never gets a zero-block grid from it.
+    assert_eq!(launch(20, 0, 5), None);
+    assert_eq!(tensor_core(&p(20, 7, 5, 0), &o), None);
+    // Where it is taken, no split-K workspace is planned.
+    assert_eq!(split_k(&p(128, 256, 1024, 1), &o), (1, 1024));
+}
+
+#[test]
+fn split_k_fills_the_device_only_when_tiles_cannot() {
+    let o = cuda_cores();
+    // GPT-2's MLP down-projection: 8 tiles, k 1024 -> 16 chunks of 64.
+    assert_eq!(split_k(&p(128, 256, 1024, 1), &o), (16, 64));
+    // k too short, or enough tiles, or a GEMV: no split.
+    assert_eq!(split_k(&p(128, 256, 64, 1), &o).0, 1);
+    assert_eq!(split_k(&p(1024, 1024, 4096, 1), &o).0, 1);
+    assert_eq!(split_k(&p(4, 256, 4096, 1), &o).0, 1);
+    // Chunks are multiples of the k step and cover k exactly once.
+    for k in [128, 129, 700, 1000, 4097] {
+        let (splits, chunk) = split_k(&p(70, 90, k, 3), &o);
+        assert_eq!(chunk % kernels_gpu::abi::GEMM_BK, 0);
+        assert!(splits * chunk >= k && (splits - 1) * chunk < k, "k {k}: {splits} x {chunk}");
+    }
+}
