@@ -51,6 +51,10 @@ enum Command {
         /// Size of a symbolic dimension for --memory / --plan, as NAME=SIZE (repeat for each symbol).
         #[arg(long = "bind", value_name = "NAME=SIZE")]
         binds: Vec<String>,
+        /// How the tensor-core GEMMs form their products: exact (f32 accuracy, 3xTF32) or tf32
+        /// (operands rounded to TF32, one product: faster, about 1e-3 relative error).
+        #[arg(long, default_value = "exact", value_name = "exact|tf32")]
+        precision: String,
     },
     /// Runs a model (the bundled demo when MODEL is omitted) and prints its outputs.
     Run {
@@ -76,6 +80,10 @@ enum Command {
         /// `tensor_core_attention=false` (an unknown NAME lists the known ones).
         #[arg(long = "set", value_name = "NAME=BOOL")]
         options: Vec<String>,
+        /// How the tensor-core GEMMs form their products: exact (f32 accuracy, 3xTF32) or tf32
+        /// (operands rounded to TF32, one product: faster, about 1e-3 relative error).
+        #[arg(long, default_value = "exact", value_name = "exact|tf32")]
+        precision: String,
     },
 }
 
@@ -92,13 +100,30 @@ fn main() -> ExitCode {
     match args.command {
         Command::Doctor { device, cold } => cli::doctor::run(device, cold),
         Command::Warmup { model, binds } => report(cli::warmup::run(model.as_deref(), &binds)),
-        Command::Inspect { model, memory, plan, binds } => {
-            report(cli::inspect::run(&model, memory, plan, &binds))
-        }
-        Command::Run { model, inputs, device, out, repeat, profile, options } => {
-            report(cli::run::run(cli::run::RunArgs { model, inputs, device, out, repeat, profile, options }))
+        Command::Inspect { model, memory, plan, binds, precision } => report(
+            precision_of(&precision)
+                .and_then(|precision| cli::inspect::run(&model, memory, plan, &binds, precision)),
+        ),
+        Command::Run { model, inputs, device, out, repeat, profile, options, precision } => {
+            report(precision_of(&precision).and_then(|precision| {
+                cli::run::run(cli::run::RunArgs {
+                    model,
+                    inputs,
+                    device,
+                    out,
+                    repeat,
+                    profile,
+                    options,
+                    precision,
+                })
+            }))
         }
     }
+}
+
+/// The `--precision` argument (an unknown name is an error listing the known ones).
+fn precision_of(name: &str) -> anyhow::Result<host::Precision> {
+    name.parse().map_err(|e| anyhow::anyhow!("--precision {name}: {e}"))
 }
 
 /// Prints an error with its chain of causes and maps it to exit status 1.

@@ -4,7 +4,9 @@
 //! warps), staged through shared memory by a three-stage `cp.async` pipeline, each warp a 64 x 32
 //! or 32 x 32 tile of `mma.sync` m16n8k8 TF32 products in 3xTF32 (each operand split into a TF32
 //! part and its TF32 remainder, `small·big + big·small + big·big`: f32 accuracy, as in
-//! `gemm_tc.rs`, whose [`split`] this shares).
+//! `gemm_tc.rs`, whose [`operand`] split this shares); with [`GEMM_TF32`] precision the operands
+//! are rounded to TF32 instead and each tile is one product (each entry holds both bodies and
+//! picks by `GemmParams::precision`).
 //!
 //! Shared memory holds, per stage, the A tile `[BM][32]` (k contiguous) and the B tile, either
 //! `[32][BN]` (B's columns contiguous in memory: MatMul with a `[k, n]` weight) or `[BN][32]` (B's
@@ -18,9 +20,9 @@
 //! k with row and batch strides multiples of four and a 16-byte aligned base; B likewise along its
 //! contiguous axis. Any m, n, k.
 
-use crate::abi::{EwProgramParams, GEMM_TILE_BK, GEMM_TILE_STAGES, GemmParams};
+use crate::abi::{EwProgramParams, GEMM_EXACT, GEMM_TF32, GEMM_TILE_BK, GEMM_TILE_STAGES, GemmParams};
 use crate::gemm::{Program, finish, program};
-use crate::gemm_tc::split;
+use crate::gemm_tc::operand;
 use crate::intrinsics::{
     block_dim_x, block_idx_x, block_idx_y, block_idx_z, cp_async_16_zfill, cp_async_commit,
     cp_async_wait_group, dynamic_shared_addr, dynamic_shared_ptr, ld_shared_u32, mma_m16n8k8_tf32_f32,
@@ -77,7 +79,14 @@ const fn swizzle_n(k: u32, c: u32) -> u32 {
 /// As `gemm_program_f32`, with the operand requirements of the module doc; the launch has
 /// `32 * WM * WN` threads and [`crate::abi::GemmTile::shared_bytes`] of dynamic shared memory.
 #[inline(always)]
-unsafe fn gemm_tile<const WM: u32, const WN: u32, const MT: usize, const NT: usize, const KB: bool>(
+unsafe fn gemm_tile<
+    const WM: u32,
+    const WN: u32,
+    const MT: usize,
+    const NT: usize,
+    const KB: bool,
+    const EXACT: bool,
+>(
     p: &GemmParams,
     a: *const f32,
     b: *const f32,
@@ -187,7 +196,7 @@ unsafe fn gemm_tile<const WM: u32, const WN: u32, const MT: usize, const NT: usi
         let a_s = smem + (kt % STAGES) * stage_bytes;
         let b_s = a_s + bm * BK * 4;
         // SAFETY: every address is inside this stage's tiles, written by the copies waited for.
-        unsafe { k_tile::<MT, NT, KB>(&mut acc, a_s, b_s, bn, (g, t), &a_row, &b_col, wn0) };
+        unsafe { k_tile::<MT, NT, KB, EXACT>(&mut acc, a_s, b_s, bn, (g, t), &a_row, &b_col, wn0) };
         kt += 1;
     }
 
@@ -279,7 +288,7 @@ unsafe fn store_tile(
 /// The stage's tiles were written and ordered by a barrier before this.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn k_tile<const MT: usize, const NT: usize, const KB: bool>(
+unsafe fn k_tile<const MT: usize, const NT: usize, const KB: bool, const EXACT: bool>(
     acc: &mut [[[f32; 4]; NT]; MT],
     a_s: u32,
     b_s: u32,
@@ -308,7 +317,8 @@ unsafe fn k_tile<const MT: usize, const NT: usize, const KB: bool>(
                     let at = (8 * s + t) * bn + b_col(J);
                     (ld(b_s, at), ld(b_s, at + 4 * bn))
                 };
-                let ((b0, b0s), (b1, b1s)) = (split(f32::from_bits(v0)), split(f32::from_bits(v1)));
+                let ((b0, b0s), (b1, b1s)) =
+                    (operand::<EXACT>(f32::from_bits(v0)), operand::<EXACT>(f32::from_bits(v1)));
                 bf[J] = ([b0, b1], [b0s, b1s]);
             }
         });
@@ -317,17 +327,18 @@ unsafe fn k_tile<const MT: usize, const NT: usize, const KB: bool>(
             if I < MT {
                 let (r0, r1) = (a_row(I), a_row(I) + 8 * BK);
                 let v = [ld(a_s, r0 + x0), ld(a_s, r1 + x0), ld(a_s, r0 + x1), ld(a_s, r1 + x1)];
-                let (a0, a0s) = split(f32::from_bits(v[0]));
-                let (a1, a1s) = split(f32::from_bits(v[1]));
-                let (a2, a2s) = split(f32::from_bits(v[2]));
-                let (a3, a3s) = split(f32::from_bits(v[3]));
+                let (a0, a0s) = operand::<EXACT>(f32::from_bits(v[0]));
+                let (a1, a1s) = operand::<EXACT>(f32::from_bits(v[1]));
+                let (a2, a2s) = operand::<EXACT>(f32::from_bits(v[2]));
+                let (a3, a3s) = operand::<EXACT>(f32::from_bits(v[3]));
                 af[I] = ([a0, a1, a2, a3], [a0s, a1s, a2s, a3s]);
             }
         });
-        // The three products of every tile in turn (small terms first, as `gemm_tc`): the
-        // `MT * NT` accumulators are independent, so consecutive mma do not wait on each other.
+        // The three products of every tile in turn (small terms first, as `gemm_tc`; only the
+        // last without `EXACT`): the `MT * NT` accumulators are independent, so consecutive mma
+        // do not wait on each other.
         unroll4!(I => {
-            if I < MT {
+            if EXACT && I < MT {
                 unroll4!(J => {
                     if J < NT {
                         acc[I][J] = mma_m16n8k8_tf32_f32(af[I].1, bf[J].0, acc[I][J]);
@@ -336,7 +347,7 @@ unsafe fn k_tile<const MT: usize, const NT: usize, const KB: bool>(
             }
         });
         unroll4!(I => {
-            if I < MT {
+            if EXACT && I < MT {
                 unroll4!(J => {
                     if J < NT {
                         acc[I][J] = mma_m16n8k8_tf32_f32(af[I].0, bf[J].1, acc[I][J]);
@@ -385,8 +396,13 @@ macro_rules! tile_entries {
             x3: *const f32,
             y: *mut f32,
         ) {
-            // SAFETY: forwarded (the kernel's contract).
-            unsafe { gemm_tile::<$wm, $wn, $mt, $nt, $kb>(&p, a, b, c, y, program(&e, x1, x2, x3)) }
+            let program = program(&e, x1, x2, x3);
+            // SAFETY (both): forwarded (the kernel's contract).
+            match p.precision {
+                GEMM_EXACT => unsafe { gemm_tile::<$wm, $wn, $mt, $nt, $kb, true>(&p, a, b, c, y, program) },
+                GEMM_TF32 => unsafe { gemm_tile::<$wm, $wn, $mt, $nt, $kb, false>(&p, a, b, c, y, program) },
+                _ => trap(),
+            }
         }
     )*};
 }

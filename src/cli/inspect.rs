@@ -14,7 +14,13 @@ fn shape_text(v: &onnx::ValueSummary) -> String {
 
 /// Prints the summary of the model at `path` (and, with `memory`, its memory plan under the
 /// `NAME=SIZE` bindings, and with `plan` its GPU plan); fails (after printing) when ops are unsupported.
-pub fn run(path: &Path, memory: bool, plan: bool, binds: &[String]) -> Result<()> {
+pub fn run(
+    path: &Path,
+    memory: bool,
+    plan: bool,
+    binds: &[String],
+    precision: host::Precision,
+) -> Result<()> {
     let model = onnx::load_path(path).with_context(|| format!("loading {}", path.display()))?;
     let s = onnx::inspect(&model);
     println!("model: {}", path.display());
@@ -49,10 +55,10 @@ pub fn run(path: &Path, memory: bool, plan: bool, binds: &[String]) -> Result<()
     if s.unsupported.is_empty() {
         println!("unsupported ops: none");
         if memory {
-            print_memory(&model, binds)?;
+            print_memory(&model, binds, precision)?;
         }
         if plan {
-            print_plan(&model, binds)?;
+            print_plan(&model, binds, precision)?;
         }
         Ok(())
     } else {
@@ -105,17 +111,17 @@ fn mib(bytes: u64) -> String {
 /// The multiprocessors `inspect` plans for (the H200's; a session plans for its own device).
 const SM_COUNT: u32 = 132;
 
-/// The plan options of a GPU session with the default options on a Hopper device of
-/// [`SM_COUNT`] multiprocessors.
-fn session_plan_options() -> planner::plan::PlanOptions {
-    host::session::plan_options(&host::SessionOptions::default(), SM_COUNT, true)
+/// The plan options of a GPU session with the default options and `precision` on a Hopper
+/// device of [`SM_COUNT`] multiprocessors.
+fn session_plan_options(precision: host::Precision) -> planner::plan::PlanOptions {
+    host::session::plan_options(&host::SessionOptions { precision, ..Default::default() }, SM_COUNT, true)
 }
 
 /// Plans the arena and prints the statistics and the ten biggest slots.
-fn print_memory(model: &onnx::Model, binds: &[String]) -> Result<()> {
+fn print_memory(model: &onnx::Model, binds: &[String], precision: host::Precision) -> Result<()> {
     let graph = onnx::to_graph(model)?;
     let binding = parse_binding(binds, &graph)?;
-    let compiled = planner::plan::compile(&graph, &binding, &session_plan_options())
+    let compiled = planner::plan::compile(&graph, &binding, &session_plan_options(precision))
         .context("compiling the GPU plan (bind every symbolic input dim with --bind NAME=SIZE)")?;
     let names: Vec<String> = compiled.values.iter().map(|v| v.name.clone()).collect();
     let plan = compiled.memory;
@@ -170,12 +176,17 @@ fn print_memory(model: &onnx::Model, binds: &[String]) -> Result<()> {
 }
 
 /// Compiles the GPU plan for the binding and prints it one line per step.
-fn print_plan(model: &onnx::Model, binds: &[String]) -> Result<()> {
+fn print_plan(model: &onnx::Model, binds: &[String], precision: host::Precision) -> Result<()> {
     let graph = onnx::to_graph(model)?;
     let binding = parse_binding(binds, &graph)?;
-    let plan = planner::plan::compile(&graph, &binding, &session_plan_options())
+    let plan = planner::plan::compile(&graph, &binding, &session_plan_options(precision))
         .context("compiling the GPU plan")?;
-    println!("GPU plan ({} steps, {} weights):", plan.steps.len(), plan.weights.len());
+    println!(
+        "GPU plan ({} steps, {} weights, precision {}):",
+        plan.steps.len(),
+        plan.weights.len(),
+        plan.precision
+    );
     println!("{plan}");
     Ok(())
 }

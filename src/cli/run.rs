@@ -35,6 +35,8 @@ pub struct RunArgs {
     pub profile: bool,
     /// `NAME=BOOL` session options.
     pub options: Vec<String>,
+    /// The session's precision (`--precision`).
+    pub precision: host::Precision,
 }
 
 /// The session options with each `NAME=BOOL` of `specs` applied.
@@ -82,7 +84,7 @@ fn run_cuda(
     options: host::SessionOptions,
     ahead: Option<host::session::PlanAhead>,
 ) -> Result<Vec<(String, HostTensor)>> {
-    println!("gpu: {} ({} flavour)", ctx.info().name, ctx.flavour().name());
+    println!("gpu: {} ({} flavour), precision {}", ctx.info().name, ctx.flavour().name(), options.precision);
     let mut session = host::Session::new(&ctx, graph, options)?;
     let adopted = ahead.is_some_and(|a| session.adopt_plan(a));
     let first = Instant::now();
@@ -252,7 +254,7 @@ fn open_gpu() -> Opening {
 pub fn run(args: RunArgs) -> Result<()> {
     let started = Instant::now();
     let opening = (args.device != Some(Device::Cpu)).then(open_gpu);
-    let options = session_options(&args.options)?;
+    let options = host::SessionOptions { precision: args.precision, ..session_options(&args.options)? };
     let model = match &args.model {
         Some(path) => onnx::load_path(path).with_context(|| format!("loading {}", path.display()))?,
         None => {

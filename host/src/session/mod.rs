@@ -38,7 +38,7 @@ mod region;
 mod staged;
 
 pub use ahead::{PlanAhead, binding_of, plan_options};
-pub use options::SessionOptions;
+pub use options::{Precision, SessionOptions};
 pub use region::RegionStats;
 pub use staged::MAX_STAGE_PLANS;
 

@@ -1,4 +1,7 @@
-//! [`SessionOptions`]: the switches of a session, settable by name (`ferrofuse run --set`).
+//! [`SessionOptions`]: the switches of a session, settable by name (`ferrofuse run --set`), and
+//! its precision (`ferrofuse run --precision`).
+
+pub use planner::plan::Precision;
 
 /// Session options.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -54,6 +57,9 @@ pub struct SessionOptions {
     /// turns the rows that hide it into NaN, as in the unfused graph and the CPU reference (and
     /// as in other fused causal attention); off keeps that exact.
     pub skip_hidden_keys: bool,
+    /// How the tensor-core GEMMs form their products (default [`Precision::Exact`]: f32
+    /// accuracy; [`Precision::Tf32`]: operands rounded to TF32, one product instead of three).
+    pub precision: Precision,
 }
 
 /// A switch of [`SessionOptions`] by name, for [`SessionOptions::set`].
@@ -114,6 +120,7 @@ impl Default for SessionOptions {
             pair_gemm: true,
             l2_persist_weights: true,
             skip_hidden_keys: true,
+            precision: Precision::Exact,
         }
     }
 }

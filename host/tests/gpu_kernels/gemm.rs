@@ -68,7 +68,7 @@ fn packing(on: bool) -> SessionOptions {
 
 /// A GEMM of `x [m, k]` and a weight B (k x n): a MatMul, or a Gemm (B `[n, k]` with transB) with a
 /// weight C `[n]`, alpha and beta; returns the graph and the feeds.
-fn weight_gemm(
+pub(crate) fn weight_gemm(
     rng: &mut Rng,
     (m, k, n): (usize, usize, usize),
     op: usize,

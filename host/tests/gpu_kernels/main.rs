@@ -19,6 +19,7 @@ mod mlp;
 mod models;
 mod movement;
 mod norm;
+mod precision;
 mod probes;
 mod programs;
 mod recurrent;

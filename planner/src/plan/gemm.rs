@@ -413,6 +413,8 @@ pub(super) fn gemm_steps(
     if p.y_bs == 0 {
         p.y_bs = p.m as u64 * p.n as u64;
     }
+    // Read by the tensor-core kernels only (the CUDA-core ones are exact).
+    p.precision = o.precision.gemm_code();
     let c_arg = c.map_or(Arg::Null, Arg::Value);
     let launch = |label: String, kernel, grid, block, shared_bytes, args| Step::Kernel {
         nodes: vec![id],

@@ -37,6 +37,7 @@ mod mlp;
 mod movement;
 mod norm;
 mod norm_gemm;
+mod precision;
 mod recurrent;
 mod reduce;
 mod resize;
@@ -53,6 +54,7 @@ use serde::{Deserialize, Serialize};
 
 pub use elementwise::{binary_params, broadcast_strides};
 pub use movement::transpose_params;
+pub use precision::Precision;
 pub use reduce::reduce_params;
 pub use select::{Nms, NonZero, UniqueSteps};
 
@@ -126,6 +128,8 @@ pub struct PlanOptions {
     /// keys (`ATTN_CAUSAL_SKIP`). A NaN or infinite key at a hidden position then no longer turns
     /// the rows that hide it into NaN, as the unfused softmax does; off keeps that exact.
     pub skip_hidden_keys: bool,
+    /// How the tensor-core GEMMs form their products ([`Precision`]).
+    pub precision: Precision,
 }
 
 impl Default for PlanOptions {
@@ -146,6 +150,7 @@ impl Default for PlanOptions {
             pair_gemm: true,
             tensor_core_attention: true,
             skip_hidden_keys: true,
+            precision: Precision::Exact,
         }
     }
 }
@@ -270,6 +275,9 @@ pub struct Plan {
     /// Persistent recurrent-state slots (stateful plans only), each used by one step.
     #[serde(default)]
     pub states: Vec<StateSlot>,
+    /// The precision its tensor-core GEMMs were planned in.
+    #[serde(default)]
+    pub precision: Precision,
 }
 
 /// `graph` (every input dim known) with the operators that have no GPU kernel of their own
@@ -478,6 +486,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         steps,
         memory,
         states,
+        precision: options.precision,
     };
     plan.validate()?;
     Ok(plan)
