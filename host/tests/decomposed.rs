@@ -3,11 +3,13 @@
 //! the decomposed one, and they must agree, and the GPU plan of the original must compile.
 //! Einsum: batched and broadcast matrix products, the five contractions of transformers' Mamba2
 //! export, ellipses of different ranks, implicit outputs, three operands, reductions, transposes
-//! and outer products; a diagonal (not covered) stays an Einsum.
+//! and outer products; a diagonal (not covered) stays an Einsum. Summed broadcast products
+//! (`ReduceSum(Mul(a, b))`, as transformers' reference Mamba2 scan spells its contractions)
+//! become Einsums, hence MatMuls.
 
 use host::HostTensor;
 use host::selftest::Rng;
-use planner::op::Einsum;
+use planner::op::{Einsum, Reduce};
 use planner::{DType, Dim, Graph, Op};
 
 /// `Einsum(equation)` of inputs of `shapes`, and random feeds for them.
@@ -78,4 +80,76 @@ fn a_diagonal_einsum_is_left_for_the_planner_to_refuse() {
     let (g, _) = einsum("ii->i", &[&[3, 3]], &mut Rng::new(1));
     let d = planner::plan::decomposed(&g).unwrap();
     assert!(d.nodes.iter().any(|n| matches!(n.op, Op::Einsum(_))));
+}
+
+/// `ReduceSum(Mul(a, b), axes)` of inputs of shapes `a` and `b` (`axes` as input 1 when
+/// `keepdims`, as opset 13 writes it, else as the legacy attribute), and random feeds.
+fn summed_product(
+    (a, b): (&[usize], &[usize]),
+    axes: &[i64],
+    keepdims: bool,
+    rng: &mut Rng,
+) -> (Graph, Vec<(String, HostTensor)>) {
+    let mut g = Graph::new();
+    let feeds =
+        vec![("a".to_string(), rng.tensor(a, -1.0, 1.0)), ("b".to_string(), rng.tensor(b, -1.0, 1.0))];
+    let x = g.input("a", DType::F32, a.iter().map(|&d| Dim::Known(d)));
+    let w = g.input("b", DType::F32, b.iter().map(|&d| Dim::Known(d)));
+    let m = g.op1(Op::Mul, &[x, w]);
+    let y = if keepdims {
+        let ax = g.const_i64("axes", &[axes.len()], axes);
+        g.op1(Op::ReduceSum(Reduce { axes: None, keepdims, ..Reduce::default() }), &[m, ax])
+    } else {
+        g.op1(Op::ReduceSum(Reduce { axes: Some(axes.to_vec()), keepdims, ..Reduce::default() }), &[m])
+    };
+    g.output(y);
+    (g, feeds)
+}
+
+#[test]
+fn summed_broadcast_products_become_matmuls_that_compute_what_the_reference_does() {
+    let mut rng = Rng::new(0x5e5);
+    let cases: &[(&[usize], &[usize], &[i64], bool)] = &[
+        // Mamba2's `(C[:, :, :, None] * B[:, :, None]).sum(-1)`, `(M[..., None] *
+        // x[:, :, None]).sum(3)` and `(B_decay[..., None, :] * x[..., None]).sum(2)`.
+        (&[1, 2, 16, 1, 3, 8], &[1, 2, 1, 16, 3, 8], &[-1], false),
+        (&[2, 2, 16, 16, 3, 1], &[2, 2, 1, 16, 3, 5], &[3], false),
+        (&[1, 2, 16, 3, 1, 8], &[1, 2, 16, 3, 5, 1], &[2], true),
+        // A lower-rank operand, several axes, negative and positive.
+        (&[6, 1, 7], &[5, 7], &[0, -1], true),
+        (&[4, 1, 9], &[1, 6, 9], &[2], false),
+    ];
+    for &(a, b, axes, keepdims) in cases {
+        let what = format!("{a:?} * {b:?} summed over {axes:?} (keepdims {keepdims})");
+        let (g, feeds) = summed_product((a, b), axes, keepdims, &mut rng);
+        let d = planner::plan::decomposed(&g).unwrap();
+        let ops: Vec<&Op> = d.nodes.iter().map(|n| &n.op).collect();
+        assert!(ops.iter().any(|o| matches!(o, Op::MatMul)), "{what}: {ops:?}");
+        assert!(!ops.iter().any(|o| matches!(o, Op::Mul | Op::Einsum(_))), "{what}: {ops:?}");
+        let want = host::reference::eval(&g, &feeds).unwrap();
+        let got = host::reference::eval(&d, &feeds).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(got[0].1.shape(), want[0].1.shape(), "{what}");
+        let (gv, wv) = (got[0].1.data().to_f64s(), want[0].1.data().to_f64s());
+        for (i, (x, w)) in gv.iter().zip(&wv).enumerate() {
+            assert!((x - w).abs() <= 1e-5 * (1.0 + w.abs()), "{what} [{i}]: contracted {x}, reference {w}");
+        }
+        let options = planner::plan::PlanOptions::default();
+        planner::plan::compile(&g, &planner::Binding::new(), &options)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+    // A same-shape product summed (a row-wise dot product) is not a broadcast: it stays.
+    let (g, _) = summed_product((&[8, 32], &[8, 32]), &[1], false, &mut rng);
+    let d = planner::plan::decomposed(&g).unwrap();
+    assert!(d.nodes.iter().any(|n| matches!(n.op, Op::Mul)), "{:?}", d.nodes);
+    // A sum over size-1 axes only (Mamba2's `(G[..., None] * L[..., None]).sum(-1)`) is a
+    // reshape of the product.
+    let (g, feeds) = summed_product((&[3, 4, 1], &[3, 4, 1]), &[-1], false, &mut rng);
+    let d = planner::plan::decomposed(&g).unwrap();
+    assert!(!d.nodes.iter().any(|n| matches!(n.op, Op::ReduceSum(_))), "{:?}", d.nodes);
+    let (want, got) =
+        (host::reference::eval(&g, &feeds).unwrap(), host::reference::eval(&d, &feeds).unwrap());
+    assert_eq!(
+        (got[0].1.shape(), got[0].1.data().to_f64s()),
+        (want[0].1.shape(), want[0].1.data().to_f64s())
+    );
 }

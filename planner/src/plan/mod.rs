@@ -18,6 +18,7 @@ mod blocks;
 mod canon;
 #[cfg(test)]
 mod clip_tests;
+mod contract;
 mod conv;
 mod decompose;
 mod display;
@@ -282,16 +283,20 @@ pub struct Plan {
 
 /// `graph` (every input dim known) with the operators that have no GPU kernel of their own
 /// replaced by the simpler ones the plan computes them with (`decompose.rs`: Einsum as batched
-/// MatMuls and views, the training optimizers, ...), as [`compile`] sees it before fusion; `graph`
+/// MatMuls and views, the training optimizers, ...; `contract.rs`: summed broadcast products as
+/// Einsums first), as [`compile`] sees it before fusion; `graph`
 /// itself when there are none. The CPU reference computes both alike, which is how the expansions
 /// are tested.
 pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
-    Ok(decompose::run(graph)?.unwrap_or_else(|| graph.clone()))
+    let g = contract::run(graph).unwrap_or_else(|| graph.clone());
+    Ok(decompose::run(&g)?.unwrap_or(g))
 }
 
 /// Compiles `graph` for `binding` (every symbolic input dim bound).
 pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Result<Plan, PlanError> {
     let folded = crate::fold::run(&memory::bind_inputs(graph, binding)?)?;
+    // Summed broadcast products as the Einsums they are, which the decomposition expands.
+    let folded = contract::run(&folded).unwrap_or(folded);
     // What a decomposition adds (an inlined FlexAttention modifier's shape arithmetic) folds too.
     let bound = match decompose::run(&folded)? {
         Some(g) => crate::fold::run(&g)?,
