@@ -9,7 +9,8 @@ PyTorch's at each batch.
 
 Default cases: mlp:1,1024,16384 gpt2:1,16 bert:1,16 mamba2:1 (sequence 128, Mamba2 256). Prints one line per case and writes every
 figure (with the machine) to OUT.json. Extra `ferrofuse run` flags go in $FERROFUSE_RUN_FLAGS
-(e.g. "--profile").
+(e.g. "--profile"). PRECISION=tf32 runs both sides in TF32 (PyTorch's `allow_tf32` for matmuls
+and convolutions, ferrofuse's `--precision tf32`); the default is strict FP32 on both.
 """
 import json
 import os
@@ -26,8 +27,10 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "models"))
 import export_users  # noqa: E402
 
-torch.backends.cuda.matmul.allow_tf32 = False
-torch.backends.cudnn.allow_tf32 = False
+PRECISION = os.environ.get("PRECISION", "exact")
+assert PRECISION in ("exact", "tf32"), PRECISION
+torch.backends.cuda.matmul.allow_tf32 = PRECISION == "tf32"
+torch.backends.cudnn.allow_tf32 = PRECISION == "tf32"
 RUNS = 300
 DEFAULT = ["mlp:1,1024,16384", "gpt2:1,16", "bert:1,16", "mamba2:1"]
 
@@ -98,7 +101,8 @@ def ferrofuse(bin_path, model_path, feeds, work):
     out_dir = os.path.join(work, "out")
     os.makedirs(out_dir, exist_ok=True)
     extra = os.environ.get("FERROFUSE_RUN_FLAGS", "").split()
-    cmd = [bin_path, "run", model_path, *args, "--repeat", str(RUNS), "--out", out_dir, *extra]
+    cmd = [bin_path, "run", model_path, *args, "--repeat", str(RUNS), "--out", out_dir, "--precision", PRECISION,
+           *extra]
     p = subprocess.run(cmd, capture_output=True, text=True)
     log = p.stdout + p.stderr
     def median(label):
@@ -121,7 +125,7 @@ def main():
     cases = sys.argv[4:] or DEFAULT
     results = []
     gpu = torch.cuda.get_device_name()
-    print(f"{gpu}, torch {torch.__version__}, {platform.node()}")
+    print(f"{gpu}, torch {torch.__version__}, {platform.node()}, precision {PRECISION}")
     for case in cases:
         name, batches = case.split(":")
         export_users.export(name, model_dir)
@@ -149,8 +153,8 @@ def main():
             elif os.environ.get("FERROFUSE_RUN_FLAGS"):
                 print(ff["log_tail"])
     with open(out_json, "w") as f:
-        json.dump({"gpu": gpu, "torch": torch.__version__, "host": platform.node(), "results": results}, f,
-                  indent=1)
+        json.dump({"gpu": gpu, "torch": torch.__version__, "host": platform.node(), "precision": PRECISION,
+                   "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":
