@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """f32 GEMM throughput: ferrofuse against cuBLAS (through torch.matmul) on the same GPU, strict
-FP32 (TF32 off). Each shape is a one-node ONNX model `Y = X @ W` (X [M, K] an input, W [K, N] a
+FP32 (TF32 off; PRECISION=tf32: cuBLAS with TF32 and ferrofuse `--precision tf32`). Each shape is a one-node ONNX model `Y = X @ W` (X [M, K] an input, W [K, N] a
 weight: how an exported Linear reads), timed by `ferrofuse run --repeat` (CUDA-graph replay,
 device time from CUDA events); cuBLAS is timed on the same operands with CUDA events around each
 call. ferrofuse's output is checked against cuBLAS's.
@@ -23,7 +23,9 @@ import onnx
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-torch.backends.cuda.matmul.allow_tf32 = False
+PRECISION = os.environ.get("PRECISION", "exact")
+assert PRECISION in ("exact", "tf32"), PRECISION
+torch.backends.cuda.matmul.allow_tf32 = PRECISION == "tf32"
 RUNS = 100
 
 
@@ -58,7 +60,7 @@ def main():
         shapes = [(m, n, k) for m in (16, 128, 1024, 4096, 8192) for n, k in ((256, 256), (1024, 1024), (4096, 4096))]
         shapes.append((8192, 8192, 8192))
     rows = []
-    print(torch.cuda.get_device_name(), torch.__version__)
+    print(torch.cuda.get_device_name(), torch.__version__, "precision", PRECISION)
     for m, n, k in shapes:
         g = torch.Generator().manual_seed(m + n + k)
         x = torch.rand(m, k, generator=g) * 2 - 1
@@ -72,7 +74,7 @@ def main():
             np.save(os.path.join(d, "x.npy"), x.numpy())
             os.makedirs(os.path.join(d, "out"))
             cmd = [bin_path, "run", os.path.join(d, "gemm.onnx"), "--input", f"x={d}/x.npy", "--repeat",
-                   str(RUNS), "--out", os.path.join(d, "out"), *os.environ.get("FERROFUSE_RUN_FLAGS", "").split()]
+                   str(RUNS), "--out", os.path.join(d, "out"), "--precision", PRECISION, *os.environ.get("FERROFUSE_RUN_FLAGS", "").split()]
             p = subprocess.run(cmd, capture_output=True, text=True)
             log = p.stdout + p.stderr
             mt = re.search(r"^compute, CUDA graph replay\s+median\s+([\d.]+) us", log, re.M)
@@ -94,7 +96,8 @@ def main():
         if ff is None:
             print(log[-1500:])
     with open(out_json, "w") as f:
-        json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "results": rows}, f, indent=1)
+        json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "precision": PRECISION,
+                   "results": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -152,4 +152,8 @@ fn summed_broadcast_products_become_matmuls_that_compute_what_the_reference_does
         (got[0].1.shape(), got[0].1.data().to_f64s()),
         (want[0].1.shape(), want[0].1.data().to_f64s())
     );
+    // A sum over an empty axis is zeros, not a reshape: it stays.
+    let (g, _) = summed_product((&[2, 0, 4], &[2, 0, 4]), &[1], true, &mut rng);
+    let d = planner::plan::decomposed(&g).unwrap();
+    assert!(d.nodes.iter().any(|n| matches!(n.op, Op::ReduceSum(_))), "{:?}", d.nodes);
 }

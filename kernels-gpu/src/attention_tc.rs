@@ -179,7 +179,7 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
             } else {
                 cur
             };
-            multiply::<false, true>(&mut s, &cur);
+            multiply::<false>(&mut s, &cur);
             cur = next;
             r += 1;
         }

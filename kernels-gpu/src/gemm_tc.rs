@@ -23,8 +23,8 @@
 //! per n tile and round with four 16-byte loads and splits only A.
 
 use crate::abi::{
-    EwProgramParams, GEMM_EXACT, GEMM_TC_KC, GEMM_TC_M, GEMM_TC_MAX_WARPS, GEMM_TC_N, GEMM_TC_PACK_BLOCK,
-    GEMM_TF32, GemmNormParams, GemmParams, gemm_tc_packed_offset,
+    EwProgramParams, GEMM_TC_KC, GEMM_TC_M, GEMM_TC_MAX_WARPS, GEMM_TC_N, GEMM_TC_PACK_BLOCK, GemmNormParams,
+    GemmParams, gemm_tc_packed_offset,
 };
 use crate::gemm::{Program, finish, program};
 use crate::intrinsics::{
@@ -63,47 +63,38 @@ pub(crate) fn split(x: f32) -> (u32, u32) {
     (big, small)
 }
 
-/// `acc += A B` over one round (four k8 steps; 3xTF32 when `EXACT`, else one TF32 product of
-/// the operands rounded to TF32). Within step `s`, fragment k `t` is the round's k `8t + 2s` and
-/// fragment k `t + 4` is `8t + 2s + 1` (the same permutation for A and B). `PACKED`: the round's
-/// B is already split.
+/// `acc += A B` over one round (four k8 steps, 3xTF32). Within step `s`, fragment k `t` is the
+/// round's k `8t + 2s` and fragment k `t + 4` is `8t + 2s + 1` (the same permutation for A and B).
+/// `PACKED`: the round's B is already split.
 #[inline(always)]
-pub(crate) fn multiply<const PACKED: bool, const EXACT: bool>(acc: &mut [[f32; 4]; NT], r: &Round) {
+pub(crate) fn multiply<const PACKED: bool>(acc: &mut [[f32; 4]; NT], r: &Round) {
     // Steps and tiles are const-indexed: a rolled loop would index the round's arrays at run time
     // and move them to local memory.
-    step::<0, PACKED, EXACT>(acc, r);
-    step::<1, PACKED, EXACT>(acc, r);
-    step::<2, PACKED, EXACT>(acc, r);
-    step::<3, PACKED, EXACT>(acc, r);
-}
-
-/// `x` as the operand of a product: split ([`split`]) when `EXACT`, else rounded to TF32 (the
-/// remainder zero, unused).
-#[inline(always)]
-pub(crate) fn operand<const EXACT: bool>(x: f32) -> (u32, u32) {
-    if EXACT { split(x) } else { (cvt_rna_tf32(x), 0) }
+    step::<0, PACKED>(acc, r);
+    step::<1, PACKED>(acc, r);
+    step::<2, PACKED>(acc, r);
+    step::<3, PACKED>(acc, r);
 }
 
 /// Step `S` of [`multiply`] on the four n tiles.
 #[inline(always)]
-fn step<const S: usize, const PACKED: bool, const EXACT: bool>(acc: &mut [[f32; 4]; NT], r: &Round) {
-    let (a0, a0s) = operand::<EXACT>(r.a[0][2 * S]);
-    let (a1, a1s) = operand::<EXACT>(r.a[1][2 * S]);
-    let (a2, a2s) = operand::<EXACT>(r.a[0][2 * S + 1]);
-    let (a3, a3s) = operand::<EXACT>(r.a[1][2 * S + 1]);
+fn step<const S: usize, const PACKED: bool>(acc: &mut [[f32; 4]; NT], r: &Round) {
+    let (a0, a0s) = split(r.a[0][2 * S]);
+    let (a1, a1s) = split(r.a[1][2 * S]);
+    let (a2, a2s) = split(r.a[0][2 * S + 1]);
+    let (a3, a3s) = split(r.a[1][2 * S + 1]);
     let a = ([a0, a1, a2, a3], [a0s, a1s, a2s, a3s]);
     let [c0, c1, c2, c3] = acc;
-    tile::<S, PACKED, EXACT>(c0, a, &r.b[0]);
-    tile::<S, PACKED, EXACT>(c1, a, &r.b[1]);
-    tile::<S, PACKED, EXACT>(c2, a, &r.b[2]);
-    tile::<S, PACKED, EXACT>(c3, a, &r.b[3]);
+    tile::<S, PACKED>(c0, a, &r.b[0]);
+    tile::<S, PACKED>(c1, a, &r.b[1]);
+    tile::<S, PACKED>(c2, a, &r.b[2]);
+    tile::<S, PACKED>(c3, a, &r.b[3]);
 }
 
-/// One m16n8k8 step of an n tile: `c += A B` with `a` the (big, small) A fragments and `b` the
-/// tile's round of B ([`Round::b`]: split here, or already split when `PACKED`); 3xTF32 when
-/// `EXACT`, else the big parts' product alone.
+/// One m16n8k8 step of an n tile in 3xTF32: `c += A B` with `a` the (big, small) A fragments and
+/// `b` the tile's round of B ([`Round::b`]: split here, or already split when `PACKED`).
 #[inline(always)]
-fn tile<const S: usize, const PACKED: bool, const EXACT: bool>(
+fn tile<const S: usize, const PACKED: bool>(
     c: &mut [f32; 4],
     (ab, asm): ([u32; 4], [u32; 4]),
     b: &[u32; 16],
@@ -111,12 +102,8 @@ fn tile<const S: usize, const PACKED: bool, const EXACT: bool>(
     let ((b0, b0s), (b1, b1s)) = if PACKED {
         ((b[2 * S], b[8 + 2 * S]), (b[2 * S + 1], b[8 + 2 * S + 1]))
     } else {
-        (operand::<EXACT>(f32::from_bits(b[2 * S])), operand::<EXACT>(f32::from_bits(b[2 * S + 1])))
+        (split(f32::from_bits(b[2 * S])), split(f32::from_bits(b[2 * S + 1])))
     };
-    if !EXACT {
-        *c = mma_m16n8k8_tf32_f32(ab, [b0, b1], *c);
-        return;
-    }
     let d = mma_m16n8k8_tf32_f32(asm, [b0, b1], *c);
     let d = mma_m16n8k8_tf32_f32(ab, [b0s, b1s], d);
     *c = mma_m16n8k8_tf32_f32(ab, [b0, b1], d);
@@ -289,11 +276,9 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
     let p = *p;
     let threads = block_dim_x();
     let warps = threads / 32;
-    if p.splits > 1 || threads % 32 != 0 || warps == 0 || warps > GEMM_TC_MAX_WARPS || p.precision > GEMM_TF32
-    {
+    if p.splits > 1 || threads % 32 != 0 || warps == 0 || warps > GEMM_TC_MAX_WARPS {
         trap();
     }
-    let exact = p.precision == GEMM_EXACT;
     if PACKED && (p.b_bs != 0 || (b as usize) % 16 != 0) {
         trap();
     }
@@ -394,11 +379,7 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
         if NORM {
             normalize(cur, &ln);
         }
-        if exact {
-            multiply::<PACKED, true>(&mut acc, cur);
-        } else {
-            multiply::<PACKED, false>(&mut acc, cur);
-        }
+        multiply::<PACKED>(&mut acc, cur);
     };
     if let Some(mut a) = first {
         loop {

@@ -4,9 +4,9 @@
 //! warps), staged through shared memory by a three-stage `cp.async` pipeline, each warp a 64 x 32
 //! or 32 x 32 tile of `mma.sync` m16n8k8 TF32 products in 3xTF32 (each operand split into a TF32
 //! part and its TF32 remainder, `small·big + big·small + big·big`: f32 accuracy, as in
-//! `gemm_tc.rs`, whose [`operand`] split this shares); with [`GEMM_TF32`] precision the operands
-//! are rounded to TF32 instead and each tile is one product (each entry holds both bodies and
-//! picks by `GemmParams::precision`).
+//! `gemm_tc.rs`, whose [`split`] this shares). The `_tf32` entries round the operands to TF32
+//! instead and form one product per tile (the session's `tf32` precision); each precision is an
+//! entry of its own, so that each compiles to its own register allocation.
 //!
 //! Shared memory holds, per stage, the A tile `[BM][32]` (k contiguous) and the B tile, either
 //! `[32][BN]` (B's columns contiguous in memory: MatMul with a `[k, n]` weight) or `[BN][32]` (B's
@@ -20,13 +20,13 @@
 //! k with row and batch strides multiples of four and a 16-byte aligned base; B likewise along its
 //! contiguous axis. Any m, n, k.
 
-use crate::abi::{EwProgramParams, GEMM_EXACT, GEMM_TF32, GEMM_TILE_BK, GEMM_TILE_STAGES, GemmParams};
+use crate::abi::{EwProgramParams, GEMM_TILE_BK, GEMM_TILE_STAGES, GemmParams};
 use crate::gemm::{Program, finish, program};
-use crate::gemm_tc::operand;
+use crate::gemm_tc::split;
 use crate::intrinsics::{
     block_dim_x, block_idx_x, block_idx_y, block_idx_z, cp_async_16_zfill, cp_async_commit,
-    cp_async_wait_group, dynamic_shared_addr, dynamic_shared_ptr, ld_shared_u32, mma_m16n8k8_tf32_f32,
-    sync_threads, thread_idx_x, trap,
+    cp_async_wait_group, cvt_rna_tf32, dynamic_shared_addr, dynamic_shared_ptr, ld_shared_u32,
+    mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x, trap,
 };
 
 /// Expands `$body` for `$i` = 0, 1, 2, 3, each a constant: arrays indexed by it stay in registers
@@ -63,6 +63,13 @@ const _: () = assert!(BK == 32 && STAGES == 3);
 #[inline(always)]
 const fn swizzle_k(r: u32, c: u32) -> u32 {
     c ^ (r & 7)
+}
+
+/// `x` as the operand of a product: split into its TF32 parts ([`split`]) when `EXACT`, else
+/// rounded to TF32 (the remainder zero, unused).
+#[inline(always)]
+fn operand<const EXACT: bool>(x: f32) -> (u32, u32) {
+    if EXACT { split(x) } else { (cvt_rna_tf32(x), 0) }
 }
 
 /// The chunk where chunk `c` of k row `k` of an n-contiguous B tile is stored: the four k rows
@@ -368,7 +375,7 @@ unsafe fn k_tile<const MT: usize, const NT: usize, const KB: bool, const EXACT: 
 }
 
 macro_rules! tile_entries {
-    ($($(#[$doc:meta])* $name:ident: $wm:literal x $wn:literal warps, $mt:literal x $nt:literal, $kb:literal;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident: $wm:literal x $wn:literal warps, $mt:literal x $nt:literal, $kb:literal, $exact:literal;)*) => {$(
         $(#[$doc])*
         ///
         /// # Safety
@@ -396,24 +403,27 @@ macro_rules! tile_entries {
             x3: *const f32,
             y: *mut f32,
         ) {
-            let program = program(&e, x1, x2, x3);
-            // SAFETY (both): forwarded (the kernel's contract).
-            match p.precision {
-                GEMM_EXACT => unsafe { gemm_tile::<$wm, $wn, $mt, $nt, $kb, true>(&p, a, b, c, y, program) },
-                GEMM_TF32 => unsafe { gemm_tile::<$wm, $wn, $mt, $nt, $kb, false>(&p, a, b, c, y, program) },
-                _ => trap(),
-            }
+            // SAFETY: forwarded (the kernel's contract).
+            unsafe { gemm_tile::<$wm, $wn, $mt, $nt, $kb, $exact>(&p, a, b, c, y, program(&e, x1, x2, x3)) }
         }
     )*};
 }
 
 tile_entries! {
     /// Tensor-core f32 GEMM (3xTF32), 128 x 128 block tiles, B n-contiguous.
-    gemm_tc128_n_f32: 2 x 4 warps, 4 x 4, false;
+    gemm_tc128_n_f32: 2 x 4 warps, 4 x 4, false, true;
     /// Tensor-core f32 GEMM (3xTF32), 128 x 128 block tiles, B k-contiguous.
-    gemm_tc128_k_f32: 2 x 4 warps, 4 x 4, true;
+    gemm_tc128_k_f32: 2 x 4 warps, 4 x 4, true, true;
     /// Tensor-core f32 GEMM (3xTF32), 64 x 64 block tiles, B n-contiguous.
-    gemm_tc64_n_f32: 2 x 2 warps, 2 x 4, false;
+    gemm_tc64_n_f32: 2 x 2 warps, 2 x 4, false, true;
     /// Tensor-core f32 GEMM (3xTF32), 64 x 64 block tiles, B k-contiguous.
-    gemm_tc64_k_f32: 2 x 2 warps, 2 x 4, true;
+    gemm_tc64_k_f32: 2 x 2 warps, 2 x 4, true, true;
+    /// `gemm_tc128_n_f32` in TF32: operands rounded to TF32, one product per tile.
+    gemm_tc128_n_tf32: 2 x 4 warps, 4 x 4, false, false;
+    /// `gemm_tc128_k_f32` in TF32.
+    gemm_tc128_k_tf32: 2 x 4 warps, 4 x 4, true, false;
+    /// `gemm_tc64_n_f32` in TF32.
+    gemm_tc64_n_tf32: 2 x 2 warps, 2 x 4, false, false;
+    /// `gemm_tc64_k_f32` in TF32.
+    gemm_tc64_k_tf32: 2 x 2 warps, 2 x 4, true, false;
 }

@@ -145,7 +145,9 @@ fn every_reduction_over_the_last_axis_matches_the_reference() {
             let g =
                 reduce_graph(DType::F32, op, &shape, Some(vec![-1]), coin(&mut rng), coin(&mut rng), false);
             let plan = check(&what, tol(name), g, rng.tensor(&shape, lo, hi));
-            assert!(plan.contains("reduce_f32"), "{plan}");
+            // A sum over one element is a copy (`plan::contract`).
+            let copy = name == "ReduceSum" && len == 1;
+            assert!(plan.contains("reduce_f32") != copy, "{plan}");
         }
     }
 }

@@ -98,18 +98,9 @@ pub struct GemmParams {
     pub splits: u32,
     /// K elements per split (a multiple of the k step, 16).
     pub k_chunk: u32,
-    /// How the tensor-core kernels form the products: [`GEMM_EXACT`] (3xTF32, f32 accuracy) or
-    /// [`GEMM_TF32`] (operands rounded to TF32, one product). The CUDA-core kernels ignore it
-    /// (they are exact).
-    pub precision: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
 }
-
-/// [`GemmParams::precision`]: each operand split into a TF32 part and its TF32 remainder, three
-/// products (3xTF32): f32 accuracy.
-pub const GEMM_EXACT: u32 = 0;
-/// [`GemmParams::precision`]: operands rounded to TF32 (10-bit mantissa), one product, f32
-/// accumulation (what cuBLAS and PyTorch call TF32 mode).
-pub const GEMM_TF32: u32 = 1;
 
 /// Largest `m` the GEMV kernel handles (one accumulator register per row).
 pub const GEMV_MAX_M: u32 = 8;
@@ -165,7 +156,9 @@ impl super::KernelId {
     /// the host allows the function when it loads it (the 128 x 128 large-tile GEMMs).
     pub const fn large_shared_bytes(self) -> Option<u32> {
         match self {
-            Self::GemmTc128NF32 | Self::GemmTc128KF32 => Some(GemmTile::LARGE.shared_bytes()),
+            Self::GemmTc128NF32 | Self::GemmTc128KF32 | Self::GemmTc128NTf32 | Self::GemmTc128KTf32 => {
+                Some(GemmTile::LARGE.shared_bytes())
+            }
             _ => None,
         }
     }
@@ -243,7 +236,7 @@ pub const fn gemm_tc_packed_offset(ct: u64, r: u64, rounds: u64, lane: u64) -> u
     ((ct * rounds + r) * 32 + lane) * GEMM_TC_PACK_LANE as u64
 }
 
-// SAFETY: #[repr(C)], four u32, ten u64, then six 4-byte fields.
+// SAFETY: #[repr(C)], four u32, ten u64, then six 4-byte fields (the last an explicit `_pad`).
 unsafe impl Params for GemmParams {}
 
 /// Most layers one `mlp_f32` launch runs (longer chains take several launches).

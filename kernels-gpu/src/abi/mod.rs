@@ -203,6 +203,14 @@ kernel_ids! {
     GemmTc64NF32 => "gemm_tc64_n_f32",
     /// `gemm_tile::gemm_tc64_k_f32`: `gemm_tc128_k_f32` with 64 x 64 block tiles
     GemmTc64KF32 => "gemm_tc64_k_f32",
+    /// `gemm_tile::gemm_tc128_n_tf32`: `gemm_tc128_n_f32` in TF32 (operands rounded, one product)
+    GemmTc128NTf32 => "gemm_tc128_n_tf32",
+    /// `gemm_tile::gemm_tc128_k_tf32`: `gemm_tc128_k_f32` in TF32
+    GemmTc128KTf32 => "gemm_tc128_k_tf32",
+    /// `gemm_tile::gemm_tc64_n_tf32`: `gemm_tc64_n_f32` in TF32
+    GemmTc64NTf32 => "gemm_tc64_n_tf32",
+    /// `gemm_tile::gemm_tc64_k_tf32`: `gemm_tc64_k_f32` in TF32
+    GemmTc64KTf32 => "gemm_tc64_k_tf32",
     // rows
     /// `rows::softmax_f32`: softmax along one axis
     SoftmaxF32 => "softmax_f32",

@@ -24,7 +24,8 @@ use crate::tensor_info::DType;
 const LABELS: &[u8; 52] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
 
 /// `graph` with every summed broadcast product rewritten (module doc), and every sum over size-1
-/// axes only (`x[..., None].sum(-1)`, a copy) a Reshape; `None` when it has neither. Shapes must
+/// axes only (`x[..., None].sum(-1)`, a copy; not a sum over an empty axis, which is zeros) a
+/// Reshape; `None` when it has neither. Shapes must
 /// be known (a bound graph); sums of unknown shape stay as they are, and so does a graph whose
 /// shapes do not infer (compiling it reports why).
 pub(super) fn run(graph: &Graph) -> Option<Graph> {
@@ -57,7 +58,7 @@ pub(super) fn run(graph: &Graph) -> Option<Graph> {
             continue;
         }
         let Some(reduced) = reduced_axes(md.len(), &axes, r.noop_with_empty_axes) else { continue };
-        if !(0..md.len()).any(|k| reduced[k] && md[k] > 1) {
+        if (0..md.len()).all(|k| !reduced[k] || md[k] == 1) {
             g.nodes[i] = reshape(&mut g, *m, &yd, n.name.clone(), Some(y)).0;
             changed = true;
             continue;
@@ -144,7 +145,7 @@ fn equation(ad: &[usize], bd: &[usize], md: &[usize], reduced: &[bool]) -> Optio
         return None;
     }
     let size = |d: &[usize]| d.iter().product::<usize>();
-    if size(md) < 2 * size(ad).max(size(bd)) {
+    if size(md) == 0 || size(md) < 2 * size(ad).max(size(bd)) {
         return None;
     }
     let label = |i: usize| LABELS[i] as char;

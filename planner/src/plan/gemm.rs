@@ -15,7 +15,7 @@ use kernels_gpu::abi::{
 
 use super::elementwise::broadcast_strides;
 use super::lower::{bytes_of, dims, f32_only, linear_grid};
-use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step};
+use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Precision, Step};
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::Op;
 
@@ -121,11 +121,16 @@ pub(super) fn tile_launch(p: &GemmParams, o: &PlanOptions) -> Option<TileLaunch>
         return None;
     };
     use KernelId as K;
-    let kernel = match (tile == GemmTile::LARGE, b_n) {
-        (true, true) => K::GemmTc128NF32,
-        (true, false) => K::GemmTc128KF32,
-        (false, true) => K::GemmTc64NF32,
-        (false, false) => K::GemmTc64KF32,
+    let tf32 = o.precision == Precision::Tf32;
+    let kernel = match (tile == GemmTile::LARGE, b_n, tf32) {
+        (true, true, false) => K::GemmTc128NF32,
+        (true, false, false) => K::GemmTc128KF32,
+        (false, true, false) => K::GemmTc64NF32,
+        (false, false, false) => K::GemmTc64KF32,
+        (true, true, true) => K::GemmTc128NTf32,
+        (true, false, true) => K::GemmTc128KTf32,
+        (false, true, true) => K::GemmTc64NTf32,
+        (false, false, true) => K::GemmTc64KTf32,
     };
     Some(TileLaunch { kernel, tile, grid: [p.n.div_ceil(tile.n), p.m.div_ceil(tile.m), p.batch] })
 }
@@ -413,8 +418,6 @@ pub(super) fn gemm_steps(
     if p.y_bs == 0 {
         p.y_bs = p.m as u64 * p.n as u64;
     }
-    // Read by the tensor-core kernels only (the CUDA-core ones are exact).
-    p.precision = o.precision.gemm_code();
     let c_arg = c.map_or(Arg::Null, Arg::Value);
     let launch = |label: String, kernel, grid, block, shared_bytes, args| Step::Kernel {
         nodes: vec![id],

@@ -151,44 +151,36 @@ fn split_k_fills_the_device_only_when_tiles_cannot() {
 }
 
 #[test]
-fn the_precision_reaches_every_gemm_launch_and_the_plan() {
-    use crate::plan::{Arg, Precision, Step};
+fn the_precision_picks_the_tile_entries_and_is_recorded_in_the_plan() {
+    use crate::plan::{Precision, Step};
     use crate::tensor_info::{DType, Dim};
     use crate::{ConstTensor, Graph};
-    // A tile GEMM (4096 x 256 x 1024) feeding a small-m one's A through a Slice (24 rows: the
-    // packed tensor-core kernel); both carry the plan's precision code.
+    // A tile GEMM (4096 x 256 x 1024, B n-contiguous), a transB one (k-contiguous) and a small-m
+    // one (24 rows: the packed tensor-core kernel, exact in every precision).
     let mut g = Graph::new();
     let x = g.input("x", DType::F32, vec![Dim::Known(4096), Dim::Known(256)]);
     let w = g.initializer("w", ConstTensor::from_f32(&[256, 1024], &vec![0.5; 256 * 1024]).unwrap());
     let y = g.matmul(x, w);
+    let wt = g.initializer("wt", ConstTensor::from_f32(&[1024, 256], &vec![0.5; 256 * 1024]).unwrap());
+    let attrs = crate::op::Gemm { alpha: 1.0, beta: 0.0, trans_a: false, trans_b: true };
+    let yt = g.push(Op::Gemm(attrs), &[x, wt], 1)[0];
     let x2 = g.input("x2", DType::F32, vec![Dim::Known(24), Dim::Known(256)]);
     let z = g.matmul(x2, w);
-    g.output(y);
-    g.output(z);
-    for precision in Precision::ALL {
-        let plan = crate::plan::compile(
-            &g,
-            &crate::Binding::new(),
-            &PlanOptions { precision, ..PlanOptions::default() },
-        )
-        .unwrap();
+    for v in [y, yt, z] {
+        g.output(v);
+    }
+    for (precision, suffix) in [(Precision::Exact, "f32"), (Precision::Tf32, "tf32")] {
+        let o = PlanOptions { precision, ..PlanOptions::default() };
+        let plan = crate::plan::compile(&g, &crate::Binding::new(), &o).unwrap();
         assert_eq!(plan.precision, precision);
-        let codes: Vec<(String, u32)> = (plan.steps.iter())
+        let kernels: Vec<&str> = (plan.steps.iter())
             .filter_map(|s| match s {
-                Step::Kernel { kernel, args, .. } if kernel.symbol().starts_with("gemm") => {
-                    let Some(Arg::Params(bytes)) = args.first() else { return None };
-                    let at = std::mem::offset_of!(GemmParams, precision);
-                    let code = u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap());
-                    Some((kernel.symbol().to_owned(), code))
-                }
+                Step::Kernel { kernel, .. } if kernel.symbol().starts_with("gemm") => Some(kernel.symbol()),
                 _ => None,
             })
             .collect();
-        let kernels: Vec<&str> = codes.iter().map(|(k, _)| k.as_str()).collect();
-        assert!(
-            kernels.contains(&"gemm_tc128_n_f32") && kernels.iter().any(|k| k.starts_with("gemm_tc_packed")),
-            "{plan}"
-        );
-        assert!(codes.iter().all(|(_, c)| *c == precision.gemm_code()), "{precision}: {codes:?}");
+        let want = [format!("gemm_tc128_n_{suffix}"), format!("gemm_tc128_k_{suffix}")];
+        assert_eq!(kernels[..2], want, "{plan}");
+        assert!(kernels[2].starts_with("gemm_tc_packed") && kernels[2].ends_with("_f32"), "{plan}");
     }
 }

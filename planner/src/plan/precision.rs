@@ -3,12 +3,13 @@
 use std::fmt;
 use std::str::FromStr;
 
-use kernels_gpu::abi::{GEMM_EXACT, GEMM_TF32};
 use serde::{Deserialize, Serialize};
 
 /// The precision of a plan's tensor-core products (`PlanOptions::precision`, `Plan::precision`).
-/// The CUDA-core kernels (small GEMMs, convolutions, the batch-1 MLP) and the tensor-core attention
-/// compute in f32 whatever it is; only the tensor-core GEMMs change.
+/// It selects the large-tile GEMM entries (`gemm_tc128_*` / `gemm_tc64_*`: `_f32` exact, `_tf32`
+/// TF32); every other kernel computes in f32 whatever it is: the CUDA-core ones (small GEMMs,
+/// convolutions, the batch-1 MLP) and, for now, the small-`m` tensor-core GEMMs (`gemm_tc_*`) and
+/// the tensor-core attention, whose TF32 entries are not built yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum Precision {
     /// f32 accuracy (the default): each operand split into a TF32 part and its TF32 remainder,
@@ -24,14 +25,6 @@ pub enum Precision {
 impl Precision {
     /// Every precision, in the order `--precision` lists them.
     pub const ALL: [Precision; 2] = [Precision::Exact, Precision::Tf32];
-
-    /// The `GemmParams::precision` code of the tensor-core GEMM kernels.
-    pub fn gemm_code(self) -> u32 {
-        match self {
-            Precision::Exact => GEMM_EXACT,
-            Precision::Tf32 => GEMM_TF32,
-        }
-    }
 
     /// The name `--precision` takes.
     pub fn name(self) -> &'static str {
@@ -72,7 +65,6 @@ mod tests {
             assert_eq!(p.name().parse::<Precision>(), Ok(p));
         }
         assert_eq!(Precision::default(), Precision::Exact);
-        assert_ne!(Precision::Exact.gemm_code(), Precision::Tf32.gemm_code());
         let e = "bf16".parse::<Precision>().unwrap_err();
         assert!(e.contains("`bf16`") && e.contains("not implemented") && e.contains("exact, tf32"), "{e}");
         assert!("fp64".parse::<Precision>().unwrap_err().contains("`fp64`"));

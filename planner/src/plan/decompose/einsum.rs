@@ -1,7 +1,8 @@
 //! `Einsum` as the batched GEMMs, reductions and views it reduces to: the operands are contracted
 //! left to right, two at a time; each pair is summed over the labels no later term or the output
-//! needs, permuted to `[batch, free, contracted]` and `[batch, contracted, free]`, reshaped to three
-//! dims and multiplied by one (batched) MatMul, whose result is reshaped back to its labels. The
+//! needs, permuted to `[batch, free, contracted]` and `[batch, contracted, free]`, the free and the
+//! contracted labels each merged into one dim (the batch dims kept), and multiplied by one
+//! (batched) MatMul, whose result is reshaped back to its labels. The
 //! last result is summed over what the output drops and transposed into the output's order.
 //! Ellipsis dims become labels of their own (right-aligned across the operands, as NumPy
 //! broadcasts them); a label of size 1 in one operand and larger in another is summed out of the
@@ -144,15 +145,19 @@ fn contract(e: &mut Expand, a: Labeled, b: Labeled, keep: &dyn Fn(char) -> bool)
     let b = permute(e, b, &[batch.clone(), summed.clone(), b_free.clone()].concat());
     let product =
         |x: &Labeled, l: &[char]| l.iter().map(|c| size(x, *c).expect("its label")).product::<usize>();
-    let (pb, pa, pk, pn) =
-        (product(&a, &batch), product(&a, &a_free), product(&a, &summed), product(&b, &b_free));
-    let av = reshape(e, a.v, &a.dims, &[pb, pa, pk]);
-    let bv = reshape(e, b.v, &b.dims, &[pb, pk, pn]);
+    // The batch dims stay as they are (MatMul broadcasts them): a side whose free and summed
+    // labels are one each is then the permuted operand itself, a Transpose the GEMM reads through
+    // strides where its batch dims collapse to one (`fuse::transposes`), not a copy.
+    let batch_dims: Vec<usize> = batch.iter().map(|&c| size(&a, c).expect("its label")).collect();
+    let (pa, pk, pn) = (product(&a, &a_free), product(&a, &summed), product(&b, &b_free));
+    let with = |tail: [usize; 2]| [batch_dims.as_slice(), &tail].concat();
+    let av = reshape(e, a.v, &a.dims, &with([pa, pk]));
+    let bv = reshape(e, b.v, &b.dims, &with([pk, pn]));
     let y = e.op(Op::MatMul, &[av, bv]);
     let labels: Vec<char> = [batch, a_free, b_free].concat();
     let dims: Vec<usize> =
         labels.iter().map(|&c| size(&a, c).or_else(|| size(&b, c)).expect("its label")).collect();
-    let v = reshape(e, y, &[pb, pa, pn], &dims);
+    let v = reshape(e, y, &with([pa, pn]), &dims);
     Labeled { v, labels, dims }
 }
 
