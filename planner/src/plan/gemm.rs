@@ -19,6 +19,18 @@ use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Prec
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::Op;
 
+/// Shortest reduction the GEMV kernel takes: its block's 512 threads split k 64 ways per column
+/// (`GEMV_WARPS * 32 / GEMV_COLS`), so below half of that most of them idle, and a short-k GEMM
+/// with many columns (Mamba2's inter-chunk state pass: m 4, k 5, n 4096, batch 8 took 100 µs)
+/// runs far faster on the tiled kernel.
+const GEMV_MIN_K: u32 = 32;
+
+/// Whether `p` runs on the GEMV kernel: a few rows (`m <= GEMV_MAX_M`) and a reduction long enough
+/// for its threads ([`GEMV_MIN_K`]).
+pub(super) fn gemv(p: &GemmParams) -> bool {
+    p.m <= GEMV_MAX_M && p.k >= GEMV_MIN_K
+}
+
 /// Split-K factor and k per split for the tiled GEMM `p`: when its output tiles cannot fill the
 /// device (fewer than one per multiprocessor) and k is long, k is cut into chunks (at least 64
 /// long, a multiple of the k step) so that about two blocks per multiprocessor run.
@@ -370,8 +382,8 @@ pub(super) struct Epilogue {
     pub norm: Option<super::norm_gemm::NormGemm>,
 }
 
-/// The launches computing `out = program(act(alpha A B + beta C))` from `p`: the GEMV kernel for
-/// `p.m <= GEMV_MAX_M`, else the tiled kernel — split over k into `workspace` and reduced by a
+/// The launches computing `out = program(act(alpha A B + beta C))` from `p`: the GEMV kernel where
+/// [`gemv`] takes it, else the tiled kernel — split over k into `workspace` and reduced by a
 /// second launch when [`split_k`] asks for it and a workspace was planned ([`scratch`]). With a
 /// program the kernels are the `*_program_f32` twins (the split-K partials need none). A label
 /// with a program already names the whole fusion. B comes with its packed form when the planner
@@ -428,7 +440,7 @@ pub(super) fn gemm_steps(
         shared_bytes,
         args,
     };
-    if p.m <= GEMV_MAX_M {
+    if gemv(&p) {
         let cols = if p.b_cs == 1 { kernels_gpu::abi::GEMV_COLS } else { 1 };
         let args = operands(&p);
         let grid = [p.n.div_ceil(cols).max(1), p.batch, 1];

@@ -184,3 +184,22 @@ fn the_precision_picks_the_tile_entries_and_is_recorded_in_the_plan() {
         assert!(kernels[2].starts_with("gemm_tc_packed") && kernels[2].ends_with("_f32"), "{plan}");
     }
 }
+
+#[test]
+fn a_short_reduction_with_few_rows_runs_on_the_tiled_kernel_not_the_gemv() {
+    use crate::plan::Step;
+    use crate::tensor_info::{DType, Dim};
+    assert!(gemv(&p(4, 4096, 256, 1)) && !gemv(&p(4, 4096, 5, 8)) && !gemv(&p(9, 64, 256, 1)));
+    // Mamba2's inter-chunk state pass: [8, 4, 5] x [8, 5, 4096].
+    let mut g = crate::Graph::new();
+    let known = |d: &[usize]| d.iter().map(|&n| Dim::Known(n)).collect::<Vec<_>>();
+    let a = g.input("a", DType::F32, known(&[8, 4, 5]));
+    let b = g.input("b", DType::F32, known(&[8, 5, 4096]));
+    let y = g.matmul(a, b);
+    g.output(y);
+    let plan = crate::plan::compile(&g, &crate::Binding::new(), &PlanOptions::default()).unwrap();
+    let kernels: Vec<&str> = (plan.steps.iter())
+        .filter_map(|s| if let Step::Kernel { kernel, .. } = s { Some(kernel.symbol()) } else { None })
+        .collect();
+    assert_eq!(kernels, ["gemm_f32"], "{plan}");
+}
