@@ -78,9 +78,9 @@ def main():
             p = subprocess.run(cmd, capture_output=True, text=True)
             log = p.stdout + p.stderr
             mt = re.search(r"^compute, CUDA graph replay\s+median\s+([\d.]+) us", log, re.M)
-            plan = subprocess.run([bin_path, "inspect", os.path.join(d, "gemm.onnx"), "--plan", "--bind", f"m={m}"],
-                                  capture_output=True, text=True).stdout
-            kern = re.findall(r"\b(gem[mv]\w*_f32)", plan)
+            plan = subprocess.run([bin_path, "inspect", os.path.join(d, "gemm.onnx"), "--plan", "--bind", f"m={m}",
+                                   "--precision", PRECISION], capture_output=True, text=True).stdout
+            kern = re.findall(r"\b(gem[mv]\w*_t?f32)", plan)
             got = np.load(os.path.join(d, "out", "y.npy")) if p.returncode == 0 else None
         ff = float(mt.group(1)) if mt else None
         err = float(np.max(np.abs(got - want)) / np.max(np.abs(want))) if got is not None else None
