@@ -109,7 +109,9 @@ fn summed_product(
 #[test]
 fn summed_broadcast_products_become_matmuls_that_compute_what_the_reference_does() {
     let mut rng = Rng::new(0x5e5);
-    let cases: &[(&[usize], &[usize], &[i64], bool)] = &[
+    // (a's shape, b's shape, axes, keepdims).
+    type Case<'a> = (&'a [usize], &'a [usize], &'a [i64], bool);
+    let cases: &[Case] = &[
         // Mamba2's `(C[:, :, :, None] * B[:, :, None]).sum(-1)`, `(M[..., None] *
         // x[:, :, None]).sum(3)` and `(B_decay[..., None, :] * x[..., None]).sum(2)`.
         (&[1, 2, 16, 1, 3, 8], &[1, 2, 1, 16, 3, 8], &[-1], false),

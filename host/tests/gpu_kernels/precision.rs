@@ -43,7 +43,9 @@ fn relative_error(
 #[test]
 fn tf32_rounds_the_tensor_core_products_and_exact_keeps_f32_accuracy() {
     let mut rng = Rng::new(0x7f32);
-    let mut cases: Vec<(String, Graph, Vec<(String, HostTensor)>, &str)> = Vec::new();
+    // (what, graph, feeds, the kernel's name without its precision suffix).
+    type Case = (String, Graph, Vec<(String, HostTensor)>, &'static str);
+    let mut cases: Vec<Case> = Vec::new();
     // Both tiles, B n- and k-contiguous (MatMul and Gemm transB with C, alpha and beta).
     for ((m, k, n), op, kernel) in [
         ((2050, 300, 1036), 0, "gemm_tc128_n"),
