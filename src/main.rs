@@ -80,6 +80,9 @@ enum Command {
         /// `tensor_core_attention=false` (an unknown NAME lists the known ones).
         #[arg(long = "set", value_name = "NAME=BOOL")]
         options: Vec<String>,
+        /// Most iterations one Loop node may run before the run fails naming it (GPU and CPU).
+        #[arg(long, default_value_t = host::reference::MAX_LOOP_ITERATIONS, value_name = "N")]
+        max_loop_iterations: u64,
         /// How the tensor-core GEMMs form their products: exact (f32 accuracy, 3xTF32) or tf32
         /// (operands rounded to TF32, one product: faster, about 1e-3 relative error).
         #[arg(long, default_value = "exact", value_name = "exact|tf32")]
@@ -104,20 +107,29 @@ fn main() -> ExitCode {
             precision_of(&precision)
                 .and_then(|precision| cli::inspect::run(&model, memory, plan, &binds, precision)),
         ),
-        Command::Run { model, inputs, device, out, repeat, profile, options, precision } => {
-            report(precision_of(&precision).and_then(|precision| {
-                cli::run::run(cli::run::RunArgs {
-                    model,
-                    inputs,
-                    device,
-                    out,
-                    repeat,
-                    profile,
-                    options,
-                    precision,
-                })
-            }))
-        }
+        Command::Run {
+            model,
+            inputs,
+            device,
+            out,
+            repeat,
+            profile,
+            options,
+            max_loop_iterations,
+            precision,
+        } => report(precision_of(&precision).and_then(|precision| {
+            cli::run::run(cli::run::RunArgs {
+                model,
+                inputs,
+                device,
+                out,
+                repeat,
+                profile,
+                options,
+                precision,
+                max_loop_iterations,
+            })
+        })),
     }
 }
 

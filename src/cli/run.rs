@@ -37,6 +37,8 @@ pub struct RunArgs {
     pub options: Vec<String>,
     /// The session's precision (`--precision`).
     pub precision: host::Precision,
+    /// Most iterations of one Loop node, on the GPU and the CPU reference (`--max-loop-iterations`).
+    pub max_loop_iterations: u64,
 }
 
 /// The session options with each `NAME=BOOL` of `specs` applied.
@@ -254,7 +256,11 @@ fn open_gpu() -> Opening {
 pub fn run(args: RunArgs) -> Result<()> {
     let started = Instant::now();
     let opening = (args.device != Some(Device::Cpu)).then(open_gpu);
-    let options = host::SessionOptions { precision: args.precision, ..session_options(&args.options)? };
+    let options = host::SessionOptions {
+        precision: args.precision,
+        max_loop_iterations: args.max_loop_iterations,
+        ..session_options(&args.options)?
+    };
     let model = match &args.model {
         Some(path) => onnx::load_path(path).with_context(|| format!("loading {}", path.display()))?,
         None => {
@@ -332,7 +338,11 @@ pub fn run(args: RunArgs) -> Result<()> {
             {
                 return Err(e.into());
             }
-            host::reference::eval(&graph, &inputs)?
+            let limits = host::reference::Limits {
+                max_loop_iterations: options.max_loop_iterations,
+                ..host::reference::Limits::default()
+            };
+            host::reference::eval_with(&graph, &inputs, limits)?
         }
         Device::Cuda => {
             let (ctx, t) = opened.expect("a GPU run opens the context");

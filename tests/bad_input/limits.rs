@@ -168,10 +168,9 @@ fn absurd_declared_input_shapes_are_refused() {
     assert!(stderr.contains("big") && (stderr.contains("limit") || stderr.contains("declares")), "{stderr}");
 }
 
-#[test]
-fn a_loop_that_would_run_for_ever_stops_at_the_iteration_limit() {
-    // Trip count 2^40, a condition that stays true, a body that passes x through: stopped at the
-    // limit with an error naming the node (a tight limit here; the default is 2^20).
+/// A Loop (node `spin`) with trip count 2^40, a condition that stays true and a body that passes
+/// `x: f32[2]` through: it would run for ever.
+fn endless_loop() -> Vec<u8> {
     let vi = |n: &str, t: DataType| onnx::builder::value_info(n, t, &[]);
     let body = onnx::proto::GraphProto {
         name: "forever".into(),
@@ -183,21 +182,41 @@ fn a_loop_that_would_run_for_ever_stops_at_the_iteration_limit() {
         output: vec![vi("cond_out", DataType::Undefined), vi("v_out", DataType::Undefined)],
         ..Default::default()
     };
-    let g = front_end(
-        &ModelBuilder::new(17)
-            .input("x", DataType::Float, &[Dim::from(2)])
-            .initializer_i64("trips", &[], &[1 << 40])
-            .initializer(onnx::builder::tensor_raw("go", DataType::Bool, &[], vec![1]))
-            .node_with(
-                NodeBuilder::new("Loop", &["trips", "go", "x"], &["y"]).attr_graph("body", body).name("spin"),
-            )
-            .output("y", DataType::Float, &[])
-            .bytes(),
-    )
-    .expect("Loop");
+    ModelBuilder::new(17)
+        .input("x", DataType::Float, &[Dim::from(2)])
+        .initializer_i64("trips", &[], &[1 << 40])
+        .initializer(onnx::builder::tensor_raw("go", DataType::Bool, &[], vec![1]))
+        .node_with(
+            NodeBuilder::new("Loop", &["trips", "go", "x"], &["y"]).attr_graph("body", body).name("spin"),
+        )
+        .output("y", DataType::Float, &[])
+        .bytes()
+}
+
+#[test]
+fn a_loop_that_would_run_for_ever_stops_at_the_iteration_limit() {
+    // Stopped at the limit with an error naming the node (a tight limit here; the default is 2^20).
+    let g = front_end(&endless_loop()).expect("Loop");
     let x = HostTensor::new(vec![2], vec![1f32, 2.0]).expect("x");
     let tight = Limits { max_loop_iterations: 1000, ..Limits::default() };
     let e = eval_with(&g, &[("x".into(), x)], tight).expect_err("stopped");
     assert!(e.to_string().contains("spin") && e.to_string().contains("more than 1000 iterations"), "{e}");
     assert_eq!(Limits::default().max_loop_iterations, host::reference::MAX_LOOP_ITERATIONS);
+}
+
+#[test]
+fn the_loop_iteration_limit_is_a_run_option() {
+    // `--max-loop-iterations` reaches the executor: the GPU session where there is a device (the
+    // GPU suite runs this), else the CPU reference; both name the node and the limit.
+    let dir = scratch("loop_limit");
+    let (model, npy) = (dir.join("spin.onnx"), dir.join("x.npy"));
+    std::fs::write(&model, endless_loop()).expect("writing");
+    std::fs::write(&npy, host::npy::write(&HostTensor::new(vec![2], vec![1f32, 2.0]).expect("x")))
+        .expect("w");
+    let x = format!("x={}", path_str(&npy));
+    let e = cli_fails(&["run", path_str(&model), "--input", &x, "--max-loop-iterations", "500"]);
+    assert!(e.contains("spin") && e.contains("more than 500 iterations"), "{e}");
+    let e =
+        cli_fails(&["run", path_str(&model), "--input", &x, "--device", "cpu", "--max-loop-iterations", "7"]);
+    assert!(e.contains("spin") && e.contains("more than 7 iterations"), "{e}");
 }

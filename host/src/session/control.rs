@@ -259,8 +259,8 @@ impl Session<'_> {
         let mut i = 0i64;
         let ran = (|| -> Result<(), HostError> {
             while cond && trip.is_none_or(|m| i < m) {
-                if i as u64 >= crate::reference::MAX_LOOP_ITERATIONS {
-                    let max = crate::reference::MAX_LOOP_ITERATIONS;
+                let max = self.options.max_loop_iterations;
+                if i as u64 >= max {
                     return Err(node_error(
                         c,
                         format!("runs more than {max} iterations (the limit of one Loop)"),

@@ -60,6 +60,11 @@ pub struct SessionOptions {
     /// How the tensor-core GEMMs form their products (default [`Precision::Exact`]: f32
     /// accuracy; [`Precision::Tf32`]: operands rounded to TF32, one product instead of three).
     pub precision: Precision,
+    /// Most iterations one Loop node may run before the run fails naming it (default
+    /// [`MAX_LOOP_ITERATIONS`](crate::reference::MAX_LOOP_ITERATIONS), as on the CPU reference):
+    /// a server can refuse models whose loops would run for ever (`ferrofuse run
+    /// --max-loop-iterations`).
+    pub max_loop_iterations: u64,
 }
 
 /// A switch of [`SessionOptions`] by name, for [`SessionOptions::set`].
@@ -121,6 +126,7 @@ impl Default for SessionOptions {
             l2_persist_weights: true,
             skip_hidden_keys: true,
             precision: Precision::Exact,
+            max_loop_iterations: crate::reference::MAX_LOOP_ITERATIONS,
         }
     }
 }
