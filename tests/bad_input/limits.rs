@@ -220,3 +220,21 @@ fn the_loop_iteration_limit_is_a_run_option() {
         cli_fails(&["run", path_str(&model), "--input", &x, "--device", "cpu", "--max-loop-iterations", "7"]);
     assert!(e.contains("spin") && e.contains("more than 7 iterations"), "{e}");
 }
+
+#[test]
+fn a_plan_of_absurd_padded_sizes_is_an_error_not_an_overflow() {
+    // Pad [2, 2] by 2^33 on both axes: [2^33 + 2, 2^33 + 2], an element count past 2^64 (found by
+    // the `load_and_plan` fuzz target: the lowering multiplied the dims and overflowed).
+    let big = 1i64 << 33;
+    let bytes = ModelBuilder::new(17)
+        .input("x", DataType::Float, &[Dim::from(2), Dim::from(2)])
+        .initializer_i64("pads", &[4], &[big, big, 0, 0])
+        .node_with(NodeBuilder::new("Pad", &["x", "pads"], &["y"]).name("huge_pad"))
+        .output("y", DataType::Float, &[])
+        .bytes();
+    let graph = front_end(&bytes).expect("shape inference multiplies nothing");
+    let options = planner::plan::PlanOptions::default();
+    let e =
+        planner::plan::compile(&graph, &planner::Binding::new(), &options).expect_err("absurd").to_string();
+    assert!(e.contains("huge_pad") && e.contains("2^48 elements"), "{e}");
+}

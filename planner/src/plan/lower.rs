@@ -32,12 +32,20 @@ pub(super) fn bytes_of<T: Params>(p: &T) -> Vec<u8> {
 
 pub(super) type Lowered = Result<Vec<Step>, String>;
 
+/// Most elements one value of a plan may have (2^48: far beyond any device's memory), so that the
+/// lowerings' element counts and byte offsets cannot overflow.
+const MAX_PLAN_ELEMS: u64 = 1 << 48;
+
+/// `v`'s dims and dtype; an error for a data-dependent shape or one of more than
+/// [`MAX_PLAN_ELEMS`] elements (a hostile Pad or Expand of absurd sizes).
 pub(super) fn dims(values: &[PlannedValue], v: ValueId) -> Result<(&[usize], DType), String> {
     let pv = &values[v.index()];
-    pv.dims
-        .as_deref()
-        .map(|d| (d, pv.dtype))
-        .ok_or_else(|| format!("`{}` has a data-dependent shape", pv.name))
+    let d = pv.dims.as_deref().ok_or_else(|| format!("`{}` has a data-dependent shape", pv.name))?;
+    let elems = d.iter().try_fold(1u64, |n, &x| n.checked_mul(x as u64).filter(|&n| n <= MAX_PLAN_ELEMS));
+    if elems.is_none() {
+        return Err(format!("`{}` of shape {d:?} has more than 2^48 elements", pv.name));
+    }
+    Ok((d, pv.dtype))
 }
 
 pub(super) fn f32_only(values: &[PlannedValue], vs: &[ValueId]) -> Result<(), String> {
