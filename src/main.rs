@@ -51,43 +51,13 @@ enum Command {
         /// Size of a symbolic dimension for --memory / --plan, as NAME=SIZE (repeat for each symbol).
         #[arg(long = "bind", value_name = "NAME=SIZE")]
         binds: Vec<String>,
-        /// How the tensor-core GEMMs form their products: exact (f32 accuracy, 3xTF32) or tf32
-        /// (operands rounded to TF32, one product: faster, about 1e-3 relative error).
+        /// exact (f32 accuracy, 3xTF32) or tf32: the large-tile tensor-core GEMMs with operands
+        /// rounded to TF32, one product (faster, about 1e-3 relative error); other kernels stay f32.
         #[arg(long, default_value = "exact", value_name = "exact|tf32")]
         precision: String,
     },
     /// Runs a model (the bundled demo when MODEL is omitted) and prints its outputs.
-    Run {
-        /// The .onnx file; omitted: the bundled physics MLP on a sample input.
-        model: Option<PathBuf>,
-        /// An input as NAME=FILE (.npy or ONNX TensorProto .pb); repeat for each input.
-        #[arg(long = "input", value_name = "NAME=FILE")]
-        inputs: Vec<String>,
-        /// Where to execute (default: the GPU when one is present, else the CPU reference).
-        #[arg(long, value_enum)]
-        device: Option<cli::run::Device>,
-        /// Time N steady-state runs on the GPU (median and p95, graph replay on and off).
-        #[arg(long, default_value_t = 0, value_name = "N")]
-        repeat: usize,
-        /// With --repeat, also profile each step of the plan (device time between events; for
-        /// plans of up to 160 steps also what each step adds to the graph replay).
-        #[arg(long)]
-        profile: bool,
-        /// Write each output to DIR/<output name>.npy.
-        #[arg(long, value_name = "DIR")]
-        out: Option<PathBuf>,
-        /// A GPU session option as NAME=true|false (repeat for each), e.g.
-        /// `tensor_core_attention=false` (an unknown NAME lists the known ones).
-        #[arg(long = "set", value_name = "NAME=BOOL")]
-        options: Vec<String>,
-        /// Most iterations one Loop node may run before the run fails naming it (GPU and CPU).
-        #[arg(long, default_value_t = host::reference::MAX_LOOP_ITERATIONS, value_name = "N")]
-        max_loop_iterations: u64,
-        /// How the tensor-core GEMMs form their products: exact (f32 accuracy, 3xTF32) or tf32
-        /// (operands rounded to TF32, one product: faster, about 1e-3 relative error).
-        #[arg(long, default_value = "exact", value_name = "exact|tf32")]
-        precision: String,
-    },
+    Run(cli::run::RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -104,38 +74,11 @@ fn main() -> ExitCode {
         Command::Doctor { device, cold } => cli::doctor::run(device, cold),
         Command::Warmup { model, binds } => report(cli::warmup::run(model.as_deref(), &binds)),
         Command::Inspect { model, memory, plan, binds, precision } => report(
-            precision_of(&precision)
+            cli::precision_of(&precision)
                 .and_then(|precision| cli::inspect::run(&model, memory, plan, &binds, precision)),
         ),
-        Command::Run {
-            model,
-            inputs,
-            device,
-            out,
-            repeat,
-            profile,
-            options,
-            max_loop_iterations,
-            precision,
-        } => report(precision_of(&precision).and_then(|precision| {
-            cli::run::run(cli::run::RunArgs {
-                model,
-                inputs,
-                device,
-                out,
-                repeat,
-                profile,
-                options,
-                precision,
-                max_loop_iterations,
-            })
-        })),
+        Command::Run(args) => report(cli::run::run(args)),
     }
-}
-
-/// The `--precision` argument (an unknown name is an error listing the known ones).
-fn precision_of(name: &str) -> anyhow::Result<host::Precision> {
-    name.parse().map_err(|e| anyhow::anyhow!("--precision {name}: {e}"))
 }
 
 /// Prints an error with its chain of causes and maps it to exit status 1.

@@ -20,25 +20,37 @@ pub enum Device {
 }
 
 /// Options of `ferrofuse run`.
+#[derive(clap::Args)]
 pub struct RunArgs {
-    /// Model file; `None` runs the bundled demo.
+    /// The .onnx file; omitted: the bundled physics MLP on a sample input.
     pub model: Option<PathBuf>,
-    /// `NAME=FILE` pairs.
+    /// An input as NAME=FILE (.npy or ONNX TensorProto .pb); repeat for each input.
+    #[arg(long = "input", value_name = "NAME=FILE")]
     pub inputs: Vec<String>,
-    /// Where to execute; `None`: the GPU when one is present, else the CPU reference.
+    /// Where to execute (default: the GPU when one is present, else the CPU reference).
+    #[arg(long, value_enum)]
     pub device: Option<Device>,
-    /// Folder for `<output>.npy` files.
-    pub out: Option<PathBuf>,
-    /// Timed steady-state executions (GPU only; 0: none).
+    /// Time N steady-state runs on the GPU (median and p95, graph replay on and off).
+    #[arg(long, default_value_t = 0, value_name = "N")]
     pub repeat: usize,
-    /// With `repeat`, also profile each step.
+    /// With --repeat, also profile each step of the plan (device time between events; for
+    /// plans of up to 160 steps also what each step adds to the graph replay).
+    #[arg(long)]
     pub profile: bool,
-    /// `NAME=BOOL` session options.
+    /// Write each output to DIR/<output name>.npy.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// A GPU session option as NAME=true|false (repeat for each), e.g.
+    /// `tensor_core_attention=false` (an unknown NAME lists the known ones).
+    #[arg(long = "set", value_name = "NAME=BOOL")]
     pub options: Vec<String>,
-    /// The session's precision (`--precision`).
-    pub precision: host::Precision,
-    /// Most iterations of one Loop node, on the GPU and the CPU reference (`--max-loop-iterations`).
+    /// Most iterations one Loop node may run before the run fails naming it (GPU and CPU).
+    #[arg(long, default_value_t = host::reference::MAX_LOOP_ITERATIONS, value_name = "N")]
     pub max_loop_iterations: u64,
+    /// exact (f32 accuracy, 3xTF32) or tf32: the large-tile tensor-core GEMMs with operands
+    /// rounded to TF32, one product (faster, about 1e-3 relative error); other kernels stay f32.
+    #[arg(long, default_value = "exact", value_name = "exact|tf32")]
+    pub precision: String,
 }
 
 /// The session options with each `NAME=BOOL` of `specs` applied.
@@ -255,12 +267,12 @@ fn open_gpu() -> Opening {
 /// Runs `ferrofuse run`.
 pub fn run(args: RunArgs) -> Result<()> {
     let started = Instant::now();
-    let opening = (args.device != Some(Device::Cpu)).then(open_gpu);
     let options = host::SessionOptions {
-        precision: args.precision,
+        precision: super::precision_of(&args.precision)?,
         max_loop_iterations: args.max_loop_iterations,
         ..session_options(&args.options)?
     };
+    let opening = (args.device != Some(Device::Cpu)).then(open_gpu);
     let model = match &args.model {
         Some(path) => onnx::load_path(path).with_context(|| format!("loading {}", path.display()))?,
         None => {
