@@ -133,17 +133,14 @@ pub(super) fn tile_launch(p: &GemmParams, o: &PlanOptions) -> Option<TileLaunch>
         return None;
     };
     use KernelId as K;
-    let tf32 = o.precision == Precision::Tf32;
-    let kernel = match (tile == GemmTile::LARGE, b_n, tf32) {
-        (true, true, false) => K::GemmTc128NF32,
-        (true, false, false) => K::GemmTc128KF32,
-        (false, true, false) => K::GemmTc64NF32,
-        (false, false, false) => K::GemmTc64KF32,
-        (true, true, true) => K::GemmTc128NTf32,
-        (true, false, true) => K::GemmTc128KTf32,
-        (false, true, true) => K::GemmTc64NTf32,
-        (false, false, true) => K::GemmTc64KTf32,
+    // The entry for the tile and B's contiguous axis: exact, or TF32.
+    let [exact, tf32] = match (tile == GemmTile::LARGE, b_n) {
+        (true, true) => [K::GemmTc128NF32, K::GemmTc128NTf32],
+        (true, false) => [K::GemmTc128KF32, K::GemmTc128KTf32],
+        (false, true) => [K::GemmTc64NF32, K::GemmTc64NTf32],
+        (false, false) => [K::GemmTc64KF32, K::GemmTc64KTf32],
     };
+    let kernel = if o.precision == Precision::Tf32 { tf32 } else { exact };
     Some(TileLaunch { kernel, tile, grid: [p.n.div_ceil(tile.n), p.m.div_ceil(tile.m), p.batch] })
 }
 
