@@ -103,7 +103,8 @@ const LAUNCH_BOUNDS: &[(&str, u32)] = &[
     ("gemv_program_f32", 512),
     ("attention_f32", 128),
     ("attention_tc_f32", 128),
-    ("layer_norm_f32", 1024),
+    // `plan::rows::LAYER_NORM_MAX_THREADS`.
+    ("layer_norm_f32", 512),
     // `RECURRENT_MAX_THREADS`: compiled through the driver's linker (the kernel cache), lstm_f32
     // took more registers than 512 threads may have (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES on the
     // H200) where the JIT of the whole PTX module had fit.

@@ -260,8 +260,8 @@ unsafe fn gemm_tiled(
         k0 = next;
     }
     if splits > 1 {
-        // Raw partial sums into the workspace `[split][batch][i][j]`.
-        let base = (split as u64 * p.batch as u64 + batch) * p.m as u64 * p.n as u64;
+        // Raw partial sums into the workspace `[batch][split][i][j]`.
+        let base = (batch * splits as u64 + split as u64) * p.m as u64 * p.n as u64;
         macro_rules! partial {
             ($($r:literal $s:literal),*) => {$({
                 let (i, j) = (row0 + ty + 16 * $r, col0 + tx + 16 * $s);
@@ -327,7 +327,8 @@ unsafe fn gemm_tiled(
 /// See [`GemmParams`]; `ws` is the workspace, `y` the output.
 ///
 /// # Thread mapping
-/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the `batch * m * n` outputs.
+/// 2-D grid of 1-D blocks, any size: grid x strides over the `n` columns (consecutive threads,
+/// consecutive columns), grid y over the `batch * m` output rows.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn gemm_reduce_f32(p: GemmParams, c: *const f32, ws: *const f32, y: *mut f32) {
     // SAFETY: forwarded (the kernel's contract).
@@ -367,26 +368,38 @@ pub unsafe extern "ptx-kernel" fn gemm_reduce_program_f32(
 #[inline(always)]
 unsafe fn gemm_reduce(p: &GemmParams, c: *const f32, ws: *const f32, y: *mut f32, program: Program) {
     let (m, n) = (p.m as u64, p.n as u64);
-    let total = p.batch as u64 * m * n;
+    let rows = p.batch as u64 * m;
     if m == 0 || n == 0 {
         return;
     }
-    let (mut e, stride) = (global_thread_x(), grid_threads_x());
-    while e < total {
-        let (j, rest) = (e % n, e / n);
-        let (i, batch) = (rest % m, rest / m);
-        let mut sum = 0f32;
-        let mut s = 0;
-        while s < p.splits as u64 {
-            // SAFETY: s < splits and e < batch * m * n: inside the workspace.
-            sum += unsafe { *ws.add((s * total + e) as usize) };
-            s += 1;
+    let (j0, j_step) = (global_thread_x(), grid_threads_x());
+    let mut row = block_idx_y() as u64;
+    while row < rows {
+        // One division per row (32-bit where the rows fit), none per element.
+        let (batch, i) = if rows <= u32::MAX as u64 {
+            let (r, m) = (row as u32, p.m);
+            ((r / m) as u64, r % m)
+        } else {
+            (row / m, (row % m) as u32)
+        };
+        let mut j = j0;
+        while j < n {
+            // Partial s of (batch, i, j): matrix `batch * splits + s` of the workspace.
+            let e = ((batch * p.splits as u64) * m + i as u64) * n + j;
+            let mut sum = 0f32;
+            let mut s = 0;
+            while s < p.splits as u64 {
+                // SAFETY: s < splits, batch < p.batch, i < m, j < n: inside the workspace.
+                sum += unsafe { *ws.add((e + s * m * n) as usize) };
+                s += 1;
+            }
+            // SAFETY: the program's inputs cover the output (the contract).
+            let v = unsafe { finish(p, c, program, batch, i, j as u32, sum) };
+            // SAFETY: batch < p.batch, i < m, j < n.
+            unsafe { *y.add((batch * p.y_bs + i as u64 * n + j) as usize) = v };
+            j += j_step;
         }
-        // SAFETY: the program's inputs cover the output (the contract).
-        let v = unsafe { finish(p, c, program, batch, i as u32, j as u32, sum) };
-        // SAFETY: batch < p.batch, i < m, j < n.
-        unsafe { *y.add((batch * p.y_bs + i * n + j) as usize) = v };
-        e += stride;
+        row += grid_dim_y() as u64;
     }
 }
 

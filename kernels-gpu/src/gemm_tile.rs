@@ -111,7 +111,13 @@ unsafe fn gemm_tile<
     } else {
         p.b_cs == 1 && aligned(b, p.b_rs, p.b_bs)
     };
-    if block_dim_x() != threads || p.splits > 1 || p.a_cs != 1 || !aligned(a, p.a_rs, p.a_bs) || !b_ok {
+    let splits = p.splits.max(1);
+    if block_dim_x() != threads
+        || (splits > 1 && (p.k_chunk == 0 || p.k_chunk % BK != 0))
+        || p.a_cs != 1
+        || !aligned(a, p.a_rs, p.a_bs)
+        || !b_ok
+    {
         trap();
     }
     if p.m == 0 || p.n == 0 {
@@ -120,9 +126,17 @@ unsafe fn gemm_tile<
     let tid = thread_idx_x();
     let (warp, lane) = (tid / 32, tid % 32);
     let (g, t) = (lane / 4, lane % 4);
-    let (row0, col0, batch) = (block_idx_y() * bm, block_idx_x() * bn, block_idx_z() as u64);
+    let z = block_idx_z();
+    let (row0, col0, batch, split) =
+        (block_idx_y() * bm, block_idx_x() * bn, (z / splits) as u64, z % splits);
+    // This block's k range: all of k, or split `split`'s chunk (a multiple of BK long).
+    let (k_begin, k_end) = if splits == 1 {
+        (0, p.k)
+    } else {
+        (split * p.k_chunk, (split * p.k_chunk).saturating_add(p.k_chunk).min(p.k))
+    };
     let (a_at, b_at) = (batch * p.a_bs, batch * p.b_bs);
-    let k_tiles = p.k.div_ceil(BK);
+    let k_tiles = k_end.saturating_sub(k_begin).div_ceil(BK);
     // Stage `s`: the A tile (bm x BK f32) then the B tile (BK x bn f32).
     let stage_bytes = (bm + bn) * BK * 4;
     let smem = dynamic_shared_addr();
@@ -131,7 +145,7 @@ unsafe fn gemm_tile<
     // The copies of k tile `kt` into its stage: chunk `q` of a tile is copied by thread
     // `q % threads` (consecutive threads, consecutive 16 bytes of a row).
     let load = |kt: u32| {
-        let k0 = kt * BK;
+        let k0 = k_begin + kt * BK;
         let base = smem + (kt % STAGES) * stage_bytes;
         // The bytes of a chunk of 4 k (or n) starting at `at` that lie inside `len`.
         let bytes = |at: u32, len: u32| if at >= len { 0 } else { (len - at).min(4) * 4 };
@@ -139,7 +153,7 @@ unsafe fn gemm_tile<
         while q < bm * BK / 4 {
             let (r, kc) = (q / 8, q % 8);
             let (row, k) = (row0 + r, k0 + 4 * kc);
-            let n_bytes = if row < p.m { bytes(k, p.k) } else { 0 };
+            let n_bytes = if row < p.m { bytes(k, k_end) } else { 0 };
             let src = if n_bytes == 0 {
                 a
             } else {
@@ -156,12 +170,12 @@ unsafe fn gemm_tile<
             let (src, n_bytes, dst) = if KB {
                 let (r, kc) = (q / 8, q % 8);
                 let (col, k) = (col0 + r, k0 + 4 * kc);
-                let n_bytes = if col < p.n { bytes(k, p.k) } else { 0 };
+                let n_bytes = if col < p.n { bytes(k, k_end) } else { 0 };
                 (b_at + col as u64 * p.b_cs + k as u64, n_bytes, r * BK + 4 * swizzle_k(r, kc))
             } else {
                 let (kr, nc) = (q / (bn / 4), q % (bn / 4));
                 let (k, col) = (k0 + kr, col0 + 4 * nc);
-                let n_bytes = if k < p.k { bytes(col, p.n) } else { 0 };
+                let n_bytes = if k < k_end { bytes(col, p.n) } else { 0 };
                 (b_at + k as u64 * p.b_rs + col as u64, n_bytes, kr * bn + 4 * swizzle_n(kr, nc))
             };
             let src = if n_bytes == 0 { b } else { b.wrapping_add(src as usize) };
@@ -237,15 +251,18 @@ unsafe fn gemm_tile<
         }
     });
     sync_threads();
+    // Split-K partials go to matrix `batch * splits + split` of the workspace (grid z), through
+    // the identity epilogue the planner passes with them.
+    let y_batch = if splits > 1 { z as u64 } else { batch };
     // Without program instructions (the identity program of a plain GEMM), the loop runs
     // without the interpreter.
     let plain = program.is_none_or(|(e, _)| e.n_instr == 0);
     // SAFETY: forwarded (the tile and the launch contract).
     unsafe {
         if plain {
-            store_tile(&p, c_ptr, None, y, tile, (row0, col0, batch), (bm, bn, ld_tile), tid, threads);
+            store_tile(&p, c_ptr, None, y, tile, (row0, col0, y_batch), (bm, bn, ld_tile), tid, threads);
         } else {
-            store_tile(&p, c_ptr, program, y, tile, (row0, col0, batch), (bm, bn, ld_tile), tid, threads);
+            store_tile(&p, c_ptr, program, y, tile, (row0, col0, y_batch), (bm, bn, ld_tile), tid, threads);
         }
     }
 }
@@ -379,15 +396,19 @@ macro_rules! tile_entries {
         $(#[$doc])*
         ///
         /// # Safety
-        /// As `gemm_program_f32` (without split-K), with the operand requirements of the module
-        /// doc. A plain GEMM passes the identity program (one input, no
-        /// instructions; `x1..x3` null).
+        /// As `gemm_program_f32`, with the operand requirements of the module doc. A plain GEMM
+        /// passes the identity program (one input, no instructions; `x1..x3` null). With
+        /// `p.splits > 1` (`p.k_chunk` a multiple of 32) the block at grid z `batch * splits +
+        /// split` sums k chunk `split` into matrix z of `y`, the workspace of raw partials
+        /// (`[batch][split][m][n]`, as `gemm_f32` writes them; the planner passes alpha 1, no C,
+        /// no activation, the identity program and `y_bs = m n`), which `gemm_reduce_f32` /
+        /// `gemm_reduce_program_f32` sum and finish.
         ///
         /// # Parameters
         /// See [`GemmParams`] and [`EwProgramParams`].
         ///
         /// # Thread mapping
-        /// Grid (ceil(n / BN), ceil(m / BM), batch), block `32 * warps` threads,
+        /// Grid (ceil(n / BN), ceil(m / BM), batch * splits), block `32 * warps` threads,
         /// [`crate::abi::GemmTile::shared_bytes`] of dynamic shared memory; warp `w` computes
         /// rows `(w / WN) * 16 MT ..` and columns `(w % WN) * 8 NT ..` of the block's tile.
         #[unsafe(no_mangle)]

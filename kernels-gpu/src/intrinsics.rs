@@ -70,6 +70,13 @@ pub fn grid_dim_x() -> u32 {
     unsafe { nvptx::_grid_dim_x() as u32 }
 }
 
+/// `gridDim.y`
+#[inline(always)]
+pub fn grid_dim_y() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { nvptx::_grid_dim_y() as u32 }
+}
+
 /// Index of this thread in a 1-D grid: `blockIdx.x * blockDim.x + threadIdx.x`, as u64 so that it
 /// never wraps.
 #[inline(always)]

@@ -26,7 +26,7 @@ fn weight(g: &mut Graph, rng: &mut Rng, name: &str, shape: &[usize]) -> ValueId 
 }
 
 /// Runs `g` on the GPU with the tensor-core GEMM on or off and checks it against the reference;
-/// the plan must name `kernel`.
+/// the plan must name `kernel` (each of them, when several are given, space-separated).
 fn check(what: &str, g: &Graph, feeds: &[(String, HostTensor)], tensor_cores: bool, kernel: &str) {
     let options = SessionOptions { tensor_core_gemm: tensor_cores, ..SessionOptions::default() };
     check_with(what, g, feeds, options, kernel);
@@ -45,8 +45,10 @@ fn check_with(
     let got = s.run(feeds).unwrap();
     let plan = s.last_plan().unwrap().to_string();
     // The tensor-core kernels' `_pair` entries are the same kernel over block pairs.
-    let paired = kernel.replace("_f32", "_pair_f32");
-    assert!(plan.contains(kernel) || plan.contains(&paired), "{what}: expected {kernel}:\n{plan}");
+    for kernel in kernel.split_whitespace() {
+        let paired = kernel.replace("_f32", "_pair_f32");
+        assert!(plan.contains(kernel) || plan.contains(&paired), "{what}: expected {kernel}:\n{plan}");
+    }
     let (gv, wv) = (got[0].1.f32s("gpu").unwrap(), want[0].1.data().to_f64s());
     assert_eq!(gv.len(), wv.len(), "{what}: length");
     let (mut diff, mut norm) = (0.0f64, 0.0f64);
@@ -289,6 +291,30 @@ fn column_tiles_split_over_block_pairs_match_the_reference() {
     g.output(y);
     let kernel = if hopper { "gemm_tc_packed_norm_pair_f32" } else { "gemm_tc_packed_norm_f32" };
     check_with("layer norm + matmul 17x1000x64", &g, &feeds, pairs(true, true), kernel);
+}
+
+#[test]
+fn tile_gemms_split_over_k_match_the_reference() {
+    // Shapes whose 64 x 64 tiles number fewer than two per multiprocessor with a long k: the tile
+    // kernels sum chunks of k into a workspace and the reduction launch finishes (C, alpha, beta,
+    // the epilogue program). 1030 x 260 is 85 tiles: four chunks of 256 over k 1004 (the last
+    // ragged), B n- and k-contiguous, and a residual program; then a batch of two (grid z the
+    // batch times the splits).
+    let mut rng = Rng::new(0x5b17);
+    for op in [0, 2] {
+        let (g, feeds) = weight_gemm(&mut rng, (1030, 1004, 260), op);
+        let b = if op == 0 { "n" } else { "k" };
+        let what = format!("{} 1030x1004x260", ["matmul", "gemm", "gemm transB"][op]);
+        check(&what, &g, &feeds, true, &format!("gemm_tc64_{b}_f32 gemm_reduce_f32"));
+    }
+    let (g, feeds) = residual_program(&mut rng, (1030, 1004, 260));
+    let what = "matmul+bias+residual+sigmoid 1030x1004x260";
+    check(what, &g, &feeds, true, "gemm_tc64_n_f32 gemm_reduce_program_f32");
+    let mut g = Graph::new();
+    let (v, feeds) = inputs(&mut g, &mut rng, &[("a", &[2, 700, 600]), ("b", &[2, 600, 260])]);
+    let y = g.matmul(v[0], v[1]);
+    g.output(y);
+    check("matmul batched 2x700x600x260", &g, &feeds, true, "gemm_tc64_n_f32 gemm_reduce_f32");
 }
 
 #[test]

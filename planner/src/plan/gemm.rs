@@ -1,8 +1,10 @@
 //! Lowering of Gemm and MatMul to the GEMM kernels: parameters from operand views (strided,
 //! transposed through strides, NumPy batch broadcasting), the GEMV kernel for small `m`, the
-//! tensor-core kernel (3xTF32, k split over the warps of a block; a constant B packed at plan
-//! time) when the CUDA-core tiles cannot fill the device, and otherwise the CUDA-core tiled kernel
-//! (split-K with an ordered reduction when the tensor-core one is switched off). A
+//! large-tile tensor-core kernels where their tiles fill at least half the device (split over k
+//! into a workspace, summed in order by a reduction launch, where they fill less than two
+//! waves), the small-m tensor-core kernel (3xTF32, k split over the warps of a block; a constant
+//! B packed at plan time) for what is smaller, and otherwise the CUDA-core tiled kernel (split-K
+//! likewise when the tensor-core ones are switched off). A
 //! [`Op::FusedGemm`] lowers the same way to the `*_program_f32` twins of those kernels, whose
 //! epilogue continues with its elementwise program.
 
@@ -14,7 +16,7 @@ use kernels_gpu::abi::{
 };
 
 use super::elementwise::broadcast_strides;
-use super::lower::{bytes_of, dims, f32_only, linear_grid};
+use super::lower::{bytes_of, dims, f32_only};
 use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Precision, Step};
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::Op;
@@ -31,11 +33,15 @@ pub(super) fn gemv(p: &GemmParams) -> bool {
     p.m <= GEMV_MAX_M && p.k >= GEMV_MIN_K
 }
 
-/// Split-K factor and k per split for the tiled GEMM `p`: when its output tiles cannot fill the
-/// device (fewer than one per multiprocessor) and k is long, k is cut into chunks (at least 64
-/// long, a multiple of the k step) so that about two blocks per multiprocessor run.
+/// Split-K factor and k per split for `p`: the large-tile kernel's ([`tile_launch`]), none on the
+/// small-m tensor-core kernel, and for the CUDA-core tiled kernel: when its output tiles cannot
+/// fill the device (fewer than one per multiprocessor) and k is long, k is cut into chunks (at
+/// least 64 long, a multiple of the k step) so that about two blocks per multiprocessor run.
 pub(super) fn split_k(p: &GemmParams, o: &PlanOptions) -> (u32, u32) {
     let sm_count = o.sm_count;
+    if let Some(t) = tile_launch(p, o) {
+        return (t.splits, t.k_chunk);
+    }
     if tensor_core(p, o).is_some() {
         return (1, p.k);
     }
@@ -73,6 +79,7 @@ pub(super) fn tensor_core(p: &GemmParams, o: &PlanOptions) -> Option<TcLaunch> {
         || p.m <= GEMV_MAX_M
         || p.batch > 65535
         || old_tiles >= 2 * o.sm_count as u64
+        || tile_launch(p, o).is_some()
     {
         return None;
     }
@@ -96,16 +103,30 @@ pub(super) struct TileLaunch {
     pub kernel: KernelId,
     /// The block tile.
     pub tile: GemmTile,
-    /// Blocks: column tiles, row tiles, batch.
+    /// Blocks: column tiles, row tiles, batch times `splits`.
     pub grid: [u32; 3],
+    /// Split-K: the number of k chunks (1: none), each `k_chunk` long (a multiple of the k tile)
+    /// but the last; the partials go to a workspace that a reduction launch sums and finishes.
+    pub splits: u32,
+    /// The k per split.
+    pub k_chunk: u32,
 }
 
+/// Fewest k tiles a split-K chunk of the large-tile GEMM spans: below this the three-stage
+/// pipeline's fill and the partials' round trip cost more than the added blocks give.
+const TILE_SPLIT_MIN_K_TILES: u32 = 4;
+/// Most k chunks a large-tile GEMM is split into.
+const TILE_MAX_SPLITS: u32 = 8;
+
 /// The launch of a large-tile tensor-core GEMM (`gemm_tile.rs`) for `p`, when it takes the GEMM:
-/// [`tensor_core`] does not (the CUDA-core 64 x 64 tiles number at least two per
-/// multiprocessor), A is unit-stride along k and B along k or n, with the other strides
-/// multiples of four (16-byte copies; the slots are 16-byte aligned), and its 64 x 64 tiles at
-/// least fill the device. The 128 x 128 tiles when they number at least one per multiprocessor
-/// (a quarter of the shared-memory and L2 traffic per product), else the 64 x 64 ones.
+/// A is unit-stride along k and B along k or n, with the other strides multiples of four
+/// (16-byte copies; the slots are 16-byte aligned), and its 64 x 64 tiles number at least half
+/// the multiprocessors. The 128 x 128 tiles when they number at least one per multiprocessor
+/// (a quarter of the shared-memory and L2 traffic per product), else the 64 x 64 ones; where
+/// those number fewer than two per multiprocessor (GPT-2's 2048-row projections to d 256 at
+/// batch 16: 128 tiles, one block of four warps per multiprocessor), k is split so that about
+/// two blocks per multiprocessor run, each chunk at least [`TILE_SPLIT_MIN_K_TILES`] k tiles.
+/// The small-m tensor-core kernel ([`tensor_core`]) takes what is smaller.
 pub(super) fn tile_launch(p: &GemmParams, o: &PlanOptions) -> Option<TileLaunch> {
     let quad = |s: u64| s.is_multiple_of(4);
     let a_ok = p.a_cs == 1 && quad(p.a_rs) && quad(p.a_bs);
@@ -120,17 +141,35 @@ pub(super) fn tile_launch(p: &GemmParams, o: &PlanOptions) -> Option<TileLaunch>
         || p.batch == 0
         || p.batch > 65535
         || !o.memory.alignment.is_multiple_of(16)
-        || tensor_core(p, o).is_some()
     {
         return None;
     }
+    let sms = o.sm_count as u64;
     let tiles = |t: GemmTile| p.n.div_ceil(t.n) as u64 * p.m.div_ceil(t.m) as u64 * p.batch as u64;
-    let tile = if tiles(GemmTile::LARGE) >= o.sm_count as u64 {
+    let tile = if tiles(GemmTile::LARGE) >= sms {
         GemmTile::LARGE
-    } else if tiles(GemmTile::SMALL) >= o.sm_count as u64 {
+    } else if 2 * tiles(GemmTile::SMALL) >= sms {
         GemmTile::SMALL
     } else {
         return None;
+    };
+    let blocks = tiles(tile);
+    let bk = kernels_gpu::abi::GEMM_TILE_BK;
+    let (splits, k_chunk) = if tile == GemmTile::LARGE || blocks >= 2 * sms {
+        (1, p.k)
+    } else if p.n < tile.n / 2 {
+        // Most of each tile's columns idle (the physics MLP's last layer, n 1): the small-m
+        // kernel's 32-wide tiles waste less.
+        return None;
+    } else {
+        let most = (p.k / (TILE_SPLIT_MIN_K_TILES * bk)).min(TILE_MAX_SPLITS).min(65535 / p.batch);
+        let want = ((2 * sms).div_ceil(blocks) as u32).min(most);
+        if want < 2 {
+            // Too short a k to split: the small-m kernel fills the device better.
+            return None;
+        }
+        let chunk = p.k.div_ceil(want).next_multiple_of(bk);
+        (p.k.div_ceil(chunk), chunk)
     };
     use KernelId as K;
     // The entry for the tile and B's contiguous axis: exact, or TF32.
@@ -141,8 +180,12 @@ pub(super) fn tile_launch(p: &GemmParams, o: &PlanOptions) -> Option<TileLaunch>
         (false, false) => [K::GemmTc64KF32, K::GemmTc64KTf32],
     };
     let kernel = if o.precision == Precision::Tf32 { tf32 } else { exact };
-    Some(TileLaunch { kernel, tile, grid: [p.n.div_ceil(tile.n), p.m.div_ceil(tile.m), p.batch] })
+    let grid = [p.n.div_ceil(tile.n), p.m.div_ceil(tile.m), p.batch * splits];
+    Some(TileLaunch { kernel, tile, grid, splits, k_chunk })
 }
+
+/// Output rows each block of the split-K reduction takes (grid y strides over the rest).
+const REDUCE_ROWS_PER_BLOCK: u64 = 4;
 
 /// The identity elementwise program (one input, no instructions): the program parameters of a
 /// large-tile GEMM without an epilogue program.
@@ -479,27 +522,70 @@ pub(super) fn gemm_steps(
         let kernel = if pair { paired } else { kernel };
         return vec![launch(label, kernel, grid, block, shared, args)];
     }
-    if let Some(TileLaunch { kernel, tile, grid }) = tile_launch(&p, o) {
-        // The operands of a program entry, the identity program when there is none.
-        let identity = (Arg::Params(bytes_of(&identity_program())), vec![Arg::Null; EW_MAX_INPUTS - 1]);
-        let (e, xs) = program.as_ref().unwrap_or(&identity);
-        let mut args =
-            vec![Arg::Params(bytes_of(&p)), e.clone(), Arg::Value(a), Arg::Value(b), c_arg.clone()];
-        args.extend(xs.iter().cloned());
-        args.push(Arg::Value(out));
-        return vec![launch(label, kernel, grid, [tile.threads, 1, 1], tile.shared_bytes(), args)];
-    }
-    let tiles = [p.n.div_ceil(GEMM_TILE).max(1), p.m.div_ceil(GEMM_TILE), p.batch];
-    let block = [GEMM_THREADS, GEMM_THREADS, 1];
     let (splits, chunk) = split_k(&p, o);
-    let Some(ws) = workspace.filter(|_| splits > 1) else {
-        let kernel = if program.is_some() { KernelId::GemmProgramF32 } else { KernelId::GemmF32 };
-        return vec![launch(label, kernel, tiles, block, GEMM_SHARED_BYTES, operands(&p))];
+    let workspace = workspace.filter(|_| splits > 1);
+    // With split-K: the launch of the partial sums (`p` with the splits) into the workspace.
+    let split = workspace.map(|ws| {
+        let mut q = p;
+        (q.splits, q.k_chunk) = (splits, chunk);
+        (q, ws)
+    });
+    let (partial, ws) = if let Some(TileLaunch { kernel, tile, mut grid, .. }) = tile_launch(&p, o) {
+        // `[p, e, a, b, c, x1, x2, x3, y]`: the identity program without one, and for the
+        // partials, which go to the workspace raw (alpha 1, no C, no activation, `m x n`
+        // matrices: the tile kernel's epilogue stores them unchanged).
+        let identity = (Arg::Params(bytes_of(&identity_program())), vec![Arg::Null; EW_MAX_INPUTS - 1]);
+        let (q, (e, xs), y, c) = match split {
+            Some((q, ws)) => {
+                let raw = GemmParams {
+                    alpha: 1.0,
+                    beta: 0.0,
+                    has_c: 0,
+                    act: Activation::None as u32,
+                    act_alpha: 0.0,
+                    y_bs: q.m as u64 * q.n as u64,
+                    ..q
+                };
+                (raw, &identity, ws, Arg::Null)
+            }
+            None => (p, program.as_ref().unwrap_or(&identity), out, c_arg.clone()),
+        };
+        let mut args = vec![Arg::Params(bytes_of(&q)), e.clone(), Arg::Value(a), Arg::Value(b), c];
+        args.extend(xs.iter().cloned());
+        args.push(Arg::Value(y));
+        let (block, shared) = ([tile.threads, 1, 1], tile.shared_bytes());
+        let Some((_, ws)) = split else {
+            grid[2] = p.batch;
+            return vec![launch(label, kernel, grid, block, shared, args)];
+        };
+        (launch(format!("{label} split-k x{splits}"), kernel, grid, block, shared, args), ws)
+    } else {
+        let tiles = [p.n.div_ceil(GEMM_TILE).max(1), p.m.div_ceil(GEMM_TILE), p.batch];
+        let block = [GEMM_THREADS, GEMM_THREADS, 1];
+        let Some((q, ws)) = split else {
+            let kernel = if program.is_some() { KernelId::GemmProgramF32 } else { KernelId::GemmF32 };
+            return vec![launch(label, kernel, tiles, block, GEMM_SHARED_BYTES, operands(&p))];
+        };
+        let args =
+            vec![Arg::Params(bytes_of(&q)), Arg::Value(a), Arg::Value(b), c_arg.clone(), Arg::Value(ws)];
+        let grid = [tiles[0], tiles[1], p.batch * splits];
+        (
+            launch(
+                format!("{label} split-k x{splits}"),
+                KernelId::GemmF32,
+                grid,
+                block,
+                GEMM_SHARED_BYTES,
+                args,
+            ),
+            ws,
+        )
     };
     (p.splits, p.k_chunk) = (splits, chunk);
-    let outputs = p.batch as u64 * p.m as u64 * p.n as u64;
-    let partial =
-        vec![Arg::Params(bytes_of(&p)), Arg::Value(a), Arg::Value(b), c_arg.clone(), Arg::Value(ws)];
+    // Threads over the columns, blocks over them and the rows (`gemm_reduce`'s 2-D mapping),
+    // a few rows per block (the per-thread setup of the program's parameters is paid once).
+    let rows = (p.batch as u64 * p.m as u64).div_ceil(REDUCE_ROWS_PER_BLOCK).clamp(1, 65535) as u32;
+    let reduce_grid = [p.n.div_ceil(THREADS).clamp(1, 65535), rows, 1];
     let (reduce_kernel, reduce) = match &program {
         None => {
             (KernelId::GemmReduceF32, vec![Arg::Params(bytes_of(&p)), c_arg, Arg::Value(ws), Arg::Value(out)])
@@ -512,22 +598,8 @@ pub(super) fn gemm_steps(
         }
     };
     vec![
-        launch(
-            format!("{label} split-k x{splits}"),
-            KernelId::GemmF32,
-            [tiles[0], tiles[1], p.batch * splits],
-            block,
-            GEMM_SHARED_BYTES,
-            partial,
-        ),
-        launch(
-            format!("{label} split-k reduce"),
-            reduce_kernel,
-            linear_grid(o, outputs),
-            [THREADS, 1, 1],
-            0,
-            reduce,
-        ),
+        partial,
+        launch(format!("{label} split-k reduce"), reduce_kernel, reduce_grid, [THREADS, 1, 1], 0, reduce),
     ]
 }
 

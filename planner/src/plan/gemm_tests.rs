@@ -20,14 +20,31 @@ fn the_tile_kernels_take_the_gemms_that_fill_the_device() {
         ..p(m, n, k, 1)
     };
     let kernel = |q: &GemmParams| tile_launch(q, &o).map(|l| (l.kernel, l.grid));
+    let split = |q: &GemmParams| tile_launch(q, &o).map(|l| (l.grid, l.splits, l.k_chunk));
     // The physics MLP at batch 16384: 256 tiles of 128 x 128.
     assert_eq!(kernel(&mm(16384, 256, 256, false)), Some((K::GemmTc128NF32, [2, 128, 1])));
     assert_eq!(kernel(&mm(16384, 256, 256, true)), Some((K::GemmTc128KF32, [2, 128, 1])));
     // GPT-2's QKV projection at batch 16 x sequence 128: 96 large tiles, 384 small ones.
     assert_eq!(kernel(&mm(2048, 768, 256, false)), Some((K::GemmTc64NF32, [12, 32, 1])));
-    // Its attention output projection: the small-tile tensor-core kernel's (128 CUDA-core tiles).
-    assert!(tensor_core(&mm(2048, 256, 256, false), &o).is_some());
-    assert_eq!(kernel(&mm(2048, 256, 256, false)), None);
+    // Its attention output projection and MLP down-projection: 128 small tiles, one per
+    // multiprocessor, so k is split in two (k 256) or three (k 1024, chunks of 352).
+    assert_eq!(split(&mm(2048, 256, 256, false)), Some(([4, 32, 2], 2, 128)));
+    assert_eq!(split(&mm(2048, 256, 1024, false)), Some(([4, 32, 3], 3, 352)));
+    assert_eq!(split_k(&mm(2048, 256, 1024, false), &o), (3, 352));
+    assert_eq!(tensor_core(&mm(2048, 256, 1024, false), &o), None);
+    // Too short a k to split (fewer than four k tiles a chunk), or too few tiles even split:
+    // the small-m tensor-core kernel's.
+    assert_eq!(kernel(&mm(2048, 256, 128, false)), None);
+    assert!(tensor_core(&mm(2048, 256, 128, false), &o).is_some());
+    assert_eq!(kernel(&mm(1024, 256, 1024, false)), None);
+    assert!(tensor_core(&mm(1024, 256, 1024, false), &o).is_some());
+    // A column or a few (the physics MLP's last layer at batch 16384): the small-m kernel's.
+    assert_eq!(kernel(&mm(16384, 1, 256, true)), None);
+    assert!(tensor_core(&mm(16384, 1, 256, true), &o).is_some());
+    // Between one and two waves of small tiles: split in two where k allows.
+    assert_eq!(split(&mm(4096, 192, 512, false)), Some(([3, 64, 2], 2, 256)));
+    // At least two waves: no split.
+    assert_eq!(split(&mm(4096, 512, 1024, false)), Some(([8, 64, 1], 1, 1024)));
     // Rows of B not 16-byte aligned, A k-strided, the options off: not the tile kernels.
     assert_eq!(kernel(&mm(4096, 1022, 256, false)), None);
     assert_eq!(kernel(&GemmParams { a_rs: 1, a_cs: 4096, ..mm(4096, 1024, 256, false) }), None);

@@ -11,6 +11,10 @@ use crate::graph::{NodeId, ValueId};
 const WARP_MAX_LEN: u64 = 1024;
 /// Row elements per thread a block-per-row launch aims at (its block size is `len / this`, clamped).
 const BLOCK_ELEMS_PER_THREAD: u64 = 8;
+/// Largest block `layer_norm_f32` is launched with: its `.maxntid` (host/build.rs), which leaves
+/// it 128 registers per thread (at 1024 threads it had 64 and spilled its row to local memory,
+/// 16.6 µs for GPT-2's 2048 x 256 rows on the H200).
+pub(super) const LAYER_NORM_MAX_THREADS: u32 = 512;
 
 type Lowered = Result<Vec<Step>, String>;
 
@@ -47,6 +51,17 @@ fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
 /// Launch shape for `rows` rows of `len` elements `inner` apart: (threads per row, grid, block,
 /// shared bytes). Also used by the channel normalizations (`norm`).
 pub(super) fn launch(rows: u64, len: u64, inner: u64, o: &PlanOptions) -> (u32, [u32; 3], [u32; 3], u32) {
+    launch_within(rows, len, inner, 1024, o)
+}
+
+/// [`launch`] with blocks of at most `max_threads` (a multiple of 32, at least 128).
+fn launch_within(
+    rows: u64,
+    len: u64,
+    inner: u64,
+    max_threads: u32,
+    o: &PlanOptions,
+) -> (u32, [u32; 3], [u32; 3], u32) {
     let grid = |blocks: u64| capped_grid(o.sm_count, blocks);
     if inner > 1 {
         (1, grid(rows.div_ceil(THREADS as u64)), [THREADS, 1, 1], 0)
@@ -54,13 +69,15 @@ pub(super) fn launch(rows: u64, len: u64, inner: u64, o: &PlanOptions) -> (u32, 
         let per_block = (THREADS / ROW_WARP) as u64;
         (ROW_WARP, grid(rows.div_ceil(per_block)), [THREADS, 1, 1], 0)
     } else {
-        let threads = len.div_ceil(BLOCK_ELEMS_PER_THREAD).next_multiple_of(32).clamp(128, 1024) as u32;
+        let threads =
+            len.div_ceil(BLOCK_ELEMS_PER_THREAD).next_multiple_of(32).clamp(128, max_threads as u64) as u32;
         (threads, grid(rows), [threads, 1, 1], ROW_SHARED_BYTES)
     }
 }
 
 fn step(n: RowNode, kernel: KernelId, p: RowParams, o: &PlanOptions, operands: Vec<Arg>) -> Vec<Step> {
-    let (tpr, grid, block, shared_bytes) = launch(p.outer * p.inner, p.len, p.inner, o);
+    let max_threads = if kernel == KernelId::LayerNormF32 { LAYER_NORM_MAX_THREADS } else { 1024 };
+    let (tpr, grid, block, shared_bytes) = launch_within(p.outer * p.inner, p.len, p.inner, max_threads, o);
     let p = RowParams { threads_per_row: tpr, ..p };
     let mut args = vec![Arg::Params(p.as_bytes().to_vec())];
     args.extend(operands);
@@ -182,6 +199,7 @@ pub(super) fn rms_norm(n: RowNode, values: &[PlannedValue], axis: i64, eps: f32,
 
 #[cfg(test)]
 mod tests {
+    use super::{LAYER_NORM_MAX_THREADS, launch, launch_within};
     use crate::op::{self, Op};
     use crate::plan::{Arg, PlanOptions, Step, compile};
     use crate::tensor_info::{Binding, DType, Dim};
@@ -203,6 +221,27 @@ mod tests {
             epsilon: f32::from_bits(u32_at(40)),
             threads_per_row: u32_at(44),
         }
+    }
+
+    #[test]
+    fn layer_norm_blocks_stay_within_its_launch_bound() {
+        let o = PlanOptions::default();
+        // Long rows: softmax may take 1024 threads, LayerNormalization at most its `.maxntid`.
+        assert_eq!(launch(4, 16384, 1, &o).2[0], 1024);
+        assert_eq!(launch_within(4, 16384, 1, LAYER_NORM_MAX_THREADS, &o).2[0], LAYER_NORM_MAX_THREADS);
+        assert_eq!(launch_within(4, 2048, 1, LAYER_NORM_MAX_THREADS, &o).2[0], 256);
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, vec![Dim::Known(3), Dim::Known(20000)]);
+        let scale = g.initializer("scale", ConstTensor::from_f32(&[20000], &vec![1.0; 20000]).unwrap());
+        let y = g.push_opt(
+            Op::LayerNormalization(op::LayerNormalization::default()),
+            vec![Some(x), Some(scale)],
+            1,
+        )[0];
+        g.output(y);
+        let plan = compile(&g, &Binding::new(), &o).unwrap();
+        let Step::Kernel { kernel, block, .. } = &plan.steps[0] else { panic!("{plan}") };
+        assert_eq!((*kernel, block[0]), (KernelId::LayerNormF32, LAYER_NORM_MAX_THREADS));
     }
 
     #[test]

@@ -308,3 +308,31 @@ fn a_tile_gemm_takes_the_program_entrys_operands_with_the_identity_program() {
     assert_eq!(args[4..8], [Arg::Null, Arg::Null, Arg::Null, Arg::Null], "{plan}");
     assert_eq!(args[8], Arg::Value(y), "{plan}");
 }
+
+#[test]
+fn a_tile_gemm_split_over_k_reduces_its_partials_in_a_second_launch() {
+    // GPT-2's MLP down-projection at batch 16: 2048 x 1024 by a [1024, 256] weight, 128 small
+    // tiles: three k chunks into a planned workspace, then the reduction over columns and rows.
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Known(2048), Dim::Known(1024)]);
+    let w = g.initializer("w", ConstTensor::from_f32(&[1024, 256], &vec![0.5; 1024 * 256]).unwrap());
+    let y = g.matmul(x, w);
+    g.output(y);
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let text = plan.to_string();
+    let kernels: Vec<_> = plan
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Kernel { kernel, grid, args, .. } => Some((*kernel, *grid, args.clone())),
+            _ => None,
+        })
+        .collect();
+    let [(k0, g0, a0), (k1, g1, a1)] = &kernels[..] else { panic!("{text}") };
+    assert_eq!((*k0, *g0), (KernelId::GemmTc64NF32, [4, 32, 3]), "{text}");
+    assert_eq!((*k1, *g1), (KernelId::GemmReduceF32, [1, 512, 1]), "{text}");
+    // The partials' launch writes the workspace the reduction reads.
+    let (Some(Arg::Value(ws)), Some(Arg::Value(read))) = (a0.last(), a1.get(2)) else { panic!("{text}") };
+    assert_eq!(ws, read, "{text}");
+    assert_eq!(plan.values[ws.index()].dims, Some(vec![3 * 2048 * 256]), "{text}");
+}
