@@ -188,14 +188,8 @@ unsafe fn gemm_tiled(
     let (tx, ty) = (thread_idx_x(), thread_idx_y());
     let tid = ty * 16 + tx;
     let splits = p.splits.max(1);
-    let z = crate::intrinsics::block_idx_z();
-    let (row0, col0, batch, split) =
-        (block_idx_y() * BM, block_idx_x() * BN, (z / splits) as u64, z % splits);
-    let (k_begin, k_end) = if splits == 1 {
-        (0, p.k)
-    } else {
-        (split * p.k_chunk, (split * p.k_chunk).saturating_add(p.k_chunk).min(p.k))
-    };
+    let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
+    let (batch, split, k_begin, k_end) = crate::gemm_split::split_of(p, crate::intrinsics::block_idx_z());
     let smem = dynamic_shared_ptr() as *mut f32;
     // SAFETY: the two tiles lie inside the GEMM_SHARED_BYTES the launch provides.
     let (a_tile, b_tile) = (smem, unsafe { smem.add((BK * BM) as usize) });
@@ -313,94 +307,6 @@ unsafe fn gemm_tiled(
         })*};
     }
     store!(0 0, 0 1, 0 2, 0 3, 1 0, 1 1, 1 2, 1 3, 2 0, 2 1, 2 2, 2 3, 3 0, 3 1, 3 2, 3 3);
-}
-
-/// Sums the split-K partials of [`gemm_f32`] (`p.splits > 1`) in split order and applies the
-/// epilogue.
-///
-/// # Safety
-/// `ws` holds the `p.splits * p.batch * p.m * p.n` partials a `gemm_f32` launch with the same `p`
-/// wrote; `c` as for [`gemm_f32`]; `y` holds `p.batch` matrices of `p.m x p.n` at `p.y_bs` apart
-/// and overlaps neither.
-///
-/// # Parameters
-/// See [`GemmParams`]; `ws` is the workspace, `y` the output.
-///
-/// # Thread mapping
-/// 2-D grid of 1-D blocks, any size: grid x strides over the `n` columns (consecutive threads,
-/// consecutive columns), grid y over the `batch * m` output rows.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn gemm_reduce_f32(p: GemmParams, c: *const f32, ws: *const f32, y: *mut f32) {
-    // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_reduce(&p, c, ws, y, None) }
-}
-
-/// [`gemm_reduce_f32`] with a program epilogue (see [`gemm_program_f32`]): finishes the split-K
-/// partials of a [`gemm_f32`] launch with the same `p`.
-///
-/// # Safety
-/// As [`gemm_reduce_f32`] and, for the program's inputs and `y`, [`gemm_program_f32`].
-///
-/// # Parameters
-/// See [`GemmParams`] and [`EwProgramParams`]; `ws` is the workspace, `y` the output.
-///
-/// # Thread mapping
-/// As [`gemm_reduce_f32`].
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn gemm_reduce_program_f32(
-    p: GemmParams,
-    e: EwProgramParams,
-    c: *const f32,
-    ws: *const f32,
-    x1: *const f32,
-    x2: *const f32,
-    x3: *const f32,
-    y: *mut f32,
-) {
-    // SAFETY: forwarded (the kernel's contract).
-    unsafe { gemm_reduce(&p, c, ws, y, program(&e, x1, x2, x3)) }
-}
-
-/// The body of [`gemm_reduce_f32`] and [`gemm_reduce_program_f32`].
-///
-/// # Safety
-/// As [`gemm_reduce_program_f32`].
-#[inline(always)]
-unsafe fn gemm_reduce(p: &GemmParams, c: *const f32, ws: *const f32, y: *mut f32, program: Program) {
-    let (m, n) = (p.m as u64, p.n as u64);
-    let rows = p.batch as u64 * m;
-    if m == 0 || n == 0 {
-        return;
-    }
-    let (j0, j_step) = (global_thread_x(), grid_threads_x());
-    let mut row = block_idx_y() as u64;
-    while row < rows {
-        // One division per row (32-bit where the rows fit), none per element.
-        let (batch, i) = if rows <= u32::MAX as u64 {
-            let (r, m) = (row as u32, p.m);
-            ((r / m) as u64, r % m)
-        } else {
-            (row / m, (row % m) as u32)
-        };
-        let mut j = j0;
-        while j < n {
-            // Partial s of (batch, i, j): matrix `batch * splits + s` of the workspace.
-            let e = ((batch * p.splits as u64) * m + i as u64) * n + j;
-            let mut sum = 0f32;
-            let mut s = 0;
-            while s < p.splits as u64 {
-                // SAFETY: s < splits, batch < p.batch, i < m, j < n: inside the workspace.
-                sum += unsafe { *ws.add((e + s * m * n) as usize) };
-                s += 1;
-            }
-            // SAFETY: the program's inputs cover the output (the contract).
-            let v = unsafe { finish(p, c, program, batch, i, j as u32, sum) };
-            // SAFETY: batch < p.batch, i < m, j < n.
-            unsafe { *y.add((batch * p.y_bs + i as u64 * n + j) as usize) = v };
-            j += j_step;
-        }
-        row += grid_dim_y() as u64;
-    }
 }
 
 /// Adds `A[i, k] * bv` to each row's accumulator. Rows past `m` repeat row `m - 1` (their

@@ -127,14 +127,9 @@ unsafe fn gemm_tile<
     let (warp, lane) = (tid / 32, tid % 32);
     let (g, t) = (lane / 4, lane % 4);
     let z = block_idx_z();
-    let (row0, col0, batch, split) =
-        (block_idx_y() * bm, block_idx_x() * bn, (z / splits) as u64, z % splits);
-    // This block's k range: all of k, or split `split`'s chunk (a multiple of BK long).
-    let (k_begin, k_end) = if splits == 1 {
-        (0, p.k)
-    } else {
-        (split * p.k_chunk, (split * p.k_chunk).saturating_add(p.k_chunk).min(p.k))
-    };
+    let (row0, col0) = (block_idx_y() * bm, block_idx_x() * bn);
+    // This block's k range: all of k, or one chunk of it (a multiple of BK long).
+    let (batch, _, k_begin, k_end) = crate::gemm_split::split_of(p, z);
     let (a_at, b_at) = (batch * p.a_bs, batch * p.b_bs);
     let k_tiles = k_end.saturating_sub(k_begin).div_ceil(BK);
     // Stage `s`: the A tile (bm x BK f32) then the B tile (BK x bn f32).

@@ -34,6 +34,8 @@ mod elementwise;
 #[cfg(target_arch = "nvptx64")]
 mod gemm;
 #[cfg(target_arch = "nvptx64")]
+mod gemm_split;
+#[cfg(target_arch = "nvptx64")]
 mod gemm_tc;
 #[cfg(target_arch = "nvptx64")]
 mod gemm_tile;

@@ -105,7 +105,8 @@ fn bias_row_and_residual_on_a_batched_matmul() {
     let a = g.add(h, v[2]);
     let y = g.add(a, v[3]);
     g.output(y);
-    let plan = check("bias + residual", g, feeds, "MatMul+Sum[2 ops] gemm_program_f32");
+    // The bias row is the MatMul's C; the residual add stays the program.
+    let plan = check("bias + residual", g, feeds, "MatMul+Bias+Sum[1 ops] gemm_program_f32");
     assert_eq!(plan.lines().filter(|l| l.starts_with('#')).count(), 1, "{plan}");
 }
 
@@ -207,5 +208,33 @@ fn a_residual_overwritten_in_place() {
             "the fused GEMM writes over r: {:?}\n{plan}",
             p.memory.in_place
         );
+    }
+}
+
+#[test]
+fn a_bias_row_as_c_then_gelu_as_the_activation_on_every_gemm_path() {
+    // dynamo's nn.Linear + GELU over 3-D inputs: MatMul, Add(bias [n]), Gelu. The bias becomes
+    // the GEMM's C and the GELU its activation (no program), on the small-m tensor-core kernel
+    // (2 x 37 rows), the tile kernel split over k (1030 x 1004 x 260: four chunks, the
+    // reduction applying C and the activation) and the CUDA-core kernel; each against the unfused
+    // plan and the reference.
+    let mut rng = Rng::new(0xb1a6);
+    for (rows, k, n) in [(37, 48, 80), (515, 1004, 260)] {
+        let mut g = Graph::new();
+        let (v, feeds) = inputs(&mut g, &mut rng, &[("x", &[2, rows, k]), ("w", &[k, n]), ("bias", &[n])]);
+        let h = g.matmul(v[0], v[1]);
+        let a = g.add(v[2], h);
+        let y = g.op1(Op::Gelu(planner::op::Gelu::default()), &[a]);
+        g.output(y);
+        let what = format!("matmul {rows}x{k}x{n} + bias + gelu");
+        let unfused = SessionOptions { fuse_gemm_programs: false, ..SessionOptions::default() };
+        let plan = crate::programs::fused_matches_unfused(&what, g.clone(), &feeds, unfused, 1e-4);
+        assert!(plan.contains("MatMul+Bias+GeluErf") && !plan.contains("program"), "{what}:\n{plan}");
+        if rows == 515 {
+            assert!(plan.contains("gemm_tc64_n_f32") && plan.contains("gemm_reduce_f32"), "{what}:\n{plan}");
+        }
+        let cores = SessionOptions { tensor_core_gemm: false, ..SessionOptions::default() };
+        let unfused = SessionOptions { fuse_gemm_programs: false, ..cores };
+        crate::programs::fused_matches_unfused_with(&what, g, &feeds, cores, unfused, 1e-4);
     }
 }

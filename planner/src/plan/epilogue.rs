@@ -167,6 +167,9 @@ pub(super) fn gemm_programs<T>(
         // The producer's operands (A, B, C; data, indices), then the program's other inputs.
         let mut inputs: Vec<Option<ValueId>> = node.inputs.clone();
         inputs.resize(node.op.fused_operands().unwrap_or(inputs.len()), None);
+        if let Some(bias) = f.bias {
+            inputs[2] = Some(bias);
+        }
         inputs.extend(f.extras.iter().copied().map(Some));
         node.inputs = inputs;
         node.outputs = vec![Some(f.y)];
@@ -209,6 +212,8 @@ struct Fusion {
     dims: Vec<usize>,
     /// The program's inputs after input 0.
     extras: Vec<ValueId>,
+    /// A MatMul's bias row, peeled off the program into the GEMM's C ([`peel_bias`]).
+    bias: Option<ValueId>,
     program: EwProgram,
     label: String,
     /// The views and the consumer.
@@ -300,8 +305,77 @@ fn fusion_of(
     for ins in &mut program.instrs {
         (ins.a, ins.b) = (slot(ins.a), slot(ins.b));
     }
+    // A MatMul's bias add becomes its C operand (dynamo writes `nn.Linear` over 3-D inputs as
+    // MatMul + Add): the epilogue adds it without the program, and what remains (a GELU) may
+    // be a built-in activation.
+    let (program, extras, bias, label) = match producer {
+        Producer::Gemm(None) => match peel_bias(&program, &extras, &dims, known_f32) {
+            Some((program, extras, bias)) => {
+                // The label counts what the program still does.
+                let rest = match programs.get(&y) {
+                    Some(_) => format!("{}[{} ops]", cnode.op.name(), program.instrs.len()),
+                    None => label,
+                };
+                (program, extras, Some(bias), format!("Bias+{rest}"))
+            }
+            None => (program, extras, None, label),
+        },
+        _ => (program, extras, None, label),
+    };
     removed.push(consumer);
-    Some(Fusion { node: gi, producer, y, dims, extras, program, label, removed, dropped })
+    Some(Fusion { node: gi, producer, y, dims, extras, bias, program, label, removed, dropped })
+}
+
+/// `program` without its first instruction when that adds a bias row to the GEMM result
+/// (`input0 + x` or `x + input0`, `x` one of `extras` of shape `[.., 1, n]` over an output of
+/// `dims` whose last is `n`, read by no other instruction), and no other instruction reads the
+/// GEMM result itself: the program reading the sum in the Add's register instead (up to the
+/// instruction that overwrites it), the extras without `x` (later slots moved down) and `x`.
+fn peel_bias(
+    program: &EwProgram,
+    extras: &[ValueId],
+    dims: &[usize],
+    known_f32: &dyn Fn(ValueId) -> Option<Vec<usize>>,
+) -> Option<(EwProgram, Vec<ValueId>, ValueId)> {
+    let input0 = ew_src::INPUT0;
+    let (first, rest) = program.instrs.split_first()?;
+    if first.op != kernels_gpu::abi::BinaryOp::Add as u32 {
+        return None;
+    }
+    let other = match (first.a, first.b) {
+        (a, b) if a == input0 && b != input0 => b,
+        (a, b) if b == input0 && a != input0 => a,
+        _ => return None,
+    };
+    let k = other.checked_sub(input0 + 1).filter(|&k| (k as usize) < extras.len())? as usize;
+    let bias = extras[k];
+    let shape = known_f32(bias)?;
+    let n = *dims.last()?;
+    let row = shape.last() == Some(&n) && shape.iter().rev().skip(1).all(|&d| d == 1);
+    if !row
+        || shape.len() > dims.len()
+        || rest.iter().any(|i| [i.a, i.b].iter().any(|&s| s == input0 || s == other))
+    {
+        return None;
+    }
+    // Reads of the Add's register become reads of input 0 (which now holds the biased result)
+    // until an instruction overwrites that register; slots above `other` move down one.
+    let (sum, mut live) = (first.dst, true);
+    let moved = |s: u32| if s > other && s < ew_src::IMM { s - 1 } else { s };
+    let mut instrs = Vec::with_capacity(rest.len());
+    for i in rest {
+        let read = |s: u32| if live && s == sum { input0 } else { moved(s) };
+        let mut j = *i;
+        (j.a, j.b) = (read(i.a), read(i.b));
+        if i.dst == sum {
+            live = false;
+        }
+        instrs.push(j);
+    }
+    let out_reg = if live && program.out_reg == sum { input0 } else { program.out_reg };
+    let mut extras = extras.to_vec();
+    extras.remove(k);
+    Some((EwProgram { instrs, out_reg }, extras, bias))
 }
 
 /// Element strides of an input of `shape` broadcast (unidirectionally) to `out`, or `None` when it

@@ -5,7 +5,7 @@
 
 use kernels_gpu::abi::KernelId;
 
-use super::{Plan, PlanOptions, Step, compile};
+use super::{Arg, Plan, PlanOptions, Step, compile};
 use crate::ConstTensor;
 use crate::graph::{Graph, ValueId};
 use crate::op::{Gemm, Op};
@@ -258,11 +258,12 @@ fn the_fused_output_overwrites_only_a_same_size_program_input() {
     let (extra, s) = (value(&p, &g, extra).unwrap(), value(&p, &g, s).unwrap());
     assert!(p.memory.in_place.contains(&(extra, s)), "{:?}\n{p}", p.memory.in_place);
     assert_eq!(p.memory.slots[extra.index()].map(|b| b.offset), p.memory.slots[s.index()].map(|b| b.offset));
-    // A broadcast bias row is read by every row's threads: never overwritten.
+    // A broadcast bias row is read by every row's threads: never overwritten (it is the
+    // MatMul's C now, its program empty).
     let (g, extra, s) = memory_case(&[64], false);
     let p = plan(&g, true);
     let (extra, s) = (value(&p, &g, extra).unwrap(), value(&p, &g, s).unwrap());
-    assert!(kernels(&p).contains(&KernelId::GemmProgramF32), "{p}");
+    assert!(kernels(&p).contains(&KernelId::GemmF32) && p.to_string().contains("MatMul+Bias"), "{p}");
     assert!(!p.memory.in_place.contains(&(extra, s)), "{p}");
     // The residual is also the A operand, which other threads read while outputs are written.
     let (g, extra, s) = memory_case(&[32, 64], true);
@@ -318,4 +319,47 @@ fn a_gather_fuses_with_the_program_reading_it() {
     assert!(kernels(&plan(&g, true)).contains(&KernelId::GatherF32));
     let (g, _) = embed(false, DType::I64);
     assert!(!kernels(&plan(&g, true)).contains(&KernelId::GatherProgramF32));
+}
+
+#[test]
+fn a_matmul_bias_row_becomes_its_c_and_a_gelu_after_it_its_activation() {
+    // dynamo's nn.Linear over a 3-D input, then GELU: MatMul, Add(bias [n]), Gelu.
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[2, 8, 16]));
+    let w = weight(&mut g, "w", &[16, 24]);
+    let bias = weight(&mut g, "bias", &[24]);
+    let h = g.matmul(x, w);
+    let s = g.add(bias, h);
+    let y = g.op1(Op::Gelu(crate::op::Gelu::default()), &[s]);
+    g.output(y);
+    let p = plan(&g, true);
+    let text = p.to_string();
+    assert_eq!(kernels(&p), vec![KernelId::GemmF32], "{text}");
+    assert!(text.contains("MatMul+Bias+GeluErf"), "{text}");
+    // A residual after the bias stays a program (of one op), the bias still C.
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[2, 8, 16]));
+    let r = g.input("r", DType::F32, known(&[2, 8, 24]));
+    let w = weight(&mut g, "w", &[16, 24]);
+    let bias = weight(&mut g, "bias", &[1, 24]);
+    let h = g.matmul(x, w);
+    let s = g.add(h, bias);
+    let y = g.add(s, r);
+    g.output(y);
+    let p = plan(&g, true);
+    let text = p.to_string();
+    assert_eq!(kernels(&p), vec![KernelId::GemmProgramF32], "{text}");
+    let Some(Step::Kernel { args, .. }) = p.steps.first() else { panic!("{text}") };
+    // [p, e, a, b, c (the bias), x1 (the residual), ..]
+    assert!(matches!(args[4], Arg::Value(_)) && matches!(args[5], Arg::Value(_)), "{text}");
+    // A bias of a whole matrix is no row: it stays in the program.
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[8, 16]));
+    let w = weight(&mut g, "w", &[16, 24]);
+    let full = weight(&mut g, "full", &[8, 24]);
+    let h = g.matmul(x, w);
+    let y = g.add(h, full);
+    g.output(y);
+    let p = plan(&g, true);
+    assert!(!p.to_string().contains("Bias"), "{p}");
 }

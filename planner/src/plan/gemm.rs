@@ -202,11 +202,16 @@ pub(super) fn gemm_of(
 ) -> Result<(GemmParams, ValueId, ValueId, Option<ValueId>), String> {
     let n = &g.nodes[id.index()];
     let out = n.output(0).ok_or("the node's first output is omitted")?;
+    // A fused MatMul's C slot holds the bias row peeled off its program (`epilogue::peel_bias`).
+    let mut bias = None;
     let (op, ins) = match &n.op {
-        // The fused node's GEMM operands are its first three inputs (C absent for a MatMul).
+        // The fused node's GEMM operands are its first three inputs.
         Op::FusedGemm(f) => match &f.gemm {
             Some(attrs) => (Op::Gemm(attrs.clone()), &n.inputs[..n.inputs.len().min(3)]),
-            None => (Op::MatMul, &n.inputs[..n.inputs.len().min(2)]),
+            None => {
+                bias = n.inputs.get(2).copied().flatten();
+                (Op::MatMul, &n.inputs[..n.inputs.len().min(2)])
+            }
         },
         op => (op.clone(), n.inputs.as_slice()),
     };
@@ -245,14 +250,23 @@ pub(super) fn gemm_of(
             let [Some(a), Some(b)] = ins else { return Err("missing input".into()) };
             f32_only(values, &[*a, *b, out])?;
             let [pa, pb] = perms.get(&out).cloned().unwrap_or([None, None]);
-            let p = matmul_params(
+            let mut p = matmul_params(
                 operand_view(dims(values, *a)?.0, pa.as_ref().map(|(perm, _)| perm.as_slice()), true),
                 operand_view(dims(values, *b)?.0, pb.as_ref().map(|(perm, _)| perm.as_slice()), false),
             )?;
+            if let Some(c) = bias {
+                // One row of n, added to every row of every batch matrix.
+                f32_only(values, &[c])?;
+                let cd = dims(values, c)?.0;
+                if cd.last().copied() != Some(p.n as usize) || cd.iter().product::<usize>() != p.n as usize {
+                    return Err(format!("the bias row has shape {cd:?}, not one row of {}", p.n));
+                }
+                (p.has_c, p.beta, p.c_rs, p.c_cs, p.c_bs) = (1, 1.0, 0, 1, 0);
+            }
             // An absorbed transpose is read in its source's layout, from its source.
             let source =
                 |t: ValueId, absorbed: Option<(Vec<usize>, ValueId)>| absorbed.map_or(t, |(_, src)| src);
-            Ok((p, source(*a, pa), source(*b, pb), None))
+            Ok((p, source(*a, pa), source(*b, pb), bias))
         }
         _ => Err("not a GEMM".into()),
     }

@@ -227,11 +227,16 @@ pub(super) fn node(
             let fused = fusion.gemm_programs.get(&out).ok_or("a FusedGemm without its program")?;
             let extras = fused_extras(n, &ins);
             let base = if f.gemm.is_some() { "Gemm" } else { "MatMul" };
-            // A spelled-out activation runs as the built-in one.
-            let (label, epi) = if let (None, true, Some(found)) =
+            // A program left empty (a bias add that became C) is no program; a spelled-out
+            // activation runs as the built-in one.
+            let (label, epi) = if fused.program.instrs.is_empty() && extras.is_empty() {
+                (format!("{base}+Bias"), Epilogue { act, program: None, norm: fusion.norm })
+            } else if let (None, true, Some(found)) =
                 (act, extras.is_empty(), super::epilogue::as_activation(&fused.program))
             {
-                (base.to_string(), Epilogue { act: Some((found, 0.0)), program: None, norm: fusion.norm })
+                let label =
+                    if f.gemm.is_none() && c.is_some() { format!("{base}+Bias") } else { base.to_string() };
+                (label, Epilogue { act: Some((found, 0.0)), program: None, norm: fusion.norm })
             } else {
                 if fusion.norm.is_some() {
                     return Err("a LayerNormalization folded into a GEMM with an epilogue program".into());
