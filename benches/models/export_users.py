@@ -8,7 +8,9 @@ TF32 off), into OUT_DIR. Exports are cached: a model whose .onnx exists is skipp
 
 Models: gpt2 (GPT2Model, 4 layers, d 256, 4 heads, vocab 1000, reference input batch 2 x seq 128),
 bert (BertModel, 4 layers, d 256), mlp (physics MLP 64 -> 256 x4 -> 1, batch 2), mamba2
-(Mamba2Model, 4 layers, d 256, state 64, 8 heads of 64, chunk 64; traced at batch 2 x seq 256).
+(Mamba2Model, 4 layers, d 256, state 64, 8 heads of 64, chunk 64; traced at batch 2 x seq 256),
+recurrentgemma (RecurrentGemmaModel, 3 layers — recurrent, recurrent, attention — d 256, lru width
+256; its time loop unrolled at export, so only the batch is symbolic; sequence RG_SEQ, default 256).
 """
 import os
 import sys
@@ -85,7 +87,20 @@ def mamba2():
     return LastHidden(Mamba2Model(cfg).eval()), {"input_ids": ids}, {"input_ids": {0: "batch", 1: "seq"}}
 
 
-MODELS = {"gpt2": gpt2, "bert": bert, "mlp": mlp, "mamba2": mamba2}
+# RecurrentGemma's RG-LRU runs a Python loop over time, which the export unrolls: the sequence is
+# fixed at export (RG_SEQ, default 256; the export takes ~60 s there), the batch stays symbolic.
+RG_SEQ = int(os.environ.get("RG_SEQ", "256"))
+
+
+def recurrentgemma():
+    from transformers import RecurrentGemmaConfig, RecurrentGemmaModel
+    cfg = RecurrentGemmaConfig(vocab_size=VOCAB, hidden_size=D, intermediate_size=3 * D, num_hidden_layers=3,
+                               num_attention_heads=4, lru_width=D, attention_window_size=2048, use_cache=False)
+    ids = torch.randint(0, VOCAB, (BATCH, RG_SEQ))
+    return LastHidden(RecurrentGemmaModel(cfg).eval()), {"input_ids": ids}, {"input_ids": {0: "batch"}}
+
+
+MODELS = {"gpt2": gpt2, "bert": bert, "mlp": mlp, "mamba2": mamba2, "recurrentgemma": recurrentgemma}
 
 
 def build(name):

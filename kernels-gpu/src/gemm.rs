@@ -189,7 +189,7 @@ unsafe fn gemm_tiled(
     let tid = ty * 16 + tx;
     let splits = p.splits.max(1);
     let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
-    let (batch, split, k_begin, k_end) = crate::gemm_split::split_of(p, crate::intrinsics::block_idx_z());
+    let (batch, split, k_begin, k_end) = crate::gemm_split::split_of(&p, crate::intrinsics::block_idx_z());
     let smem = dynamic_shared_ptr() as *mut f32;
     // SAFETY: the two tiles lie inside the GEMM_SHARED_BYTES the launch provides.
     let (a_tile, b_tile) = (smem, unsafe { smem.add((BK * BM) as usize) });

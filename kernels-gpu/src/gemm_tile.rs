@@ -129,7 +129,7 @@ unsafe fn gemm_tile<
     let z = block_idx_z();
     let (row0, col0) = (block_idx_y() * bm, block_idx_x() * bn);
     // This block's k range: all of k, or one chunk of it (a multiple of BK long).
-    let (batch, _, k_begin, k_end) = crate::gemm_split::split_of(p, z);
+    let (batch, _, k_begin, k_end) = crate::gemm_split::split_of(&p, z);
     let (a_at, b_at) = (batch * p.a_bs, batch * p.b_bs);
     let k_tiles = k_end.saturating_sub(k_begin).div_ceil(BK);
     // Stage `s`: the A tile (bm x BK f32) then the B tile (BK x bn f32).
