@@ -57,7 +57,7 @@ def inputs_at(name, batch):
     g = torch.Generator().manual_seed(batch)
     if name == "mlp":
         return {"x": torch.randn(batch, 64, generator=g)}
-    seq = export_users.MAMBA2_SEQ if name == "mamba2" else export_users.SEQ
+    seq = {"mamba2": export_users.MAMBA2_SEQ, "recurrentgemma": export_users.RG_SEQ}.get(name, export_users.SEQ)
     ids = torch.randint(0, export_users.VOCAB, (batch, seq), generator=g)
     if name == "bert":
         return {"input_ids": ids, "attention_mask": torch.ones(batch, export_users.SEQ, dtype=torch.int64)}

@@ -93,11 +93,22 @@ unsafe fn gemm_reduce(p: &GemmParams, c: *const f32, ws: *const f32, y: *mut f32
         while j < n {
             // Partial s of (batch, i, j): matrix `batch * splits + s` of the workspace.
             let e = ((batch * p.splits as u64) * m + i as u64) * n + j;
+            // Summed in split order; four loads in flight at a time (the reduction is bound by
+            // their latency, not by bandwidth).
+            let (splits, mn) = (p.splits as u64, m * n);
+            let at = |s: u64| (e + s * mn) as usize;
             let mut sum = 0f32;
             let mut s = 0;
-            while s < p.splits as u64 {
-                // SAFETY: s < splits, batch < p.batch, i < m, j < n: inside the workspace.
-                sum += unsafe { *ws.add((e + s * m * n) as usize) };
+            while s + 4 <= splits {
+                // SAFETY: s + 3 < splits, batch < p.batch, i < m, j < n: inside the workspace.
+                let v =
+                    unsafe { [*ws.add(at(s)), *ws.add(at(s + 1)), *ws.add(at(s + 2)), *ws.add(at(s + 3))] };
+                sum = sum + v[0] + v[1] + v[2] + v[3];
+                s += 4;
+            }
+            while s < splits {
+                // SAFETY: s < splits, as above.
+                sum += unsafe { *ws.add(at(s)) };
                 s += 1;
             }
             // SAFETY: the program's inputs cover the output (the contract).

@@ -184,9 +184,6 @@ pub(super) fn tile_launch(p: &GemmParams, o: &PlanOptions) -> Option<TileLaunch>
     Some(TileLaunch { kernel, tile, grid, splits, k_chunk })
 }
 
-/// Output rows each block of the split-K reduction takes (grid y strides over the rest).
-const REDUCE_ROWS_PER_BLOCK: u64 = 4;
-
 /// The identity elementwise program (one input, no instructions): the program parameters of a
 /// large-tile GEMM without an epilogue program.
 fn identity_program() -> EwProgramParams {
@@ -596,9 +593,10 @@ pub(super) fn gemm_steps(
         )
     };
     (p.splits, p.k_chunk) = (splits, chunk);
-    // Threads over the columns, blocks over them and the rows (`gemm_reduce`'s 2-D mapping),
-    // a few rows per block (the per-thread setup of the program's parameters is paid once).
-    let rows = (p.batch as u64 * p.m as u64).div_ceil(REDUCE_ROWS_PER_BLOCK).clamp(1, 65535) as u32;
+    // Threads over the columns, blocks over them and the rows (`gemm_reduce`'s 2-D mapping), a
+    // row per block up to the grid's limit: a thread looping over rows waits out the latency of
+    // each row's loads in turn.
+    let rows = (p.batch as u64 * p.m as u64).clamp(1, 65535) as u32;
     let reduce_grid = [p.n.div_ceil(THREADS).clamp(1, 65535), rows, 1];
     let (reduce_kernel, reduce) = match &program {
         None => {

@@ -330,7 +330,7 @@ fn a_tile_gemm_split_over_k_reduces_its_partials_in_a_second_launch() {
         .collect();
     let [(k0, g0, a0), (k1, g1, a1)] = &kernels[..] else { panic!("{text}") };
     assert_eq!((*k0, *g0), (KernelId::GemmTc64NF32, [4, 32, 3]), "{text}");
-    assert_eq!((*k1, *g1), (KernelId::GemmReduceF32, [1, 512, 1]), "{text}");
+    assert_eq!((*k1, *g1), (KernelId::GemmReduceF32, [1, 2048, 1]), "{text}");
     // The partials' launch writes the workspace the reduction reads.
     let (Some(Arg::Value(ws)), Some(Arg::Value(read))) = (a0.last(), a1.get(2)) else { panic!("{text}") };
     assert_eq!(ws, read, "{text}");
