@@ -48,7 +48,12 @@ enum Command {
         /// GPU kernel).
         #[arg(long)]
         plan: bool,
-        /// Size of a symbolic dimension for --memory / --plan, as NAME=SIZE (repeat for each symbol).
+        /// Also compile the GPU plan and print what fusion made of the model: the exporter
+        /// patterns lifted to one operator (unrolled recurrences as scans) and every step that
+        /// computes more than one node.
+        #[arg(long)]
+        fusion: bool,
+        /// Size of a symbolic dimension for --memory / --plan / --fusion, as NAME=SIZE (repeat for each symbol).
         #[arg(long = "bind", value_name = "NAME=SIZE")]
         binds: Vec<String>,
         /// exact (f32 accuracy, 3xTF32) or tf32: the large-tile tensor-core GEMMs with operands
@@ -73,10 +78,13 @@ fn main() -> ExitCode {
     match args.command {
         Command::Doctor { device, cold } => cli::doctor::run(device, cold),
         Command::Warmup { model, binds } => report(cli::warmup::run(model.as_deref(), &binds)),
-        Command::Inspect { model, memory, plan, binds, precision } => report(
-            cli::precision_of(&precision)
-                .and_then(|precision| cli::inspect::run(&model, memory, plan, &binds, precision)),
-        ),
+        Command::Inspect { model, memory, plan, fusion, binds, precision } => {
+            let show = cli::inspect::Show { memory, plan, fusion };
+            report(
+                cli::precision_of(&precision)
+                    .and_then(|precision| cli::inspect::run(&model, show, &binds, precision)),
+            )
+        }
         Command::Run(args) => report(cli::run::run(args)),
     }
 }

@@ -304,3 +304,85 @@ pub fn selected_rows_input(rng: &mut Rng, rows: usize, positive: f64) -> HostTen
         .collect();
     HostTensor::new(vec![rows, 4], v).expect("rows * 4 values")
 }
+
+/// How [`unrolled_scan_graph`] writes its steps back into the sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writeback {
+    /// torch.export's `y[:, t] = h`: a `ScatterElements` chain (indices `Expand`ed from the step
+    /// number, an `Identity` after each link) into an `Expand`ed zero buffer.
+    Scatter,
+    /// `torch.stack(steps, axis)`: one `Concat` of the `Unsqueeze`d steps.
+    Concat,
+}
+
+/// An unrolled first-order linear recurrence as exporters write one (what `plan::decomposed`
+/// lifts to a `LinearScan`): inputs `x` and `a` of `dims`, stepped along `axis`,
+/// `h_t = a_t ⊙ h_{t−1} + x_t` from `h0` (a graph input when `h0_input`, else an `Expand`ed
+/// zero), written back per `writeback`; outputs the sequence and the last step. `swapped` writes
+/// the Mul's and the Add's operands the other way round and the step indices negative.
+pub fn unrolled_scan_graph(
+    dims: &[usize],
+    axis: usize,
+    writeback: Writeback,
+    h0_input: bool,
+    swapped: bool,
+) -> planner::Graph {
+    use planner::op::{self, Op};
+    use planner::{ConstTensor, DType, Dim, Graph};
+    let known = |d: &[usize]| d.iter().map(|&v| Dim::Known(v)).collect::<Vec<_>>();
+    let len = dims[axis];
+    let mut step_dims = dims.to_vec();
+    step_dims.remove(axis);
+    let mut one_step = dims.to_vec();
+    one_step[axis] = 1;
+    let shape_of = |g: &mut Graph, name: &str, d: &[usize]| {
+        let v: Vec<i64> = d.iter().map(|&x| x as i64).collect();
+        g.const_i64(name, &[v.len()], &v)
+    };
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(dims));
+    let a = g.input("a", DType::F32, known(dims));
+    let zero = g.initializer("zero", ConstTensor::scalar_f32(0.0));
+    let mut h = if h0_input {
+        g.input("h0", DType::F32, known(&step_dims))
+    } else {
+        let s = shape_of(&mut g, "h0_shape", &step_dims);
+        g.op1(Op::Expand, &[zero, s])
+    };
+    let mut buf = match writeback {
+        Writeback::Scatter => {
+            let s = shape_of(&mut g, "buf_shape", dims);
+            Some(g.op1(Op::Expand, &[zero, s]))
+        }
+        Writeback::Concat => None,
+    };
+    let axes = g.const_i64("axes", &[1], &[axis as i64]);
+    let update_shape = shape_of(&mut g, "update_shape", &one_step);
+    let mut stacked = Vec::new();
+    for t in 0..len {
+        let index = if swapped { t as i64 - len as i64 } else { t as i64 };
+        let ti = g.const_i64(&format!("t{t}"), &[], &[index]);
+        let gather = Op::Gather(op::Gather { axis: axis as i64 });
+        let at = g.op1(gather.clone(), &[a, ti]);
+        let xt = g.op1(gather, &[x, ti]);
+        let m = g.op1(Op::Mul, &if swapped { [h, at] } else { [at, h] });
+        h = g.op1(Op::Add, &if swapped { [xt, m] } else { [m, xt] });
+        let u = g.op1(Op::Unsqueeze(op::Unsqueeze::default()), &[h, axes]);
+        match buf {
+            Some(b) => {
+                let idx = g.op1(Op::Expand, &[ti, update_shape]);
+                let scatter = op::ScatterElements { axis: axis as i64, ..Default::default() };
+                let s = g.op1(Op::ScatterElements(scatter), &[b, idx, u]);
+                buf = Some(g.op1(Op::Identity, &[s]));
+            }
+            None => stacked.push(u),
+        }
+    }
+    let y = match buf {
+        Some(b) => b,
+        None => g.op1(Op::Concat(op::Concat { axis: axis as i64 }), &stacked),
+    };
+    g.output(y);
+    g.output(h);
+    g
+}

@@ -5,7 +5,8 @@
 //! export, ellipses of different ranks, implicit outputs, three operands, reductions, transposes
 //! and outer products; a diagonal (not covered) stays an Einsum. Summed broadcast products
 //! (`ReduceSum(Mul(a, b))`, as transformers' reference Mamba2 scan spells its contractions)
-//! become Einsums, hence MatMuls.
+//! become Einsums, hence MatMuls. Unrolled linear recurrences (both write-back spellings, any
+//! axis) become `LinearScan`s; partial or leaking ones stay as they are.
 
 use host::HostTensor;
 use host::selftest::Rng;
@@ -158,4 +159,80 @@ fn summed_broadcast_products_become_matmuls_that_compute_what_the_reference_does
     let (g, _) = summed_product((&[2, 0, 4], &[2, 0, 4]), &[1], true, &mut rng);
     let d = planner::plan::decomposed(&g).unwrap();
     assert!(d.nodes.iter().any(|n| matches!(n.op, Op::ReduceSum(_))), "{:?}", d.nodes);
+}
+
+/// `got` equals `want` within f32 rounding, output by output.
+fn assert_agree(what: &str, got: &[(String, HostTensor)], want: &[(String, HostTensor)]) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for ((name, g), (_, w)) in got.iter().zip(want) {
+        assert_eq!(g.shape(), w.shape(), "{what}: `{name}`");
+        for (i, (a, b)) in g.data().to_f64s().iter().zip(&w.data().to_f64s()).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                "{what}: `{name}`[{i}]: lifted {a}, reference {b}"
+            );
+        }
+    }
+}
+
+#[test]
+fn unrolled_recurrences_are_lifted_to_scans_that_compute_what_the_reference_does() {
+    use host::selftest::{Writeback, unrolled_scan_graph};
+    let mut rng = Rng::new(0x5ca7);
+    // (dims, axis, write-back, initial state as an input, swapped operands and negative indices):
+    // RecurrentGemma's spelling, its stacked form, other axes and ranks.
+    let cases: &[(&[usize], usize, Writeback, bool, bool)] = &[
+        (&[2, 9, 5], 1, Writeback::Scatter, false, false),
+        (&[2, 9, 5], 1, Writeback::Concat, true, true),
+        (&[3, 2, 6, 4], 2, Writeback::Scatter, true, true),
+        (&[7, 3], 0, Writeback::Concat, false, false),
+        (&[4, 2], 1, Writeback::Scatter, false, true),
+    ];
+    for &(dims, axis, wb, h0, swapped) in cases {
+        let what = format!("{dims:?} axis {axis} {wb:?} h0 {h0} swapped {swapped}");
+        let g = unrolled_scan_graph(dims, axis, wb, h0, swapped);
+        let mut step = dims.to_vec();
+        step.remove(axis);
+        let mut feeds = vec![
+            ("x".to_owned(), rng.tensor(dims, -1.0, 1.0)),
+            ("a".to_owned(), rng.tensor(dims, -1.0, 1.0)),
+        ];
+        if h0 {
+            feeds.push(("h0".to_owned(), rng.tensor(&step, -1.0, 1.0)));
+        }
+        let d = planner::plan::decomposed(&g).unwrap();
+        let scans = d.nodes.iter().filter(|n| matches!(n.op, Op::LinearScan)).count();
+        assert_eq!(scans, 1, "{what}: {:?}", d.nodes.iter().map(|n| n.op.name()).collect::<Vec<_>>());
+        assert!(!d.nodes.iter().any(|n| matches!(n.op, Op::Gather(_) | Op::Add)), "{what}: steps left");
+        let want = host::reference::eval(&g, &feeds).unwrap();
+        let got = host::reference::eval(&d, &feeds).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_agree(&what, &got, &want);
+        let plan =
+            planner::plan::compile(&g, &planner::Binding::new(), &planner::plan::PlanOptions::default())
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(plan.lifted.len(), 1, "{what}");
+        assert!(plan.to_string().contains("rglru_f32"), "{what}: {plan}");
+    }
+}
+
+#[test]
+fn recurrences_that_do_not_cover_the_axis_or_leak_a_step_stay_unrolled() {
+    use host::selftest::{Writeback, unrolled_scan_graph};
+    let lifted = |g: &Graph| {
+        planner::plan::decomposed(g).unwrap().nodes.iter().any(|n| matches!(n.op, Op::LinearScan))
+    };
+    assert!(lifted(&unrolled_scan_graph(&[2, 4, 3], 1, Writeback::Scatter, false, false)));
+    // A step's value also read outside the recurrence (a second output).
+    let mut g = unrolled_scan_graph(&[2, 4, 3], 1, Writeback::Concat, false, false);
+    let mid = g.nodes.iter().filter(|n| matches!(n.op, Op::Add)).nth(1).and_then(|n| n.output(0)).unwrap();
+    g.output(mid);
+    assert!(!lifted(&g));
+    // A step index that skips one: the second step reads the third.
+    let mut g = unrolled_scan_graph(&[2, 4, 3], 1, Writeback::Scatter, false, false);
+    let t1 =
+        g.nodes.iter().filter(|n| matches!(n.op, Op::Gather(_))).nth(2).and_then(|n| n.input(1)).unwrap();
+    g.initializers.insert(t1, planner::ConstTensor::scalar_i64(2));
+    assert!(!lifted(&g));
+    // A single step: nothing to lift.
+    assert!(!lifted(&unrolled_scan_graph(&[2, 1, 3], 1, Writeback::Concat, false, false)));
 }

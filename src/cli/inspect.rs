@@ -14,13 +14,18 @@ fn shape_text(v: &onnx::ValueSummary) -> String {
 
 /// Prints the summary of the model at `path` (and, with `memory`, its memory plan under the
 /// `NAME=SIZE` bindings, and with `plan` its GPU plan); fails (after printing) when ops are unsupported.
-pub fn run(
-    path: &Path,
-    memory: bool,
-    plan: bool,
-    binds: &[String],
-    precision: host::Precision,
-) -> Result<()> {
+/// What `inspect` prints beyond the model summary.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Show {
+    /// The arena statistics (`--memory`).
+    pub memory: bool,
+    /// The GPU plan, one line per step (`--plan`).
+    pub plan: bool,
+    /// The lifted patterns and fused steps (`--fusion`).
+    pub fusion: bool,
+}
+
+pub fn run(path: &Path, show: Show, binds: &[String], precision: host::Precision) -> Result<()> {
     let model = onnx::load_path(path).with_context(|| format!("loading {}", path.display()))?;
     let s = onnx::inspect(&model);
     println!("model: {}", path.display());
@@ -54,11 +59,11 @@ pub fn run(
     }
     if s.unsupported.is_empty() {
         println!("unsupported ops: none");
-        if memory {
+        if show.memory {
             print_memory(&model, binds, precision)?;
         }
-        if plan {
-            print_plan(&model, binds, precision)?;
+        if show.plan || show.fusion {
+            print_plan(&model, binds, precision, show)?;
         }
         Ok(())
     } else {
@@ -176,11 +181,17 @@ fn print_memory(model: &onnx::Model, binds: &[String], precision: host::Precisio
 }
 
 /// Compiles the GPU plan for the binding and prints it one line per step.
-fn print_plan(model: &onnx::Model, binds: &[String], precision: host::Precision) -> Result<()> {
+fn print_plan(model: &onnx::Model, binds: &[String], precision: host::Precision, show: Show) -> Result<()> {
     let graph = onnx::to_graph(model)?;
     let binding = parse_binding(binds, &graph)?;
     let plan = planner::plan::compile(&graph, &binding, &session_plan_options(precision))
         .context("compiling the GPU plan")?;
+    if show.fusion {
+        print_fusion(&plan);
+    }
+    if !show.plan {
+        return Ok(());
+    }
     println!(
         "GPU plan ({} steps, {} weights, precision {}):",
         plan.steps.len(),
@@ -189,4 +200,26 @@ fn print_plan(model: &onnx::Model, binds: &[String], precision: host::Precision)
     );
     println!("{plan}");
     Ok(())
+}
+
+/// The plan's lifted patterns and its steps that compute several nodes (`inspect --fusion`).
+fn print_fusion(plan: &planner::plan::Plan) {
+    println!("lifted patterns ({}):", plan.lifted.len());
+    for l in &plan.lifted {
+        println!("  {l}");
+    }
+    let fused: Vec<_> = (plan.steps.iter().enumerate())
+        .filter_map(|(i, s)| match s {
+            planner::plan::Step::Kernel { nodes, label, kernel, .. }
+                if nodes.len() > 1 || label.contains('+') =>
+            {
+                Some((i, nodes.len(), label, kernel.symbol()))
+            }
+            _ => None,
+        })
+        .collect();
+    println!("fused steps ({} of {}):", fused.len(), plan.steps.len());
+    for (i, n, label, kernel) in fused {
+        println!("  #{i} {label} ({n} nodes) {kernel}");
+    }
 }

@@ -240,6 +240,7 @@ pub fn node(
         Op::SelectiveScan(a) => return nn::selective_scan(ctx, a, inputs),
         Op::SsdScan(a) => return nn::ssd_scan(ctx, a, inputs),
         Op::Rglru => return nn::rglru(ctx, &(), inputs),
+        Op::LinearScan => return nn::linear_scan(ctx, &(), inputs),
         Op::Wkv6(a) => return nn::wkv6(ctx, a, inputs),
         Op::CausalConvWithState(a) => return nn::causal_conv_with_state(ctx, a, inputs),
         Op::NegativeLogLikelihoodLoss(a) => return nn::negative_log_likelihood_loss(ctx, a, inputs),

@@ -214,6 +214,25 @@ fn rglru_and_griffin_rglru_match_the_reference() {
     }
 }
 
+/// The chunked linear scan: lengths inside one chunk, exactly one (8), across chunks (9, 100),
+/// one whole window of 16 chunks (128), windows and a partial one (129, 300, 1000); negative
+/// decays; with and without an initial state; channel counts that leave a block partly idle.
+#[test]
+fn linear_scan_matches_the_reference() {
+    let mut rng = Rng::new(0x11ea5);
+    for (i, (b, w)) in [(1, 1), (2, 33), (3, 64)].into_iter().enumerate() {
+        for len in [1, 5, 8, 9, 100, 128, 129, 300, 1000] {
+            let operands = [
+                uniform("x", &[b, len, w], -1.0, 1.0),
+                uniform("a", &[b, len, w], -1.0, 1.0),
+                uniform("h0", &[b, w], -1.0, 1.0).filter(|_| (i + len) % 2 == 0),
+            ];
+            let what = format!("LinearScan B={b} W={w} L={len}");
+            check(&what, &mut rng, Op::LinearScan, &operands, 2, len, "rglru_f32");
+        }
+    }
+}
+
 #[test]
 fn wkv6_matches_the_reference() {
     let mut rng = Rng::new(0x3c76);

@@ -143,6 +143,11 @@ fn streams(rng: &mut Rng) -> Vec<(&'static str, Stream, String, Option<usize>)> 
     let name = s.node(Op::GriffinRglru, ins, &[Some(1)]);
     all.push(("GriffinRGLRU", s, name, None));
 
+    let mut s = Stream::new("rglru_f32");
+    let ins = vec![s.input("x", &[b, L, w], 1, u), s.input("a", &[b, L, w], 1, Values::Uniform(-1.0, 1.0))];
+    let name = s.node(Op::LinearScan, ins, &[Some(1), None]);
+    all.push(("LinearScan", s, name, Some(1)));
+
     for sofie in [false, true] {
         let (b, h, n) = (1, 2, 33);
         let mut s = Stream::new("wkv6_f32");

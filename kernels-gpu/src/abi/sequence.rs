@@ -10,7 +10,7 @@
 use super::Params;
 
 /// Threads per block of the channel-scan kernels (`selective_scan_f32`, `ssd_scan_f32`,
-/// `rglru_f32`, `causal_conv_f32`); a multiple of the warp size.
+/// `causal_conv_f32`); a multiple of the warp size.
 pub const SEQUENCE_THREADS: u32 = 256;
 
 /// State elements one lane holds in registers in the channel scans (`selective_scan_f32`,
@@ -26,6 +26,29 @@ pub const SCAN_MAX_STATE: u32 = 32 * SCAN_MAX_SLOTS;
 /// `ceil(n / lanes) <= SCAN_MAX_SLOTS` state elements, and a warp serves `32 / lanes` channels.
 pub const fn scan_lanes(n: u32) -> u32 {
     if n >= 32 { 32 } else { n.next_power_of_two() }
+}
+
+/// Most time chunks (warps) of a `rglru_f32` block: a block covers 32 channels and a window of
+/// `chunks * SCAN_MAX_SLOTS` steps.
+pub const SCAN_MAX_CHUNKS: u32 = 16;
+
+/// Time chunks of a `rglru_f32` block for a sequence of `len` steps: one per `SCAN_MAX_SLOTS`
+/// steps, `1..=SCAN_MAX_CHUNKS`.
+pub const fn linear_scan_chunks(len: u32) -> u32 {
+    let c = len.div_ceil(SCAN_MAX_SLOTS);
+    if c == 0 {
+        1
+    } else if c > SCAN_MAX_CHUNKS {
+        SCAN_MAX_CHUNKS
+    } else {
+        c
+    }
+}
+
+/// Dynamic shared memory of a `rglru_f32` block of `chunks` time chunks: each chunk's product and
+/// end value for 32 channels (f32).
+pub const fn linear_scan_shared_bytes(chunks: u32) -> u32 {
+    2 * chunks * 32 * 4
 }
 
 /// Rows of the WKV state one thread holds in registers (`wkv6_f32`).
@@ -127,7 +150,7 @@ pub const RESET_F32: u32 = 1;
 /// `RglruParams::reset`: a bool mask (one byte per element, nonzero = reset).
 pub const RESET_BOOL: u32 = 2;
 
-/// Parameters of `sequence::rglru_f32` (ferrofuse `RGLRU`, SOFIE `GriffinRGLRU`).
+/// Parameters of `sequence::rglru_f32` (ferrofuse `RGLRU` and `LinearScan`, SOFIE `GriffinRGLRU`).
 ///
 /// x, a and the output are `(batch, len, width)`; the reset mask is `(batch, len)`; the state is
 /// `(batch, width)`.
@@ -142,6 +165,10 @@ pub struct RglruParams {
     pub width: u32,
     /// Reset mask kind: [`RESET_NONE`], [`RESET_F32`] or [`RESET_BOOL`].
     pub reset: u32,
+    /// 1: the RG-LRU's `sqrt(1 - a²)` input scale; 0: a plain linear scan (`LinearScan`).
+    pub normalized: u32,
+    /// Time chunks (warps) per block, `1..=SCAN_MAX_CHUNKS`: [`linear_scan_chunks`]`(len)`.
+    pub chunks: u32,
 }
 
 /// Parameters of `sequence::wkv6_f32` (ferrofuse `WKV6`, SOFIE `RWKV_WKV6`).
@@ -195,7 +222,7 @@ pub struct CausalConvParams {
 unsafe impl Params for SelectiveScanParams {}
 // SAFETY: #[repr(C)], nine u32, two f32, one u32 `_pad`: 48 bytes, no padding.
 unsafe impl Params for SsdScanParams {}
-// SAFETY: #[repr(C)], four u32.
+// SAFETY: #[repr(C)], six u32.
 unsafe impl Params for RglruParams {}
 // SAFETY: #[repr(C)], eight u32 (the last an explicit `_pad`).
 unsafe impl Params for Wkv6Params {}

@@ -1,7 +1,8 @@
-//! f32 sequence kernels, sequential over time and parallel over batch, channels and heads: the
-//! Mamba-1 selective scan, the Mamba-2 SSD scan (recurrent form), the RG-LRU, RWKV-6 WKV and the
-//! causal depthwise conv with a carried window (OPS.md). The chunked prefill kernels come later;
-//! these are the reference-faithful direct forms, and the step (L = 1) kernels.
+//! f32 sequence kernels, parallel over batch, channels and heads: the Mamba-1 selective scan, the
+//! Mamba-2 SSD scan (recurrent form), RWKV-6 WKV and the causal depthwise conv with a carried
+//! window (OPS.md), sequential over time; and the first-order linear scan (RG-LRU, `LinearScan`),
+//! chunked over time as well. The chunked prefill kernels of the others come later; these are
+//! the reference-faithful direct forms, and the step (L = 1) kernels.
 //!
 //! State pointers (see `abi::sequence`): `state_in` is read once at the start (null: zero state),
 //! `state_out` and `final_state` are written once at the end (each skipped when null). Every state
@@ -13,10 +14,13 @@
 //! unrolled slots. Every global access is guarded by the sizes in the parameter struct.
 
 use crate::abi::{
-    CONV_MAX_WIDTH, RESET_BOOL, RESET_F32, RglruParams, SCAN_MAX_SLOTS, SelectiveScanParams, SsdScanParams,
-    WKV_ROWS,
+    CONV_MAX_WIDTH, RESET_BOOL, RESET_F32, RglruParams, SCAN_MAX_CHUNKS, SCAN_MAX_SLOTS, SelectiveScanParams,
+    SsdScanParams, WKV_ROWS,
 };
-use crate::intrinsics::{WARP_SIZE, global_thread_x, grid_threads_x, lane_id, shfl_xor_f32};
+use crate::intrinsics::{
+    WARP_SIZE, block_dim_x, block_idx_x, dynamic_shared_ptr, global_thread_x, grid_dim_x, grid_threads_x,
+    lane_id, shfl_xor_f32, sync_threads, thread_idx_x, trap,
+};
 use crate::math;
 
 const SLOTS: usize = SCAN_MAX_SLOTS as usize;
@@ -352,21 +356,30 @@ pub unsafe extern "ptx-kernel" fn ssd_scan_f32(
     });
 }
 
-/// Griffin RG-LRU scan: per channel `(b, w)`, `h <- a h + sqrt(1 - a²) x` (`1 - a²` with one
-/// rounding, clamped at 0), `y = h`; where the reset mask is set, `h <- x`.
+/// First-order linear scan over time, chunked: per channel `(b, w)`, `h <- a' h + b` with
+/// `(a', b) = (a, sqrt(1 - a²) x)` for the RG-LRU (`p.normalized`; `1 - a²` with one rounding,
+/// clamped at 0) or `(a, x)` for `LinearScan`; where the reset mask is set, `(a', b) = (0, x)`;
+/// `y = h`.
 ///
 /// # Safety
 /// x, a and y hold `batch * len * width` f32; the reset mask (unless `reset == RESET_NONE`)
 /// `batch * len` f32 or bytes; the states (when non-null) `batch * width` f32. Overlaps as for
-/// [`selective_scan_f32`].
+/// [`selective_scan_f32`]. The launch has `32 * p.chunks` threads per block (`1 <= chunks <=
+/// SCAN_MAX_CHUNKS`; anything else traps) and [`crate::abi::linear_scan_shared_bytes`]`(chunks)`
+/// bytes of dynamic shared memory.
 ///
 /// # Parameters
 /// `p`; inputs x, a, the reset mask (null when absent; bytes or f32 per `p.reset`); the state
 /// pointers (module doc); the output y.
 ///
 /// # Thread mapping
-/// 1-D grid of 1-D blocks, any size: a thread per channel, grid-striding over `batch * width`;
-/// neighbouring threads read neighbouring channels of one step (coalesced).
+/// A block per 32 consecutive channels (grid-striding), one warp per time chunk: the sequence is
+/// walked in windows of `chunks * SLOTS` steps, and warp c takes steps `c * SLOTS ..` of each
+/// window, lane l channel l of the block (a warp's loads of one step are coalesced). Each thread
+/// loads its `SLOTS` steps at once, scans them from zero in registers and keeps the running
+/// products; the chunk's total product and end value meet in shared memory, where every thread
+/// folds the chunks before its own onto the window's carry-in (`h_in`) and all of them onto the
+/// next window's; then `y = h_local + prod * h_in`. Two barriers per window.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn rglru_f32(
     p: RglruParams,
@@ -378,42 +391,103 @@ pub unsafe extern "ptx-kernel" fn rglru_f32(
     final_state: *mut f32,
     y: *mut f32,
 ) {
+    let chunks = p.chunks;
+    if chunks == 0 || chunks > SCAN_MAX_CHUNKS || block_dim_x() != WARP_SIZE * chunks {
+        trap();
+    }
     let (len, width) = (p.len as u64, p.width as u64);
     let channels = p.batch as u64 * width;
-    let mut ch = global_thread_x();
-    while ch < channels {
+    let (lane, chunk) = ((thread_idx_x() % WARP_SIZE) as u64, (thread_idx_x() / WARP_SIZE) as u64);
+    let shared = dynamic_shared_ptr().cast::<f32>();
+    // Shared layout (f32): each chunk's product, then each chunk's end value, `chunks * 32` each.
+    let ends = chunks as u64 * WARP_SIZE as u64;
+    // SAFETY (all shared accesses below): indices are below 2 * chunks * 32 f32, the launch's
+    // `linear_scan_shared_bytes(chunks)`.
+    let sh = |i: u64| unsafe { shared.add(i as usize) };
+    let window = chunks as u64 * SLOTS as u64;
+    let mut group = block_idx_x() as u64;
+    while group * (WARP_SIZE as u64) < channels {
+        let ch = group * WARP_SIZE as u64 + lane;
+        let active = ch < channels;
         let (b, w) = (quot(ch, width), rem(ch, width));
-        // SAFETY: ch < batch * width.
-        let mut h = unsafe { load_or(state_in, ch, 0.0) };
-        let mut t = 0;
-        while t < len {
-            let o = ((b * len + t) * width + w) as usize;
-            let m = (b * len + t) as usize;
-            // SAFETY: o < batch * len * width; m < batch * len (the mask's elements).
-            let (xv, av, r) = unsafe {
-                let r = match p.reset {
-                    RESET_F32 if !reset.is_null() => *reset.cast::<f32>().add(m) != 0.0,
-                    RESET_BOOL if !reset.is_null() => *reset.add(m) != 0,
-                    _ => false,
-                };
-                (*x.add(o), *a.add(o), r)
-            };
-            h = if r {
-                xv
-            } else {
-                let keep = math::fma(-av, av, 1.0);
-                math::fma(av, h, math::sqrt(if keep > 0.0 { keep } else { 0.0 }) * xv)
-            };
-            // SAFETY: as for x.
-            unsafe { *y.add(o) = h };
-            t += 1;
+        // SAFETY: ch < batch * width. Every thread of the channel reads the state before the
+        // first barrier; the one that writes it (chunk 0) does so after the last.
+        let mut carry = if active { unsafe { load_or(state_in, ch, 0.0) } } else { 0.0 };
+        let mut t0 = 0;
+        while t0 < len {
+            let first = t0 + chunk * SLOTS as u64;
+            // This thread's steps: (a', b) per slot, identity (1, 0) past the end.
+            let mut ak = [1.0f32; SLOTS];
+            let mut bk = [0.0f32; SLOTS];
+            unroll!(k in SLOTS => {
+                let t = first + k as u64;
+                if active && t < len {
+                    let o = ((b * len + t) * width + w) as usize;
+                    let m = (b * len + t) as usize;
+                    // SAFETY: o < batch * len * width; m < batch * len (the mask's elements).
+                    let (xv, av, r) = unsafe {
+                        let r = match p.reset {
+                            RESET_F32 if !reset.is_null() => *reset.cast::<f32>().add(m) != 0.0,
+                            RESET_BOOL if !reset.is_null() => *reset.add(m) != 0,
+                            _ => false,
+                        };
+                        (*x.add(o), *a.add(o), r)
+                    };
+                    (ak[k], bk[k]) = if r {
+                        (0.0, xv)
+                    } else if p.normalized != 0 {
+                        let keep = math::fma(-av, av, 1.0);
+                        (av, math::sqrt(if keep > 0.0 { keep } else { 0.0 }) * xv)
+                    } else {
+                        (av, xv)
+                    };
+                }
+            });
+            // Local scan from zero: bk becomes the local values, ak the running products.
+            unroll!(k in SLOTS => {
+                if k > 0 {
+                    bk[k] = math::fma(ak[k], bk[k - 1], bk[k]);
+                    ak[k] *= ak[k - 1];
+                }
+            });
+            // SAFETY: chunk * 32 + lane < chunks * 32.
+            unsafe {
+                *sh(chunk * WARP_SIZE as u64 + lane) = ak[SLOTS - 1];
+                *sh(ends + chunk * WARP_SIZE as u64 + lane) = bk[SLOTS - 1];
+            }
+            sync_threads();
+            let mut h_in = carry;
+            let mut c = 0;
+            while c < chunks as u64 {
+                if c == chunk {
+                    h_in = carry;
+                }
+                // SAFETY: c * 32 + lane < chunks * 32.
+                let (pc, ec) =
+                    unsafe { (*sh(c * WARP_SIZE as u64 + lane), *sh(ends + c * WARP_SIZE as u64 + lane)) };
+                carry = math::fma(pc, carry, ec);
+                c += 1;
+            }
+            unroll!(k in SLOTS => {
+                let t = first + k as u64;
+                if active && t < len {
+                    let o = ((b * len + t) * width + w) as usize;
+                    // SAFETY: as for x.
+                    unsafe { *y.add(o) = math::fma(ak[k], h_in, bk[k]) };
+                }
+            });
+            // The next window restages the chunk totals only after every thread has read them.
+            sync_threads();
+            t0 += window;
         }
-        // SAFETY: ch < batch * width.
-        unsafe {
-            store_if(state_out, ch, h);
-            store_if(final_state, ch, h);
+        if active && chunk == 0 {
+            // SAFETY: ch < batch * width.
+            unsafe {
+                store_if(state_out, ch, carry);
+                store_if(final_state, ch, carry);
+            }
         }
-        ch += grid_threads_x();
+        group += grid_dim_x() as u64;
     }
 }
 

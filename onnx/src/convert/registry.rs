@@ -314,6 +314,7 @@ static TABLE: &[Entry] = &[
     ferrofuse("SelectiveScan", sequence::selective_scan),
     ferrofuse("SSDScan", sequence::ssd_scan),
     ferrofuse("RGLRU", |l| l.emit(Op::Rglru)),
+    ferrofuse("LinearScan", |l| l.emit(Op::LinearScan)),
     ferrofuse("WKV6", sequence::wkv6),
     ferrofuse("CausalConvWithState", sequence::causal_conv),
     // ai.onnx.preview.training (version 1).

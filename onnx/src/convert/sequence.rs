@@ -8,7 +8,7 @@
 //! - `WKV6`: `layout` STRING, `"BTHN"` (default) or `"BHTN"`.
 //! - `CausalConvWithState`: `activation` STRING, `"none"` (default) or `"silu"`.
 //!
-//! SOFIE's `MambaScan`, `GriffinRGLRU`, `RWKV_WKV6` and ferrofuse's `RGLRU` have no attributes
+//! SOFIE's `MambaScan`, `GriffinRGLRU`, `RWKV_WKV6` and ferrofuse's `RGLRU` and `LinearScan` have no attributes
 //! and are mapped in the registry directly.
 
 use planner::op::{self, Op, RnnActivation, RnnDirection, RnnLayout};

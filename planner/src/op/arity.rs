@@ -175,6 +175,7 @@ impl Op {
             Op::RwkvWkv6 => fixed(5, 1),
             Op::SelectiveScan(_) | Op::SsdScan(_) => Arity::new(5, 9, 1, 2),
             Op::Rglru | Op::CausalConvWithState(_) => Arity::new(2, 4, 1, 2),
+            Op::LinearScan => Arity::new(2, 3, 1, 2),
             Op::Wkv6(_) => Arity::new(5, 6, 1, 2),
             Op::NegativeLogLikelihoodLoss(_) => Arity::new(2, 3, 1, 1),
             Op::SoftmaxCrossEntropyLoss(_) => Arity::new(2, 3, 1, 2),

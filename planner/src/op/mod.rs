@@ -317,6 +317,10 @@ pub enum Op {
     /// Griffin RG-LRU core (ai.ferrofuse): x `(B,L,W)`, a `(B,L,W)`, reset? `(B,L)` bool,
     /// initial_state? `(B,W)` -> y `(B,L,W)`, final_state? `(B,W)` f32.
     Rglru,
+    /// First-order linear recurrence (ai.ferrofuse): x `(B,L,W)`, a `(B,L,W)`, initial_state?
+    /// `(B,W)` -> y `(B,L,W)` with `y_t = a_t ⊙ y_{t−1} + x_t`, final_state? `(B,W)` f32. What the
+    /// planner lifts an unrolled recurrence to (`plan/scan_lift.rs`).
+    LinearScan,
     /// RWKV-6 WKV (ai.ferrofuse).
     Wkv6(Wkv6),
     /// Depthwise causal conv1d with carried state (ai.ferrofuse).
@@ -387,9 +391,12 @@ impl Op {
     /// operators, `"com.sofie"` for SOFIE's (which the loader accepts from any domain).
     pub fn domain(&self) -> &'static str {
         match self {
-            Op::SelectiveScan(_) | Op::SsdScan(_) | Op::Rglru | Op::Wkv6(_) | Op::CausalConvWithState(_) => {
-                "ai.ferrofuse"
-            }
+            Op::SelectiveScan(_)
+            | Op::SsdScan(_)
+            | Op::Rglru
+            | Op::LinearScan
+            | Op::Wkv6(_)
+            | Op::CausalConvWithState(_) => "ai.ferrofuse",
             Op::MambaScan | Op::GriffinRglru | Op::RwkvWkv6 => "com.sofie",
             Op::FusedAttention(_) => "ai.ferrofuse",
             Op::FlexAttention(_) => "ai.onnx.preview",

@@ -147,6 +147,7 @@ impl Op {
             Op::SelectiveScan(_) => "SelectiveScan",
             Op::SsdScan(_) => "SSDScan",
             Op::Rglru => "RGLRU",
+            Op::LinearScan => "LinearScan",
             Op::Wkv6(_) => "WKV6",
             Op::CausalConvWithState(_) => "CausalConvWithState",
             Op::NegativeLogLikelihoodLoss(_) => "NegativeLogLikelihoodLoss",

@@ -14,6 +14,9 @@ impl fmt::Display for Plan {
             None if self.outputs.contains(&v) => format!("{v}@output"),
             None => format!("{v}@weights"),
         };
+        for l in &self.lifted {
+            writeln!(f, "lifted {l}")?;
+        }
         for (i, step) in self.steps.iter().enumerate() {
             match step {
                 Step::Kernel { label, kernel, grid, block, args, .. } => {

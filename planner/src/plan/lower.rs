@@ -399,6 +399,7 @@ pub(super) fn node(
         | Op::SsdScan(_)
         | Op::GriffinRglru
         | Op::Rglru
+        | Op::LinearScan
         | Op::RwkvWkv6
         | Op::Wkv6(_)
         | Op::CausalConvWithState(_) => sequence::lower(g, id, values, o),

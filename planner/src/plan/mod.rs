@@ -45,6 +45,7 @@ mod resize;
 mod rotary;
 mod rows;
 mod sampling;
+mod scan_lift;
 mod select;
 mod sequence;
 mod tc_pack;
@@ -279,17 +280,23 @@ pub struct Plan {
     /// The precision its tensor-core GEMMs were planned in.
     #[serde(default)]
     pub precision: Precision,
+    /// The exporter patterns lifted to one operator before fusion (unrolled recurrences as
+    /// `LinearScan`s), one line each.
+    #[serde(default)]
+    pub lifted: Vec<String>,
 }
 
 /// `graph` (every input dim known) with the operators that have no GPU kernel of their own
 /// replaced by the simpler ones the plan computes them with (`decompose.rs`: Einsum as batched
 /// MatMuls and views, the training optimizers, ...; `contract.rs`: summed broadcast products as
-/// Einsums first), as [`compile`] sees it before fusion; `graph`
+/// Einsums first), and unrolled recurrences lifted to scans (`scan_lift.rs`), as [`compile`] sees
+/// it before fusion; `graph`
 /// itself when there are none. The CPU reference computes both alike, which is how the expansions
 /// are tested.
 pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
     let g = contract::run(graph).unwrap_or_else(|| graph.clone());
-    Ok(decompose::run(&g)?.unwrap_or(g))
+    let g = decompose::run(&g)?.unwrap_or(g);
+    Ok(scan_lift::run(&g).map_or(g, |(g, _)| g))
 }
 
 /// Compiles `graph` for `binding` (every symbolic input dim bound).
@@ -302,6 +309,8 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         Some(g) => crate::fold::run(&g)?,
         None => folded,
     };
+    // Unrolled recurrences as the scans they are (before fusion would split their steps up).
+    let (bound, lifted) = scan_lift::run(&bound).unwrap_or((bound, Vec::new()));
     let infos = shape_infer::infer(&bound)?;
     let (bound, infos) = match canon::run(&bound, &infos) {
         Some(g) => {
@@ -492,6 +501,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         memory,
         states,
         precision: options.precision,
+        lifted,
     };
     plan.validate()?;
     Ok(plan)

@@ -1,6 +1,7 @@
 //! Lowering of the sequence operators of OPS.md (SOFIE's `MambaScan`, `GriffinRGLRU`, `RWKV_WKV6`;
-//! ferrofuse's `SelectiveScan`, `SSDScan`, `RGLRU`, `WKV6`, `CausalConvWithState`) to the direct
-//! `sequence` kernels: sequential over time, parallel over batch, channels and heads.
+//! ferrofuse's `SelectiveScan`, `SSDScan`, `RGLRU`, `LinearScan`, `WKV6`, `CausalConvWithState`)
+//! to the `sequence` kernels: parallel over batch, channels and heads; sequential over time but
+//! for the linear scans (RG-LRU, `LinearScan`), which are chunked over time too.
 //!
 //! State: every kernel takes three state pointers after its inputs, `state_in`, `state_out` and
 //! `final_state` (see `kernels_gpu::abi::sequence`), then its output:
@@ -21,7 +22,7 @@
 use kernels_gpu::abi::{
     CONV_MAX_WIDTH, CausalConvParams, KernelId, Params, RESET_BOOL, RESET_F32, RESET_NONE, RglruParams,
     SCAN_MAX_STATE, SEQUENCE_THREADS, SelectiveScanParams, SsdScanParams, WKV_MAX_HEAD, Wkv6Params,
-    scan_lanes, wkv_chunks, wkv_shared_bytes, wkv_threads,
+    linear_scan_chunks, linear_scan_shared_bytes, scan_lanes, wkv_chunks, wkv_shared_bytes, wkv_threads,
 };
 
 use super::{Arg, PlanOptions, PlannedValue, StateSlot, Step, capped_grid};
@@ -52,7 +53,7 @@ fn state_dims(
             (&[b, _, h, p], &[_, _, _, n]) => vec![b, h, p, n],
             (x, _) => return Err(bad("x", x)),
         },
-        Op::GriffinRglru | Op::Rglru => match d(0)? {
+        Op::GriffinRglru | Op::Rglru | Op::LinearScan => match d(0)? {
             &[b, _, w] => vec![b, w],
             x => return Err(bad("x", x)),
         },
@@ -220,8 +221,9 @@ pub(super) fn lower(g: &Graph, id: NodeId, values: &[PlannedValue], o: &PlanOpti
         Op::MambaScan => selective_scan(&s, None),
         Op::SelectiveScan(a) => selective_scan(&s, Some(a)),
         Op::SsdScan(a) => ssd_scan(&s, a),
-        Op::GriffinRglru => rglru(&s, false),
-        Op::Rglru => rglru(&s, true),
+        Op::GriffinRglru => rglru(&s, LinearScanKind::Griffin),
+        Op::Rglru => rglru(&s, LinearScanKind::Rglru),
+        Op::LinearScan => rglru(&s, LinearScanKind::Linear),
         Op::RwkvWkv6 => wkv6(&s, Wkv6Layout::Bhtn, true),
         Op::Wkv6(a) => wkv6(&s, a.layout, false),
         Op::CausalConvWithState(a) => causal_conv(&s, a.activation),
@@ -317,26 +319,53 @@ fn ssd_scan(s: &SeqNode, attrs: &SsdScan) -> Lowered {
     Ok(s.step(KernelId::SsdScanF32, &p, s.scan_shape((b * h * pd) as u64, lanes), operands, state))
 }
 
-/// SOFIE `GriffinRGLRU` (x, a) or `RGLRU` (x, a, reset?, initial_state?).
-fn rglru(s: &SeqNode, ferrofuse: bool) -> Lowered {
+/// The first-order linear scans `rglru_f32` computes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LinearScanKind {
+    /// SOFIE `GriffinRGLRU` (x, a): normalized, no reset, no initial state.
+    Griffin,
+    /// `RGLRU` (x, a, reset?, initial_state?): normalized.
+    Rglru,
+    /// `LinearScan` (x, a, initial_state?).
+    Linear,
+}
+
+/// SOFIE `GriffinRGLRU`, `RGLRU` or `LinearScan` (see [`LinearScanKind`]).
+fn rglru(s: &SeqNode, kind: LinearScanKind) -> Lowered {
     let (x, xd) = s.input(0, "x")?;
     let &[b, l, w] = xd else { return Err(format!("x has shape {xd:?}, expected (B, L, W)")) };
     let (a, _) = s.input(1, "a")?;
-    let (reset, kind) = match s.ins.get(2).copied().flatten().filter(|_| ferrofuse) {
+    let (reset, reset_kind) = match s.ins.get(2).copied().flatten().filter(|_| kind == LinearScanKind::Rglru)
+    {
         None => (Arg::Null, RESET_NONE),
         Some(v) => {
             let dims = s.dims_of(v, &[DType::Bool])?;
             if dims != [b, l] {
                 return Err(format!("reset has shape {dims:?}, expected ({b}, {l})"));
             }
-            let kind = if s.values[v.index()].dtype == DType::Bool { RESET_BOOL } else { RESET_F32 };
-            (Arg::Value(v), kind)
+            let k = if s.values[v.index()].dtype == DType::Bool { RESET_BOOL } else { RESET_F32 };
+            (Arg::Value(v), k)
         }
     };
-    let state = s.state_args(ferrofuse.then_some(3))?;
-    let p = RglruParams { batch: u32_of(b, "B")?, len: u32_of(l, "L")?, width: u32_of(w, "W")?, reset: kind };
+    let state = s.state_args(match kind {
+        LinearScanKind::Griffin => None,
+        LinearScanKind::Rglru => Some(3),
+        LinearScanKind::Linear => Some(2),
+    })?;
+    let len = u32_of(l, "L")?;
+    let chunks = linear_scan_chunks(len);
+    let p = RglruParams {
+        batch: u32_of(b, "B")?,
+        len,
+        width: u32_of(w, "W")?,
+        reset: reset_kind,
+        normalized: u32::from(kind != LinearScanKind::Linear),
+        chunks,
+    };
+    let groups = ((b * w) as u64).div_ceil(32);
+    let shape = (capped_grid(s.o.sm_count, groups), [32 * chunks, 1, 1], linear_scan_shared_bytes(chunks));
     let operands = vec![Arg::Value(x), Arg::Value(a), reset];
-    Ok(s.step(KernelId::RglruF32, &p, s.threads_shape((b * w) as u64), operands, state))
+    Ok(s.step(KernelId::RglruF32, &p, shape, operands, state))
 }
 
 /// SOFIE `RWKV_WKV6` (`sofie`: `[B,H,T,N]`, bonus `exp(u)`, no state input) or `WKV6` (r, k, v, w,

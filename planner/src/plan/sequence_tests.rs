@@ -4,7 +4,8 @@
 
 use kernels_gpu::abi::{
     CausalConvParams, KernelId, Params, RESET_BOOL, RglruParams, SEQUENCE_THREADS, SelectiveScanParams,
-    SsdScanParams, WKV_MAX_HEAD, WKV_ROWS, Wkv6Params, wkv_chunks, wkv_shared_bytes, wkv_threads,
+    SsdScanParams, WKV_MAX_HEAD, WKV_ROWS, Wkv6Params, linear_scan_chunks, wkv_chunks, wkv_shared_bytes,
+    wkv_threads,
 };
 
 use crate::error::PlanError;
@@ -139,6 +140,11 @@ fn every_sequence_op_lowers_to_its_kernel() {
     g.output(lru[0]);
     let gy = g.op1(Op::GriffinRglru, &[rx, ra]);
     g.output(gy);
+    // LinearScan over 20 steps (3 chunks of 8) from an initial state.
+    let (lx, la) = (input(&mut g, "lx", &[3, 20, 10]), input(&mut g, "la", &[3, 20, 10]));
+    let l0 = input(&mut g, "l0", &[3, 10]);
+    let lin = g.push(Op::LinearScan, &[lx, la, l0], 1);
+    g.output(lin[0]);
     // RWKV_WKV6 ([B,H,T,N], exp bonus) and WKV6 ([B,T,H,N]) with N = 64.
     let wk: Vec<ValueId> = ["r", "k", "v", "w"].iter().map(|s| input(&mut g, s, &[2, 3, 9, 64])).collect();
     let u = input(&mut g, "u", &[3, 64]);
@@ -196,11 +202,17 @@ fn every_sequence_op_lowers_to_its_kernel() {
     assert_eq!(s[0].1[6..9], [Arg::Value(sd), Arg::Null, Arg::Null]);
 
     let r = find(KernelId::RglruF32);
-    assert_eq!(r.len(), 2);
-    let p = RglruParams { batch: 3, len: 5, width: 10, reset: RESET_BOOL };
+    assert_eq!(r.len(), 3);
+    let p = RglruParams { batch: 3, len: 5, width: 10, reset: RESET_BOOL, normalized: 1, chunks: 1 };
     assert_eq!(r[0].1[..4], [params(&p), Arg::Value(rx), Arg::Value(ra), Arg::Value(reset)]);
+    assert_eq!((r[0].2, r[0].3, r[0].4), ([1, 1, 1], [32, 1, 1], 2 * 32 * 4));
     let p = RglruParams { reset: 0, ..p };
     assert_eq!(r[1].1[..4], [params(&p), Arg::Value(rx), Arg::Value(ra), Arg::Null]);
+    // Three time chunks (warps) of 8 steps; the state input is the kernel's state_in.
+    let p = RglruParams { len: 20, normalized: 0, chunks: 3, ..p };
+    assert_eq!(r[2].1[..5], [params(&p), Arg::Value(lx), Arg::Value(la), Arg::Null, Arg::Value(l0)]);
+    assert_eq!((r[2].2, r[2].3, r[2].4), ([1, 1, 1], [96, 1, 1], 2 * 3 * 32 * 4));
+    assert_eq!((linear_scan_chunks(0), linear_scan_chunks(129), linear_scan_chunks(1 << 20)), (1, 16, 16));
 
     let w = find(KernelId::Wkv6F32);
     let p =
@@ -214,7 +226,7 @@ fn every_sequence_op_lowers_to_its_kernel() {
     let c = find(KernelId::CausalConvF32);
     let p = CausalConvParams { batch: 2, channels: 16, len: 11, width: 4, silu: 1, _pad: 0 };
     assert_eq!(c[0].1[..4], [params(&p), Arg::Value(cx), Arg::Value(cw), Arg::Null]);
-    assert_eq!(ks.len(), 7, "{plan}");
+    assert_eq!(ks.len(), 8, "{plan}");
 }
 
 /// The GPU test's first two-chunk WKV case (B = 2, H = 1, N = 33, L = 1, `[B,H,T,N]`, initial

@@ -136,6 +136,7 @@ pub(crate) fn infer_node(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
         Op::SelectiveScan(_) => seq::selective_scan(ctx),
         Op::SsdScan(_) => seq::ssd_scan(ctx),
         Op::Rglru => seq::rglru(ctx),
+        Op::LinearScan => seq::linear_scan(ctx),
         Op::Wkv6(w) => seq::wkv6(ctx, w.layout),
         Op::CausalConvWithState(_) => seq::causal_conv(ctx),
         Op::NegativeLogLikelihoodLoss(l) => Ok(vision::loss(ctx, l.reduction)?[..1].to_vec()),

@@ -183,6 +183,17 @@ pub(crate) fn rglru(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     Ok(vec![x.clone(), f32_state(state)])
 }
 
+/// `LinearScan`: y like x; final state `(B, W)`.
+pub(crate) fn linear_scan(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
+    let x = ctx.input(0)?;
+    ctx.require_float(x)?;
+    let xd = rank_dims(ctx, x, 3, "x")?;
+    check(ctx, ctx.input(1)?, &xd, "a")?;
+    let state = vec![xd[0].clone(), xd[2].clone()];
+    check_opt(ctx, 2, &state, "initial_state")?;
+    Ok(vec![x.clone(), f32_state(state)])
+}
+
 /// `WKV6`: y like r; final state `(B, H, N, N)`.
 pub(crate) fn wkv6(ctx: &mut Ctx, layout: Wkv6Layout) -> Result<Vec<TensorInfo>, PlanError> {
     let r = ctx.input(0)?;

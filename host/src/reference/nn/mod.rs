@@ -60,7 +60,8 @@ pub use roi_align::roi_align;
 pub use rotary::rotary_embedding;
 pub use select::{compress, non_max_suppression, reverse_sequence, unique};
 pub use sequence::{
-    causal_conv_with_state, griffin_rglru, mamba_scan, rglru, rwkv_wkv6, selective_scan, ssd_scan, wkv6,
+    causal_conv_with_state, griffin_rglru, linear_scan, mamba_scan, rglru, rwkv_wkv6, selective_scan,
+    ssd_scan, wkv6,
 };
 pub use softmax::{hardmax, log_softmax, softmax};
 pub use training::{adagrad, adam, momentum};

@@ -15,6 +15,6 @@ mod wkv;
 
 pub use causal_conv::causal_conv_with_state;
 pub use mamba::{mamba_scan, selective_scan};
-pub use rglru::{griffin_rglru, rglru};
+pub use rglru::{griffin_rglru, linear_scan, rglru};
 pub use ssd::ssd_scan;
 pub use wkv::{rwkv_wkv6, wkv6};

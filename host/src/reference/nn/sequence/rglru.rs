@@ -1,8 +1,10 @@
 //! Griffin RG-LRU core: SOFIE's `GriffinRGLRU` and ferrofuse's `RGLRU` (OPS.md "SOFIE's
-//! contracts" and "Griffin RG-LRU", step 6 with the `sqrt(1 − a²)` normalization).
+//! contracts" and "Griffin RG-LRU", step 6 with the `sqrt(1 − a²)` normalization), and ferrofuse's
+//! `LinearScan`, the same recurrence without the normalization.
 //!
-//! `h_t = a_t ⊙ h_{t−1} + sqrt(1 − a_t²) ⊙ x_t`, `y_t = h_t`. Where the reset mask is set, `a_t`
-//! is zeroed and the multiplier is 1, so `h_t = x_t`. Gating (r, i, Λ) happens upstream.
+//! `h_t = a_t ⊙ h_{t−1} + sqrt(1 − a_t²) ⊙ x_t` (`LinearScan`: `+ x_t`), `y_t = h_t`. Where the
+//! reset mask is set, `a_t` is zeroed and the multiplier is 1, so `h_t = x_t`. Gating (r, i, Λ)
+//! happens upstream.
 
 use planner::DType;
 
@@ -11,13 +13,15 @@ use crate::reference::NodeCtx;
 use crate::reference::nn::operand::{Floats, expect_shape, input, input_opt, optional, tensor};
 use crate::tensor::HostTensor;
 
-/// Runs the scan over x, a `(B, L, W)`; returns y and the final state `(B, W)`.
+/// Runs the scan over x, a `(B, L, W)` (`normalized`: x scaled by `sqrt(1 − a²)`); returns y and
+/// the final state `(B, W)`.
 fn scan(
     node: &NodeCtx,
     x: &Floats,
     a: &Floats,
     reset: Option<&[f64]>,
     init: Option<&Floats>,
+    normalized: bool,
 ) -> Result<(Vec<f64>, Vec<f64>), HostError> {
     let [b, l, w] = <[usize; 3]>::try_from(x.shape.as_slice())
         .map_err(|_| node.err(format!("x must be (B, L, W), got {:?}", x.shape)))?;
@@ -39,7 +43,8 @@ fn scan(
             let o = (bi * l + t) * w;
             for (j, hj) in h.iter_mut().enumerate() {
                 let (av, xv) = (a.data[o + j], x.data[o + j]);
-                *hj = if reset_here { xv } else { av * *hj + (1.0 - av * av).max(0.0).sqrt() * xv };
+                let scale = if normalized { (1.0 - av * av).max(0.0).sqrt() } else { 1.0 };
+                *hj = if reset_here { xv } else { av * *hj + scale * xv };
                 y[o + j] = *hj;
             }
         }
@@ -55,7 +60,7 @@ pub fn griffin_rglru(
     inputs: &[Option<&HostTensor>],
 ) -> Result<Vec<HostTensor>, HostError> {
     let (x, a) = (input(node, inputs, 0, "x")?, input(node, inputs, 1, "a")?);
-    let (y, _) = scan(node, &x, &a, None, None)?;
+    let (y, _) = scan(node, &x, &a, None, None, true)?;
     Ok(vec![tensor(node, x.dtype, x.shape.clone(), y)?])
 }
 
@@ -70,7 +75,25 @@ pub fn rglru(
     let (x, a) = (input(node, inputs, 0, "x")?, input(node, inputs, 1, "a")?);
     let reset = optional(inputs, 2).map(|r| r.data().to_f64s());
     let init = input_opt(node, inputs, 3, "initial_state")?;
-    let (y, state) = scan(node, &x, &a, reset.as_deref(), init.as_ref())?;
+    let (y, state) = scan(node, &x, &a, reset.as_deref(), init.as_ref(), true)?;
+    outputs(node, &x, y, state)
+}
+
+/// ferrofuse `LinearScan`: inputs x `(B,L,W)`, a `(B,L,W)`, initial_state? `(B,W)`; outputs
+/// `y_t = a_t ⊙ y_{t−1} + x_t` (x's dtype) and the final state `(B,W)` in F32.
+pub fn linear_scan(
+    node: &NodeCtx,
+    _attrs: &(),
+    inputs: &[Option<&HostTensor>],
+) -> Result<Vec<HostTensor>, HostError> {
+    let (x, a) = (input(node, inputs, 0, "x")?, input(node, inputs, 1, "a")?);
+    let init = input_opt(node, inputs, 2, "initial_state")?;
+    let (y, state) = scan(node, &x, &a, None, init.as_ref(), false)?;
+    outputs(node, &x, y, state)
+}
+
+/// y in x's dtype and shape, and the final state `(B, W)` in F32.
+fn outputs(node: &NodeCtx, x: &Floats, y: Vec<f64>, state: Vec<f64>) -> Result<Vec<HostTensor>, HostError> {
     let state_shape = vec![x.shape[0], x.shape[2]];
     Ok(vec![tensor(node, x.dtype, x.shape.clone(), y)?, tensor(node, DType::F32, state_shape, state)?])
 }
@@ -109,5 +132,21 @@ mod tests {
         assert_close(&vals(&y[1]), &[0.6 * 2. + 0.8 * 3.], 1e-6);
         let bad = tf(&[1, 2, 1], &[0.; 2]);
         assert!(rglru(&node("RGLRU"), &(), &[Some(&x), Some(&bad)]).is_err());
+    }
+
+    #[test]
+    fn linear_scan_by_hand_from_a_state() {
+        let x = tf(&[1, 3, 2], &[1., -1., 2., 0., 3., 1.]);
+        let a = tf(&[1, 3, 2], &[0.5, 2., 0.5, 2., 0.5, 2.]);
+        let init = tf(&[1, 2], &[4., 1.]);
+        let y = linear_scan(&node("LinearScan"), &(), &[Some(&x), Some(&a), Some(&init)]).unwrap();
+        // Channel 0: 0.5·4 + 1 = 3, 0.5·3 + 2 = 3.5, 0.5·3.5 + 3 = 4.75; channel 1: 2·1 − 1 = 1,
+        // 2·1 + 0 = 2, 2·2 + 1 = 5.
+        assert_close(&vals(&y[0]), &[3., 1., 3.5, 2., 4.75, 5.], 1e-12);
+        assert_close(&vals(&y[1]), &[4.75, 5.], 1e-12);
+        let y = linear_scan(&node("LinearScan"), &(), &[Some(&x), Some(&a)]).unwrap();
+        assert_close(&vals(&y[1]), &[0.5 * (0.5 * 1. + 2.) + 3., 2. * (2. * -1.) + 1.], 1e-12);
+        let bad = tf(&[1, 3], &[0.; 3]);
+        assert!(linear_scan(&node("LinearScan"), &(), &[Some(&x), Some(&a), Some(&bad)]).is_err());
     }
 }
