@@ -9,7 +9,7 @@ PyTorch's at each batch.
 
 Default cases: mlp:1,1024,16384 gpt2:1,16 bert:1,16 mamba2:1 (sequence 128, Mamba2 256). Prints one line per case and writes every
 figure (with the machine) to OUT.json. Extra `ferrofuse run` flags go in $FERROFUSE_RUN_FLAGS
-(e.g. "--profile"). PRECISION=tf32 runs both sides in TF32 (PyTorch's `allow_tf32` for matmuls
+(e.g. "--profile"); FERROFUSE_TIMEOUT (seconds, default 300) bounds each run. PRECISION=tf32 runs both sides in TF32 (PyTorch's `allow_tf32` for matmuls
 and convolutions, ferrofuse's `--precision tf32`); the default is strict FP32 on both.
 """
 import json
@@ -32,6 +32,8 @@ assert PRECISION in ("exact", "tf32"), PRECISION
 torch.backends.cuda.matmul.allow_tf32 = PRECISION == "tf32"
 torch.backends.cudnn.allow_tf32 = PRECISION == "tf32"
 RUNS = 300
+# Seconds one `ferrofuse run` may take before the case is recorded as timed out (rc 124).
+TIMEOUT = float(os.environ.get("FERROFUSE_TIMEOUT", "300"))
 DEFAULT = ["mlp:1,1024,16384", "gpt2:1,16", "bert:1,16", "mamba2:1"]
 
 
@@ -103,16 +105,20 @@ def ferrofuse(bin_path, model_path, feeds, work):
     extra = os.environ.get("FERROFUSE_RUN_FLAGS", "").split()
     cmd = [bin_path, "run", model_path, *args, "--repeat", str(RUNS), "--out", out_dir, "--precision", PRECISION,
            *extra]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    log = p.stdout + p.stderr
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+        rc, log = p.returncode, p.stdout + p.stderr
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        rc, log = 124, out + f"\nferrofuse run timed out after {TIMEOUT} s"
     def median(label):
         m = re.search(rf"^{re.escape(label)}\s+median\s+([\d.]+) us\s+p95\s+([\d.]+) us", log, re.M)
         return (float(m.group(1)), float(m.group(2))) if m else None
     steps = re.search(r"plan \((\d+) steps\)|(\d+) steps", log)
     outs = [f for f in os.listdir(out_dir) if f.endswith(".npy")]
-    got = np.load(os.path.join(out_dir, outs[0])) if p.returncode == 0 and outs else None
+    got = np.load(os.path.join(out_dir, outs[0])) if rc == 0 and outs else None
     return {
-        "rc": p.returncode,
+        "rc": rc,
         "graph": median("compute, CUDA graph replay"),
         "eager": median("compute, eager launches"),
         "steps": int(next(g for g in steps.groups() if g)) if steps else None,

@@ -386,3 +386,79 @@ pub fn unrolled_scan_graph(
     g.output(h);
     g
 }
+
+/// How [`spelled_rms_norm_graph`] writes its RMS normalization (each a spelling transformers'
+/// RMSNorm modules export to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RmsSpelling {
+    /// `x * Reciprocal(Sqrt(mean(Pow(x, 2)) + eps)) * w` (Gemma, Llama).
+    ReciprocalSqrt,
+    /// `Pow(mean(x * x) + eps, -0.5) * x`, no weight.
+    PowHalf,
+    /// `x / Sqrt(eps + mean(x²))`, then a weight of a higher rank than the normalized dims (not
+    /// absorbed: it stays a Mul).
+    DivSqrt,
+    /// `x * Div(1, Sqrt(mean(x²) + eps)) * w`, reduced over the last two axes.
+    DivOne,
+}
+
+/// An RMS normalization of `x` (`dims`, f32) over its last axis (two for [`RmsSpelling::DivOne`])
+/// with epsilon 1e-6, spelled out per `spelling` (what `plan::decomposed` lifts to an
+/// `RMSNormalization`); the weight is a graph input `w`.
+pub fn spelled_rms_norm_graph(dims: &[usize], spelling: RmsSpelling) -> planner::Graph {
+    use planner::op::{self, Op};
+    use planner::{ConstTensor, DType, Dim, Graph};
+    let known = |d: &[usize]| d.iter().map(|&v| Dim::Known(v)).collect::<Vec<_>>();
+    let rank = dims.len();
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(dims));
+    let scalar = |g: &mut Graph, name: &str, v: f32| g.initializer(name, ConstTensor::scalar_f32(v));
+    let sq = match spelling {
+        RmsSpelling::PowHalf => g.op1(Op::Mul, &[x, x]),
+        _ => {
+            let two = scalar(&mut g, "two", 2.0);
+            g.op1(Op::Pow, &[x, two])
+        }
+    };
+    let axes: Vec<i64> = if spelling == RmsSpelling::DivOne { vec![-2, -1] } else { vec![-1] };
+    let axes = g.const_i64("axes", &[axes.len()], &axes);
+    let mean = g.op1(Op::ReduceMean(op::Reduce::default()), &[sq, axes]);
+    let eps = scalar(&mut g, "eps", 1e-6);
+    let v = g.op1(Op::Add, &if spelling == RmsSpelling::DivSqrt { [eps, mean] } else { [mean, eps] });
+    let y = match spelling {
+        RmsSpelling::ReciprocalSqrt => {
+            let s = g.op1(Op::Sqrt, &[v]);
+            let r = g.op1(Op::Reciprocal, &[s]);
+            g.op1(Op::Mul, &[x, r])
+        }
+        RmsSpelling::PowHalf => {
+            let e = scalar(&mut g, "minus_half", -0.5);
+            let r = g.op1(Op::Pow, &[v, e]);
+            g.op1(Op::Mul, &[r, x])
+        }
+        RmsSpelling::DivSqrt => {
+            let s = g.op1(Op::Sqrt, &[v]);
+            g.op1(Op::Div, &[x, s])
+        }
+        RmsSpelling::DivOne => {
+            let s = g.op1(Op::Sqrt, &[v]);
+            let one = scalar(&mut g, "one", 1.0);
+            let r = g.op1(Op::Div, &[one, s]);
+            g.op1(Op::Mul, &[x, r])
+        }
+    };
+    let w_dims: Vec<usize> = match spelling {
+        RmsSpelling::PowHalf => Vec::new(),
+        RmsSpelling::ReciprocalSqrt => vec![dims[rank - 1]],
+        RmsSpelling::DivSqrt => vec![1, dims[rank - 1]],
+        RmsSpelling::DivOne => dims[rank - 2..].to_vec(),
+    };
+    let out = if w_dims.is_empty() {
+        y
+    } else {
+        let w = g.input("w", DType::F32, known(&w_dims));
+        g.op1(Op::Mul, &[y, w])
+    };
+    g.output(out);
+    g
+}

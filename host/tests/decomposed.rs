@@ -6,7 +6,8 @@
 //! and outer products; a diagonal (not covered) stays an Einsum. Summed broadcast products
 //! (`ReduceSum(Mul(a, b))`, as transformers' reference Mamba2 scan spells its contractions)
 //! become Einsums, hence MatMuls. Unrolled linear recurrences (both write-back spellings, any
-//! axis) become `LinearScan`s; partial or leaking ones stay as they are.
+//! axis) become `LinearScan`s; partial or leaking ones stay as they are. RMS normalizations spelled
+//! out (four spellings) become `RMSNormalization`s.
 
 use host::HostTensor;
 use host::selftest::Rng;
@@ -235,4 +236,37 @@ fn recurrences_that_do_not_cover_the_axis_or_leak_a_step_stay_unrolled() {
     assert!(!lifted(&g));
     // A single step: nothing to lift.
     assert!(!lifted(&unrolled_scan_graph(&[2, 1, 3], 1, Writeback::Concat, false, false)));
+}
+
+#[test]
+fn spelled_out_rms_norms_become_rms_normalizations_that_compute_what_the_reference_does() {
+    use host::selftest::{RmsSpelling, spelled_rms_norm_graph};
+    let mut rng = Rng::new(0x4a5);
+    for (spelling, dims, absorbed) in [
+        (RmsSpelling::ReciprocalSqrt, &[2, 5, 16][..], true),
+        (RmsSpelling::PowHalf, &[3, 7][..], true),
+        (RmsSpelling::DivSqrt, &[4, 9][..], false),
+        (RmsSpelling::DivOne, &[2, 3, 4, 6][..], true),
+    ] {
+        let what = format!("{spelling:?} {dims:?}");
+        let g = spelled_rms_norm_graph(dims, spelling);
+        let mut feeds = vec![("x".to_owned(), rng.tensor(dims, -2.0, 2.0))];
+        if let Some(w) = g.inputs.get(1) {
+            let wd: Vec<usize> = (g.values[w.index()].info.as_ref().unwrap().shape.as_known()).unwrap();
+            feeds.push(("w".to_owned(), rng.tensor(&wd, -1.0, 1.0)));
+        }
+        let d = planner::plan::decomposed(&g).unwrap();
+        let ops: Vec<&str> = d.nodes.iter().map(|n| n.op.name()).collect();
+        let want_ops: &[&str] = if absorbed { &["RMSNormalization"] } else { &["RMSNormalization", "Mul"] };
+        assert_eq!(ops, want_ops, "{what}");
+        let want = host::reference::eval(&g, &feeds).unwrap();
+        let got = host::reference::eval(&d, &feeds).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_agree(&what, &got, &want);
+    }
+    // Not an RMS norm: the mean is over a leading axis, or the square is of another tensor.
+    let mut g = spelled_rms_norm_graph(&[4, 8], RmsSpelling::ReciprocalSqrt);
+    let axes = g.nodes.iter().find(|n| matches!(n.op, Op::ReduceMean(_))).and_then(|n| n.input(1)).unwrap();
+    g.initializers.insert(axes, planner::ConstTensor::from_i64(&[1], &[0]).unwrap());
+    let d = planner::plan::decomposed(&g).unwrap();
+    assert!(!d.nodes.iter().any(|n| matches!(n.op, Op::RmsNormalization(_))));
 }

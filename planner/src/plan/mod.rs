@@ -38,6 +38,7 @@ mod mlp;
 mod movement;
 mod norm;
 mod norm_gemm;
+mod norm_lift;
 mod precision;
 mod recurrent;
 mod reduce;
@@ -281,7 +282,7 @@ pub struct Plan {
     #[serde(default)]
     pub precision: Precision,
     /// The exporter patterns lifted to one operator before fusion (unrolled recurrences as
-    /// `LinearScan`s), one line each.
+    /// `LinearScan`s, spelled-out RMS normalizations), one line each.
     #[serde(default)]
     pub lifted: Vec<String>,
 }
@@ -289,14 +290,16 @@ pub struct Plan {
 /// `graph` (every input dim known) with the operators that have no GPU kernel of their own
 /// replaced by the simpler ones the plan computes them with (`decompose.rs`: Einsum as batched
 /// MatMuls and views, the training optimizers, ...; `contract.rs`: summed broadcast products as
-/// Einsums first), and unrolled recurrences lifted to scans (`scan_lift.rs`), as [`compile`] sees
+/// Einsums first), unrolled recurrences lifted to scans (`scan_lift.rs`) and spelled-out RMS
+/// normalizations to `RMSNormalization` (`norm_lift.rs`), as [`compile`] sees
 /// it before fusion; `graph`
 /// itself when there are none. The CPU reference computes both alike, which is how the expansions
 /// are tested.
 pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
     let g = contract::run(graph).unwrap_or_else(|| graph.clone());
     let g = decompose::run(&g)?.unwrap_or(g);
-    Ok(scan_lift::run(&g).map_or(g, |(g, _)| g))
+    let g = scan_lift::run(&g).map_or(g, |(g, _)| g);
+    Ok(norm_lift::run(&g).map_or(g, |(g, _)| g))
 }
 
 /// Compiles `graph` for `binding` (every symbolic input dim bound).
@@ -310,7 +313,17 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         None => folded,
     };
     // Unrolled recurrences as the scans they are (before fusion would split their steps up).
-    let (bound, lifted) = scan_lift::run(&bound).unwrap_or((bound, Vec::new()));
+    let (bound, mut lifted) = scan_lift::run(&bound).unwrap_or((bound, Vec::new()));
+    // Spelled-out RMS normalizations as the row op they are.
+    let bound = match norm_lift::run(&bound) {
+        Some((g, n)) => {
+            lifted.push(format!(
+                "{n} RMS normalization(s) spelled out as elementwise ops and a mean: RMSNormalization"
+            ));
+            g
+        }
+        None => bound,
+    };
     let infos = shape_infer::infer(&bound)?;
     let (bound, infos) = match canon::run(&bound, &infos) {
         Some(g) => {
