@@ -462,3 +462,16 @@ pub fn spelled_rms_norm_graph(dims: &[usize], spelling: RmsSpelling) -> planner:
     g.output(out);
     g
 }
+
+/// A uniform f32 tensor in `[lo, hi)` for every input of `g` (their declared, known shapes), by
+/// name: the inputs of [`unrolled_scan_graph`] and [`spelled_rms_norm_graph`].
+pub fn random_inputs(rng: &mut Rng, g: &planner::Graph, lo: f32, hi: f32) -> Vec<(String, HostTensor)> {
+    g.inputs
+        .iter()
+        .map(|&v| {
+            let value = &g.values[v.index()];
+            let dims = value.info.as_ref().and_then(|i| i.shape.as_known()).expect("inputs of known shape");
+            (value.name.clone(), rng.tensor(&dims, lo, hi))
+        })
+        .collect()
+}

@@ -178,7 +178,7 @@ fn assert_agree(what: &str, got: &[(String, HostTensor)], want: &[(String, HostT
 
 #[test]
 fn unrolled_recurrences_are_lifted_to_scans_that_compute_what_the_reference_does() {
-    use host::selftest::{Writeback, unrolled_scan_graph};
+    use host::selftest::{Writeback, random_inputs, unrolled_scan_graph};
     let mut rng = Rng::new(0x5ca7);
     // (dims, axis, write-back, initial state as an input, swapped operands and negative indices):
     // RecurrentGemma's spelling, its stacked form, other axes and ranks.
@@ -192,15 +192,7 @@ fn unrolled_recurrences_are_lifted_to_scans_that_compute_what_the_reference_does
     for &(dims, axis, wb, h0, swapped) in cases {
         let what = format!("{dims:?} axis {axis} {wb:?} h0 {h0} swapped {swapped}");
         let g = unrolled_scan_graph(dims, axis, wb, h0, swapped);
-        let mut step = dims.to_vec();
-        step.remove(axis);
-        let mut feeds = vec![
-            ("x".to_owned(), rng.tensor(dims, -1.0, 1.0)),
-            ("a".to_owned(), rng.tensor(dims, -1.0, 1.0)),
-        ];
-        if h0 {
-            feeds.push(("h0".to_owned(), rng.tensor(&step, -1.0, 1.0)));
-        }
+        let feeds = random_inputs(&mut rng, &g, -1.0, 1.0);
         let d = planner::plan::decomposed(&g).unwrap();
         let scans = d.nodes.iter().filter(|n| matches!(n.op, Op::LinearScan)).count();
         assert_eq!(scans, 1, "{what}: {:?}", d.nodes.iter().map(|n| n.op.name()).collect::<Vec<_>>());
@@ -240,7 +232,7 @@ fn recurrences_that_do_not_cover_the_axis_or_leak_a_step_stay_unrolled() {
 
 #[test]
 fn spelled_out_rms_norms_become_rms_normalizations_that_compute_what_the_reference_does() {
-    use host::selftest::{RmsSpelling, spelled_rms_norm_graph};
+    use host::selftest::{RmsSpelling, random_inputs, spelled_rms_norm_graph};
     let mut rng = Rng::new(0x4a5);
     for (spelling, dims, absorbed) in [
         (RmsSpelling::ReciprocalSqrt, &[2, 5, 16][..], true),
@@ -250,11 +242,7 @@ fn spelled_out_rms_norms_become_rms_normalizations_that_compute_what_the_referen
     ] {
         let what = format!("{spelling:?} {dims:?}");
         let g = spelled_rms_norm_graph(dims, spelling);
-        let mut feeds = vec![("x".to_owned(), rng.tensor(dims, -2.0, 2.0))];
-        if let Some(w) = g.inputs.get(1) {
-            let wd: Vec<usize> = (g.values[w.index()].info.as_ref().unwrap().shape.as_known()).unwrap();
-            feeds.push(("w".to_owned(), rng.tensor(&wd, -1.0, 1.0)));
-        }
+        let feeds = random_inputs(&mut rng, &g, -2.0, 2.0);
         let d = planner::plan::decomposed(&g).unwrap();
         let ops: Vec<&str> = d.nodes.iter().map(|n| n.op.name()).collect();
         let want_ops: &[&str] = if absorbed { &["RMSNormalization"] } else { &["RMSNormalization", "Mul"] };

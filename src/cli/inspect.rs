@@ -12,8 +12,6 @@ fn shape_text(v: &onnx::ValueSummary) -> String {
     }
 }
 
-/// Prints the summary of the model at `path` (and, with `memory`, its memory plan under the
-/// `NAME=SIZE` bindings, and with `plan` its GPU plan); fails (after printing) when ops are unsupported.
 /// What `inspect` prints beyond the model summary.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Show {
@@ -25,6 +23,8 @@ pub struct Show {
     pub fusion: bool,
 }
 
+/// Prints the summary of the model at `path` and what `show` asks for (its memory plan, GPU plan
+/// or fusion under the `NAME=SIZE` bindings); fails (after printing) when ops are unsupported.
 pub fn run(path: &Path, show: Show, binds: &[String], precision: host::Precision) -> Result<()> {
     let model = onnx::load_path(path).with_context(|| format!("loading {}", path.display()))?;
     let s = onnx::inspect(&model);
@@ -180,7 +180,8 @@ fn print_memory(model: &onnx::Model, binds: &[String], precision: host::Precisio
     Ok(())
 }
 
-/// Compiles the GPU plan for the binding and prints it one line per step.
+/// Compiles the GPU plan for the binding and prints what `show` asks for: its fusion, and the plan
+/// one line per step.
 fn print_plan(model: &onnx::Model, binds: &[String], precision: host::Precision, show: Show) -> Result<()> {
     let graph = onnx::to_graph(model)?;
     let binding = parse_binding(binds, &graph)?;
@@ -202,7 +203,8 @@ fn print_plan(model: &onnx::Model, binds: &[String], precision: host::Precision,
     Ok(())
 }
 
-/// The plan's lifted patterns and its steps that compute several nodes (`inspect --fusion`).
+/// The plan's lifted patterns and its fused steps (`inspect --fusion`): those computing several
+/// nodes or an epilogue (a `+` in the label).
 fn print_fusion(plan: &planner::plan::Plan) {
     println!("lifted patterns ({}):", plan.lifted.len());
     for l in &plan.lifted {
@@ -213,13 +215,13 @@ fn print_fusion(plan: &planner::plan::Plan) {
             planner::plan::Step::Kernel { nodes, label, kernel, .. }
                 if nodes.len() > 1 || label.contains('+') =>
             {
-                Some((i, nodes.len(), label, kernel.symbol()))
+                Some((i, label, kernel.symbol()))
             }
             _ => None,
         })
         .collect();
     println!("fused steps ({} of {}):", fused.len(), plan.steps.len());
-    for (i, n, label, kernel) in fused {
-        println!("  #{i} {label} ({n} nodes) {kernel}");
+    for (i, label, kernel) in fused {
+        println!("  #{i} {label} {kernel}");
     }
 }

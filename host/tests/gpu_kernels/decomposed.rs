@@ -416,7 +416,7 @@ fn einsum_runs_as_batched_matmuls_on_the_device() {
 /// chunked `rglru_f32` scan, with no step left.
 #[test]
 fn unrolled_recurrences_run_as_one_scan_and_match_the_reference() {
-    use host::selftest::{Writeback, unrolled_scan_graph};
+    use host::selftest::{Writeback, random_inputs, unrolled_scan_graph};
     let mut rng = Rng::new(0x5ca7);
     let cases: &[(&[usize], usize, Writeback, bool, bool)] = &[
         (&[2, 6, 33], 1, Writeback::Scatter, false, false),
@@ -426,16 +426,9 @@ fn unrolled_recurrences_run_as_one_scan_and_match_the_reference() {
     ];
     for &(dims, axis, wb, h0, swapped) in cases {
         let what = format!("{dims:?} axis {axis} {wb:?} h0 {h0} swapped {swapped}");
-        let mut step = dims.to_vec();
-        step.remove(axis);
-        let mut feeds = vec![
-            ("x".to_owned(), floats(&mut rng, dims, -1.0, 1.0)),
-            ("a".to_owned(), floats(&mut rng, dims, -1.0, 1.0)),
-        ];
-        if h0 {
-            feeds.push(("h0".to_owned(), floats(&mut rng, &step, -1.0, 1.0)));
-        }
-        let plan = compare(&what, unrolled_scan_graph(dims, axis, wb, h0, swapped), &feeds, 1e-4);
+        let g = unrolled_scan_graph(dims, axis, wb, h0, swapped);
+        let feeds = random_inputs(&mut rng, &g, -1.0, 1.0);
+        let plan = compare(&what, g, &feeds, 1e-4);
         assert!(plan.contains("lifted") && plan.contains("rglru_f32"), "{what}: {plan}");
         assert!(!plan.contains("scatter_elements") && !plan.contains("gather"), "{what}: steps left: {plan}");
     }
@@ -444,7 +437,7 @@ fn unrolled_recurrences_run_as_one_scan_and_match_the_reference() {
 /// Spelled-out RMS normalizations run as the `rms_norm_f32` row kernel.
 #[test]
 fn spelled_out_rms_norms_run_as_the_row_kernel_and_match_the_reference() {
-    use host::selftest::{RmsSpelling, spelled_rms_norm_graph};
+    use host::selftest::{RmsSpelling, random_inputs, spelled_rms_norm_graph};
     let mut rng = Rng::new(0x4a5);
     for (spelling, dims) in [
         (RmsSpelling::ReciprocalSqrt, &[2, 128, 256][..]),
@@ -454,11 +447,7 @@ fn spelled_out_rms_norms_run_as_the_row_kernel_and_match_the_reference() {
     ] {
         let what = format!("{spelling:?} {dims:?}");
         let g = spelled_rms_norm_graph(dims, spelling);
-        let mut feeds = vec![("x".to_owned(), floats(&mut rng, dims, -2.0, 2.0))];
-        if let Some(w) = g.inputs.get(1) {
-            let wd = g.values[w.index()].info.as_ref().and_then(|i| i.shape.as_known()).unwrap();
-            feeds.push(("w".to_owned(), floats(&mut rng, &wd, -1.0, 1.0)));
-        }
+        let feeds = random_inputs(&mut rng, &g, -2.0, 2.0);
         let plan = compare(&what, g, &feeds, 1e-5);
         assert!(plan.contains("rms_norm_f32") && !plan.contains("reduce_f32"), "{what}: {plan}");
     }

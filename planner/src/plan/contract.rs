@@ -111,7 +111,13 @@ pub(super) fn run(graph: &Graph) -> Option<Graph> {
 
 /// A Reshape node named `name` of `x` to `dims` (its shape a new constant) into `out` or a new
 /// value, and that value.
-fn reshape(g: &mut Graph, x: ValueId, dims: &[usize], name: String, out: Option<ValueId>) -> (Node, ValueId) {
+pub(super) fn reshape(
+    g: &mut Graph,
+    x: ValueId,
+    dims: &[usize],
+    name: String,
+    out: Option<ValueId>,
+) -> (Node, ValueId) {
     let shape: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
     let s = g.const_i64(&format!("{name}:shape"), &[shape.len()], &shape);
     let y = out.unwrap_or_else(|| g.add_value(name.clone(), None));

@@ -65,7 +65,7 @@ use crate::error::PlanError;
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::memory::{self, MemoryOptions, MemoryPlan, Scratch};
 use crate::shape_infer;
-use crate::tensor_info::{Binding, DType};
+use crate::tensor_info::{Binding, DType, TensorInfo};
 
 /// Threads per block of the grid-stride kernels (elementwise, data movement, row kernels).
 pub const GRID_STRIDE_THREADS: u32 = 256;
@@ -298,8 +298,33 @@ pub struct Plan {
 pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
     let g = contract::run(graph).unwrap_or_else(|| graph.clone());
     let g = decompose::run(&g)?.unwrap_or(g);
-    let g = scan_lift::run(&g).map_or(g, |(g, _)| g);
-    Ok(norm_lift::run(&g).map_or(g, |(g, _)| g))
+    Ok(match shape_infer::infer(&g) {
+        Ok(infos) => lifts(g, infos)?.0,
+        Err(_) => g,
+    })
+}
+
+/// `graph` (of shapes `infos`) with the exporter patterns lifted to one operator each (unrolled
+/// recurrences as `LinearScan`s, spelled-out RMS norms as `RMSNormalization`s), its shapes, and
+/// one line per lift; shapes are inferred again only after a lift.
+fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>, Vec<String>), PlanError> {
+    let (graph, infos, mut lifted) = match scan_lift::run(&graph, &infos) {
+        Some((g, lifted)) => {
+            let infos = shape_infer::infer(&g)?;
+            (g, infos, lifted)
+        }
+        None => (graph, infos, Vec::new()),
+    };
+    Ok(match norm_lift::run(&graph, &infos) {
+        Some((g, n)) => {
+            lifted.push(format!(
+                "{n} RMS normalization(s) spelled out as elementwise ops and a mean: RMSNormalization"
+            ));
+            let infos = shape_infer::infer(&g)?;
+            (g, infos, lifted)
+        }
+        None => (graph, infos, lifted),
+    })
 }
 
 /// Compiles `graph` for `binding` (every symbolic input dim bound).
@@ -312,19 +337,9 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         Some(g) => crate::fold::run(&g)?,
         None => folded,
     };
-    // Unrolled recurrences as the scans they are (before fusion would split their steps up).
-    let (bound, mut lifted) = scan_lift::run(&bound).unwrap_or((bound, Vec::new()));
-    // Spelled-out RMS normalizations as the row op they are.
-    let bound = match norm_lift::run(&bound) {
-        Some((g, n)) => {
-            lifted.push(format!(
-                "{n} RMS normalization(s) spelled out as elementwise ops and a mean: RMSNormalization"
-            ));
-            g
-        }
-        None => bound,
-    };
     let infos = shape_infer::infer(&bound)?;
+    // Exporter patterns as the operators they spell (before fusion would split them up).
+    let (bound, infos, lifted) = lifts(bound, infos)?;
     let (bound, infos) = match canon::run(&bound, &infos) {
         Some(g) => {
             let infos = shape_infer::infer(&g)?;

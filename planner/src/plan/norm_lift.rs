@@ -14,21 +14,20 @@
 //! there is none. Intermediates read elsewhere stay computed for their other readers (dead-node
 //! elimination removes the rest). f32 only, shapes known.
 
+use super::reduce::axis_index;
 use crate::graph::{Graph, Node, ValueId};
 use crate::op::{self, Op};
-use crate::shape_infer;
 use crate::tensor_info::{DType, TensorInfo};
 
-/// `graph` with every spelled-out RMS normalization replaced (module doc), and how many there
-/// were; `None` when there is none.
-pub(super) fn run(graph: &Graph) -> Option<(Graph, usize)> {
+/// `graph` (of shapes `infos`) with every spelled-out RMS normalization replaced (module doc),
+/// and how many there were; `None` when there is none.
+pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, usize)> {
     if !graph.nodes.iter().any(|n| matches!(n.op, Op::ReduceMean(_))) {
         return None;
     }
-    let infos = shape_infer::infer(graph).ok()?;
     let cx = Cx {
         g: graph,
-        infos: &infos,
+        infos,
         defs: super::fuse::producers(graph),
         readers: super::fuse::reader_counts(graph),
     };
@@ -38,23 +37,22 @@ pub(super) fn run(graph: &Graph) -> Option<(Graph, usize)> {
     for (i, n) in graph.nodes.iter().enumerate() {
         let Some((x, axis, eps)) = cx.normalized(n) else { continue };
         let Some(y) = n.output(0) else { continue };
-        // A following Mul by a scale over the normalized dims (the only reader of y) is absorbed.
-        let scaled = cx.scale_of(y, axis);
-        let (at, scale, out) = match scaled {
+        // A following Mul by a scale over the normalized dims (the only reader of y) is absorbed;
+        // without one, the scale is ones.
+        let (at, scale, out) = match cx.scale_of(y, axis) {
             Some((j, s, out)) if !replaced[j] => (j, s, out),
+            _ if replaced[i] => continue,
             _ => {
-                let dims = cx.dims(x)?;
-                let norm: Vec<usize> = dims[axis..].to_vec();
-                let ones = vec![1.0f32; norm.iter().product()];
-                let t = crate::ConstTensor::from_f32(&norm, &ones).ok()?;
+                let Some(dims) = cx.dims(x) else { continue };
+                let norm = &dims[axis..];
+                let Ok(t) = crate::ConstTensor::from_f32(norm, &vec![1.0f32; norm.iter().product()]) else {
+                    continue;
+                };
                 let v = g.add_value(format!("{}:rms:ones", n.name), Some(t.info()));
                 g.initializers.insert(v, t);
                 (i, v, y)
             }
         };
-        if replaced[at] {
-            continue;
-        }
         let attrs = op::RmsNormalization { axis: axis as i64, epsilon: eps, ..Default::default() };
         g.nodes[at] = Node {
             name: graph.nodes[at].name.clone(),
@@ -169,8 +167,7 @@ impl<'g> Cx<'g> {
             (None, Some(a)) => self.g.constant(a)?.to_i64s()?,
             (None, None) => return None,
         };
-        let mut axes: Vec<usize> =
-            axes.iter().map(|&a| if a < 0 { a + rank as i64 } else { a }).map(|a| a as usize).collect();
+        let mut axes: Vec<usize> = axes.iter().map(|&a| axis_index(a, rank).ok()).collect::<Option<_>>()?;
         axes.sort_unstable();
         axes.dedup();
         let first = *axes.first()?;

@@ -129,7 +129,7 @@ fn step(n: ReduceNode, kernel: KernelId, p: ReduceParams, x: ValueId, o: &PlanOp
 }
 
 /// `axis` of a rank-`rank` tensor, negative counting from the back.
-fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
+pub(super) fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
     let a = if axis < 0 { axis + rank as i64 } else { axis };
     if (0..rank as i64).contains(&a) {
         Ok(a as usize)

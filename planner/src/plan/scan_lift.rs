@@ -23,23 +23,20 @@
 //! `h_{-1}` (a constant, or the `Expand` of one) is the scan's default and is dropped. Anything else (a partial chain, a step read
 //! elsewhere, a differently indexed write-back) is left as it is and still runs, unlifted.
 
+use super::contract::reshape;
+use super::reduce::axis_index;
 use crate::constant::ConstTensor;
 use crate::graph::{Graph, Node, NodeId, ValueId};
 use crate::op::{self, Op, ScatterReduction};
-use crate::shape_infer;
 use crate::tensor_info::{DType, TensorInfo};
 
-/// What was lifted: one line per scan (its node name, steps and where the steps came from).
-pub type Lifted = Vec<String>;
-
-/// `graph` with every unrolled linear recurrence lifted (module doc), and what was lifted; `None`
-/// when there is none. Shapes must be known (a bound graph).
-pub(super) fn run(graph: &Graph) -> Option<(Graph, Lifted)> {
+/// `graph` (of shapes `infos`) with every unrolled linear recurrence lifted (module doc), and what
+/// was lifted, one line per scan; `None` when there is none. Shapes must be known (a bound graph).
+pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, Vec<String>)> {
     if !graph.nodes.iter().any(|n| matches!(n.op, Op::Gather(_))) {
         return None;
     }
-    let infos = shape_infer::infer(graph).ok()?;
-    let cx = Cx::new(graph, &infos);
+    let cx = Cx::new(graph, infos);
     let steps: Vec<Option<StepOf>> = (0..graph.nodes.len()).map(|i| cx.step(i)).collect();
     // The step reading h: node index by the value it reads as h_{t-1}.
     let mut next_of = vec![None; graph.values.len()];
@@ -98,8 +95,7 @@ struct Cx<'g> {
     readers: Vec<Vec<usize>>,
 }
 
-/// One step `h = Add(Mul(Gather(A, t), prev), Gather(X, t))` at node `add`.
-#[derive(Clone)]
+/// One step `h = Add(Mul(Gather(A, t), prev), Gather(X, t))`.
 struct StepOf {
     a: ValueId,
     x: ValueId,
@@ -127,15 +123,13 @@ struct Scan {
 
 impl<'g> Cx<'g> {
     fn new(g: &'g Graph, infos: &'g [TensorInfo]) -> Self {
-        let mut readers = vec![Vec::new(); g.values.len()];
-        for (i, n) in g.nodes.iter().enumerate() {
-            for u in n.uses() {
-                if !readers[u.index()].contains(&i) {
-                    readers[u.index()].push(i);
-                }
-            }
-        }
+        let readers = g.consumers().into_iter().map(|r| r.into_iter().map(NodeId::index).collect()).collect();
         Cx { g, infos, defs: super::fuse::producers(g), readers }
+    }
+
+    /// `axis` (negative from the back) of `v`'s rank, when in range.
+    fn axis_of(&self, v: ValueId, axis: i64) -> Option<usize> {
+        axis_index(axis, self.dims(v)?.len()).ok()
     }
 
     fn dims(&self, v: ValueId) -> Option<Vec<usize>> {
@@ -186,12 +180,7 @@ impl<'g> Cx<'g> {
     fn gather_step(&self, v: ValueId) -> Option<(ValueId, usize, i64)> {
         let n = self.def(v)?;
         let (Op::Gather(gt), [Some(data), Some(idx)]) = (&n.op, n.inputs.as_slice()) else { return None };
-        let rank = self.dims(*data)?.len() as i64;
-        let axis = if gt.axis < 0 { gt.axis + rank } else { gt.axis };
-        if !(0..rank).contains(&axis) {
-            return None;
-        }
-        Some((*data, axis as usize, self.scalar_index(*idx)?))
+        Some((*data, self.axis_of(*data, gt.axis)?, self.scalar_index(*idx)?))
     }
 
     /// The step at node `i`, when it is one (module doc).
@@ -280,9 +269,8 @@ impl<'g> Cx<'g> {
             (None, Some(v)) => self.g.constant(v).and_then(ConstTensor::to_i64s),
             (None, None) => None,
         };
-        let Some(out) = n.output(0).and_then(|o| self.dims(o)) else { return false };
-        let rank = out.len() as i64;
-        matches!(axes.as_deref(), Some(&[a]) if (if a < 0 { a + rank } else { a }) == axis as i64)
+        let Some(out) = n.output(0) else { return false };
+        matches!(axes.as_deref(), Some(&[a]) if self.axis_of(out, a) == Some(axis))
     }
 
     /// `Concat(unsq..., axis)` reading each once, in order: its output and node.
@@ -291,11 +279,9 @@ impl<'g> Cx<'g> {
         let n = &self.g.nodes[c];
         let Op::Concat(op::Concat { axis: ca }) = n.op else { return None };
         let y = n.output(0)?;
-        let rank = self.dims(y)?.len() as i64;
         let in_order = n.inputs.len() == unsq.len() && n.inputs.iter().zip(unsq).all(|(i, u)| *i == Some(*u));
         let private = unsq.iter().all(|&u| self.read_only_by(u, &[c]));
-        ((if ca < 0 { ca + rank } else { ca }) == axis as i64 && in_order && private)
-            .then_some((y, c, "Concat"))
+        (self.axis_of(y, ca) == Some(axis) && in_order && private).then_some((y, c, "Concat"))
     }
 
     /// A chain of `ScatterElements(buf, idx_t, unsq_t, axis)` (any order of t, `Identity` links
@@ -312,8 +298,7 @@ impl<'g> Cx<'g> {
             else {
                 return None;
             };
-            let rank = self.dims(u)?.len() as i64;
-            ((if sa < 0 { sa + rank } else { sa }) == axis as i64 && n.input(2) == Some(u)).then_some(r)
+            (self.axis_of(u, sa) == Some(axis) && n.input(2) == Some(u)).then_some(r)
         };
         let step_of: std::collections::HashMap<ValueId, usize> =
             unsq.iter().enumerate().map(|(k, &u)| (u, k)).collect();
@@ -394,41 +379,28 @@ impl Scan {
             xd[self.axis],
             xd[self.axis + 1..].iter().product::<usize>(),
         );
-        let mut nodes = Vec::new();
-        let view = |g: &mut Graph,
-                    nodes: &mut Vec<Node>,
-                    v: ValueId,
-                    dims: &[usize],
-                    tag: &str,
-                    out: Option<ValueId>| {
-            let shape: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
-            let s = g.const_i64(&format!("{name}:scan:{tag}:shape"), &[shape.len()], &shape);
-            let y = out.unwrap_or_else(|| g.add_value(format!("{name}:scan:{tag}"), None));
-            let op = Op::Reshape(op::Reshape { allowzero: false });
-            nodes.push(Node {
-                name: format!("{name}:scan:{tag}"),
-                op,
-                inputs: vec![Some(v), Some(s)],
-                outputs: vec![Some(y)],
-            });
-            y
+        let view = |g: &mut Graph, v: ValueId, dims: &[usize], tag: &str, out: Option<ValueId>| {
+            reshape(g, v, dims, format!("{name}:scan:{tag}"), out)
         };
-        let x = view(g, &mut nodes, self.x, &[p, l, q], "x", None);
-        let a = view(g, &mut nodes, self.a, &[p, l, q], "a", None);
-        let h0 = self.h0.map(|h| view(g, &mut nodes, h, &[p, q], "h0", None));
+        let (view_x, x) = view(g, self.x, &[p, l, q], "x", None);
+        let (view_a, a) = view(g, self.a, &[p, l, q], "a", None);
+        let (view_h0, h0) = self.h0.map(|h| view(g, h, &[p, q], "h0", None)).unzip();
         let (ys, fin) =
             (g.add_value(format!("{name}:scan:y"), None), g.add_value(format!("{name}:scan:state"), None));
         let mut inputs = vec![Some(x), Some(a)];
         inputs.extend(h0.map(Some));
-        nodes.push(Node {
+        let scan = Node {
             name: format!("{name}:scan"),
             op: Op::LinearScan,
             inputs,
             outputs: vec![Some(ys), Some(fin)],
-        });
-        view(g, &mut nodes, ys, &xd, "out", Some(self.y));
+        };
+        let (view_y, _) = view(g, ys, &xd, "out", Some(self.y));
         let hd = cx.dims(self.h_last).unwrap_or_default();
-        view(g, &mut nodes, fin, &hd, "final", Some(self.h_last));
+        let (view_final, _) = view(g, fin, &hd, "final", Some(self.h_last));
+        let mut nodes = vec![view_x, view_a];
+        nodes.extend(view_h0);
+        nodes.extend([scan, view_y, view_final]);
         nodes
     }
 }
