@@ -111,6 +111,11 @@ const LAUNCH_BOUNDS: &[(&str, u32)] = &[
     ("lstm_f32", 512),
     ("gru_f32", 512),
     ("rnn_f32", 512),
+    // Two warpgroups, 64 accumulators and the A fragments of four k steps per thread.
+    ("gemm_wg128_f32", 256),
+    ("gemm_wg128_tf32", 256),
+    ("gemm_wg64_f32", 128),
+    ("gemm_wg64_tf32", 128),
 ];
 
 /// Kernels that run as one thread-block cluster of a fixed size on the Hopper flavour, and that
@@ -160,6 +165,10 @@ const RELEASE_AT_EXIT: &[&str] = &[
     "gemm_tc128_k_tf32",
     "gemm_tc64_n_tf32",
     "gemm_tc64_k_tf32",
+    "gemm_wg128_f32",
+    "gemm_wg64_f32",
+    "gemm_wg128_tf32",
+    "gemm_wg64_tf32",
     "gemv_f32",
     "gemv_program_f32",
     "mlp_f32",

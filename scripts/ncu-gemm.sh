@@ -2,7 +2,8 @@
 # On the GPU machine: ncu's speed-of-light, warp-state and memory sections of ferrofuse's kernel for
 # one GEMM `Y = X W` (benches/gemm.py's model), e.g.
 #   scripts/ncu-gemm.sh BIN 4096x4096x4096 tf32 > OUT.txt
-# PRECISION (exact | tf32) is `ferrofuse run --precision`; the kernel profiled is the plan's first.
+# PRECISION (exact | tf32) is `ferrofuse run --precision`; the kernel profiled is the plan's first;
+# FERROFUSE_RUN_FLAGS go to `ferrofuse run` (e.g. `--set wgmma_gemm=false`).
 set -uo pipefail
 bin=$1; shape=$2; precision=${3:-exact}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,4 +22,5 @@ np.save(os.path.join(d, "x.npy"), (rng.random((m, k), dtype=np.float32) * 2 - 1)
 PY
 ncu --launch-skip 3 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
   --section ComputeWorkloadAnalysis --section Occupancy \
-  "$bin" run "$d/gemm.onnx" --input "x=$d/x.npy" --precision "$precision" --set cuda_graph=false --repeat 5
+  "$bin" run "$d/gemm.onnx" --input "x=$d/x.npy" --precision "$precision" --set cuda_graph=false --repeat 5 \
+  ${FERROFUSE_RUN_FLAGS:-}

@@ -24,7 +24,7 @@ use crate::abi::{EwProgramParams, GEMM_TILE_BK, GEMM_TILE_STAGES, GemmParams};
 use crate::gemm::{Program, finish, program};
 use crate::gemm_tc::split;
 use crate::intrinsics::{
-    block_dim_x, block_idx_x, block_idx_y, block_idx_z, cp_async_16_zfill, cp_async_commit,
+    F32x4, block_dim_x, block_idx_x, block_idx_y, block_idx_z, cp_async_16_zfill, cp_async_commit,
     cp_async_wait_group, cvt_rna_tf32, dynamic_shared_addr, dynamic_shared_ptr, ld_shared_u32,
     mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x, trap,
 };
@@ -53,6 +53,7 @@ macro_rules! unroll4 {
         }
     }};
 }
+pub(crate) use unroll4;
 
 const BK: u32 = GEMM_TILE_BK;
 const STAGES: u32 = GEMM_TILE_STAGES;
@@ -264,14 +265,15 @@ unsafe fn gemm_tile<
 
 /// Finishes and stores the block's output tile staged in shared memory at `tile` (`bm x bn`, row
 /// stride `ld_tile`) whose first element is output `(row0, col0)` of matrix `batch`: thread
-/// `tid` the elements `tid, tid + threads, ...` in row-major order.
+/// `tid` the elements `tid, tid + threads, ...` in row-major order (a warp's stores are 128
+/// consecutive bytes of a row).
 ///
 /// # Safety
 /// The tile was written and ordered by a barrier; the launch contract of the entries for `y`, C
 /// and the program's inputs.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn store_tile(
+pub(crate) unsafe fn store_tile(
     p: &GemmParams,
     c_ptr: *const f32,
     program: Program,

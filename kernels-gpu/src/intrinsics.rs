@@ -14,6 +14,10 @@ use core::arch::nvptx;
 mod cluster;
 #[cfg(ferrofuse_hopper)]
 pub use cluster::*;
+#[cfg(ferrofuse_hopper)]
+mod wgmma;
+#[cfg(ferrofuse_hopper)]
+pub use wgmma::*;
 
 /// Threads in a warp.
 pub const WARP_SIZE: u32 = 32;
@@ -528,6 +532,15 @@ pub fn wgmma_commit_group() {
 pub fn wgmma_wait_all() {
     // SAFETY: waits on the warpgroup's own operations.
     unsafe { asm!("wgmma.wait_group.sync.aligned 0;", options(nostack)) };
+}
+
+/// `wgmma.wait_group.sync.aligned N` (sm_90a): waits until at most `N` of the warpgroup's
+/// committed wgmma groups are still in flight (the older ones finished). Warpgroup-collective.
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+pub fn wgmma_wait_group<const N: u32>() {
+    // SAFETY: waits on the warpgroup's own operations.
+    unsafe { asm!("wgmma.wait_group.sync.aligned {n};", n = const N, options(nostack)) };
 }
 
 /// `fence.proxy.async.shared::cta`: makes this thread's ordinary shared-memory writes visible to the

@@ -40,6 +40,8 @@ mod gemm_tc;
 #[cfg(target_arch = "nvptx64")]
 mod gemm_tile;
 #[cfg(target_arch = "nvptx64")]
+mod gemm_wg;
+#[cfg(target_arch = "nvptx64")]
 mod group;
 #[cfg(target_arch = "nvptx64")]
 mod indexing;

@@ -29,6 +29,7 @@ pub fn plan_options(options: &SessionOptions, sm_count: u32, hopper: bool) -> Pl
         fuse_attention: options.fuse_attention,
         cluster_mlp: hopper,
         pair_gemm: options.pair_gemm && hopper,
+        wgmma_gemm: options.wgmma_gemm && hopper,
         skip_hidden_keys: options.skip_hidden_keys,
         precision: options.precision,
         ..PlanOptions::default()

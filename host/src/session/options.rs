@@ -47,6 +47,9 @@ pub struct SessionOptions {
     /// Split the k rounds of each column tile of a tensor-core GEMM whose tiles fill at most half
     /// the device over a pair of blocks (a thread-block cluster of two; Hopper only, default on).
     pub pair_gemm: bool,
+    /// Run the GEMMs that take a large-tile tensor-core kernel and whose B is a weight on
+    /// Hopper's `wgmma` (`gemm_wg_*`, the weight packed at plan time; Hopper only, default on).
+    pub wgmma_gemm: bool,
     /// Mark the weights' accesses as persisting in L2 (an access-policy window on every launch,
     /// with L2 set aside for the context where the device has it), so that they stay cached from
     /// one run to the next (default on).
@@ -72,7 +75,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 15] = [
+    const SWITCHES: [Switch; 16] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -86,6 +89,7 @@ impl SessionOptions {
         ("tensor_core_attention", |o| &mut o.tensor_core_attention),
         ("fuse_attention", |o| &mut o.fuse_attention),
         ("pair_gemm", |o| &mut o.pair_gemm),
+        ("wgmma_gemm", |o| &mut o.wgmma_gemm),
         ("l2_persist_weights", |o| &mut o.l2_persist_weights),
         ("skip_hidden_keys", |o| &mut o.skip_hidden_keys),
     ];
@@ -123,6 +127,7 @@ impl Default for SessionOptions {
             tensor_core_attention: true,
             fuse_attention: true,
             pair_gemm: true,
+            wgmma_gemm: true,
             l2_persist_weights: true,
             skip_hidden_keys: true,
             precision: Precision::Exact,

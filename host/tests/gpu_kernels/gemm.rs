@@ -5,7 +5,8 @@
 //! the tensor-core kernel on weights the planner packs and splits (`gemm_tc_packed_f32`, its
 //! program twin), against the reference and bit for bit against the unpacked kernel; and each of
 //! them with its column tiles split over block pairs (the `_pair` entries, Hopper clusters); and
-//! the large-tile kernels (`gemm_tc128_*_f32`, `gemm_tc64_*_f32`) on the shapes that reach them.
+//! the large-tile kernels (`gemm_tc128_*_f32`, `gemm_tc64_*_f32`) on the shapes that reach them,
+//! and their `wgmma` twins on Hopper (`gemm_wg*`, B a weight packed transposed and split).
 //!
 //! Each result must be within 1e-4 of the reference per element (relative, plus 1e-4 absolute)
 //! and, over the whole output, within 2e-6 relative Frobenius error: TF32 alone (the tensor
@@ -27,8 +28,11 @@ fn weight(g: &mut Graph, rng: &mut Rng, name: &str, shape: &[usize]) -> ValueId 
 
 /// Runs `g` on the GPU with the tensor-core GEMM on or off and checks it against the reference;
 /// the plan must name `kernel` (each of them, when several are given, space-separated).
+/// (`wgmma` off: on Hopper the large tiles with a weight B would otherwise run its `gemm_wg_*`
+/// twins, which [`wgmma_gemms_match_the_reference`] tests.)
 fn check(what: &str, g: &Graph, feeds: &[(String, HostTensor)], tensor_cores: bool, kernel: &str) {
-    let options = SessionOptions { tensor_core_gemm: tensor_cores, ..SessionOptions::default() };
+    let options =
+        SessionOptions { tensor_core_gemm: tensor_cores, wgmma_gemm: false, ..SessionOptions::default() };
     check_with(what, g, feeds, options, kernel);
 }
 
@@ -39,6 +43,18 @@ fn check_with(
     feeds: &[(String, HostTensor)],
     options: SessionOptions,
     kernel: &str,
+) -> Vec<f32> {
+    check_within(what, g, feeds, options, kernel, 2e-6)
+}
+
+/// [`check_with`] with the bound `frob` on the relative Frobenius error.
+fn check_within(
+    what: &str,
+    g: &Graph,
+    feeds: &[(String, HostTensor)],
+    options: SessionOptions,
+    kernel: &str,
+    frob: f64,
 ) -> Vec<f32> {
     let want = host::reference::eval(g, feeds).unwrap();
     let mut s = Session::new(ctx(), g.clone(), options).unwrap();
@@ -59,7 +75,7 @@ fn check_with(
         norm += w * w;
     }
     let rel = (diff / norm.max(f64::MIN_POSITIVE)).sqrt();
-    assert!(rel <= 2e-6, "{what}: relative Frobenius error {rel:e}\n{plan}");
+    assert!(rel <= frob, "{what}: relative Frobenius error {rel:e}\n{plan}");
     gv.to_vec()
 }
 
@@ -360,4 +376,90 @@ fn large_gemms_on_the_tile_kernels_match_the_reference() {
     let y = g.push(Op::Gemm(attrs), &[v[0], v[1]], 1)[0];
     g.output(y);
     check("gemm transA 1030x64x1030", &g, &feeds, true, "gemm_f32");
+}
+
+/// Checks `g` against the reference with `wgmma` on (the default: `wg` on Hopper) and off (the
+/// `mma.sync` tile `mma`, everywhere), and that both give the same bits: the same products
+/// (3xTF32, small terms first) in the same k order on the same tensor cores.
+fn wgmma_case(what: &str, g: &Graph, feeds: &[(String, HostTensor)], (wg, mma): (&str, &str), frob: f64) {
+    let hopper = ctx().flavour() == host::PtxFlavour::Hopper;
+    let on = check_within(what, g, feeds, SessionOptions::default(), if hopper { wg } else { mma }, frob);
+    let off = SessionOptions { wgmma_gemm: false, ..SessionOptions::default() };
+    let off = check_within(what, g, feeds, off, mma, frob);
+    let same = on.iter().zip(&off).all(|(a, b)| a.to_bits() == b.to_bits());
+    assert!(same, "{what}: wgmma and mma.sync differ");
+}
+
+#[test]
+fn wgmma_gemms_match_the_reference() {
+    // On Hopper a large-tile GEMM whose B is a weight runs `gemm_wg128_f32` / `gemm_wg64_f32` on
+    // the weight packed transposed and split (elsewhere the `mma.sync` tiles, the same shapes):
+    // m, n and k no multiple of any tile or stage, B n-contiguous (MatMul) and k-contiguous (Gemm
+    // transB, with C, alpha and beta), an epilogue program, split-K (GPT-2's down-projection at
+    // batch 16 and a ragged k), a batch against one weight, each bit for bit as the `mma.sync`
+    // tiles; and the TF32 entries (checked against the reference at TF32's error).
+    let hopper = ctx().flavour() == host::PtxFlavour::Hopper;
+    let mut rng = Rng::new(0x36a7);
+    for ((m, k, n), tile) in [((1030, 44, 1028), "64"), ((2050, 76, 1036), "128"), ((4100, 260, 388), "128")]
+    {
+        let wg = format!("gemm_wg{tile}_f32");
+        for op in [0, 1, 2] {
+            let (g, feeds) = weight_gemm(&mut rng, (m, k, n), op);
+            let b = if op == 2 { "k" } else { "n" };
+            let what = format!("{} {m}x{k}x{n}", ["matmul", "gemm", "gemm transB"][op]);
+            wgmma_case(&what, &g, &feeds, (&wg, &format!("gemm_tc{tile}_{b}_f32")), 2e-6);
+        }
+        let (g, feeds) = residual_program(&mut rng, (m, k, n));
+        let what = format!("matmul+bias+residual+sigmoid {m}x{k}x{n}");
+        wgmma_case(&what, &g, &feeds, (&wg, &format!("gemm_tc{tile}_n_f32")), 2e-6);
+    }
+    // n no multiple of 4 (B k-contiguous: Gemm transB): the epilogue's last four-column group of
+    // a row is partly outside n.
+    for (m, k, n) in [(2050, 76, 1027), (1030, 44, 1029)] {
+        let (g, feeds) = weight_gemm(&mut rng, (m, k, n), 2);
+        let tile = if m > 2000 { "128" } else { "64" };
+        let what = format!("gemm transB {m}x{k}x{n}");
+        wgmma_case(&what, &g, &feeds, (&format!("gemm_wg{tile}_f32"), &format!("gemm_tc{tile}_k_f32")), 2e-6);
+    }
+    // Split over k: four chunks of 256 over k 1004 (the last ragged), then GPT-2's 2048 x 1024 x
+    // 256 (three chunks), plain and with a program. (At k 1024 the f32 sums of the reference and
+    // of the GPU each carry ~1e-6 of rounding: the Frobenius bound doubles.)
+    for (m, k, n) in [(1030, 1004, 260), (2048, 1024, 256)] {
+        let (g, feeds) = weight_gemm(&mut rng, (m, k, n), 0);
+        let what = format!("matmul split-k {m}x{k}x{n}");
+        let kernels = ("gemm_wg64_f32 gemm_reduce_f32", "gemm_tc64_n_f32 gemm_reduce_f32");
+        wgmma_case(&what, &g, &feeds, kernels, 4e-6);
+        let (g, feeds) = residual_program(&mut rng, (m, k, n));
+        let what = format!("matmul+program split-k {m}x{k}x{n}");
+        let kernels = ("gemm_wg64_f32 gemm_reduce_program_f32", "gemm_tc64_n_f32 gemm_reduce_program_f32");
+        wgmma_case(&what, &g, &feeds, kernels, 4e-6);
+    }
+    // A batch of 3 against one weight (b_bs = 0).
+    let mut g = Graph::new();
+    let (v, feeds) = inputs(&mut g, &mut rng, &[("a", &[3, 700, 36])]);
+    let w = weight(&mut g, &mut rng, "w", &[36, 520]);
+    let y = g.matmul(v[0], w);
+    g.output(y);
+    wgmma_case("matmul batch 3 700x36x520", &g, &feeds, ("gemm_wg64_f32", "gemm_tc64_n_f32"), 2e-6);
+    // TF32: one product on operands rounded to TF32, within TF32's error of the reference.
+    let tf32 = SessionOptions { precision: host::Precision::Tf32, ..SessionOptions::default() };
+    for ((m, k, n), tile) in [((1030, 44, 1028), "64"), ((2050, 260, 1036), "128")] {
+        let (g, feeds) = weight_gemm(&mut rng, (m, k, n), 0);
+        let want = host::reference::eval(&g, &feeds).unwrap();
+        let mut s = Session::new(ctx(), g.clone(), tf32).unwrap();
+        let got = s.run(&feeds).unwrap();
+        let plan = s.last_plan().unwrap().to_string();
+        let kernel = if hopper { format!("gemm_wg{tile}_tf32") } else { format!("gemm_tc{tile}_n_tf32") };
+        assert!(plan.contains(&kernel), "tf32 {m}x{k}x{n}: expected {kernel}:\n{plan}");
+        let (gv, wv) = (got[0].1.f32s("gpu").unwrap(), want[0].1.data().to_f64s());
+        let (mut diff, mut norm) = (0.0f64, 0.0f64);
+        for (x, w) in gv.iter().zip(&wv) {
+            diff += (*x as f64 - w).powi(2);
+            norm += w * w;
+        }
+        let rel = (diff / norm).sqrt();
+        // TF32 rounds each operand to 11 significant bits: about 2^-11 per product, averaging
+        // down over k; far above 3xTF32's 2e-6 and far below a wrong result's ~1.
+        assert!(rel < 2e-3 && rel > 1e-7, "tf32 {m}x{k}x{n}: relative Frobenius error {rel:e}\n{plan}");
+    }
 }

@@ -1,4 +1,5 @@
-//! The session's precision on the large-tile tensor-core GEMMs: `tf32` (their `_tf32` entries)
+//! The session's precision on the large-tile tensor-core GEMMs (the `mma.sync` tiles, and on
+//! Hopper their `wgmma` twins): `tf32` (their `_tf32` entries)
 //! within TF32 error of the reference (‖gpu − ref‖ / ‖ref‖ ≤ 1e-3) and measurably coarser than
 //! `exact` (so the mode reached the kernels), `exact` within f32 GEMM error; the small-m kernels
 //! stay exact in both.
@@ -11,17 +12,18 @@ use crate::ctx;
 use crate::gemm::weight_gemm;
 use crate::gemm_programs::inputs;
 
-/// Runs `g` in `precision`; checks that the plan records it and names `kernel`, and returns the
+/// Runs `g` in `precision` (`wgmma`: Hopper's `gemm_wg_*` entries where they apply, else the
+/// `mma.sync` tiles); checks that the plan records it and names `kernel`, and returns the
 /// relative Frobenius error against the CPU reference.
 fn relative_error(
     what: &str,
     g: &Graph,
     feeds: &[(String, HostTensor)],
-    precision: Precision,
+    (precision, wgmma): (Precision, bool),
     kernel: &str,
 ) -> f64 {
     let want = host::reference::eval(g, feeds).unwrap();
-    let options = SessionOptions { precision, ..SessionOptions::default() };
+    let options = SessionOptions { precision, wgmma_gemm: wgmma, ..SessionOptions::default() };
     let mut s = Session::new(ctx(), g.clone(), options).unwrap();
     let got = s.run(feeds).unwrap();
     let plan = s.last_plan().unwrap();
@@ -58,20 +60,33 @@ fn tf32_rounds_the_tensor_core_products_and_exact_keeps_f32_accuracy() {
         let (g, feeds) = weight_gemm(&mut rng, (m, k, n), op);
         cases.push((format!("{} {m}x{k}x{n}", ["matmul", "", "gemm transB"][op]), g, feeds, kernel));
     }
+    // The same on Hopper's wgmma entries (the weights packed, split or rounded).
+    let hopper = ctx().flavour() == host::PtxFlavour::Hopper;
     for (what, g, feeds, kernel) in &cases {
-        let exact = relative_error(what, g, feeds, Precision::Exact, &format!("{kernel}_f32"));
-        let tf32 = relative_error(what, g, feeds, Precision::Tf32, &format!("{kernel}_tf32"));
-        // 3xTF32 keeps f32 accuracy: the f32 GEMM error of a 300-long dot product.
-        assert!(exact <= 1e-5, "{what}: exact relative error {exact:e}");
-        assert!(tf32 <= 1e-3, "{what}: tf32 relative error {tf32:e}");
-        // TF32 keeps 10 of f32's 23 mantissa bits: about 3e-4 here, far above exact's 2e-6.
-        assert!(tf32 >= 1e-5 && tf32 > 20.0 * exact, "{what}: tf32 error {tf32:e} vs exact {exact:e}");
+        tf32_against_exact(what, g, feeds, false, kernel);
+        if hopper {
+            let wg = kernel.replace("gemm_tc", "gemm_wg");
+            let wg = wg.trim_end_matches("_n").trim_end_matches("_k");
+            tf32_against_exact(&format!("{what} (wgmma)"), g, feeds, true, wg);
+        }
     }
     // The small-m kernels stay exact in tf32 (their TF32 entries are not built yet).
     let mut g = Graph::new();
     let (v, feeds) = inputs(&mut g, &mut rng, &[("a", &[100, 300]), ("b", &[300, 256])]);
     let y = g.matmul(v[0], v[1]);
     g.output(y);
-    let tf32 = relative_error("matmul 100x300x256", &g, &feeds, Precision::Tf32, "gemm_tc_f32");
+    let tf32 = relative_error("matmul 100x300x256", &g, &feeds, (Precision::Tf32, true), "gemm_tc_f32");
     assert!(tf32 <= 1e-5, "small-m in tf32: relative error {tf32:e}");
+}
+
+/// `g` in exact and in tf32 on `kernel`'s `_f32` and `_tf32` entries: exact within f32 GEMM
+/// error, tf32 within TF32's and measurably coarser.
+fn tf32_against_exact(what: &str, g: &Graph, feeds: &[(String, HostTensor)], wgmma: bool, kernel: &str) {
+    let exact = relative_error(what, g, feeds, (Precision::Exact, wgmma), &format!("{kernel}_f32"));
+    let tf32 = relative_error(what, g, feeds, (Precision::Tf32, wgmma), &format!("{kernel}_tf32"));
+    // 3xTF32 keeps f32 accuracy: the f32 GEMM error of a 300-long dot product.
+    assert!(exact <= 1e-5, "{what}: exact relative error {exact:e}");
+    assert!(tf32 <= 1e-3, "{what}: tf32 relative error {tf32:e}");
+    // TF32 keeps 10 of f32's 23 mantissa bits: about 3e-4 here, far above exact's 2e-6.
+    assert!(tf32 >= 1e-5 && tf32 > 20.0 * exact, "{what}: tf32 error {tf32:e} vs exact {exact:e}");
 }

@@ -159,9 +159,32 @@ impl super::KernelId {
             Self::GemmTc128NF32 | Self::GemmTc128KF32 | Self::GemmTc128NTf32 | Self::GemmTc128KTf32 => {
                 Some(GemmTile::LARGE.shared_bytes())
             }
+            Self::GemmWg128F32 => Some(GemmTile::LARGE.wg_shared_bytes(true)),
+            Self::GemmWg64F32 => Some(GemmTile::SMALL.wg_shared_bytes(true)),
+            Self::GemmWg128Tf32 => Some(GemmTile::LARGE.wg_shared_bytes(false)),
+            Self::GemmWg64Tf32 => Some(GemmTile::SMALL.wg_shared_bytes(false)),
             _ => None,
         }
     }
+}
+
+/// Pipeline stages of the `wgmma` GEMMs (`gemm_wg.rs`).
+pub const GEMM_WG_STAGES: u32 = 4;
+
+/// The row length (in f32, a multiple of four: 16-byte rows) of a weight packed for the `wgmma`
+/// GEMMs: `k` rounded up to a multiple of four.
+pub const fn gemm_wg_packed_ld(k: u32) -> u32 {
+    k.div_ceil(4) * 4
+}
+
+/// The f32 length of a `k x n` weight B packed for the `wgmma` GEMMs (`gemm_wg_*`): its
+/// transpose, `n` rows of [`gemm_wg_packed_ld`] f32 (k contiguous, zero past k), once with the
+/// TF32 big parts and (`exact`: the 3xTF32 entries) once more with the TF32 small parts (the plane
+/// of small parts follows the big one), as `tc_pack::split` forms them. The kernels take it with
+/// `b_rs = 1`, `b_cs =` [`gemm_wg_packed_ld`], `b_bs = 0`.
+pub const fn gemm_wg_packed_len(k: u32, n: u32, exact: bool) -> u64 {
+    let planes = if exact { 2 } else { 1 };
+    planes * n as u64 * gemm_wg_packed_ld(k) as u64
 }
 
 /// The block tile of a large-tile tensor-core GEMM entry: (rows, columns, threads).
@@ -180,6 +203,16 @@ impl GemmTile {
     pub const LARGE: GemmTile = GemmTile { m: 128, n: 128, threads: 256 };
     /// 64 x 64 tiles, 4 warps (`gemm_tc64_*_f32`).
     pub const SMALL: GemmTile = GemmTile { m: 64, n: 64, threads: 128 };
+
+    /// Dynamic shared memory of a `wgmma` GEMM launch (`gemm_wg_*`) with this tile:
+    /// [`GEMM_WG_STAGES`] stages of B's tile (`n x GEMM_TILE_BK` f32, k contiguous) per plane
+    /// (two when `exact`) and A's (`m x GEMM_TILE_BK`), plus 1 KiB to align the stages to the
+    /// 1 KiB the 128-byte swizzle of `wgmma`'s operand layout works in. The epilogue's output tile
+    /// (`m x (n + 8)` f32) fits in the stages.
+    pub const fn wg_shared_bytes(self, exact: bool) -> u32 {
+        let planes = if exact { 2 } else { 1 };
+        GEMM_WG_STAGES * (planes * self.n + self.m) * GEMM_TILE_BK * 4 + 1024
+    }
 
     /// Dynamic shared memory of a launch: [`GEMM_TILE_STAGES`] stages of the A tile
     /// (`m x GEMM_TILE_BK` f32) and the B tile (`GEMM_TILE_BK x n` f32), reused by the epilogue

@@ -211,6 +211,16 @@ kernel_ids! {
     GemmTc64NTf32 => "gemm_tc64_n_tf32",
     /// `gemm_tile::gemm_tc64_k_tf32`: `gemm_tc64_k_f32` in TF32
     GemmTc64KTf32 => "gemm_tc64_k_tf32",
+    /// `gemm_wg::gemm_wg128_f32`: f32 GEMM on the Hopper tensor cores through `wgmma` (3xTF32),
+    /// 128 x 128 block tiles, B a weight packed at plan time (`gemm_wg_packed_len`); optional
+    /// program epilogue. Hopper flavour only (traps on the portable one)
+    GemmWg128F32 => "gemm_wg128_f32",
+    /// `gemm_wg::gemm_wg64_f32`: `gemm_wg128_f32` with 64 x 64 block tiles (one warpgroup)
+    GemmWg64F32 => "gemm_wg64_f32",
+    /// `gemm_wg::gemm_wg128_tf32`: `gemm_wg128_f32` in TF32 (one product, B packed rounded)
+    GemmWg128Tf32 => "gemm_wg128_tf32",
+    /// `gemm_wg::gemm_wg64_tf32`: `gemm_wg64_f32` in TF32
+    GemmWg64Tf32 => "gemm_wg64_tf32",
     // rows
     /// `rows::softmax_f32`: softmax along one axis
     SoftmaxF32 => "softmax_f32",

@@ -4,7 +4,9 @@
 //! into a workspace, summed in order by a reduction launch, where they fill less than two
 //! waves), the small-m tensor-core kernel (3xTF32, k split over the warps of a block; a constant
 //! B packed at plan time) for what is smaller, and otherwise the CUDA-core tiled kernel (split-K
-//! likewise when the tensor-core ones are switched off). A
+//! likewise when the tensor-core ones are switched off). On the Hopper flavour a large-tile GEMM
+//! whose B is a weight runs the `wgmma` twin of its tile (`gemm_wg_*`) on the weight packed at
+//! plan time (`tc_pack::takes_wg_packed`). A
 //! [`Op::FusedGemm`] lowers the same way to the `*_program_f32` twins of those kernels, whose
 //! epilogue continues with its elementwise program.
 
@@ -12,7 +14,7 @@ use kernels_gpu::abi::{
     Activation, EW_MAX_INPUTS, EwProgramParams, GEMM_SHARED_BYTES, GEMM_TC_KC, GEMM_TC_M, GEMM_TC_MAX_WARPS,
     GEMM_TC_N, GEMM_TC_NORM_SHARED_BYTES, GEMM_TC_PAIR_NORM_SHARED_BYTES, GEMM_TC_PAIR_SHARED_BYTES,
     GEMM_TC_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_MAX_M, GEMV_WARPS, GemmNormParams, GemmParams,
-    GemmTile, KernelId,
+    GemmTile, KernelId, gemm_wg_packed_ld,
 };
 
 use super::elementwise::broadcast_strides;
@@ -182,6 +184,16 @@ pub(super) fn tile_launch(p: &GemmParams, o: &PlanOptions) -> Option<TileLaunch>
     let kernel = if o.precision == Precision::Tf32 { tf32 } else { exact };
     let grid = [p.n.div_ceil(tile.n), p.m.div_ceil(tile.m), p.batch * splits];
     Some(TileLaunch { kernel, tile, grid, splits, k_chunk })
+}
+
+/// The `wgmma` entry (`gemm_wg_*`) of a large-tile GEMM's tile, exact (3xTF32) or TF32.
+fn wg_kernel(tile: GemmTile, exact: bool) -> KernelId {
+    match (tile == GemmTile::LARGE, exact) {
+        (true, true) => KernelId::GemmWg128F32,
+        (true, false) => KernelId::GemmWg128Tf32,
+        (false, true) => KernelId::GemmWg64F32,
+        (false, false) => KernelId::GemmWg64Tf32,
+    }
 }
 
 /// The identity elementwise program (one input, no instructions): the program parameters of a
@@ -561,10 +573,20 @@ pub(super) fn gemm_steps(
             }
             None => (p, program.as_ref().unwrap_or(&identity), out, c_arg.clone()),
         };
+        // A weight packed for `wgmma` (`tc_pack::takes_wg_packed`): the entry of the same tile,
+        // reading the packed transpose.
+        let (kernel, q, b, shared) = match packed_b {
+            Some(pb) => {
+                let q = GemmParams { b_rs: 1, b_cs: gemm_wg_packed_ld(q.k) as u64, b_bs: 0, ..q };
+                let exact = o.precision == Precision::Exact;
+                (wg_kernel(tile, exact), q, pb, tile.wg_shared_bytes(exact))
+            }
+            None => (kernel, q, b, tile.shared_bytes()),
+        };
         let mut args = vec![Arg::Params(bytes_of(&q)), e.clone(), Arg::Value(a), Arg::Value(b), c];
         args.extend(xs.iter().cloned());
         args.push(Arg::Value(y));
-        let (block, shared) = ([tile.threads, 1, 1], tile.shared_bytes());
+        let block = [tile.threads, 1, 1];
         let Some((_, ws)) = split else {
             grid[2] = p.batch;
             return vec![launch(label, kernel, grid, block, shared, args)];

@@ -187,18 +187,90 @@ fn the_precision_picks_the_tile_entries_and_is_recorded_in_the_plan() {
         g.output(v);
     }
     for (precision, suffix) in [(Precision::Exact, "f32"), (Precision::Tf32, "tf32")] {
+        // Without wgmma the `mma.sync` tiles (B read as stored), with it (the Hopper default)
+        // their `wgmma` twins on the packed weights.
+        for (wgmma_gemm, want) in [
+            (false, [format!("gemm_tc128_n_{suffix}"), format!("gemm_tc128_k_{suffix}")]),
+            (true, [format!("gemm_wg128_{suffix}"), format!("gemm_wg128_{suffix}")]),
+        ] {
+            let o = PlanOptions { precision, wgmma_gemm, ..PlanOptions::default() };
+            let plan = crate::plan::compile(&g, &crate::Binding::new(), &o).unwrap();
+            assert_eq!(plan.precision, precision);
+            let kernels: Vec<&str> = (plan.steps.iter())
+                .filter_map(|s| match s {
+                    Step::Kernel { kernel, .. } if kernel.symbol().starts_with("gemm") => {
+                        Some(kernel.symbol())
+                    }
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(kernels[..2], want, "{plan}");
+            assert!(kernels[2].starts_with("gemm_tc_packed") && kernels[2].ends_with("_f32"), "{plan}");
+        }
+    }
+}
+
+#[test]
+fn a_wgmma_gemm_reads_its_weight_packed_transposed_and_split() {
+    use crate::plan::{Arg, Precision, Step};
+    use crate::tensor_info::{DType, Dim};
+    use crate::{ConstTensor, Graph};
+    use kernels_gpu::abi::{GemmTile, KernelId, gemm_wg_packed_len};
+    // x [4096, 252] · w [252, 1000]: 128 x 128 tiles. The same weight read by a second MatMul
+    // is packed once; a B that is an input is not packed.
+    let (k, n) = (252usize, 1000usize);
+    let data: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.37).sin()).collect();
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Known(4096), Dim::Known(k)]);
+    let w = g.initializer("w", ConstTensor::from_f32(&[k, n], &data).unwrap());
+    let y = g.matmul(x, w);
+    let x2 = g.input("x2", DType::F32, vec![Dim::Known(4096), Dim::Known(k)]);
+    let y2 = g.matmul(x2, w);
+    let b = g.input("b", DType::F32, vec![Dim::Known(k), Dim::Known(n)]);
+    let y3 = g.matmul(x, b);
+    for v in [y, y2, y3] {
+        g.output(v);
+    }
+    for (precision, kernel, exact) in
+        [(Precision::Exact, KernelId::GemmWg128F32, true), (Precision::Tf32, KernelId::GemmWg128Tf32, false)]
+    {
         let o = PlanOptions { precision, ..PlanOptions::default() };
         let plan = crate::plan::compile(&g, &crate::Binding::new(), &o).unwrap();
-        assert_eq!(plan.precision, precision);
-        let kernels: Vec<&str> = (plan.steps.iter())
+        let launches: Vec<_> = (plan.steps.iter())
             .filter_map(|s| match s {
-                Step::Kernel { kernel, .. } if kernel.symbol().starts_with("gemm") => Some(kernel.symbol()),
+                Step::Kernel { kernel, args, shared_bytes, block, .. } => {
+                    Some((*kernel, args.clone(), *shared_bytes, *block))
+                }
                 _ => None,
             })
             .collect();
-        let want = [format!("gemm_tc128_n_{suffix}"), format!("gemm_tc128_k_{suffix}")];
-        assert_eq!(kernels[..2], want, "{plan}");
-        assert!(kernels[2].starts_with("gemm_tc_packed") && kernels[2].ends_with("_f32"), "{plan}");
+        assert_eq!(launches.len(), 3, "{plan}");
+        let Arg::Value(packed) = launches[0].1[3] else { panic!("{plan}") };
+        for (kern, args, shared, block) in &launches[..2] {
+            assert_eq!(*kern, kernel, "{plan}");
+            assert_eq!(args[3], Arg::Value(packed), "{plan}");
+            assert_eq!((*shared, *block), (GemmTile::LARGE.wg_shared_bytes(exact), [256, 1, 1]), "{plan}");
+            let Arg::Params(p) = &args[0] else { panic!("{plan}") };
+            use kernels_gpu::abi::GemmParams as P;
+            let field = |at: usize| u64::from_le_bytes(p[at..at + 8].try_into().unwrap());
+            let strides =
+                [std::mem::offset_of!(P, b_rs), std::mem::offset_of!(P, b_cs), std::mem::offset_of!(P, b_bs)];
+            assert_eq!(strides.map(field), [1, 252, 0], "{plan}");
+        }
+        let unpacked = if exact { KernelId::GemmTc128NF32 } else { KernelId::GemmTc128NTf32 };
+        assert_eq!(launches[2].0, unpacked, "{plan}");
+        let c = &plan.constants[&packed];
+        assert_eq!(c.dims, [gemm_wg_packed_len(k as u32, n as u32, exact) as usize], "{plan}");
+        let bits: Vec<u32> = c.bytes.as_chunks::<4>().0.iter().map(|b| u32::from_le_bytes(*b)).collect();
+        let plane = n * k;
+        for (j, kk) in [(0, 0), (999, 251), (517, 100)] {
+            let v = data[kk * n + j];
+            let (big, small) = crate::plan::tc_pack::split(v);
+            assert_eq!(bits[j * k + kk], if exact { big } else { crate::plan::tc_pack::tf32(v) });
+            if exact {
+                assert_eq!(bits[plane + j * k + kk], small);
+            }
+        }
     }
 }
 

@@ -126,6 +126,10 @@ pub struct PlanOptions {
     /// fill at most half the device and want more than `GEMM_TC_MAX_WARPS` warps each splits every
     /// column tile's k rounds over a pair of blocks (`gemm_tc_*_pair_f32`).
     pub pair_gemm: bool,
+    /// The target runs the Hopper flavour: a GEMM that takes a large-tile tensor-core kernel
+    /// and whose B is a weight runs on `wgmma` (`gemm_wg_*`), its weight packed at plan time
+    /// (with [`PlanOptions::pack_gemm_weights`]).
+    pub wgmma_gemm: bool,
     /// Attention whose mask hides every key past a diagonal (the ONNX `is_causal` flag, or a
     /// constant additive mask of `-inf` or the f32 minimum above it) does not read the hidden
     /// keys (`ATTN_CAUSAL_SKIP`). A NaN or infinite key at a hidden position then no longer turns
@@ -151,6 +155,7 @@ impl Default for PlanOptions {
             fuse_layer_norm_gemm: true,
             pack_gemm_weights: true,
             pair_gemm: true,
+            wgmma_gemm: true,
             tensor_core_attention: true,
             skip_hidden_keys: true,
             precision: Precision::Exact,

@@ -7,10 +7,12 @@
 use std::collections::BTreeMap;
 
 use kernels_gpu::abi::{
-    GEMM_TC_KC, GEMM_TC_PACK_LANE, GemmParams, gemm_tc_packed_len, gemm_tc_packed_offset,
+    GEMM_TC_KC, GEMM_TC_PACK_LANE, GemmParams, gemm_tc_packed_len, gemm_tc_packed_offset, gemm_wg_packed_ld,
+    gemm_wg_packed_len,
 };
 
-use super::gemm::{gemm_of, tensor_core};
+use super::gemm::{gemm_of, tensor_core, tile_launch};
+use super::precision::Precision;
 use super::{PlanOptions, PlannedValue};
 use crate::ConstTensor;
 use crate::graph::{Graph, NodeId, ValueId};
@@ -72,6 +74,32 @@ pub(crate) fn pack(b: &[f32], k: u32, n: u32, rs: u64, cs: u64) -> Option<Vec<u3
     Some(out)
 }
 
+/// The packed form (f32 bits) of the `k x n` matrix `B[kk][j] = b[kk * rs + j * cs]` for the
+/// `wgmma` GEMMs ([`kernels_gpu::abi::gemm_wg_packed_len`]): its transpose, a row of
+/// [`gemm_wg_packed_ld`] per column `j` (zero past k), as TF32 big parts and, when `exact`, a
+/// second plane of the small parts ([`split`]); else the values rounded to TF32 ([`tf32`]). `None`
+/// when `b` does not hold every element the strides address.
+pub(crate) fn pack_wg(b: &[f32], k: u32, n: u32, rs: u64, cs: u64, exact: bool) -> Option<Vec<u32>> {
+    let (k64, n64) = (k as u64, n as u64);
+    if k > 0 && n > 0 && (k64 - 1) * rs + (n64 - 1) * cs >= b.len() as u64 {
+        return None;
+    }
+    let ld = gemm_wg_packed_ld(k) as usize;
+    let plane = n as usize * ld;
+    let mut out = vec![0u32; gemm_wg_packed_len(k, n, exact) as usize];
+    for j in 0..n as usize {
+        for kk in 0..k as usize {
+            let x = b[kk * rs as usize + j * cs as usize];
+            if exact {
+                (out[j * ld + kk], out[plane + j * ld + kk]) = split(x);
+            } else {
+                out[j * ld + kk] = tf32(x);
+            }
+        }
+    }
+    Some(out)
+}
+
 /// The packed weights of a plan: for each GEMM node that reads one, the value standing for it.
 #[derive(Default)]
 pub(super) struct PackedWeights {
@@ -93,28 +121,35 @@ pub(super) fn pack_weights(
     o: &PlanOptions,
 ) -> PackedWeights {
     let mut packed = PackedWeights::default();
-    // (B, k, n, b_rs, b_cs) -> its packed value.
-    let mut made: BTreeMap<(ValueId, u32, u32, u64, u64), ValueId> = BTreeMap::new();
+    // (B, k, n, b_rs, b_cs, for wgmma) -> its packed value.
+    let mut made: BTreeMap<(ValueId, u32, u32, u64, u64, bool), ValueId> = BTreeMap::new();
+    let exact = o.precision == Precision::Exact;
     for &id in nodes {
         if !matches!(g.nodes[id.index()].op, Op::Gemm(_) | Op::MatMul | Op::FusedGemm(_)) {
             continue;
         }
         let Ok((p, _, b, _)) = gemm_of(g, id, values, perms) else { continue };
-        if !takes_packed(g, &p, b, o) {
+        let wg = takes_wg_packed(g, &p, b, o);
+        if !wg && !takes_packed(g, &p, b, o) {
             continue;
         }
-        let key = (b, p.k, p.n, p.b_rs, p.b_cs);
+        let key = (b, p.k, p.n, p.b_rs, p.b_cs, wg);
         if let Some(&v) = made.get(&key) {
             packed.by_node.insert(id, v);
             continue;
         }
         let Some(data) = g.initializers.get(&b).map(|c| f32s(&c.bytes)) else { continue };
-        let Some(bits) = pack(&data, p.k, p.n, p.b_rs, p.b_cs) else { continue };
+        let bits = if wg {
+            pack_wg(&data, p.k, p.n, p.b_rs, p.b_cs, exact)
+        } else {
+            pack(&data, p.k, p.n, p.b_rs, p.b_cs)
+        };
+        let Some(bits) = bits else { continue };
         let bytes: Vec<u8> = bits.iter().flat_map(|w| w.to_le_bytes()).collect();
         let Ok(c) = ConstTensor::new(DType::F32, vec![bits.len()], bytes) else { continue };
         let v = ValueId(values.len() as u32);
         values.push(PlannedValue {
-            name: format!("{}/tc-packed", values[b.index()].name),
+            name: format!("{}/{}", values[b.index()].name, if wg { "wg-packed" } else { "tc-packed" }),
             dtype: DType::F32,
             dims: Some(vec![bits.len()]),
         });
@@ -130,6 +165,14 @@ pub(super) fn pack_weights(
 fn takes_packed(g: &Graph, p: &GemmParams, b: ValueId, o: &PlanOptions) -> bool {
     let weight = g.initializers.get(&b).is_some_and(|c| c.dtype == DType::F32);
     weight && p.b_bs == 0 && p.k > 0 && p.n > 0 && tensor_core(p, o).is_some()
+}
+
+/// Whether a GEMM of parameters `p` reading B from `b` runs a `wgmma` GEMM (`gemm_wg_*`, the
+/// Hopper flavour): it takes a large-tile kernel ([`tile_launch`]), B is an f32 weight, one for
+/// the whole batch, and k is not empty.
+pub(super) fn takes_wg_packed(g: &Graph, p: &GemmParams, b: ValueId, o: &PlanOptions) -> bool {
+    let weight = g.initializers.get(&b).is_some_and(|c| c.dtype == DType::F32);
+    o.wgmma_gemm && weight && p.b_bs == 0 && p.k > 0 && p.n > 0 && tile_launch(p, o).is_some()
 }
 
 /// Little-endian f32 bytes as values.
@@ -194,6 +237,26 @@ mod tests {
             let tol = (x.abs() as f64 * 2f64.powi(-21)).max(f64::from(f32::from_bits(1)) * 8192.0);
             assert!((sum - x as f64).abs() <= tol, "{x:e}: {sum:e}");
         }
+    }
+
+    #[test]
+    fn wgmma_packing_transposes_pads_and_splits() {
+        // B 5 x 3 (k x n) read with transposed strides (B[kk][j] = b[kk + 5 j]); rows padded to 8.
+        let b: Vec<f32> = (0..15).map(|i| 1.0 + i as f32 / 3.0).collect();
+        let at = |kk: usize, j: usize| b[kk + 5 * j];
+        let exact = pack_wg(&b, 5, 3, 1, 5, true).unwrap();
+        assert_eq!(exact.len(), 2 * 3 * 8);
+        let rounded = pack_wg(&b, 5, 3, 1, 5, false).unwrap();
+        assert_eq!(rounded.len(), 3 * 8);
+        for j in 0..3 {
+            for kk in 0..8 {
+                let (big, small) = if kk < 5 { split(at(kk, j)) } else { (0, 0) };
+                assert_eq!((exact[8 * j + kk], exact[24 + 8 * j + kk]), (big, small), "({kk}, {j})");
+                assert_eq!(rounded[8 * j + kk], if kk < 5 { tf32(at(kk, j)) } else { 0 }, "({kk}, {j})");
+            }
+        }
+        // Strides past the data: refused.
+        assert!(pack_wg(&b, 5, 4, 1, 5, true).is_none());
     }
 
     /// `B[kk][j]` of the packed `bits` (a `k x n` matrix), read back through the layout.

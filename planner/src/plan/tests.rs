@@ -295,7 +295,9 @@ fn a_tile_gemm_takes_the_program_entrys_operands_with_the_identity_program() {
     let w = g.initializer("w", ConstTensor::from_f32(&[256, 1024], &vec![0.5; 256 * 1024]).unwrap());
     let y = g.matmul(x, w);
     g.output(y);
-    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    // (The `mma.sync` tiles: wgmma, the Hopper default, reads the weight packed.)
+    let o = PlanOptions { wgmma_gemm: false, ..PlanOptions::default() };
+    let plan = compile(&g, &Binding::new(), &o).unwrap();
     assert_eq!(gemm_b_args(&plan), [(KernelId::GemmTc128NF32, w)], "{plan}");
     let Some(Step::Kernel { args, .. }) = plan.steps.first() else { panic!("{plan}") };
     let identity = kernels_gpu::abi::EwProgramParams {
@@ -318,7 +320,17 @@ fn a_tile_gemm_split_over_k_reduces_its_partials_in_a_second_launch() {
     let w = g.initializer("w", ConstTensor::from_f32(&[1024, 256], &vec![0.5; 1024 * 256]).unwrap());
     let y = g.matmul(x, w);
     g.output(y);
-    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    for wgmma_gemm in [false, true] {
+        let o = PlanOptions { wgmma_gemm, ..PlanOptions::default() };
+        let plan = compile(&g, &Binding::new(), &o).unwrap();
+        let tile = if wgmma_gemm { KernelId::GemmWg64F32 } else { KernelId::GemmTc64NF32 };
+        split_k_launches(&plan, tile);
+    }
+}
+
+/// The split-K launches of `a_tile_gemm_split_over_k_reduces_its_partials_in_a_second_launch`'s
+/// plan with the tile entry `tile`.
+fn split_k_launches(plan: &Plan, tile: KernelId) {
     let text = plan.to_string();
     let kernels: Vec<_> = plan
         .steps
@@ -329,7 +341,7 @@ fn a_tile_gemm_split_over_k_reduces_its_partials_in_a_second_launch() {
         })
         .collect();
     let [(k0, g0, a0), (k1, g1, a1)] = &kernels[..] else { panic!("{text}") };
-    assert_eq!((*k0, *g0), (KernelId::GemmTc64NF32, [4, 32, 3]), "{text}");
+    assert_eq!((*k0, *g0), (tile, [4, 32, 3]), "{text}");
     assert_eq!((*k1, *g1), (KernelId::GemmReduceF32, [1, 2048, 1]), "{text}");
     // The partials' launch writes the workspace the reduction reads.
     let (Some(Arg::Value(ws)), Some(Arg::Value(read))) = (a0.last(), a1.get(2)) else { panic!("{text}") };

@@ -1,0 +1,379 @@
+//! f32 GEMM on Hopper's warpgroup tensor-core instructions (`wgmma.mma_async`, sm_90a) for the
+//! GEMMs whose B is a weight: the large shapes of batched inference (a transformer's projections
+//! at batch x sequence in the thousands, a physics MLP at batch 16384), where the `mma.sync` tiles
+//! of `gemm_tile.rs` leave most of Hopper's tensor-core rate unused (each `mma.sync` is a 16 x 8 x 8
+//! product issued by one warp, its operands split from shared memory fragment by fragment).
+//!
+//! The planner packs the weight at plan time ([`crate::abi::gemm_wg_packed_len`]): its transpose,
+//! k contiguous, once as TF32 big parts and (3xTF32) once as the TF32 small parts. A block of one
+//! or two warpgroups computes a `64 WGS x BN` output tile; per k tile of 32, a four-stage
+//! `cp.async` pipeline brings B's planes (`BN` rows of 128 bytes each) and A's rows into shared
+//! memory, each row's 16-byte chunks permuted by an XOR with the row (the 128-byte swizzle that
+//! `wgmma`'s K-major operand layout reads: the stages sit on 1 KiB boundaries). Every warpgroup
+//! takes its 64 rows of A from shared memory into registers in the `m16n8k8` fragment layout,
+//! splits them into TF32 big and small parts there, and issues per k step of 8 the products
+//! `small(A)·big(B) + big(A)·small(B) + big(A)·big(B)` as `m64nBNk8` operations reading B
+//! through a matrix descriptor (f32 accuracy, as `gemm_tc.rs`; the `_tf32` entries one product
+//! with A rounded and B packed rounded). One k tile's group of products runs while the next
+//! tile's fragments are loaded and split and the copies of the two after it are in flight.
+//! The epilogue (`alpha`, `beta * C`, the activation and the elementwise program) stages the
+//! tile in shared memory and finishes it as `gemm_tile.rs` does, split-K partials included.
+//!
+//! Operand requirements (the planner checks them; the kernel traps otherwise): A unit-stride along
+//! k with row and batch strides multiples of four and a 16-byte aligned base; B packed (`b_rs`
+//! 1, `b_cs` the packed row length, at least k, `b_bs` 0, 16-byte aligned). Any m, n, k. The
+//! entries exist in both PTX flavours; on the portable one (no `wgmma`) they trap, and the planner
+//! selects them only for the Hopper flavour.
+
+use crate::abi::{EwProgramParams, GemmParams};
+#[cfg(ferrofuse_hopper)]
+use crate::abi::{GEMM_TILE_BK, GEMM_WG_STAGES};
+#[cfg(ferrofuse_hopper)]
+use crate::gemm::{Program, program};
+#[cfg(ferrofuse_hopper)]
+use crate::gemm_tc::split;
+#[cfg(ferrofuse_hopper)]
+use crate::gemm_tile::unroll4;
+use crate::intrinsics::trap;
+#[cfg(ferrofuse_hopper)]
+use crate::intrinsics::{
+    block_dim_x, block_idx_x, block_idx_y, block_idx_z, cp_async_16_zfill, cp_async_commit,
+    cp_async_wait_group, cvt_rna_tf32, dynamic_shared_addr, dynamic_shared_ptr, fence_proxy_async_shared,
+    ld_shared_u32, sync_threads, thread_idx_x, wgmma_commit_group, wgmma_fence, wgmma_m64n64k8_tf32_rs,
+    wgmma_m64n128k8_tf32_rs, wgmma_wait_all, wgmma_wait_group,
+};
+
+#[cfg(ferrofuse_hopper)]
+const BK: u32 = GEMM_TILE_BK;
+#[cfg(ferrofuse_hopper)]
+const STAGES: u32 = GEMM_WG_STAGES;
+#[cfg(ferrofuse_hopper)]
+const _: () = assert!(BK == 32 && STAGES >= 2);
+
+/// The 16-byte chunk where chunk `c` (of eight per 128-byte row) of row `r` of a k-contiguous
+/// tile is stored: the 128-byte swizzle (`wgmma`'s layout type 1), relative to a 1 KiB boundary.
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+const fn swizzle(r: u32, c: u32) -> u32 {
+    c ^ (r & 7)
+}
+
+/// The `wgmma` shared-memory matrix descriptor of a K-major operand with the 128-byte swizzle
+/// whose first row starts at shared address `addr`: rows of 128 bytes, 8-row groups 1 KiB apart
+/// (stride byte offset), the leading byte offset unused for a K-major swizzled operand (1, as
+/// CUTLASS sets it), base offset 0 (the tile's 1 KiB blocks are aligned). A k step's descriptor
+/// starts `32 s` bytes into the rows (the hardware applies the swizzle to the whole address).
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+fn descriptor(addr: u32) -> u64 {
+    ((addr as u64 & 0x3_ffff) >> 4) | (1 << 16) | ((1024u64 >> 4) << 32) | (1 << 62)
+}
+
+/// `x` as the A operand of a product: split into its TF32 parts when `EXACT`, else rounded.
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+fn operand<const EXACT: bool>(x: f32) -> (u32, u32) {
+    if EXACT { split(x) } else { (cvt_rna_tf32(x), 0) }
+}
+
+/// `acc += a · B` over one k step: the `m64nBNk8` product for `BN = 2 ACC`.
+///
+/// # Safety
+/// As [`wgmma_m64n128k8_tf32_rs`].
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+unsafe fn product<const ACC: usize>(acc: &mut [f32; ACC], a: [u32; 4], desc: u64) {
+    // SAFETY: `ACC` is the accumulator count of the product chosen (checked by the const test);
+    // the rest is the caller's contract.
+    unsafe {
+        if ACC == 64 {
+            wgmma_m64n128k8_tf32_rs(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), a, desc)
+        } else if ACC == 32 {
+            wgmma_m64n64k8_tf32_rs(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), a, desc)
+        } else {
+            trap()
+        }
+    }
+}
+
+/// `y = program(act(alpha A B + beta C))` over one block tile of `64 WGS x BN` (`ACC = BN / 2`
+/// accumulators per thread).
+///
+/// # Safety
+/// As `gemm_program_f32`, with the operand requirements of the module doc; the launch has
+/// `128 * WGS` threads and [`crate::abi::GemmTile::wg_shared_bytes`] of dynamic shared memory.
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: bool>(
+    p: &GemmParams,
+    a: *const f32,
+    b: *const f32,
+    c_ptr: *const f32,
+    y: *mut f32,
+    program: Program,
+) {
+    const { assert!(2 * ACC == BN as usize && (BN == 64 || BN == 128) && (WGS == 1 || WGS == 2)) };
+    let p = *p;
+    let bm = 64 * WGS;
+    let threads = 128 * WGS;
+    let aligned = |ptr: *const f32, s1: u64, s2: u64| (ptr as usize) % 16 == 0 && s1 % 4 == 0 && s2 % 4 == 0;
+    let splits = p.splits.max(1);
+    if block_dim_x() != threads
+        || (splits > 1 && (p.k_chunk == 0 || p.k_chunk % BK != 0))
+        || p.a_cs != 1
+        || !aligned(a, p.a_rs, p.a_bs)
+        || p.b_rs != 1
+        || p.b_bs != 0
+        || p.b_cs < p.k as u64
+        || !aligned(b, p.b_cs, 0)
+    {
+        trap();
+    }
+    if p.m == 0 || p.n == 0 {
+        return;
+    }
+    let tid = thread_idx_x();
+    let (warp, lane) = (tid / 32, tid % 32);
+    let (g, t) = (lane / 4, lane % 4);
+    let z = block_idx_z();
+    let (row0, col0) = (block_idx_y() * bm, block_idx_x() * BN);
+    let (batch, _, k_begin, k_end) = crate::gemm_split::split_of(&p, z);
+    let a_at = batch * p.a_bs;
+    let k_tiles = k_end.saturating_sub(k_begin).div_ceil(BK);
+    let planes = if EXACT { 2 } else { 1 };
+    // Stage `s`: B's big-part tile, (EXACT) its small-part tile, then A's tile; each a multiple
+    // of 1 KiB, from a 1 KiB boundary.
+    let b_tile = BN * BK * 4;
+    let stage_bytes = planes * b_tile + bm * BK * 4;
+    let window = dynamic_shared_addr();
+    let smem = window.next_multiple_of(1024);
+    // The plane of small parts follows the `n` rows of big parts.
+    let small_plane = p.n as u64 * p.b_cs;
+
+    // The copies of k tile `kt` into its stage. Every thread copies chunk `kc = tid % 8` (k
+    // `4 kc ..`) of rows `tid / 8 + PASS j` (j = 0..4) of each tile: B's rows (output columns,
+    // per plane) and A's rows, `PASS = threads / 8` rows apart (`BN` and `64 WGS` are four
+    // passes each). The rows keep their swizzle (`PASS` is a multiple of 8), so each copy's
+    // source and destination step by constants from the thread's first; only the bytes inside
+    // k (the same for all of a thread's copies of a tile) and the rows inside m or n vary.
+    const PASSES: u32 = 4;
+    let pass = threads / 8;
+    // Four passes: BN = 8 PASSES pass and 64 WGS = 8 PASSES pass (pass = 16 WGS).
+    const { assert!(BN == 64 * WGS) };
+    let (kc, r_first) = (tid % 8, tid / 8);
+    let dst_first = (r_first * BK + 4 * swizzle(r_first, kc)) * 4;
+    let b_first = (col0 + r_first) as u64 * p.b_cs + 4 * kc as u64;
+    let a_first = a_at + (row0 + r_first) as u64 * p.a_rs + 4 * kc as u64;
+    let (b_pass, a_pass) = (pass as u64 * p.b_cs, pass as u64 * p.a_rs);
+    let load = |kt: u32| {
+        let k0 = k_begin + kt * BK;
+        let base = smem + (kt % STAGES) * stage_bytes + dst_first;
+        // The bytes of the thread's chunks that lie inside its k range.
+        let k = k0 + 4 * kc;
+        let k_bytes = if k >= k_end { 0 } else { (k_end - k).min(4) * 4 };
+        unroll4!(J => {
+            let j = J as u32;
+            let in_n = col0 + r_first + pass * j < p.n;
+            let n_bytes = if in_n { k_bytes } else { 0 };
+            let at = b_first + J as u64 * b_pass + k0 as u64;
+            let dst = base + j * pass * BK * 4;
+            for plane in 0..planes {
+                let src = if n_bytes == 0 { b } else { b.wrapping_add((at + plane as u64 * small_plane) as usize) };
+                // SAFETY: `src` holds `n_bytes` bytes of the packed B (column < n, k < k_end <=
+                // b_cs) or nothing is read; the destination is inside this stage's tile of the
+                // plane, 16-byte aligned.
+                unsafe { cp_async_16_zfill(dst + plane * b_tile, src.cast(), n_bytes) };
+            }
+            let in_m = row0 + r_first + pass * j < p.m;
+            let n_bytes = if in_m { k_bytes } else { 0 };
+            let src = if n_bytes == 0 {
+                a
+            } else {
+                a.wrapping_add((a_first + J as u64 * a_pass + k0 as u64) as usize)
+            };
+            // SAFETY: as for B (row < m, k < k_end <= k, the planner's strides).
+            unsafe { cp_async_16_zfill(dst + planes * b_tile, src.cast(), n_bytes) };
+        });
+        const { assert!(PASSES == 4) };
+        cp_async_commit();
+    };
+
+    // The lane's rows of A: `16 w + g` and 8 below it within its warpgroup's 64 (both `g`
+    // modulo 8, so their swizzle is the XOR with `g`).
+    let a_row = (warp / 4) * 64 + (warp % 4) * 16 + g;
+    // The lane's A fragments of k tile `kt`'s four k steps, split into (big, small) parts.
+    // (Steps and elements const-indexed: a rolled loop would move the arrays to local memory.)
+    let fragments = |kt: u32| {
+        let a_s = smem + (kt % STAGES) * stage_bytes + planes * b_tile;
+        let ld = |at: u32| {
+            // SAFETY: inside the stage's A tile, written by copies waited for before a barrier.
+            f32::from_bits(unsafe { ld_shared_u32(a_s + 4 * at) })
+        };
+        let mut f = [[[0u32; 4]; 4]; 2];
+        unroll4!(S => {
+            let s = S as u32;
+            // Fragment k `t` of step `s` is chunk `2s` of the row, k `t + 4` chunk `2s + 1`.
+            let (x0, x1) = (4 * swizzle(g, 2 * s) + t, 4 * swizzle(g, 2 * s + 1) + t);
+            let (r0, r1) = (a_row * BK, (a_row + 8) * BK);
+            let v = [ld(r0 + x0), ld(r1 + x0), ld(r0 + x1), ld(r1 + x1)];
+            unroll4!(E => {
+                (f[0][S][E], f[1][S][E]) = operand::<EXACT>(v[E]);
+            });
+        });
+        f
+    };
+    // Issues k tile `kt`'s products as one wgmma group: per k step, small(A)·big(B),
+    // big(A)·small(B), then big(A)·big(B) (small terms first, as `gemm_tc`).
+    let issue = |acc: &mut [f32; ACC], kt: u32, f: &[[[u32; 4]; 4]; 2]| {
+        let stage = smem + (kt % STAGES) * stage_bytes;
+        wgmma_fence();
+        unroll4!(S => {
+            let big_b = descriptor(stage + 32 * S as u32);
+            // SAFETY: the whole warpgroup issues the same products on a stage whose copies were
+            // waited for and handed to the async proxy before a barrier; the accumulators are
+            // read only after the final wait.
+            unsafe {
+                if EXACT {
+                    product(acc, f[1][S], big_b);
+                    product(acc, f[0][S], descriptor(stage + b_tile + 32 * S as u32));
+                }
+                product(acc, f[0][S], big_b);
+            }
+        });
+        wgmma_commit_group();
+    };
+    let mut acc = [0f32; ACC];
+    // The pipeline: tiles kt + 1 and kt + 2 in flight (copies) while tile kt's products run, and
+    // tile kt + 1's fragments loaded and split as they run. Stage `kt % STAGES` is refilled
+    // (tile kt + 4) only at iteration kt + 2, after every warpgroup waited for group kt and
+    // passed the barrier of iteration kt + 1.
+    const { assert!(STAGES == 4) };
+    for st in 0..2 {
+        if st < k_tiles {
+            load(st);
+        } else {
+            cp_async_commit();
+        }
+    }
+    if k_tiles > 0 {
+        cp_async_wait_group::<1>();
+        fence_proxy_async_shared();
+        sync_threads();
+        let mut cur = fragments(0);
+        let mut kt = 0;
+        loop {
+            issue(&mut acc, kt, &cur);
+            if kt + 2 < k_tiles {
+                load(kt + 2);
+            } else {
+                cp_async_commit();
+            }
+            if kt + 1 == k_tiles {
+                break;
+            }
+            // Tile kt + 1 has landed (only tile kt + 2's copies may be in flight); group kt - 1
+            // finished (its stage is refilled after the barrier, its fragments' registers
+            // reused now).
+            cp_async_wait_group::<1>();
+            wgmma_wait_group::<1>();
+            fence_proxy_async_shared();
+            sync_threads();
+            cur = fragments(kt + 1);
+            kt += 1;
+        }
+        wgmma_wait_all();
+    }
+
+    // The epilogue stages the block's tile in shared memory (the pipeline's, once every copy has
+    // landed and every warp has left its last k tile), row stride `BN + 8`, then finishes it as
+    // `gemm_tile.rs` does: one rolled loop, one copy of the epilogue (finishing each accumulator
+    // from registers would inline it, activations and program, once per accumulator).
+    cp_async_wait_group::<0>();
+    sync_threads();
+    let ld_tile = BN + 8;
+    // SAFETY: `smem - window` is below 1 KiB, inside the launch's shared memory.
+    let tile = unsafe { dynamic_shared_ptr().add((smem - window) as usize) } as *mut f32;
+    for j in 0..ACC / 4 {
+        // Accumulator `4j + e` is row `a_row + 8 (e / 2)`, column `8j + 2t + e % 2`.
+        let c = 8 * j as u32 + 2 * t;
+        // SAFETY: inside the tile (bm x ld_tile f32 fit the stages).
+        unsafe {
+            let at = tile.add((a_row * ld_tile + c) as usize);
+            *at = acc[4 * j];
+            *at.add(1) = acc[4 * j + 1];
+            let at = at.add(8 * ld_tile as usize);
+            *at = acc[4 * j + 2];
+            *at.add(1) = acc[4 * j + 3];
+        }
+    }
+    sync_threads();
+    let y_batch = if splits > 1 { z as u64 } else { batch };
+    // Without program instructions (the identity program of a plain GEMM), the loop runs
+    // without the interpreter.
+    let plain = program.is_none_or(|(e, _)| e.n_instr == 0);
+    // SAFETY: forwarded (the tile and the launch contract).
+    unsafe {
+        use crate::gemm_tile::store_tile;
+        if plain {
+            store_tile(&p, c_ptr, None, y, tile, (row0, col0, y_batch), (bm, BN, ld_tile), tid, threads);
+        } else {
+            store_tile(&p, c_ptr, program, y, tile, (row0, col0, y_batch), (bm, BN, ld_tile), tid, threads);
+        }
+    }
+}
+
+macro_rules! wg_entries {
+    ($($(#[$doc:meta])* $name:ident: $wgs:literal warpgroups, $bn:literal columns, $exact:literal;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As `gemm_program_f32`, with the operand requirements of the module doc (B packed). A
+        /// plain GEMM passes the identity program (one input, no instructions; `x1..x3` null).
+        /// With `p.splits > 1` (`p.k_chunk` a multiple of 32) the block at grid z `batch * splits
+        /// + split` sums k chunk `split` into matrix z of `y`, the workspace of raw partials, as
+        /// the `gemm_tile.rs` entries do.
+        ///
+        /// # Parameters
+        /// See [`GemmParams`] and [`EwProgramParams`].
+        ///
+        /// # Thread mapping
+        /// Grid (ceil(n / BN), ceil(m / (64 WGS)), batch * splits), block `128 * WGS` threads,
+        /// [`crate::abi::GemmTile::wg_shared_bytes`] of dynamic shared memory; warpgroup `w`
+        /// computes rows `64 w ..` of the block's tile, all its columns.
+        #[unsafe(no_mangle)]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            p: GemmParams,
+            e: EwProgramParams,
+            a: *const f32,
+            b: *const f32,
+            c: *const f32,
+            x1: *const f32,
+            x2: *const f32,
+            x3: *const f32,
+            y: *mut f32,
+        ) {
+            #[cfg(ferrofuse_hopper)]
+            // SAFETY: forwarded (the kernel's contract).
+            unsafe {
+                gemm_wg::<$wgs, $bn, { $bn / 2 }, $exact>(&p, a, b, c, y, program(&e, x1, x2, x3))
+            }
+            #[cfg(not(ferrofuse_hopper))]
+            {
+                let _ = (p, e, a, b, c, x1, x2, x3, y);
+                trap()
+            }
+        }
+    )*};
+}
+
+wg_entries! {
+    /// Tensor-core f32 GEMM through `wgmma` (3xTF32), 128 x 128 block tiles (two warpgroups).
+    gemm_wg128_f32: 2 warpgroups, 128 columns, true;
+    /// Tensor-core f32 GEMM through `wgmma` (3xTF32), 64 x 64 block tiles (one warpgroup).
+    gemm_wg64_f32: 1 warpgroups, 64 columns, true;
+    /// `gemm_wg128_f32` in TF32: A rounded to TF32, B packed rounded, one product per step.
+    gemm_wg128_tf32: 2 warpgroups, 128 columns, false;
+    /// `gemm_wg64_f32` in TF32.
+    gemm_wg64_tf32: 1 warpgroups, 64 columns, false;
+}
