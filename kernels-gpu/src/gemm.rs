@@ -4,8 +4,8 @@
 //! operands). FP32 FMA on the CUDA cores: exact FP32 semantics, no TF32. With the tensor cores on
 //! (the default) the planner sends few GEMMs here: small-`m` ones that would underfill the device
 //! with these tiles run on `gemm_tc.rs` (3xTF32), large ones with unit-stride operands on the
-//! large-tile kernels of `gemm_tile.rs`; Hopper-specific matrix kernels (wgmma, TMA) come with the
-//! matrix-kernel issue.
+//! large-tile kernels of `gemm_tile.rs`, or on Hopper, where B is a weight, their `wgmma` twins of
+//! `gemm_wg.rs`.
 //!
 //! Each kernel has a `*_program_f32` twin whose epilogue continues with an elementwise program
 //! ([`EwProgramParams`], the interpreter of `program.rs`): the GEMM result is the program's input
