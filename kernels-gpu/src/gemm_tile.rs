@@ -24,7 +24,7 @@ use crate::abi::{EwProgramParams, GEMM_TILE_BK, GEMM_TILE_STAGES, GemmParams};
 use crate::gemm::{Program, finish, program};
 use crate::gemm_tc::split;
 use crate::intrinsics::{
-    F32x4, block_dim_x, block_idx_x, block_idx_y, block_idx_z, cp_async_16_zfill, cp_async_commit,
+    block_dim_x, block_idx_x, block_idx_y, block_idx_z, cp_async_16_zfill, cp_async_commit,
     cp_async_wait_group, cvt_rna_tf32, dynamic_shared_addr, dynamic_shared_ptr, ld_shared_u32,
     mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x, trap,
 };
@@ -53,6 +53,7 @@ macro_rules! unroll4 {
         }
     }};
 }
+#[cfg(ferrofuse_hopper)]
 pub(crate) use unroll4;
 
 const BK: u32 = GEMM_TILE_BK;
@@ -247,18 +248,41 @@ unsafe fn gemm_tile<
         }
     });
     sync_threads();
-    // Split-K partials go to matrix `batch * splits + split` of the workspace (grid z), through
-    // the identity epilogue the planner passes with them.
-    let y_batch = if splits > 1 { z as u64 } else { batch };
-    // Without program instructions (the identity program of a plain GEMM), the loop runs
-    // without the interpreter.
-    let plain = program.is_none_or(|(e, _)| e.n_instr == 0);
     // SAFETY: forwarded (the tile and the launch contract).
     unsafe {
+        finish_tile(&p, c_ptr, program, y, tile, (row0, col0, z, batch), (bm, bn, ld_tile), tid, threads)
+    };
+}
+
+/// Finishes and stores the block's output tile staged in shared memory at `tile` ([`store_tile`])
+/// of the block at grid z `z`, which computes matrix `batch`: split-K partials go to matrix `z`
+/// (`batch * splits + split`) of the workspace, through the identity epilogue the planner passes
+/// with them; without program instructions (the identity program of a plain GEMM) the loop runs
+/// without the interpreter.
+///
+/// # Safety
+/// As [`store_tile`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn finish_tile(
+    p: &GemmParams,
+    c_ptr: *const f32,
+    program: Program,
+    y: *mut f32,
+    tile: *const f32,
+    (row0, col0, z, batch): (u32, u32, u32, u64),
+    dims: (u32, u32, u32),
+    tid: u32,
+    threads: u32,
+) {
+    let y_batch = if p.splits > 1 { z as u64 } else { batch };
+    let plain = program.is_none_or(|(e, _)| e.n_instr == 0);
+    // SAFETY: forwarded (the caller's contract).
+    unsafe {
         if plain {
-            store_tile(&p, c_ptr, None, y, tile, (row0, col0, y_batch), (bm, bn, ld_tile), tid, threads);
+            store_tile(p, c_ptr, None, y, tile, (row0, col0, y_batch), dims, tid, threads);
         } else {
-            store_tile(&p, c_ptr, program, y, tile, (row0, col0, y_batch), (bm, bn, ld_tile), tid, threads);
+            store_tile(p, c_ptr, program, y, tile, (row0, col0, y_batch), dims, tid, threads);
         }
     }
 }
@@ -273,7 +297,7 @@ unsafe fn gemm_tile<
 /// and the program's inputs.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn store_tile(
+unsafe fn store_tile(
     p: &GemmParams,
     c_ptr: *const f32,
     program: Program,

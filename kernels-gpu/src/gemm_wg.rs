@@ -140,7 +140,7 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     let (batch, _, k_begin, k_end) = crate::gemm_split::split_of(&p, z);
     let a_at = batch * p.a_bs;
     let k_tiles = k_end.saturating_sub(k_begin).div_ceil(BK);
-    let planes = if EXACT { 2 } else { 1 };
+    let planes = crate::abi::gemm_wg_planes(EXACT);
     // Stage `s`: B's big-part tile, (EXACT) its small-part tile, then A's tile; each a multiple
     // of 1 KiB, from a 1 KiB boundary.
     let b_tile = BN * BK * 4;
@@ -151,14 +151,12 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     let small_plane = p.n as u64 * p.b_cs;
 
     // The copies of k tile `kt` into its stage. Every thread copies chunk `kc = tid % 8` (k
-    // `4 kc ..`) of rows `tid / 8 + PASS j` (j = 0..4) of each tile: B's rows (output columns,
-    // per plane) and A's rows, `PASS = threads / 8` rows apart (`BN` and `64 WGS` are four
-    // passes each). The rows keep their swizzle (`PASS` is a multiple of 8), so each copy's
+    // `4 kc ..`) of rows `tid / 8 + pass j` (j = 0..4) of each tile: B's rows (output columns,
+    // per plane) and A's rows, `pass = threads / 8 = 16 WGS` rows apart (`BN = 64 WGS` rows: four
+    // passes each). The rows keep their swizzle (`pass` is a multiple of 8), so each copy's
     // source and destination step by constants from the thread's first; only the bytes inside
     // k (the same for all of a thread's copies of a tile) and the rows inside m or n vary.
-    const PASSES: u32 = 4;
     let pass = threads / 8;
-    // Four passes: BN = 8 PASSES pass and 64 WGS = 8 PASSES pass (pass = 16 WGS).
     const { assert!(BN == 64 * WGS) };
     let (kc, r_first) = (tid % 8, tid / 8);
     let dst_first = (r_first * BK + 4 * swizzle(r_first, kc)) * 4;
@@ -194,7 +192,6 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
             // SAFETY: as for B (row < m, k < k_end <= k, the planner's strides).
             unsafe { cp_async_16_zfill(dst + planes * b_tile, src.cast(), n_bytes) };
         });
-        const { assert!(PASSES == 4) };
         cp_async_commit();
     };
 
@@ -307,19 +304,20 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
         }
     }
     sync_threads();
-    let y_batch = if splits > 1 { z as u64 } else { batch };
-    // Without program instructions (the identity program of a plain GEMM), the loop runs
-    // without the interpreter.
-    let plain = program.is_none_or(|(e, _)| e.n_instr == 0);
     // SAFETY: forwarded (the tile and the launch contract).
     unsafe {
-        use crate::gemm_tile::store_tile;
-        if plain {
-            store_tile(&p, c_ptr, None, y, tile, (row0, col0, y_batch), (bm, BN, ld_tile), tid, threads);
-        } else {
-            store_tile(&p, c_ptr, program, y, tile, (row0, col0, y_batch), (bm, BN, ld_tile), tid, threads);
-        }
-    }
+        crate::gemm_tile::finish_tile(
+            &p,
+            c_ptr,
+            program,
+            y,
+            tile,
+            (row0, col0, z, batch),
+            (bm, BN, ld_tile),
+            tid,
+            threads,
+        )
+    };
 }
 
 macro_rules! wg_entries {

@@ -171,6 +171,12 @@ impl super::KernelId {
 /// Pipeline stages of the `wgmma` GEMMs (`gemm_wg.rs`).
 pub const GEMM_WG_STAGES: u32 = 4;
 
+/// The planes of a weight packed for the `wgmma` GEMMs: the TF32 big parts, and (`exact`, the
+/// 3xTF32 entries) the small parts.
+pub const fn gemm_wg_planes(exact: bool) -> u32 {
+    if exact { 2 } else { 1 }
+}
+
 /// The row length (in f32, a multiple of four: 16-byte rows) of a weight packed for the `wgmma`
 /// GEMMs: `k` rounded up to a multiple of four.
 pub const fn gemm_wg_packed_ld(k: u32) -> u32 {
@@ -183,8 +189,7 @@ pub const fn gemm_wg_packed_ld(k: u32) -> u32 {
 /// of small parts follows the big one), as `tc_pack::split` forms them. The kernels take it with
 /// `b_rs = 1`, `b_cs =` [`gemm_wg_packed_ld`], `b_bs = 0`.
 pub const fn gemm_wg_packed_len(k: u32, n: u32, exact: bool) -> u64 {
-    let planes = if exact { 2 } else { 1 };
-    planes * n as u64 * gemm_wg_packed_ld(k) as u64
+    gemm_wg_planes(exact) as u64 * n as u64 * gemm_wg_packed_ld(k) as u64
 }
 
 /// The block tile of a large-tile tensor-core GEMM entry: (rows, columns, threads).
@@ -210,8 +215,7 @@ impl GemmTile {
     /// 1 KiB the 128-byte swizzle of `wgmma`'s operand layout works in. The epilogue's output tile
     /// (`m x (n + 8)` f32) fits in the stages.
     pub const fn wg_shared_bytes(self, exact: bool) -> u32 {
-        let planes = if exact { 2 } else { 1 };
-        GEMM_WG_STAGES * (planes * self.n + self.m) * GEMM_TILE_BK * 4 + 1024
+        GEMM_WG_STAGES * (gemm_wg_planes(exact) * self.n + self.m) * GEMM_TILE_BK * 4 + 1024
     }
 
     /// Dynamic shared memory of a launch: [`GEMM_TILE_STAGES`] stages of the A tile

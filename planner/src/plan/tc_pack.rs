@@ -44,14 +44,19 @@ pub(crate) fn split(x: f32) -> (u32, u32) {
     (big, if rest.is_finite() { tf32(rest) } else { 0 })
 }
 
+/// Whether `b` holds every element of the `k x n` matrix `B[kk][j] = b[kk * rs + j * cs]`.
+fn holds(b: &[f32], k: u32, n: u32, rs: u64, cs: u64) -> bool {
+    k == 0 || n == 0 || (k as u64 - 1) * rs + (n as u64 - 1) * cs < b.len() as u64
+}
+
 /// The packed form (f32 bits) of the `k x n` matrix `B[kk][j] = b[kk * rs + j * cs]`, in the
 /// layout of [`gemm_tc_packed_len`] (zero past k and n). `None` when `b` does not hold every
 /// element the strides address.
 pub(crate) fn pack(b: &[f32], k: u32, n: u32, rs: u64, cs: u64) -> Option<Vec<u32>> {
-    let (k64, n64) = (k as u64, n as u64);
-    if k > 0 && n > 0 && (k64 - 1) * rs + (n64 - 1) * cs >= b.len() as u64 {
+    if !holds(b, k, n, rs, cs) {
         return None;
     }
+    let (k64, n64) = (k as u64, n as u64);
     let rounds = k.div_ceil(GEMM_TC_KC) as u64;
     let mut out = vec![0u32; gemm_tc_packed_len(k, n) as usize];
     let half = GEMM_TC_PACK_LANE as usize / 2;
@@ -80,8 +85,7 @@ pub(crate) fn pack(b: &[f32], k: u32, n: u32, rs: u64, cs: u64) -> Option<Vec<u3
 /// second plane of the small parts ([`split`]); else the values rounded to TF32 ([`tf32`]). `None`
 /// when `b` does not hold every element the strides address.
 pub(crate) fn pack_wg(b: &[f32], k: u32, n: u32, rs: u64, cs: u64, exact: bool) -> Option<Vec<u32>> {
-    let (k64, n64) = (k as u64, n as u64);
-    if k > 0 && n > 0 && (k64 - 1) * rs + (n64 - 1) * cs >= b.len() as u64 {
+    if !holds(b, k, n, rs, cs) {
         return None;
     }
     let ld = gemm_wg_packed_ld(k) as usize;
@@ -163,16 +167,21 @@ pub(super) fn pack_weights(
 /// Whether a GEMM of parameters `p` reading B from `b` runs `gemm_tc_packed_f32`: it takes the
 /// tensor-core kernel, B is an f32 weight, one for the whole batch, and k is not empty.
 fn takes_packed(g: &Graph, p: &GemmParams, b: ValueId, o: &PlanOptions) -> bool {
+    packable(g, p, b) && tensor_core(p, o).is_some()
+}
+
+/// Whether B of a GEMM of parameters `p`, read from `b`, can be packed: an f32 weight, one for the
+/// whole batch, k and n not empty.
+fn packable(g: &Graph, p: &GemmParams, b: ValueId) -> bool {
     let weight = g.initializers.get(&b).is_some_and(|c| c.dtype == DType::F32);
-    weight && p.b_bs == 0 && p.k > 0 && p.n > 0 && tensor_core(p, o).is_some()
+    weight && p.b_bs == 0 && p.k > 0 && p.n > 0
 }
 
 /// Whether a GEMM of parameters `p` reading B from `b` runs a `wgmma` GEMM (`gemm_wg_*`, the
 /// Hopper flavour): it takes a large-tile kernel ([`tile_launch`]), B is an f32 weight, one for
 /// the whole batch, and k is not empty.
 pub(super) fn takes_wg_packed(g: &Graph, p: &GemmParams, b: ValueId, o: &PlanOptions) -> bool {
-    let weight = g.initializers.get(&b).is_some_and(|c| c.dtype == DType::F32);
-    o.wgmma_gemm && weight && p.b_bs == 0 && p.k > 0 && p.n > 0 && tile_launch(p, o).is_some()
+    o.wgmma_gemm && packable(g, p, b) && tile_launch(p, o).is_some()
 }
 
 /// Little-endian f32 bytes as values.
