@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Cold start of the ferrofuse CLI: process start to exit (the outputs printed) for `doctor` and for
-`run MODEL` on the exported models, with an empty kernel cache and with a filled one. The driver's
-own JIT cache is off throughout (CUDA_CACHE_DISABLE=1), so "empty" is what a fresh machine sees.
+`run MODEL` on the exported models: with the cubins shipped in the binary (what an installed build
+loads), and without them with an empty kernel cache and with a filled one. The driver's own JIT
+cache is off throughout (CUDA_CACHE_DISABLE=1), so "empty" is what a fresh machine sees.
 
     python3 benches/coldstart.py BIN MODEL_DIR OUT.json [NAME ...]
 
@@ -56,9 +57,14 @@ def main():
         for l in lines:
             print(f"    {l}")
 
+    # Shipped cubins (the binary built with FERROFUSE_PTXAS) are what an installed binary loads; with
+    # them off, the kernels compile into the empty cache (a build without them, or a device they do
+    # not fit).
+    off = {"FERROFUSE_SHIPPED_CUBINS": "off"}
     cache = tempfile.mkdtemp(prefix="ff-kcache-")
-    measure("doctor, empty cache", [binary, "doctor"], cache)
-    measure("doctor, filled cache", [binary, "doctor"], cache)
+    measure("doctor, shipped cubins, empty cache", [binary, "doctor"], cache)
+    measure("doctor, no shipped cubins, empty cache", [binary, "doctor"], cache, off)
+    measure("doctor, no shipped cubins, filled cache", [binary, "doctor"], cache, off)
     shutil.rmtree(cache)
     for name in names:
         inputs = []
@@ -66,14 +72,14 @@ def main():
             inputs += ["--input", f"{os.path.basename(f)[len(name) + 4:-4]}={f}"]
         cmd = [binary, "run", os.path.join(model_dir, f"{name}.onnx")] + inputs
         cache = tempfile.mkdtemp(prefix="ff-kcache-")
-        measure(f"run {name}, empty cache", cmd, cache)
-        measure(f"run {name}, filled cache", cmd, cache)
-        measure(f"run {name}, filled cache (again)", cmd, cache)
-        # Where the first execution's time goes: without graph capture, without the L2 window.
-        measure(f"run {name}, filled cache, no CUDA graph", cmd + ["--set", "cuda_graph=false"], cache)
-        measure(f"run {name}, filled cache, no L2 persistence", cmd + ["--set", "l2_persist_weights=false"], cache)
+        measure(f"run {name}, shipped cubins, empty cache", cmd, cache)
+        measure(f"run {name}, shipped cubins, empty cache (again)", cmd, cache)
+        # Where the first execution's time goes: without graph capture.
+        measure(f"run {name}, shipped cubins, no CUDA graph", cmd + ["--set", "cuda_graph=false"], cache)
+        measure(f"run {name}, no shipped cubins, empty cache", cmd, cache, off)
+        measure(f"run {name}, no shipped cubins, filled cache", cmd, cache, off)
         shutil.rmtree(cache)
-        measure(f"run {name}, cache off (driver JIT)", cmd, "", {"FERROFUSE_CACHE": "off"})
+        measure(f"run {name}, no shipped cubins, cache off (driver JIT)", cmd, "", dict(off, FERROFUSE_CACHE="off"))
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                          capture_output=True, text=True).stdout.strip()
     with open(out_json, "w") as f:

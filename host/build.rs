@@ -7,23 +7,44 @@
 //! -Zbuild-std=core` with its own target directory under `OUT_DIR` and a filtered environment (the
 //! outer build's `RUSTFLAGS`, `CARGO_*` and profile variables must not leak into the device build).
 //! The PTX lands in `OUT_DIR/kernels-{flavour}.ptx`, where `host::device::ptx` embeds it.
+//!
+//! With `FERROFUSE_PTXAS` naming a `ptxas` (`scripts/fetch-ptxas.sh` fetches NVIDIA's), every kernel
+//! module of each flavour is also compiled to machine code for the flavour's architecture (sm_80,
+//! sm_90a), in parallel, into `OUT_DIR/cubins-{flavour}.bin` (`host::device::shipped` embeds it), so
+//! a first run on such a device compiles nothing. The cubins are kept by PTX-module hash and
+//! compiler under the target folder (`ferrofuse-cubins/`): a rebuild compiles only the kernels
+//! whose PTX changed. Without it the archives are empty and kernels compile on first use (then
+//! the kernel cache keeps them).
+
+#[path = "src/device/cubin_archive.rs"]
+#[allow(dead_code)]
+mod cubin_archive;
+#[path = "src/device/ptx_split.rs"]
+#[allow(dead_code)]
+mod ptx_split;
 
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 struct Flavour {
     name: &'static str,
     rustflags: &'static str,
+    /// `ptxas -arch` of its shipped cubins.
+    arch: &'static str,
 }
 
 const FLAVOURS: [Flavour; 2] = [
-    Flavour { name: "portable", rustflags: "-C target-cpu=sm_80" },
+    Flavour { name: "portable", rustflags: "-C target-cpu=sm_80", arch: "sm_80" },
     Flavour {
         name: "hopper",
         rustflags: "-C target-cpu=sm_90a -C target-feature=+ptx86 --cfg ferrofuse_hopper",
+        arch: "sm_90a",
     },
 ];
+
+/// The environment variable naming the `ptxas` that compiles the shipped cubins.
+const PTXAS_VAR: &str = "FERROFUSE_PTXAS";
 
 /// Variables the device build may see; everything else is cleared.
 const PASSED_ENV: [&str; 6] = ["PATH", "HOME", "RUSTUP_HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN", "TMPDIR"];
@@ -38,6 +59,11 @@ fn main() {
     }
     println!("cargo:rerun-if-changed={}", root.join("rust-toolchain.toml").display());
     println!("cargo:rerun-if-changed={}", root.join("Cargo.lock").display());
+    println!("cargo:rerun-if-env-changed={PTXAS_VAR}");
+    let ptxas = env::var_os(PTXAS_VAR).filter(|p| !p.is_empty()).map(PathBuf::from);
+    if let Some(p) = &ptxas {
+        println!("cargo:rerun-if-changed={}", p.display());
+    }
 
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let rustc = env::var("RUSTC").ok();
@@ -88,9 +114,102 @@ fn main() {
         let ptx = target_dir.join("nvptx64-nvidia-cuda/release/kernels_gpu.ptx");
         let text = std::fs::read_to_string(&ptx).unwrap_or_else(|e| panic!("reading {}: {e}", ptx.display()));
         let dest = out_dir.join(format!("kernels-{}.ptx", f.name));
-        std::fs::write(&dest, with_directives(&text, f.name))
-            .unwrap_or_else(|e| panic!("writing {}: {e}", dest.display()));
+        let ptx = with_directives(&text, f.name);
+        std::fs::write(&dest, &ptx).unwrap_or_else(|e| panic!("writing {}: {e}", dest.display()));
+        let archive = match &ptxas {
+            Some(ptxas) => ship_cubins(f, &ptx, ptxas, &out_dir),
+            None => cubin_archive::encode("", "", &[]),
+        };
+        let dest = out_dir.join(format!("cubins-{}.bin", f.name));
+        std::fs::write(&dest, archive).unwrap_or_else(|e| panic!("writing {}: {e}", dest.display()));
     }
+}
+
+/// The archive of every kernel of `ptx` compiled by `ptxas` for `f.arch`: each kernel's module cut
+/// as the host cuts it (`ptx_split`), compiled on one thread per core, kept under the target
+/// folder by module hash and compiler so that a rebuild compiles only what changed.
+fn ship_cubins(f: &Flavour, ptx: &str, ptxas: &Path, out_dir: &Path) -> Vec<u8> {
+    let version = Command::new(ptxas)
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|e| panic!("{PTXAS_VAR}={}: cannot run it: {e}", ptxas.display()));
+    let version = String::from_utf8_lossy(&version.stdout);
+    let compiler = version
+        .lines()
+        .find(|l| l.contains("release"))
+        .unwrap_or_else(|| {
+            panic!("{PTXAS_VAR}={}: not a ptxas (`--version` said {version:?})", ptxas.display())
+        })
+        .trim()
+        .to_owned();
+    let index = ptx_split::PtxIndex::parse(ptx).expect("the PTX parses into functions");
+    let entries: Vec<&str> = ptx
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix(".visible .entry "))
+        .map(|rest| rest.split(['(', ' ']).next().unwrap_or(rest))
+        .collect();
+    // OUT_DIR is <target>/<profile>/build/host-<hash>/out (or .../build/host/<hash>/out): keep the
+    // cubins in <target>, so every profile and feature set of the host shares them.
+    let keep = out_dir
+        .ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == "build"))
+        .and_then(|build| build.parent()?.parent())
+        .unwrap_or(out_dir)
+        .join("ferrofuse-cubins")
+        .join(f.arch);
+    std::fs::create_dir_all(&keep).unwrap_or_else(|e| panic!("creating {}: {e}", keep.display()));
+    let compiler_hash = ptx_split::fnv1a(compiler.as_bytes());
+    let jobs: Vec<(&str, String, u64, PathBuf)> = entries
+        .iter()
+        .map(|&entry| {
+            let module = index.module(entry).unwrap_or_else(|| panic!("{entry}: no module"));
+            let hash = ptx_split::fnv1a(module.as_bytes());
+            let path = keep.join(format!("{entry}-{hash:016x}-{compiler_hash:016x}.cubin"));
+            (entry, module, hash, path)
+        })
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((entry, module, _, path)) = jobs.get(i) else { return };
+                    if !path.exists() {
+                        compile_cubin(ptxas, f.arch, entry, module, path);
+                    }
+                }
+            });
+        }
+    });
+    let cubins: Vec<(String, u64, Vec<u8>)> = jobs
+        .into_iter()
+        .map(|(entry, _, hash, path)| {
+            let cubin = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+            (entry.to_owned(), hash, cubin)
+        })
+        .collect();
+    cubin_archive::encode(f.arch, &compiler, &cubins)
+}
+
+/// Compiles one kernel module with `ptxas -arch ARCH` into `dest` (through a temporary file and a
+/// rename, so an interrupted build never leaves a torn cubin under its final name).
+fn compile_cubin(ptxas: &Path, arch: &str, entry: &str, module: &str, dest: &Path) {
+    let stem = format!("{}.{}", dest.display(), std::process::id());
+    let (src, tmp) = (PathBuf::from(format!("{stem}.ptx")), PathBuf::from(format!("{stem}.tmp")));
+    std::fs::write(&src, module).unwrap_or_else(|e| panic!("writing {}: {e}", src.display()));
+    let out = Command::new(ptxas)
+        .args(["-arch", arch, "-o"])
+        .arg(&tmp)
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", ptxas.display()));
+    let _ = std::fs::remove_file(&src);
+    if !out.status.success() {
+        panic!("ptxas -arch {arch} failed on kernel {entry}:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    std::fs::rename(&tmp, dest).unwrap_or_else(|e| panic!("renaming {}: {e}", tmp.display()));
 }
 
 /// Kernels launched with large blocks and many registers per thread, and the largest block each

@@ -14,6 +14,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rustup toolchain install >/dev/null
+# Ship every kernel as machine code (host/build.rs), as a release build would: the suite then runs
+# the shipped cubins. FERROFUSE_PTXAS= (empty) packs without them.
+if [ -z "${FERROFUSE_PTXAS+set}" ]; then
+  if FERROFUSE_PTXAS=$(scripts/fetch-ptxas.sh); then
+    export FERROFUSE_PTXAS
+  else
+    echo "warning: could not fetch ptxas: packing without shipped cubins" >&2
+    export FERROFUSE_PTXAS=
+  fi
+fi
 
 out=gpu-pack
 pack=$out/suite

@@ -32,15 +32,16 @@ pub fn cache_line(cache: &KernelCache) -> String {
 /// One line for a load: wall time, threads, where the code came from, and the slowest kernels.
 pub fn load_line(r: &LoadReport) -> String {
     let mut line = format!(
-        "{} kernels in {:.1} ms on {} thread(s): {} from the cache, {} compiled, {} JIT-compiled by the driver",
+        "{} kernels in {:.1} ms on {} thread(s): {} shipped, {} from the cache, {} compiled, {} JIT-compiled by the driver",
         r.loads.len(),
         ms(r.wall),
         r.threads,
+        r.count(KernelSource::Shipped),
         r.count(KernelSource::Cache),
         r.count(KernelSource::Compiled),
         r.count(KernelSource::DriverJit)
     );
-    if r.count(KernelSource::Cache) < r.loads.len() {
+    if compiled(r) > 0 {
         let slow: Vec<String> =
             r.slowest(4).iter().map(|l| format!("{} {:.0} ms", l.kernel.symbol(), ms(l.time))).collect();
         line += &format!("; slowest: {}", slow.join(", "));
@@ -48,10 +49,40 @@ pub fn load_line(r: &LoadReport) -> String {
     if r.invalid_entries > 0 {
         line += &format!("; {} corrupt or foreign cache entries replaced", r.invalid_entries);
     }
+    if r.shipped_refused > 0 {
+        line += &format!("; {} shipped cubins refused by the driver (compiled instead)", r.shipped_refused);
+    }
     if let Some(e) = &r.write_error {
         line += &format!("; warning: {e}");
     }
     line
+}
+
+/// Kernels of `r` compiled from PTX (by the driver's linker or its JIT) rather than loaded as
+/// machine code (shipped or cached).
+pub fn compiled(r: &LoadReport) -> usize {
+    r.count(KernelSource::Compiled) + r.count(KernelSource::DriverJit)
+}
+
+/// One line for what `flavour` ships.
+fn shipped_line(flavour: PtxFlavour) -> String {
+    let s = device::shipped::shipped(flavour);
+    if s.kernels == 0 {
+        "none (built without FERROFUSE_PTXAS: kernels compile on first use, then load from the cache)".into()
+    } else {
+        format!(
+            "{} kernels for {} ({:.1} MiB, {}){}",
+            s.kernels,
+            s.arch,
+            s.bytes as f64 / (1u64 << 20) as f64,
+            s.compiler,
+            if device::shipped::enabled_from_env() {
+                String::new()
+            } else {
+                format!(", switched off ({}=off)", device::shipped::SWITCH_VAR)
+            }
+        )
+    }
 }
 
 /// Runs the checks on device `ordinal`; the exit code is 0 only when a GPU is present and every
@@ -67,6 +98,7 @@ pub fn run(ordinal: usize, cold: bool) -> ExitCode {
             f.entries().len(),
             f.source().len() as f64 / (1u64 << 20) as f64
         );
+        println!("shipped cubins: {:<8} {}", f.name(), shipped_line(f));
     }
     match device::device_count() {
         Ok(n) => println!("CUDA devices: {n}"),
@@ -103,12 +135,14 @@ pub fn run(ordinal: usize, cold: bool) -> ExitCode {
     let cache = ctx.kernel_cache().clone();
     println!("kernel cache: {}", cache_line(&cache));
     let mut failed = 0;
-    // Every kernel, through the user's cache: cold where it was empty, warm where it was filled.
+    // Every kernel, from the shipped cubins and through the user's cache: cold where something had
+    // to be compiled, warm where nothing did.
     match ctx.load_all_kernels() {
         Ok(r) => {
-            let warm = r.count(KernelSource::Cache) == r.loads.len();
+            // Warm: nothing compiled (every kernel shipped or cached).
+            let warm = compiled(&r) == 0;
             println!("kernel load ({}): {}", if warm { "warm" } else { "cold" }, load_line(&r));
-            if !warm && cache.dir().is_some() {
+            if !warm && cache.dir().is_some() && r.count(KernelSource::Shipped) == 0 {
                 match ctx.measure_load_all(cache.clone()) {
                     Ok(w) => println!("kernel load (warm, fresh modules from the cache): {}", load_line(&w)),
                     Err(e) => {
@@ -128,7 +162,7 @@ pub fn run(ordinal: usize, cold: bool) -> ExitCode {
                 let _ = std::fs::remove_dir_all(&dir);
             } else if warm {
                 println!(
-                    "kernel load (cold): not measured, the cache was filled (`ferrofuse doctor --cold` measures it)"
+                    "kernel load (cold, compiling): not measured, nothing needed compiling (`ferrofuse doctor --cold` measures it)"
                 );
             }
         }

@@ -36,6 +36,7 @@ pub fn run(model: Option<&Path>, binds: &[String]) -> Result<()> {
         anyhow::bail!("{e}");
     }
     let stored = report.count(KernelSource::Compiled) + report.count(KernelSource::Cache);
-    println!("{stored} kernel(s) ready in the cache");
+    let shipped = report.count(KernelSource::Shipped);
+    println!("{stored} kernel(s) ready in the cache, {shipped} shipped in the binary (nothing to compile)");
     Ok(())
 }

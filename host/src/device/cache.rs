@@ -26,15 +26,7 @@ pub const DIR_VAR: &str = "FERROFUSE_CACHE_DIR";
 /// The environment variable switching the cache off (`off`, `0`, `false`, `no`).
 pub const SWITCH_VAR: &str = "FERROFUSE_CACHE";
 
-/// 64-bit FNV-1a: a stable hash (the same on every build and platform) for keys and payloads.
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
+pub(crate) use super::ptx_split::fnv1a;
 
 /// Where the kernel cache lives, or that it is off.
 #[derive(Clone, Debug, PartialEq, Eq)]

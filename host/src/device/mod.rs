@@ -7,9 +7,12 @@
 
 mod buffer;
 pub mod cache;
+mod cubin_archive;
 mod launch;
 mod module;
 mod ptx;
+mod ptx_split;
+pub mod shipped;
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -103,7 +106,8 @@ pub fn plan_target(ordinal: usize) -> Result<(u32, PtxFlavour), HostError> {
 
 impl Context {
     /// Opens device `ordinal`: creates its stream and picks the PTX flavour its compute capability
-    /// needs. Kernels load from the [kernel cache](cache) the environment names
+    /// needs. Kernels load from the cubins shipped in the binary where they fit the device
+    /// ([`shipped`]), else from the [kernel cache](cache) the environment names
     /// ([`KernelCache::from_env`]), compiled on a miss: those a session's plan needs before its
     /// first launch, in parallel ([`Context::preload`]), any other on its first launch
     /// ([`Context::load_all_kernels`] loads them all).
@@ -113,6 +117,12 @@ impl Context {
 
     /// [`Context::new`] with the kernel cache `cache` ([`KernelCache::off`]: none).
     pub fn with_cache(ordinal: usize, cache: KernelCache) -> Result<Self, HostError> {
+        Self::with_kernel_sources(ordinal, cache, shipped::enabled_from_env())
+    }
+
+    /// [`Context::new`] with the kernel cache `cache`, loading the shipped cubins first only when
+    /// `shipped`.
+    pub fn with_kernel_sources(ordinal: usize, cache: KernelCache, shipped: bool) -> Result<Self, HostError> {
         let count = device_count()?;
         if ordinal >= count {
             return Err(HostError::NoSuchDevice { ordinal, count });
@@ -131,7 +141,7 @@ impl Context {
         let start = Instant::now();
         let target =
             Target { compute_capability: info.compute_capability, driver_version: info.driver_version };
-        let module = LoadedModule::new(flavour, target, cache);
+        let module = LoadedModule::new(flavour, target, cache, shipped);
         let module_load_time = start.elapsed();
         Ok(Context { module, stream, ctx, info, flavour, module_load_time, persisting_l2: OnceLock::new() })
     }
@@ -179,7 +189,7 @@ impl Context {
     }
 
     /// Loads every kernel into a second, temporary set of modules through `cache` (the
-    /// context's own stay as they are) and reports it: with an empty or switched-off cache this
+    /// context's own stay as they are; shipped cubins are not used) and reports it: with an empty or switched-off cache this
     /// is the cold compile of every kernel, with a filled one the warm load (for `doctor`).
     pub fn measure_load_all(&self, cache: KernelCache) -> Result<LoadReport, HostError> {
         self.measure_load_all_of(KernelId::ALL, cache)
@@ -195,7 +205,7 @@ impl Context {
             compute_capability: self.info.compute_capability,
             driver_version: self.info.driver_version,
         };
-        let module = LoadedModule::new(self.flavour, target, cache);
+        let module = LoadedModule::new(self.flavour, target, cache, false);
         let report = module.preload(kernels, Self::compile_threads(), &|| self.bind());
         // The temporary modules unload with the context current on this thread.
         self.bind()?;

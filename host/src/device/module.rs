@@ -1,9 +1,11 @@
-//! Kernels loaded on first use or ahead of it, one module per kernel, from the kernel cache.
+//! Kernels loaded on first use or ahead of it, one module per kernel, from the shipped cubins or the
+//! kernel cache.
 //!
 //! The embedded PTX holds every kernel; JIT-compiling all of it when a context opens took seconds
 //! on a machine whose driver cache is cold. Instead each kernel's module (its entry and the
 //! functions it calls, [`PtxIndex::module`](super::ptx::PtxIndex::module)) is loaded on its own:
-//! from its cubin in the [kernel cache](super::cache) when an intact entry is there, else compiled
+//! from the cubin shipped in the binary for this device when there is one ([`shipped`]), else from
+//! its cubin in the [kernel cache](super::cache) when an intact entry is there, else compiled
 //! by the driver's linker (`cuLinkCreate` / `cuLinkAddData` / `cuLinkComplete`) and stored. With
 //! the cache off, the driver JIT-compiles the PTX module itself. [`LoadedModule::preload`]
 //! compiles a list of kernels in parallel, one thread per core, before their first launch (a
@@ -21,11 +23,14 @@ use kernels_gpu::abi::KernelId;
 
 use super::cache::{EntryKey, KernelCache, Miss, fnv1a};
 use super::ptx::PtxFlavour;
+use super::shipped;
 use crate::error::HostError;
 
 /// Where a kernel's machine code came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelSource {
+    /// A cubin shipped in the binary ([`shipped`](super::shipped)).
+    Shipped,
     /// An intact entry of the kernel cache.
     Cache,
     /// Compiled now by the driver's linker (and stored in the cache).
@@ -58,6 +63,9 @@ pub struct LoadReport {
     pub invalid_entries: usize,
     /// The first error writing an entry (the kernel still ran; later processes compile again).
     pub write_error: Option<String>,
+    /// Shipped cubins the driver refused (a driver older than their compiler); those kernels came
+    /// from the cache or were compiled instead.
+    pub shipped_refused: usize,
 }
 
 impl LoadReport {
@@ -77,6 +85,7 @@ impl LoadReport {
     fn absorb(&mut self, other: LoadReport) {
         self.loads.extend(other.loads);
         self.invalid_entries += other.invalid_entries;
+        self.shipped_refused += other.shipped_refused;
         self.write_error = self.write_error.take().or(other.write_error);
     }
 }
@@ -94,6 +103,8 @@ pub(crate) struct LoadedModule {
     flavour: PtxFlavour,
     target: Target,
     cache: KernelCache,
+    /// Whether kernels load from the shipped cubins first.
+    shipped: bool,
     functions: Vec<OnceLock<sys::CUfunction>>,
     /// One lock per kernel: two threads wanting the same kernel load it once, different kernels
     /// load in parallel.
@@ -111,12 +122,14 @@ unsafe impl Send for LoadedModule {}
 unsafe impl Sync for LoadedModule {}
 
 impl LoadedModule {
-    /// The kernels of `flavour` for `target`, none loaded yet, cached in `cache`.
-    pub(crate) fn new(flavour: PtxFlavour, target: Target, cache: KernelCache) -> Self {
+    /// The kernels of `flavour` for `target`, none loaded yet: from the shipped cubins when
+    /// `shipped` and one fits, else from `cache` (compiled and stored there on a miss).
+    pub(crate) fn new(flavour: PtxFlavour, target: Target, cache: KernelCache, shipped: bool) -> Self {
         LoadedModule {
             flavour,
             target,
             cache,
+            shipped,
             functions: KernelId::ALL.iter().map(|_| OnceLock::new()).collect(),
             loading: KernelId::ALL.iter().map(|_| Mutex::new(())).collect(),
             modules: Mutex::new(Vec::new()),
@@ -207,7 +220,21 @@ impl LoadedModule {
             || HostError::MissingKernel { kernel, source: DriverError(sys::CUresult::CUDA_ERROR_NOT_FOUND) };
         let ptx = self.flavour.index().module(symbol).ok_or_else(missing)?;
         let ptx = CString::new(ptx).expect("PTX text has no NUL bytes");
-        let (module, source) = if self.cache.dir().is_none() {
+        let ptx_hash = fnv1a(ptx.as_bytes());
+        let shipped = self
+            .shipped
+            .then(|| shipped::find(self.flavour, symbol, ptx_hash, self.target.compute_capability))
+            .flatten()
+            .and_then(|cubin| match load_image(cubin.to_vec().as_ptr().cast(), self.flavour) {
+                Ok(m) => Some(m),
+                Err(_) => {
+                    report.shipped_refused += 1;
+                    None
+                }
+            });
+        let (module, source) = if let Some(m) = shipped {
+            (m, KernelSource::Shipped)
+        } else if self.cache.dir().is_none() {
             (load_image(ptx.as_ptr().cast(), self.flavour)?, KernelSource::DriverJit)
         } else {
             let key = EntryKey {
@@ -215,7 +242,7 @@ impl LoadedModule {
                 symbol,
                 compute_capability: self.target.compute_capability,
                 driver_version: self.target.driver_version,
-                ptx_hash: fnv1a(ptx.as_bytes()),
+                ptx_hash,
                 ptx_len: ptx.as_bytes().len(),
             };
             let cached = match self.cache.read(&key) {

@@ -51,8 +51,9 @@ fn kernels_compile_in_parallel_into_the_cache_and_load_from_it_afterwards() {
     assert_eq!(again.count(KernelSource::Compiled), 2, "{again:?}");
     let healed = ctx().measure_load_all_of(&kernels, KernelCache::at(&dir)).expect("loads");
     assert_eq!(healed.count(KernelSource::Cache), kernels.len(), "{healed:?}");
-    // And the kernels loaded from the cache compute: a session on a context using this cache.
-    let c = Context::with_cache(0, KernelCache::at(&dir)).expect("context");
+    // And the kernels loaded from the cache compute: a session on a context using this cache
+    // (not the shipped cubins).
+    let c = Context::with_kernel_sources(0, KernelCache::at(&dir), false).expect("context");
     let (_, failures): (Vec<_>, Vec<_>) =
         host::selftest::run_all(&c, 11).into_iter().partition(|(_, r)| r.is_ok());
     assert!(
@@ -60,6 +61,41 @@ fn kernels_compile_in_parallel_into_the_cache_and_load_from_it_afterwards() {
         "{:?}",
         failures.iter().map(|(n, r)| format!("{n}: {r:?}")).collect::<Vec<_>>()
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn shipped_cubins_load_before_the_cache_and_compute() {
+    use host::device::{KernelCache, KernelSource, shipped};
+    use kernels_gpu::abi::KernelId;
+    // An empty cache: a kernel not shipped would be compiled into it.
+    let dir = scratch_cache("shipped");
+    let c = Context::with_kernel_sources(0, KernelCache::at(&dir), true).expect("context");
+    let r = c.load_all_kernels().expect("loads");
+    let s = shipped::shipped(c.flavour());
+    if s.kernels == 0 {
+        // Built without FERROFUSE_PTXAS: nothing shipped, every kernel compiled into the cache.
+        eprintln!("no shipped cubins in this build (FERROFUSE_PTXAS unset): checking the fallback");
+        assert_eq!(r.count(KernelSource::Shipped), 0, "{r:?}");
+        assert_eq!(r.count(KernelSource::Compiled), KernelId::ALL.len(), "{r:?}");
+    } else {
+        // Every kernel from the binary, none compiled, nothing written to the cache, none refused.
+        assert_eq!(r.count(KernelSource::Shipped), KernelId::ALL.len(), "{s:?}: {r:?}");
+        assert_eq!(r.shipped_refused, 0, "{r:?}");
+        assert_eq!(KernelCache::at(&dir).usage().entries, 0);
+    }
+    let (_, failures): (Vec<_>, Vec<_>) =
+        host::selftest::run_all(&c, 12).into_iter().partition(|(_, r)| r.is_ok());
+    assert!(
+        failures.is_empty(),
+        "{:?}",
+        failures.iter().map(|(n, r)| format!("{n}: {r:?}")).collect::<Vec<_>>()
+    );
+    drop(c);
+    // Switched off, the same kernels come from the cache the first context filled (or compile).
+    let off = Context::with_kernel_sources(0, KernelCache::at(&dir), false).expect("context");
+    let r = off.preload(&[KernelId::AddF32]).expect("loads");
+    assert_eq!(r.count(KernelSource::Shipped), 0, "{r:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
