@@ -163,7 +163,9 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     let b_first = (col0 + r_first) as u64 * p.b_cs + 4 * kc as u64;
     let a_first = a_at + (row0 + r_first) as u64 * p.a_rs + 4 * kc as u64;
     let (b_pass, a_pass) = (pass as u64 * p.b_cs, pass as u64 * p.a_rs);
-    let load = |kt: u32| {
+    // (The closures are inlined at every call: outlined, their arrays would pass through memory.)
+    let load = #[inline(always)]
+    |kt: u32| {
         let k0 = k_begin + kt * BK;
         let base = smem + (kt % STAGES) * stage_bytes + dst_first;
         // The bytes of the thread's chunks that lie inside its k range.
@@ -200,7 +202,8 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     let a_row = (warp / 4) * 64 + (warp % 4) * 16 + g;
     // The lane's A fragments of k tile `kt`'s four k steps, split into (big, small) parts.
     // (Steps and elements const-indexed: a rolled loop would move the arrays to local memory.)
-    let fragments = |kt: u32| {
+    let fragments = #[inline(always)]
+    |kt: u32| {
         let a_s = smem + (kt % STAGES) * stage_bytes + planes * b_tile;
         let ld = |at: u32| {
             // SAFETY: inside the stage's A tile, written by copies waited for before a barrier.
@@ -221,7 +224,8 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     };
     // Issues k tile `kt`'s products as one wgmma group: per k step, small(A)·big(B),
     // big(A)·small(B), then big(A)·big(B) (small terms first, as `gemm_tc`).
-    let issue = |acc: &mut [f32; ACC], kt: u32, f: &[[[u32; 4]; 4]; 2]| {
+    let issue = #[inline(always)]
+    |acc: &mut [f32; ACC], kt: u32, f: &[[[u32; 4]; 4]; 2]| {
         let stage = smem + (kt % STAGES) * stage_bytes;
         wgmma_fence();
         unroll4!(S => {
@@ -244,6 +248,14 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     // tile kt + 1's fragments loaded and split as they run. Stage `kt % STAGES` is refilled
     // (tile kt + 4) only at iteration kt + 2, after every warpgroup waited for group kt and
     // passed the barrier of iteration kt + 1.
+    //
+    // A group reads its A fragments from registers until it completes (PTX: writing them before
+    // the `wgmma.wait_group` that retires the group is undefined), so tile kt + 1's fragments go
+    // to the other of two register sets: `fa` holds even tiles, `fb` odd ones, the loop takes two
+    // tiles per turn, and each set is written only after the wait that retired the group that
+    // read it last (`fb` after group kt - 1's, `fa` after group kt's). One set carried around
+    // the loop made its copy at the back edge overwrite group kt's operands while it ran (wrong
+    // results from ptxas 13.0's offline build; host/src/device/ptx.rs checks every entry).
     const { assert!(STAGES == 4) };
     for st in 0..2 {
         if st < k_tiles {
@@ -252,31 +264,46 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
             cp_async_commit();
         }
     }
-    if k_tiles > 0 {
-        cp_async_wait_group::<1>();
-        fence_proxy_async_shared();
-        sync_threads();
-        let mut cur = fragments(0);
-        let mut kt = 0;
-        loop {
-            issue(&mut acc, kt, &cur);
+    // Issues tile `kt`'s group on `f`, starts tile kt + 2's copies, and unless kt is the last
+    // tile waits until tile kt + 1 has landed and group kt - 1 has finished (the barrier hands
+    // the stages over; only tile kt + 2's copies and group kt may still be in flight). Evaluates
+    // to whether kt was the last tile. (A macro: a closure called twice is outlined, and the
+    // accumulators would then cross a call in memory.)
+    macro_rules! step {
+        ($kt:expr, $f:expr) => {{
+            let kt = $kt;
+            issue(&mut acc, kt, $f);
             if kt + 2 < k_tiles {
                 load(kt + 2);
             } else {
                 cp_async_commit();
             }
-            if kt + 1 == k_tiles {
+            let last = kt + 1 == k_tiles;
+            if !last {
+                cp_async_wait_group::<1>();
+                wgmma_wait_group::<1>();
+                fence_proxy_async_shared();
+                sync_threads();
+            }
+            last
+        }};
+    }
+    if k_tiles > 0 {
+        cp_async_wait_group::<1>();
+        fence_proxy_async_shared();
+        sync_threads();
+        let mut fa = fragments(0);
+        let mut kt = 0;
+        loop {
+            if step!(kt, &fa) {
                 break;
             }
-            // Tile kt + 1 has landed (only tile kt + 2's copies may be in flight); group kt - 1
-            // finished (its stage is refilled after the barrier, its fragments' registers
-            // reused now).
-            cp_async_wait_group::<1>();
-            wgmma_wait_group::<1>();
-            fence_proxy_async_shared();
-            sync_threads();
-            cur = fragments(kt + 1);
-            kt += 1;
+            let fb = fragments(kt + 1);
+            if step!(kt + 1, &fb) {
+                break;
+            }
+            fa = fragments(kt + 2);
+            kt += 2;
         }
         wgmma_wait_all();
     }

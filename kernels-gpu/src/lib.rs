@@ -10,7 +10,10 @@
 //! `asm!` appears only in `intrinsics`. Kernels touch memory only behind bounds checks against the
 //! element counts in their parameter structs.
 #![no_std]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, asm_experimental_arch))]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, stmt_expr_attributes)
+)]
 #![cfg_attr(test, feature(f16))]
 
 pub mod abi;
