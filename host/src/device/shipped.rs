@@ -1,5 +1,5 @@
 //! Cubins shipped in the binary: each flavour's kernels compiled by `ptxas` when the binary was
-//! built ([`cubin_archive`](super::cubin_archive); `build.rs` with `FERROFUSE_PTXAS`). A kernel
+//! built (the `cubin_archive` format; `build.rs` with `FERROFUSE_PTXAS`). A kernel
 //! loads from here before the kernel cache is looked at when the archive holds it for this device
 //! (its architecture runs on the device's compute capability), compiled from exactly the PTX
 //! module this binary would compile (same hash) and intact; a cubin the driver refuses (a driver
