@@ -118,10 +118,13 @@ pub struct Session<'c> {
 pub struct PrepareReport {
     /// Compiling the plan (shape inference, fusion, lowering, memory planning).
     pub plan: std::time::Duration,
-    /// Loading the plan's kernels (from the kernel cache or compiled, in parallel).
+    /// Loading the plan's kernels (shipped, from the kernel cache or compiled, in parallel), on
+    /// threads of their own while the weights upload.
     pub kernels: crate::device::LoadReport,
     /// Uploading the weights and allocating the arena and the input and output buffers.
     pub upload: std::time::Duration,
+    /// Wall time of both: the kernel loads and the upload overlap.
+    pub kernels_and_upload: std::time::Duration,
     /// The first execution, once it ran with graph capture: the eager launches (a wait after
     /// each step) and the capture with its instantiation.
     pub first_execution: Option<(std::time::Duration, std::time::Duration)>,
@@ -379,19 +382,28 @@ impl<'c> Session<'c> {
             Some(compiled) => compiled,
             None => (compile(&graph, &binding.dims, &self.plan_options())?, started.elapsed()),
         };
-        let kernels = self.ctx.preload(&plan.kernels())?;
+        // The plan's kernels load on threads of their own while this one uploads the weights.
         let uploading = std::time::Instant::now();
-        let cached = self.weight_cache.lock().ok().and_then(|m| m.get(binding).cloned());
-        let weights = match cached {
-            Some(w) => Some(w),
-            None => {
-                let w = self.upload_weights(&plan)?;
-                if let (Some(w), Ok(mut m)) = (&w, self.weight_cache.lock()) {
-                    m.insert(binding.clone(), w.clone());
-                }
-                w
-            }
-        };
+        let ctx = self.ctx;
+        let wanted = plan.kernels();
+        let (kernels, weights) = std::thread::scope(|s| {
+            let loading = s.spawn(|| ctx.preload(&wanted));
+            let cached = self.weight_cache.lock().ok().and_then(|m| m.get(binding).cloned());
+            let weights = match cached {
+                Some(w) => Ok(Some(w)),
+                None => self.upload_weights(&plan).inspect(|w| {
+                    if let (Some(w), Ok(mut m)) = (w, self.weight_cache.lock()) {
+                        m.insert(binding.clone(), w.clone());
+                    }
+                }),
+            };
+            let upload = uploading.elapsed();
+            let kernels = loading.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (kernels, weights.map(|w| (w, upload)))
+        });
+        let together = uploading.elapsed();
+        let kernels = kernels?;
+        let (weights, upload) = weights?;
         // Input and output buffers; counted only once all of them are allocated (a failure frees
         // the ones made so far and leaves the session as it was).
         let (mut count, mut held) = (0u64, 0u64);
@@ -421,7 +433,9 @@ impl<'c> Session<'c> {
         self.prepared = Some(PrepareReport {
             plan: planned,
             kernels,
-            upload: uploading.elapsed(),
+            // The weights' upload, then the buffers and the arena (after both).
+            upload: upload + uploading.elapsed().saturating_sub(together),
+            kernels_and_upload: uploading.elapsed(),
             first_execution: None,
         });
         self.compiled.insert(binding.clone(), Compiled { plan, weights, inputs, outputs, graph: None });

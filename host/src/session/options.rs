@@ -50,6 +50,9 @@ pub struct SessionOptions {
     /// Run the GEMMs that take a large-tile tensor-core kernel and whose B is a weight on
     /// Hopper's `wgmma` (`gemm_wg_*`, the weight packed at plan time; Hopper only, default on).
     pub wgmma_gemm: bool,
+    /// Split the k of a large-tile tensor-core GEMM whose tiles number fewer than two per
+    /// multiprocessor into chunks reduced by a second launch (default on).
+    pub split_k_tiles: bool,
     /// Mark the weights' accesses as persisting in L2 (an access-policy window on every launch,
     /// with L2 set aside for the context where the device has it), so that they stay cached from
     /// one run to the next (default on).
@@ -75,7 +78,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 16] = [
+    const SWITCHES: [Switch; 17] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -90,6 +93,7 @@ impl SessionOptions {
         ("fuse_attention", |o| &mut o.fuse_attention),
         ("pair_gemm", |o| &mut o.pair_gemm),
         ("wgmma_gemm", |o| &mut o.wgmma_gemm),
+        ("split_k_tiles", |o| &mut o.split_k_tiles),
         ("l2_persist_weights", |o| &mut o.l2_persist_weights),
         ("skip_hidden_keys", |o| &mut o.skip_hidden_keys),
     ];
@@ -128,6 +132,7 @@ impl Default for SessionOptions {
             fuse_attention: true,
             pair_gemm: true,
             wgmma_gemm: true,
+            split_k_tiles: true,
             l2_persist_weights: true,
             skip_hidden_keys: true,
             precision: Precision::Exact,

@@ -157,7 +157,7 @@ pub(super) fn tile_launch(p: &GemmParams, o: &PlanOptions) -> Option<TileLaunch>
     };
     let blocks = tiles(tile);
     let bk = kernels_gpu::abi::GEMM_TILE_BK;
-    let (splits, k_chunk) = if tile == GemmTile::LARGE || blocks >= 2 * sms {
+    let (splits, k_chunk) = if tile == GemmTile::LARGE || blocks >= 2 * sms || !o.split_k_tiles {
         (1, p.k)
     } else if p.n < tile.n / 2 {
         // Most of each tile's columns idle (the physics MLP's last layer, n 1): the small-m
