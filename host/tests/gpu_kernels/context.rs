@@ -21,6 +21,17 @@ fn a_missing_device_is_a_clear_error() {
     }
 }
 
+/// Every self-test (`host::selftest::run_all`) passes on `c`.
+fn self_test_passes(c: &Context, seed: u64) {
+    let (_, failures): (Vec<_>, Vec<_>) =
+        host::selftest::run_all(c, seed).into_iter().partition(|(_, r)| r.is_ok());
+    assert!(
+        failures.is_empty(),
+        "{:?}",
+        failures.iter().map(|(n, r)| format!("{n}: {r:?}")).collect::<Vec<_>>()
+    );
+}
+
 /// A fresh, empty cache folder for one test.
 fn scratch_cache(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("ferrofuse-gpu-cache-{name}-{}", std::process::id()));
@@ -54,13 +65,7 @@ fn kernels_compile_in_parallel_into_the_cache_and_load_from_it_afterwards() {
     // And the kernels loaded from the cache compute: a session on a context using this cache
     // (not the shipped cubins).
     let c = Context::with_kernel_sources(0, KernelCache::at(&dir), false).expect("context");
-    let (_, failures): (Vec<_>, Vec<_>) =
-        host::selftest::run_all(&c, 11).into_iter().partition(|(_, r)| r.is_ok());
-    assert!(
-        failures.is_empty(),
-        "{:?}",
-        failures.iter().map(|(n, r)| format!("{n}: {r:?}")).collect::<Vec<_>>()
-    );
+    self_test_passes(&c, 11);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -84,13 +89,7 @@ fn shipped_cubins_load_before_the_cache_and_compute() {
         assert_eq!(r.shipped_refused, 0, "{r:?}");
         assert_eq!(KernelCache::at(&dir).usage().entries, 0);
     }
-    let (_, failures): (Vec<_>, Vec<_>) =
-        host::selftest::run_all(&c, 12).into_iter().partition(|(_, r)| r.is_ok());
-    assert!(
-        failures.is_empty(),
-        "{:?}",
-        failures.iter().map(|(n, r)| format!("{n}: {r:?}")).collect::<Vec<_>>()
-    );
+    self_test_passes(&c, 12);
     drop(c);
     // Switched off, the same kernels come from the cache the first context filled (or compile).
     let off = Context::with_kernel_sources(0, KernelCache::at(&dir), false).expect("context");
