@@ -30,7 +30,7 @@ pub fn plan_options(options: &SessionOptions, sm_count: u32, hopper: bool) -> Pl
         cluster_mlp: hopper,
         pair_gemm: options.pair_gemm && hopper,
         wgmma_gemm: options.wgmma_gemm && hopper,
-        split_k_tiles: options.split_k_tiles,
+        split_k_wgmma: options.split_k_wgmma,
         skip_hidden_keys: options.skip_hidden_keys,
         precision: options.precision,
         ..PlanOptions::default()

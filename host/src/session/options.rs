@@ -50,9 +50,10 @@ pub struct SessionOptions {
     /// Run the GEMMs that take a large-tile tensor-core kernel and whose B is a weight on
     /// Hopper's `wgmma` (`gemm_wg_*`, the weight packed at plan time; Hopper only, default on).
     pub wgmma_gemm: bool,
-    /// Split the k of a large-tile tensor-core GEMM whose tiles number fewer than two per
-    /// multiprocessor into chunks reduced by a second launch (default on).
-    pub split_k_tiles: bool,
+    /// On Hopper, split the k of a `wgmma` GEMM whose tiles number fewer than two per
+    /// multiprocessor into chunks reduced by a second launch, as the `mma.sync` tiles do
+    /// (default off: measured slower).
+    pub split_k_wgmma: bool,
     /// Mark the weights' accesses as persisting in L2 (an access-policy window on every launch,
     /// with L2 set aside for the context where the device has it), so that they stay cached from
     /// one run to the next (default on).
@@ -93,7 +94,7 @@ impl SessionOptions {
         ("fuse_attention", |o| &mut o.fuse_attention),
         ("pair_gemm", |o| &mut o.pair_gemm),
         ("wgmma_gemm", |o| &mut o.wgmma_gemm),
-        ("split_k_tiles", |o| &mut o.split_k_tiles),
+        ("split_k_wgmma", |o| &mut o.split_k_wgmma),
         ("l2_persist_weights", |o| &mut o.l2_persist_weights),
         ("skip_hidden_keys", |o| &mut o.skip_hidden_keys),
     ];
@@ -132,7 +133,7 @@ impl Default for SessionOptions {
             fuse_attention: true,
             pair_gemm: true,
             wgmma_gemm: true,
-            split_k_tiles: true,
+            split_k_wgmma: false,
             l2_persist_weights: true,
             skip_hidden_keys: true,
             precision: Precision::Exact,

@@ -381,10 +381,22 @@ fn large_gemms_on_the_tile_kernels_match_the_reference() {
 /// Checks `g` against the reference with `wgmma` on (the default: `wg` on Hopper) and off (the
 /// `mma.sync` tile `mma`, everywhere), and that both give the same bits: the same products
 /// (3xTF32, small terms first) in the same k order on the same tensor cores.
-fn wgmma_case(what: &str, g: &Graph, feeds: &[(String, HostTensor)], (wg, mma): (&str, &str), frob: f64) {
+fn wgmma_case(what: &str, g: &Graph, feeds: &[(String, HostTensor)], kernels: (&str, &str), frob: f64) {
+    wgmma_case_with(what, g, feeds, kernels, frob, SessionOptions::default());
+}
+
+/// [`wgmma_case`] with the session options `on` (the `mma.sync` run: the same, wgmma off).
+fn wgmma_case_with(
+    what: &str,
+    g: &Graph,
+    feeds: &[(String, HostTensor)],
+    (wg, mma): (&str, &str),
+    frob: f64,
+    on: SessionOptions,
+) {
     let hopper = ctx().flavour() == host::PtxFlavour::Hopper;
-    let on = check_within(what, g, feeds, SessionOptions::default(), if hopper { wg } else { mma }, frob);
-    let off = SessionOptions { wgmma_gemm: false, ..SessionOptions::default() };
+    let off = SessionOptions { wgmma_gemm: false, ..on };
+    let on = check_within(what, g, feeds, on, if hopper { wg } else { mma }, frob);
     let off = check_within(what, g, feeds, off, mma, frob);
     let same = on.iter().zip(&off).all(|(a, b)| a.to_bits() == b.to_bits());
     assert!(same, "{what}: wgmma and mma.sync differ");
@@ -421,18 +433,30 @@ fn wgmma_gemms_match_the_reference() {
         let what = format!("gemm transB {m}x{k}x{n}");
         wgmma_case(&what, &g, &feeds, (&format!("gemm_wg{tile}_f32"), &format!("gemm_tc{tile}_k_f32")), 2e-6);
     }
-    // Split over k: four chunks of 256 over k 1004 (the last ragged), then GPT-2's 2048 x 1024 x
-    // 256 (three chunks), plain and with a program. (At k 1024 the f32 sums of the reference and
-    // of the GPU each carry ~1e-6 of rounding: the Frobenius bound doubles.)
+    // Split over k (asked for: `split_k_wgmma`): four chunks of 256 over k 1004 (the last ragged),
+    // then GPT-2's 2048 x 1024 x 256 (three chunks), plain and with a program. (At k 1024 the f32
+    // sums of the reference and of the GPU each carry ~1e-6 of rounding: the Frobenius bound
+    // doubles.) By default the same GEMMs run unsplit on wgmma, one launch each.
+    let split = SessionOptions { split_k_wgmma: true, ..SessionOptions::default() };
     for (m, k, n) in [(1030, 1004, 260), (2048, 1024, 256)] {
         let (g, feeds) = weight_gemm(&mut rng, (m, k, n), 0);
         let what = format!("matmul split-k {m}x{k}x{n}");
         let kernels = ("gemm_wg64_f32 gemm_reduce_f32", "gemm_tc64_n_f32 gemm_reduce_f32");
-        wgmma_case(&what, &g, &feeds, kernels, 4e-6);
+        wgmma_case_with(&what, &g, &feeds, kernels, 4e-6, split);
+        if hopper {
+            let unsplit = check_within(&what, &g, &feeds, SessionOptions::default(), "gemm_wg64_f32", 4e-6);
+            let mut s = Session::new(ctx(), g.clone(), SessionOptions::default()).unwrap();
+            assert_eq!(s.run(&feeds).unwrap()[0].1.f32s("gpu").unwrap(), unsplit, "{what}: rerun");
+            let plan = s.last_plan().unwrap().to_string();
+            assert!(!plan.contains("gemm_reduce"), "{what}: the wgmma GEMM runs unsplit\n{plan}");
+        }
         let (g, feeds) = residual_program(&mut rng, (m, k, n));
         let what = format!("matmul+program split-k {m}x{k}x{n}");
         let kernels = ("gemm_wg64_f32 gemm_reduce_program_f32", "gemm_tc64_n_f32 gemm_reduce_program_f32");
-        wgmma_case(&what, &g, &feeds, kernels, 4e-6);
+        wgmma_case_with(&what, &g, &feeds, kernels, 4e-6, split);
+        if hopper {
+            check_within(&what, &g, &feeds, SessionOptions::default(), "gemm_wg64_f32", 4e-6);
+        }
     }
     // A batch of 3 against one weight (b_bs = 0).
     let mut g = Graph::new();

@@ -35,6 +35,17 @@ pub(super) fn gemv(p: &GemmParams) -> bool {
     p.m <= GEMV_MAX_M && p.k >= GEMV_MIN_K
 }
 
+/// Split-K factor and k per split of a GEMM of parameters `p` that runs `wgmma` on a packed weight
+/// (`wg_packed`: `tc_pack::takes_wg_packed`) or not: [`split_k`], except that the `wgmma` tiles
+/// run unsplit unless [`PlanOptions::split_k_wgmma`]. Measured on the H200 (session 19,
+/// interleaved A/B on the users' exports at batch 16, whose 2048 x 256 projections give 128 small
+/// tiles): BERT-style 823 us unsplit against 936-939 us split, GPT-2-style 849 against 856-860 us
+/// (the partials' round trip and the reduce launch cost more than a second block per
+/// multiprocessor gives the one-warpgroup tile).
+pub(super) fn splits_of(p: &GemmParams, wg_packed: bool, o: &PlanOptions) -> (u32, u32) {
+    if wg_packed && !o.split_k_wgmma { (1, p.k) } else { split_k(p, o) }
+}
+
 /// Split-K factor and k per split for `p`: the large-tile kernel's ([`tile_launch`]), none on the
 /// small-m tensor-core kernel, and for the CUDA-core tiled kernel: when its output tiles cannot
 /// fill the device (fewer than one per multiprocessor) and k is long, k is cut into chunks (at
@@ -127,7 +138,8 @@ const TILE_MAX_SPLITS: u32 = 8;
 /// (a quarter of the shared-memory and L2 traffic per product), else the 64 x 64 ones; where
 /// those number fewer than two per multiprocessor (GPT-2's 2048-row projections to d 256 at
 /// batch 16: 128 tiles, one block of four warps per multiprocessor), k is split so that about
-/// two blocks per multiprocessor run, each chunk at least [`TILE_SPLIT_MIN_K_TILES`] k tiles.
+/// two blocks per multiprocessor run, each chunk at least [`TILE_SPLIT_MIN_K_TILES`] k tiles
+/// (the `wgmma` tiles run unsplit: [`splits_of`]).
 /// The small-m tensor-core kernel ([`tensor_core`]) takes what is smaller.
 pub(super) fn tile_launch(p: &GemmParams, o: &PlanOptions) -> Option<TileLaunch> {
     let quad = |s: u64| s.is_multiple_of(4);
@@ -157,7 +169,7 @@ pub(super) fn tile_launch(p: &GemmParams, o: &PlanOptions) -> Option<TileLaunch>
     };
     let blocks = tiles(tile);
     let bk = kernels_gpu::abi::GEMM_TILE_BK;
-    let (splits, k_chunk) = if tile == GemmTile::LARGE || blocks >= 2 * sms || !o.split_k_tiles {
+    let (splits, k_chunk) = if tile == GemmTile::LARGE || blocks >= 2 * sms {
         (1, p.k)
     } else if p.n < tile.n / 2 {
         // Most of each tile's columns idle (the physics MLP's last layer, n 1): the small-m
@@ -545,7 +557,7 @@ pub(super) fn gemm_steps(
         let kernel = if pair { paired } else { kernel };
         return vec![launch(label, kernel, grid, block, shared, args)];
     }
-    let (splits, chunk) = split_k(&p, o);
+    let (splits, chunk) = splits_of(&p, packed_b.is_some(), o);
     let workspace = workspace.filter(|_| splits > 1);
     // With split-K: the launch of the partial sums (`p` with the splits) into the workspace.
     let split = workspace.map(|ws| {

@@ -45,11 +45,11 @@ fn the_tile_kernels_take_the_gemms_that_fill_the_device() {
     assert_eq!(split(&mm(4096, 192, 512, false)), Some(([3, 64, 2], 2, 256)));
     // At least two waves: no split.
     assert_eq!(split(&mm(4096, 512, 1024, false)), Some(([8, 64, 1], 1, 1024)));
-    // With split-K off the same tiles run unsplit.
-    let unsplit = PlanOptions { split_k_tiles: false, ..o };
-    let once = |q: &GemmParams| tile_launch(q, &unsplit).map(|l| (l.grid, l.splits, l.k_chunk));
-    assert_eq!(once(&mm(2048, 256, 1024, false)), Some(([4, 32, 1], 1, 1024)));
-    assert_eq!(split_k(&mm(2048, 256, 1024, false), &unsplit), (1, 1024));
+    // On a packed weight (wgmma) the same tiles run unsplit, unless asked.
+    assert_eq!(splits_of(&mm(2048, 256, 1024, false), true, &o), (1, 1024));
+    assert_eq!(splits_of(&mm(2048, 256, 1024, false), false, &o), (3, 352));
+    let asked = PlanOptions { split_k_wgmma: true, ..o };
+    assert_eq!(splits_of(&mm(2048, 256, 1024, false), true, &asked), (3, 352));
     // Rows of B not 16-byte aligned, A k-strided, the options off: not the tile kernels.
     assert_eq!(kernel(&mm(4096, 1022, 256, false)), None);
     assert_eq!(kernel(&GemmParams { a_rs: 1, a_cs: 4096, ..mm(4096, 1024, 256, false) }), None);

@@ -8,7 +8,7 @@ use super::blocks;
 use super::conv::{self, ConvNode};
 use super::elementwise::binary_params;
 use super::ew_ops::{self, Variadic};
-use super::gemm::{Epilogue, gemm_of, gemm_steps, split_k};
+use super::gemm::{Epilogue, gemm_of, gemm_steps, splits_of};
 use super::indexing;
 use super::logic;
 use super::loss;
@@ -119,7 +119,10 @@ pub(super) fn scratch(
             }
         }
         Op::Gemm(_) | Op::MatMul | Op::FusedGemm(_) => {
-            match gemm_of(g, id, values, perms).map(|(p, ..)| (p, split_k(&p, o).0)) {
+            let splits = |(p, _, b, _): (kernels_gpu::abi::GemmParams, ValueId, ValueId, Option<ValueId>)| {
+                (p, splits_of(&p, super::tc_pack::takes_wg_packed(g, &p, b, o), o).0)
+            };
+            match gemm_of(g, id, values, perms).map(splits) {
                 Ok((p, splits)) if splits > 1 => {
                     let elems = splits as usize * p.batch as usize * p.m as usize * p.n as usize;
                     let name = format!("{}/split-k", g.node_label(id));

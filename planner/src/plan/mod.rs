@@ -130,9 +130,10 @@ pub struct PlanOptions {
     /// and whose B is a weight runs on `wgmma` (`gemm_wg_*`), its weight packed at plan time
     /// (with [`PlanOptions::pack_gemm_weights`]).
     pub wgmma_gemm: bool,
-    /// A large-tile GEMM whose 64 x 64 tiles number fewer than two per multiprocessor splits its
-    /// k into chunks, reduced by a second launch (`gemm::tile_launch`); off, it runs unsplit.
-    pub split_k_tiles: bool,
+    /// A `wgmma` GEMM whose 64 x 64 tiles number fewer than two per multiprocessor still splits its
+    /// k into chunks reduced by a second launch, as the `mma.sync` tiles do (`gemm::tile_launch`);
+    /// off (the default), it runs unsplit (`gemm::splits_of`).
+    pub split_k_wgmma: bool,
     /// Attention whose mask hides every key past a diagonal (the ONNX `is_causal` flag, or a
     /// constant additive mask of `-inf` or the f32 minimum above it) does not read the hidden
     /// keys (`ATTN_CAUSAL_SKIP`). A NaN or infinite key at a hidden position then no longer turns
@@ -159,7 +160,7 @@ impl Default for PlanOptions {
             pack_gemm_weights: true,
             pair_gemm: true,
             wgmma_gemm: true,
-            split_k_tiles: true,
+            split_k_wgmma: false,
             tensor_core_attention: true,
             skip_hidden_keys: true,
             precision: Precision::Exact,

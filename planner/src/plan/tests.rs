@@ -321,11 +321,24 @@ fn a_tile_gemm_split_over_k_reduces_its_partials_in_a_second_launch() {
     let y = g.matmul(x, w);
     g.output(y);
     for wgmma_gemm in [false, true] {
-        let o = PlanOptions { wgmma_gemm, ..PlanOptions::default() };
+        // (The wgmma tiles split only when asked: split_k_wgmma.)
+        let o = PlanOptions { wgmma_gemm, split_k_wgmma: true, ..PlanOptions::default() };
         let plan = compile(&g, &Binding::new(), &o).unwrap();
         let tile = if wgmma_gemm { KernelId::GemmWg64F32 } else { KernelId::GemmTc64NF32 };
         split_k_launches(&plan, tile);
     }
+    // By default the wgmma tile runs unsplit: one launch, no workspace in the arena.
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let launches: Vec<_> = plan
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Kernel { kernel, grid, .. } => Some((*kernel, *grid)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(launches, [(KernelId::GemmWg64F32, [4, 32, 1])], "{plan}");
+    assert_eq!(plan.memory.arena_bytes, 0, "{plan}");
 }
 
 /// The split-K launches of `a_tile_gemm_split_over_k_reduces_its_partials_in_a_second_launch`'s
