@@ -143,11 +143,6 @@ fn ship_cubins(f: &Flavour, ptx: &str, ptxas: &Path, out_dir: &Path) -> Vec<u8> 
         .trim()
         .to_owned();
     let index = ptx_split::PtxIndex::parse(ptx).expect("the PTX parses into functions");
-    let entries: Vec<&str> = ptx
-        .lines()
-        .filter_map(|l| l.trim_start().strip_prefix(".visible .entry "))
-        .map(|rest| rest.split(['(', ' ']).next().unwrap_or(rest))
-        .collect();
     // OUT_DIR is <target>/<profile>/build/host-<hash>/out (or .../build/host/<hash>/out): keep the
     // cubins in <target>, so every profile and feature set of the host shares them.
     let keep = out_dir
@@ -159,9 +154,8 @@ fn ship_cubins(f: &Flavour, ptx: &str, ptxas: &Path, out_dir: &Path) -> Vec<u8> 
         .join(f.arch);
     std::fs::create_dir_all(&keep).unwrap_or_else(|e| panic!("creating {}: {e}", keep.display()));
     let compiler_hash = ptx_split::fnv1a(compiler.as_bytes());
-    let jobs: Vec<(&str, String, u64, PathBuf)> = entries
-        .iter()
-        .map(|&entry| {
+    let jobs: Vec<(&str, String, u64, PathBuf)> = ptx_split::entry_names(ptx)
+        .map(|entry| {
             let module = index.module(entry).unwrap_or_else(|| panic!("{entry}: no module"));
             let hash = ptx_split::fnv1a(module.as_bytes());
             let path = keep.join(format!("{entry}-{hash:016x}-{compiler_hash:016x}.cubin"));

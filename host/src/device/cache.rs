@@ -28,6 +28,11 @@ pub const SWITCH_VAR: &str = "FERROFUSE_CACHE";
 
 pub(crate) use super::ptx_split::fnv1a;
 
+/// Whether a switch variable's value turns its feature off (`off`, `0`, `false`, `no`, any case).
+pub(crate) fn switched_off(value: &str) -> bool {
+    matches!(value.to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no")
+}
+
 /// Where the kernel cache lives, or that it is off.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelCache {
@@ -60,10 +65,7 @@ impl KernelCache {
 
     /// The cache that the variables `var` returns ask for.
     fn from_vars(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Self {
-        let off = var(SWITCH_VAR).is_some_and(|v| {
-            matches!(v.to_string_lossy().to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no")
-        });
-        if off {
+        if var(SWITCH_VAR).is_some_and(|v| switched_off(&v.to_string_lossy())) {
             return KernelCache { dir: None };
         }
         let var = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);

@@ -42,11 +42,7 @@ impl PtxFlavour {
 
     /// Names of the `.entry` functions in this flavour's PTX.
     pub fn entries(self) -> Vec<&'static str> {
-        self.source()
-            .lines()
-            .filter_map(|l| l.trim_start().strip_prefix(".visible .entry "))
-            .map(|rest| rest.split(['(', ' ']).next().unwrap_or(rest))
-            .collect()
+        super::ptx_split::entry_names(self.source()).collect()
     }
 
     /// This flavour's PTX split into functions (parsed on first use, once per process).
@@ -158,19 +154,12 @@ mod tests {
         assert!(matches!((wait, release), (Some(w), Some(r)) if w < r), "{ln}");
     }
 
-    /// The body of `entry` in `ptx` (its parameter list and instructions).
-    fn entry_body<'a>(ptx: &'a str, entry: &str) -> &'a str {
-        let start = ptx.find(&format!(".entry {entry}(")).unwrap_or_else(|| panic!("{entry}"));
-        let end = ptx[start..].find("\n}\n").map_or(ptx.len(), |e| start + e);
-        &ptx[start..end]
-    }
-
     #[test]
     fn no_kernel_writes_what_a_running_wgmma_still_reads() {
-        let ptx = PtxFlavour::Hopper.source();
+        let index = PtxFlavour::Hopper.index();
         let mut checked = 0;
         for entry in PtxFlavour::Hopper.entries() {
-            let body = entry_body(ptx, entry);
+            let body = index.definition(entry).unwrap_or_else(|| panic!("{entry}: no definition"));
             if !body.contains("wgmma.mma_async") {
                 continue;
             }

@@ -3,6 +3,13 @@
 //! `build.rs` (through `#[path]`), which compiles the same modules to shipped cubins: both must cut
 //! and hash a module identically, so there is one copy of this code, with no dependency beyond std.
 
+/// Names of the `.entry` functions in `ptx`, in file order.
+pub(crate) fn entry_names(ptx: &str) -> impl Iterator<Item = &str> {
+    ptx.lines()
+        .filter_map(|l| l.trim_start().strip_prefix(".visible .entry "))
+        .map(|rest| rest.split(['(', ' ']).next().unwrap_or(rest))
+}
+
 /// 64-bit FNV-1a: a stable hash (the same on every build and platform) for keys and payloads.
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -127,7 +134,12 @@ impl<'a> PtxIndex<'a> {
     /// Bytes of `entry`'s own definition (0 when there is none): how large its compile is, without
     /// building its module.
     pub(crate) fn entry_bytes(&self, entry: &str) -> usize {
-        self.find(entry).and_then(|f| f.def.as_ref()).map_or(0, String::len)
+        self.definition(entry).map_or(0, str::len)
+    }
+
+    /// The text of `name`'s definition, when the file defines it.
+    pub(crate) fn definition(&self, name: &str) -> Option<&str> {
+        self.find(name).and_then(|f| f.def.as_deref())
     }
 
     /// The module of `entry` ([`kernel_module`]); `None` when there is no such entry.

@@ -54,8 +54,7 @@ pub fn shipped(flavour: PtxFlavour) -> ShippedCubins {
 
 /// Whether the environment leaves shipped cubins on (the default).
 pub fn enabled_from_env() -> bool {
-    !std::env::var(SWITCH_VAR)
-        .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no"))
+    !std::env::var(SWITCH_VAR).is_ok_and(|v| super::cache::switched_off(&v))
 }
 
 /// The shipped cubin of `symbol` for a device of compute capability `cc`, when `flavour`'s archive

@@ -119,10 +119,10 @@ pub(super) fn scratch(
             }
         }
         Op::Gemm(_) | Op::MatMul | Op::FusedGemm(_) => {
-            let splits = |(p, _, b, _): (kernels_gpu::abi::GemmParams, ValueId, ValueId, Option<ValueId>)| {
-                (p, splits_of(&p, super::tc_pack::takes_wg_packed(g, &p, b, o), o).0)
-            };
-            match gemm_of(g, id, values, perms).map(splits) {
+            let planned = gemm_of(g, id, values, perms);
+            match planned
+                .map(|(p, _, b, _)| (p, splits_of(&p, super::tc_pack::takes_wg_packed(g, &p, b, o), o).0))
+            {
                 Ok((p, splits)) if splits > 1 => {
                     let elems = splits as usize * p.batch as usize * p.m as usize * p.n as usize;
                     let name = format!("{}/split-k", g.node_label(id));
