@@ -63,6 +63,10 @@ enum Command {
     },
     /// Runs a model (the bundled demo when MODEL is omitted) and prints its outputs.
     Run(cli::run::RunArgs),
+    /// Benchmarks a model on the GPU over a sweep of its symbolic sizes: cold start, steady-state
+    /// latency percentiles with CUDA graphs on and off and fusion on and off, copies, throughput,
+    /// memory and utilisation (NVML), the per-step profile; `--json FILE` keeps every figure.
+    Bench(cli::bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +90,7 @@ fn main() -> ExitCode {
             )
         }
         Command::Run(args) => report(cli::run::run(args)),
+        Command::Bench(args) => report(cli::bench::run(args)),
     }
 }
 

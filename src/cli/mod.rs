@@ -1,7 +1,9 @@
 //! Subcommands of the `ferrofuse` binary, one file each.
 
+pub mod bench;
 pub mod doctor;
 pub mod inspect;
+pub mod nvml;
 pub mod run;
 pub mod tensor_io;
 pub mod warmup;

@@ -54,7 +54,7 @@ pub struct RunArgs {
 }
 
 /// The session options with each `NAME=BOOL` of `specs` applied.
-fn session_options(specs: &[String]) -> Result<host::SessionOptions> {
+pub(crate) fn session_options(specs: &[String]) -> Result<host::SessionOptions> {
     let mut o = host::SessionOptions::default();
     for spec in specs {
         let (name, value) = spec
@@ -70,7 +70,7 @@ fn session_options(specs: &[String]) -> Result<host::SessionOptions> {
     Ok(o)
 }
 
-fn parse_input(spec: &str) -> Result<(String, HostTensor)> {
+pub(crate) fn parse_input(spec: &str) -> Result<(String, HostTensor)> {
     let (name, file) = spec
         .split_once('=')
         .with_context(|| format!("--input {spec:?}: expected NAME=FILE (a .npy or .pb file)"))?;

@@ -4,6 +4,7 @@
 use super::Session;
 use crate::error::HostError;
 use crate::specialize::Key;
+use crate::tensor::HostTensor;
 
 impl Session<'_> {
     /// Device time in microseconds of each of `iters` executions of the last binding (graph
@@ -83,6 +84,56 @@ impl Session<'_> {
         };
         let whole = replay(None)?;
         (0..self.compiled[&binding].plan.steps.len()).map(|i| replay(Some(i)).map(|t| whole - t)).collect()
+    }
+
+    /// Device time in microseconds of copying `inputs` to the device and of copying the outputs
+    /// back, each `iters` times, for the last run's binding: CUDA events around each direction's
+    /// copies on the session's stream, from and to pageable host memory as [`Self::run`] copies.
+    /// The inputs must have the shapes of that run. Staged models copy inside their stages: for
+    /// them this is an error.
+    pub fn time_copies(
+        &mut self,
+        inputs: &[(String, HostTensor)],
+        iters: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>), HostError> {
+        let binding = self.plan_binding()?;
+        let c = self.compiled.get_mut(&binding).expect("checked by plan_binding");
+        let mut feeds = Vec::with_capacity(c.plan.inputs.len());
+        for (v, buf) in c.plan.inputs.iter().zip(&c.inputs) {
+            let name = &c.plan.values[v.index()].name;
+            let t = inputs.iter().find(|(n, _)| n == name).map(|(_, t)| t.to_const()).ok_or_else(|| {
+                HostError::Arena { detail: format!("time_copies: input `{name}` not given") }
+            })?;
+            if t.bytes.len() as u64 > buf.len() as u64 {
+                return Err(HostError::Arena {
+                    detail: format!("time_copies: input `{name}` is larger than in the last run"),
+                });
+            }
+            feeds.push(t);
+        }
+        let mut host_out: Vec<Vec<u8>> = c.outputs.iter().map(|o| vec![0u8; o.len()]).collect();
+        let (ctx, stream) = (self.ctx, self.stream.clone());
+        let (mut h2d, mut d2h) = (Vec::with_capacity(iters), Vec::with_capacity(iters));
+        for _ in 0..iters {
+            let c = self.compiled.get_mut(&binding).expect("checked by plan_binding");
+            let ms = ctx.time_on(&stream, || {
+                for (t, buf) in feeds.iter().zip(c.inputs.iter_mut()) {
+                    stream
+                        .memcpy_htod(&t.bytes, &mut buf.slice_mut(..t.bytes.len()))
+                        .map_err(HostError::driver("copying an input to the device"))?;
+                }
+                Ok(())
+            })?;
+            h2d.push(ms as f64 * 1e3);
+            let ms = ctx.time_on(&stream, || {
+                for (o, dst) in c.outputs.iter().zip(host_out.iter_mut()) {
+                    stream.memcpy_dtoh(o, dst).map_err(HostError::driver("copying an output to the host"))?;
+                }
+                Ok(())
+            })?;
+            d2h.push(ms as f64 * 1e3);
+        }
+        Ok((h2d, d2h))
     }
 
     /// The last run's binding when it compiled to one plan (not a staged model).
