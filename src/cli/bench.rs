@@ -290,7 +290,8 @@ fn cold_starts(args: &BenchArgs, inputs: &[(String, HostTensor)], runs: usize) -
     let exe = std::env::current_exe().context("finding the ferrofuse binary for the cold starts")?;
     let work = std::env::temp_dir().join(format!("ferrofuse-bench-{}", std::process::id()));
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
-    let mut cmd_args: Vec<String> = vec!["run".into(), args.model.display().to_string()];
+    let mut cmd_args: Vec<String> =
+        vec!["run".into(), args.model.display().to_string(), "--device".into(), "cuda".into()];
     let names: Vec<&str> = inputs.iter().map(|(n, _)| n.as_str()).collect();
     for ((n, t), stem) in inputs.iter().zip(output_files(&names)?) {
         let path = write_output(&work, &format!("in.{stem}"), t)?;
@@ -504,6 +505,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
+    // No GPU: say so before timing anything (the cold starts would otherwise fail one by one).
+    host::device::device_count().context("ferrofuse bench measures the GPU")?;
     // Cold starts first, in fresh processes, before this one holds the device.
     let cold = if args.cold_runs > 0 {
         bar.set_message("cold starts");
