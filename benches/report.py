@@ -24,7 +24,8 @@ SHORT = {"torch_eager": "PyTorch eager", "torch_cuda_graph": "PyTorch CUDA graph
 # Peers that compute in strict FP32, the only ones a ratio is taken against.
 STRICT = ["torch_eager", "torch_cuda_graph", "torch_compile", "torch_compile_reduce_overhead", "ort_cuda",
           "ort_cuda_graph"]
-ORDER = ["mlp", "cnn", "gnn", "ticl32", "ticl64", "gpt2", "bert", "mamba2", "recurrentgemma", "mamba", "rwkv"]
+ORDER = ["mlp", "cnn", "gnn", "ticl32", "ticl64", "gpt2", "bert", "mamba2", "recurrentgemma", "mamba", "rwkv",
+         "ops_mamba", "sofie_mamba", "ops_griffin", "ops_rwkv"]
 
 
 def load(dirs):

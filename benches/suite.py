@@ -26,7 +26,8 @@ compared with PyTorch eager's (max |a - b| / max |b|).
     python3 benches/suite.py BIN MODEL_DIR OUT_DIR [--budget SECONDS] [NAME:V1,V2,... ...]
 
 V is the family's sweep variable (SWEEP below: the batch for most, nodes for the GNN, the sequence
-for the TICL encoders). Each point is one step written to OUT_DIR/points/NAME.V.json; points
+for the TICL encoders and the OPS.md blocks of benches/models/export_ops.py, at batch 1). Each
+point is one step written to OUT_DIR/points/NAME.V.json; points
 already written are skipped, so the sweep resumes where it stopped; --budget stops starting new
 points after that many seconds (the device machine's calls are bounded).
 """
@@ -43,22 +44,28 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "models"))
+import export_ops  # noqa: E402
 import export_users  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 RUNS = int(os.environ.get("RUNS", "200"))
 TIMEOUT = float(os.environ.get("FERROFUSE_TIMEOUT", "300"))
+SLOW_MS, SLOW_RUNS = 20.0, 30
 SWEEP = {"mlp": "batch", "cnn": "batch", "gnn": "nodes", "ticl32": "seq", "ticl64": "seq", "gpt2": "batch",
-         "bert": "batch", "mamba2": "batch", "recurrentgemma": "batch", "mamba": "batch", "rwkv": "batch"}
+         "bert": "batch", "mamba2": "batch", "recurrentgemma": "batch", "mamba": "batch", "rwkv": "batch",
+         **{name: "seq" for name in export_ops.FAMILIES}}
 DEFAULT = ["mlp:1,1024,16384", "cnn:1,64", "gnn:1000,10000,100000", "ticl32:10,128,2048", "ticl64:10,128,2048",
-           "gpt2:1,16", "bert:1,16", "mamba2:1,2", "recurrentgemma:1,8", "mamba:1,8", "rwkv:1,8"]
+           "gpt2:1,16", "bert:1,16", "mamba2:1,2", "recurrentgemma:1,8", "mamba:1,8", "rwkv:1,8",
+           "ops_mamba:256,2048", "sofie_mamba:256,2048", "ops_griffin:256,2048", "ops_rwkv:256,2048"]
 
 
 def inputs_at(name, v):
     """The inputs of model `name` at sweep value `v`, seeded per point (torch CPU tensors)."""
     g = torch.Generator().manual_seed(1000 + v)
     fam = export_users.base(name)
+    if fam in export_ops.FAMILIES:
+        return {"x": torch.randn(1, v, export_ops.D, generator=g)}
     if fam == "mlp":
         return {"x": torch.randn(v, 64, generator=g)}
     if fam == "cnn":
@@ -82,13 +89,18 @@ def summary(t):
 
 
 def time_events(fn, runs=RUNS, before=None):
-    """CUDA-event-timed calls of `fn` on the current stream (us), after a warm-up."""
+    """CUDA-event-timed calls of `fn` on the current stream (us), after a warm-up; calls slower
+    than SLOW_MS (eager runs of unrolled time loops) are timed SLOW_RUNS times instead."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(10):
+    for k in range(10):
         if before:
             before()
+        s = time.perf_counter()
         fn()
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        if k == 0 and (time.perf_counter() - s) * 1e3 > SLOW_MS:
+            runs = min(runs, SLOW_RUNS)
+            break
     t = []
     for _ in range(runs):
         if before:
@@ -139,8 +151,9 @@ def guarded(results, key, fn):
     torch.cuda.synchronize()
 
 
-def torch_peers(model, args, want, results):
-    """PyTorch eager, CUDA graph, torch.compile (default, reduce-overhead)."""
+def torch_peers(model, args, want, results, capture_order=("torch.export", "module")):
+    """PyTorch eager, CUDA graph, torch.compile (default, reduce-overhead). The CUDA graph captures
+    the torch.export'ed module where it exports, else the module itself (`capture_order`)."""
     peak = lambda: torch.cuda.max_memory_allocated()  # noqa: E731
 
     def eager():
@@ -151,7 +164,7 @@ def torch_peers(model, args, want, results):
         torch.backends.cudnn.allow_tf32 = conv_tf32
         try:
             how, errors = None, []
-            for attempt in ("torch.export", "module"):
+            for attempt in capture_order:
                 try:
                     fn = torch.export.export(model, tuple(args)).module() if attempt == "torch.export" else model
                     s = torch.cuda.Stream()
@@ -290,14 +303,17 @@ def point(bin_path, model_dir, name, v, out_path, first):
     global NAME
     NAME = name
     model_path = os.path.join(model_dir, f"{name}.onnx")
-    model = export_users.build(name).cuda().eval()
+    ops = export_users.base(name) in export_ops.FAMILIES
+    model = (export_ops.build(name) if ops else export_users.build(name)).cuda().eval()
     feeds = inputs_at(name, v)
     args = [t.cuda() for t in feeds.values()]
     np_feeds = {k: t.numpy() for k, t in feeds.items()}
     results = {}
     with torch.no_grad():
         want = first_tensor(model(*args)).float().cpu().numpy()
-        torch_peers(model, args, want, results)
+        # The OPS.md blocks' time loops are captured as they run (tracing them through torch.export
+        # takes minutes at long sequences).
+        torch_peers(model, args, want, results, ("module",) if ops else ("torch.export", "module"))
     del args
     torch.cuda.empty_cache()
     ort_peers(model_path, np_feeds, want, results)
@@ -368,7 +384,7 @@ def main():
     print(machine(), flush=True)
     for case in cases:
         name, values = case.split(":")
-        export_users.export(name, model_dir)
+        (export_ops if name in export_ops.FAMILIES else export_users).export(name, model_dir)
         for k, v in enumerate(map(int, values.split(","))):
             out_path = os.path.join(out_dir, "points", f"{name}.{v}.json")
             if os.path.exists(out_path):
