@@ -448,17 +448,7 @@ fn profile(session: &mut host::Session) -> Result<Value> {
     let mut steps: Vec<(usize, f64, &str)> =
         text.lines().zip(&times).enumerate().map(|(i, (l, t))| (i, *t, l)).collect();
     steps.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let mut by_kernel: BTreeMap<String, (usize, f64)> = BTreeMap::new();
-    for (step, t) in plan.steps.iter().zip(&times) {
-        let key = match step {
-            planner::plan::Step::Kernel { kernel, .. } => kernel.symbol().to_string(),
-            planner::plan::Step::Copy { .. } => "copy".into(),
-        };
-        let e = by_kernel.entry(key).or_default();
-        (e.0, e.1) = (e.0 + 1, e.1 + t);
-    }
-    let mut kernels: Vec<_> = by_kernel.into_iter().collect();
-    kernels.sort_by(|a, b| b.1.1.total_cmp(&a.1.1));
+    let kernels = super::run::time_by_kernel(plan, &times);
     Ok(json!({
         "sum_us": times.iter().sum::<f64>(),
         "top_steps": steps.iter().take(10).map(|(i, t, l)| json!({"step": i, "us": t, "plan": l.trim()})).collect::<Vec<_>>(),

@@ -222,8 +222,20 @@ fn print_profile(session: &mut host::Session) -> Result<()> {
             None => println!("step {t:>8.2} us  {line}"),
         }
     }
+    let rows = time_by_kernel(plan, &times);
+    println!("by kernel (sum of step times {:.2} us):", times.iter().sum::<f64>());
+    for (k, (n, t)) in rows {
+        println!("  {k:<24} {n:>4} steps {t:>10.2} us");
+    }
+    println!("{}", text.lines().last().unwrap_or_default());
+    Ok(())
+}
+
+/// The steps' times summed per kernel (copies as `copy`): (kernel, steps, microseconds), the
+/// costliest first.
+pub(crate) fn time_by_kernel(plan: &planner::plan::Plan, times: &[f64]) -> Vec<(String, (usize, f64))> {
     let mut by_kernel: std::collections::BTreeMap<String, (usize, f64)> = Default::default();
-    for (step, t) in plan.steps.iter().zip(&times) {
+    for (step, t) in plan.steps.iter().zip(times) {
         let key = match step {
             planner::plan::Step::Kernel { kernel, .. } => kernel.symbol().to_string(),
             planner::plan::Step::Copy { .. } => "copy".into(),
@@ -233,12 +245,7 @@ fn print_profile(session: &mut host::Session) -> Result<()> {
     }
     let mut rows: Vec<_> = by_kernel.into_iter().collect();
     rows.sort_by(|a, b| b.1.1.total_cmp(&a.1.1));
-    println!("by kernel (sum of step times {:.2} us):", times.iter().sum::<f64>());
-    for (k, (n, t)) in rows {
-        println!("  {k:<24} {n:>4} steps {t:>10.2} us");
-    }
-    println!("{}", text.lines().last().unwrap_or_default());
-    Ok(())
+    rows
 }
 
 /// The plan of `graph` for `inputs` on device 0, compiled as its session would, without a context
