@@ -363,6 +363,15 @@ fn matmul_params(a: (Vec<usize>, Vec<u64>), b: (Vec<usize>, Vec<u64>)) -> Result
         ..GemmParams::default()
     };
     let total: usize = batch.iter().map(|b| b.0).product();
+    // A single row has no row stride to keep: take the innermost batch stride, so that a batch
+    // of rows read through a transpose (torch's `nn.MultiheadAttention` projects `[seq, 1, d]`,
+    // the transpose of its batch-first input) folds into one GEMM of `seq` rows below.
+    if m == 1
+        && let Some(&(_, sa, _)) = batch.last()
+        && sa != 0
+    {
+        p.a_rs = sa;
+    }
     // B shared across the batch and A's rows contiguous across it: one GEMM with more rows.
     let a_folds = {
         let mut stride = p.a_rs * m as u64;

@@ -297,3 +297,19 @@ fn a_short_reduction_with_few_rows_runs_on_the_tiled_kernel_not_the_gemv() {
         .collect();
     assert_eq!(kernels, ["gemm_f32"], "{plan}");
 }
+
+#[test]
+fn a_batch_of_single_rows_read_through_a_transpose_folds_into_one_gemm() {
+    // torch's nn.MultiheadAttention (batch first) projects x [1, seq, d] transposed to
+    // [seq, 1, d]: A rows of one element each, `d` apart across the batch, B a shared weight.
+    let (seq, d, n) = (2048usize, 32usize, 96usize);
+    let a = operand_view(&[seq, 1, d], Some(&[1, 0, 2]), true);
+    let b = operand_view(&[d, n], None, false);
+    let q = matmul_params(a, b).unwrap();
+    assert_eq!((q.m, q.n, q.k, q.batch), (seq as u32, n as u32, d as u32, 1));
+    assert_eq!((q.a_rs, q.a_cs), (d as u64, 1));
+    // Two rows per batch entry keep their own stride: no fold (rows seq * d apart, batches d).
+    let a = operand_view(&[seq, 2, d], Some(&[1, 0, 2]), true);
+    let q = matmul_params(a, operand_view(&[d, n], None, false)).unwrap();
+    assert_eq!((q.m, q.batch, q.a_rs, q.a_bs), (2, seq as u32, (seq * d) as u64, d as u64));
+}
