@@ -216,6 +216,7 @@ const LAUNCH_BOUNDS: &[(&str, u32)] = &[
     ("gemv_program_f32", 512),
     ("attention_f32", 128),
     ("attention_tc_f32", 128),
+    ("attention_tc16_f32", 128),
     // `plan::rows::LAYER_NORM_MAX_THREADS`.
     ("layer_norm_f32", 512),
     // `RECURRENT_MAX_THREADS`: compiled through the driver's linker (the kernel cache), lstm_f32
@@ -229,6 +230,10 @@ const LAUNCH_BOUNDS: &[(&str, u32)] = &[
     ("gemm_wg128_tf32", 256),
     ("gemm_wg64_f32", 128),
     ("gemm_wg64_tf32", 128),
+    ("conv_wg128_f32", 256),
+    ("conv_wg128_tf32", 256),
+    ("conv_wg64_f32", 128),
+    ("conv_wg64_tf32", 128),
 ];
 
 /// Kernels that run as one thread-block cluster of a fixed size on the Hopper flavour, and that
@@ -282,6 +287,10 @@ const RELEASE_AT_EXIT: &[&str] = &[
     "gemm_wg64_f32",
     "gemm_wg128_tf32",
     "gemm_wg64_tf32",
+    "conv_wg128_f32",
+    "conv_wg64_f32",
+    "conv_wg128_tf32",
+    "conv_wg64_tf32",
     "gemv_f32",
     "gemv_program_f32",
     "mlp_f32",
@@ -290,6 +299,7 @@ const RELEASE_AT_EXIT: &[&str] = &[
     "conv_transpose_f32",
     "deform_conv_f32",
     "attention_tc_f32",
+    "attention_tc16_f32",
     "attention_scores_f32",
     "linear_attention_f32",
     "lstm_f32",

@@ -62,16 +62,27 @@ fn small_cnn_matches_pytorch() {
 fn small_cnn_compiles_to_a_gpu_plan() {
     let model = onnx::load_path(&fixtures().join("cnn.onnx")).expect("model loads");
     let graph = onnx::to_graph(&model).expect("model converts");
-    let plan =
-        planner::plan::compile(&graph, &planner::Binding::new(), &planner::plan::PlanOptions::default())
+    // The portable flavour (CUDA-core convolutions) and Hopper's (both on wgmma).
+    let portable = planner::plan::PlanOptions { wgmma_gemm: false, ..planner::plan::PlanOptions::default() };
+    let hopper = planner::plan::PlanOptions::default();
+    for (options, symbols) in [
+        (
+            portable,
+            ["Conv+Relu conv_direct_f32", "pool_f32", "Conv+Relu conv_gemm_f32", "ReduceMean reduce_f32"],
+        ),
+        (
+            hopper,
+            ["#0 Conv+Relu conv_wg64_f32", "pool_f32", "#2 Conv+Relu conv_wg64_f32", "ReduceMean reduce_f32"],
+        ),
+    ] {
+        let plan = planner::plan::compile(&graph, &planner::Binding::new(), &options)
             .unwrap_or_else(|e| panic!("cnn.onnx has no GPU plan: {e}"));
-    let text = plan.to_string();
-    for symbol in
-        ["Conv+Relu conv_direct_f32", "pool_f32", "Conv+Relu conv_gemm_f32", "ReduceMean reduce_f32"]
-    {
-        assert!(text.contains(symbol), "{symbol} missing:\n{text}");
+        let text = plan.to_string();
+        for symbol in symbols {
+            assert!(text.contains(symbol), "{symbol} missing:\n{text}");
+        }
+        plan.validate().expect("the plan's invariants hold");
     }
-    plan.validate().expect("the plan's invariants hold");
 }
 
 /// The GPU plans of GPT-2 and BERT with and without the GEMM-epilogue fusion: every elementwise

@@ -17,8 +17,8 @@
 //! the warps in warp order (deterministic).
 
 use crate::abi::{
-    ATTN_NAN_ROWS_ZERO, ATTN_TC_ROWS, ATTN_TC_THREADS, ATTN_TC_WARPS, AttentionParams, AttnView, GEMM_TC_KC,
-    attention_tc_fits,
+    ATTN_NAN_ROWS_ZERO, ATTN_TC_ROWS, ATTN_TC_SMALL_DV, ATTN_TC_THREADS, ATTN_TC_WARPS, AttentionParams,
+    AttnView, GEMM_TC_KC, attention_tc_fits,
 };
 use crate::attention::{at, block_rows, causal_masked, key_end};
 use crate::gemm_tc::{NT, Norm, Operands, load, multiply, split};
@@ -108,6 +108,56 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
     x3: *const f32,
     y: *mut f32,
 ) {
+    // SAFETY: forwarded (the kernel's contract).
+    unsafe { attention_tc::<DT>(p, q, k, v, x1, x2, x3, y) }
+}
+
+/// [`attention_tc_f32`] for value heads of at most [`ATTN_TC_SMALL_DV`] (16): two output tiles
+/// per lane instead of eight, so that the fragments of a group fit the registers (the eight-tile
+/// entry spilled at 255 registers and ran two blocks per multiprocessor: TICL-style encoders,
+/// heads of 8 and 16, at sequence 2048).
+///
+/// # Safety
+/// As [`attention_tc_f32`], with `p.dv <= ATTN_TC_SMALL_DV` (other launches return at once).
+///
+/// # Parameters
+/// As [`attention_tc_f32`].
+///
+/// # Thread mapping
+/// As [`attention_tc_f32`].
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "ptx-kernel" fn attention_tc16_f32(
+    p: AttentionParams,
+    q: *const f32,
+    k: *const f32,
+    v: *const f32,
+    x1: *const f32,
+    x2: *const f32,
+    x3: *const f32,
+    y: *mut f32,
+) {
+    if p.dv > ATTN_TC_SMALL_DV {
+        return;
+    }
+    // SAFETY: forwarded (the kernel's contract).
+    unsafe { attention_tc::<{ (ATTN_TC_SMALL_DV / 8) as usize }>(p, q, k, v, x1, x2, x3, y) }
+}
+
+/// The body of the tensor-core attention entries, `TILES` n8 tiles of the output per lane (value
+/// heads up to `8 TILES`).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn attention_tc<const TILES: usize>(
+    p: AttentionParams,
+    q: *const f32,
+    k: *const f32,
+    v: *const f32,
+    x1: *const f32,
+    x2: *const f32,
+    x3: *const f32,
+    y: *mut f32,
+) {
     // Uniform over the block: whole blocks leave, before the barrier.
     if p.q_len == 0
         || !attention_tc_fits(p.dk, p.dv)
@@ -146,7 +196,7 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
     let mut m = [f32::NEG_INFINITY; 2];
     let mut l = [0.0f32; 2];
     let mut bad = [false; 2];
-    let mut o = [[0.0f32; 4]; DT];
+    let mut o = [[0.0f32; 4]; TILES];
     let kv_end = key_end(&p, row0.saturating_add(ATTN_TC_ROWS - 1).min(p.q_len - 1));
     let mut k0 = warp * 32;
     while k0 < kv_end {
@@ -186,11 +236,11 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
         // V at keys 8j + 2t + e (zero past kv_len: those keys weigh 0), columns 8n + g: loaded
         // after the score multiplies (fewer registers live across them); the program and the
         // softmax run while the loads are in flight.
-        let mut vv = [[[0.0f32; 2]; DT]; NT];
+        let mut vv = [[[0.0f32; 2]; TILES]; NT];
         unroll!(J in [0, 1, 2, 3] {
             unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
                 unroll!(E in [0, 1] {
-                    if (8 * N as u32) < dv && key(J, E) < p.kv_len {
+                    if N < TILES && (8 * N as u32) < dv && key(J, E) < p.kv_len {
                         // SAFETY: key below kv_len, column below dv: inside V's view.
                         vv[J][N][E] = unsafe { *v.add(at(&p.v, b, hk, key(J, E) as u64, col(N)) as usize) };
                     }
@@ -272,10 +322,12 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
             m[H] = m_new;
         });
         unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
-            o[N][0] *= alpha[0];
-            o[N][1] *= alpha[0];
-            o[N][2] *= alpha[1];
-            o[N][3] *= alpha[1];
+            if N < TILES {
+                o[N][0] *= alpha[0];
+                o[N][1] *= alpha[0];
+                o[N][2] *= alpha[1];
+                o[N][3] *= alpha[1];
+            }
         });
         // O += P V: the score fragment of n tile j is the A fragment of k step j.
         unroll!(J in [0, 1, 2, 3] {
@@ -285,7 +337,7 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
             let (a3, a3s) = split(s[J][3]);
             let (ab, asm) = ([a0, a1, a2, a3], [a0s, a1s, a2s, a3s]);
             unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
-                if (8 * N as u32) < dv {
+                if N < TILES && (8 * N as u32) < dv {
                     let (b0, b0s) = split(vv[J][N][0]);
                     let (b1, b1s) = split(vv[J][N][1]);
                     let d = mma_m16n8k8_tf32_f32(asm, [b0, b1], o[N]);
@@ -315,7 +367,7 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
             unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
                 unroll!(E in [0, 1] {
                     let c = 8 * N as u32 + 2 * t + E as u32;
-                    if c < dv {
+                    if N < TILES && c < dv {
                         *mine.add(3 + c as usize) = o[N][2 * H + E];
                     }
                 });

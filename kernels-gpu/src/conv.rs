@@ -110,7 +110,7 @@ unsafe fn finish(p: &ConvParams, b: *const f32, m: u32, acc: f32) -> f32 {
 /// inlined, the activation's math made the 4 x 4 epilogue loop of [`conv_gemm_f32`] too large to
 /// unroll, and its accumulators then went to local memory.
 #[inline(never)]
-fn activate(act: u32, alpha: f32, v: f32) -> f32 {
+pub(crate) fn activate(act: u32, alpha: f32, v: f32) -> f32 {
     math::activate(Activation::from_code(act), v, alpha)
 }
 

@@ -25,7 +25,9 @@
 //! entries exist in both PTX flavours; on the portable one (no `wgmma`) they trap, and the planner
 //! selects them only for the Hopper flavour.
 
-use crate::abi::{EwProgramParams, GemmParams};
+#[cfg(ferrofuse_hopper)]
+use crate::abi::{Activation, ConvTap, conv_depth, conv_wg_table_at, gemm_wg_packed_ld, gemm_wg_packed_len};
+use crate::abi::{ConvParams, EwProgramParams, GemmParams};
 #[cfg(ferrofuse_hopper)]
 use crate::abi::{GEMM_TILE_BK, GEMM_WG_STAGES};
 #[cfg(ferrofuse_hopper)]
@@ -37,7 +39,7 @@ use crate::gemm_tile::unroll4;
 use crate::intrinsics::trap;
 #[cfg(ferrofuse_hopper)]
 use crate::intrinsics::{
-    block_dim_x, block_idx_x, block_idx_y, block_idx_z, cp_async_16_zfill, cp_async_commit,
+    block_dim_x, block_idx_x, block_idx_y, block_idx_z, cp_async_4_zfill, cp_async_16_zfill, cp_async_commit,
     cp_async_wait_group, cvt_rna_tf32, dynamic_shared_addr, dynamic_shared_ptr, fence_proxy_async_shared,
     ld_shared_u32, sync_threads, thread_idx_x, wgmma_commit_group, wgmma_fence, wgmma_m64n64k8_tf32_rs,
     wgmma_m64n128k8_tf32_rs, wgmma_wait_all, wgmma_wait_group,
@@ -104,13 +106,16 @@ unsafe fn product<const ACC: usize>(acc: &mut [f32; ACC], a: [u32; 4], desc: u64
 /// `128 * WGS` threads and [`crate::abi::GemmTile::wg_shared_bytes`] of dynamic shared memory.
 #[cfg(ferrofuse_hopper)]
 #[inline(always)]
-unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: bool>(
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: bool, const CONV: bool>(
     p: &GemmParams,
     a: *const f32,
     b: *const f32,
     c_ptr: *const f32,
     y: *mut f32,
     program: Program,
+    conv: &ConvParams,
+    taps: *const ConvTap,
 ) {
     const { assert!(2 * ACC == BN as usize && (BN == 64 || BN == 128) && (WGS == 1 || WGS == 2)) };
     let p = *p;
@@ -120,8 +125,7 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     let splits = p.splits.max(1);
     if block_dim_x() != threads
         || (splits > 1 && (p.k_chunk == 0 || p.k_chunk % BK != 0))
-        || p.a_cs != 1
-        || !aligned(a, p.a_rs, p.a_bs)
+        || (!CONV && (p.a_cs != 1 || !aligned(a, p.a_rs, p.a_bs)))
         || p.b_rs != 1
         || p.b_bs != 0
         || p.b_cs < p.k as u64
@@ -163,6 +167,12 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     let b_first = (col0 + r_first) as u64 * p.b_cs + 4 * kc as u64;
     let a_first = a_at + (row0 + r_first) as u64 * p.a_rs + 4 * kc as u64;
     let (b_pass, a_pass) = (pass as u64 * p.b_cs, pass as u64 * p.a_rs);
+    // A convolution's rows are output positions, gathered element by element: thread `tid` fills
+    // row `tid % bm` of A's tile (a warp, 32 consecutive positions: one transaction per element
+    // at unit stride), chunks `4 (tid / bm) ..` of it; its row is decoded once.
+    let conv_r = tid % bm;
+    let conv_chunk0 = 4 * (tid / bm);
+    let row = if CONV { conv_row(conv, row0 + conv_r, p.m, z) } else { ConvRow::OUTSIDE };
     // (The closures are inlined at every call: outlined, their arrays would pass through memory.)
     let load = #[inline(always)]
     |kt: u32| {
@@ -184,16 +194,46 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
                 // plane, 16-byte aligned.
                 unsafe { cp_async_16_zfill(dst + plane * b_tile, src.cast(), n_bytes) };
             }
-            let in_m = row0 + r_first + pass * j < p.m;
-            let n_bytes = if in_m { k_bytes } else { 0 };
-            let src = if n_bytes == 0 {
-                a
-            } else {
-                a.wrapping_add((a_first + J as u64 * a_pass + k0 as u64) as usize)
-            };
-            // SAFETY: as for B (row < m, k < k_end <= k, the planner's strides).
-            unsafe { cp_async_16_zfill(dst + planes * b_tile, src.cast(), n_bytes) };
+            if !CONV {
+                let in_m = row0 + r_first + pass * j < p.m;
+                let n_bytes = if in_m { k_bytes } else { 0 };
+                let src = if n_bytes == 0 {
+                    a
+                } else {
+                    a.wrapping_add((a_first + J as u64 * a_pass + k0 as u64) as usize)
+                };
+                // SAFETY: as for B (row < m, k < k_end <= k, the planner's strides).
+                unsafe { cp_async_16_zfill(dst + planes * b_tile, src.cast(), n_bytes) };
+            }
         });
+        if CONV {
+            // The thread's sixteen depths of its row: one f32 per copy, zero in the padding and
+            // past k or m.
+            let a_row = smem + (kt % STAGES) * stage_bytes + planes * b_tile + conv_r * BK * 4;
+            // (A rolled loop over the chunks: unrolled, the sixteen table loads were hoisted
+            // together and the two-warpgroup exact entry spilled.)
+            for c in 0..4 {
+                let chunk = conv_chunk0 + c;
+                let first = k0 + 4 * chunk;
+                // The chunk's four entries, read unconditionally (depths past k read the last
+                // one and copy nothing) so that the four loads issue together and no branch
+                // waits on one.
+                let tap = |e: u32| {
+                    // SAFETY: the table holds an entry per depth below k_end <= k (the launch
+                    // contract; a block with k tiles has k_end >= 1).
+                    unsafe { *taps.add((first + e).min(k_end - 1) as usize) }
+                };
+                let depth = [tap(0), tap(1), tap(2), tap(3)];
+                unroll4!(E => {
+                    let (src, n_bytes) = row.source(conv, &depth[E], first + (E as u32) < k_end);
+                    let dst = a_row + (4 * swizzle(conv_r, chunk) + E as u32) * 4;
+                    // SAFETY: `src` is an element of X (inside the image, the channel of the
+                    // group: the launch contract) or nothing is read; the destination is inside
+                    // this stage's A tile.
+                    unsafe { cp_async_4_zfill(dst, a.wrapping_offset(src).cast(), n_bytes) };
+                });
+            }
+        }
         cp_async_commit();
     };
 
@@ -314,6 +354,15 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     // from registers would inline it, activations and program, once per accumulator).
     cp_async_wait_group::<0>();
     sync_threads();
+    if CONV {
+        // SAFETY: `smem - window` is below 1 KiB; the transposed tile fits the stages.
+        let tile = unsafe { dynamic_shared_ptr().add((smem - window) as usize) } as *mut f32;
+        // SAFETY: forwarded (the launch contract).
+        unsafe {
+            conv_store::<ACC>(conv, &acc, tile, (a_row, t), (row0, col0, z), bm, BN, c_ptr, y, tid, threads)
+        };
+        return;
+    }
     let ld_tile = BN + 8;
     // SAFETY: `smem - window` is below 1 KiB, inside the launch's shared memory.
     let tile = unsafe { dynamic_shared_ptr().add((smem - window) as usize) } as *mut f32;
@@ -381,7 +430,16 @@ macro_rules! wg_entries {
             #[cfg(ferrofuse_hopper)]
             // SAFETY: forwarded (the kernel's contract).
             unsafe {
-                gemm_wg::<$wgs, $bn, { $bn / 2 }, $exact>(&p, a, b, c, y, program(&e, x1, x2, x3))
+                gemm_wg::<$wgs, $bn, { $bn / 2 }, $exact, false>(
+                    &p,
+                    a,
+                    b,
+                    c,
+                    y,
+                    program(&e, x1, x2, x3),
+                    &ConvParams::default(),
+                    core::ptr::null(),
+                )
             }
             #[cfg(not(ferrofuse_hopper))]
             {
@@ -401,4 +459,222 @@ wg_entries! {
     gemm_wg128_tf32: 2 warpgroups, 128 columns, false;
     /// `gemm_wg64_f32` in TF32.
     gemm_wg64_tf32: 1 warpgroups, 64 columns, false;
+}
+
+/// One output position of a `wgmma` convolution (a row of its implicit GEMM), decoded once per
+/// block: the offset of its window origin in X (image, the group's first channel, the spatial
+/// origin `o · stride − pad_begin`, which may lie in the padding) and that origin per axis.
+#[cfg(ferrofuse_hopper)]
+#[derive(Clone, Copy)]
+struct ConvRow {
+    /// Element offset of the window origin (may be negative: an origin in the padding).
+    base: i64,
+    /// The origin per spatial axis `[z, y, x]`; [`ConvRow::OUTSIDE`]'s fails every check (the
+    /// planner keeps sizes, pads and tap offsets below 2^30).
+    at: [i32; 3],
+}
+
+#[cfg(ferrofuse_hopper)]
+impl ConvRow {
+    /// A row past the output positions: reads nothing.
+    const OUTSIDE: Self = Self { base: 0, at: [-(1 << 30); 3] };
+
+    /// The element offset in X of this row's input at `tap` and the bytes to copy: 4 when the
+    /// tap's element is inside the input (and `depth_ok`: the depth is below k), else 0 (a zero
+    /// of the padding, or past the problem).
+    #[inline(always)]
+    fn source(&self, p: &ConvParams, tap: &ConvTap, depth_ok: bool) -> (isize, u32) {
+        let inside = |o: i32, d: i32, n: u32| ((o + d) as u32) < n;
+        // (`&`, not `&&`: selects, no branches.)
+        let ok = depth_ok
+            & inside(self.at[0], tap.dz, p.in_size[0])
+            & inside(self.at[1], tap.dy, p.in_size[1])
+            & inside(self.at[2], tap.dx, p.in_size[2]);
+        let at = self.base + tap.delta as i64;
+        (if ok { at as isize } else { 0 }, if ok { 4 } else { 0 })
+    }
+}
+
+/// Row `row` (of `rows = batch · out_plane`) of group `group`'s implicit GEMM of `p`.
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+fn conv_row(p: &ConvParams, row: u32, rows: u32, group: u32) -> ConvRow {
+    if row >= rows {
+        return ConvRow::OUTSIDE;
+    }
+    let [od, oh, ow] = p.out_size;
+    let plane = od * oh * ow;
+    let (image, pos) = (row / plane, row % plane);
+    let o = [pos / (oh * ow), pos / ow % oh, pos % ow];
+    let at: [i32; 3] = core::array::from_fn(|i| (o[i] * p.strides[i]) as i32 - p.pad_begin[i]);
+    let [d, h, w] = p.in_size.map(|v| v as i64);
+    let channel = image as i64 * p.in_channels as i64 + (group * (p.in_channels / p.groups.max(1))) as i64;
+    let base = channel * d * h * w + (at[0] as i64 * h + at[1] as i64) * w + at[2] as i64;
+    ConvRow { base, at }
+}
+
+/// The epilogue of a `wgmma` convolution: stages the block's accumulators transposed in shared
+/// memory at `tile` (column-major, `bm + 4` apart: the lanes of a fragment store hit 32 banks),
+/// then thread `tid` finishes outputs `tid, tid + threads, ...` in column-major order (consecutive
+/// threads, consecutive output positions of one channel: coalesced stores into Y's planes), each
+/// with its channel's bias and the activation.
+///
+/// # Safety
+/// `tile` has `BN (bm + 4)` f32 of shared memory no copy still writes; the conv launch contract for
+/// `bias` and `y`; every thread of the block calls it.
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn conv_store<const ACC: usize>(
+    p: &ConvParams,
+    acc: &[f32; ACC],
+    tile: *mut f32,
+    (a_row, t): (u32, u32),
+    (row0, col0, group): (u32, u32, u32),
+    bm: u32,
+    bn: u32,
+    bias: *const f32,
+    y: *mut f32,
+    tid: u32,
+    threads: u32,
+) {
+    let ld = bm + 4;
+    for j in 0..ACC / 4 {
+        // Accumulator `4j + e` is row `a_row + 8 (e / 2)`, column `8j + 2t + e % 2`.
+        let c = 8 * j as u32 + 2 * t;
+        // SAFETY: inside the tile (the caller's contract).
+        unsafe {
+            let at = tile.add((c * ld + a_row) as usize);
+            *at = acc[4 * j];
+            *at.add(ld as usize) = acc[4 * j + 1];
+            *at.add(8) = acc[4 * j + 2];
+            *at.add(ld as usize + 8) = acc[4 * j + 3];
+        }
+    }
+    sync_threads();
+    let plane = p.out_size[0] * p.out_size[1] * p.out_size[2];
+    let rows = p.batch * plane;
+    let per_group = p.out_channels / p.groups.max(1);
+    let mut q = tid;
+    while q < bm * bn {
+        let (c, r) = (q / bm, q % bm);
+        let (row, col) = (row0 + r, col0 + c);
+        if row < rows && col < per_group {
+            let channel = group * per_group + col;
+            let (image, pos) = (row / plane, row % plane);
+            // SAFETY: the tile entry was written before the barrier; `channel` is below the bias's
+            // length; the output offset is inside Y (the launch contract).
+            unsafe {
+                let v = *tile.add((c * ld + r) as usize);
+                let v = if p.has_bias != 0 { v + *bias.add(channel as usize) } else { v };
+                let out = (image as u64 * p.out_channels as u64 + channel as u64) * plane as u64 + pos as u64;
+                // Relu inline (the common case), the other activations out of line.
+                let v = match p.act {
+                    a if a == Activation::None as u32 => v,
+                    a if a == Activation::Relu as u32 => crate::math::relu(v),
+                    _ => crate::conv::activate(p.act, p.act_alpha, v),
+                };
+                *y.add(out as usize) = v;
+            }
+        }
+        q += threads;
+    }
+}
+
+/// ONNX Conv of f32 as an implicit GEMM on the `wgmma` tensor cores: rows the output positions of
+/// every image, columns the output channels of group `blockIdx.z`, depth its input channels times
+/// taps, A gathered from X through the tap table, B the group's weights packed.
+///
+/// # Safety
+/// The conv launch contract of `conv.rs` (contiguous X, Y, bias; `groups` divides both channel
+/// counts); `w` is the constant of [`crate::abi::conv_wg_packed_len`] for `p` (16-byte aligned);
+/// `batch · out_plane` fits u32 and X's offsets fit i64; block `128 WGS` threads, grid
+/// `(ceil(M/G / BN), ceil(batch · out_plane / (64 WGS)), G)`, the entry's shared memory.
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+unsafe fn conv_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: bool>(
+    p: &ConvParams,
+    x: *const f32,
+    w: *const f32,
+    bias: *const f32,
+    y: *mut f32,
+) {
+    let groups = p.groups.max(1);
+    let k = conv_depth(p);
+    let n = p.out_channels / groups;
+    let plane = p.out_size[0] * p.out_size[1] * p.out_size[2];
+    let ld = gemm_wg_packed_ld(k);
+    let gemm = GemmParams {
+        m: p.batch * plane,
+        n,
+        k,
+        batch: groups,
+        a_cs: 1,
+        b_rs: 1,
+        b_cs: ld as u64,
+        splits: 1,
+        k_chunk: k,
+        ..GemmParams::default()
+    };
+    let group = block_idx_z();
+    // SAFETY: inside the packed constant (the launch contract): the group's packed weights, and
+    // the tap table after every group's.
+    let (b, taps) = unsafe {
+        (
+            w.add((group as u64 * gemm_wg_packed_len(k, n, EXACT)) as usize),
+            w.add(conv_wg_table_at(p, EXACT) as usize) as *const ConvTap,
+        )
+    };
+    // SAFETY: forwarded (the launch contract; the GEMM's B is the group's packed weight).
+    unsafe { gemm_wg::<WGS, BN, ACC, EXACT, true>(&gemm, x, b, bias, y, None, p, taps) }
+}
+
+macro_rules! conv_wg_entries {
+    ($($(#[$doc:meta])* $name:ident: $wgs:literal warpgroups, $bn:literal columns, $exact:literal;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As `conv_wg` (module `gemm_wg`): the conv launch contract, `w` the packed weights and
+        /// tap table of [`crate::abi::conv_wg_packed_len`].
+        ///
+        /// # Parameters
+        /// [`ConvParams`]; `x` the input, `w` the packed constant, `b` the bias (null without),
+        /// `y` the output.
+        ///
+        /// # Thread mapping
+        /// Grid (ceil(M/G / BN), ceil(batch · out_plane / (64 WGS)), G), block `128 * WGS`
+        /// threads, [`crate::abi::GemmTile::wg_shared_bytes`] of dynamic shared memory; the
+        /// GEMM's (`gemm_wg128_f32`), with output positions as rows and output channels as
+        /// columns.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            p: ConvParams,
+            x: *const f32,
+            w: *const f32,
+            b: *const f32,
+            y: *mut f32,
+        ) {
+            #[cfg(ferrofuse_hopper)]
+            // SAFETY: forwarded (the kernel's contract).
+            unsafe {
+                conv_wg::<$wgs, $bn, { $bn / 2 }, $exact>(&p, x, w, b, y)
+            }
+            #[cfg(not(ferrofuse_hopper))]
+            {
+                let _ = (p, x, w, b, y);
+                trap()
+            }
+        }
+    )*};
+}
+
+conv_wg_entries! {
+    /// Conv on the `wgmma` tensor cores (3xTF32), 128 positions x 128 channels per block.
+    conv_wg128_f32: 2 warpgroups, 128 columns, true;
+    /// Conv on the `wgmma` tensor cores (3xTF32), 64 positions x 64 channels per block.
+    conv_wg64_f32: 1 warpgroups, 64 columns, true;
+    /// `conv_wg128_f32` in TF32.
+    conv_wg128_tf32: 2 warpgroups, 128 columns, false;
+    /// `conv_wg64_f32` in TF32.
+    conv_wg64_tf32: 1 warpgroups, 64 columns, false;
 }

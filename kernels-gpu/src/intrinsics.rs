@@ -381,6 +381,22 @@ pub unsafe fn cp_async_16_zfill(dst_shared: u32, src: *const u8, src_bytes: u32)
     };
 }
 
+/// [`cp_async_16_zfill`] for one f32 (`cp.async.ca ... 4, src_bytes`, through L1: the gathers
+/// of an implicit-GEMM convolution read each input element once per tap): copies the 4 bytes at
+/// `src` when `src_bytes` is 4, writes zero when it is 0 (then nothing is read).
+///
+/// # Safety
+/// `src` must be a 4-byte aligned global address with `src_bytes` readable bytes; `dst_shared` a
+/// 4-byte aligned shared-window address inside the launch's shared memory.
+#[inline(always)]
+pub unsafe fn cp_async_4_zfill(dst_shared: u32, src: *const u8, src_bytes: u32) {
+    // SAFETY: the caller guarantees both addresses and the readable length (contract above).
+    unsafe {
+        asm!("cp.async.ca.shared.global [{d}], [{s}], 4, {n};", d = in(reg32) dst_shared, s = in(reg64) src,
+             n = in(reg32) src_bytes, options(nostack))
+    };
+}
+
 /// Waits until at most `N` of this thread's committed `cp.async` groups are still in flight (the
 /// older ones have landed). Other threads' copies become visible only after a following barrier.
 #[inline(always)]

@@ -43,7 +43,7 @@ fn check(what: &str, g: Graph, inputs: Vec<(String, HostTensor)>) -> bool {
         let got = s.run(&inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
         let plan = s.last_plan().unwrap().to_string();
         assert!(plan.contains(kernel) && !plan.contains("softmax_f32"), "{what}: not fused:\n{plan}");
-        let tc = plan.contains("attention_tc_f32");
+        let tc = plan.contains("attention_tc_f32") || plan.contains("attention_tc16_f32");
         tensor_cores |= tc;
         compare(&format!("{what} ({})", if tc { "tensor cores" } else { "CUDA cores" }), &got, &want);
     }
@@ -189,7 +189,8 @@ fn a_nan_key_past_the_diagonal_reaches_only_the_rows_that_read_its_group() {
 }
 
 /// Shapes whose 16-row query tiles fill at least half of a 132-SM H200 (the planner's condition
-/// for `attention_tc_f32`): ragged rows and keys, head sizes from 4 to 64 (not multiples of the
+/// for `attention_tc_f32`, and `attention_tc16_f32` for value heads up to 16): ragged rows and
+/// keys, head sizes from 4 to 64 (not multiples of the
 /// 32-wide k round), a value head different from the key's, the ONNX causal flag and a key
 /// count below the query count. Each must run on the tensor cores and match the reference (and
 /// the CUDA-core kernel).

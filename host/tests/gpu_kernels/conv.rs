@@ -1,7 +1,9 @@
 //! The convolution-family kernels through `Session` against the CPU reference: Conv 1-D to 3-D
 //! (grouped, depthwise, strided, dilated, padded, every `auto_pad`, with and without bias and a
-//! fused Relu) on both the implicit-GEMM path (tile edges: output channels per group and output
-//! columns around 64, GEMM depths around the k step of 16) and the direct path; ConvTranspose
+//! fused Relu) on the `wgmma` implicit GEMM of Hopper (tile edges at 64 and 128 positions and
+//! channels, depths around its k step of 32; TF32 too), the portable implicit GEMM (tile edges:
+//! output channels per group and output columns around 64, GEMM depths around the k step of 16)
+//! and the direct path; ConvTranspose
 //! (strides, dilations, pads, output_padding, output_shape, groups); MaxPool and its Indices
 //! (exactly, with ties, both storage orders) and AveragePool (`ceil_mode`, `count_include_pad`, dilations, `auto_pad`).
 //! Floating-point results must agree within `1e-5 · (|want| + 1)`; weights are scaled by
@@ -43,12 +45,22 @@ fn assert_matches(what: &str, exact: bool, got: &[(String, HostTensor)], want: &
 
 /// Runs `g` on input `x` on the GPU and on the reference; returns the plan's text.
 fn check(what: &str, exact: bool, g: Graph, x: HostTensor) -> String {
+    check_with(what, exact, g, x, SessionOptions::default())
+}
+
+/// [`check`] with session options `o`.
+fn check_with(what: &str, exact: bool, g: Graph, x: HostTensor, o: SessionOptions) -> String {
     let inputs = vec![("x".to_owned(), x)];
     let want = host::reference::eval(&g, &inputs).unwrap_or_else(|e| panic!("{what}: reference: {e}"));
-    let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
+    let mut s = Session::new(ctx(), g, o).unwrap();
     let got = s.run(&inputs).unwrap_or_else(|e| panic!("{what}: gpu: {e}"));
     assert_matches(what, exact, &got, &want);
     s.last_plan().unwrap().to_string()
+}
+
+/// Whether the device runs the Hopper flavour (the `wgmma` kernels).
+fn hopper() -> bool {
+    ctx().flavour() == host::PtxFlavour::Hopper
 }
 
 fn weight(g: &mut Graph, rng: &mut Rng, name: &str, dims: &[usize], scale: f32) -> ValueId {
@@ -142,12 +154,19 @@ impl ConvCase {
         g
     }
 
-    /// Runs the case; `gemm` says which kernel the plan must use.
+    /// Runs the case; `gemm` says which kernel the plan must use (the `mma.sync`-free implicit
+    /// GEMM: the `wgmma` one is switched off).
     fn run(&self, rng: &mut Rng, gemm: bool) {
+        let symbol = if gemm { "conv_gemm_f32" } else { "conv_direct_f32" };
+        self.run_on(rng, symbol, SessionOptions { wgmma_gemm: false, ..SessionOptions::default() });
+    }
+
+    /// Runs the case with options `o`; the plan must use kernel `symbol`. Within `1e-5 (|want| +
+    /// 1)` of the reference, as every precision's products are f32-accurate but TF32's.
+    fn run_on(&self, rng: &mut Rng, symbol: &str, o: SessionOptions) {
         let what = format!("{self:?}");
         let x = rng.tensor(&self.x_shape(), -1.0, 1.0);
-        let plan = check(&what, false, self.graph(rng), x);
-        let symbol = if gemm { "conv_gemm_f32" } else { "conv_direct_f32" };
+        let plan = check_with(&what, false, self.graph(rng), x, o);
         assert!(plan.contains(symbol), "{what}:\n{plan}");
         if self.relu {
             assert!(plan.contains("Conv+Relu"), "{what}: the Relu is fused:\n{plan}");
@@ -198,6 +217,61 @@ fn conv_implicit_gemm_matches_the_reference() {
         (2, 1, 64, vec![14, 14], vec![3, 3], true, true);
     c.attrs = op::Conv { pads: vec![1; 4], ..op::Conv::default() };
     c.run(&mut rng, true);
+}
+
+#[test]
+fn conv_on_the_wgmma_tensor_cores_matches_the_reference() {
+    // Elsewhere than on Hopper the same problems run the portable implicit GEMM.
+    let wg = if hopper() { "conv_wg" } else { "conv_gemm_f32" };
+    let mut rng = Rng::new(0x3a7c);
+    // Random 1-D to 3-D problems: strides, dilations, pads, groups of 16 to 130 output channels.
+    for case in 0..30 {
+        let nd = 1 + case % 3;
+        let mg = pick(&mut rng, &[16, 17, 63, 64, 65, 100, 130]);
+        ConvCase::random(&mut rng, nd, mg).run_on(&mut rng, wg, SessionOptions::default());
+    }
+    // Tile edges: output positions 63, 64, 65, 129 and 128 x 128 tiles; depths 1, 31, 32, 33, 97.
+    for (batch, cg, len, k, mg) in
+        [(1, 1, 63, 1, 64), (1, 31, 64, 1, 64), (1, 32, 65, 1, 65), (3, 11, 43, 3, 128), (2, 97, 129, 1, 127)]
+    {
+        let mut c = ConvCase::random(&mut rng, 1, mg);
+        (c.batch, c.group, c.cg, c.spatial, c.kernel) = (batch, 1, cg, vec![len], vec![k]);
+        c.attrs = op::Conv::default();
+        c.run_on(&mut rng, wg, SessionOptions::default());
+    }
+    // The users' CNN layers: 3 -> 32 and 64 -> 128 channels, 3x3, pad 1, batch 4 (128 x 128
+    // tiles fill the device), Relu and bias; and a strided 7x7 stem (ResNet's).
+    for (cg, mg, side, k, stride, pad) in [(3, 32, 64, 3, 1, 1), (64, 128, 16, 3, 1, 1), (3, 64, 45, 7, 2, 3)]
+    {
+        let mut c = ConvCase::random(&mut rng, 2, mg);
+        (c.batch, c.group, c.cg, c.spatial, c.kernel, c.bias, c.relu) =
+            (4, 1, cg, vec![side, side], vec![k, k], true, true);
+        c.attrs = op::Conv { pads: vec![pad; 4], strides: vec![stride; 2], ..op::Conv::default() };
+        c.run_on(&mut rng, wg, SessionOptions::default());
+    }
+    if !hopper() {
+        return;
+    }
+    // TF32: rounded operands, within TF32's error of the reference.
+    let mut c = ConvCase::random(&mut rng, 2, 64);
+    (c.batch, c.group, c.cg, c.spatial, c.kernel) = (2, 1, 16, vec![20, 20], vec![3, 3]);
+    c.attrs = op::Conv { pads: vec![1; 4], ..op::Conv::default() };
+    let x = rng.tensor(&c.x_shape(), -1.0, 1.0);
+    let g = c.graph(&mut rng);
+    let inputs = vec![("x".to_owned(), x)];
+    let want = host::reference::eval(&g, &inputs).unwrap();
+    let o = SessionOptions { precision: host::Precision::Tf32, ..SessionOptions::default() };
+    let mut s = Session::new(ctx(), g, o).unwrap();
+    let got = s.run(&inputs).unwrap();
+    let plan = s.last_plan().unwrap().to_string();
+    assert!(plan.contains("conv_wg64_tf32"), "{plan}");
+    let (TensorData::F32(gv), TensorData::F32(wv)) = (got[0].1.data(), want[0].1.data()) else {
+        panic!("not f32")
+    };
+    let err = gv.iter().zip(wv).map(|(a, b)| ((a - b) as f64).powi(2)).sum::<f64>().sqrt();
+    let norm = wv.iter().map(|b| (*b as f64).powi(2)).sum::<f64>().sqrt();
+    assert!(err <= 1e-3 * norm, "tf32: relative error {}", err / norm);
+    assert!(err > 0.0, "tf32 rounds: the result cannot be exact");
 }
 
 /// One ConvTranspose problem.

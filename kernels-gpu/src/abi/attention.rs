@@ -60,6 +60,10 @@ pub const ATTN_TC_THREADS: u32 = ATTN_TC_WARPS * 32;
 /// key group's V values in registers).
 pub const ATTN_TC_MAX_DV: u32 = 64;
 
+/// Largest value head size of `attention_tc16_f32`, the entry for small heads (two output tiles per
+/// lane).
+pub const ATTN_TC_SMALL_DV: u32 = 16;
+
 /// Whether `attention_tc_f32` takes head sizes `dk`, `dv` (any `dk`, `dv <= ATTN_TC_MAX_DV`).
 pub const fn attention_tc_fits(dk: u32, dv: u32) -> bool {
     dk > 0 && dv > 0 && dv <= ATTN_TC_MAX_DV

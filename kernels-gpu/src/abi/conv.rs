@@ -57,6 +57,59 @@ pub const CONV_THREADS: u32 = 16;
 /// Dynamic shared memory of `conv_gemm_f32`: a weight tile and an input tile of 16 x 64 f32.
 pub const CONV_SHARED_BYTES: u32 = 2 * 16 * CONV_TILE * 4;
 
+/// One entry of the tap table of the `wgmma` convolutions (`gemm_wg::conv_wg*`): for GEMM depth
+/// `k` of a group (`k = c · taps + tap`, input channel `c` of the group, tap `[kz, ky, kx]`
+/// row-major over the kernel), the input element's offset from the output position's window
+/// origin, `delta = c · in_plane + (dz · H + dy) · W + dx`, and the tap's offsets `d· = k· ·
+/// dilation·` along each spatial axis (the kernel checks `origin + d·` against the input size).
+/// 16-byte aligned: the kernel reads an entry with one vector load.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConvTap {
+    /// Offset from the window origin, in elements.
+    pub delta: i32,
+    /// `kz · dilation_z`.
+    pub dz: i32,
+    /// `ky · dilation_y`.
+    pub dy: i32,
+    /// `kx · dilation_x`.
+    pub dx: i32,
+}
+
+/// GEMM depth of one group of a convolution: input channels per group times taps.
+pub const fn conv_depth(p: &ConvParams) -> u32 {
+    let groups = if p.groups == 0 { 1 } else { p.groups };
+    p.in_channels / groups * p.kernel[0] * p.kernel[1] * p.kernel[2]
+}
+
+/// The tap-table entry of depth `k` (`k <` [`conv_depth`]) of `p` (see [`ConvTap`]).
+pub const fn conv_tap(p: &ConvParams, k: u32) -> ConvTap {
+    let taps = p.kernel[0] * p.kernel[1] * p.kernel[2];
+    let (c, tap) = (k / taps, k % taps);
+    let plane = p.kernel[1] * p.kernel[2];
+    let (kz, ky, kx) = (tap / plane, tap / p.kernel[2] % p.kernel[1], tap % p.kernel[2]);
+    let (dz, dy, dx) = (kz * p.dilations[0], ky * p.dilations[1], kx * p.dilations[2]);
+    let in_plane = p.in_size[0] * p.in_size[1] * p.in_size[2];
+    let delta = c * in_plane + (dz * p.in_size[1] + dy) * p.in_size[2] + dx;
+    ConvTap { delta: delta as i32, dz: dz as i32, dy: dy as i32, dx: dx as i32 }
+}
+
+/// The f32 length of the constant a `wgmma` convolution (`gemm_wg::conv_wg*`) reads in place of
+/// W: per group `g`, the weight of its output channels as the `k x n` B of a GEMM
+/// (`B[k][j] = W[g · M/G + j][k]`, `k <` [`conv_depth`]) packed as [`super::gemm_wg_packed_len`]
+/// lays it out (`exact`: big and small TF32 planes); then the tap table, one [`ConvTap`] (four
+/// words) per depth. Every part starts on a 16-byte boundary (the packed rows are multiples of four
+/// f32).
+pub const fn conv_wg_packed_len(p: &ConvParams, exact: bool) -> u64 {
+    conv_wg_table_at(p, exact) + 4 * conv_depth(p) as u64
+}
+
+/// Where the tap table of [`conv_wg_packed_len`] starts, in f32.
+pub const fn conv_wg_table_at(p: &ConvParams, exact: bool) -> u64 {
+    let groups = if p.groups == 0 { 1 } else { p.groups };
+    groups as u64 * super::gemm_wg_packed_len(conv_depth(p), p.out_channels / groups, exact)
+}
+
 /// Which window reduction `conv::pool_f32` applies (`PoolParams::op`).
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -163,6 +163,10 @@ impl super::KernelId {
             Self::GemmWg64F32 => Some(GemmTile::SMALL.wg_shared_bytes(true)),
             Self::GemmWg128Tf32 => Some(GemmTile::LARGE.wg_shared_bytes(false)),
             Self::GemmWg64Tf32 => Some(GemmTile::SMALL.wg_shared_bytes(false)),
+            Self::ConvWg128F32 => Some(GemmTile::LARGE.wg_shared_bytes(true)),
+            Self::ConvWg64F32 => Some(GemmTile::SMALL.wg_shared_bytes(true)),
+            Self::ConvWg128Tf32 => Some(GemmTile::LARGE.wg_shared_bytes(false)),
+            Self::ConvWg64Tf32 => Some(GemmTile::SMALL.wg_shared_bytes(false)),
             _ => None,
         }
     }
@@ -213,7 +217,8 @@ impl GemmTile {
     /// [`GEMM_WG_STAGES`] stages of B's tile (`n x GEMM_TILE_BK` f32, k contiguous) per plane
     /// (two when `exact`) and A's (`m x GEMM_TILE_BK`), plus 1 KiB to align the stages to the
     /// 1 KiB the 128-byte swizzle of `wgmma`'s operand layout works in. The epilogue's output tile
-    /// (`m x (n + 8)` f32) fits in the stages.
+    /// (`m x (n + 8)` f32) fits in the stages, as does the convolutions' transposed one
+    /// (`n x (m + 4)`).
     pub const fn wg_shared_bytes(self, exact: bool) -> u32 {
         GEMM_WG_STAGES * (gemm_wg_planes(exact) * self.n + self.m) * GEMM_TILE_BK * 4 + 1024
     }

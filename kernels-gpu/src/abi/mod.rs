@@ -343,6 +343,17 @@ kernel_ids! {
     // conv
     /// `conv::conv_gemm_f32`: Conv as an implicit GEMM per group (many output channels per group)
     ConvGemmF32 => "conv_gemm_f32",
+    /// `gemm_wg::conv_wg128_f32`: Conv as an implicit GEMM on the Hopper tensor cores through
+    /// `wgmma` (3xTF32), output positions x channels tiles of 128 x 128, the weights packed with
+    /// the tap table at plan time (`conv_wg_packed_len`). Hopper flavour only (traps on the
+    /// portable one)
+    ConvWg128F32 => "conv_wg128_f32",
+    /// `gemm_wg::conv_wg64_f32`: `conv_wg128_f32` with 64 x 64 tiles (one warpgroup)
+    ConvWg64F32 => "conv_wg64_f32",
+    /// `gemm_wg::conv_wg128_tf32`: `conv_wg128_f32` in TF32
+    ConvWg128Tf32 => "conv_wg128_tf32",
+    /// `gemm_wg::conv_wg64_tf32`: `conv_wg64_f32` in TF32
+    ConvWg64Tf32 => "conv_wg64_tf32",
     /// `conv::conv_direct_f32`: Conv, a thread per output (depthwise, few output channels per group)
     ConvDirectF32 => "conv_direct_f32",
     /// `conv::conv_transpose_f32`: ConvTranspose, a thread per output
@@ -363,6 +374,8 @@ kernel_ids! {
     AttentionScoresF32 => "attention_scores_f32",
     /// `attention_tc::attention_tc_f32`: `attention_f32` on the tensor cores (16-row query tiles)
     AttentionTcF32 => "attention_tc_f32",
+    /// `attention_tc::attention_tc16_f32`: `attention_tc_f32` for value heads up to 16
+    AttentionTc16F32 => "attention_tc16_f32",
     /// `rotary::rotary_f32`: ONNX RotaryEmbedding
     RotaryF32 => "rotary_f32",
     // select

@@ -5,10 +5,11 @@
 //! dims.
 
 use kernels_gpu::abi::{
-    Activation, CONV_SHARED_BYTES, CONV_THREADS, CONV_TILE, ConvParams, KernelId, Params, PoolOp, PoolParams,
+    Activation, CONV_SHARED_BYTES, CONV_THREADS, CONV_TILE, ConvParams, GemmTile, KernelId, Params, PoolOp,
+    PoolParams,
 };
 
-use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
+use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Precision, Step, capped_grid};
 use crate::graph::{NodeId, ValueId};
 use crate::op::{AutoPad, AveragePool, Conv, ConvTranspose, LpPool, MaxPool};
 use crate::tensor_info::DType;
@@ -204,59 +205,115 @@ fn bias(n: &ConvNode, values: &[PlannedValue], maps: usize) -> Result<Option<Val
     Ok(Some(b))
 }
 
-/// ONNX Conv of f32; `act` is an activation fused into the epilogue.
+/// Output channels per group from which Conv runs on the `wgmma` tensor cores (64-channel tiles
+/// at the least; below, the direct kernel wastes less).
+const WG_MIN_CHANNELS: u32 = 16;
+
+/// A Conv on the `wgmma` tensor cores (`conv_wg*`): its entry, tile and grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct WgConv {
+    /// The entry: its tile and precision.
+    pub kernel: KernelId,
+    /// The block tile (output positions x output channels).
+    pub tile: GemmTile,
+    /// Blocks: channel tiles, position tiles, groups.
+    pub grid: [u32; 3],
+}
+
+/// Whether every window coordinate of `p` is below 2^30 (sizes, pads, tap offsets, the strided
+/// output positions), as the `wgmma` kernels' i32 window origins need.
+fn small(p: &ConvParams) -> bool {
+    let limit = 1u64 << 30;
+    (0..SPATIAL).all(|i| {
+        let tap = (p.kernel[i] as u64).saturating_sub(1) * p.dilations[i] as u64;
+        let origin = p.out_size[i] as u64 * p.strides[i] as u64;
+        [p.in_size[i] as u64, p.pad_begin[i].unsigned_abs() as u64, tap, origin].iter().all(|&v| v < limit)
+    })
+}
+
+/// The `wgmma` launch of a Conv of parameters `p`, when it takes one: the Hopper flavour's
+/// tensor-core GEMMs on (`wgmma_gemm`, `tensor_core_gemm`, `tile_gemm`), at least
+/// [`WG_MIN_CHANNELS`] output channels per group, and sizes inside the kernel's index types (the
+/// positions of all images in u32, a group's input in i32, the grid's y in 65535). 128 x 128 tiles
+/// where they fill the device, else 64 x 64.
+pub(super) fn wg_launch(p: &ConvParams, o: &PlanOptions) -> Option<WgConv> {
+    let groups = p.groups.max(1) as u64;
+    let per_group = p.out_channels as u64 / groups;
+    let plane = |s: [u32; 3]| s.iter().map(|&v| v as u64).product::<u64>();
+    let rows = p.batch as u64 * plane(p.out_size);
+    let group_input = p.in_channels as u64 / groups * plane(p.in_size);
+    if !(o.wgmma_gemm && o.tensor_core_gemm && o.tile_gemm)
+        || per_group < WG_MIN_CHANNELS as u64
+        || rows == 0
+        || rows > u32::MAX as u64
+        || group_input > i32::MAX as u64
+        || !small(p)
+        || groups > 65535
+        || kernels_gpu::abi::conv_depth(p) == 0
+    {
+        return None;
+    }
+    let tiles = |t: GemmTile| rows.div_ceil(t.m as u64) * per_group.div_ceil(t.n as u64) * groups;
+    let tile = if tiles(GemmTile::LARGE) >= o.sm_count as u64 { GemmTile::LARGE } else { GemmTile::SMALL };
+    let y = rows.div_ceil(tile.m as u64);
+    if y > 65535 {
+        return None;
+    }
+    use KernelId as K;
+    let kernel = match (tile == GemmTile::LARGE, o.precision) {
+        (true, Precision::Exact) => K::ConvWg128F32,
+        (false, Precision::Exact) => K::ConvWg64F32,
+        (true, Precision::Tf32) => K::ConvWg128Tf32,
+        (false, Precision::Tf32) => K::ConvWg64Tf32,
+    };
+    Some(WgConv { kernel, tile, grid: [per_group.div_ceil(tile.n as u64) as u32, y as u32, groups as u32] })
+}
+
+/// The Conv parameters of node `n` (its attributes over its operands' static shapes), without a
+/// fused activation.
+pub(super) fn conv_params(n: &ConvNode, values: &[PlannedValue], a: &Conv) -> Result<ConvParams, String> {
+    Ok(conv_geometry(n, values, a)?.0)
+}
+
+/// ONNX Conv of f32; `act` is an activation fused into the epilogue; `packed` the weights packed
+/// for the `wgmma` kernels with their tap table (`tc_pack`), when the planner packed them.
 pub(super) fn conv(
     n: ConvNode,
     values: &[PlannedValue],
     a: &Conv,
     act: Option<(Activation, f32)>,
+    packed: Option<ValueId>,
     o: &PlanOptions,
 ) -> Lowered {
-    let (x, w, xd, wd) = operands(&n, values)?;
-    let out = n.output()?;
-    let (batch, channels, maps, group) = (xd[0], xd[1], wd[0], a.group);
-    if group == 0 || channels % group != 0 || maps % group != 0 || wd[1] * group != channels {
-        return Err(format!("group {group} does not fit X channels {channels} and W {wd:?}"));
-    }
-    if !a.kernel_shape.is_empty() && a.kernel_shape != wd[2..] {
-        return Err(format!("kernel_shape {:?} disagrees with W {wd:?}", a.kernel_shape));
-    }
-    let g = window(&xd[2..], &wd[2..], &a.strides, &a.dilations, &a.pads, a.auto_pad, false)?;
-    let mut y_dims = vec![batch, maps];
-    y_dims.extend(&g.out);
-    check_out(values, out, &y_dims)?;
-    let b = bias(&n, values, maps)?;
-    let pad_begin: Vec<i32> = g
-        .pad_begin
-        .iter()
-        .map(|&v| i32::try_from(v).map_err(|_| format!("pad {v} is too large")))
-        .collect::<Result<_, _>>()?;
-    let mut p = ConvParams {
-        batch: u32_of(batch, "batch")?,
-        in_channels: u32_of(channels, "channels")?,
-        out_channels: u32_of(maps, "output channels")?,
-        groups: u32_of(group, "group")?,
-        in_size: lift_u32(&xd[2..], 1, "input size")?,
-        out_size: lift_u32(&g.out, 1, "output size")?,
-        kernel: lift_u32(&g.kernel, 1, "kernel size")?,
-        strides: lift_u32(&g.strides, 1, "stride")?,
-        dilations: lift_u32(&g.dilations, 1, "dilation")?,
-        pad_begin: lift(&pad_begin, 0)?,
-        has_bias: u32::from(b.is_some()),
-        ..ConvParams::default()
-    };
+    let (mut p, g, b) = conv_geometry(&n, values, a)?;
+    let (x, w, out) = (n.input(0, "X")?, n.input(1, "W")?, n.output()?);
     let mut label = n.label.clone();
     if let Some((act, alpha)) = act {
         (p.act, p.act_alpha) = (act as u32, alpha);
         label = format!("{label}+{act:?}");
     }
-    let args = vec![
-        Arg::Params(p.as_bytes().to_vec()),
-        Arg::Value(x),
-        Arg::Value(w),
-        b.map_or(Arg::Null, Arg::Value),
-        Arg::Value(out),
-    ];
+    let args = |w: ValueId| {
+        vec![
+            Arg::Params(p.as_bytes().to_vec()),
+            Arg::Value(x),
+            Arg::Value(w),
+            b.map_or(Arg::Null, Arg::Value),
+            Arg::Value(out),
+        ]
+    };
+    if let (Some(packed), Some(l)) = (packed, wg_launch(&p, o)) {
+        return Ok(vec![Step::Kernel {
+            nodes: vec![n.id],
+            label,
+            kernel: l.kernel,
+            grid: l.grid,
+            block: [l.tile.threads, 1, 1],
+            shared_bytes: l.kernel.large_shared_bytes().unwrap_or(0),
+            args: args(packed),
+        }]);
+    }
+    let args = args(w);
+    let (batch, maps, group) = (p.batch as usize, p.out_channels as usize, p.groups as usize);
     let maps_per_group = maps / group;
     let out_plane: usize = g.out.iter().product();
     let cols = (batch * out_plane) as u64;
@@ -286,6 +343,48 @@ pub(super) fn conv(
         shared_bytes: 0,
         args,
     }])
+}
+
+/// A Conv's parameters (no activation), window and bias operand, checked against its operands.
+fn conv_geometry(
+    n: &ConvNode,
+    values: &[PlannedValue],
+    a: &Conv,
+) -> Result<(ConvParams, Window, Option<ValueId>), String> {
+    let (_, _, xd, wd) = operands(n, values)?;
+    let out = n.output()?;
+    let (batch, channels, maps, group) = (xd[0], xd[1], wd[0], a.group);
+    if group == 0 || channels % group != 0 || maps % group != 0 || wd[1] * group != channels {
+        return Err(format!("group {group} does not fit X channels {channels} and W {wd:?}"));
+    }
+    if !a.kernel_shape.is_empty() && a.kernel_shape != wd[2..] {
+        return Err(format!("kernel_shape {:?} disagrees with W {wd:?}", a.kernel_shape));
+    }
+    let g = window(&xd[2..], &wd[2..], &a.strides, &a.dilations, &a.pads, a.auto_pad, false)?;
+    let mut y_dims = vec![batch, maps];
+    y_dims.extend(&g.out);
+    check_out(values, out, &y_dims)?;
+    let b = bias(n, values, maps)?;
+    let pad_begin: Vec<i32> = g
+        .pad_begin
+        .iter()
+        .map(|&v| i32::try_from(v).map_err(|_| format!("pad {v} is too large")))
+        .collect::<Result<_, _>>()?;
+    let p = ConvParams {
+        batch: u32_of(batch, "batch")?,
+        in_channels: u32_of(channels, "channels")?,
+        out_channels: u32_of(maps, "output channels")?,
+        groups: u32_of(group, "group")?,
+        in_size: lift_u32(&xd[2..], 1, "input size")?,
+        out_size: lift_u32(&g.out, 1, "output size")?,
+        kernel: lift_u32(&g.kernel, 1, "kernel size")?,
+        strides: lift_u32(&g.strides, 1, "stride")?,
+        dilations: lift_u32(&g.dilations, 1, "dilation")?,
+        pad_begin: lift(&pad_begin, 0)?,
+        has_bias: u32::from(b.is_some()),
+        ..ConvParams::default()
+    };
+    Ok((p, g, b))
 }
 
 /// ONNX ConvTranspose of f32: output size `s·(in − 1) + output_padding + (k − 1)·d + 1 − pads`,

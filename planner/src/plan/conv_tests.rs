@@ -124,7 +124,9 @@ fn a_small_cnn_lowers_to_conv_pool_and_reduce_kernels() {
     let h = g.op1(Op::AveragePool(ap), &[h]);
     let y = g.op1(Op::GlobalAveragePool, &[h]);
     g.output(y);
-    let plan = compile(&g, &Binding::new().with("n", 2), &PlanOptions::default()).unwrap();
+    // The portable flavour (no wgmma): the second Conv runs the CUDA-core implicit GEMM.
+    let portable = PlanOptions { wgmma_gemm: false, ..PlanOptions::default() };
+    let plan = compile(&g, &Binding::new().with("n", 2), &portable).unwrap();
     let text = plan.to_string();
     let steps = kernel_steps(&plan);
     let kernels: Vec<KernelId> = steps.iter().map(|s| s.0).collect();
@@ -160,6 +162,151 @@ fn a_small_cnn_lowers_to_conv_pool_and_reduce_kernels() {
         (p.out_size, p.pad_begin, p.pad_end, p.count_include_pad),
         ([1, 4, 4], [0, 1, 1], [0, 1, 1], 1)
     );
+    // Hopper: it runs on wgmma (98 positions in two 64-row tiles, one 64-channel tile), reading
+    // its weights packed with the tap table; the weights themselves are not uploaded.
+    let plan = compile(&g, &Binding::new().with("n", 2), &PlanOptions::default()).unwrap();
+    let steps = kernel_steps(&plan);
+    let Step::Kernel { kernel, grid, block, shared_bytes, args, .. } = steps[2].1 else { unreachable!() };
+    assert_eq!((*kernel, *grid, *block), (KernelId::ConvWg64F32, [1, 2, 1], [128, 1, 1]), "{plan}");
+    assert_eq!(Some(*shared_bytes), KernelId::ConvWg64F32.large_shared_bytes());
+    let Arg::Value(packed) = args[2] else { panic!("{args:?}") };
+    let p = conv_params(steps[2].1);
+    assert_eq!(plan.constants[&packed].dims, [kernels_gpu::abi::conv_wg_packed_len(&p, true) as usize]);
+    // The first Conv (16 output channels, 3 input channels) takes wgmma too: 2048 positions.
+    assert_eq!(steps[0].0, KernelId::ConvWg64F32, "{plan}");
+    let names: Vec<&str> = plan.constants.keys().map(|v| plan.values[v.index()].name.as_str()).collect();
+    assert_eq!(names, ["b2", "w1/conv-packed", "w2/conv-packed"], "{plan}");
+}
+
+/// A direct convolution of `x` (`[n, c, d, h, w]`) by `w` (`[m, c/g, kd, kh, kw]`) at `p`.
+fn direct_conv(p: &ConvParams, x: &[f32], w: &[f32]) -> Vec<f32> {
+    let (g, [d, h, wd], [od, oh, ow]) =
+        (p.groups as usize, p.in_size.map(|v| v as usize), p.out_size.map(|v| v as usize));
+    let (c, m) = (p.in_channels as usize, p.out_channels as usize);
+    let (cg, mg) = (c / g, m / g);
+    let k = p.kernel.map(|v| v as usize);
+    let mut y = vec![0f32; p.batch as usize * m * od * oh * ow];
+    let at = |o: usize, t: usize, i: usize, n: usize| {
+        let q = (o * p.strides[i] as usize + t * p.dilations[i] as usize) as i64 - p.pad_begin[i] as i64;
+        (q >= 0 && (q as usize) < n).then_some(q as usize)
+    };
+    for b in 0..p.batch as usize {
+        for oc in 0..m {
+            for (pos, out) in y[(b * m + oc) * od * oh * ow..][..od * oh * ow].iter_mut().enumerate() {
+                let o = [pos / (oh * ow), pos / ow % oh, pos % ow];
+                let mut acc = 0f64;
+                for ci in 0..cg {
+                    for tz in 0..k[0] {
+                        for ty in 0..k[1] {
+                            for tx in 0..k[2] {
+                                let (Some(z), Some(yy), Some(xx)) =
+                                    (at(o[0], tz, 0, d), at(o[1], ty, 1, h), at(o[2], tx, 2, wd))
+                                else {
+                                    continue;
+                                };
+                                let xc = b * c + oc / mg * cg + ci;
+                                let xv = x[((xc * d + z) * h + yy) * wd + xx];
+                                let wv = w[(((oc * cg + ci) * k[0] + tz) * k[1] + ty) * k[2] + tx];
+                                acc += xv as f64 * wv as f64;
+                            }
+                        }
+                    }
+                }
+                *out = acc as f32;
+            }
+        }
+    }
+    y
+}
+
+/// The `wgmma` convolution's operands as the kernel reads them (each group's packed weights, the
+/// tap table, window origins checked per axis) compute the convolution: the kernel's gather
+/// emulated on the host against a direct convolution, over strides, dilations, pads, groups and
+/// 1-D to 3-D.
+#[test]
+fn the_packed_conv_weights_and_tap_table_compute_the_convolution() {
+    use kernels_gpu::abi::{conv_depth, conv_wg_table_at, gemm_wg_packed_ld};
+    let mut seed = 0x9e37_79b9u64;
+    let mut next = |n: u32| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as u32
+    };
+    for case in 0..40 {
+        let nd = 1 + case % 3;
+        let mut p = ConvParams {
+            batch: 1 + next(2),
+            groups: 1 + next(3),
+            in_size: [1; 3],
+            out_size: [1; 3],
+            kernel: [1; 3],
+            strides: [1; 3],
+            dilations: [1; 3],
+            ..ConvParams::default()
+        };
+        p.in_channels = p.groups * (1 + next(4));
+        p.out_channels = p.groups * (1 + next(5));
+        for i in 3 - nd..3 {
+            p.kernel[i] = 1 + next(3);
+            p.strides[i] = 1 + next(2);
+            p.dilations[i] = 1 + next(2);
+            p.pad_begin[i] = next(p.kernel[i]) as i32;
+            let extent = (p.kernel[i] - 1) * p.dilations[i] + 1;
+            p.in_size[i] = extent + next(6);
+            p.out_size[i] = (p.in_size[i] + 2 * p.pad_begin[i] as u32 - extent) / p.strides[i] + 1;
+        }
+        let xs = (p.batch * p.in_channels * p.in_size.iter().product::<u32>()) as usize;
+        let k = conv_depth(&p);
+        let ws = (p.out_channels * k) as usize;
+        let x: Vec<f32> = (0..xs).map(|i| ((i * 7919) % 23) as f32 / 11.0 - 1.0).collect();
+        let w: Vec<f32> = (0..ws).map(|i| ((i * 104_729) % 19) as f32 / 9.0 - 1.0).collect();
+        let want = direct_conv(&p, &x, &w);
+        let packed = super::super::tc_pack::pack_conv(&w, &p, true).unwrap();
+        let f = |i: usize| f32::from_bits(packed[i]);
+        let (groups, mg) = (p.groups as usize, (p.out_channels / p.groups) as usize);
+        let (ld, table) = (gemm_wg_packed_ld(k) as usize, conv_wg_table_at(&p, true) as usize);
+        let group_len = 2 * mg * ld;
+        let plane: usize = p.out_size.iter().product::<u32>() as usize;
+        let [d, h, wd] = p.in_size.map(|v| v as i64);
+        let mut got = vec![0f32; want.len()];
+        for gi in 0..groups {
+            for row in 0..p.batch as usize * plane {
+                let (b, pos) = (row / plane, row % plane);
+                let [od, oh, ow] = p.out_size.map(|v| v as usize);
+                let o = [pos / (oh * ow), pos / ow % oh, pos % ow];
+                let at: [i64; 3] =
+                    std::array::from_fn(|i| (o[i] * p.strides[i] as usize) as i64 - p.pad_begin[i] as i64);
+                let chan = (b * p.in_channels as usize + gi * (p.in_channels as usize / groups)) as i64;
+                let base = chan * d * h * wd + (at[0] * h + at[1]) * wd + at[2];
+                let _ = od;
+                for j in 0..mg {
+                    let mut acc = 0f64;
+                    for kk in 0..k as usize {
+                        let e = |q: usize| packed[table + 4 * kk + q] as i32 as i64;
+                        let inside = (at[0] + e(1)).clamp(-1, d) == at[0] + e(1)
+                            && at[0] + e(1) < d
+                            && at[0] + e(1) >= 0
+                            && at[1] + e(2) >= 0
+                            && at[1] + e(2) < h
+                            && at[2] + e(3) >= 0
+                            && at[2] + e(3) < wd;
+                        if !inside {
+                            continue;
+                        }
+                        let xv = x[(base + e(0)) as usize] as f64;
+                        let wv = f(gi * group_len + j * ld + kk) as f64
+                            + f(gi * group_len + mg * ld + j * ld + kk) as f64;
+                        acc += xv * wv;
+                    }
+                    got[(b * p.out_channels as usize + gi * mg + j) * plane + pos] = acc as f32;
+                }
+            }
+        }
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!((a - b).abs() <= 1e-5 * (b.abs() + 1.0), "case {case} {p:?}: [{i}] {a} vs {b}");
+        }
+    }
 }
 
 #[test]

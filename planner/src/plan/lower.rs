@@ -406,7 +406,7 @@ pub(super) fn node(
         | Op::RwkvWkv6
         | Op::Wkv6(_)
         | Op::CausalConvWithState(_) => sequence::lower(g, id, values, o),
-        Op::Conv(a) => conv::conv(conv_node(id, label, n), values, a, act, o),
+        Op::Conv(a) => conv::conv(conv_node(id, label, n), values, a, act, fusion.packed_b, o),
         Op::ConvTranspose(a) => conv::conv_transpose(conv_node(id, label, n), values, a, o),
         Op::MaxPool(a) => conv::max_pool(conv_node(id, label, n), values, a, o),
         Op::AveragePool(a) => conv::average_pool(conv_node(id, label, n), values, a, o),

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use kernels_gpu::abi::{
-    GEMM_TC_KC, GEMM_TC_PACK_LANE, GemmParams, gemm_tc_packed_len, gemm_tc_packed_offset, gemm_wg_packed_ld,
-    gemm_wg_packed_len,
+    ConvParams, GEMM_TC_KC, GEMM_TC_PACK_LANE, GemmParams, conv_depth, conv_tap, conv_wg_packed_len,
+    gemm_tc_packed_len, gemm_tc_packed_offset, gemm_wg_packed_ld, gemm_wg_packed_len,
 };
 
 use super::gemm::{gemm_of, tensor_core, tile_launch};
@@ -129,6 +129,15 @@ pub(super) fn pack_weights(
     let mut made: BTreeMap<(ValueId, u32, u32, u64, u64, bool), ValueId> = BTreeMap::new();
     let exact = o.precision == Precision::Exact;
     for &id in nodes {
+        if let Op::Conv(attrs) = &g.nodes[id.index()].op {
+            if let Some((name, c)) = pack_conv_node(g, id, attrs, values, o) {
+                let v = ValueId(values.len() as u32);
+                values.push(PlannedValue { name, dtype: DType::F32, dims: Some(vec![c.dims[0]]) });
+                packed.by_node.insert(id, v);
+                packed.constants.insert(v, c);
+            }
+            continue;
+        }
         if !matches!(g.nodes[id.index()].op, Op::Gemm(_) | Op::MatMul | Op::FusedGemm(_)) {
             continue;
         }
@@ -162,6 +171,51 @@ pub(super) fn pack_weights(
         packed.constants.insert(v, c);
     }
     packed
+}
+
+/// The packed constant of Conv node `id` (`conv_wg_packed_len`: each group's weights packed for
+/// `wgmma`, then the tap table) and its name, when the node runs a `wgmma` convolution
+/// (`conv::wg_launch`) on an f32 weight.
+fn pack_conv_node(
+    g: &Graph,
+    id: NodeId,
+    attrs: &crate::op::Conv,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Option<(String, ConstTensor)> {
+    let node = &g.nodes[id.index()];
+    let n = super::conv::ConvNode { id, label: String::new(), ins: &node.inputs, outs: &node.outputs };
+    let p = super::conv::conv_params(&n, values, attrs).ok()?;
+    super::conv::wg_launch(&p, o)?;
+    let w = node.inputs.get(1).copied().flatten()?;
+    let c = g.initializers.get(&w).filter(|c| c.dtype == DType::F32)?;
+    let bits = pack_conv(&f32s(&c.bytes), &p, o.precision == Precision::Exact)?;
+    let bytes: Vec<u8> = bits.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let c = ConstTensor::new(DType::F32, vec![bits.len()], bytes).ok()?;
+    Some((format!("{}/conv-packed", values[w.index()].name), c))
+}
+
+/// The constant of `conv_wg_packed_len` for Conv `p` with weights `w` (`M x C/G x taps`,
+/// contiguous): per group, its `C/G · taps x M/G` GEMM operand (`B[k][j] = w[(g M/G + j) K + k]`)
+/// packed as [`pack_wg`] packs it, then the tap table ([`kernels_gpu::abi::conv_tap`] per depth).
+/// `None` when `w` does not hold the weights.
+pub(crate) fn pack_conv(w: &[f32], p: &ConvParams, exact: bool) -> Option<Vec<u32>> {
+    let groups = p.groups.max(1);
+    let (k, n) = (conv_depth(p), p.out_channels / groups);
+    let group_len = k as usize * n as usize;
+    if w.len() != group_len * groups as usize {
+        return None;
+    }
+    let mut out = Vec::with_capacity(conv_wg_packed_len(p, exact) as usize);
+    for g in 0..groups as usize {
+        out.extend(pack_wg(&w[g * group_len..(g + 1) * group_len], k, n, 1, k as u64, exact)?);
+    }
+    for d in 0..k {
+        let t = conv_tap(p, d);
+        out.extend([t.delta, t.dz, t.dy, t.dx].map(|v| v as u32));
+    }
+    debug_assert_eq!(out.len() as u64, conv_wg_packed_len(p, exact));
+    Some(out)
 }
 
 /// Whether a GEMM of parameters `p` reading B from `b` runs `gemm_tc_packed_f32`: it takes the
