@@ -216,7 +216,7 @@ const LAUNCH_BOUNDS: &[(&str, u32)] = &[
     ("gemv_program_f32", 512),
     ("attention_f32", 128),
     ("attention_tc_f32", 128),
-    ("attention_tc16_f32", 128),
+    ("attention_small_f32", 128),
     // `plan::rows::LAYER_NORM_MAX_THREADS`.
     ("layer_norm_f32", 512),
     // `RECURRENT_MAX_THREADS`: compiled through the driver's linker (the kernel cache), lstm_f32
@@ -234,6 +234,8 @@ const LAUNCH_BOUNDS: &[(&str, u32)] = &[
     ("conv_wg128_tf32", 256),
     ("conv_wg64_f32", 128),
     ("conv_wg64_tf32", 128),
+    ("conv_wg32_f32", 128),
+    ("conv_wg32_tf32", 128),
 ];
 
 /// Kernels that run as one thread-block cluster of a fixed size on the Hopper flavour, and that
@@ -291,6 +293,8 @@ const RELEASE_AT_EXIT: &[&str] = &[
     "conv_wg64_f32",
     "conv_wg128_tf32",
     "conv_wg64_tf32",
+    "conv_wg32_f32",
+    "conv_wg32_tf32",
     "gemv_f32",
     "gemv_program_f32",
     "mlp_f32",
@@ -299,7 +303,7 @@ const RELEASE_AT_EXIT: &[&str] = &[
     "conv_transpose_f32",
     "deform_conv_f32",
     "attention_tc_f32",
-    "attention_tc16_f32",
+    "attention_small_f32",
     "attention_scores_f32",
     "linear_attention_f32",
     "lstm_f32",

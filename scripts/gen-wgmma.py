@@ -5,7 +5,7 @@ register (n / 2 of them), which is why the file is generated. Run from the repos
 
 import subprocess
 
-WIDTHS = [64, 128]
+WIDTHS = [32, 64, 128]
 
 out = [
     "//! `wgmma.mma_async` (sm_90a) TF32 products with A from registers and B from shared memory.",

@@ -48,6 +48,6 @@ fn small_cnn_on_the_gpu_matches_the_reference_and_pytorch() {
         assert_close(&format!("run {run} vs pytorch"), &got[0].1, &npy(&dir.join("cnn.out.0.npy")));
     }
     let plan = session.last_plan().expect("compiled").to_string();
-    let conv = if ctx.flavour() == host::PtxFlavour::Hopper { "conv_wg64_f32" } else { "conv_gemm_f32" };
+    let conv = if ctx.flavour() == host::PtxFlavour::Hopper { "conv_wg" } else { "conv_gemm_f32" };
     assert!(plan.contains(conv) && plan.contains("pool_f32"), "{plan}");
 }

@@ -70,10 +70,7 @@ fn small_cnn_compiles_to_a_gpu_plan() {
             portable,
             ["Conv+Relu conv_direct_f32", "pool_f32", "Conv+Relu conv_gemm_f32", "ReduceMean reduce_f32"],
         ),
-        (
-            hopper,
-            ["#0 Conv+Relu conv_wg64_f32", "pool_f32", "#2 Conv+Relu conv_wg64_f32", "ReduceMean reduce_f32"],
-        ),
+        (hopper, ["#0 Conv+Relu conv_wg", "pool_f32", "#2 Conv+Relu conv_wg", "ReduceMean reduce_f32"]),
     ] {
         let plan = planner::plan::compile(&graph, &planner::Binding::new(), &options)
             .unwrap_or_else(|e| panic!("cnn.onnx has no GPU plan: {e}"));

@@ -15,10 +15,14 @@
 //! values are loaded after the score multiplies, before the program and the softmax run. At the
 //! end the warps' partial results meet in shared memory and every thread merges some outputs over
 //! the warps in warp order (deterministic).
+//!
+//! The per-group steps after the scores ([`Group`]'s extra inputs, V fragments and score
+//! program, [`online_softmax`], [`accumulate`]) are shared with `small::attention_small_f32`, the
+//! same kernel for heads up to 16 that forms its scores from the head's own k steps.
 
 use crate::abi::{
-    ATTN_NAN_ROWS_ZERO, ATTN_TC_ROWS, ATTN_TC_SMALL_DV, ATTN_TC_THREADS, ATTN_TC_WARPS, AttentionParams,
-    AttnView, GEMM_TC_KC, attention_tc_fits,
+    ATTN_NAN_ROWS_ZERO, ATTN_TC_ROWS, ATTN_TC_THREADS, ATTN_TC_WARPS, AttentionParams, AttnView, GEMM_TC_KC,
+    attention_small_fits, attention_tc_fits,
 };
 use crate::attention::{at, block_rows, causal_masked, key_end};
 use crate::gemm_tc::{NT, Norm, Operands, load, multiply, split};
@@ -44,6 +48,8 @@ macro_rules! unroll {
         })*
     }};
 }
+
+mod small;
 
 /// Whether a view's rows of `(b, h)` can be read as 16-byte vectors from `ptr`: unit column
 /// stride, row 0 16-byte aligned, rows a multiple of four elements apart.
@@ -109,47 +115,16 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
     y: *mut f32,
 ) {
     // SAFETY: forwarded (the kernel's contract).
-    unsafe { attention_tc::<DT>(p, q, k, v, x1, x2, x3, y) }
-}
-
-/// [`attention_tc_f32`] for value heads of at most [`ATTN_TC_SMALL_DV`] (16): two output tiles
-/// per lane instead of eight, so that the fragments of a group fit the registers (the eight-tile
-/// entry spilled at 255 registers and ran two blocks per multiprocessor: TICL-style encoders,
-/// heads of 8 and 16, at sequence 2048).
-///
-/// # Safety
-/// As [`attention_tc_f32`], with `p.dv <= ATTN_TC_SMALL_DV` (other launches return at once).
-///
-/// # Parameters
-/// As [`attention_tc_f32`].
-///
-/// # Thread mapping
-/// As [`attention_tc_f32`].
-#[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "ptx-kernel" fn attention_tc16_f32(
-    p: AttentionParams,
-    q: *const f32,
-    k: *const f32,
-    v: *const f32,
-    x1: *const f32,
-    x2: *const f32,
-    x3: *const f32,
-    y: *mut f32,
-) {
-    if p.dv > ATTN_TC_SMALL_DV {
-        return;
-    }
-    // SAFETY: forwarded (the kernel's contract).
-    unsafe { attention_tc::<{ (ATTN_TC_SMALL_DV / 8) as usize }>(p, q, k, v, x1, x2, x3, y) }
+    unsafe { attention_tc::<DT, false>(&p, q, k, v, x1, x2, x3, y) }
 }
 
 /// The body of the tensor-core attention entries, `TILES` n8 tiles of the output per lane (value
-/// heads up to `8 TILES`).
+/// heads up to `8 TILES`); `SMALL`: heads up to 16, whose scores take the head's k8 steps from Q
+/// fragments loaded once (`small::scores`) instead of `gemm_tc`'s 32-wide rounds.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn attention_tc<const TILES: usize>(
-    p: AttentionParams,
+pub(crate) unsafe fn attention_tc<const TILES: usize, const SMALL: bool>(
+    p: &AttentionParams,
     q: *const f32,
     k: *const f32,
     v: *const f32,
@@ -161,6 +136,7 @@ unsafe fn attention_tc<const TILES: usize>(
     // Uniform over the block: whole blocks leave, before the barrier.
     if p.q_len == 0
         || !attention_tc_fits(p.dk, p.dv)
+        || (SMALL && !attention_small_fits(p.dk, p.dv))
         || p.kv_group == 0
         || p.heads == 0
         || block_dim_x() != ATTN_TC_THREADS
@@ -170,7 +146,7 @@ unsafe fn attention_tc<const TILES: usize>(
     let tid = thread_idx_x();
     let (warp, lane) = (tid / 32, lane_id());
     let (g, t) = (lane / 4, lane % 4);
-    let Some((b, h, hk, row0)) = block_rows(&p, ATTN_TC_ROWS) else { return };
+    let Some((b, h, hk, row0)) = block_rows(p, ATTN_TC_ROWS) else { return };
     let (dk, dv) = (p.dk, p.dv);
     // The lane's query rows g and g + 8; rows past q_len read the last row (valid addresses) and
     // are never stored.
@@ -190,162 +166,57 @@ unsafe fn attention_tc<const TILES: usize>(
         lane_k: 8 * t,
     };
     let rounds = dk.div_ceil(GEMM_TC_KC);
-    let n_in = p.n_inputs;
-    let col = |n: usize| (8 * n as u32 + g).min(dv - 1) as u64;
+    // SAFETY: the rows (clamped below q_len) and columns below dk are inside Q's view.
+    let small_q = if SMALL {
+        unsafe { small::q_fragments(p, q, b, h, [row(0), row(1)], t) }
+    } else {
+        Default::default()
+    };
 
     let mut m = [f32::NEG_INFINITY; 2];
     let mut l = [0.0f32; 2];
     let mut bad = [false; 2];
     let mut o = [[0.0f32; 4]; TILES];
-    let kv_end = key_end(&p, row0.saturating_add(ATTN_TC_ROWS - 1).min(p.q_len - 1));
+    let kv_end = key_end(p, row0.saturating_add(ATTN_TC_ROWS - 1).min(p.q_len - 1));
     let mut k0 = warp * 32;
     while k0 < kv_end {
-        // The lane's key of each k step j and half e: 8j + 2t + e.
-        let key = |j: usize, e: usize| k0 + 8 * j as u32 + 2 * t + e as u32;
+        let grp = Group { b, h, hk, g, t, rows: [row(0), row(1)], k0 };
         for (j, base) in ops.b_base.iter_mut().enumerate() {
             *base = at(&p.k, b, hk, (k0 + 8 * j as u32 + g).min(last_key) as u64, 0);
         }
-        // The program's first extra input at each score's (b, h, row, key).
-        let mut x1s = [[0.0f32; 4]; NT];
-        if n_in > 1 {
-            let e = &p.extra[0];
-            unroll!(J in [0, 1, 2, 3] {
-                unroll!(C in [0, 1, 2, 3] {
-                    let kk = key(J, C % 2).min(last_key) as u64;
-                    // SAFETY: (b, h, row, key) inside the extents: inside input 1 (the contract).
-                    x1s[J][C] = unsafe { *x1.add((at(e, b, h, row(C as u32 / 2), 0) + kk * e.strides[3]) as usize) };
-                });
-            });
-        }
+        // SAFETY: the kernel's contract (input 1 read only when the program has it).
+        let x1s = unsafe { grp.first_extra(p, x1) };
         // The 16 x 32 scores Q Kᵀ.
         let mut s = [[0.0f32; 4]; NT];
-        let mut r = 0;
-        // SAFETY: Q's rows and K's rows (keys clamped below kv_len) hold dk elements.
-        let mut cur = unsafe { load::<false, false>(&ops, 0, &Norm::NONE) };
-        while r < rounds {
-            // SAFETY: as above.
-            let next = if r + 1 < rounds {
-                unsafe { load::<false, false>(&ops, (r + 1) * GEMM_TC_KC, &Norm::NONE) }
-            } else {
-                cur
-            };
-            multiply::<false>(&mut s, &cur);
-            cur = next;
-            r += 1;
-        }
-        // V at keys 8j + 2t + e (zero past kv_len: those keys weigh 0), columns 8n + g: loaded
-        // after the score multiplies (fewer registers live across them); the program and the
-        // softmax run while the loads are in flight.
-        let mut vv = [[[0.0f32; 2]; TILES]; NT];
-        unroll!(J in [0, 1, 2, 3] {
-            unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
-                unroll!(E in [0, 1] {
-                    if N < TILES && (8 * N as u32) < dv && key(J, E) < p.kv_len {
-                        // SAFETY: key below kv_len, column below dv: inside V's view.
-                        vv[J][N][E] = unsafe { *v.add(at(&p.v, b, hk, key(J, E) as u64, col(N)) as usize) };
-                    }
-                });
-            });
-        });
-        // Scores through the program (one copy of the interpreter, in a rolled loop over the
-        // lane's 16 scores, staged through a flat array); keys past kv_len score -inf.
-        let (mut sf, mut xf) = ([0.0f32; 16], [0.0f32; 16]);
-        unroll!(J in [0, 1, 2, 3] {
-            unroll!(C in [0, 1, 2, 3] {
-                (sf[4 * J + C], xf[4 * J + C]) = (s[J][C], x1s[J][C]);
-            });
-        });
-        let mut bad_rows = [false; 2];
-        let mut idx = 0u32;
-        while idx < 16 {
-            let (j, c) = (idx / 4, idx % 4);
-            let (hh, kk) = (c / 2, k0 + 8 * j + 2 * t + c % 2);
-            let mut sc = f32::NEG_INFINITY;
-            if kk < p.kv_len {
-                let mut st = EwState::default();
-                (st.x0, st.x1) = (sf[idx as usize], xf[idx as usize]);
-                let i = row(hh);
-                let ex = |e: &AttnView| (at(e, b, h, i, 0) + kk as u64 * e.strides[3]) as usize;
-                // SAFETY: (b, h, row, key) inside the extents: inside each used input.
-                unsafe {
-                    if n_in > 2 {
-                        st.x2 = *x2.add(ex(&p.extra[1]));
-                    }
-                    if n_in > 3 {
-                        st.x3 = *x3.add(ex(&p.extra[2]));
-                    }
-                }
-                sc = st.run_arith(&p.instrs, p.n_instr, p.out_reg);
-                if causal_masked(&p, i, kk as u64) {
-                    sc += f32::NEG_INFINITY;
-                }
-                if sc.is_nan() || sc == f32::INFINITY {
-                    bad_rows[hh as usize] = true;
-                }
+        if SMALL {
+            // SAFETY: keys clamped below kv_len, columns below dk: inside K's view.
+            s = unsafe { small::scores(p, k, &grp, &small_q) };
+        } else {
+            let mut r = 0;
+            // SAFETY: Q's rows and K's rows (keys clamped below kv_len) hold dk elements.
+            let mut cur = unsafe { load::<false, false>(&ops, 0, &Norm::NONE) };
+            while r < rounds {
+                // SAFETY: as above.
+                let next = if r + 1 < rounds {
+                    unsafe { load::<false, false>(&ops, (r + 1) * GEMM_TC_KC, &Norm::NONE) }
+                } else {
+                    cur
+                };
+                multiply::<false>(&mut s, &cur);
+                cur = next;
+                r += 1;
             }
-            sf[idx as usize] = sc;
-            idx += 1;
         }
+        // V after the score multiplies (fewer registers live across them); the program and the
+        // softmax run while the loads are in flight.
+        // SAFETY: the kernel's contract.
+        let vv = unsafe { grp.values::<TILES>(p, v) };
+        // SAFETY: the kernel's contract.
+        let bad_rows = unsafe { grp.program(p, &mut s, &x1s, x2, x3) };
         bad[0] |= bad_rows[0];
         bad[1] |= bad_rows[1];
-        unroll!(J in [0, 1, 2, 3] {
-            unroll!(C in [0, 1, 2, 3] {
-                s[J][C] = sf[4 * J + C];
-            });
-        });
-        // Online softmax per row (the row's four lanes agree on the maximum and sum).
-        let mut alpha = [1.0f32; 2];
-        unroll!(H in [0, 1] {
-            let mut mx = f32::NEG_INFINITY;
-            unroll!(J in [0, 1, 2, 3] {
-                unroll!(E in [0, 1] {
-                    if s[J][2 * H + E] > mx {
-                        mx = s[J][2 * H + E];
-                    }
-                });
-            });
-            let mx = quad_max(mx);
-            let m_new = if mx > m[H] { mx } else { m[H] };
-            // Until a finite maximum is seen every score was -inf: nothing to add or rescale.
-            let live = m_new > f32::NEG_INFINITY;
-            let mut sum = 0.0f32;
-            unroll!(J in [0, 1, 2, 3] {
-                unroll!(E in [0, 1] {
-                    let x = s[J][2 * H + E];
-                    let pr = if live && !x.is_nan() { math::exp(x - m_new) } else { 0.0 };
-                    s[J][2 * H + E] = pr;
-                    sum += pr;
-                });
-            });
-            alpha[H] = if live { math::exp(m[H] - m_new) } else { 1.0 };
-            l[H] = l[H] * alpha[H] + quad_sum(sum);
-            m[H] = m_new;
-        });
-        unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
-            if N < TILES {
-                o[N][0] *= alpha[0];
-                o[N][1] *= alpha[0];
-                o[N][2] *= alpha[1];
-                o[N][3] *= alpha[1];
-            }
-        });
-        // O += P V: the score fragment of n tile j is the A fragment of k step j.
-        unroll!(J in [0, 1, 2, 3] {
-            let (a0, a0s) = split(s[J][0]);
-            let (a1, a1s) = split(s[J][2]);
-            let (a2, a2s) = split(s[J][1]);
-            let (a3, a3s) = split(s[J][3]);
-            let (ab, asm) = ([a0, a1, a2, a3], [a0s, a1s, a2s, a3s]);
-            unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
-                if N < TILES && (8 * N as u32) < dv {
-                    let (b0, b0s) = split(vv[J][N][0]);
-                    let (b1, b1s) = split(vv[J][N][1]);
-                    let d = mma_m16n8k8_tf32_f32(asm, [b0, b1], o[N]);
-                    let d = mma_m16n8k8_tf32_f32(ab, [b0s, b1s], d);
-                    o[N] = mma_m16n8k8_tf32_f32(ab, [b0, b1], d);
-                }
-            });
-        });
+        let alpha = online_softmax(&mut s, &mut m, &mut l);
+        accumulate::<TILES>(&mut o, &s, &vv, alpha, dv);
         k0 += ATTN_TC_WARPS * 32;
     }
 
@@ -415,4 +286,237 @@ unsafe fn attention_tc<const TILES: usize>(
         }
         idx += ATTN_TC_THREADS;
     }
+}
+
+/// One warp's 32-key group of the tensor-core attention kernels: the lane's query rows and the
+/// group's first key, with what addresses them.
+pub(crate) struct Group {
+    pub b: u64,
+    pub h: u64,
+    /// The key / value head.
+    pub hk: u64,
+    /// The lane's fragment row (`lane / 4`) and column pair (`lane % 4`).
+    pub g: u32,
+    pub t: u32,
+    /// The lane's query rows `g` and `g + 8` of the warp's 16 (rows past q_len read the last
+    /// one: valid addresses, never stored).
+    pub rows: [u64; 2],
+    /// The group's first key.
+    pub k0: u32,
+}
+
+impl Group {
+    /// The lane's key of score tile `j`, half `e`: `k0 + 8j + 2t + e`.
+    #[inline(always)]
+    fn key(&self, j: usize, e: usize) -> u32 {
+        self.k0 + 8 * j as u32 + 2 * self.t + e as u32
+    }
+
+    /// The score program's first extra input at each of the lane's 16 scores (zeros without
+    /// one).
+    ///
+    /// # Safety
+    /// The attention launch contract for `x1` (read only when `n_inputs > 1`).
+    #[inline(always)]
+    pub(crate) unsafe fn first_extra(&self, p: &AttentionParams, x1: *const f32) -> [[f32; 4]; NT] {
+        let last_key = p.kv_len.saturating_sub(1);
+        let mut x1s = [[0.0f32; 4]; NT];
+        if p.n_inputs > 1 {
+            let e = &p.extra[0];
+            unroll!(J in [0, 1, 2, 3] {
+                unroll!(C in [0, 1, 2, 3] {
+                    let kk = self.key(J, C % 2).min(last_key) as u64;
+                    let at_row = at(e, self.b, self.h, self.rows[C / 2], 0);
+                    // SAFETY: (b, h, row, key) inside the extents: inside input 1 (the contract).
+                    x1s[J][C] = unsafe { *x1.add((at_row + kk * e.strides[3]) as usize) };
+                });
+            });
+        }
+        x1s
+    }
+
+    /// V at the lane's keys `8j + 2t + e` (zero past kv_len: those keys weigh 0) and columns
+    /// `8n + g` of the first `TILES` n8 tiles (zero past dv): the B fragments of `P V`.
+    ///
+    /// # Safety
+    /// The attention launch contract for `v`.
+    #[inline(always)]
+    pub(crate) unsafe fn values<const TILES: usize>(
+        &self,
+        p: &AttentionParams,
+        v: *const f32,
+    ) -> [[[f32; 2]; TILES]; NT] {
+        let mut vv = [[[0.0f32; 2]; TILES]; NT];
+        unroll!(J in [0, 1, 2, 3] {
+            unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
+                unroll!(E in [0, 1] {
+                    let (key, col) = (self.key(J, E), 8 * N as u32 + self.g);
+                    if N < TILES && col < p.dv && key < p.kv_len {
+                        // SAFETY: key below kv_len, column below dv: inside V's view.
+                        vv[J][N][E] = unsafe { *v.add(at(&p.v, self.b, self.hk, key as u64, col as u64) as usize) };
+                    }
+                });
+            });
+        });
+        vv
+    }
+
+    /// The lane's 16 scores through the score program (one copy of the interpreter, in a rolled
+    /// loop, staged through a flat array; `x0 · imm`, a scale, inline), the causal mask applied;
+    /// keys past kv_len score -inf. Returns whether each of the lane's rows met a NaN or +inf
+    /// score.
+    ///
+    /// # Safety
+    /// The attention launch contract for the program's inputs 2 and 3.
+    #[inline(always)]
+    pub(crate) unsafe fn program(
+        &self,
+        p: &AttentionParams,
+        s: &mut [[f32; 4]; NT],
+        x1s: &[[f32; 4]; NT],
+        x2: *const f32,
+        x3: *const f32,
+    ) -> [bool; 2] {
+        let (mut sf, mut xf) = ([0.0f32; 16], [0.0f32; 16]);
+        unroll!(J in [0, 1, 2, 3] {
+            unroll!(C in [0, 1, 2, 3] {
+                (sf[4 * J + C], xf[4 * J + C]) = (s[J][C], x1s[J][C]);
+            });
+        });
+        let scale = scale_of(p);
+        let mut bad_rows = [false; 2];
+        let mut idx = 0u32;
+        while idx < 16 {
+            let (j, c) = (idx / 4, idx % 4);
+            let (hh, kk) = (c / 2, self.k0 + 8 * j + 2 * self.t + c % 2);
+            let mut sc = f32::NEG_INFINITY;
+            if kk < p.kv_len {
+                let i = self.rows[hh as usize];
+                sc = match scale {
+                    Some(scale) => sf[idx as usize] * scale,
+                    None => {
+                        let mut st = EwState::default();
+                        (st.x0, st.x1) = (sf[idx as usize], xf[idx as usize]);
+                        let ex =
+                            |e: &AttnView| (at(e, self.b, self.h, i, 0) + kk as u64 * e.strides[3]) as usize;
+                        // SAFETY: (b, h, row, key) inside the extents: inside each used input.
+                        unsafe {
+                            if p.n_inputs > 2 {
+                                st.x2 = *x2.add(ex(&p.extra[1]));
+                            }
+                            if p.n_inputs > 3 {
+                                st.x3 = *x3.add(ex(&p.extra[2]));
+                            }
+                        }
+                        st.run_arith(&p.instrs, p.n_instr, p.out_reg)
+                    }
+                };
+                if causal_masked(p, i, kk as u64) {
+                    sc += f32::NEG_INFINITY;
+                }
+                if sc.is_nan() || sc == f32::INFINITY {
+                    bad_rows[hh as usize] = true;
+                }
+            }
+            sf[idx as usize] = sc;
+            idx += 1;
+        }
+        unroll!(J in [0, 1, 2, 3] {
+            unroll!(C in [0, 1, 2, 3] {
+                s[J][C] = sf[4 * J + C];
+            });
+        });
+        bad_rows
+    }
+}
+
+/// The factor of a score program that only scales the score (`x0 · imm`, the usual `1 / √d`;
+/// the identity program is a factor of 1), computed as the interpreter does (the same bits);
+/// `None` for any other program.
+#[inline(always)]
+fn scale_of(p: &AttentionParams) -> Option<f32> {
+    use crate::abi::ew_src::{IMM, INPUT0};
+    let i0 = &p.instrs[0];
+    if p.n_inputs != 1 {
+        None
+    } else if p.n_instr == 0 && p.out_reg == INPUT0 {
+        Some(1.0)
+    } else if p.n_instr == 1 && i0.op == 2 && i0.a == INPUT0 && i0.b == IMM && i0.dst == p.out_reg {
+        Some(i0.imm)
+    } else {
+        None
+    }
+}
+
+/// The online softmax of one 16 x 32 score tile per row (`s` becomes the probabilities
+/// `exp(s - m)`; the row's four lanes agree on the maximum and sum): updates each row's running
+/// maximum `m` and sum `l`, and returns the factor the row's earlier outputs are rescaled by.
+#[inline(always)]
+pub(crate) fn online_softmax(s: &mut [[f32; 4]; NT], m: &mut [f32; 2], l: &mut [f32; 2]) -> [f32; 2] {
+    let mut alpha = [1.0f32; 2];
+    unroll!(H in [0, 1] {
+        let mut mx = f32::NEG_INFINITY;
+        unroll!(J in [0, 1, 2, 3] {
+            unroll!(E in [0, 1] {
+                if s[J][2 * H + E] > mx {
+                    mx = s[J][2 * H + E];
+                }
+            });
+        });
+        let mx = quad_max(mx);
+        let m_new = if mx > m[H] { mx } else { m[H] };
+        // Until a finite maximum is seen every score was -inf: nothing to add or rescale.
+        let live = m_new > f32::NEG_INFINITY;
+        let mut sum = 0.0f32;
+        unroll!(J in [0, 1, 2, 3] {
+            unroll!(E in [0, 1] {
+                let x = s[J][2 * H + E];
+                let pr = if live && !x.is_nan() { math::exp(x - m_new) } else { 0.0 };
+                s[J][2 * H + E] = pr;
+                sum += pr;
+            });
+        });
+        alpha[H] = if live { math::exp(m[H] - m_new) } else { 1.0 };
+        l[H] = l[H] * alpha[H] + quad_sum(sum);
+        m[H] = m_new;
+    });
+    alpha
+}
+
+/// `o = alpha o + P V` for the first `TILES` n8 output tiles (those below `dv`), 3xTF32: the
+/// probability fragment of score tile `j` is the A fragment of k step `j` (keys `8j + 2t` and
+/// `8j + 2t + 1` as the step's two k indices of lane `t`), so the probabilities never leave the
+/// registers.
+#[inline(always)]
+pub(crate) fn accumulate<const TILES: usize>(
+    o: &mut [[f32; 4]; TILES],
+    s: &[[f32; 4]; NT],
+    vv: &[[[f32; 2]; TILES]; NT],
+    alpha: [f32; 2],
+    dv: u32,
+) {
+    unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
+        if N < TILES {
+            o[N][0] *= alpha[0];
+            o[N][1] *= alpha[0];
+            o[N][2] *= alpha[1];
+            o[N][3] *= alpha[1];
+        }
+    });
+    unroll!(J in [0, 1, 2, 3] {
+        let (a0, a0s) = split(s[J][0]);
+        let (a1, a1s) = split(s[J][2]);
+        let (a2, a2s) = split(s[J][1]);
+        let (a3, a3s) = split(s[J][3]);
+        let (ab, asm) = ([a0, a1, a2, a3], [a0s, a1s, a2s, a3s]);
+        unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
+            if N < TILES && (8 * N as u32) < dv {
+                let (b0, b0s) = split(vv[J][N][0]);
+                let (b1, b1s) = split(vv[J][N][1]);
+                let d = mma_m16n8k8_tf32_f32(asm, [b0, b1], o[N]);
+                let d = mma_m16n8k8_tf32_f32(ab, [b0s, b1s], d);
+                o[N] = mma_m16n8k8_tf32_f32(ab, [b0, b1], d);
+            }
+        });
+    });
 }

@@ -41,8 +41,8 @@ use crate::intrinsics::trap;
 use crate::intrinsics::{
     block_dim_x, block_idx_x, block_idx_y, block_idx_z, cp_async_4_zfill, cp_async_16_zfill, cp_async_commit,
     cp_async_wait_group, cvt_rna_tf32, dynamic_shared_addr, dynamic_shared_ptr, fence_proxy_async_shared,
-    ld_shared_u32, sync_threads, thread_idx_x, wgmma_commit_group, wgmma_fence, wgmma_m64n64k8_tf32_rs,
-    wgmma_m64n128k8_tf32_rs, wgmma_wait_all, wgmma_wait_group,
+    ld_shared_u32, sync_threads, thread_idx_x, wgmma_commit_group, wgmma_fence, wgmma_m64n32k8_tf32_rs,
+    wgmma_m64n64k8_tf32_rs, wgmma_m64n128k8_tf32_rs, wgmma_wait_all, wgmma_wait_group,
 };
 
 #[cfg(ferrofuse_hopper)]
@@ -92,6 +92,8 @@ unsafe fn product<const ACC: usize>(acc: &mut [f32; ACC], a: [u32; 4], desc: u64
             wgmma_m64n128k8_tf32_rs(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), a, desc)
         } else if ACC == 32 {
             wgmma_m64n64k8_tf32_rs(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), a, desc)
+        } else if ACC == 16 {
+            wgmma_m64n32k8_tf32_rs(&mut *(acc.as_mut_ptr() as *mut [f32; 16]), a, desc)
         } else {
             trap()
         }
@@ -117,7 +119,7 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     conv: &ConvParams,
     taps: *const ConvTap,
 ) {
-    const { assert!(2 * ACC == BN as usize && (BN == 64 || BN == 128) && (WGS == 1 || WGS == 2)) };
+    const { assert!(2 * ACC == BN as usize && (BN == 32 || BN == 64 || BN == 128) && (WGS == 1 || WGS == 2)) };
     let p = *p;
     let bm = 64 * WGS;
     let threads = 128 * WGS;
@@ -161,7 +163,8 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     // source and destination step by constants from the thread's first; only the bytes inside
     // k (the same for all of a thread's copies of a tile) and the rows inside m or n vary.
     let pass = threads / 8;
-    const { assert!(BN == 64 * WGS) };
+    // B's rows take BN / pass of the four passes (all four but for the 32-column convolutions).
+    const { assert!(BN == 64 * WGS || (CONV && BN == 32 && WGS == 1)) };
     let (kc, r_first) = (tid % 8, tid / 8);
     let dst_first = (r_first * BK + 4 * swizzle(r_first, kc)) * 4;
     let b_first = (col0 + r_first) as u64 * p.b_cs + 4 * kc as u64;
@@ -187,12 +190,15 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
             let n_bytes = if in_n { k_bytes } else { 0 };
             let at = b_first + J as u64 * b_pass + k0 as u64;
             let dst = base + j * pass * BK * 4;
-            for plane in 0..planes {
-                let src = if n_bytes == 0 { b } else { b.wrapping_add((at + plane as u64 * small_plane) as usize) };
-                // SAFETY: `src` holds `n_bytes` bytes of the packed B (column < n, k < k_end <=
-                // b_cs) or nothing is read; the destination is inside this stage's tile of the
-                // plane, 16-byte aligned.
-                unsafe { cp_async_16_zfill(dst + plane * b_tile, src.cast(), n_bytes) };
+            if j * pass < BN {
+                for plane in 0..planes {
+                    let src =
+                        if n_bytes == 0 { b } else { b.wrapping_add((at + plane as u64 * small_plane) as usize) };
+                    // SAFETY: `src` holds `n_bytes` bytes of the packed B (column < n, k < k_end
+                    // <= b_cs) or nothing is read; the destination is inside this stage's tile of
+                    // the plane (row `r_first + j pass < BN`), 16-byte aligned.
+                    unsafe { cp_async_16_zfill(dst + plane * b_tile, src.cast(), n_bytes) };
+                }
             }
             if !CONV {
                 let in_m = row0 + r_first + pass * j < p.m;
@@ -677,4 +683,9 @@ conv_wg_entries! {
     conv_wg128_tf32: 2 warpgroups, 128 columns, false;
     /// `conv_wg64_f32` in TF32.
     conv_wg64_tf32: 1 warpgroups, 64 columns, false;
+    /// Conv on the `wgmma` tensor cores (3xTF32), 64 positions x 32 channels per block (layers of
+    /// at most 32 output channels per group).
+    conv_wg32_f32: 1 warpgroups, 32 columns, true;
+    /// `conv_wg32_f32` in TF32.
+    conv_wg32_tf32: 1 warpgroups, 32 columns, false;
 }

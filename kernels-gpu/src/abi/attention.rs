@@ -60,9 +60,13 @@ pub const ATTN_TC_THREADS: u32 = ATTN_TC_WARPS * 32;
 /// key group's V values in registers).
 pub const ATTN_TC_MAX_DV: u32 = 64;
 
-/// Largest value head size of `attention_tc16_f32`, the entry for small heads (two output tiles per
-/// lane).
-pub const ATTN_TC_SMALL_DV: u32 = 16;
+/// Largest query / key and value head size of `attention_small_f32`.
+pub const ATTN_SMALL_MAX_D: u32 = 16;
+
+/// Whether `attention_small_f32` takes head sizes `dk`, `dv` (its launch is `attention_tc_f32`'s).
+pub const fn attention_small_fits(dk: u32, dv: u32) -> bool {
+    dk > 0 && dv > 0 && dk <= ATTN_SMALL_MAX_D && dv <= ATTN_SMALL_MAX_D
+}
 
 /// Whether `attention_tc_f32` takes head sizes `dk`, `dv` (any `dk`, `dv <= ATTN_TC_MAX_DV`).
 pub const fn attention_tc_fits(dk: u32, dv: u32) -> bool {

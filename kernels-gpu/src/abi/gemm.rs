@@ -167,6 +167,8 @@ impl super::KernelId {
             Self::ConvWg64F32 => Some(GemmTile::SMALL.wg_shared_bytes(true)),
             Self::ConvWg128Tf32 => Some(GemmTile::LARGE.wg_shared_bytes(false)),
             Self::ConvWg64Tf32 => Some(GemmTile::SMALL.wg_shared_bytes(false)),
+            Self::ConvWg32F32 => Some(GemmTile::NARROW.wg_shared_bytes(true)),
+            Self::ConvWg32Tf32 => Some(GemmTile::NARROW.wg_shared_bytes(false)),
             _ => None,
         }
     }
@@ -212,6 +214,8 @@ impl GemmTile {
     pub const LARGE: GemmTile = GemmTile { m: 128, n: 128, threads: 256 };
     /// 64 x 64 tiles, 4 warps (`gemm_tc64_*_f32`).
     pub const SMALL: GemmTile = GemmTile { m: 64, n: 64, threads: 128 };
+    /// 64 x 32, one warpgroup: the `wgmma` convolutions of at most 32 output channels per group.
+    pub const NARROW: GemmTile = GemmTile { m: 64, n: 32, threads: 128 };
 
     /// Dynamic shared memory of a `wgmma` GEMM launch (`gemm_wg_*`) with this tile:
     /// [`GEMM_WG_STAGES`] stages of B's tile (`n x GEMM_TILE_BK` f32, k contiguous) per plane

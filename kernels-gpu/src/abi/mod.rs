@@ -354,6 +354,10 @@ kernel_ids! {
     ConvWg128Tf32 => "conv_wg128_tf32",
     /// `gemm_wg::conv_wg64_tf32`: `conv_wg64_f32` in TF32
     ConvWg64Tf32 => "conv_wg64_tf32",
+    /// `gemm_wg::conv_wg32_f32`: `conv_wg128_f32` with 64 x 32 tiles (one warpgroup)
+    ConvWg32F32 => "conv_wg32_f32",
+    /// `gemm_wg::conv_wg32_tf32`: `conv_wg32_f32` in TF32
+    ConvWg32Tf32 => "conv_wg32_tf32",
     /// `conv::conv_direct_f32`: Conv, a thread per output (depthwise, few output channels per group)
     ConvDirectF32 => "conv_direct_f32",
     /// `conv::conv_transpose_f32`: ConvTranspose, a thread per output
@@ -374,8 +378,9 @@ kernel_ids! {
     AttentionScoresF32 => "attention_scores_f32",
     /// `attention_tc::attention_tc_f32`: `attention_f32` on the tensor cores (16-row query tiles)
     AttentionTcF32 => "attention_tc_f32",
-    /// `attention_tc::attention_tc16_f32`: `attention_tc_f32` for value heads up to 16
-    AttentionTc16F32 => "attention_tc16_f32",
+    /// `attention_tc::small::attention_small_f32`: `attention_tc_f32` for heads up to 16 (the
+    /// head's k steps only, two output tiles per lane)
+    AttentionSmallF32 => "attention_small_f32",
     /// `rotary::rotary_f32`: ONNX RotaryEmbedding
     RotaryF32 => "rotary_f32",
     // select

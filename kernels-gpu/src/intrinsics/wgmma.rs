@@ -3,6 +3,49 @@
 
 use core::arch::asm;
 
+/// `wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32`: `acc += A (64x8) * B (8x32)` with A
+/// from registers (warp `w` of the warpgroup holds rows `16w..16w+16` in the `mma.m16n8k8` A
+/// fragment: lane `l`, `g = l / 4`, `t = l % 4`: `a = [A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]]`,
+/// f32 bits whose low 13 mantissa bits the tensor cores ignore) and B through the shared-memory
+/// matrix descriptor `b_desc` (K-major). `acc[4j + e]` is row `16w + g + 8 (e / 2)`, column
+/// `8j + 2t + e % 2` of the warp's rows. Asynchronous: issue after [`super::wgmma_fence`], close with
+/// [`super::wgmma_commit_group`], read `acc` only after [`super::wgmma_wait_all`].
+///
+/// # Safety
+/// Warpgroup-collective (4 consecutive warps from a multiple of 4, all lanes, the same `b_desc`);
+/// the descriptor addresses shared memory written and made visible to the async proxy before.
+#[inline(always)]
+pub unsafe fn wgmma_m64n32k8_tf32_rs(acc: &mut [f32; 16], a: [u32; 4], b_desc: u64) {
+    // SAFETY: the caller's contract above.
+    unsafe {
+        asm!(
+            "{{ .reg .pred p; setp.ne.b32 p, {one}, 0;",
+            "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 {{{d0}, {d1}, {d2}, {d3}, {d4}, {d5}, {d6}, {d7}, {d8}, {d9}, {d10}, {d11}, {d12}, {d13}, {d14}, {d15}}},",
+            "{{{a0}, {a1}, {a2}, {a3}}}, {b}, p, 1, 1; }}",
+            d0 = inout(reg32) acc[0],
+            d1 = inout(reg32) acc[1],
+            d2 = inout(reg32) acc[2],
+            d3 = inout(reg32) acc[3],
+            d4 = inout(reg32) acc[4],
+            d5 = inout(reg32) acc[5],
+            d6 = inout(reg32) acc[6],
+            d7 = inout(reg32) acc[7],
+            d8 = inout(reg32) acc[8],
+            d9 = inout(reg32) acc[9],
+            d10 = inout(reg32) acc[10],
+            d11 = inout(reg32) acc[11],
+            d12 = inout(reg32) acc[12],
+            d13 = inout(reg32) acc[13],
+            d14 = inout(reg32) acc[14],
+            d15 = inout(reg32) acc[15],
+            a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+            b = in(reg64) b_desc,
+            one = in(reg32) 1u32,
+            options(nostack)
+        )
+    };
+}
+
 /// `wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32`: `acc += A (64x8) * B (8x64)` with A
 /// from registers (warp `w` of the warpgroup holds rows `16w..16w+16` in the `mma.m16n8k8` A
 /// fragment: lane `l`, `g = l / 4`, `t = l % 4`: `a = [A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]]`,

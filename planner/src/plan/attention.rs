@@ -18,10 +18,10 @@ use std::collections::BTreeMap;
 use super::PlanOptions;
 
 use kernels_gpu::abi::{
-    ATTN_CAUSAL_SKIP, ATTN_MAX_DV, ATTN_NAN_ROWS_ZERO, ATTN_ROWS, ATTN_TC_ROWS, ATTN_TC_SMALL_DV,
-    ATTN_TC_THREADS, ATTN_THREADS, Activation, AttentionParams, AttnView, EW_MAX_INPUTS, EW_MAX_INSTRS,
-    KernelId, attention_fits, attention_shared_bytes, attention_tc_fits, attention_tc_shared_bytes,
-    ew_arith_only, ew_src,
+    ATTN_CAUSAL_SKIP, ATTN_MAX_DV, ATTN_NAN_ROWS_ZERO, ATTN_ROWS, ATTN_TC_ROWS, ATTN_TC_THREADS,
+    ATTN_THREADS, Activation, AttentionParams, AttnView, EW_MAX_INPUTS, EW_MAX_INSTRS, KernelId,
+    attention_fits, attention_shared_bytes, attention_small_fits, attention_tc_fits,
+    attention_tc_shared_bytes, ew_arith_only, ew_src,
 };
 
 use super::fuse::{EwProgram, Programs, compile_program, drop_values, ew_node, producers, remove_nodes};
@@ -550,9 +550,9 @@ pub(super) fn launch(
     let p = &p;
     let args: Vec<Arg> = [Arg::Params(bytes_of(p))].into_iter().chain(operands).collect();
     let (kernel, rows, threads, shared_bytes) = if tensor_core_attention(p, o) {
-        // Small value heads take the entry with fewer output tiles per lane.
-        let kernel =
-            if p.dv <= ATTN_TC_SMALL_DV { KernelId::AttentionTc16F32 } else { KernelId::AttentionTcF32 };
+        // Heads up to 16 take the entry that forms their scores from the head's k steps only.
+        let small = attention_small_fits(p.dk, p.dv);
+        let kernel = if small { KernelId::AttentionSmallF32 } else { KernelId::AttentionTcF32 };
         (kernel, ATTN_TC_ROWS, ATTN_TC_THREADS, attention_tc_shared_bytes(p.dv))
     } else {
         (KernelId::AttentionF32, ATTN_ROWS, ATTN_THREADS, attention_shared_bytes(p.dk, p.dv))

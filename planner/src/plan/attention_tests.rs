@@ -119,8 +119,8 @@ fn a_gpt2_attention_is_one_launch_reading_the_qkv_projection_in_place() {
     // fewer SMs they do, and the tensor cores take it unless switched off.
     assert_eq!(kernels(&plan), [KernelId::AttentionF32], "{plan}");
     let small = PlanOptions { sm_count: 12, ..PlanOptions::default() };
-    // (Its heads of 4 take the small-head entry.)
-    assert_eq!(kernels(&compile(&g, &Binding::new(), &small).unwrap()), [KernelId::AttentionTc16F32]);
+    // (Its heads of 4 take the small-head kernel.)
+    assert_eq!(kernels(&compile(&g, &Binding::new(), &small).unwrap()), [KernelId::AttentionSmallF32]);
     let cores = PlanOptions { tensor_core_attention: false, ..small };
     assert_eq!(kernels(&compile(&g, &Binding::new(), &cores).unwrap()), [KernelId::AttentionF32]);
     // Nothing between the input and the output needs a buffer.

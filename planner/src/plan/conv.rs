@@ -234,8 +234,8 @@ fn small(p: &ConvParams) -> bool {
 /// The `wgmma` launch of a Conv of parameters `p`, when it takes one: the Hopper flavour's
 /// tensor-core GEMMs on (`wgmma_gemm`, `tensor_core_gemm`, `tile_gemm`), at least
 /// [`WG_MIN_CHANNELS`] output channels per group, and sizes inside the kernel's index types (the
-/// positions of all images in u32, a group's input in i32, the grid's y in 65535). 128 x 128 tiles
-/// where they fill the device, else 64 x 64.
+/// positions of all images in u32, a group's input in i32, the grid's y in 65535). 64 x 32 tiles
+/// for at most 32 channels per group, else 128 x 128 where they fill the device, else 64 x 64.
 pub(super) fn wg_launch(p: &ConvParams, o: &PlanOptions) -> Option<WgConv> {
     let groups = p.groups.max(1) as u64;
     let per_group = p.out_channels as u64 / groups;
@@ -254,17 +254,26 @@ pub(super) fn wg_launch(p: &ConvParams, o: &PlanOptions) -> Option<WgConv> {
         return None;
     }
     let tiles = |t: GemmTile| rows.div_ceil(t.m as u64) * per_group.div_ceil(t.n as u64) * groups;
-    let tile = if tiles(GemmTile::LARGE) >= o.sm_count as u64 { GemmTile::LARGE } else { GemmTile::SMALL };
+    let tile = if per_group <= GemmTile::NARROW.n as u64 {
+        // A 64- or 128-column tile would multiply mostly zero columns.
+        GemmTile::NARROW
+    } else if tiles(GemmTile::LARGE) >= o.sm_count as u64 {
+        GemmTile::LARGE
+    } else {
+        GemmTile::SMALL
+    };
     let y = rows.div_ceil(tile.m as u64);
     if y > 65535 {
         return None;
     }
     use KernelId as K;
-    let kernel = match (tile == GemmTile::LARGE, o.precision) {
-        (true, Precision::Exact) => K::ConvWg128F32,
-        (false, Precision::Exact) => K::ConvWg64F32,
-        (true, Precision::Tf32) => K::ConvWg128Tf32,
-        (false, Precision::Tf32) => K::ConvWg64Tf32,
+    let kernel = match (tile.n, o.precision) {
+        (128, Precision::Exact) => K::ConvWg128F32,
+        (64, Precision::Exact) => K::ConvWg64F32,
+        (_, Precision::Exact) => K::ConvWg32F32,
+        (128, Precision::Tf32) => K::ConvWg128Tf32,
+        (64, Precision::Tf32) => K::ConvWg64Tf32,
+        (_, Precision::Tf32) => K::ConvWg32Tf32,
     };
     Some(WgConv { kernel, tile, grid: [per_group.div_ceil(tile.n as u64) as u32, y as u32, groups as u32] })
 }

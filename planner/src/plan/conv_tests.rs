@@ -172,8 +172,9 @@ fn a_small_cnn_lowers_to_conv_pool_and_reduce_kernels() {
     let Arg::Value(packed) = args[2] else { panic!("{args:?}") };
     let p = conv_params(steps[2].1);
     assert_eq!(plan.constants[&packed].dims, [kernels_gpu::abi::conv_wg_packed_len(&p, true) as usize]);
-    // The first Conv (16 output channels, 3 input channels) takes wgmma too: 2048 positions.
-    assert_eq!(steps[0].0, KernelId::ConvWg64F32, "{plan}");
+    // The first Conv (16 output channels, 3 input channels) takes wgmma too, in 64 x 32 tiles:
+    // 2048 positions.
+    assert_eq!(steps[0].0, KernelId::ConvWg32F32, "{plan}");
     let names: Vec<&str> = plan.constants.keys().map(|v| plan.values[v.index()].name.as_str()).collect();
     assert_eq!(names, ["b2", "w1/conv-packed", "w2/conv-packed"], "{plan}");
 }
