@@ -26,7 +26,9 @@
 //! selects them only for the Hopper flavour.
 
 #[cfg(ferrofuse_hopper)]
-use crate::abi::{Activation, ConvTap, conv_depth, conv_wg_table_at, gemm_wg_packed_ld, gemm_wg_packed_len};
+use crate::abi::{
+    Activation, ConvTap, conv_depth, conv_k_chunk, conv_wg_table_at, gemm_wg_packed_ld, gemm_wg_packed_len,
+};
 use crate::abi::{ConvParams, EwProgramParams, GemmParams};
 #[cfg(ferrofuse_hopper)]
 use crate::abi::{GEMM_TILE_BK, GEMM_WG_STAGES};
@@ -143,7 +145,7 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     let (g, t) = (lane / 4, lane % 4);
     let z = block_idx_z();
     let (row0, col0) = (block_idx_y() * bm, block_idx_x() * BN);
-    let (batch, _, k_begin, k_end) = crate::gemm_split::split_of(&p, z);
+    let (batch, split, k_begin, k_end) = crate::gemm_split::split_of(&p, z);
     let a_at = batch * p.a_bs;
     let k_tiles = k_end.saturating_sub(k_begin).div_ceil(BK);
     let planes = crate::abi::gemm_wg_planes(EXACT);
@@ -175,7 +177,7 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     // at unit stride), chunks `4 (tid / bm) ..` of it; its row is decoded once.
     let conv_r = tid % bm;
     let conv_chunk0 = 4 * (tid / bm);
-    let row = if CONV { conv_row(conv, row0 + conv_r, p.m, z) } else { ConvRow::OUTSIDE };
+    let row = if CONV { conv_row(conv, row0 + conv_r, p.m, batch as u32) } else { ConvRow::OUTSIDE };
     // (The closures are inlined at every call: outlined, their arrays would pass through memory.)
     let load = #[inline(always)]
     |kt: u32| {
@@ -365,7 +367,19 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
         let tile = unsafe { dynamic_shared_ptr().add((smem - window) as usize) } as *mut f32;
         // SAFETY: forwarded (the launch contract).
         unsafe {
-            conv_store::<ACC>(conv, &acc, tile, (a_row, t), (row0, col0, z), bm, BN, c_ptr, y, tid, threads)
+            conv_store::<ACC>(
+                conv,
+                &acc,
+                tile,
+                (a_row, t),
+                (row0, col0, batch as u32, split),
+                bm,
+                BN,
+                c_ptr,
+                y,
+                tid,
+                threads,
+            )
         };
         return;
     }
@@ -523,7 +537,8 @@ fn conv_row(p: &ConvParams, row: u32, rows: u32, group: u32) -> ConvRow {
 /// memory at `tile` (column-major, `bm + 4` apart: the lanes of a fragment store hit 32 banks),
 /// then thread `tid` finishes outputs `tid, tid + threads, ...` in column-major order (consecutive
 /// threads, consecutive output positions of one channel: coalesced stores into Y's planes), each
-/// with its channel's bias and the activation.
+/// with its channel's bias and the activation; split over k, the raw sums of split `split` go to
+/// partial `image · splits + split` of the workspace `y` ([`ConvParams::splits`]).
 ///
 /// # Safety
 /// `tile` has `BN (bm + 4)` f32 of shared memory no copy still writes; the conv launch contract for
@@ -536,7 +551,7 @@ unsafe fn conv_store<const ACC: usize>(
     acc: &[f32; ACC],
     tile: *mut f32,
     (a_row, t): (u32, u32),
-    (row0, col0, group): (u32, u32, u32),
+    (row0, col0, group, split): (u32, u32, u32, u32),
     bm: u32,
     bn: u32,
     bias: *const f32,
@@ -561,6 +576,7 @@ unsafe fn conv_store<const ACC: usize>(
     let plane = p.out_size[0] * p.out_size[1] * p.out_size[2];
     let rows = p.batch * plane;
     let per_group = p.out_channels / p.groups.max(1);
+    let splits = p.splits.max(1);
     let mut q = tid;
     while q < bm * bn {
         let (c, r) = (q / bm, q % bm);
@@ -572,13 +588,19 @@ unsafe fn conv_store<const ACC: usize>(
             // length; the output offset is inside Y (the launch contract).
             unsafe {
                 let v = *tile.add((c * ld + r) as usize);
-                let v = if p.has_bias != 0 { v + *bias.add(channel as usize) } else { v };
-                let out = (image as u64 * p.out_channels as u64 + channel as u64) * plane as u64 + pos as u64;
-                // Relu inline (the common case), the other activations out of line.
-                let v = match p.act {
-                    a if a == Activation::None as u32 => v,
-                    a if a == Activation::Relu as u32 => crate::math::relu(v),
-                    _ => crate::conv::activate(p.act, p.act_alpha, v),
+                let image = image as u64 * splits as u64 + split as u64;
+                let out = (image * p.out_channels as u64 + channel as u64) * plane as u64 + pos as u64;
+                // Split over k, the raw sum; else with the bias and the activation (Relu inline,
+                // the common case; the others out of line).
+                let v = if splits > 1 {
+                    v
+                } else {
+                    let v = if p.has_bias != 0 { v + *bias.add(channel as usize) } else { v };
+                    match p.act {
+                        a if a == Activation::None as u32 => v,
+                        a if a == Activation::Relu as u32 => crate::math::relu(v),
+                        _ => crate::conv::activate(p.act, p.act_alpha, v),
+                    }
                 };
                 *y.add(out as usize) = v;
             }
@@ -595,7 +617,8 @@ unsafe fn conv_store<const ACC: usize>(
 /// The conv launch contract of `conv.rs` (contiguous X, Y, bias; `groups` divides both channel
 /// counts); `w` is the constant of [`crate::abi::conv_wg_packed_len`] for `p` (16-byte aligned);
 /// `batch · out_plane` fits u32 and X's offsets fit i64; block `128 WGS` threads, grid
-/// `(ceil(M/G / BN), ceil(batch · out_plane / (64 WGS)), G)`, the entry's shared memory.
+/// `(ceil(M/G / BN), ceil(batch · out_plane / (64 WGS)), G · splits)`, the entry's shared
+/// memory; split over k, `y` is the workspace of [`ConvParams::splits`].
 #[cfg(ferrofuse_hopper)]
 #[inline(always)]
 unsafe fn conv_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: bool>(
@@ -610,6 +633,7 @@ unsafe fn conv_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     let n = p.out_channels / groups;
     let plane = p.out_size[0] * p.out_size[1] * p.out_size[2];
     let ld = gemm_wg_packed_ld(k);
+    let splits = p.splits.max(1);
     let gemm = GemmParams {
         m: p.batch * plane,
         n,
@@ -618,11 +642,11 @@ unsafe fn conv_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
         a_cs: 1,
         b_rs: 1,
         b_cs: ld as u64,
-        splits: 1,
-        k_chunk: k,
+        splits,
+        k_chunk: if splits > 1 { conv_k_chunk(p) } else { k },
         ..GemmParams::default()
     };
-    let group = block_idx_z();
+    let group = block_idx_z() / splits;
     // SAFETY: inside the packed constant (the launch contract): the group's packed weights, and
     // the tap table after every group's.
     let (b, taps) = unsafe {
@@ -632,7 +656,15 @@ unsafe fn conv_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
         )
     };
     // SAFETY: forwarded (the launch contract; the GEMM's B is the group's packed weight).
-    unsafe { gemm_wg::<WGS, BN, ACC, EXACT, true>(&gemm, x, b, bias, y, None, p, taps) }
+    unsafe {
+        if splits > 1 {
+            gemm_wg::<WGS, BN, ACC, EXACT, true>(&gemm, x, b, bias, y, None, p, taps)
+        } else {
+            // Unsplit, with the split's constants visible to the compiler: one k range from 0.
+            let gemm = GemmParams { splits: 1, k_chunk: k, ..gemm };
+            gemm_wg::<WGS, BN, ACC, EXACT, true>(&gemm, x, b, bias, y, None, p, taps)
+        }
+    }
 }
 
 macro_rules! conv_wg_entries {
@@ -648,7 +680,7 @@ macro_rules! conv_wg_entries {
         /// `y` the output.
         ///
         /// # Thread mapping
-        /// Grid (ceil(M/G / BN), ceil(batch · out_plane / (64 WGS)), G), block `128 * WGS`
+        /// Grid (ceil(M/G / BN), ceil(batch · out_plane / (64 WGS)), G · splits), block `128 * WGS`
         /// threads, [`crate::abi::GemmTile::wg_shared_bytes`] of dynamic shared memory; the
         /// GEMM's (`gemm_wg128_f32`), with output positions as rows and output channels as
         /// columns.

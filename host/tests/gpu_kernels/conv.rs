@@ -249,6 +249,15 @@ fn conv_on_the_wgmma_tensor_cores_matches_the_reference() {
         c.attrs = op::Conv { pads: vec![pad; 4], strides: vec![stride; 2], ..op::Conv::default() };
         c.run_on(&mut rng, wg, SessionOptions::default());
     }
+    // Too few tiles for the device: split over k (2 and 4 splits) and reduced with the bias, the
+    // Relu and groups (the CNN's last layers at batch 1).
+    for (batch, group, cg, mg, side, bias) in [(1, 2, 64, 64, 5, false), (1, 1, 128, 128, 16, true)] {
+        let mut c = ConvCase::random(&mut rng, 2, mg);
+        (c.batch, c.group, c.cg, c.spatial, c.kernel, c.bias, c.relu) =
+            (batch, group, cg, vec![side, side], vec![3, 3], bias, true);
+        c.attrs = op::Conv { pads: vec![1; 4], group, ..op::Conv::default() };
+        c.run_on(&mut rng, if hopper() { "split-k reduce" } else { wg }, SessionOptions::default());
+    }
     if !hopper() {
         return;
     }

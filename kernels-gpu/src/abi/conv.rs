@@ -46,8 +46,18 @@ pub struct ConvParams {
     pub act: u32,
     /// The activation's alpha (LeakyRelu).
     pub act_alpha: f32,
-    /// Explicit padding; always 0.
-    pub _pad: u32,
+    /// Split-K factor of the `wgmma` convolutions (`gemm_wg::conv_wg*`; 0 and 1: none): block z
+    /// `group · splits + split` sums depths `split · conv_k_chunk ..` of its tile into partial
+    /// `(image · splits + split, channel, position)` of Y, a workspace of `splits` outputs, raw
+    /// (bias and activation are the reduction's, `gemm_reduce_f32`). The other kernels ignore it.
+    pub splits: u32,
+}
+
+/// The depths each split of a `wgmma` convolution sums (see [`ConvParams::splits`]): the GEMM
+/// depth over the splits, rounded up to whole k tiles of 32.
+pub const fn conv_k_chunk(p: &ConvParams) -> u32 {
+    let splits = if p.splits == 0 { 1 } else { p.splits };
+    conv_depth(p).div_ceil(splits).next_multiple_of(32)
 }
 
 /// Output channels (rows) and output positions (columns) of one `conv_gemm_f32` block tile.
@@ -162,7 +172,7 @@ pub struct PoolParams {
     pub _pad: u32,
 }
 
-// SAFETY: #[repr(C)], 26 four-byte fields (the last an explicit `_pad`): 104 bytes, no padding.
+// SAFETY: #[repr(C)], 26 four-byte fields: 104 bytes, no padding.
 unsafe impl Params for ConvParams {}
 // SAFETY: #[repr(C)], one u64 then 26 four-byte fields (the last an explicit `_pad`): 112 bytes, no
 // padding.

@@ -216,8 +216,10 @@ pub(super) struct WgConv {
     pub kernel: KernelId,
     /// The block tile (output positions x output channels).
     pub tile: GemmTile,
-    /// Blocks: channel tiles, position tiles, groups.
+    /// Blocks: channel tiles, position tiles, groups times splits.
     pub grid: [u32; 3],
+    /// Split-K factor ([`ConvParams::splits`]; 1: none).
+    pub splits: u32,
 }
 
 /// Whether every window coordinate of `p` is below 2^30 (sizes, pads, tap offsets, the strided
@@ -263,7 +265,19 @@ pub(super) fn wg_launch(p: &ConvParams, o: &PlanOptions) -> Option<WgConv> {
         GemmTile::SMALL
     };
     let y = rows.div_ceil(tile.m as u64);
-    if y > 65535 {
+    // Tiles too few to fill the device split their depth (at least four k tiles a split, at
+    // most 16 splits) so that about two blocks per multiprocessor run: the CNN's last layers at
+    // batch 1 (8 tiles of 36 k tiles) were a chain of k steps on 8 multiprocessors.
+    let (blocks, k_tiles) = (tiles(tile), kernels_gpu::abi::conv_depth(p).div_ceil(32) as u64);
+    let want = (2 * o.sm_count as u64).div_ceil(blocks).min(k_tiles / 4).min(16);
+    let splits = if blocks >= o.sm_count as u64 || want < 2 {
+        1
+    } else {
+        // Every split gets depths: as many as whole chunks cover.
+        let chunk = kernels_gpu::abi::conv_k_chunk(&ConvParams { splits: want as u32, ..*p }) as u64;
+        (k_tiles * 32).div_ceil(chunk).min(want)
+    };
+    if y > 65535 || groups * splits > 65535 {
         return None;
     }
     use KernelId as K;
@@ -275,7 +289,8 @@ pub(super) fn wg_launch(p: &ConvParams, o: &PlanOptions) -> Option<WgConv> {
         (64, Precision::Tf32) => K::ConvWg64Tf32,
         (_, Precision::Tf32) => K::ConvWg32Tf32,
     };
-    Some(WgConv { kernel, tile, grid: [per_group.div_ceil(tile.n as u64) as u32, y as u32, groups as u32] })
+    let grid = [per_group.div_ceil(tile.n as u64) as u32, y as u32, (groups * splits) as u32];
+    Some(WgConv { kernel, tile, grid, splits: splits as u32 })
 }
 
 /// The Conv parameters of node `n` (its attributes over its operands' static shapes), without a
@@ -284,14 +299,32 @@ pub(super) fn conv_params(n: &ConvNode, values: &[PlannedValue], a: &Conv) -> Re
     Ok(conv_geometry(n, values, a)?.0)
 }
 
+/// The split-K workspace of Conv node `n` when it runs split on the `wgmma` tensor cores
+/// ([`wg_launch`]): `splits` partial outputs.
+pub(super) fn scratch(
+    n: &ConvNode,
+    values: &[PlannedValue],
+    a: &Conv,
+    o: &PlanOptions,
+) -> Option<PlannedValue> {
+    let p = conv_params(n, values, a).ok()?;
+    let l = wg_launch(&p, o).filter(|l| l.splits > 1)?;
+    let out = p.batch as usize * p.out_channels as usize * p.out_size.iter().product::<u32>() as usize;
+    let dims = Some(vec![l.splits as usize * out]);
+    Some(PlannedValue { name: format!("{}/split-k", n.label), dtype: DType::F32, dims })
+}
+
 /// ONNX Conv of f32; `act` is an activation fused into the epilogue; `packed` the weights packed
-/// for the `wgmma` kernels with their tap table (`tc_pack`), when the planner packed them.
+/// for the `wgmma` kernels with their tap table (`tc_pack`), when the planner packed them;
+/// `workspace` the split-K partials ([`scratch`]).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn conv(
     n: ConvNode,
     values: &[PlannedValue],
     a: &Conv,
     act: Option<(Activation, f32)>,
     packed: Option<ValueId>,
+    workspace: Option<ValueId>,
     o: &PlanOptions,
 ) -> Lowered {
     let (mut p, g, b) = conv_geometry(&n, values, a)?;
@@ -301,27 +334,37 @@ pub(super) fn conv(
         (p.act, p.act_alpha) = (act as u32, alpha);
         label = format!("{label}+{act:?}");
     }
-    let args = |w: ValueId| {
+    let args = |p: &ConvParams, w: ValueId, y: ValueId| {
         vec![
             Arg::Params(p.as_bytes().to_vec()),
             Arg::Value(x),
             Arg::Value(w),
             b.map_or(Arg::Null, Arg::Value),
-            Arg::Value(out),
+            Arg::Value(y),
         ]
     };
     if let (Some(packed), Some(l)) = (packed, wg_launch(&p, o)) {
-        return Ok(vec![Step::Kernel {
-            nodes: vec![n.id],
-            label,
-            kernel: l.kernel,
-            grid: l.grid,
-            block: [l.tile.threads, 1, 1],
-            shared_bytes: l.kernel.large_shared_bytes().unwrap_or(0),
-            args: args(packed),
-        }]);
+        let split = |y: ValueId| {
+            let p = ConvParams { splits: l.splits, ..p };
+            let shared_bytes = l.kernel.large_shared_bytes().unwrap_or(0);
+            let (block, args) = ([l.tile.threads, 1, 1], args(&p, packed, y));
+            Step::Kernel {
+                nodes: vec![n.id],
+                label: label.clone(),
+                kernel: l.kernel,
+                grid: l.grid,
+                block,
+                shared_bytes,
+                args,
+            }
+        };
+        if l.splits <= 1 {
+            return Ok(vec![split(out)]);
+        }
+        let ws = workspace.ok_or("the split-K workspace was not planned")?;
+        return Ok(vec![split(ws), split_reduce(&n, &p, l.splits, b, ws, out, &label)]);
     }
-    let args = args(w);
+    let args = args(&p, w, out);
     let (batch, maps, group) = (p.batch as usize, p.out_channels as usize, p.groups as usize);
     let maps_per_group = maps / group;
     let out_plane: usize = g.out.iter().product();
@@ -352,6 +395,50 @@ pub(super) fn conv(
         shared_bytes: 0,
         args,
     }])
+}
+
+/// The reduction of a split `wgmma` convolution's partials (`ws`, `splits` outputs' worth) into
+/// `out` with the bias and the activation: `gemm_reduce_f32` over `batch` matrices of `out_channels
+/// x out_plane` (the bias a column, one per row).
+fn split_reduce(
+    n: &ConvNode,
+    p: &ConvParams,
+    splits: u32,
+    b: Option<ValueId>,
+    ws: ValueId,
+    out: ValueId,
+    label: &str,
+) -> Step {
+    let plane = p.out_size.iter().product::<u32>();
+    let g = kernels_gpu::abi::GemmParams {
+        m: p.out_channels,
+        n: plane,
+        batch: p.batch,
+        splits,
+        alpha: 1.0,
+        beta: 1.0,
+        has_c: u32::from(b.is_some()),
+        c_rs: 1,
+        act: p.act,
+        act_alpha: p.act_alpha,
+        y_bs: p.out_channels as u64 * plane as u64,
+        ..Default::default()
+    };
+    let rows = (p.batch as u64 * p.out_channels as u64).clamp(1, 65535) as u32;
+    Step::Kernel {
+        nodes: vec![n.id],
+        label: format!("{label} split-k reduce"),
+        kernel: KernelId::GemmReduceF32,
+        grid: [plane.div_ceil(THREADS).clamp(1, 65535), rows, 1],
+        block: [THREADS, 1, 1],
+        shared_bytes: 0,
+        args: vec![
+            Arg::Params(g.as_bytes().to_vec()),
+            b.map_or(Arg::Null, Arg::Value),
+            Arg::Value(ws),
+            Arg::Value(out),
+        ],
+    }
 }
 
 /// A Conv's parameters (no activation), window and bias operand, checked against its operands.

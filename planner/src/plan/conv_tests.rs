@@ -29,7 +29,7 @@ fn conv_params(step: &Step) -> ConvParams {
         has_bias: v[22],
         act: v[23],
         act_alpha: f32::from_bits(v[24]),
-        _pad: v[25],
+        splits: v[25],
     }
 }
 
@@ -369,4 +369,37 @@ fn max_pool_indices_take_a_second_step() {
     );
     let p = pool_params(steps[1].1);
     assert_eq!((p.planes, p.out_size, p.storage_order), (6, [1, 5, 6], 1));
+}
+
+/// A Conv whose tiles cannot fill the device (the CNN's 128-channel 16 x 16 layer at batch 1: 8
+/// tiles of 36 k tiles) splits its depth over the `wgmma` blocks and reduces the partials with
+/// the bias and the activation.
+#[test]
+fn a_conv_of_few_tiles_splits_its_depth_and_reduces_with_the_epilogue() {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[1, 128, 16, 16]));
+    let (w, b) = (weight(&mut g, "w", &[128, 128, 3, 3]), weight(&mut g, "b", &[128]));
+    let y = g.op1(Op::Conv(op::Conv { pads: vec![1; 4], ..op::Conv::default() }), &[x, w, b]);
+    let y = g.relu(y);
+    g.output(y);
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let steps = kernel_steps(&plan);
+    assert_eq!(
+        steps.iter().map(|s| s.0).collect::<Vec<_>>(),
+        [KernelId::ConvWg64F32, KernelId::GemmReduceF32]
+    );
+    let Step::Kernel { grid, args, .. } = steps[0].1 else { unreachable!() };
+    // 256 positions x 128 channels in 64 x 64 tiles, 9 splits of 128 depths (1152 in all).
+    let p = conv_params(steps[0].1);
+    assert_eq!((*grid, p.splits, kernels_gpu::abi::conv_k_chunk(&p)), ([2, 4, 9], 9, 128), "{plan}");
+    let (Arg::Value(ws), Step::Kernel { args: reduce, label, .. }) = (&args[4], steps[1].1) else {
+        panic!("{plan}")
+    };
+    assert_eq!(plan.values[ws.index()].dims, Some(vec![9 * 128 * 256]));
+    assert_eq!(label, "Conv+Relu split-k reduce");
+    assert!(matches!(&reduce[2], Arg::Value(v) if v == ws), "{plan}");
+    // Portable: no split, the CUDA-core implicit GEMM.
+    let portable = PlanOptions { wgmma_gemm: false, ..PlanOptions::default() };
+    let plan = compile(&g, &Binding::new(), &portable).unwrap();
+    assert_eq!(kernel_steps(&plan).iter().map(|s| s.0).collect::<Vec<_>>(), [KernelId::ConvGemmF32]);
 }

@@ -118,6 +118,10 @@ pub(super) fn scratch(
                 _ => Vec::new(),
             }
         }
+        Op::Conv(a) => {
+            let n = &g.nodes[id.index()];
+            conv::scratch(&conv_node(id, g.node_label(id), n), values, a, o).into_iter().collect()
+        }
         Op::Gemm(_) | Op::MatMul | Op::FusedGemm(_) => {
             let planned = gemm_of(g, id, values, perms);
             match planned
@@ -406,7 +410,9 @@ pub(super) fn node(
         | Op::RwkvWkv6
         | Op::Wkv6(_)
         | Op::CausalConvWithState(_) => sequence::lower(g, id, values, o),
-        Op::Conv(a) => conv::conv(conv_node(id, label, n), values, a, act, fusion.packed_b, o),
+        Op::Conv(a) => {
+            conv::conv(conv_node(id, label, n), values, a, act, fusion.packed_b, scratch.first().copied(), o)
+        }
         Op::ConvTranspose(a) => conv::conv_transpose(conv_node(id, label, n), values, a, o),
         Op::MaxPool(a) => conv::max_pool(conv_node(id, label, n), values, a, o),
         Op::AveragePool(a) => conv::average_pool(conv_node(id, label, n), values, a, o),
