@@ -656,15 +656,7 @@ unsafe fn conv_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
         )
     };
     // SAFETY: forwarded (the launch contract; the GEMM's B is the group's packed weight).
-    unsafe {
-        if splits > 1 {
-            gemm_wg::<WGS, BN, ACC, EXACT, true>(&gemm, x, b, bias, y, None, p, taps)
-        } else {
-            // Unsplit, with the split's constants visible to the compiler: one k range from 0.
-            let gemm = GemmParams { splits: 1, k_chunk: k, ..gemm };
-            gemm_wg::<WGS, BN, ACC, EXACT, true>(&gemm, x, b, bias, y, None, p, taps)
-        }
-    }
+    unsafe { gemm_wg::<WGS, BN, ACC, EXACT, true>(&gemm, x, b, bias, y, None, p, taps) }
 }
 
 macro_rules! conv_wg_entries {
