@@ -86,10 +86,14 @@ pub struct ConvTap {
     pub dx: i32,
 }
 
+/// The group count of `p` (at least 1).
+const fn groups_of(p: &ConvParams) -> u32 {
+    if p.groups == 0 { 1 } else { p.groups }
+}
+
 /// GEMM depth of one group of a convolution: input channels per group times taps.
 pub const fn conv_depth(p: &ConvParams) -> u32 {
-    let groups = if p.groups == 0 { 1 } else { p.groups };
-    p.in_channels / groups * p.kernel[0] * p.kernel[1] * p.kernel[2]
+    p.in_channels / groups_of(p) * p.kernel[0] * p.kernel[1] * p.kernel[2]
 }
 
 /// The tap-table entry of depth `k` (`k <` [`conv_depth`]) of `p` (see [`ConvTap`]).
@@ -116,7 +120,7 @@ pub const fn conv_wg_packed_len(p: &ConvParams, exact: bool) -> u64 {
 
 /// Where the tap table of [`conv_wg_packed_len`] starts, in f32.
 pub const fn conv_wg_table_at(p: &ConvParams, exact: bool) -> u64 {
-    let groups = if p.groups == 0 { 1 } else { p.groups };
+    let groups = groups_of(p);
     groups as u64 * super::gemm_wg_packed_len(conv_depth(p), p.out_channels / groups, exact)
 }
 

@@ -424,12 +424,11 @@ fn split_reduce(
         y_bs: p.out_channels as u64 * plane as u64,
         ..Default::default()
     };
-    let rows = (p.batch as u64 * p.out_channels as u64).clamp(1, 65535) as u32;
     Step::Kernel {
         nodes: vec![n.id],
         label: format!("{label} split-k reduce"),
         kernel: KernelId::GemmReduceF32,
-        grid: [plane.div_ceil(THREADS).clamp(1, 65535), rows, 1],
+        grid: super::gemm::reduce_grid(&g),
         block: [THREADS, 1, 1],
         shared_bytes: 0,
         args: vec![

@@ -636,11 +636,7 @@ pub(super) fn gemm_steps(
         )
     };
     (p.splits, p.k_chunk) = (splits, chunk);
-    // Threads over the columns, blocks over them and the rows (`gemm_reduce`'s 2-D mapping), a
-    // row per block up to the grid's limit: a thread looping over rows waits out the latency of
-    // each row's loads in turn.
-    let rows = (p.batch as u64 * p.m as u64).clamp(1, 65535) as u32;
-    let reduce_grid = [p.n.div_ceil(THREADS).clamp(1, 65535), rows, 1];
+    let reduce_grid = reduce_grid(&p);
     let (reduce_kernel, reduce) = match &program {
         None => {
             (KernelId::GemmReduceF32, vec![Arg::Params(bytes_of(&p)), c_arg, Arg::Value(ws), Arg::Value(out)])
@@ -656,6 +652,15 @@ pub(super) fn gemm_steps(
         partial,
         launch(format!("{label} split-k reduce"), reduce_kernel, reduce_grid, [THREADS, 1, 1], 0, reduce),
     ]
+}
+
+/// The grid of `gemm_reduce_f32` (and its program twin) for `p`, with [`THREADS`]-thread blocks:
+/// threads over the columns, blocks over them and the rows (`gemm_reduce`'s 2-D mapping), a row
+/// per block up to the grid's limit (a thread looping over rows waits out the latency of each
+/// row's loads in turn).
+pub(super) fn reduce_grid(p: &GemmParams) -> [u32; 3] {
+    let rows = (p.batch as u64 * p.m as u64).clamp(1, 65535) as u32;
+    [p.n.div_ceil(THREADS).clamp(1, 65535), rows, 1]
 }
 
 #[cfg(test)]

@@ -130,11 +130,8 @@ pub(super) fn pack_weights(
     let exact = o.precision == Precision::Exact;
     for &id in nodes {
         if let Op::Conv(attrs) = &g.nodes[id.index()].op {
-            if let Some((name, c)) = pack_conv_node(g, id, attrs, values, o) {
-                let v = ValueId(values.len() as u32);
-                values.push(PlannedValue { name, dtype: DType::F32, dims: Some(vec![c.dims[0]]) });
-                packed.by_node.insert(id, v);
-                packed.constants.insert(v, c);
+            if let Some((name, bits)) = pack_conv_node(g, id, attrs, values, o) {
+                packed.add(values, id, name, bits);
             }
             continue;
         }
@@ -158,23 +155,36 @@ pub(super) fn pack_weights(
             pack(&data, p.k, p.n, p.b_rs, p.b_cs)
         };
         let Some(bits) = bits else { continue };
-        let bytes: Vec<u8> = bits.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let Ok(c) = ConstTensor::new(DType::F32, vec![bits.len()], bytes) else { continue };
-        let v = ValueId(values.len() as u32);
-        values.push(PlannedValue {
-            name: format!("{}/{}", values[b.index()].name, if wg { "wg-packed" } else { "tc-packed" }),
-            dtype: DType::F32,
-            dims: Some(vec![bits.len()]),
-        });
-        made.insert(key, v);
-        packed.by_node.insert(id, v);
-        packed.constants.insert(v, c);
+        let name = format!("{}/{}", values[b.index()].name, if wg { "wg-packed" } else { "tc-packed" });
+        if let Some(v) = packed.add(values, id, name, bits) {
+            made.insert(key, v);
+        }
     }
     packed
 }
 
-/// The packed constant of Conv node `id` (`conv_wg_packed_len`: each group's weights packed for
-/// `wgmma`, then the tap table) and its name, when the node runs a `wgmma` convolution
+impl PackedWeights {
+    /// Adds `bits` as the packed constant of node `id`: a new f32 value named `name` appended to
+    /// `values`. `None` (nothing added) when the constant cannot be formed.
+    fn add(
+        &mut self,
+        values: &mut Vec<PlannedValue>,
+        id: NodeId,
+        name: String,
+        bits: Vec<u32>,
+    ) -> Option<ValueId> {
+        let bytes: Vec<u8> = bits.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let c = ConstTensor::new(DType::F32, vec![bits.len()], bytes).ok()?;
+        let v = ValueId(values.len() as u32);
+        values.push(PlannedValue { name, dtype: DType::F32, dims: Some(vec![bits.len()]) });
+        self.by_node.insert(id, v);
+        self.constants.insert(v, c);
+        Some(v)
+    }
+}
+
+/// The name and bits of the packed constant of Conv node `id` (`conv_wg_packed_len`: each group's
+/// weights packed for `wgmma`, then the tap table), when the node runs a `wgmma` convolution
 /// (`conv::wg_launch`) on an f32 weight.
 fn pack_conv_node(
     g: &Graph,
@@ -182,7 +192,7 @@ fn pack_conv_node(
     attrs: &crate::op::Conv,
     values: &[PlannedValue],
     o: &PlanOptions,
-) -> Option<(String, ConstTensor)> {
+) -> Option<(String, Vec<u32>)> {
     let node = &g.nodes[id.index()];
     let n = super::conv::ConvNode { id, label: String::new(), ins: &node.inputs, outs: &node.outputs };
     let p = super::conv::conv_params(&n, values, attrs).ok()?;
@@ -190,9 +200,7 @@ fn pack_conv_node(
     let w = node.inputs.get(1).copied().flatten()?;
     let c = g.initializers.get(&w).filter(|c| c.dtype == DType::F32)?;
     let bits = pack_conv(&f32s(&c.bytes), &p, o.precision == Precision::Exact)?;
-    let bytes: Vec<u8> = bits.iter().flat_map(|w| w.to_le_bytes()).collect();
-    let c = ConstTensor::new(DType::F32, vec![bits.len()], bytes).ok()?;
-    Some((format!("{}/conv-packed", values[w.index()].name), c))
+    Some((format!("{}/conv-packed", values[w.index()].name), bits))
 }
 
 /// The constant of `conv_wg_packed_len` for Conv `p` with weights `w` (`M x C/G x taps`,
