@@ -387,6 +387,80 @@ pub fn unrolled_scan_graph(
     g
 }
 
+/// transformers' Mamba selective scan as its slow path exports unrolled (what `plan::decomposed`
+/// lifts to a `LinearScan` and one batched readout): inputs `da` and `dbu` of `[b, d, l, n]`
+/// and `c` of `[b, l, n]`; from an `Expand`ed zero state `h` of `[b, d, n]`, per step `t`
+/// `h = Gather(da, t, 2) * h + Gather(dbu, t, 2)` and
+/// `y_t = Gather(MatMul(h, Unsqueeze(Gather(c, t, 1), -1)), 0, 2)`, one index constant per step
+/// shared by its reads (step 0's also the readout's `0`, as the exporter shares them); outputs
+/// `Concat(Unsqueeze(y_t, -1)..., -1)` of `[b, d, l]`.
+pub fn unrolled_selective_scan_graph(b: usize, d: usize, l: usize, n: usize) -> planner::Graph {
+    use planner::op::{self, Op};
+    use planner::{ConstTensor, DType, Graph};
+    let mut g = Graph::new();
+    let da = g.input("da", DType::F32, [b, d, l, n]);
+    let dbu = g.input("dbu", DType::F32, [b, d, l, n]);
+    let c = g.input("c", DType::F32, [b, l, n]);
+    let zero = g.initializer("zero", ConstTensor::scalar_f32(0.0));
+    let state = g.const_i64("state_shape", &[3], &[b as i64, d as i64, n as i64]);
+    let mut h = g.op1(Op::Expand, &[zero, state]);
+    let last = g.const_i64("last", &[1], &[-1]);
+    let gather = |axis: i64| Op::Gather(op::Gather { axis });
+    let unsqueeze = || Op::Unsqueeze(op::Unsqueeze::default());
+    let mut ys = Vec::new();
+    let mut first = None;
+    for t in 0..l {
+        let ti = g.const_i64(&format!("t{t}"), &[], &[t as i64]);
+        let zero_index = *first.get_or_insert(ti);
+        let at = g.op1(gather(2), &[da, ti]);
+        let m = g.op1(Op::Mul, &[at, h]);
+        let xt = g.op1(gather(2), &[dbu, ti]);
+        h = g.op1(Op::Add, &[m, xt]);
+        let ct = g.op1(gather(1), &[c, ti]);
+        let cu = g.op1(unsqueeze(), &[ct, last]);
+        let y = g.op1(Op::MatMul, &[h, cu]);
+        let y = g.op1(gather(2), &[y, zero_index]);
+        ys.push(g.op1(unsqueeze(), &[y, last]));
+    }
+    let y = g.op1(Op::Concat(op::Concat { axis: -1 }), &ys);
+    g.output(y);
+    g
+}
+
+/// An unrolled map (no recurrence) of the ops `reroll.rs` batches: per step `t` of `x`
+/// (`[b, l, m]`, read along axis 1, step indices negative when `negative`),
+/// `Softmax(Transpose(Reshape(Squeeze(Unsqueeze(x_t, 0), 0) * w + bias_t)))` with `w` of `[m]`
+/// and `bias_t = Gather(table, 2, 0)` (a shared index), stacked by `Concat` along axis 1 of the
+/// `[m, b]` results (so the output is `[m, l * b]`).
+pub fn unrolled_map_graph(b: usize, l: usize, m: usize, negative: bool) -> planner::Graph {
+    use planner::op::{self, Op};
+    use planner::{DType, Graph};
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, [b, l, m]);
+    let w = g.input("w", DType::F32, [m]);
+    let table = g.input("table", DType::F32, [4, 1, m]);
+    let zero = g.const_i64("zero", &[1], &[0]);
+    let two = g.const_i64("two", &[], &[2]);
+    let shape = g.const_i64("shape", &[2], &[b as i64, m as i64]);
+    let mut ys = Vec::new();
+    for t in 0..l {
+        let index = if negative { t as i64 - l as i64 } else { t as i64 };
+        let ti = g.const_i64(&format!("t{t}"), &[], &[index]);
+        let xt = g.op1(Op::Gather(op::Gather { axis: 1 }), &[x, ti]);
+        let u = g.op1(Op::Unsqueeze(op::Unsqueeze::default()), &[xt, zero]);
+        let s = g.op1(Op::Squeeze(op::Squeeze::default()), &[u, zero]);
+        let p = g.op1(Op::Mul, &[s, w]);
+        let bias = g.op1(Op::Gather(op::Gather { axis: 0 }), &[table, two]);
+        let q = g.op1(Op::Add, &[p, bias]);
+        let r = g.op1(Op::Reshape(op::Reshape { allowzero: false }), &[q, shape]);
+        let tr = g.op1(Op::Transpose(op::Transpose { perm: Some(vec![1, 0]) }), &[r]);
+        ys.push(g.op1(Op::Softmax(op::Softmax { axis: 0 }), &[tr]));
+    }
+    let y = g.op1(Op::Concat(op::Concat { axis: 1 }), &ys);
+    g.output(y);
+    g
+}
+
 /// How [`spelled_rms_norm_graph`] writes its RMS normalization (each a spelling transformers'
 /// RMSNorm modules export to).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -209,17 +209,12 @@ fn unrolled_recurrences_are_lifted_to_scans_that_compute_what_the_reference_does
 }
 
 #[test]
-fn recurrences_that_do_not_cover_the_axis_or_leak_a_step_stay_unrolled() {
+fn recurrences_that_do_not_cover_the_axis_stay_unrolled() {
     use host::selftest::{Writeback, unrolled_scan_graph};
     let lifted = |g: &Graph| {
         planner::plan::decomposed(g).unwrap().nodes.iter().any(|n| matches!(n.op, Op::LinearScan))
     };
     assert!(lifted(&unrolled_scan_graph(&[2, 4, 3], 1, Writeback::Scatter, false, false)));
-    // A step's value also read outside the recurrence (a second output).
-    let mut g = unrolled_scan_graph(&[2, 4, 3], 1, Writeback::Concat, false, false);
-    let mid = g.nodes.iter().filter(|n| matches!(n.op, Op::Add)).nth(1).and_then(|n| n.output(0)).unwrap();
-    g.output(mid);
-    assert!(!lifted(&g));
     // A step index that skips one: the second step reads the third.
     let mut g = unrolled_scan_graph(&[2, 4, 3], 1, Writeback::Scatter, false, false);
     let t1 =
@@ -228,6 +223,86 @@ fn recurrences_that_do_not_cover_the_axis_or_leak_a_step_stay_unrolled() {
     assert!(!lifted(&g));
     // A single step: nothing to lift.
     assert!(!lifted(&unrolled_scan_graph(&[2, 1, 3], 1, Writeback::Concat, false, false)));
+}
+
+#[test]
+fn steps_read_elsewhere_are_read_from_the_lifted_scan() {
+    use host::selftest::{Writeback, random_inputs, unrolled_scan_graph};
+    let mut rng = Rng::new(0x1eaf);
+    // A middle step also a graph output, beside the write-back.
+    let mut g = unrolled_scan_graph(&[2, 4, 3], 1, Writeback::Concat, false, false);
+    let mid = g.nodes.iter().filter(|n| matches!(n.op, Op::Add)).nth(1).and_then(|n| n.output(0)).unwrap();
+    g.output(mid);
+    let feeds = random_inputs(&mut rng, &g, -1.0, 1.0);
+    let d = planner::plan::decomposed(&g).unwrap();
+    assert_eq!(d.nodes.iter().filter(|n| matches!(n.op, Op::LinearScan)).count(), 1);
+    assert!(!d.nodes.iter().any(|n| matches!(n.op, Op::Add)), "steps left: {:?}", d.nodes);
+    let want = host::reference::eval(&g, &feeds).unwrap();
+    assert_agree("a step read as an output", &host::reference::eval(&d, &feeds).unwrap(), &want);
+}
+
+#[test]
+fn an_unrolled_selective_scan_lifts_to_a_scan_and_one_batched_readout() {
+    use host::selftest::{random_inputs, unrolled_selective_scan_graph};
+    let mut rng = Rng::new(0x3a3ba);
+    for (b, d, l, n) in [(2, 5, 7, 4), (1, 3, 2, 16), (3, 1, 9, 1)] {
+        let what = format!("b {b} d {d} l {l} n {n}");
+        let g = unrolled_selective_scan_graph(b, d, l, n);
+        let feeds = random_inputs(&mut rng, &g, -1.0, 1.0);
+        let lifted = planner::plan::decomposed(&g).unwrap();
+        let count = |f: fn(&Op) -> bool| lifted.nodes.iter().filter(|n| f(&n.op)).count();
+        assert_eq!(count(|o| matches!(o, Op::LinearScan)), 1, "{what}");
+        assert_eq!(count(|o| matches!(o, Op::MatMul)), 1, "{what}: {:?}", lifted.nodes);
+        assert!(!lifted.nodes.iter().any(|n| matches!(n.op, Op::Concat(_) | Op::Add)), "{what}: steps left");
+        let want = host::reference::eval(&g, &feeds).unwrap();
+        assert_agree(&what, &host::reference::eval(&lifted, &feeds).unwrap(), &want);
+        let plan =
+            planner::plan::compile(&g, &planner::Binding::new(), &planner::plan::PlanOptions::default())
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(plan.lifted.iter().any(|l| l.contains("LinearScan")), "{what}: {:?}", plan.lifted);
+        assert!(plan.lifted.iter().any(|l| l.contains("rolled")), "{what}: {:?}", plan.lifted);
+    }
+}
+
+#[test]
+fn unrolled_maps_roll_up_into_one_computation_over_the_axis() {
+    use host::selftest::{random_inputs, unrolled_map_graph};
+    let mut rng = Rng::new(0x7011);
+    for (b, l, m, negative) in [(2, 5, 3, false), (1, 2, 8, true), (3, 4, 1, false)] {
+        let what = format!("b {b} l {l} m {m} negative {negative}");
+        let g = unrolled_map_graph(b, l, m, negative);
+        let feeds = random_inputs(&mut rng, &g, -1.0, 1.0);
+        let rolled = planner::plan::decomposed(&g).unwrap();
+        let softmaxes = rolled.nodes.iter().filter(|n| matches!(n.op, Op::Softmax(_))).count();
+        assert_eq!(softmaxes, 1, "{what}: {:?}", rolled.nodes);
+        let want = host::reference::eval(&g, &feeds).unwrap();
+        assert_agree(&what, &host::reference::eval(&rolled, &feeds).unwrap(), &want);
+    }
+}
+
+#[test]
+fn maps_whose_steps_differ_stay_unrolled() {
+    use host::selftest::unrolled_map_graph;
+    let rolled = |g: &Graph| {
+        planner::plan::decomposed(g).unwrap().nodes.iter().filter(|n| matches!(n.op, Op::Softmax(_))).count()
+            == 1
+    };
+    assert!(rolled(&unrolled_map_graph(2, 4, 3, false)));
+    // A step that reads another step's slot.
+    let mut g = unrolled_map_graph(2, 4, 3, false);
+    let t1 = g.nodes.iter().find(|n| matches!(n.op, Op::Gather(_))).and_then(|n| n.input(1)).unwrap();
+    g.initializers.insert(t1, planner::ConstTensor::scalar_i64(2));
+    assert!(!rolled(&g));
+    // A step with another attribute (its Softmax along the other axis).
+    let mut g = unrolled_map_graph(2, 4, 3, false);
+    let s = g.nodes.iter().rposition(|n| matches!(n.op, Op::Softmax(_))).unwrap();
+    g.nodes[s].op = Op::Softmax(planner::op::Softmax { axis: 1 });
+    assert!(!rolled(&g));
+    // Steps that are not every slot of the axis (a Concat of three of four).
+    let mut g = unrolled_map_graph(2, 4, 3, false);
+    let c = g.nodes.len() - 1;
+    g.nodes[c].inputs.pop();
+    assert!(!rolled(&g));
 }
 
 #[test]

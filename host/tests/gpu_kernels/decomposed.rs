@@ -434,6 +434,39 @@ fn unrolled_recurrences_run_as_one_scan_and_match_the_reference() {
     }
 }
 
+/// transformers' Mamba selective scan as its slow path exports it unrolled (the state update
+/// and a readout MatMul per step, stacked) runs as one `rglru_f32` scan and one batched readout,
+/// at its sizes (d 512, state 16) and at odd ones.
+#[test]
+fn an_unrolled_selective_scan_runs_as_one_scan_and_a_batched_readout() {
+    use host::selftest::{random_inputs, unrolled_selective_scan_graph};
+    let mut rng = Rng::new(0x3a3ba);
+    for (b, d, l, n) in [(1, 512, 64, 16), (2, 7, 33, 3)] {
+        let what = format!("b {b} d {d} l {l} n {n}");
+        let g = unrolled_selective_scan_graph(b, d, l, n);
+        let feeds = random_inputs(&mut rng, &g, -1.0, 1.0);
+        let plan = compare(&what, g, &feeds, 1e-4);
+        assert!(plan.contains("rglru_f32") && plan.contains("rolled"), "{what}: {plan}");
+        let steps = plan.lines().filter(|l| l.starts_with('#')).count();
+        assert!(steps <= 8, "{what}: {steps} steps: {plan}");
+    }
+}
+
+/// Unrolled maps (views, broadcasting, a shared-index Gather, Softmax per step) run as one
+/// computation over the axis.
+#[test]
+fn unrolled_maps_run_rolled_up_and_match_the_reference() {
+    use host::selftest::{random_inputs, unrolled_map_graph};
+    let mut rng = Rng::new(0x7011);
+    for (b, l, m, negative) in [(2, 50, 33, false), (1, 3, 8, true)] {
+        let what = format!("b {b} l {l} m {m} negative {negative}");
+        let g = unrolled_map_graph(b, l, m, negative);
+        let feeds = random_inputs(&mut rng, &g, -1.0, 1.0);
+        let plan = compare(&what, g, &feeds, 1e-5);
+        assert_eq!(plan.matches("Softmax").count(), 1, "{what}: {plan}");
+    }
+}
+
 /// Spelled-out RMS normalizations run as the `rms_norm_f32` row kernel.
 #[test]
 fn spelled_out_rms_norms_run_as_the_row_kernel_and_match_the_reference() {

@@ -42,6 +42,7 @@ mod norm_lift;
 mod precision;
 mod recurrent;
 mod reduce;
+mod reroll;
 mod resize;
 mod rotary;
 mod rows;
@@ -292,7 +293,7 @@ pub struct Plan {
     #[serde(default)]
     pub precision: Precision,
     /// The exporter patterns lifted to one operator before fusion (unrolled recurrences as
-    /// `LinearScan`s, spelled-out RMS normalizations), one line each.
+    /// `LinearScan`s, unrolled maps rolled up, spelled-out RMS normalizations), one line each.
     #[serde(default)]
     pub lifted: Vec<String>,
 }
@@ -300,7 +301,8 @@ pub struct Plan {
 /// `graph` (every input dim known) with the operators that have no GPU kernel of their own
 /// replaced by the simpler ones the plan computes them with (`decompose.rs`: Einsum as batched
 /// MatMuls and views, the training optimizers, ...; `contract.rs`: summed broadcast products as
-/// Einsums first), unrolled recurrences lifted to scans (`scan_lift.rs`) and spelled-out RMS
+/// Einsums first), unrolled recurrences lifted to scans (`scan_lift.rs`), unrolled maps rolled
+/// up (`reroll.rs`) and spelled-out RMS
 /// normalizations to `RMSNormalization` (`norm_lift.rs`), as [`compile`] sees
 /// it before fusion; `graph`
 /// itself when there are none. The CPU reference computes both alike, which is how the expansions
@@ -315,7 +317,8 @@ pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
 }
 
 /// `graph` (of shapes `infos`) with the exporter patterns lifted to one operator each (unrolled
-/// recurrences as `LinearScan`s, spelled-out RMS norms as `RMSNormalization`s), its shapes, and
+/// recurrences as `LinearScan`s, unrolled maps as one computation over their axis, spelled-out
+/// RMS norms as `RMSNormalization`s), its shapes, and
 /// one line per lift; shapes are inferred again only after a lift.
 fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>, Vec<String>), PlanError> {
     let (graph, infos, mut lifted) = match scan_lift::run(&graph, &infos) {
@@ -324,6 +327,15 @@ fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>
             (g, infos, lifted)
         }
         None => (graph, infos, Vec::new()),
+    };
+    // The steps' other reads (now of the scans' outputs) and every other unrolled map.
+    let (graph, infos) = match reroll::run(&graph, &infos) {
+        Some((g, rolled)) => {
+            lifted.extend(rolled);
+            let infos = shape_infer::infer(&g)?;
+            (g, infos)
+        }
+        None => (graph, infos),
     };
     Ok(match norm_lift::run(&graph, &infos) {
         Some((g, n)) => {

@@ -15,13 +15,15 @@
 //! 2,000 nodes per layer, each a kernel launch on the GPU and a host-side loop of tiny tensors on
 //! the CPU reference.
 //!
-//! A chain of every step `t = 0 .. L-1` of an axis of length `L >= 2` (indices may be negative),
-//! whose intermediate `h_t` are read only by the next step and the write-back, becomes
-//! `LinearScan(Reshape(X, [P, L, Q]), Reshape(A, [P, L, Q]), Reshape(h_{-1}, [P, Q])?)` (P and Q
-//! the sizes before and after the axis: a view), with its `y` reshaped into the written-back
-//! buffer and its final state into `h_{L-1}` (which may have other readers). An all-zero
-//! `h_{-1}` (a constant, or the `Expand` of one) is the scan's default and is dropped. Anything else (a partial chain, a step read
-//! elsewhere, a differently indexed write-back) is left as it is and still runs, unlifted.
+//! A chain of every step `t = 0 .. L-1` of an axis of length `L >= 2` (indices may be negative)
+//! becomes `LinearScan(Reshape(X, [P, L, Q]), Reshape(A, [P, L, Q]), Reshape(h_{-1}, [P, Q])?)`
+//! (P and Q the sizes before and after the axis: a view), placed where the first step was. Its
+//! `y` (every step) is reshaped into the written-back buffer, when the steps were written back;
+//! a step read anywhere else too (transformers' Mamba reads each state with a MatMul, which
+//! `reroll.rs` then batches) is `Gather(y, t, axis)` of it; the last step is the scan's final
+//! state when no other step is read. An all-zero `h_{-1}` (a constant, or the `Expand` of one) is
+//! the scan's default and is dropped. Anything else (a partial chain, a differently indexed
+//! write-back) is left as it is and still runs, unlifted.
 
 use super::contract::reshape;
 use super::reduce::axis_index;
@@ -48,8 +50,8 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, Vec<Str
     let is_step_output = |v: ValueId| cx.defs[v.index()].is_some_and(|(d, _)| steps[d].is_some());
     let mut g = graph.clone();
     let mut lifted = Vec::new();
-    // Nodes that become the lifted scan (at the last step's Add) and that are removed (the
-    // write-back's last node: its output is now the scan's).
+    // Nodes that become the lifted scan (at the first step's Add) and that are removed (the other
+    // steps' Adds, the write-back's last node: its output is now the scan's).
     let mut replace: Vec<Option<Vec<Node>>> = vec![None; graph.nodes.len()];
     for (head, s) in steps.iter().enumerate() {
         let Some(s) = s else { continue };
@@ -64,20 +66,28 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, Vec<Str
             chain.push(next);
         }
         let Some(scan) = cx.lift(&chain, &steps) else { continue };
-        let [last_add, writeback] = scan.anchors;
-        if replace[last_add].is_some() || replace[writeback].is_some() {
+        let removed: Vec<usize> = chain.iter().copied().chain(scan.writeback).collect();
+        if removed.iter().any(|&i| replace[i].is_some()) {
             continue;
         }
-        let name = graph.node_label(NodeId(last_add as u32));
+        let name = graph.node_label(NodeId(chain[chain.len() - 1] as u32));
         lifted.push(format!(
-            "{name}: LinearScan of {} steps along axis {} of `{}` (write-back by {})",
+            "{name}: LinearScan of {} steps along axis {} of `{}` ({})",
             chain.len(),
             scan.axis,
             graph.value_name(scan.x),
-            scan.spelling
+            match (scan.spelling, scan.reads.is_empty()) {
+                (Some(w), true) => format!("write-back by {w}"),
+                (Some(w), false) => format!("write-back by {w}, {} steps read from it", scan.reads.len()),
+                (None, _) => format!("{} steps read from its output", scan.reads.len()),
+            }
         ));
-        replace[last_add] = Some(scan.nodes(&mut g, &cx, &name));
-        replace[writeback] = Some(Vec::new());
+        // The scan goes where the first step was (its operands are defined before it, and every
+        // reader of a step after it); the other steps and the write-back go.
+        for &i in &removed {
+            replace[i] = Some(Vec::new());
+        }
+        replace[chain[0]] = Some(scan.nodes(&mut g, &cx, &name));
     }
     if lifted.is_empty() {
         return None;
@@ -107,18 +117,22 @@ struct StepOf {
     mul: usize,
 }
 
-/// A chain that lifts: its operands and how its steps were written back.
+/// A chain that lifts: its operands, how its steps were written back and where else they are read.
 struct Scan {
     x: ValueId,
     a: ValueId,
     h0: Option<ValueId>,
     axis: usize,
-    /// The buffer the steps were written back into, and `h_{L-1}`.
-    y: ValueId,
-    h_last: ValueId,
-    /// The last step's Add and the write-back's last node.
-    anchors: [usize; 2],
-    spelling: &'static str,
+    /// The buffer the steps were written back into, the write-back's last node and its spelling,
+    /// when they were.
+    y: Option<ValueId>,
+    writeback: Option<usize>,
+    spelling: Option<&'static str>,
+    /// The steps read elsewhere than by the next step and the write-back (`h_t`, and `t` as
+    /// written): they become `Gather`s of the scan's output.
+    reads: Vec<(ValueId, i64)>,
+    /// The last step, when the final state is its value (not in `reads`).
+    h_last: Option<ValueId>,
 }
 
 impl<'g> Cx<'g> {
@@ -231,20 +245,32 @@ impl<'g> Cx<'g> {
         if !consistent {
             return None;
         }
-        // Each step's h: read by the next step's Mul and one Unsqueeze along the axis (the last
-        // one's by anything else too).
-        let mut unsq = Vec::with_capacity(len);
+        // The write-back, when every step's h is read by an Unsqueeze along the axis that feeds it.
+        let unsq: Option<Vec<usize>> = s
+            .iter()
+            .map(|st| self.readers[st.h.index()].iter().copied().find(|&r| self.unsqueeze_of(r, first.axis)))
+            .collect();
+        let wb = unsq
+            .as_ref()
+            .and_then(|u| {
+                let vals: Vec<ValueId> =
+                    u.iter().map(|&r| self.g.nodes[r].output(0)).collect::<Option<_>>()?;
+                self.concat(&vals, first.axis).or_else(|| self.scatters(&vals, first.axis))
+            })
+            .filter(|&(y, _, _)| self.dims(y).as_ref() == Some(&xd) && self.f32(y));
+        // Every other read of a step. The last step is the scan's final state, unless other
+        // steps are read too: then it is read from the scan's output like them (which keeps the
+        // steps alike for `reroll.rs`).
+        let mut reads = Vec::new();
         for (k, st) in s.iter().enumerate() {
-            let u = self.readers[st.h.index()].iter().copied().find(|&r| self.unsqueeze_of(r, first.axis))?;
-            if k + 1 < len && !self.read_only_by(st.h, &[u, s[k + 1].mul]) {
-                return None;
+            if k + 1 == len && reads.is_empty() {
+                break;
             }
-            unsq.push(self.g.nodes[u].output(0)?);
-        }
-        let (y, writeback, spelling) =
-            self.concat(&unsq, first.axis).or_else(|| self.scatters(&unsq, first.axis))?;
-        if self.dims(y)? != xd || !self.f32(y) {
-            return None;
+            let next = |r: usize| s.get(k + 1).is_some_and(|n| n.mul == r);
+            let own = |r: usize| next(r) || (wb.is_some() && unsq.as_ref().is_some_and(|u| u[k] == r));
+            if self.g.outputs.contains(&st.h) || self.readers[st.h.index()].iter().any(|&r| !own(r)) {
+                reads.push((st.h, st.t));
+            }
         }
         let h0 = first.prev;
         let zero = self.repeated(h0).is_some_and(|c| c.iter().all(|&v| v == 0.0));
@@ -253,10 +279,11 @@ impl<'g> Cx<'g> {
             a: first.a,
             h0: (!zero).then_some(h0),
             axis: first.axis,
-            y,
-            h_last: s[len - 1].h,
-            anchors: [chain[len - 1], writeback],
-            spelling,
+            y: wb.map(|w| w.0),
+            writeback: wb.map(|w| w.1),
+            spelling: wb.map(|w| w.2),
+            h_last: (reads.is_empty()).then_some(s[len - 1].h),
+            reads,
         })
     }
 
@@ -395,12 +422,28 @@ impl Scan {
             inputs,
             outputs: vec![Some(ys), Some(fin)],
         };
-        let (view_y, _) = view(g, ys, &xd, "out", Some(self.y));
-        let hd = cx.dims(self.h_last).unwrap_or_default();
-        let (view_final, _) = view(g, fin, &hd, "final", Some(self.h_last));
         let mut nodes = vec![view_x, view_a];
         nodes.extend(view_h0);
-        nodes.extend([scan, view_y, view_final]);
+        nodes.push(scan);
+        if let Some(h_last) = self.h_last {
+            let hd = cx.dims(h_last).unwrap_or_default();
+            nodes.push(view(g, fin, &hd, "final", Some(h_last)).0);
+        }
+        // Every step, in the write-back's buffer or (read only elsewhere) a buffer of its own.
+        let full =
+            self.y.or_else(|| (!self.reads.is_empty()).then(|| g.add_value(format!("{name}:scan:ys"), None)));
+        if let Some(full) = full {
+            nodes.push(view(g, ys, &xd, "out", Some(full)).0);
+            for &(h, t) in &self.reads {
+                let idx = g.initializer(&format!("{name}:scan:t{t}"), ConstTensor::scalar_i64(t));
+                nodes.push(Node {
+                    name: format!("{name}:scan:step{t}"),
+                    op: Op::Gather(op::Gather { axis: self.axis as i64 }),
+                    inputs: vec![Some(full), Some(idx)],
+                    outputs: vec![Some(h)],
+                });
+            }
+        }
         nodes
     }
 }
