@@ -123,6 +123,55 @@ fn ptr<T>(ctx: &Context, buf: &CudaSlice<T>) -> u64 {
     buf.device_ptr(ctx.stream()).0
 }
 
+/// `strided_copy_b16` on a 2-D copy of `rows` rows of `cols` 16-byte vectors (source rows
+/// `cols + 1` vectors apart, destination rows `cols` apart, as a Concat part is read), from and
+/// to buffers `x_words` and `y_words` 4-byte words past 256-byte aligned allocations (so the
+/// vectors are unaligned unless both are multiples of 4): the copy equals the host's.
+pub fn check_vector_copy(
+    ctx: &Context,
+    rows: usize,
+    cols: usize,
+    x_words: usize,
+    y_words: usize,
+) -> Result<(), HostError> {
+    use kernels_gpu::abi::{MAX_RANK, StridedCopyParams};
+    let x: Vec<u32> = (0..x_words + rows * (cols + 1) * 4).map(|i| i as u32 * 2_654_435_761).collect();
+    let src = upload(ctx, &x)?;
+    let dst = upload(ctx, &vec![0xDEAD_BEEFu32; y_words + rows * cols * 4])?;
+    let mut p = StridedCopyParams { elems: (rows * cols) as u64, rank: 2, ..StridedCopyParams::default() };
+    p.shape[MAX_RANK - 2..].copy_from_slice(&[rows as u64, cols as u64]);
+    p.x_strides[MAX_RANK - 2..].copy_from_slice(&[cols as i64 + 1, 1]);
+    p.y_strides[MAX_RANK - 2..].copy_from_slice(&[cols as i64, 1]);
+    let shape = LaunchShape { grid: [3, 1, 1], block: [64, 1, 1], shared_bytes: 0 };
+    let (xp, yp) = (ptr(ctx, &src) + 4 * x_words as u64, ptr(ctx, &dst) + 4 * y_words as u64);
+    // SAFETY: strided_copy_b16 takes (StridedCopyParams, *const, *mut); every offset the shape and
+    // strides produce is inside the two buffers (sized for them past their word offsets), which
+    // do not overlap and are 4-byte aligned; any grid-stride launch shape.
+    unsafe {
+        ctx.launch(
+            KernelId::StridedCopyB16,
+            shape,
+            &[KernelArg::Params(params_bytes(&p)), KernelArg::Ptr(xp), KernelArg::Ptr(yp)],
+        )?
+    };
+    let got = download(ctx, &dst)?;
+    for r in 0..rows {
+        for w in 0..cols * 4 {
+            let (want, at) = (x[x_words + r * (cols + 1) * 4 + w], y_words + r * cols * 4 + w);
+            if got[at] != want {
+                return Err(failure(
+                    format!("strided_copy_b16 {rows}x{cols} (word offsets {x_words}, {y_words})"),
+                    format!("row {r} word {w}: {:#x}, want {want:#x}", got[at]),
+                ));
+            }
+        }
+    }
+    if got[..y_words].iter().any(|&v| v != 0xDEAD_BEEF) {
+        return Err(failure("strided_copy_b16", "wrote before its destination"));
+    }
+    Ok(())
+}
+
 /// `probe_warp` on two warps: indices, lane ids, shuffles, votes, warp reductions, the block
 /// barrier, dynamic shared memory and five kinds of atomics.
 pub fn probe_warp(ctx: &Context) -> Result<(), HostError> {

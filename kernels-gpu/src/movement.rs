@@ -169,6 +169,42 @@ strided_copy_kernel!(strided_copy_b2, u16, "2");
 strided_copy_kernel!(strided_copy_b4, u32, "4");
 strided_copy_kernel!(strided_copy_b8, u64, "8");
 
+/// Sixteen bytes moved as one 16-byte aligned unit (rustc emits two 8-byte accesses for it; a
+/// `ld.global.v4` would halve them again).
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+pub struct Vec16([u32; 4]);
+
+/// Strided copy of 16-byte vectors ([`StridedCopyParams`] in vectors): the copies of narrower
+/// elements whose innermost run is contiguous on both sides and whose offsets, strides and inner
+/// extent are whole vectors (the planner's choice). Where `x` or `y` is not 16-byte aligned (a
+/// caller's buffer at an offset) the vectors move as four 4-byte words.
+///
+/// # Safety
+/// The `strided_copy_b*` contract with 16-byte elements; `x` and `y` are 4-byte aligned.
+///
+/// # Parameters
+/// `p`: shape, offsets, strides in vectors; `x`: the source; `y`: the destination.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the copied vectors.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn strided_copy_b16(p: StridedCopyParams, x: *const Vec16, y: *mut Vec16) {
+    if p.rank as usize > MAX_RANK {
+        return;
+    }
+    let aligned = (x as usize | y as usize) % 16 == 0;
+    // SAFETY: forwarded from the contract; `[u32; 4]` has the layout of `Vec16` at 4-byte alignment.
+    unsafe {
+        match (aligned, p.elems <= u32::MAX as u64) {
+            (true, true) => strided_copy::<u32, Vec16>(&p, x, y),
+            (true, false) => strided_copy::<u64, Vec16>(&p, x, y),
+            (false, true) => strided_copy::<u32, [u32; 4]>(&p, x.cast(), y.cast()),
+            (false, false) => strided_copy::<u64, [u32; 4]>(&p, x.cast(), y.cast()),
+        }
+    }
+}
+
 /// Unravels index `i` over the `rank` right-aligned dims of a shape (`dim(d)` the extent of dim
 /// `d`, row-major): `f(d, c)` gets each dim `d` from the last to the first with the coordinate `c`
 /// of `i` along it. The loop has a constant trip count with an early exit, so parameter arrays

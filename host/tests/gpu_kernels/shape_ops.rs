@@ -106,7 +106,7 @@ fn split_and_concat_round_trip_on_every_axis() {
             g,
             vec![("x".into(), f32_input(&mut rng, &shape))],
         );
-        assert!(plan.contains("Split strided_copy_b4") && plan.contains("Concat strided_copy_b4"), "{plan}");
+        assert!(plan.contains("Split strided_copy_b") && plan.contains("Concat strided_copy_b"), "{plan}");
     }
     // i64 and bool concatenation.
     for dtype in [DType::I64, DType::Bool] {
@@ -506,4 +506,24 @@ fn reverse_sequence_matches_the_reference() {
         let plan = check(&format!("ReverseSequence {shape:?} batch axis {batch_axis} {dtype}"), g, inputs);
         assert!(plan.contains("reverse_sequence_b"), "{plan}");
     }
+}
+
+/// Copies whose inner runs are whole 16-byte vectors move as vectors (`strided_copy_b16`), the
+/// same bytes from and to aligned buffers and, word by word, from and to unaligned ones; a
+/// Concat of such parts plans on it and matches the reference.
+#[test]
+fn vector_copies_move_whole_vectors_aligned_or_not() {
+    for (rows, cols, xw, yw) in [(5, 3, 0, 0), (7, 2, 1, 0), (3, 4, 0, 3), (1000, 33, 2, 2)] {
+        host::selftest::check_vector_copy(ctx(), rows, cols, xw, yw).unwrap();
+    }
+    let mut rng = Rng::new(0x16b);
+    let mut g = Graph::new();
+    let a = g.input("a", DType::F32, known(&[300, 64]));
+    let b = g.input("b", DType::F32, known(&[300, 32]));
+    let c = g.op1(Op::Concat(op::Concat { axis: 1 }), &[a, b]);
+    g.output(c);
+    let inputs =
+        vec![("a".into(), f32_input(&mut rng, &[300, 64])), ("b".into(), f32_input(&mut rng, &[300, 32]))];
+    let plan = check("concat of whole vectors", g, inputs);
+    assert_eq!(plan.matches("strided_copy_b16").count(), 2, "{plan}");
 }

@@ -265,6 +265,9 @@ kernel_ids! {
     StridedCopyB4 => "strided_copy_b4",
     /// `movement::strided_copy_b8`: strided copy of 8-byte elements
     StridedCopyB8 => "strided_copy_b8",
+    /// `movement::strided_copy_b16`: strided copy of 16-byte vectors (the planner's copies of
+    /// narrower elements whose inner runs are whole vectors)
+    StridedCopyB16 => "strided_copy_b16",
     /// `movement::reverse_sequence_b4`: ONNX ReverseSequence of 4-byte elements
     ReverseSequenceB4 => "reverse_sequence_b4",
     /// `movement::reverse_sequence_b8`: ONNX ReverseSequence of 8-byte elements

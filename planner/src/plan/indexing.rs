@@ -338,6 +338,39 @@ mod tests {
     }
 
     #[test]
+    fn copies_of_whole_vectors_take_the_vector_kernel_in_vector_units() {
+        let slice = |dims: &[usize], start: i64| {
+            let mut g = Graph::new();
+            let x = g.input("x", DType::F32, known(dims));
+            let ints = |g: &mut Graph, n: &str, v: i64| g.const_i64(n, &[1], &[v]);
+            let (s, e, a) =
+                (ints(&mut g, "s", start), ints(&mut g, "e", dims[1] as i64), ints(&mut g, "a", 1));
+            let y = g.op1(Op::Slice(op::Slice::default()), &[x, s, e, a]);
+            g.output(y);
+            compile(&g, &Binding::new(), &PlanOptions::default()).unwrap()
+        };
+        // Columns 4.. of [3, 12]: two vectors a row, rows three vectors apart, from vector 1.
+        let plan = slice(&[3, 12], 4);
+        let [Step::Kernel { kernel: KernelId::StridedCopyB16, args, .. }] = plan.steps.as_slice() else {
+            panic!("{plan}")
+        };
+        let Arg::Params(b) = &args[0] else { panic!("{args:?}") };
+        let word = |i: usize| i64::from_ne_bytes(b[8 * i..8 * i + 8].try_into().unwrap());
+        assert_eq!((word(0), word(1) as u32, word(2), word(3)), (6, 2, 1, 0), "{plan}");
+        let at = |base: usize, k: usize| word(base + MAX_RANK - 2 + k);
+        assert_eq!([at(4, 0), at(4, 1), at(4 + MAX_RANK, 0), at(4 + MAX_RANK, 1)], [3, 2, 3, 1]);
+        assert_eq!([at(4 + 2 * MAX_RANK, 0), at(4 + 2 * MAX_RANK, 1)], [2, 1]);
+        // A start or a run that is not whole vectors: 4-byte elements.
+        for (dims, start) in [(&[3, 10][..], 2), (&[3, 14][..], 4)] {
+            let plan = slice(dims, start);
+            assert!(
+                matches!(plan.steps.as_slice(), [Step::Kernel { kernel: KernelId::StridedCopyB4, .. }]),
+                "{plan}"
+            );
+        }
+    }
+
+    #[test]
     fn new_ops_lower_to_their_kernels() {
         let mut g = Graph::new();
         let x = g.input("x", DType::F32, known(&[4, 6]));

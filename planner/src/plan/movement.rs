@@ -79,10 +79,32 @@ pub(super) fn strided_copy(
     if elems == 0 {
         return Ok(Vec::new());
     }
-    let dims = super::elementwise::collapse_dims(shape, &[xs.to_vec(), ys.to_vec()]);
+    let mut dims = super::elementwise::collapse_dims(shape, &[xs.to_vec(), ys.to_vec()]);
     if dims.len() > MAX_RANK {
         return Err(format!("the copy collapses to {} dims, more than {MAX_RANK}", dims.len()));
     }
+    // Whole 16-byte vectors where the inner run is contiguous on both sides and every offset,
+    // stride and the inner extent are whole vectors (slots are 256-byte aligned; the kernel
+    // checks the pointers).
+    let wide = 16 / dtype.size_bytes().max(1);
+    let vectors = wide > 1
+        && dims.last().is_some_and(|(n, s)| n % wide == 0 && s.iter().all(|&st| st == 1))
+        && [x_off, y_off]
+            .iter()
+            .chain(dims.iter().rev().skip(1).flat_map(|(_, s)| s))
+            .all(|v| v % wide as i64 == 0);
+    let (elems, x_off, y_off) = if vectors {
+        for (k, (n, s)) in dims.iter_mut().rev().enumerate() {
+            if k == 0 {
+                *n /= wide;
+            } else {
+                s.iter_mut().for_each(|st| *st /= wide as i64);
+            }
+        }
+        (elems / wide as u64, x_off / wide as i64, y_off / wide as i64)
+    } else {
+        (elems, x_off, y_off)
+    };
     let mut p = StridedCopyParams {
         elems,
         rank: dims.len() as u32,
@@ -100,7 +122,7 @@ pub(super) fn strided_copy(
         Some(KernelId::StridedCopyB4),
         Some(KernelId::StridedCopyB8),
     ];
-    let kernel = by_size(dtype, sizes, label)?;
+    let kernel = if vectors { KernelId::StridedCopyB16 } else { by_size(dtype, sizes, label)? };
     Ok(step(id, label.to_string(), kernel, &p, elems, o, vec![Arg::Value(x), Arg::Value(y)]))
 }
 
