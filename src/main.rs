@@ -49,8 +49,8 @@ enum Command {
         #[arg(long)]
         plan: bool,
         /// Also compile the GPU plan and print what fusion made of the model: the exporter
-        /// patterns lifted to one operator (unrolled recurrences as scans) and every step that
-        /// computes more than one node.
+        /// patterns lifted to one operator (unrolled recurrences as scans, unrolled maps rolled
+        /// up) and every step that computes more than one node.
         #[arg(long)]
         fusion: bool,
         /// Size of a symbolic dimension for --memory / --plan / --fusion, as NAME=SIZE (repeat for each symbol).
