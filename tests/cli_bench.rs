@@ -80,7 +80,13 @@ fn bench_sweeps_the_batch_and_writes_every_figure() {
         assert!(f["steps"].as_u64().unwrap() >= 1);
         assert!(f["memory"]["session_device_bytes"].as_u64().unwrap() > 0);
         assert_eq!(f["memory"]["allocations_after_warmup"], 0);
-        assert!(!f["profile"]["top_steps"].as_array().unwrap().is_empty());
+        let top = f["profile"]["top_steps"].as_array().unwrap();
+        assert!(!top.is_empty());
+        // Each time is named by its own step's plan line.
+        for s in top {
+            let line = s["plan"].as_str().unwrap();
+            assert!(line.starts_with(&format!("#{} ", s["step"])), "{s}");
+        }
         // Fusion off computes the same outputs.
         let u = &p["unfused"];
         assert!(u["steps"].as_u64().unwrap() >= f["steps"].as_u64().unwrap(), "{u}");

@@ -261,6 +261,12 @@ fn an_unrolled_selective_scan_lifts_to_a_scan_and_one_batched_readout() {
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
         assert!(plan.lifted.iter().any(|l| l.contains("LinearScan")), "{what}: {:?}", plan.lifted);
         assert!(plan.lifted.iter().any(|l| l.contains("rolled")), "{what}: {:?}", plan.lifted);
+        // One line per step, numbered as the steps (the profiles name their times by them; the
+        // lifted lines head only the plan's Display).
+        let lines = plan.step_lines();
+        assert_eq!(lines.len(), plan.steps.len(), "{what}");
+        assert!(lines.iter().enumerate().all(|(i, l)| l.starts_with(&format!("#{i} "))), "{lines:?}");
+        assert!(plan.to_string().starts_with("lifted "), "{plan}");
     }
 }
 

@@ -444,9 +444,9 @@ fn measure(
 fn profile(session: &mut host::Session) -> Result<Value> {
     let times = session.profile_steps(20)?;
     let Some(plan) = session.last_plan() else { return Ok(Value::Null) };
-    let text = plan.to_string();
+    let lines = plan.step_lines();
     let mut steps: Vec<(usize, f64, &str)> =
-        text.lines().zip(&times).enumerate().map(|(i, (l, t))| (i, *t, l)).collect();
+        lines.iter().zip(&times).enumerate().map(|(i, (l, t))| (i, *t, l.as_str())).collect();
     steps.sort_by(|a, b| b.1.total_cmp(&a.1));
     let kernels = super::run::time_by_kernel(plan, &times);
     Ok(json!({

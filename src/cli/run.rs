@@ -216,7 +216,7 @@ fn print_profile(session: &mut host::Session) -> Result<()> {
             plan.steps.len()
         ),
     }
-    for (i, (line, t)) in text.lines().zip(&times).enumerate() {
+    for (i, (line, t)) in plan.step_lines().iter().zip(&times).enumerate() {
         match &inside {
             Some(g) => println!("step {t:>8.2} us  in graph {:>7.2} us  {line}", g[i]),
             None => println!("step {t:>8.2} us  {line}"),

@@ -6,40 +6,49 @@ use std::fmt;
 use super::{Arg, Plan, StateSlot, Step};
 use crate::graph::ValueId;
 
-impl fmt::Display for Plan {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Plan {
+    /// One line per step, in step order: `#i label kernel grid block [arguments and where they
+    /// live]`, or `#i copy ...` (the step lines of the plan's `Display`, without the lifted
+    /// patterns before them and the arena line after).
+    pub fn step_lines(&self) -> Vec<String> {
         let place = |v: ValueId| match self.memory.slots.get(v.index()).copied().flatten() {
             Some(s) => format!("{v}@arena+{:#x}", s.offset),
             None if self.inputs.contains(&self.memory.home(v)) => format!("{v}@input"),
             None if self.outputs.contains(&v) => format!("{v}@output"),
             None => format!("{v}@weights"),
         };
+        let line = |(i, step): (usize, &Step)| match step {
+            Step::Kernel { label, kernel, grid, block, args, .. } => {
+                let vals: Vec<String> = args
+                    .iter()
+                    .filter_map(|a| match a {
+                        Arg::Value(v) => Some(place(*v)),
+                        Arg::Output(v) => Some(format!("out:{}", place(*v))),
+                        Arg::State(name) => Some(format!("state:{name}")),
+                        Arg::Null | Arg::Params(_) => None,
+                    })
+                    .collect();
+                format!(
+                    "#{i} {label} {} grid={grid:?} block={block:?} [{}]",
+                    kernel.symbol(),
+                    vals.join(", ")
+                )
+            }
+            Step::Copy { src, dst, bytes, .. } => {
+                format!("#{i} copy {bytes} bytes {} -> {}", place(*src), place(*dst))
+            }
+        };
+        self.steps.iter().enumerate().map(line).collect()
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for l in &self.lifted {
             writeln!(f, "lifted {l}")?;
         }
-        for (i, step) in self.steps.iter().enumerate() {
-            match step {
-                Step::Kernel { label, kernel, grid, block, args, .. } => {
-                    let vals: Vec<String> = args
-                        .iter()
-                        .filter_map(|a| match a {
-                            Arg::Value(v) => Some(place(*v)),
-                            Arg::Output(v) => Some(format!("out:{}", place(*v))),
-                            Arg::State(name) => Some(format!("state:{name}")),
-                            Arg::Null | Arg::Params(_) => None,
-                        })
-                        .collect();
-                    writeln!(
-                        f,
-                        "#{i} {label} {} grid={grid:?} block={block:?} [{}]",
-                        kernel.symbol(),
-                        vals.join(", ")
-                    )?;
-                }
-                Step::Copy { src, dst, bytes, .. } => {
-                    writeln!(f, "#{i} copy {bytes} bytes {} -> {}", place(*src), place(*dst))?;
-                }
-            }
+        for l in self.step_lines() {
+            writeln!(f, "{l}")?;
         }
         write!(f, "arena {} bytes", self.memory.arena_bytes)?;
         if !self.states.is_empty() {
