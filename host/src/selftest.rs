@@ -476,6 +476,59 @@ pub fn unrolled_selective_scan_graph(b: usize, d: usize, l: usize, n: usize) -> 
     g
 }
 
+/// transformers' Mamba selective scan as its slow path exports it unrolled, from its operands
+/// (what `plan::decomposed` lifts to one `SelectiveScan`): inputs `u` and `delta` of `[b, d, l]`,
+/// `a` of `[d, n]`, `bm` and `c` of `[b, l, n]`; `dA = Exp(Unsqueeze(a, [0, 2]) * Unsqueeze(delta,
+/// [3]))`, `dBu = (Unsqueeze(delta, [3]) * Unsqueeze(bm, [1])) * Unsqueeze(u, [3])`, then the
+/// steps and the stacked readout of [`unrolled_selective_scan_graph`]; outputs `[b, d, l]`.
+/// `swapped` writes every Mul's operands the other way round.
+pub fn unrolled_mamba_graph(b: usize, d: usize, l: usize, n: usize, swapped: bool) -> planner::Graph {
+    use planner::op::{self, Op};
+    use planner::{ConstTensor, DType, Graph};
+    let mut g = Graph::new();
+    let u = g.input("u", DType::F32, [b, d, l]);
+    let delta = g.input("delta", DType::F32, [b, d, l]);
+    let a = g.input("a", DType::F32, [d, n]);
+    let bm = g.input("bm", DType::F32, [b, l, n]);
+    let c = g.input("c", DType::F32, [b, l, n]);
+    let unsqueeze = |g: &mut Graph, x, axes: &[i64], name: &str| {
+        let ax = g.const_i64(name, &[axes.len()], axes);
+        g.op1(Op::Unsqueeze(op::Unsqueeze::default()), &[x, ax])
+    };
+    let mul = |g: &mut Graph, x, y| g.op1(Op::Mul, &if swapped { [y, x] } else { [x, y] });
+    let a4 = unsqueeze(&mut g, a, &[0, 2], "a_axes");
+    let delta4 = unsqueeze(&mut g, delta, &[3], "delta_axes");
+    let b4 = unsqueeze(&mut g, bm, &[1], "b_axes");
+    let u4 = unsqueeze(&mut g, u, &[3], "u_axes");
+    let m = mul(&mut g, a4, delta4);
+    let da = g.op1(Op::Exp, &[m]);
+    let db = mul(&mut g, delta4, b4);
+    let dbu = mul(&mut g, db, u4);
+    let zero = g.initializer("zero", ConstTensor::scalar_f32(0.0));
+    let state = g.const_i64("state_shape", &[3], &[b as i64, d as i64, n as i64]);
+    let mut h = g.op1(Op::Expand, &[zero, state]);
+    let last = g.const_i64("last", &[1], &[-1]);
+    let gather = |axis: i64| Op::Gather(op::Gather { axis });
+    let mut ys = Vec::new();
+    let mut first = None;
+    for t in 0..l {
+        let ti = g.const_i64(&format!("t{t}"), &[], &[t as i64]);
+        let zero_index = *first.get_or_insert(ti);
+        let at = g.op1(gather(2), &[da, ti]);
+        let hm = mul(&mut g, at, h);
+        let xt = g.op1(gather(2), &[dbu, ti]);
+        h = g.op1(Op::Add, &[hm, xt]);
+        let ct = g.op1(gather(1), &[c, ti]);
+        let cu = g.op1(Op::Unsqueeze(op::Unsqueeze::default()), &[ct, last]);
+        let y = g.op1(Op::MatMul, &[h, cu]);
+        let y = g.op1(gather(2), &[y, zero_index]);
+        ys.push(g.op1(Op::Unsqueeze(op::Unsqueeze::default()), &[y, last]));
+    }
+    let y = g.op1(Op::Concat(op::Concat { axis: -1 }), &ys);
+    g.output(y);
+    g
+}
+
 /// An unrolled map (no recurrence) of the ops `reroll.rs` batches: per step `t` of `x`
 /// (`[b, l, m]`, read along axis 1, step indices negative when `negative`),
 /// `Softmax(Transpose(Reshape(Squeeze(Unsqueeze(x_t, 0), 0) * w + bias_t)))` with `w` of `[m]`

@@ -25,6 +25,8 @@
 //! the scan's default and is dropped. Anything else (a partial chain, a differently indexed
 //! write-back) is left as it is and still runs, unlifted.
 
+mod selective;
+
 use super::contract::reshape;
 use super::reduce::axis_index;
 use crate::constant::ConstTensor;
@@ -65,12 +67,28 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, Vec<Str
         {
             chain.push(next);
         }
+        let name = graph.node_label(NodeId(chain[chain.len() - 1] as u32));
+        if let Some(sel) = cx.selective(&chain, &steps) {
+            // The steps go; the scan goes where the readout's Concat was.
+            if chain.iter().chain([&sel.anchor()]).any(|&i| replace[i].is_some()) {
+                continue;
+            }
+            lifted.push(format!(
+                "{name}: SelectiveScan of {} steps (transformers' Mamba recurrence and its readout, into `{}`)",
+                chain.len(),
+                graph.value_name(sel.output())
+            ));
+            for &i in &chain {
+                replace[i] = Some(Vec::new());
+            }
+            replace[sel.anchor()] = Some(sel.nodes(&mut g, &name));
+            continue;
+        }
         let Some(scan) = cx.lift(&chain, &steps) else { continue };
         let removed: Vec<usize> = chain.iter().copied().chain(scan.writeback).collect();
         if removed.iter().any(|&i| replace[i].is_some()) {
             continue;
         }
-        let name = graph.node_label(NodeId(chain[chain.len() - 1] as u32));
         lifted.push(format!(
             "{name}: LinearScan of {} steps along axis {} of `{}` ({})",
             chain.len(),
