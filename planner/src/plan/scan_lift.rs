@@ -24,6 +24,10 @@
 //! state when no other step is read. An all-zero `h_{-1}` (a constant, or the `Expand` of one) is
 //! the scan's default and is dropped. Anything else (a partial chain, a differently indexed
 //! write-back) is left as it is and still runs, unlifted.
+//!
+//! One chain is recognized first as more than a linear recurrence: transformers' Mamba, whose
+//! step operands are `exp(A·Δ)` and `Δ·B·u` and whose states are read out by `C·h` and stacked,
+//! becomes the one `SelectiveScan` it computes (`scan_lift/selective.rs`).
 
 mod selective;
 
