@@ -444,12 +444,26 @@ pub fn unrolled_scan_graph(
 /// shared by its reads (step 0's also the readout's `0`, as the exporter shares them); outputs
 /// `Concat(Unsqueeze(y_t, -1)..., -1)` of `[b, d, l]`.
 pub fn unrolled_selective_scan_graph(b: usize, d: usize, l: usize, n: usize) -> planner::Graph {
-    use planner::op::{self, Op};
-    use planner::{ConstTensor, DType, Graph};
+    use planner::{DType, Graph};
     let mut g = Graph::new();
     let da = g.input("da", DType::F32, [b, d, l, n]);
     let dbu = g.input("dbu", DType::F32, [b, d, l, n]);
     let c = g.input("c", DType::F32, [b, l, n]);
+    let y = selective_steps(&mut g, [da, dbu, c], [b, d, l, n], false);
+    g.output(y);
+    g
+}
+
+/// The unrolled steps and stacked readout of [`unrolled_selective_scan_graph`] over `da`, `dbu`
+/// and `c` of `[b, d, l, n]` (the step Mul's operands swapped when `swapped`): the stack.
+fn selective_steps(
+    g: &mut planner::Graph,
+    [da, dbu, c]: [planner::ValueId; 3],
+    [b, d, l, n]: [usize; 4],
+    swapped: bool,
+) -> planner::ValueId {
+    use planner::ConstTensor;
+    use planner::op::{self, Op};
     let zero = g.initializer("zero", ConstTensor::scalar_f32(0.0));
     let state = g.const_i64("state_shape", &[3], &[b as i64, d as i64, n as i64]);
     let mut h = g.op1(Op::Expand, &[zero, state]);
@@ -462,7 +476,7 @@ pub fn unrolled_selective_scan_graph(b: usize, d: usize, l: usize, n: usize) -> 
         let ti = g.const_i64(&format!("t{t}"), &[], &[t as i64]);
         let zero_index = *first.get_or_insert(ti);
         let at = g.op1(gather(2), &[da, ti]);
-        let m = g.op1(Op::Mul, &[at, h]);
+        let m = g.op1(Op::Mul, &if swapped { [h, at] } else { [at, h] });
         let xt = g.op1(gather(2), &[dbu, ti]);
         h = g.op1(Op::Add, &[m, xt]);
         let ct = g.op1(gather(1), &[c, ti]);
@@ -471,9 +485,7 @@ pub fn unrolled_selective_scan_graph(b: usize, d: usize, l: usize, n: usize) -> 
         let y = g.op1(gather(2), &[y, zero_index]);
         ys.push(g.op1(unsqueeze(), &[y, last]));
     }
-    let y = g.op1(Op::Concat(op::Concat { axis: -1 }), &ys);
-    g.output(y);
-    g
+    g.op1(Op::Concat(op::Concat { axis: -1 }), &ys)
 }
 
 /// transformers' Mamba selective scan as its slow path exports it unrolled, from its operands
@@ -484,7 +496,7 @@ pub fn unrolled_selective_scan_graph(b: usize, d: usize, l: usize, n: usize) -> 
 /// `swapped` writes every Mul's operands the other way round.
 pub fn unrolled_mamba_graph(b: usize, d: usize, l: usize, n: usize, swapped: bool) -> planner::Graph {
     use planner::op::{self, Op};
-    use planner::{ConstTensor, DType, Graph};
+    use planner::{DType, Graph};
     let mut g = Graph::new();
     let u = g.input("u", DType::F32, [b, d, l]);
     let delta = g.input("delta", DType::F32, [b, d, l]);
@@ -504,29 +516,25 @@ pub fn unrolled_mamba_graph(b: usize, d: usize, l: usize, n: usize, swapped: boo
     let da = g.op1(Op::Exp, &[m]);
     let db = mul(&mut g, delta4, b4);
     let dbu = mul(&mut g, db, u4);
-    let zero = g.initializer("zero", ConstTensor::scalar_f32(0.0));
-    let state = g.const_i64("state_shape", &[3], &[b as i64, d as i64, n as i64]);
-    let mut h = g.op1(Op::Expand, &[zero, state]);
-    let last = g.const_i64("last", &[1], &[-1]);
-    let gather = |axis: i64| Op::Gather(op::Gather { axis });
-    let mut ys = Vec::new();
-    let mut first = None;
-    for t in 0..l {
-        let ti = g.const_i64(&format!("t{t}"), &[], &[t as i64]);
-        let zero_index = *first.get_or_insert(ti);
-        let at = g.op1(gather(2), &[da, ti]);
-        let hm = mul(&mut g, at, h);
-        let xt = g.op1(gather(2), &[dbu, ti]);
-        h = g.op1(Op::Add, &[hm, xt]);
-        let ct = g.op1(gather(1), &[c, ti]);
-        let cu = g.op1(Op::Unsqueeze(op::Unsqueeze::default()), &[ct, last]);
-        let y = g.op1(Op::MatMul, &[h, cu]);
-        let y = g.op1(gather(2), &[y, zero_index]);
-        ys.push(g.op1(Op::Unsqueeze(op::Unsqueeze::default()), &[y, last]));
-    }
-    let y = g.op1(Op::Concat(op::Concat { axis: -1 }), &ys);
+    let y = selective_steps(&mut g, [da, dbu, c], [b, d, l, n], swapped);
     g.output(y);
     g
+}
+
+/// Random inputs of [`unrolled_mamba_graph`] as a Mamba layer feeds it: `a` negative and `delta`
+/// positive (as `-exp(A_log)` and softplus make them), the others in `[-1, 1)`.
+pub fn mamba_inputs(rng: &mut Rng, g: &planner::Graph) -> Vec<(String, HostTensor)> {
+    let mut feeds = random_inputs(rng, g, -1.0, 1.0);
+    for (name, t) in &mut feeds {
+        let sign = match name.as_str() {
+            "a" => -1.0,
+            "delta" => 1.0,
+            _ => continue,
+        };
+        let v: Vec<f32> = t.data().to_f64s().iter().map(|x| sign * x.abs() as f32).collect();
+        *t = HostTensor::new(t.shape().to_vec(), v).expect("the same number of values");
+    }
+    feeds
 }
 
 /// An unrolled map (no recurrence) of the ops `reroll.rs` batches: per step `t` of `x`

@@ -272,22 +272,12 @@ fn an_unrolled_selective_scan_lifts_to_a_scan_and_one_batched_readout() {
 
 #[test]
 fn transformers_mamba_recurrence_lifts_to_one_selective_scan() {
-    use host::selftest::{random_inputs, unrolled_mamba_graph};
+    use host::selftest::{mamba_inputs, unrolled_mamba_graph};
     let mut rng = Rng::new(0x3a3bb);
     for (b, d, l, n, swapped) in [(2, 5, 7, 4, false), (1, 3, 2, 16, true), (3, 1, 9, 1, false)] {
         let what = format!("b {b} d {d} l {l} n {n} swapped {swapped}");
         let g = unrolled_mamba_graph(b, d, l, n, swapped);
-        let mut feeds = random_inputs(&mut rng, &g, -1.0, 1.0);
-        // A decaying: A < 0, Δ > 0 (as softplus makes it).
-        for (name, t) in &mut feeds {
-            let sign = match name.as_str() {
-                "a" => -1.0,
-                "delta" => 1.0,
-                _ => continue,
-            };
-            let v: Vec<f32> = t.f32s("feed").unwrap().iter().map(|x| sign * x.abs()).collect();
-            *t = HostTensor::new(t.shape().to_vec(), v).unwrap();
-        }
+        let feeds = mamba_inputs(&mut rng, &g);
         let lifted = planner::plan::decomposed(&g).unwrap();
         let ops: Vec<&str> = lifted.nodes.iter().map(|n| n.op.name()).collect();
         assert_eq!(ops.iter().filter(|o| **o == "SelectiveScan").count(), 1, "{what}: {ops:?}");

@@ -456,21 +456,12 @@ fn an_unrolled_selective_scan_runs_as_one_scan_and_a_batched_readout() {
 /// runs as one `selective_scan_f32` launch, at the export's sizes (d 512, state 16) and odd ones.
 #[test]
 fn transformers_mamba_recurrence_runs_as_one_selective_scan() {
-    use host::selftest::{random_inputs, unrolled_mamba_graph};
+    use host::selftest::{mamba_inputs, unrolled_mamba_graph};
     let mut rng = Rng::new(0x3a3bb);
     for (b, d, l, n, swapped) in [(1, 512, 64, 16, false), (2, 7, 33, 3, true)] {
         let what = format!("b {b} d {d} l {l} n {n}");
         let g = unrolled_mamba_graph(b, d, l, n, swapped);
-        let mut feeds = random_inputs(&mut rng, &g, -1.0, 1.0);
-        for (name, t) in &mut feeds {
-            let sign = match name.as_str() {
-                "a" => -1.0,
-                "delta" => 1.0,
-                _ => continue,
-            };
-            let v: Vec<f32> = t.f32s("feed").unwrap().iter().map(|x| sign * x.abs()).collect();
-            *t = HostTensor::new(t.shape().to_vec(), v).unwrap();
-        }
+        let feeds = mamba_inputs(&mut rng, &g);
         let plan = compare(&what, g, &feeds, 1e-4);
         assert_eq!(plan.matches("selective_scan_f32").count(), 1, "{what}: {plan}");
         assert!(!plan.contains("rglru_f32") && !plan.contains("gemm"), "{what}: {plan}");
