@@ -24,6 +24,7 @@
 
 use std::collections::HashMap;
 
+use super::contract::reshape;
 use super::lower::{binary_op, unary_op};
 use super::reduce::axis_index;
 use crate::constant::ConstTensor;
@@ -126,6 +127,14 @@ impl Roll<'_> {
         self.g.initializer(&name, t)
     }
 
+    /// `v` viewed as `dims` (into `out` when given).
+    fn reshape(&mut self, v: ValueId, dims: &[usize], out: Option<ValueId>) -> ValueId {
+        let name = format!("{}:roll{}:reshape", self.name, self.nodes.len());
+        let (node, y) = reshape(self.g, v, dims, name, out);
+        self.nodes.push(node);
+        y
+    }
+
     /// `v` (step axis at `axis`, `rank` dims a step) with the step axis moved to `to`.
     fn move_axis(&mut self, v: ValueId, axis: usize, to: usize, rank: usize) -> ValueId {
         if axis == to {
@@ -146,11 +155,10 @@ impl Roll<'_> {
                 if dims.len() >= rank {
                     return f;
                 }
-                let mut shape = vec![self.len as i64];
+                let mut shape = vec![self.len];
                 shape.extend(std::iter::repeat_n(1, rank - dims.len()));
-                shape.extend(dims.iter().map(|&d| d as i64));
-                let s = self.const_i64("shape", &shape);
-                self.emit(Op::Reshape(op::Reshape { allowzero: false }), vec![f, s], "reshape")
+                shape.extend(dims);
+                self.reshape(f, &shape, None)
             }
         }
     }
@@ -303,10 +311,8 @@ impl Roll<'_> {
                 let B::Batched { v, axis, dims } = only(&ins)? else { return None };
                 // The step's shape (known: the graph is bound), after the step axis.
                 let f = self.move_axis(v, axis, 0, dims.len());
-                let shape: Vec<i64> =
-                    std::iter::once(self.len).chain(od.iter().copied()).map(|d| d as i64).collect();
-                let s = self.const_i64("shape", &shape);
-                batched(self.emit(Op::Reshape(op::Reshape { allowzero: false }), vec![f, s], "reshape"))
+                let shape: Vec<usize> = std::iter::once(self.len).chain(od.iter().copied()).collect();
+                batched(self.reshape(f, &shape, None))
             }
             Op::Softmax(op::Softmax { axis }) | Op::LogSoftmax(op::Softmax { axis }) => {
                 let B::Batched { v, axis: at, dims } = only(&ins)? else { return None };
@@ -332,15 +338,7 @@ impl Roll<'_> {
         }
         // Steps next to each other along the axis, then merged with it.
         let moved = self.move_axis(v, at, c, dims.len());
-        let shape: Vec<i64> = od.iter().map(|&d| d as i64).collect();
-        let s = self.const_i64("shape", &shape);
-        let name = format!("{}:roll{}:out", self.name, self.nodes.len());
-        self.nodes.push(Node {
-            name,
-            op: Op::Reshape(op::Reshape { allowzero: false }),
-            inputs: vec![Some(moved), Some(s)],
-            outputs: vec![Some(out)],
-        });
+        self.reshape(moved, &od, Some(out));
         Some(())
     }
 }

@@ -70,7 +70,7 @@ impl Cx<'_> {
             stacked.push(u);
         }
         let cm = cm?;
-        let (y, concat) = self.stack(&stacked)?;
+        let (y, concat, _) = self.concat(&stacked, 2)?;
         if self.dims(cm)? != [b, l, n] || self.dims(y)? != [b, d, l] {
             return None;
         }
@@ -119,12 +119,6 @@ impl Cx<'_> {
         let &[un] = self.readers[r.index()].as_slice() else { return None };
         let u = self.g.nodes[un].output(0)?;
         (self.unsqueeze_of(un, 2) && !self.g.outputs.contains(&r)).then_some((u, cm))
-    }
-
-    /// `Concat(stacked..., axis 2)` reading each once, in order: its output and node.
-    fn stack(&self, stacked: &[ValueId]) -> Option<(ValueId, usize)> {
-        let (y, c, _) = self.concat(stacked, 2)?;
-        Some((y, c))
     }
 
     /// `a = Exp(Mul(A4, Δ4))` (either order): A4 (`[1, D, 1, N]`, leading unit dims optional) and Δ4
