@@ -330,6 +330,9 @@ kernel_ids! {
     RglruF32 => "rglru_f32",
     /// `sequence::wkv6_f32`: RWKV-6 WKV (WKV6, SOFIE RWKV_WKV6)
     Wkv6F32 => "wkv6_f32",
+    /// `sequence::scan_program_f32`: a loop over time of an elementwise program with carried
+    /// states (an ONNX Scan whose body is elementwise: the unrolled recurrences lifted to one)
+    ScanProgramF32 => "scan_program_f32",
     /// `sequence::causal_conv_f32`: depthwise causal conv1d with a carried window
     /// (CausalConvWithState)
     CausalConvF32 => "causal_conv_f32",
@@ -518,6 +521,14 @@ mod tests {
         assert_eq!(core::mem::size_of::<SsdScanParams>(), 12 * 4);
         assert_eq!(core::mem::size_of::<RglruParams>(), 6 * 4);
         assert_eq!(core::mem::size_of::<Wkv6Params>(), 8 * 4);
+        assert_eq!(core::mem::size_of::<ScanOperand>(), 8 * MAX_RANK + 24);
+        assert_eq!(
+            core::mem::size_of::<ScanProgramParams>(),
+            40 + 8 * MAX_RANK
+                + 88 * (SCAN_PROG_INPUTS + SCAN_PROG_OUTPUTS)
+                + 8 * SCAN_PROG_COPIES
+                + 24 * SCAN_PROG_INSTRS
+        );
         assert_eq!(core::mem::size_of::<CausalConvParams>(), 6 * 4);
         assert_eq!(core::mem::size_of::<ReduceParams>(), 2 * 8 + 4 * 8 * MAX_RANK + 6 * 4);
         assert_eq!(core::mem::size_of::<ConvParams>(), 26 * 4);

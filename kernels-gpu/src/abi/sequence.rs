@@ -262,3 +262,100 @@ pub struct LinearAttentionParams {
 
 // SAFETY: #[repr(C)], nine u32 and an f32 (the last field explicit padding): no padding.
 unsafe impl Params for LinearAttentionParams {}
+
+/// Operands (inputs) of a `scan_program_f32` launch.
+pub const SCAN_PROG_INPUTS: usize = 8;
+/// Outputs of a `scan_program_f32` launch.
+pub const SCAN_PROG_OUTPUTS: usize = 4;
+/// Instructions of a scan program's step.
+pub const SCAN_PROG_INSTRS: usize = 48;
+/// Registers of a scan program; source code `SCAN_PROG_REGS` is the instruction's immediate.
+pub const SCAN_PROG_REGS: u32 = 32;
+/// Register copies after each step of a scan program (its carried states).
+pub const SCAN_PROG_COPIES: usize = 8;
+
+/// One input or output of a scan program: element `c` of the channel shape at step `t` is at
+/// `start + t * step + sum_d idx[d] * strides[d]` (wrapping: `step` may be negative in two's
+/// complement, a reverse scan; 0 broadcasts), held in register `reg`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ScanOperand {
+    /// Element strides over the channel dims, right-aligned like [`ScanProgramParams::dims`].
+    pub strides: [u64; crate::abi::MAX_RANK],
+    /// Element offset of step 0.
+    pub start: u64,
+    /// Element stride per step (two's complement).
+    pub step: u64,
+    /// The register it is loaded into (input) or stored from (output).
+    pub reg: u32,
+    /// 1: read (input) or written (output) at every step; 0: an input read once before the first
+    /// step (a loop-invariant value or a carried state's initial value), an output written once
+    /// after the last (a carried state's final value).
+    pub per_step: u32,
+}
+
+/// Parameters of `sequence::scan_program_f32`: a loop over `steps` steps of an elementwise
+/// program, one thread per element of the channel shape `dims[MAX_RANK - rank..]` (rank 0: one
+/// channel). Before the first step each once-input is loaded into its register; each step loads
+/// the per-step inputs of that step, runs `n_instr` instructions (`reg[dst] = op(a, b)`, as
+/// [`super::EwInstr`] with sources `0..SCAN_PROG_REGS` registers and `SCAN_PROG_REGS` the
+/// immediate, each op rounding as its single-op kernel does), stores the per-step outputs and
+/// then applies the `n_copies` register copies `reg[dst] = reg[src]` as one parallel copy (the
+/// carried states). After the last step the once-outputs are stored. Registers start at 0; a
+/// null output pointer is not written.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScanProgramParams {
+    /// Channels (elements of the channel shape).
+    pub channels: u64,
+    /// Steps.
+    pub steps: u64,
+    /// Used channel dims.
+    pub rank: u32,
+    /// Inputs used.
+    pub n_inputs: u32,
+    /// Outputs used.
+    pub n_outputs: u32,
+    /// Instructions per step.
+    pub n_instr: u32,
+    /// Copies after each step.
+    pub n_copies: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+    /// Channel shape, right-aligned.
+    pub dims: [u64; crate::abi::MAX_RANK],
+    /// The inputs.
+    pub inputs: [ScanOperand; SCAN_PROG_INPUTS],
+    /// The outputs.
+    pub outputs: [ScanOperand; SCAN_PROG_OUTPUTS],
+    /// `[dst, src]` register copies after each step.
+    pub copies: [[u32; 2]; SCAN_PROG_COPIES],
+    /// One step's instructions.
+    pub instrs: [super::EwInstr; SCAN_PROG_INSTRS],
+}
+
+impl Default for ScanProgramParams {
+    fn default() -> Self {
+        ScanProgramParams {
+            channels: 0,
+            steps: 0,
+            rank: 0,
+            n_inputs: 0,
+            n_outputs: 0,
+            n_instr: 0,
+            n_copies: 0,
+            _pad: 0,
+            dims: [0; crate::abi::MAX_RANK],
+            inputs: [ScanOperand::default(); SCAN_PROG_INPUTS],
+            outputs: [ScanOperand::default(); SCAN_PROG_OUTPUTS],
+            copies: [[0; 2]; SCAN_PROG_COPIES],
+            instrs: [super::EwInstr::default(); SCAN_PROG_INSTRS],
+        }
+    }
+}
+
+// SAFETY: #[repr(C)], u64 arrays, then two u32 (no padding): 88 bytes.
+unsafe impl Params for ScanOperand {}
+// SAFETY: #[repr(C)], two u64, six u32, u64 arrays, 88-byte operands, u32 pairs (64 bytes) and
+// 24-byte instructions: no padding.
+unsafe impl Params for ScanProgramParams {}

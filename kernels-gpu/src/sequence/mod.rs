@@ -493,3 +493,5 @@ pub unsafe extern "ptx-kernel" fn rglru_f32(
 
 // After `unroll!` and the helpers above, which it uses (macros are scoped textually).
 mod wkv_conv;
+
+mod scan_program;
