@@ -160,7 +160,12 @@ pub fn split(graph: &Graph, binding: &Binding) -> Result<Option<Stage>, PlanErro
         });
         if after_frontier {
             waits[id.index()] = true;
-        } else if matches!(node.op, Op::If(_) | Op::Loop(_) | Op::Scan(_)) {
+        } else if match &node.op {
+            Op::If(_) | Op::Loop(_) => true,
+            // A Scan of elementwise f32 steps runs in the plan, as one kernel launch.
+            Op::Scan(s) => !crate::plan::scan_program::fits(s, node, &infos),
+            _ => false,
+        } {
             waits[id.index()] = true;
             control_nodes.push(id);
         } else if node.outputs.iter().flatten().any(|&v| !known(v)) {

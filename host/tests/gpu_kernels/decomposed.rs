@@ -468,6 +468,24 @@ fn transformers_mamba_recurrence_runs_as_one_selective_scan() {
     }
 }
 
+/// transformers' RWKV-4 WKV loop as its export unrolls it (three carried states, a running
+/// maximum among them) runs as one `scan_program_f32` launch, at the export's sizes (d 256,
+/// sequence 64) and at odd ones, with both write-backs.
+#[test]
+fn transformers_rwkv_wkv_loop_runs_as_one_scan_program() {
+    use host::selftest::{random_inputs, unrolled_wkv_graph};
+    let mut rng = Rng::new(0x3c4f);
+    for (b, l, d, scatter) in [(1, 64, 256, true), (8, 64, 256, true), (3, 17, 5, false), (2, 3, 300, true)] {
+        let what = format!("b {b} l {l} d {d} scatter {scatter}");
+        let g = unrolled_wkv_graph(b, l, d, scatter);
+        let feeds = random_inputs(&mut rng, &g, -2.0, 2.0);
+        let plan = compare(&what, g, &feeds, 1e-5);
+        assert_eq!(plan.matches("scan_program_f32").count(), 1, "{what}: {plan}");
+        let steps = plan.lines().filter(|l| l.starts_with('#')).count();
+        assert!(steps <= 4, "{what}: {steps} steps: {plan}");
+    }
+}
+
 /// Unrolled maps (views, broadcasting, a shared-index Gather, Softmax per step) run as one
 /// computation over the axis.
 #[test]

@@ -171,6 +171,10 @@ pub(super) fn node(
         // Any of their outputs may be omitted, the first included.
         return recurrent::lower(g, id, values, scratch);
     }
+    if let Op::Scan(s) = &n.op {
+        // Any output may be omitted (an unread final state).
+        return super::scan_program::lower(g, id, s, values, o);
+    }
     let label = n.op.name().to_string();
     let ins: Vec<Option<ValueId>> = n.inputs.clone();
     let out = n.output(0).ok_or("the node's first output is omitted")?;

@@ -48,6 +48,7 @@ mod rotary;
 mod rows;
 mod sampling;
 mod scan_lift;
+pub(crate) mod scan_program;
 mod select;
 mod sequence;
 mod tc_pack;
@@ -327,6 +328,15 @@ fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>
             (g, infos, lifted)
         }
         None => (graph, infos, Vec::new()),
+    };
+    // Unrolled recurrences of elementwise steps with any carried states, as Scans.
+    let (graph, infos) = match scan_lift::recurrence::run(&graph, &infos) {
+        Some((g, scans)) => {
+            lifted.extend(scans);
+            let infos = shape_infer::infer(&g)?;
+            (g, infos)
+        }
+        None => (graph, infos),
     };
     // The steps' other reads (now of the scans' outputs) and every other unrolled map.
     let (graph, infos) = match reroll::run(&graph, &infos) {

@@ -29,6 +29,7 @@
 //! step operands are `exp(A·Δ)` and `Δ·B·u` and whose states are read out by `C·h` and stacked,
 //! becomes the one `SelectiveScan` it computes (`scan_lift/selective.rs`).
 
+pub(super) mod recurrence;
 mod selective;
 
 use super::contract::reshape;

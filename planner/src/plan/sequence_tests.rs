@@ -412,3 +412,131 @@ fn limits_and_dtypes_are_reported() {
         no_kernel_reason(&g, &PlanOptions::default()).contains("is bfloat16; the sequence kernels take f32")
     );
 }
+
+/// `Scan` of states `s` (`[2, d]`) and a loop-invariant `w` (`[d]`, passed through): per step
+/// `s' = max(s * w, x)`, `y = exp(s) + 1`, over `xs` (`[2, t, d]`) along axis 1 in direction
+/// `dir`, `y` stacked along axis 0 in direction `dir`. `captured`: the body reads `w` from the
+/// outer graph instead.
+fn elementwise_scan(d: usize, t: usize, dir: i64, captured: bool) -> Graph {
+    let mut body = Graph::new();
+    let s = input(&mut body, "s", &[2, d]);
+    let mut g = Graph::new();
+    let s0 = input(&mut g, "s0", &[2, d]);
+    let w0 = input(&mut g, "w0", &[d]);
+    let xs = input(&mut g, "xs", &[2, t, d]);
+    let w = if captured {
+        let inner = body.add_value("w", None);
+        body.captures.push(crate::graph::Capture { inner, outer: w0 });
+        inner
+    } else {
+        input(&mut body, "w", &[d])
+    };
+    let x = input(&mut body, "x", &[2, d]);
+    let sw = body.mul(s, w);
+    let s2 = body.op1(Op::Max, &[sw, x]);
+    let e = body.op1(Op::Exp, &[s]);
+    let one = body.initializer("one", crate::ConstTensor::scalar_f32(1.0));
+    let y = body.add(e, one);
+    body.output(s2);
+    if !captured {
+        body.output(w);
+    }
+    body.output(y);
+    let scan = op::Scan {
+        body: Box::new(body),
+        num_scan_inputs: 1,
+        scan_input_axes: vec![1],
+        scan_input_directions: vec![dir],
+        scan_output_axes: vec![0],
+        scan_output_directions: vec![dir],
+    };
+    let ins: Vec<ValueId> = if captured { vec![s0, xs] } else { vec![s0, w0, xs] };
+    let outs = g.push(Op::Scan(scan), &ins, if captured { 2 } else { 3 });
+    g.output(outs[0]);
+    g.output(outs[outs.len() - 1]);
+    g
+}
+
+/// The fields of `ScanProgramParams` bytes the test reads (safe: by `offset_of!`).
+struct ScanBytes<'a>(&'a [u8]);
+
+impl ScanBytes<'_> {
+    fn u64(&self, off: usize) -> u64 {
+        u64::from_le_bytes(self.0[off..off + 8].try_into().unwrap())
+    }
+    fn u32(&self, off: usize) -> u32 {
+        u32::from_le_bytes(self.0[off..off + 4].try_into().unwrap())
+    }
+    /// Input (`out` false) or output `k`: (strides of the last two dims, start, step, reg, per_step).
+    fn operand(&self, out: bool, k: usize) -> ([u64; 2], u64, u64, u32, u32) {
+        use kernels_gpu::abi::{ScanOperand, ScanProgramParams};
+        use std::mem::{offset_of, size_of};
+        let base =
+            if out { offset_of!(ScanProgramParams, outputs) } else { offset_of!(ScanProgramParams, inputs) }
+                + k * size_of::<ScanOperand>();
+        let st = base + offset_of!(ScanOperand, strides);
+        (
+            [self.u64(st + 48), self.u64(st + 56)],
+            self.u64(base + offset_of!(ScanOperand, start)),
+            self.u64(base + offset_of!(ScanOperand, step)),
+            self.u32(base + offset_of!(ScanOperand, reg)),
+            self.u32(base + offset_of!(ScanOperand, per_step)),
+        )
+    }
+}
+
+#[test]
+fn an_elementwise_scan_lowers_to_one_scan_program() {
+    use kernels_gpu::abi::{EwInstr, SCAN_PROG_REGS, ScanProgramParams};
+    use std::mem::{offset_of, size_of};
+    let (d, t) = (5, 7);
+    for dir in [0, 1] {
+        let g = elementwise_scan(d, t, dir, false);
+        assert_eq!(
+            crate::stage::split(&g, &Binding::new()).unwrap(),
+            None,
+            "runs in the plan, not as control flow"
+        );
+        let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+        let ks = kernels(&plan);
+        let [(KernelId::ScanProgramF32, args, _, _, 0)] = ks.as_slice() else { panic!("{plan}") };
+        let Arg::Params(bytes) = &args[0] else { panic!() };
+        assert_eq!(bytes.len(), size_of::<ScanProgramParams>());
+        let p = ScanBytes(bytes);
+        let head = |f: usize| p.u32(f);
+        assert_eq!((p.u64(0), p.u64(8)), (10, 7), "channels, steps");
+        let counts = [
+            offset_of!(ScanProgramParams, rank),
+            offset_of!(ScanProgramParams, n_inputs),
+            offset_of!(ScanProgramParams, n_instr),
+            offset_of!(ScanProgramParams, n_copies),
+        ]
+        .map(head);
+        assert_eq!(counts, [2, 3, 4, 1], "rank, inputs, instructions, copies");
+        // s (once), w (once, broadcast over the first dim), xs (each step: [2, t, d] strides).
+        let (s, w, xs) = (p.operand(false, 0), p.operand(false, 1), p.operand(false, 2));
+        assert_eq!((s.0, s.4), ([d as u64, 1], 0));
+        assert_eq!((w.0, w.4), ([0, 1], 0));
+        let (start, step) =
+            if dir == 0 { (0, d as u64) } else { (((t - 1) * d) as u64, (d as u64).wrapping_neg()) };
+        assert_eq!(xs, ([(t * d) as u64, 1], start, step, xs.3, 1));
+        // The final state (slot 0, once), the stacked y (the last slot, along axis 0: steps of 2 * d).
+        assert_eq!(p.operand(true, 0).4, 0);
+        let y = p.operand(true, 3);
+        let start = if dir == 0 { 0 } else { ((t - 1) * 2 * d) as u64 };
+        let step = if dir == 0 { (2 * d) as u64 } else { ((2 * d) as u64).wrapping_neg() };
+        assert_eq!((y.0, y.1, y.2, y.4), ([d as u64, 1], start, step, 1));
+        // The state register is copied from the Max's after each step; y's `+ 1` an immediate.
+        assert_eq!(p.u32(offset_of!(ScanProgramParams, copies)), s.3);
+        let instr = |k: usize| {
+            let o = offset_of!(ScanProgramParams, instrs) + k * size_of::<EwInstr>();
+            (p.u32(o + offset_of!(EwInstr, b)), f32::from_bits(p.u32(o + offset_of!(EwInstr, imm))))
+        };
+        assert!((0..4).any(|k| instr(k) == (SCAN_PROG_REGS, 1.0)));
+        // The final s and w (unread but planned), a null slot, then y.
+        assert!(matches!(args[9..], [Arg::Output(_), Arg::Output(_), Arg::Null, Arg::Value(_)]), "{args:?}");
+    }
+    // A body reading the outer graph stays control flow.
+    let g = elementwise_scan(d, t, 0, true);
+    assert!(crate::stage::split(&g, &Binding::new()).unwrap().is_some());
+}
