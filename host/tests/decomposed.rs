@@ -371,9 +371,10 @@ fn spelled_out_rms_norms_become_rms_normalizations_that_compute_what_the_referen
 fn transformers_rwkv_wkv_loop_lifts_to_one_scan_that_computes_what_the_reference_does() {
     use host::selftest::{random_inputs, unrolled_wkv_graph};
     let mut rng = Rng::new(0x3c4f);
-    for (b, l, d, scatter) in [(2, 7, 5, true), (1, 3, 4, false), (3, 16, 2, true)] {
-        let what = format!("b {b} l {l} d {d} scatter {scatter}");
-        let g = unrolled_wkv_graph(b, l, d, scatter);
+    for (b, l, d, scatter, views) in [(2, 7, 5, true, false), (1, 3, 4, false, true), (3, 16, 2, true, true)]
+    {
+        let what = format!("b {b} l {l} d {d} scatter {scatter} views {views}");
+        let g = unrolled_wkv_graph(b, l, d, scatter, views);
         let feeds = random_inputs(&mut rng, &g, -2.0, 2.0);
         let lifted = planner::plan::decomposed(&g).unwrap();
         let ops: Vec<&str> = lifted.nodes.iter().map(|n| n.op.name()).collect();
@@ -398,18 +399,18 @@ fn recurrences_read_elsewhere_or_with_other_ops_stay_unrolled() {
     let scans = |g: &Graph| {
         planner::plan::decomposed(g).unwrap().nodes.iter().filter(|n| matches!(n.op, Op::Scan(_))).count()
     };
-    assert_eq!(scans(&unrolled_wkv_graph(1, 5, 3, true)), 1);
+    assert_eq!(scans(&unrolled_wkv_graph(1, 5, 3, true, false)), 1);
     // A state read as an output too: its steps must stay.
-    let mut g = unrolled_wkv_graph(1, 5, 3, true);
+    let mut g = unrolled_wkv_graph(1, 5, 3, true, false);
     let state = g.nodes.iter().filter(|n| matches!(n.op, Op::Max)).nth(3).and_then(|n| n.output(0)).unwrap();
     g.output(state);
     assert_eq!(scans(&g), 0);
     // A step whose exponential is another op: the steps differ.
-    let mut g = unrolled_wkv_graph(1, 5, 3, true);
+    let mut g = unrolled_wkv_graph(1, 5, 3, true, false);
     let third =
         g.nodes.iter().enumerate().filter(|(_, n)| matches!(n.op, Op::Exp)).nth(5).map(|(i, _)| i).unwrap();
     g.nodes[third].op = Op::Sigmoid;
     assert_eq!(scans(&g), 0);
     // Two steps: too short to tell a state from its update.
-    assert_eq!(scans(&unrolled_wkv_graph(1, 2, 3, false)), 0);
+    assert_eq!(scans(&unrolled_wkv_graph(1, 2, 3, false, false)), 0);
 }

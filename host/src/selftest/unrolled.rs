@@ -230,8 +230,10 @@ pub fn unrolled_map_graph(b: usize, l: usize, m: usize, negative: bool) -> plann
 /// then (not after the last step, whose update the export drops as dead)
 /// `p = max(max + w, k)`, `num = e^(max + w - p) num + e^(k - p) v`, `den = e^(max + w - p) den + e^(k - p)`,
 /// `max = p`. The outputs written back along axis 1 (`scatter`: the `ScatterElements` chain, else
-/// a `Concat`); the graph's output is the `[b, l, d]` sequence.
-pub fn unrolled_wkv_graph(b: usize, l: usize, d: usize, scatter: bool) -> planner::Graph {
+/// a `Concat`); the graph's output is the `[b, l, d]` sequence. `views`: as the export without
+/// the ONNX optimizer writes it, each read through a `Slice` of every element and each write-back
+/// link followed by a `ScatterND` of the whole result into the buffer (`slice_scatter`).
+pub fn unrolled_wkv_graph(b: usize, l: usize, d: usize, scatter: bool, views: bool) -> planner::Graph {
     use planner::op::{self, Op};
     use planner::{ConstTensor, DType, Dim, Graph};
     let known = |s: &[usize]| s.iter().map(|&v| Dim::Known(v)).collect::<Vec<_>>();
@@ -252,10 +254,23 @@ pub fn unrolled_wkv_graph(b: usize, l: usize, d: usize, scatter: bool) -> planne
     let mut buf = scatter.then(|| g.op1(Op::Expand, &[zero, buf_shape]));
     let mut stacked = Vec::new();
     let gather = Op::Gather(op::Gather { axis: 1 });
+    // `x[:]` along axis 0: every element.
+    let (from, to, axis0) = (
+        g.const_i64("from", &[1], &[0]),
+        g.const_i64("to", &[1], &[i64::MAX]),
+        g.const_i64("axis0", &[1], &[0]),
+    );
+    let all = |g: &mut Graph, x| {
+        if views { g.op1(Op::Slice(op::Slice::default()), &[x, from, to, axis0]) } else { x }
+    };
+    let rows: Vec<i64> = (0..b as i64).collect();
+    let rows = g.const_i64("rows", &[b, 1], &rows);
     for t in 0..l {
         let ti = g.const_i64(&format!("t{t}"), &[], &[t as i64]);
-        let k = g.op1(gather.clone(), &[key, ti]);
-        let v = g.op1(gather.clone(), &[value, ti]);
+        let ks = all(&mut g, key);
+        let k = g.op1(gather.clone(), &[ks, ti]);
+        let vs = all(&mut g, value);
+        let v = g.op1(gather.clone(), &[vs, ti]);
         // The output of step t.
         let ww = g.op1(Op::Add, &[k, u]);
         let q = g.op1(Op::Max, &[max, ww]);
@@ -274,8 +289,13 @@ pub fn unrolled_wkv_graph(b: usize, l: usize, d: usize, scatter: bool) -> planne
             Some(prev) => {
                 let idx = g.op1(Op::Expand, &[ti, update_shape]);
                 let sc = op::ScatterElements { axis: 1, ..Default::default() };
-                let s = g.op1(Op::ScatterElements(sc), &[prev, idx, un]);
-                buf = Some(g.op1(Op::Identity, &[s]));
+                let view = all(&mut g, prev);
+                let s = g.op1(Op::ScatterElements(sc), &[view, idx, un]);
+                buf = Some(if views {
+                    g.op1(Op::ScatterNd(op::ScatterNd::default()), &[prev, rows, s])
+                } else {
+                    g.op1(Op::Identity, &[s])
+                });
             }
             None => stacked.push(un),
         }

@@ -475,9 +475,14 @@ fn transformers_mamba_recurrence_runs_as_one_selective_scan() {
 fn transformers_rwkv_wkv_loop_runs_as_one_scan_program() {
     use host::selftest::{random_inputs, unrolled_wkv_graph};
     let mut rng = Rng::new(0x3c4f);
-    for (b, l, d, scatter) in [(1, 64, 256, true), (8, 64, 256, true), (3, 17, 5, false), (2, 3, 300, true)] {
-        let what = format!("b {b} l {l} d {d} scatter {scatter}");
-        let g = unrolled_wkv_graph(b, l, d, scatter);
+    for (b, l, d, scatter, views) in [
+        (1, 64, 256, true, false),
+        (8, 64, 256, true, true),
+        (3, 17, 5, false, true),
+        (2, 3, 300, true, false),
+    ] {
+        let what = format!("b {b} l {l} d {d} scatter {scatter} views {views}");
+        let g = unrolled_wkv_graph(b, l, d, scatter, views);
         let feeds = random_inputs(&mut rng, &g, -2.0, 2.0);
         let plan = compare(&what, g, &feeds, 1e-5);
         assert_eq!(plan.matches("scan_program_f32").count(), 1, "{what}: {plan}");

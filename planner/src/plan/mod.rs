@@ -36,6 +36,7 @@ mod loss;
 mod lower;
 mod mlp;
 mod movement;
+mod noop;
 mod norm;
 mod norm_gemm;
 mod norm_lift;
@@ -322,6 +323,14 @@ pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
 /// RMS norms as `RMSNormalization`s), its shapes, and
 /// one line per lift; shapes are inferred again only after a lift.
 fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>, Vec<String>), PlanError> {
+    // Ops that change nothing would hide a loop's steps from the walks below.
+    let (graph, infos) = match noop::run(&graph, &infos) {
+        Some(g) => {
+            let infos = shape_infer::infer(&g)?;
+            (g, infos)
+        }
+        None => (graph, infos),
+    };
     let (graph, infos, mut lifted) = match scan_lift::run(&graph, &infos) {
         Some((g, lifted)) => {
             let infos = shape_infer::infer(&g)?;
