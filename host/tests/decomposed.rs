@@ -389,7 +389,23 @@ fn transformers_rwkv_wkv_loop_lifts_to_one_scan_that_computes_what_the_reference
             planner::plan::compile(&g, &planner::Binding::new(), &planner::plan::PlanOptions::default())
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
         assert!(plan.lifted.iter().any(|s| s.contains("3 carried states")), "{what}: {:?}", plan.lifted);
-        assert_eq!(plan.to_string().matches("scan_program_f32").count(), 1, "{what}: {plan}");
+        // The program computes RWKV-4's WKV: its own kernel.
+        assert_eq!(plan.to_string().matches("wkv4_f32").count(), 1, "{what}: {plan}");
+        // Another recurrence of the same shape (every exponential a sigmoid): the program kernel.
+        let mut g = unrolled_wkv_graph(b, l, d, scatter, views);
+        for n in &mut g.nodes {
+            if matches!(n.op, Op::Exp) {
+                n.op = Op::Sigmoid;
+            }
+        }
+        let lifted = planner::plan::decomposed(&g).unwrap();
+        let want = host::reference::eval(&g, &feeds).unwrap();
+        assert_agree(&what, &host::reference::eval(&lifted, &feeds).unwrap(), &want);
+        let plan =
+            planner::plan::compile(&g, &planner::Binding::new(), &planner::plan::PlanOptions::default())
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let text = plan.to_string();
+        assert!(text.contains("scan_program_f32") && !text.contains("wkv4_f32"), "{what}: {text}");
     }
 }
 

@@ -333,6 +333,8 @@ kernel_ids! {
     /// `sequence::scan_program_f32`: a loop over time of an elementwise program with carried
     /// states (an ONNX Scan whose body is elementwise: the unrolled recurrences lifted to one)
     ScanProgramF32 => "scan_program_f32",
+    /// `sequence::wkv4_f32`: RWKV-4 WKV (transformers' RWKV: a lifted Scan whose program computes it)
+    Wkv4F32 => "wkv4_f32",
     /// `sequence::causal_conv_f32`: depthwise causal conv1d with a carried window
     /// (CausalConvWithState)
     CausalConvF32 => "causal_conv_f32",

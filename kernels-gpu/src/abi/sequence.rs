@@ -274,6 +274,12 @@ pub const SCAN_PROG_REGS: u32 = 32;
 /// Register copies after each step of a scan program (its carried states).
 pub const SCAN_PROG_COPIES: usize = 8;
 
+/// Dynamic shared memory of a `scan_program_f32` block of `threads` threads: the step's
+/// instructions, then each thread's registers.
+pub const fn scan_program_shared_bytes(threads: u32) -> u32 {
+    SCAN_PROG_INSTRS as u32 * core::mem::size_of::<super::EwInstr>() as u32 + SCAN_PROG_REGS * threads * 4
+}
+
 /// One input or output of a scan program: element `c` of the channel shape at step `t` is at
 /// `start + t * step + sum_d idx[d] * strides[d]` (wrapping: `step` may be negative in two's
 /// complement, a reverse scan; 0 broadcasts), held in register `reg`.

@@ -5,6 +5,11 @@
 //! is a `Scan` a model carries when it fits ([`fits`]; `stage.rs` then leaves it in the plan
 //! instead of running it as control flow, its body a plan per iteration).
 //!
+//! One program is recognized and runs on a kernel of its own: RWKV-4's WKV (`wkv4_f32`, the
+//! recurrence in registers instead of interpreted, some 40 times faster), when the program gives
+//! what that recurrence gives at sample points for some assignment of its states and operands
+//! ([`wkv4_roles`]): any spelling of it is recognized, not one exporter's.
+//!
 //! What the kernel takes: f32 throughout; body ops of the elementwise programs (`fuse::ew_node`)
 //! and Identity; scalar f32 initializers of the body as immediates; no outer-scope reads; every
 //! carried state of the channel shape unless the body passes it through unchanged (a
@@ -13,7 +18,7 @@
 
 use kernels_gpu::abi::{
     EwInstr, KernelId, MAX_RANK, SCAN_PROG_COPIES, SCAN_PROG_INPUTS, SCAN_PROG_INSTRS, SCAN_PROG_OUTPUTS,
-    SCAN_PROG_REGS, ScanOperand, ScanProgramParams,
+    SCAN_PROG_REGS, ScanOperand, ScanProgramParams, scan_program_shared_bytes,
 };
 
 use super::fuse::{EwNode, Operand, ew_node, scalar_f32};
@@ -23,8 +28,8 @@ use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{Op, Scan};
 use crate::tensor_info::DType;
 
-/// Threads per block: the kernel holds up to 255 registers a thread, so at most 256 fit a block;
-/// fewer spread a short channel list over more multiprocessors.
+/// Threads per block: few, so that a short channel list spreads over many multiprocessors (each
+/// thread runs a whole time loop).
 const THREADS: u32 = 64;
 
 /// A body value's place in the program: a register, or an immediate.
@@ -269,9 +274,13 @@ fn axis(a: i64, r: usize) -> Result<usize, String> {
 /// A launch: the parameters, the node inputs and outputs its operand slots take (by index; the
 /// primary output, the kernel's last argument, last).
 struct Launch {
+    kernel: KernelId,
     p: ScanProgramParams,
-    inputs: Vec<usize>,
-    outputs: Vec<usize>,
+    /// The node input each input slot reads.
+    inputs: Vec<Option<usize>>,
+    /// The node output each output slot writes (the last slot, the kernel's last argument, is the
+    /// per-step output's).
+    outputs: [Option<usize>; SCAN_PROG_OUTPUTS],
     len: usize,
 }
 
@@ -374,12 +383,31 @@ fn launch(s: &Scan, in_dims: &[Vec<usize>], out_dims: &[Option<Vec<usize>>]) -> 
     if outputs.is_empty() {
         return Err("no output is used".into());
     }
+    if let Some(roles) = wkv4_roles(&prog, states, &copies, &outputs) {
+        // RWKV-4's WKV: the dedicated kernel, its operands by role.
+        let mut slots = Vec::new();
+        for &i in &roles.inputs {
+            let (op, node_input) = inputs.iter().find(|x| x.1 == i).cloned().ok_or("a WKV operand")?;
+            p.inputs[slots.len()] = op;
+            slots.push(Some(node_input));
+        }
+        let mut outs = [None; SCAN_PROG_OUTPUTS];
+        for (slot, i) in roles.outputs.iter().enumerate() {
+            if let Some(&(op, o)) = i.and_then(|i| outputs.iter().find(|x| x.1 == i)) {
+                p.outputs[slot] = op;
+                outs[slot] = Some(o);
+            }
+        }
+        p.n_inputs = slots.len() as u32;
+        p.n_outputs = SCAN_PROG_OUTPUTS as u32;
+        return Ok(Launch { kernel: KernelId::Wkv4F32, p, inputs: slots, outputs: outs, len });
+    }
     p.n_inputs = inputs.len() as u32;
     p.n_instr = prog.instrs.len() as u32;
     p.n_copies = copies.len() as u32;
     p.n_outputs = SCAN_PROG_OUTPUTS as u32;
     for (k, (op, _)) in inputs.iter().enumerate() {
-        p.inputs[k] = op.clone();
+        p.inputs[k] = *op;
     }
     for (k, c) in copies.iter().enumerate() {
         p.copies[k] = *c;
@@ -387,17 +415,137 @@ fn launch(s: &Scan, in_dims: &[Vec<usize>], out_dims: &[Option<Vec<usize>>]) -> 
     for (k, ins) in prog.instrs.iter().enumerate() {
         p.instrs[k] = *ins;
     }
-    // The primary output in the kernel's last slot, the others from slot 0 (null slots between).
+    // The per-step output (the last) in the kernel's last slot, the others from slot 0.
+    let mut outs = [None; SCAN_PROG_OUTPUTS];
     let primary = outputs.len() - 1;
-    for (k, (op, _)) in outputs.iter().enumerate() {
-        p.outputs[if k == primary { SCAN_PROG_OUTPUTS - 1 } else { k }] = op.clone();
+    for (k, (op, o)) in outputs.iter().enumerate() {
+        let slot = if k == primary { SCAN_PROG_OUTPUTS - 1 } else { k };
+        p.outputs[slot] = *op;
+        outs[slot] = Some(*o);
     }
     Ok(Launch {
+        kernel: KernelId::ScanProgramF32,
         p,
-        inputs: inputs.iter().map(|x| x.1).collect(),
-        outputs: outputs.iter().map(|x| x.1).collect(),
+        inputs: inputs.iter().map(|x| Some(x.1)).collect(),
+        outputs: outs,
         len,
     })
+}
+
+/// Which node inputs and outputs play which part of RWKV-4's WKV (`wkv4_f32`'s slots).
+struct Wkv4Roles {
+    /// Initial numerator, denominator and maximum, u, w, k, v.
+    inputs: [usize; 7],
+    /// Final numerator, denominator and maximum (when written), the per-step output.
+    outputs: [Option<usize>; 4],
+}
+
+/// RWKV-4's WKV step on the host, as `wkv4_f32` computes it: (output, numerator, denominator,
+/// maximum) from (numerator, denominator, maximum, u, w, k, v).
+fn wkv4_step(x: [f32; 7]) -> [f32; 4] {
+    use kernels_gpu::math::{add, div, exp, max, mul, sub};
+    let [a, b, p, u, w, k, v] = x;
+    let ww = add(k, u);
+    let q = max(p, ww);
+    let (e1, e2) = (exp(sub(p, q)), exp(sub(ww, q)));
+    let y = div(add(mul(e1, a), mul(e2, v)), add(mul(e1, b), e2));
+    let ww = add(p, w);
+    let q = max(ww, k);
+    let (e1, e2) = (exp(sub(ww, q)), exp(sub(k, q)));
+    [y, add(mul(e1, a), mul(e2, v)), add(mul(e1, b), e2), q]
+}
+
+/// The roles, when the body computes RWKV-4's WKV: three carried states, two loop-invariant
+/// operands and two step inputs, one per-step output, whose program gives what [`wkv4_step`]
+/// gives for some assignment of them to its parts at sample points (within f32 rounding, so any
+/// spelling of the same function is recognized: operand orders, duplicated subexpressions).
+/// `inputs` and `outputs` are the launch's operands (with their node input and output indices).
+fn wkv4_roles(
+    prog: &Program,
+    states: usize,
+    copies: &[[u32; 2]],
+    outputs: &[(ScanOperand, usize)],
+) -> Option<Wkv4Roles> {
+    if states != 5 || copies.len() != 3 || prog.input_regs.len() != 7 || prog.outputs.len() != 6 {
+        return None;
+    }
+    let carried: Vec<usize> =
+        (0..states).filter(|&i| copies.iter().any(|c| c[0] == prog.input_regs[i])).collect();
+    let shared: Vec<usize> = (0..states).filter(|i| !carried.contains(i)).collect();
+    // Loop-invariant operands must not have their final values read (the kernel keeps them in
+    // registers only); the per-step output is the body's last.
+    if shared.iter().any(|&i| outputs.iter().any(|o| o.1 == i)) || !outputs.iter().any(|o| o.1 == 5) {
+        return None;
+    }
+    let Slot::Reg(out_reg) = prog.outputs[5] else { return None };
+    let perms3 = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut uniform = |lo: f32, hi: f32| {
+        rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        lo + (hi - lo) * ((rng >> 40) as f32 / (1u64 << 24) as f32)
+    };
+    let samples: Vec<[f32; 7]> = (0..8)
+        .map(|_| {
+            [
+                uniform(0.1, 2.0),
+                uniform(0.1, 2.0),
+                uniform(-2.0, 2.0),
+                uniform(-1.0, 1.0),
+                uniform(-2.0, -0.1),
+                uniform(-2.0, 2.0),
+                uniform(-2.0, 2.0),
+            ]
+        })
+        .collect();
+    for sp in perms3 {
+        for sh in [[0, 1], [1, 0]] {
+            for st in [[0, 1], [1, 0]] {
+                // Node input of each role: states by sp, shared by sh, step inputs by st.
+                let inputs = [
+                    carried[sp[0]],
+                    carried[sp[1]],
+                    carried[sp[2]],
+                    shared[sh[0]],
+                    shared[sh[1]],
+                    states + st[0],
+                    states + st[1],
+                ];
+                let matches = samples.iter().all(|x| {
+                    let mut r = [0f32; SCAN_PROG_REGS as usize];
+                    for (role, &i) in inputs.iter().enumerate() {
+                        r[prog.input_regs[i] as usize] = x[role];
+                    }
+                    for ins in &prog.instrs {
+                        let src = |s: u32| if s < SCAN_PROG_REGS { r[s as usize] } else { ins.imm };
+                        r[ins.dst as usize] =
+                            kernels_gpu::math::ew_op(ins.op, src(ins.a), src(ins.b), ins.imm);
+                    }
+                    let want = wkv4_step(*x);
+                    let got = [
+                        r[out_reg as usize],
+                        state_update(&r, prog, copies, inputs[0]),
+                        state_update(&r, prog, copies, inputs[1]),
+                        state_update(&r, prog, copies, inputs[2]),
+                    ];
+                    got.iter().zip(want).all(|(&g, w)| (g - w).abs() <= 1e-5 * (1.0 + w.abs()))
+                });
+                if matches {
+                    let fin = |i: usize| outputs.iter().any(|o| o.1 == i).then_some(i);
+                    return Some(Wkv4Roles {
+                        inputs,
+                        outputs: [fin(inputs[0]), fin(inputs[1]), fin(inputs[2]), Some(5)],
+                    });
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The value carried state `i` (a node input) takes after a step: its copy's source register.
+fn state_update(r: &[f32], prog: &Program, copies: &[[u32; 2]], i: usize) -> f32 {
+    let reg = prog.input_regs[i];
+    copies.iter().find(|c| c[0] == reg).map_or(f32::NAN, |c| r[c[1] as usize])
 }
 
 /// Whether Scan `s` of input dims `in_dims` and output dims `out_dims` (`None`: omitted) fits
@@ -434,20 +582,24 @@ pub(super) fn lower(g: &Graph, id: NodeId, s: &Scan, values: &[PlannedValue], o:
     let l = launch(s, &in_dims, &out_dims)?;
     let mut args = vec![Arg::Params(bytes_of(&l.p))];
     for k in 0..SCAN_PROG_INPUTS {
-        args.push(l.inputs.get(k).map_or(Arg::Null, |&i| Arg::Value(ins[i])));
+        args.push(l.inputs.get(k).copied().flatten().map_or(Arg::Null, |i| Arg::Value(ins[i])));
     }
-    let (&primary, others) = l.outputs.split_last().ok_or("no output is used")?;
     for k in 0..SCAN_PROG_OUTPUTS - 1 {
-        args.push(others.get(k).and_then(|&i| n.outputs[i]).map_or(Arg::Null, Arg::Output));
+        args.push(l.outputs[k].and_then(|i| n.outputs[i]).map_or(Arg::Null, Arg::Output));
     }
-    args.push(Arg::Value(n.outputs[primary].ok_or("no output is used")?));
+    let primary = l.outputs[SCAN_PROG_OUTPUTS - 1].and_then(|i| n.outputs[i]).ok_or("no output is used")?;
+    args.push(Arg::Value(primary));
+    let (what, shared_bytes) = match l.kernel {
+        KernelId::Wkv4F32 => ("RWKV-4 WKV".to_string(), 0),
+        _ => (format!("{} ops", l.p.n_instr), scan_program_shared_bytes(THREADS)),
+    };
     Ok(vec![Step::Kernel {
         nodes: vec![id],
-        label: format!("Scan[{} ops x {} steps]", l.p.n_instr, l.len),
-        kernel: KernelId::ScanProgramF32,
+        label: format!("Scan[{what} x {} steps]", l.len),
+        kernel: l.kernel,
         grid: capped_grid(o.sm_count, l.p.channels.div_ceil(THREADS as u64)),
         block: [THREADS, 1, 1],
-        shared_bytes: 0,
+        shared_bytes,
         args,
     }])
 }

@@ -499,7 +499,10 @@ fn an_elementwise_scan_lowers_to_one_scan_program() {
         );
         let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
         let ks = kernels(&plan);
-        let [(KernelId::ScanProgramF32, args, _, _, 0)] = ks.as_slice() else { panic!("{plan}") };
+        let [(KernelId::ScanProgramF32, args, _, [threads, 1, 1], shared)] = ks.as_slice() else {
+            panic!("{plan}")
+        };
+        assert_eq!(*shared, kernels_gpu::abi::scan_program_shared_bytes(*threads));
         let Arg::Params(bytes) = &args[0] else { panic!() };
         assert_eq!(bytes.len(), size_of::<ScanProgramParams>());
         let p = ScanBytes(bytes);

@@ -25,7 +25,8 @@
 //! did. When the steps are all elementwise f32 ops the whole loop becomes
 //! `Scan(states' initial values, shared tensors (carried unchanged), step-read tensors)` with the
 //! body one step, the stacked values its scan output, and the write-back's buffer that output.
-//! It runs as one `scan_program_f32` launch (`scan_program.rs`). A loop whose values are read
+//! It runs as one `scan_program_f32` launch, or on `wkv4_f32` when the step is RWKV-4's WKV
+//! (`scan_program.rs`). A loop whose values are read
 //! anywhere else, a body with another op, or more operands than the kernel takes stays unrolled
 //! and still runs.
 
