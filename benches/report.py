@@ -72,6 +72,9 @@ def markdown(rows, stem):
     ff_machine = next((r["results"]["ferrofuse"].get("machine") for r in rows
                        if r["results"].get("ferrofuse", {}).get("machine")), {}) or {}
     peers = [p for p in PEERS if any(p in r["results"] for r in rows) and p not in ("tensorrt", "aot_inductor")]
+    # Points timed over another number of calls (a sweep given RUNS), named.
+    other = [f"{r['runs']} for {r['model']} {r['sweep']} {r['value']}" for r in rows if r["runs"] != first["runs"]]
+    fewer = f" ({', '.join(other)})" if other else ""
     out = [
         "# Benchmark results",
         "",
@@ -82,7 +85,7 @@ def markdown(rows, stem):
         f"{m.get('onnxruntime', '?')}.",
         "",
         "Every figure is the median (p50) latency of one inference in microseconds, over "
-        f"{first['runs']} calls after a warm-up, on the same inputs kept on the device. ferrofuse: "
+        f"{first['runs']} calls{fewer} after a warm-up, on the same inputs kept on the device. ferrofuse: "
         "device time of its CUDA-graph replay (`ferrofuse bench`, CUDA events). PyTorch: CUDA events "
         "around each call. ONNX Runtime: host time around `run_with_iobinding` (it synchronizes), with "
         "IO binding. All in strict FP32 (TF32 off) unless the column says default; the ratio is "

@@ -283,7 +283,9 @@ fn casts_between_every_supported_type_match_the_reference() {
             };
             let t = HostTensor::new(vec![vals.len()], vals).unwrap();
             let plan = check(&format!("cast {from} -> {to}"), g, vec![("x".into(), t)]);
-            assert!(plan.contains("cast"), "{plan}");
+            // f32 -> f32 -> f32 changes nothing: the plan copies the input.
+            let nothing = from == DType::F32 && to == DType::F32;
+            assert!(plan.contains("cast") != nothing, "{from} -> {to}: {plan}");
         }
     }
 }

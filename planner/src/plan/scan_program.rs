@@ -6,7 +6,8 @@
 //! instead of running it as control flow, its body a plan per iteration).
 //!
 //! One program is recognized and runs on a kernel of its own: RWKV-4's WKV (`wkv4_f32`, the
-//! recurrence in registers instead of interpreted, some 40 times faster), when the program gives
+//! recurrence in registers instead of interpreted: 26 us a launch instead of 288 on the
+//! H200 at transformers' RWKV sizes), when the program gives
 //! what that recurrence gives at sample points for some assignment of its states and operands
 //! ([`wkv4_roles`]): any spelling of it is recognized, not one exporter's.
 //!
@@ -584,8 +585,8 @@ pub(super) fn lower(g: &Graph, id: NodeId, s: &Scan, values: &[PlannedValue], o:
     for k in 0..SCAN_PROG_INPUTS {
         args.push(l.inputs.get(k).copied().flatten().map_or(Arg::Null, |i| Arg::Value(ins[i])));
     }
-    for k in 0..SCAN_PROG_OUTPUTS - 1 {
-        args.push(l.outputs[k].and_then(|i| n.outputs[i]).map_or(Arg::Null, Arg::Output));
+    for o in &l.outputs[..SCAN_PROG_OUTPUTS - 1] {
+        args.push(o.and_then(|i| n.outputs[i]).map_or(Arg::Null, Arg::Output));
     }
     let primary = l.outputs[SCAN_PROG_OUTPUTS - 1].and_then(|i| n.outputs[i]).ok_or("no output is used")?;
     args.push(Arg::Value(primary));

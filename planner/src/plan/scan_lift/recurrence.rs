@@ -154,8 +154,7 @@ impl Cx<'_> {
             us[k as usize] = Some(u);
             // The next scatter: the only reader, through Identity links.
             let mut v = n.output(0)?;
-            loop {
-                let &[r] = self.readers[v.index()].as_slice() else { break };
+            while let &[r] = self.readers[v.index()].as_slice() {
                 let rn = &self.g.nodes[r];
                 match rn.op {
                     Op::Identity => v = rn.output(0)?,
@@ -268,8 +267,10 @@ impl Walk<'_, '_> {
                 let arity = cx.g.nodes[node].inputs.len();
                 let mut inputs = Vec::with_capacity(arity);
                 for i in 0..arity {
-                    let ins: Vec<Option<ValueId>> =
-                        lanes.iter().map(|v| v.and_then(|v| cx.g.nodes[def(v)?].inputs[i])).collect();
+                    let ins: Vec<Option<ValueId>> = lanes
+                        .iter()
+                        .map(|v| v.and_then(|v| cx.g.nodes[def(v)?].inputs.get(i).copied().flatten()))
+                        .collect();
                     // An operand absent at one step is absent at all.
                     let absent = ins
                         .iter()
