@@ -221,6 +221,28 @@ pub fn unrolled_map_graph(b: usize, l: usize, m: usize, negative: bool) -> plann
     g
 }
 
+/// One half of an RWKV-4 WKV step as transformers writes it: from `(a, b)`, `q = max(a, b)`,
+/// `e1 = e^(a - q)`, `e2 = e^(b - q)`; returns `q`, `e1 num + e2 v` and `e1 den + e2`.
+fn blend(
+    g: &mut planner::Graph,
+    (a, b): (planner::ValueId, planner::ValueId),
+    (num, den): (planner::ValueId, planner::ValueId),
+    v: planner::ValueId,
+) -> (planner::ValueId, planner::ValueId, planner::ValueId) {
+    use planner::op::Op;
+    let q = g.op1(Op::Max, &[a, b]);
+    let d1 = g.op1(Op::Sub, &[a, q]);
+    let e1 = g.op1(Op::Exp, &[d1]);
+    let d2 = g.op1(Op::Sub, &[b, q]);
+    let e2 = g.op1(Op::Exp, &[d2]);
+    let a1 = g.op1(Op::Mul, &[e1, num]);
+    let a2 = g.op1(Op::Mul, &[e2, v]);
+    let num = g.op1(Op::Add, &[a1, a2]);
+    let b1 = g.op1(Op::Mul, &[e1, den]);
+    let den = g.op1(Op::Add, &[b1, e2]);
+    (q, num, den)
+}
+
 /// transformers' RWKV-4 WKV loop (`rwkv_linear_attention_cpu`) as its dynamo export writes it
 /// unrolled (what `plan::decomposed` lifts to one `Scan`): inputs `key` and `value` of
 /// `[b, l, d]`, `time_first` (`u`) and `w` (the decay, `-exp(time_decay)`) of `[d]`; states
@@ -273,16 +295,7 @@ pub fn unrolled_wkv_graph(b: usize, l: usize, d: usize, scatter: bool, views: bo
         let v = g.op1(gather.clone(), &[vs, ti]);
         // The output of step t.
         let ww = g.op1(Op::Add, &[k, u]);
-        let q = g.op1(Op::Max, &[max, ww]);
-        let d1 = g.op1(Op::Sub, &[max, q]);
-        let e1 = g.op1(Op::Exp, &[d1]);
-        let d2 = g.op1(Op::Sub, &[ww, q]);
-        let e2 = g.op1(Op::Exp, &[d2]);
-        let a1 = g.op1(Op::Mul, &[e1, num]);
-        let a2 = g.op1(Op::Mul, &[e2, v]);
-        let n_out = g.op1(Op::Add, &[a1, a2]);
-        let b1 = g.op1(Op::Mul, &[e1, den]);
-        let d_out = g.op1(Op::Add, &[b1, e2]);
+        let (_, n_out, d_out) = blend(&mut g, (max, ww), (num, den), v);
         let out = g.op1(Op::Div, &[n_out, d_out]);
         let un = g.op1(Op::Unsqueeze(op::Unsqueeze::default()), &[out, axes]);
         match buf {
@@ -304,17 +317,7 @@ pub fn unrolled_wkv_graph(b: usize, l: usize, d: usize, scatter: bool, views: bo
         }
         // The state update.
         let ww = g.op1(Op::Add, &[max, w]);
-        let p = g.op1(Op::Max, &[ww, k]);
-        let d1 = g.op1(Op::Sub, &[ww, p]);
-        let e1 = g.op1(Op::Exp, &[d1]);
-        let d2 = g.op1(Op::Sub, &[k, p]);
-        let e2 = g.op1(Op::Exp, &[d2]);
-        let a1 = g.op1(Op::Mul, &[e1, num]);
-        let a2 = g.op1(Op::Mul, &[e2, v]);
-        num = g.op1(Op::Add, &[a1, a2]);
-        let b1 = g.op1(Op::Mul, &[e1, den]);
-        den = g.op1(Op::Add, &[b1, e2]);
-        max = p;
+        (max, num, den) = blend(&mut g, (ww, k), (num, den), v);
     }
     let y = match buf {
         Some(y) => y,
