@@ -430,3 +430,31 @@ fn recurrences_read_elsewhere_or_with_other_ops_stay_unrolled() {
     // Two steps: too short to tell a state from its update.
     assert_eq!(scans(&unrolled_wkv_graph(1, 2, 3, false, false)), 0);
 }
+
+#[test]
+fn deep_step_bodies_stay_unrolled_without_exhausting_the_stack() {
+    use planner::op::{self, Gather, Unsqueeze};
+    // Three steps of `h = neg^3000(h + x_t)`, stacked: deeper than the lockstep walks go (they
+    // recurse), so neither the recurrence lift nor the rolling of maps takes it; it stays as it is.
+    let mut g = Graph::new();
+    let x = g.input("x", planner::DType::F32, [3usize, 4]);
+    let zero = g.initializer("zero", planner::ConstTensor::scalar_f32(0.0));
+    let shape = g.const_i64("shape", &[1], &[4]);
+    let mut h = g.op1(Op::Expand, &[zero, shape]);
+    let axes = g.const_i64("axes", &[1], &[0]);
+    let mut steps = Vec::new();
+    for t in 0..3 {
+        let ti = g.const_i64(&format!("t{t}"), &[], &[t]);
+        let xt = g.op1(Op::Gather(Gather { axis: 0 }), &[x, ti]);
+        h = g.op1(Op::Add, &[h, xt]);
+        for _ in 0..3000 {
+            h = g.op1(Op::Neg, &[h]);
+        }
+        steps.push(g.op1(Op::Unsqueeze(Unsqueeze::default()), &[h, axes]));
+    }
+    let y = g.op1(Op::Concat(op::Concat { axis: 0 }), &steps);
+    g.output(y);
+    let d = planner::plan::decomposed(&g).unwrap();
+    assert!(d.nodes.iter().any(|n| matches!(n.op, Op::Concat(_))), "the steps stay");
+    assert!(!d.nodes.iter().any(|n| matches!(n.op, Op::Scan(_))));
+}

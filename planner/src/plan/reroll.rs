@@ -36,6 +36,10 @@ use crate::tensor_info::TensorInfo;
 /// hostile graphs).
 const BUDGET: usize = 1 << 24;
 
+/// Ops deep a walk may go from its `Concat` (the walk recurses: a bound on its stack on a hostile
+/// graph's long per-step chains; an exporter's step bodies are tens of ops deep).
+pub(super) const MAX_DEPTH: usize = 512;
+
 /// `graph` (of shapes `infos`) with every unrolled map rolled up (module doc), and one line per
 /// `Concat` rolled; `None` when there is none. Shapes must be known (a bound graph).
 pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, Vec<String>)> {
@@ -56,6 +60,7 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, Vec<Str
             len: steps.len(),
             g: &mut g,
             memo: HashMap::new(),
+            depth: 0,
             nodes: Vec::new(),
             budget: &mut budget,
             name: &name,
@@ -100,6 +105,8 @@ struct Roll<'a> {
     memo: HashMap<Vec<ValueId>, Option<B>>,
     nodes: Vec<Node>,
     budget: &'a mut usize,
+    /// Current recursion depth of the walk.
+    depth: usize,
     name: &'a str,
 }
 
@@ -169,7 +176,12 @@ impl Roll<'_> {
         if let Some(b) = self.memo.get(vals) {
             return b.clone();
         }
+        if self.depth >= MAX_DEPTH {
+            return None;
+        }
+        self.depth += 1;
         let b = self.walk_uncached(vals);
+        self.depth -= 1;
         self.memo.insert(vals.to_vec(), b.clone());
         b
     }

@@ -62,6 +62,7 @@ pub(in crate::plan) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph
             memo: HashMap::new(),
             pending: Vec::new(),
             budget: &mut budget,
+            depth: 0,
         };
         let Some(root) = w.lift(&stack.xs) else { continue };
         let name = graph.node_label(NodeId(stack.last as u32));
@@ -213,6 +214,8 @@ struct Walk<'c, 'g> {
     /// Steps of a lockstep met again with a value not yet checked: checked at the end.
     pending: Vec<(usize, usize, ValueId)>,
     budget: &'c mut usize,
+    /// Current recursion depth of `visit` and `fill` (bounded by `reroll::MAX_DEPTH`).
+    depth: usize,
 }
 
 impl Walk<'_, '_> {
@@ -231,6 +234,16 @@ impl Walk<'_, '_> {
 
     /// The lockstep of `lanes` (step 0 known; from step 1 on some may be unknown).
     fn visit(&mut self, lanes: &[Option<ValueId>]) -> Option<usize> {
+        if self.depth >= super::super::reroll::MAX_DEPTH {
+            return None;
+        }
+        self.depth += 1;
+        let p = self.visit_at(lanes);
+        self.depth -= 1;
+        p
+    }
+
+    fn visit_at(&mut self, lanes: &[Option<ValueId>]) -> Option<usize> {
         *self.budget = self.budget.checked_sub(lanes.len())?;
         let v0 = lanes[0]?;
         let key = (v0, lanes[1]);
@@ -320,6 +333,16 @@ impl Walk<'_, '_> {
         if let Some(known) = self.pos[p].lanes[t] {
             return known == v;
         }
+        if self.depth >= super::super::reroll::MAX_DEPTH {
+            return false;
+        }
+        self.depth += 1;
+        let ok = self.fill_at(p, t, v);
+        self.depth -= 1;
+        ok
+    }
+
+    fn fill_at(&mut self, p: usize, t: usize, v: ValueId) -> bool {
         let Some(b) = self.budget.checked_sub(1) else { return false };
         *self.budget = b;
         self.pos[p].lanes[t] = Some(v);
