@@ -371,10 +371,11 @@ fn spelled_out_rms_norms_become_rms_normalizations_that_compute_what_the_referen
 fn transformers_rwkv_wkv_loop_lifts_to_one_scan_that_computes_what_the_reference_does() {
     use host::selftest::{random_inputs, unrolled_wkv_graph};
     let mut rng = Rng::new(0x3c4f);
-    for (b, l, d, scatter, views) in [(2, 7, 5, true, false), (1, 3, 4, false, true), (3, 16, 2, true, true)]
+    for (b, l, d, scatter, views, state) in
+        [(2, 7, 5, true, false, false), (1, 3, 4, false, true, true), (3, 16, 2, true, true, true)]
     {
-        let what = format!("b {b} l {l} d {d} scatter {scatter} views {views}");
-        let g = unrolled_wkv_graph(b, l, d, scatter, views);
+        let what = format!("b {b} l {l} d {d} scatter {scatter} views {views} state {state}");
+        let g = unrolled_wkv_graph(b, l, d, scatter, views, state);
         let feeds = random_inputs(&mut rng, &g, -2.0, 2.0);
         let lifted = planner::plan::decomposed(&g).unwrap();
         let ops: Vec<&str> = lifted.nodes.iter().map(|n| n.op.name()).collect();
@@ -389,10 +390,17 @@ fn transformers_rwkv_wkv_loop_lifts_to_one_scan_that_computes_what_the_reference
             planner::plan::compile(&g, &planner::Binding::new(), &planner::plan::PlanOptions::default())
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
         assert!(plan.lifted.iter().any(|s| s.contains("3 carried states")), "{what}: {:?}", plan.lifted);
+        // Returned states are the Scan's final states: no step of the loop is left.
+        assert_eq!(
+            plan.lifted.iter().any(|s| s.contains("3 final states returned")),
+            state,
+            "{:?}",
+            plan.lifted
+        );
         // The program computes RWKV-4's WKV: its own kernel.
         assert_eq!(plan.to_string().matches("wkv4_f32").count(), 1, "{what}: {plan}");
         // Another recurrence of the same shape (every exponential a sigmoid): the program kernel.
-        let mut g = unrolled_wkv_graph(b, l, d, scatter, views);
+        let mut g = unrolled_wkv_graph(b, l, d, scatter, views, state);
         for n in &mut g.nodes {
             if matches!(n.op, Op::Exp) {
                 n.op = Op::Sigmoid;
@@ -415,20 +423,20 @@ fn recurrences_read_elsewhere_or_with_other_ops_stay_unrolled() {
     let scans = |g: &Graph| {
         planner::plan::decomposed(g).unwrap().nodes.iter().filter(|n| matches!(n.op, Op::Scan(_))).count()
     };
-    assert_eq!(scans(&unrolled_wkv_graph(1, 5, 3, true, false)), 1);
+    assert_eq!(scans(&unrolled_wkv_graph(1, 5, 3, true, false, false)), 1);
     // A state read as an output too: its steps must stay.
-    let mut g = unrolled_wkv_graph(1, 5, 3, true, false);
+    let mut g = unrolled_wkv_graph(1, 5, 3, true, false, false);
     let state = g.nodes.iter().filter(|n| matches!(n.op, Op::Max)).nth(3).and_then(|n| n.output(0)).unwrap();
     g.output(state);
     assert_eq!(scans(&g), 0);
     // A step whose exponential is another op: the steps differ.
-    let mut g = unrolled_wkv_graph(1, 5, 3, true, false);
+    let mut g = unrolled_wkv_graph(1, 5, 3, true, false, false);
     let third =
         g.nodes.iter().enumerate().filter(|(_, n)| matches!(n.op, Op::Exp)).nth(5).map(|(i, _)| i).unwrap();
     g.nodes[third].op = Op::Sigmoid;
     assert_eq!(scans(&g), 0);
     // Two steps: too short to tell a state from its update.
-    assert_eq!(scans(&unrolled_wkv_graph(1, 2, 3, false, false)), 0);
+    assert_eq!(scans(&unrolled_wkv_graph(1, 2, 3, false, false, false)), 0);
 }
 
 #[test]

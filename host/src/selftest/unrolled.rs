@@ -255,7 +255,16 @@ fn blend(
 /// a `Concat`); the graph's output is the `[b, l, d]` sequence. `views`: as the export without
 /// the ONNX optimizer writes it, each read through a `Slice` of every element and each write-back
 /// link followed by a `ScatterND` of the whole result into the buffer (`slice_scatter`).
-pub fn unrolled_wkv_graph(b: usize, l: usize, d: usize, scatter: bool, views: bool) -> planner::Graph {
+/// `returns_state`: the last step's update is computed too and the three states are outputs
+/// after the sequence (transformers' `use_cache`).
+pub fn unrolled_wkv_graph(
+    b: usize,
+    l: usize,
+    d: usize,
+    scatter: bool,
+    views: bool,
+    returns_state: bool,
+) -> planner::Graph {
     use planner::op::{self, Op};
     use planner::{ConstTensor, DType, Dim, Graph};
     let known = |s: &[usize]| s.iter().map(|&v| Dim::Known(v)).collect::<Vec<_>>();
@@ -312,7 +321,7 @@ pub fn unrolled_wkv_graph(b: usize, l: usize, d: usize, scatter: bool, views: bo
             }
             None => stacked.push(un),
         }
-        if t + 1 == l {
+        if t + 1 == l && !returns_state {
             break;
         }
         // The state update.
@@ -324,5 +333,10 @@ pub fn unrolled_wkv_graph(b: usize, l: usize, d: usize, scatter: bool, views: bo
         None => g.op1(Op::Concat(op::Concat { axis: 1 }), &stacked),
     };
     g.output(y);
+    if returns_state {
+        for v in [num, den, max] {
+            g.output(v);
+        }
+    }
     g
 }

@@ -470,27 +470,28 @@ fn transformers_mamba_recurrence_runs_as_one_selective_scan() {
 
 /// transformers' RWKV-4 WKV loop as its export unrolls it (three carried states, a running
 /// maximum among them) runs as one `wkv4_f32` launch, at the export's sizes (d 256, sequence 64)
-/// and at odd ones, with both write-backs and both export spellings; the same loop with another
+/// and at odd ones, with both write-backs, both export spellings and the states returned or not;
+/// the same loop with another
 /// function per step as one `scan_program_f32` launch.
 #[test]
 fn transformers_rwkv_wkv_loop_runs_as_one_kernel() {
     use host::selftest::{random_inputs, unrolled_wkv_graph};
     let mut rng = Rng::new(0x3c4f);
-    for (b, l, d, scatter, views) in [
-        (1, 64, 256, true, false),
-        (8, 64, 256, true, true),
-        (3, 17, 5, false, true),
-        (2, 3, 300, true, false),
+    for (b, l, d, scatter, views, state) in [
+        (1, 64, 256, true, false, false),
+        (8, 64, 256, true, true, true),
+        (3, 17, 5, false, true, true),
+        (2, 3, 300, true, false, false),
     ] {
-        let what = format!("b {b} l {l} d {d} scatter {scatter} views {views}");
-        let g = unrolled_wkv_graph(b, l, d, scatter, views);
+        let what = format!("b {b} l {l} d {d} scatter {scatter} views {views} state {state}");
+        let g = unrolled_wkv_graph(b, l, d, scatter, views, state);
         let feeds = random_inputs(&mut rng, &g, -2.0, 2.0);
         let plan = compare(&what, g, &feeds, 1e-5);
         assert_eq!(plan.matches("wkv4_f32").count(), 1, "{what}: {plan}");
         let steps = plan.lines().filter(|l| l.starts_with('#')).count();
         assert!(steps <= 4, "{what}: {steps} steps: {plan}");
         // The same loop with every exponential a sigmoid: not WKV, the program kernel runs it.
-        let mut g = unrolled_wkv_graph(b, l, d, scatter, views);
+        let mut g = unrolled_wkv_graph(b, l, d, scatter, views, state);
         for n in &mut g.nodes {
             if matches!(n.op, Op::Exp) {
                 n.op = Op::Sigmoid;

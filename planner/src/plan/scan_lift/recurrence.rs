@@ -22,7 +22,9 @@
 //!
 //! Each step's value is checked against that description (a lockstep met again with more steps
 //! known is checked for those steps), so the lifted loop computes exactly what the unrolled steps
-//! did. When the steps are all elementwise f32 ops the whole loop becomes
+//! did. A state's update after the last step, when the graph computes it and reads it after the
+//! loop (transformers' RWKV with `use_cache` returns its three states), is found as the node of
+//! the update's op reading the last step's operands and becomes the Scan's final state. When the steps are all elementwise f32 ops the whole loop becomes
 //! `Scan(states' initial values, shared tensors (carried unchanged), step-read tensors)` with the
 //! body one step, the stacked values its scan output, and the write-back's buffer that output.
 //! It runs as one `scan_program_f32` launch, or on `wkv4_f32` when the step is RWKV-4's WKV
@@ -66,9 +68,16 @@ pub(in crate::plan) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph
         };
         let Some(root) = w.lift(&stack.xs) else { continue };
         let name = graph.node_label(NodeId(stack.last as u32));
-        let Some((node, line)) = w.scan(root, &stack, &name) else { continue };
+        let Some((node, line, finals)) = w.scan(root, &stack, &name) else { continue };
+        if finals.iter().any(|&f| replace[f].is_some()) {
+            continue;
+        }
         lifted.push(line);
         replace[stack.last] = Some(vec![node]);
+        // The last steps' state updates read after the loop: now the Scan's final states.
+        for f in finals {
+            replace[f] = Some(Vec::new());
+        }
     }
     if lifted.is_empty() {
         return None;
@@ -229,7 +238,58 @@ impl Walk<'_, '_> {
                 return None;
             }
         }
-        self.pos.iter().any(|p| matches!(p.kind, Kind::State { .. })).then_some(root)
+        if !self.pos.iter().any(|p| matches!(p.kind, Kind::State { .. })) {
+            return None;
+        }
+        self.complete_last();
+        Some(root)
+    }
+
+    /// Finds the last step's values of the op locksteps the walk did not reach there (the state
+    /// updates after the last output, which only a final state reads): the node of the same op
+    /// reading the last step's operands, where the graph has one.
+    fn complete_last(&mut self) {
+        let cx = self.cx;
+        let t = self.len - 1;
+        let value_at = |w: &Self, q: usize| -> Option<ValueId> {
+            match w.pos[q].kind {
+                Kind::Shared(x) => Some(x),
+                Kind::Step { src, axis } => cx.readers[src.index()]
+                    .iter()
+                    .filter_map(|&r| cx.g.nodes[r].output(0))
+                    .find(|&v| w.is_step(v, src, axis, t)),
+                Kind::State { update, .. } => w.pos[update].lanes[t - 1],
+                Kind::Op { .. } => w.pos[q].lanes[t],
+            }
+        };
+        // Operands before their users: repeat while a lockstep gains its last value.
+        for _ in 0..self.pos.len() {
+            let mut progress = false;
+            for p in 0..self.pos.len() {
+                let Kind::Op { node, ref inputs } = self.pos[p].kind else { continue };
+                if self.pos[p].lanes[t].is_some() {
+                    continue;
+                }
+                let ins: Option<Vec<Option<ValueId>>> = inputs
+                    .iter()
+                    .map(|q| q.map(|q| value_at(self, q).map(Some)).unwrap_or(Some(None)))
+                    .collect();
+                let Some(ins) = ins else { continue };
+                let Some(&first) = ins.iter().flatten().next() else { continue };
+                let op = &cx.g.nodes[node].op;
+                let found = cx.readers[first.index()]
+                    .iter()
+                    .map(|&r| &cx.g.nodes[r])
+                    .find(|n| n.op == *op && n.inputs == ins);
+                if let Some(v) = found.and_then(|n| n.output(0)) {
+                    self.pos[p].lanes[t] = Some(v);
+                    progress = true;
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
     }
 
     /// The lockstep of `lanes` (step 0 known; from step 1 on some may be unknown).
@@ -375,7 +435,7 @@ impl Walk<'_, '_> {
     /// The `Scan` of the walk rooted at lockstep `root` for `stack`, named after `name`, emitted
     /// into `g`, and its line; `None` when it does not fit (f32 elementwise ops only, nothing read
     /// outside the loop, the scan kernel's limits).
-    fn scan(&self, root: usize, stack: &Stack, name: &str) -> Option<(Node, String)> {
+    fn scan(&self, root: usize, stack: &Stack, name: &str) -> Option<(Node, String, Vec<usize>)> {
         let cx = self.cx;
         // The nodes of the loop: those of every step of every op lockstep, and the stack's
         // Unsqueezes; nothing else may read their values.
@@ -394,6 +454,17 @@ impl Walk<'_, '_> {
                 }
             }
         }
+        // A state's value after the last step, where the graph computes it and reads it after
+        // the loop (a returned state): the Scan's final state instead.
+        let outside =
+            |v: ValueId| cx.g.outputs.contains(&v) || cx.readers[v.index()].iter().any(|r| !own.contains(r));
+        let final_of = |p: &Pos| match p.kind {
+            Kind::State { update, .. } if matches!(self.pos[update].kind, Kind::Op { .. }) => {
+                self.pos[update].lanes[self.len - 1].filter(|&v| outside(v))
+            }
+            _ => None,
+        };
+        let finals: Vec<ValueId> = self.pos.iter().filter_map(final_of).collect();
         for p in &self.pos {
             if let Kind::Op { node, .. } = p.kind {
                 let n = &cx.g.nodes[node];
@@ -403,8 +474,7 @@ impl Walk<'_, '_> {
                     return None;
                 }
                 for v in p.lanes.iter().flatten() {
-                    let only_own = cx.readers[v.index()].iter().all(|r| own.contains(r));
-                    if !only_own || cx.g.outputs.contains(v) || !cx.f32(*v) {
+                    if (outside(*v) && !finals.contains(v)) || !cx.f32(*v) {
                         return None;
                     }
                 }
@@ -499,22 +569,36 @@ impl Walk<'_, '_> {
         let mut in_dims: Vec<Vec<usize>> = states.iter().map(|s| s.3.clone()).collect();
         in_dims.extend(shared.iter().map(|s| s.2.clone()));
         in_dims.extend(steps.iter().map(|s| s.3.clone()));
-        let mut out_dims = vec![None; carried];
-        out_dims.push(Some(cx.dims(stack.y)?));
+        // Final states first (one per carried state, the shared ones' unread), then the stack.
+        let mut outputs: Vec<Option<ValueId>> =
+            states.iter().map(|&(k, ..)| final_of(&self.pos[k])).collect();
+        outputs.resize(carried, None);
+        outputs.push(Some(stack.y));
+        let mut out_dims = Vec::with_capacity(outputs.len());
+        for v in &outputs {
+            out_dims.push(match v {
+                Some(v) => Some(cx.dims(*v)?),
+                None => None,
+            });
+        }
         super::super::scan_program::check(&scan, &in_dims, &out_dims).ok()?;
         let ops = scan.body.nodes.len();
         let mut inputs: Vec<Option<ValueId>> = states.iter().map(|s| Some(s.1)).collect();
         inputs.extend(shared.iter().map(|s| Some(s.0)));
         inputs.extend(steps.iter().map(|s| Some(s.0)));
-        let mut outputs = vec![None; carried];
-        outputs.push(Some(stack.y));
+        let returned = if finals.is_empty() {
+            String::new()
+        } else {
+            format!(", {} final states returned", finals.len())
+        };
         let line = format!(
-            "{name}: Scan of {} steps, {} carried states, {ops} elementwise ops a step (an unrolled recurrence, its steps written back by {}, into `{}`)",
+            "{name}: Scan of {} steps, {} carried states, {ops} elementwise ops a step (an unrolled recurrence, its steps written back by {}, into `{}`{returned})",
             self.len,
             states.len(),
             stack.spelling,
             cx.g.value_name(stack.y)
         );
-        Some((Node { name: format!("{name}:scan"), op: Op::Scan(scan), inputs, outputs }, line))
+        let removed = finals.iter().map(|v| cx.defs[v.index()].map(|d| d.0)).collect::<Option<_>>()?;
+        Some((Node { name: format!("{name}:scan"), op: Op::Scan(scan), inputs, outputs }, line, removed))
     }
 }
