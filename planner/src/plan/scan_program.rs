@@ -24,6 +24,8 @@ use kernels_gpu::abi::{
 
 use super::fuse::{EwNode, Operand, ew_node, scalar_f32};
 use super::lower::{Lowered, bytes_of, dims, f32_only};
+use super::movement::contiguous_u64;
+use super::reduce::axis_index;
 use super::{Arg, PlanOptions, PlannedValue, Step, capped_grid};
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{Op, Scan};
@@ -226,23 +228,13 @@ fn compile(body: &Graph, input_shapes: &[Vec<usize>]) -> Result<Program, String>
     Ok(Program { instrs, input_regs, outputs, shapes })
 }
 
-/// Row-major element strides of `shape`.
-fn contiguous(shape: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; shape.len()];
-    for d in (0..shape.len().saturating_sub(1)).rev() {
-        s[d] = s[d + 1] * shape[d + 1];
-    }
-    s
-}
-
 /// An operand over channel shape `chan`: `shape` (a step's shape, broadcasting into `chan`) at
 /// element strides `strides` of its own dims; stepping `step` elements a step from `start`.
 fn operand(
     chan: &[usize],
     shape: &[usize],
-    strides: &[usize],
-    start: u64,
-    step: u64,
+    strides: &[u64],
+    (start, step): (u64, u64),
     reg: u32,
     per_step: bool,
 ) -> ScanOperand {
@@ -250,26 +242,25 @@ fn operand(
     let lead = chan.len() - shape.len();
     for (i, (&d, &s)) in shape.iter().zip(strides).enumerate() {
         if d != 1 {
-            o.strides[MAX_RANK - chan.len() + lead + i] = s as u64;
+            o.strides[MAX_RANK - chan.len() + lead + i] = s;
         }
     }
     o
 }
 
-/// `shape` without dim `axis`, and the element strides of the rest.
-fn without(shape: &[usize], axis: usize) -> (Vec<usize>, Vec<usize>, usize) {
-    let strides = contiguous(shape);
+/// `shape` without dim `axis`, the element strides of the rest, and the stride of `axis`.
+fn without(shape: &[usize], axis: usize) -> (Vec<usize>, Vec<u64>, u64) {
+    let mut st = contiguous_u64(shape);
     let mut s = shape.to_vec();
-    let mut st = strides.clone();
     s.remove(axis);
-    st.remove(axis);
-    (s, st, strides[axis])
+    let step = st.remove(axis);
+    (s, st, step)
 }
 
-/// Normalized axis `a` of a rank-`r` tensor.
-fn axis(a: i64, r: usize) -> Result<usize, String> {
-    let n = if a < 0 { a + r as i64 } else { a };
-    usize::try_from(n).ok().filter(|&n| n < r).ok_or_else(|| format!("axis {a} out of range for rank {r}"))
+/// The (start, step) of an operand stepping `stride` elements a step over `len` steps, from
+/// the last step back when `reverse` (the step in two's complement).
+fn stepping(len: usize, stride: u64, reverse: bool) -> (u64, u64) {
+    if reverse { ((len.max(1) - 1) as u64 * stride, stride.wrapping_neg()) } else { (0, stride) }
 }
 
 /// A launch: the parameters, the node inputs and outputs its operand slots take (by index; the
@@ -303,7 +294,7 @@ fn launch(s: &Scan, in_dims: &[Vec<usize>], out_dims: &[Option<Vec<usize>>]) -> 
     let mut len = None;
     let mut scans = Vec::new();
     for (j, d) in in_dims[states..].iter().enumerate() {
-        let a = axis(s.scan_input_axes.get(j).copied().unwrap_or(0), d.len())?;
+        let a = axis_index(s.scan_input_axes.get(j).copied().unwrap_or(0), d.len())?;
         if *len.get_or_insert(d[a]) != d[a] {
             return Err("scan inputs of different lengths".into());
         }
@@ -341,36 +332,34 @@ fn launch(s: &Scan, in_dims: &[Vec<usize>], out_dims: &[Option<Vec<usize>>]) -> 
         if !through && *shape != chan {
             return Err(format!("carried state {i} has shape {shape:?}, not the step's {chan:?}"));
         }
-        inputs.push((operand(&chan, shape, &contiguous(shape), 0, 0, reg, false), i));
+        // Read once before the first step; its final value (when used) written once after the last.
+        let once = operand(&chan, shape, &contiguous_u64(shape), (0, 0), reg, false);
+        inputs.push((once, i));
         match prog.outputs[i] {
             Slot::Reg(r) if r != reg => copies.push([reg, r]),
             Slot::Reg(_) => {}
             Slot::Imm(_) => return Err(format!("carried state {i} is set to a constant")),
         }
         if out_dims[i].is_some() {
-            outputs.push((operand(&chan, shape, &contiguous(shape), 0, 0, reg, false), i));
+            outputs.push((once, i));
         }
     }
     for (j, (shape, strides, step, reverse)) in scans.iter().enumerate() {
-        let start = if *reverse { ((len.max(1) - 1) * step) as u64 } else { 0 };
-        let step = if *reverse { (*step as u64).wrapping_neg() } else { *step as u64 };
         let reg = prog.input_regs[states + j];
-        inputs.push((operand(&chan, shape, strides, start, step, reg, true), states + j));
+        inputs.push((operand(&chan, shape, strides, stepping(len, *step, *reverse), reg, true), states + j));
     }
     for k in 0..outs {
         let Some(yd) = &out_dims[states + k] else { continue };
         let Slot::Reg(reg) = prog.outputs[states + k] else {
             return Err(format!("scan output {k} is a constant"));
         };
-        let a = axis(s.scan_output_axes.get(k).copied().unwrap_or(0), yd.len())?;
+        let a = axis_index(s.scan_output_axes.get(k).copied().unwrap_or(0), yd.len())?;
         let (shape, strides, step) = without(yd, a);
         if shape != chan {
             return Err(format!("scan output {k} has steps of shape {shape:?}, not the step's {chan:?}"));
         }
         let reverse = s.scan_output_directions.get(k).copied().unwrap_or(0) != 0;
-        let start = if reverse { ((len.max(1) - 1) * step) as u64 } else { 0 };
-        let step = if reverse { (step as u64).wrapping_neg() } else { step as u64 };
-        outputs.push((operand(&chan, &shape, &strides, start, step, reg, true), states + k));
+        outputs.push((operand(&chan, &shape, &strides, stepping(len, step, reverse), reg, true), states + k));
     }
     if inputs.len() > SCAN_PROG_INPUTS || outputs.len() > SCAN_PROG_OUTPUTS || copies.len() > SCAN_PROG_COPIES
     {

@@ -129,6 +129,7 @@ impl Cx<'_> {
     }
 
     /// The write-back chain that starts at scatter node `i` (its buffer is not another scatter's).
+    /// The Identity links exporters put between scatters are gone by now (`noop.rs` runs first).
     fn scatter_stack(
         &self,
         i: usize,
@@ -138,13 +139,7 @@ impl Cx<'_> {
         let n = &self.g.nodes[i];
         let (buf, u) = (n.input(0)?, n.input(2)?);
         let ax = self.axis_of(u, axis)?;
-        let mut b = buf;
-        while let Some(d) = self.def(b)
-            && matches!(d.op, Op::Identity)
-        {
-            b = d.input(0)?;
-        }
-        if self.def(b).is_some_and(|d| matches!(d.op, Op::ScatterElements(_))) {
+        if self.def(buf).is_some_and(|d| matches!(d.op, Op::ScatterElements(_))) {
             return None; // not the chain's first
         }
         let len = *self.dims(buf)?.get(ax)?;
@@ -162,18 +157,13 @@ impl Cx<'_> {
                 return None;
             }
             us[k as usize] = Some(u);
-            // The next scatter: the only reader, through Identity links.
-            let mut v = n.output(0)?;
-            while let &[r] = self.readers[v.index()].as_slice() {
-                let rn = &self.g.nodes[r];
-                match rn.op {
-                    Op::Identity => v = rn.output(0)?,
-                    Op::ScatterElements(_) if rn.input(0) == Some(v) => {
-                        node = r;
-                        break;
-                    }
-                    _ => break,
-                }
+            // The next scatter: the only reader.
+            let v = n.output(0)?;
+            if let &[r] = self.readers[v.index()].as_slice()
+                && matches!(self.g.nodes[r].op, Op::ScatterElements(_))
+                && self.g.nodes[r].input(0) == Some(v)
+            {
+                node = r;
             }
             if us.iter().all(Option::is_some) {
                 break;
