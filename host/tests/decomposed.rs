@@ -77,6 +77,42 @@ fn einsum_decomposes_into_matmuls_that_compute_what_the_reference_does() {
     }
 }
 
+/// An einsum whose operands are computed (not graph inputs) reads them through the strides of
+/// the transposes its decomposition writes, and writes its result through the strides of the
+/// transpose that reads it: transformers' Mamba2 contractions (batch dims `[b, c]` outside and
+/// the heads inside the rows: two batch levels) compile to their GEMMs with no transpose step.
+#[test]
+fn an_einsums_transposes_fold_into_its_gemms() {
+    let cases: &[(&str, &[&[usize]], bool)] = &[
+        ("bclhn,bcshn->bclsh", &[&[2, 4, 16, 2, 64], &[2, 4, 16, 2, 64]], true),
+        ("bclsh,bcshp->bclhp", &[&[2, 4, 16, 16, 2], &[2, 4, 16, 2, 32]], true),
+        ("bclhn,bclhp->bchpn", &[&[2, 4, 16, 2, 64], &[2, 4, 16, 2, 32]], true),
+        ("bzch,bzhpn->bchpn", &[&[2, 5, 5, 2], &[2, 5, 2, 32, 64]], true),
+        ("bclhn,bchpn->bclhp", &[&[2, 4, 16, 2, 64], &[2, 4, 2, 32, 64]], true),
+        ("bhld,bhmd->bhlm", &[&[2, 4, 16, 64], &[2, 4, 16, 64]], true),
+        // Three batch dims interleaved with the rows: not two levels; the transposes stay.
+        ("abcij,cbajk->acbik", &[&[2, 3, 5, 7, 9], &[5, 3, 2, 9, 6]], false),
+    ];
+    for &(equation, shapes, folds) in cases {
+        let mut g = Graph::new();
+        let ins: Vec<_> = (shapes.iter().enumerate())
+            .map(|(i, s)| {
+                let x = g.input(&format!("x{i}"), DType::F32, s.iter().map(|&d| Dim::Known(d)));
+                g.op1(Op::Neg, &[x])
+            })
+            .collect();
+        let y = g.op1(Op::Einsum(Einsum { equation: equation.into() }), &ins);
+        let y = g.op1(Op::Neg, &[y]);
+        g.output(y);
+        let plan =
+            planner::plan::compile(&g, &planner::Binding::new(), &planner::plan::PlanOptions::default())
+                .unwrap_or_else(|e| panic!("{equation}: {e}"))
+                .to_string();
+        assert_eq!(!plan.contains("transpose_f32"), folds, "{equation}:\n{plan}");
+        assert!(plan.contains("gemm"), "{equation}: no GEMM in\n{plan}");
+    }
+}
+
 #[test]
 fn a_diagonal_einsum_is_left_for_the_planner_to_refuse() {
     let (g, _) = einsum("ii->i", &[&[3, 3]], &mut Rng::new(1));

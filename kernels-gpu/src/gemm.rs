@@ -35,10 +35,10 @@ const _: () = assert!(
 );
 
 #[inline(always)]
-fn epilogue(p: &GemmParams, c: *const f32, batch: u64, i: u32, j: u32, acc: f32) -> f32 {
+fn epilogue(p: &GemmParams, c: *const f32, i: u32, j: u32, acc: f32) -> f32 {
     let mut v = p.alpha * acc;
     if p.has_c != 0 {
-        let at = batch * p.c_bs + i as u64 * p.c_rs + j as u64 * p.c_cs;
+        let at = i as u64 * p.c_rs + j as u64 * p.c_cs;
         // SAFETY: the host checked that C covers every (batch, i, j) of the output through its
         // strides (the launch contract).
         v = math::fma(p.beta, unsafe { *c.add(at as usize) }, v);
@@ -46,12 +46,19 @@ fn epilogue(p: &GemmParams, c: *const f32, batch: u64, i: u32, j: u32, acc: f32)
     math::activate(Activation::from_code(p.act), v, p.act_alpha)
 }
 
+/// C's matrix `batch` (its first element); `c` itself when C is not read.
+#[inline(always)]
+pub(crate) fn c_of(p: &GemmParams, c: *const f32, batch: u64) -> *const f32 {
+    if p.has_c != 0 { c.wrapping_add(p.c_at(batch) as usize) } else { c }
+}
+
 /// A program epilogue: the program and its input pointers (input 0 is the GEMM result and is not
 /// read from memory).
 pub(crate) type Program<'a> = Option<(&'a EwProgramParams, [*const f32; 4])>;
 
 /// [`epilogue`], then the program of `program` (if any) on output element `(batch, i, j)`, whose
-/// index into the program's output is `(batch * m + i) * n + j`.
+/// index into the program's output is `(batch * m + i) * n + j`. `c` points at C's matrix `batch`
+/// ([`c_of`]: offset once per block, not per element).
 ///
 /// # Safety
 /// The program's inputs `1..n_inputs` hold every element their strides address for the outputs.
@@ -65,7 +72,7 @@ pub(crate) unsafe fn finish(
     j: u32,
     acc: f32,
 ) -> f32 {
-    let v = epilogue(p, c, batch, i, j, acc);
+    let v = epilogue(p, c, i, j, acc);
     match program {
         None => v,
         Some((e, x)) => {
@@ -193,7 +200,7 @@ unsafe fn gemm_tiled(
     let smem = dynamic_shared_ptr() as *mut f32;
     // SAFETY: the two tiles lie inside the GEMM_SHARED_BYTES the launch provides.
     let (a_tile, b_tile) = (smem, unsafe { smem.add((BK * BM) as usize) });
-    let (a0, b0) = (batch * p.a_bs, batch * p.b_bs);
+    let (a0, b0) = (p.a_at(batch), p.b_at(batch));
     // The 64x16 A tile and the 16x64 B tile at k0, four elements each per thread, into registers
     // (zero outside the matrices or past this split's k range).
     let load = |k0: u32| {
@@ -268,6 +275,7 @@ unsafe fn gemm_tiled(
         partial!(0 0, 0 1, 0 2, 0 3, 1 0, 1 1, 1 2, 1 3, 2 0, 2 1, 2 2, 2 3, 3 0, 3 1, 3 2, 3 3);
         return;
     }
+    let (yv, cb) = (p.y_view(batch), c_of(&p, c, batch));
     if let Some((e, x)) = program {
         // Stage the 64x64 results in shared memory (the tiles are free after the k loop's last
         // barrier; each thread reads back only its own cells), then run the program over them in a
@@ -286,9 +294,9 @@ unsafe fn gemm_tiled(
                 // SAFETY: li < BM, lj < BN: a cell this thread wrote.
                 let v = unsafe { *smem.add((li * BN + lj) as usize) };
                 // SAFETY: the program's inputs cover the output (the contract).
-                let out = unsafe { finish(&p, c, Some((e, x)), batch, i, j, v) };
+                let out = unsafe { finish(&p, cb, Some((e, x)), batch, i, j, v) };
                 // SAFETY: i < m, j < n: inside output matrix `batch`.
-                unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = out };
+                unsafe { *y.add(yv.offset(i, j) as usize) = out };
             }
         }
         return;
@@ -299,10 +307,10 @@ unsafe fn gemm_tiled(
         ($($r:literal $s:literal),*) => {$({
             let (i, j) = (row0 + ty + 16 * $r, col0 + tx + 16 * $s);
             // The epilogue reads C at clamped indices so that only the store is conditional.
-            let v = epilogue(&p, c, batch, i.min(p.m - 1), j.min(p.n - 1), acc[$r][$s]);
+            let v = epilogue(&p, cb, i.min(p.m - 1), j.min(p.n - 1), acc[$r][$s]);
             if i < p.m && j < p.n {
                 // SAFETY: i < m, j < n: inside output matrix `batch`.
-                unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = v };
+                unsafe { *y.add(yv.offset(i, j) as usize) = v };
             }
         })*};
     }
@@ -417,7 +425,7 @@ unsafe fn gemv(p: &GemmParams, a: *const f32, b: *const f32, c: *const f32, y: *
     }
     let (lane, warp) = (thread_idx_x() % 32, thread_idx_x() / 32);
     let batch = block_idx_y() as u64;
-    let (a0, b0) = (batch * p.a_bs, batch * p.b_bs);
+    let (a0, b0) = (p.a_at(batch), p.b_at(batch));
     let mut acc = [0f32; GEMV_MAX_M as usize];
     if p.b_cs == 1 {
         // Lane = (k offset within the warp's group of 4 rows, column): each warp load reads four
@@ -466,9 +474,9 @@ unsafe fn gemv(p: &GemmParams, a: *const f32, b: *const f32, c: *const f32, y: *
                     sum += unsafe { *partial.add(((w * GEMV_MAX_M + i) * GEMV_COLS + col) as usize) };
                 }
                 // SAFETY: the program's inputs cover the output (the contract).
-                let v = unsafe { finish(&p, c, program, batch, i, j, sum) };
+                let v = unsafe { finish(&p, c_of(&p, c, batch), program, batch, i, j, sum) };
                 // SAFETY: i < m, j < n.
-                unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = v };
+                unsafe { *y.add(p.y_offset(batch, i, j) as usize) = v };
             }
         }
     } else {
@@ -499,9 +507,9 @@ unsafe fn gemv(p: &GemmParams, a: *const f32, b: *const f32, c: *const f32, y: *
                 sum += unsafe { *partial.add((w * GEMV_MAX_M + i) as usize) };
             }
             // SAFETY: the program's inputs cover the output (the contract).
-            let v = unsafe { finish(&p, c, program, batch, i, j, sum) };
+            let v = unsafe { finish(&p, c_of(&p, c, batch), program, batch, i, j, sum) };
             // SAFETY: i < m, j < n.
-            unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = v };
+            unsafe { *y.add(p.y_offset(batch, i, j) as usize) = v };
         }
     }
 }

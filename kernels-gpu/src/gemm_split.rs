@@ -28,7 +28,7 @@ pub(crate) fn split_of(p: &GemmParams, z: u32) -> (u64, u32, u32, u32) {
 /// # Safety
 /// `ws` holds the `p.splits * p.batch * p.m * p.n` partials a split launch with the same `p`
 /// wrote; `c` as for [`crate::gemm::gemm_f32`]; `y` holds `p.batch` matrices of `p.m x p.n` at
-/// `p.y_bs` apart and overlaps neither.
+/// the offsets [`GemmParams::y_offset`] gives and overlaps neither.
 ///
 /// # Parameters
 /// See [`GemmParams`]; `ws` is the workspace, `y` the output.
@@ -89,6 +89,7 @@ unsafe fn gemm_reduce(p: &GemmParams, c: *const f32, ws: *const f32, y: *mut f32
         } else {
             (row / m, (row % m) as u32)
         };
+        let (yv, cb) = (p.y_view(batch), crate::gemm::c_of(p, c, batch));
         let mut j = j0;
         while j < n {
             // Partial s of (batch, i, j): matrix `batch * splits + s` of the workspace.
@@ -112,9 +113,9 @@ unsafe fn gemm_reduce(p: &GemmParams, c: *const f32, ws: *const f32, y: *mut f32
                 s += 1;
             }
             // SAFETY: the program's inputs cover the output (the contract).
-            let v = unsafe { finish(p, c, program, batch, i, j as u32, sum) };
+            let v = unsafe { finish(p, cb, program, batch, i, j as u32, sum) };
             // SAFETY: batch < p.batch, i < m, j < n.
-            unsafe { *y.add((batch * p.y_bs + i as u64 * n + j) as usize) = v };
+            unsafe { *y.add(yv.offset(i, j as u32) as usize) = v };
             j += j_step;
         }
         row += grid_dim_y() as u64;

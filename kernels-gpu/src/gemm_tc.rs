@@ -279,7 +279,7 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
     if p.splits > 1 || threads % 32 != 0 || warps == 0 || warps > GEMM_TC_MAX_WARPS {
         trap();
     }
-    if PACKED && (p.b_bs != 0 || (b as usize) % 16 != 0) {
+    if PACKED && (!p.b_shared() || (b as usize) % 16 != 0) {
         trap();
     }
     // Every block waits for the previous kernel before it leaves, also when it has nothing to do:
@@ -298,7 +298,7 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
     let (g, t) = (lane / 4, lane % 4);
     let tile_x = if PAIR { block_idx_x() / 2 } else { block_idx_x() };
     let (row0, col0, batch) = (block_idx_y() * GEMM_TC_M, tile_x * GEMM_TC_N, block_idx_z() as u64);
-    let (a0, b0) = (batch * p.a_bs, batch * p.b_bs);
+    let (a0, b0) = (p.a_at(batch), p.b_at(batch));
     // Rows and columns past the matrix read the last one (valid memory; their results are not
     // stored), so that the loads need no condition.
     let row = |h: u32| (row0 + g + 8 * h).min(p.m - 1) as u64;
@@ -313,7 +313,7 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
         ([at(0), at(1), at(2), at(3)], GEMM_TC_PACK_BLOCK as u64, false)
     } else {
         let at = |j: u32| b0 + col(j) * p.b_cs;
-        ([at(0), at(1), at(2), at(3)], p.b_rs, p.b_rs == 1 && aligned(b, p.b_cs, p.b_bs))
+        ([at(0), at(1), at(2), at(3)], p.b_rs, p.b_rs == 1 && aligned(b, p.b_cs, p.b_bs | p.b_bs2))
     };
     let ops = Operands {
         a,
@@ -321,7 +321,7 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
         k: p.k,
         a_base: [a0 + row(0) * p.a_rs, a0 + row(1) * p.a_rs],
         a_stride: p.a_cs,
-        a_vec: p.a_cs == 1 && aligned(a, p.a_rs, p.a_bs),
+        a_vec: p.a_cs == 1 && aligned(a, p.a_rs, p.a_bs | p.a_bs2),
         b_base,
         b_stride,
         b_vec,
@@ -426,6 +426,7 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
     if PAIR {
         pair::collect(warps);
     }
+    let (yv, cb) = (p.y_view(batch), crate::gemm::c_of(&p, c, batch));
     let mut o = tid;
     while o < GEMM_TC_M * GEMM_TC_N {
         let (li, lj) = (o / GEMM_TC_N, o % GEMM_TC_N);
@@ -455,9 +456,9 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
             let v =
                 if step <= 4 { partials!(0 1 2 3) } else { partials!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15) };
             // SAFETY: the program's inputs and C cover the output (the contract).
-            let out = unsafe { finish(&p, c, program, batch, i, j, v) };
+            let out = unsafe { finish(&p, cb, program, batch, i, j, v) };
             // SAFETY: i < m, j < n: inside output matrix `batch`.
-            unsafe { *y.add((batch * p.y_bs + i as u64 * p.n as u64 + j as u64) as usize) = out };
+            unsafe { *y.add(yv.offset(i, j) as usize) = out };
         }
         o += threads;
     }

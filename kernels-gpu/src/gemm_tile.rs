@@ -109,15 +109,15 @@ unsafe fn gemm_tile<
     let threads = 32 * WM * WN;
     let aligned = |ptr: *const f32, s1: u64, s2: u64| (ptr as usize) % 16 == 0 && s1 % 4 == 0 && s2 % 4 == 0;
     let b_ok = if KB {
-        p.b_rs == 1 && aligned(b, p.b_cs, p.b_bs)
+        p.b_rs == 1 && aligned(b, p.b_cs, p.b_bs | p.b_bs2)
     } else {
-        p.b_cs == 1 && aligned(b, p.b_rs, p.b_bs)
+        p.b_cs == 1 && aligned(b, p.b_rs, p.b_bs | p.b_bs2)
     };
     let splits = p.splits.max(1);
     if block_dim_x() != threads
         || (splits > 1 && (p.k_chunk == 0 || p.k_chunk % BK != 0))
         || p.a_cs != 1
-        || !aligned(a, p.a_rs, p.a_bs)
+        || !aligned(a, p.a_rs, p.a_bs | p.a_bs2)
         || !b_ok
     {
         trap();
@@ -132,7 +132,7 @@ unsafe fn gemm_tile<
     let (row0, col0) = (block_idx_y() * bm, block_idx_x() * bn);
     // This block's k range: all of k, or one chunk of it (a multiple of BK long).
     let (batch, _, k_begin, k_end) = crate::gemm_split::split_of(&p, z);
-    let (a_at, b_at) = (batch * p.a_bs, batch * p.b_bs);
+    let (a_at, b_at) = (p.a_at(batch), p.b_at(batch));
     let k_tiles = k_end.saturating_sub(k_begin).div_ceil(BK);
     // Stage `s`: the A tile (bm x BK f32) then the B tile (BK x bn f32).
     let stage_bytes = (bm + bn) * BK * 4;
@@ -308,7 +308,12 @@ unsafe fn store_tile(
     tid: u32,
     threads: u32,
 ) {
-    let y_at = batch * p.y_bs;
+    // Split-K partials fill the workspace row by row; the output goes through Y's strides.
+    let yv = match p.splits > 1 {
+        true => crate::abi::YView { at: p.y_at(batch), rs: p.n as u64, cs: 1 },
+        false => p.y_view(batch),
+    };
+    let cb = crate::gemm::c_of(p, c_ptr, batch);
     let mut q = tid;
     while q < bm * bn {
         let (r, c) = (q / bn, q % bn);
@@ -318,8 +323,8 @@ unsafe fn store_tile(
             // at its offsets (the launch contract); the tile entry was written before the barrier.
             unsafe {
                 let v = *tile.add((r * ld_tile + c) as usize);
-                let out = finish(p, c_ptr, program, batch, row, col, v);
-                *y.add((y_at + row as u64 * p.n as u64 + col as u64) as usize) = out;
+                let out = finish(p, cb, program, batch, row, col, v);
+                *y.add(yv.offset(row, col) as usize) = out;
             }
         }
         q += threads;

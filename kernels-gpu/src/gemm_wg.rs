@@ -129,9 +129,9 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     let splits = p.splits.max(1);
     if block_dim_x() != threads
         || (splits > 1 && (p.k_chunk == 0 || p.k_chunk % BK != 0))
-        || (!CONV && (p.a_cs != 1 || !aligned(a, p.a_rs, p.a_bs)))
+        || (!CONV && (p.a_cs != 1 || !aligned(a, p.a_rs, p.a_bs | p.a_bs2)))
         || p.b_rs != 1
-        || p.b_bs != 0
+        || !p.b_shared()
         || p.b_cs < p.k as u64
         || !aligned(b, p.b_cs, 0)
     {
@@ -146,7 +146,7 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     let z = block_idx_z();
     let (row0, col0) = (block_idx_y() * bm, block_idx_x() * BN);
     let (batch, split, k_begin, k_end) = crate::gemm_split::split_of(&p, z);
-    let a_at = batch * p.a_bs;
+    let a_at = p.a_at(batch);
     let k_tiles = k_end.saturating_sub(k_begin).div_ceil(BK);
     let planes = crate::abi::gemm_wg_planes(EXACT);
     // Stage `s`: B's big-part tile, (EXACT) its small-part tile, then A's tile; each a multiple

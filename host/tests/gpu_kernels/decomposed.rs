@@ -411,6 +411,44 @@ fn einsum_runs_as_batched_matmuls_on_the_device() {
     }
 }
 
+/// An einsum of computed operands reads them through the strides of its decomposition's
+/// transposes (two batch levels where the heads sit inside the rows, a transpose then a reshape
+/// that merges dims) and writes its result through the transpose that reads it: Mamba2's
+/// contractions and attention's, with no transpose step, match the reference; batch dims that
+/// do not collapse to two levels keep their transposes and match too.
+#[test]
+fn einsum_gemms_walk_transposed_operands_and_results() {
+    let mut rng = Rng::new(0xe176);
+    let cases: &[(&str, &[&[usize]], bool)] = &[
+        ("bclhn,bcshn->bclsh", &[&[2, 4, 64, 8, 64], &[2, 4, 64, 8, 64]], true),
+        ("bclsh,bcshp->bclhp", &[&[2, 4, 64, 64, 8], &[2, 4, 64, 8, 64]], true),
+        ("bclhn,bclhp->bchpn", &[&[2, 4, 64, 8, 64], &[2, 4, 64, 8, 64]], true),
+        ("bzch,bzhpn->bchpn", &[&[2, 5, 5, 8], &[2, 5, 8, 64, 64]], true),
+        ("bclhn,bchpn->bclhp", &[&[2, 4, 64, 8, 64], &[2, 4, 8, 64, 64]], true),
+        ("bhld,bhmd->bhlm", &[&[2, 4, 33, 64], &[2, 4, 17, 64]], true),
+        // Three batch dims interleaved with the rows: not two levels.
+        ("abcij,cbajk->acbik", &[&[2, 3, 5, 7, 9], &[5, 3, 2, 9, 6]], false),
+    ];
+    for &(equation, shapes, folds) in cases {
+        let mut g = Graph::new();
+        let mut feeds = Vec::new();
+        let ins: Vec<ValueId> = (shapes.iter().enumerate())
+            .map(|(i, s)| {
+                let name = format!("x{i}");
+                feeds.push((name.clone(), floats(&mut rng, s, -1.0, 1.0)));
+                let x = g.input(&name, DType::F32, known(s));
+                g.op1(Op::Neg, &[x])
+            })
+            .collect();
+        let y = g.op1(Op::Einsum(op::Einsum { equation: equation.into() }), &ins);
+        let y = g.op1(Op::Neg, &[y]);
+        g.output(y);
+        let plan = compare(equation, g, &feeds, 1e-4);
+        assert!(plan.contains("gemm"), "{equation}: no GEMM in\n{plan}");
+        assert_eq!(!plan.contains("transpose_f32"), folds, "{equation}:\n{plan}");
+    }
+}
+
 /// Unrolled recurrences (the ScatterElements chain of torch.export, the stacked Concat; axes 1
 /// and 2; from zeros and from an initial state; lengths of one chunk, several windows) run as one
 /// chunked `rglru_f32` scan, with no step left.

@@ -44,11 +44,16 @@ impl Activation {
 }
 
 /// Parameters of the f32 GEMM kernels: for each batch `b < batch`, `i < m`, `j < n`,
-/// `y[b*y_bs + i*n + j] = act(alpha * sum_k A[b,i,k] B[b,k,j] + beta * C[b,i,j])`, where
-/// `A[b,i,k] = a[b*a_bs + i*a_rs + k*a_cs]`, `B[b,k,j] = b[b*b_bs + k*b_rs + j*b_cs]` and
-/// `C[b,i,j] = c[b*c_bs + i*c_rs + j*c_cs]` (only when `has_c != 0`). Strides are in elements; a
+/// `y[Y(b) + i*y_rs + j*y_cs] = act(alpha * sum_k A[b,i,k] B[b,k,j] + beta * C[b,i,j])`, where
+/// `A[b,i,k] = a[A(b) + i*a_rs + k*a_cs]`, `B[b,k,j] = b[B(b) + k*b_rs + j*b_cs]` and
+/// `C[b,i,j] = c[C(b) + i*c_rs + j*c_cs]` (only when `has_c != 0`). Strides are in elements; a
 /// zero stride broadcasts (bias rows, shared weights across a batch), a transposed operand swaps
-/// its row and column strides.
+/// its row and column strides. The batch has two levels, so that an operand read through a
+/// permutation whose batch dims do not merge into one (an einsum's `[batch, chunk, head]` with the
+/// head inside the rows) needs no copy: batch matrix `b` is `(o, i) = (b / batch_inner,
+/// b % batch_inner)` and `A(b) = o*a_bs + i*a_bs2` (likewise B, C, Y); `batch_inner` 0 or 1 is
+/// one level (`A(b) = b*a_bs`). See [`GemmParams::a_at`]. `y_rs`, `y_cs` both 0 (the default) are
+/// `n`, 1.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GemmParams {
@@ -98,8 +103,101 @@ pub struct GemmParams {
     pub splits: u32,
     /// K elements per split (a multiple of the k step, 16).
     pub k_chunk: u32,
-    /// Explicit padding; always 0.
-    pub _pad: u32,
+    /// Inner batch count of a two-level batch (0 or 1: one level); divides `batch`.
+    pub batch_inner: u32,
+    /// A inner batch stride (two-level batch only).
+    pub a_bs2: u64,
+    /// B inner batch stride.
+    pub b_bs2: u64,
+    /// C inner batch stride.
+    pub c_bs2: u64,
+    /// Y inner batch stride.
+    pub y_bs2: u64,
+    /// Y row stride, with [`GemmParams::y_cs`] (a MatMul writing its result through the transpose
+    /// that reads it); both 0: rows contiguous, `n` apart. Not for split-K partials.
+    pub y_rs: u64,
+    /// Y column stride (0: contiguous rows, see [`GemmParams::y_rs`]).
+    pub y_cs: u64,
+}
+
+/// One output matrix of a GEMM in Y: its offset and its row and column strides.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct YView {
+    /// Offset of element (0, 0).
+    pub at: u64,
+    /// Row stride.
+    pub rs: u64,
+    /// Column stride.
+    pub cs: u64,
+}
+
+impl YView {
+    /// Offset of element `(i, j)`.
+    #[inline(always)]
+    pub fn offset(self, i: u32, j: u32) -> u64 {
+        self.at + i as u64 * self.rs + j as u64 * self.cs
+    }
+}
+
+impl GemmParams {
+    /// Outer and inner index of batch matrix `b`.
+    #[inline(always)]
+    fn batch_index(&self, b: u64) -> (u64, u64) {
+        if self.batch_inner > 1 {
+            let n = self.batch_inner as u64;
+            (b / n, b % n)
+        } else {
+            (b, 0)
+        }
+    }
+
+    /// Element offset of batch matrix `b` in A.
+    #[inline(always)]
+    pub fn a_at(&self, b: u64) -> u64 {
+        let (o, i) = self.batch_index(b);
+        o * self.a_bs + i * self.a_bs2
+    }
+
+    /// Element offset of batch matrix `b` in B.
+    #[inline(always)]
+    pub fn b_at(&self, b: u64) -> u64 {
+        let (o, i) = self.batch_index(b);
+        o * self.b_bs + i * self.b_bs2
+    }
+
+    /// Element offset of batch matrix `b` in C.
+    #[inline(always)]
+    pub fn c_at(&self, b: u64) -> u64 {
+        let (o, i) = self.batch_index(b);
+        o * self.c_bs + i * self.c_bs2
+    }
+
+    /// Element offset of batch matrix `b` in Y.
+    #[inline(always)]
+    pub fn y_at(&self, b: u64) -> u64 {
+        let (o, i) = self.batch_index(b);
+        o * self.y_bs + i * self.y_bs2
+    }
+
+    /// Where output matrix `b` lies in Y: rows `n` apart, or the strides `y_rs`, `y_cs`. Kernels
+    /// take it once, before their store loops.
+    #[inline(always)]
+    pub fn y_view(&self, b: u64) -> YView {
+        let (rs, cs) = if self.y_cs == 0 { (self.n as u64, 1) } else { (self.y_rs, self.y_cs) };
+        YView { at: self.y_at(b), rs, cs }
+    }
+
+    /// Element offset of output `(b, i, j)` in Y ([`GemmParams::y_view`]).
+    #[inline(always)]
+    pub fn y_offset(&self, b: u64, i: u32, j: u32) -> u64 {
+        self.y_view(b).offset(i, j)
+    }
+
+    /// Whether B is one matrix for the whole batch (both batch strides 0).
+    #[inline(always)]
+    pub fn b_shared(&self) -> bool {
+        self.b_bs == 0 && self.b_bs2 == 0
+    }
 }
 
 /// Largest `m` the GEMV kernel handles (one accumulator register per row).

@@ -134,63 +134,192 @@ pub(super) fn drop_values_mapped(mut g: Graph, dead: &[bool]) -> (Graph, Vec<Opt
 }
 
 /// Operand transposes a MatMul reads through strides: MatMul output value -> for its A and B
-/// operands, the permutation and the transpose's source (which the launch reads).
-pub(super) type OperandPerms = std::collections::BTreeMap<ValueId, [Option<(Vec<usize>, ValueId)>; 2]>;
+/// operands, the operand's element strides in the transpose's source and that source (which the
+/// launch reads); third, the transpose of its result it writes through strides: the result's
+/// strides in the transpose's output, and that output.
+pub(super) type OperandPerms = std::collections::BTreeMap<ValueId, [Option<(Vec<u64>, ValueId)>; 3]>;
 
-/// Whether the batch dims (all but the last two) of `dims` permuted by `perm` collapse into at most
-/// one strided dim, so the GEMM kernel's single batch stride can walk them.
-pub(super) fn batch_collapses(dims: &[usize], perm: &[usize]) -> bool {
-    let mut strides = vec![0usize; dims.len()];
-    let mut s = 1;
-    for (k, &d) in dims.iter().enumerate().rev() {
-        strides[k] = s;
-        s *= d;
+/// The strides of the view `(dims, strides)` reshaped to `target` without moving data: each run
+/// of dims that merges into (or splits from) a run of target dims must be nested (a dim's stride
+/// the next one's times its extent), as in NumPy's reshape of a strided array. `None` where the
+/// reshape needs a copy, or the element counts differ or are 0.
+pub(super) fn reshape_view(dims: &[usize], strides: &[u64], target: &[usize]) -> Option<Vec<u64>> {
+    let total = |d: &[usize]| d.iter().product::<usize>();
+    if total(dims) != total(target) || total(dims) == 0 || dims.len() != strides.len() {
+        return None;
     }
-    let batch: Vec<(usize, usize)> = perm[..perm.len().saturating_sub(2)]
-        .iter()
-        .map(|&a| (dims[a], strides[a]))
-        .filter(|&(n, _)| n != 1)
-        .collect();
-    batch.windows(2).all(|w| w[0].1 == w[1].1 * w[1].0)
+    let old: Vec<(usize, u64)> =
+        dims.iter().copied().zip(strides.iter().copied()).filter(|d| d.0 != 1).collect();
+    let mut out = vec![0u64; target.len()];
+    let (mut oi, mut ti) = (0, 0);
+    while oi < old.len() {
+        // A run of old dims and a run of target dims of the same element count.
+        let (o0, t0) = (oi, ti);
+        let (mut po, mut pt) = (old[oi].0, 1usize);
+        oi += 1;
+        while pt < po || ti == t0 {
+            pt *= *target.get(ti)?;
+            ti += 1;
+            while po < pt {
+                po *= old.get(oi)?.0;
+                oi += 1;
+            }
+        }
+        if po != pt || (o0 + 1..oi).any(|i| old[i - 1].1 != old[i].1 * old[i].0 as u64) {
+            return None;
+        }
+        let mut s = old[oi - 1].1;
+        for t in (t0..ti).rev() {
+            out[t] = s;
+            s *= target[t] as u64;
+        }
+    }
+    // Trailing size-1 target dims keep stride 0.
+    Some(out)
 }
 
 /// Transpose fusion: a Transpose (f32, static shape, arena source) whose only reader is one
 /// operand of a MatMul moves no data: its output becomes a view of its input (the memory plan gives
 /// both one slot) and the MatMul reads it with permuted strides (the kernels take any row, column
-/// and batch strides). Returns the absorbed transposes' outputs and, per MatMul output, the
-/// permutations of its A and B operands.
-pub(super) fn transposes(g: &Graph, infos: &[TensorInfo]) -> (Vec<ValueId>, OperandPerms) {
+/// and two-level batch strides, `gemm::matmul_params`). Both operands are absorbed where the GEMM
+/// can walk both views together, else the one it can. Returns the absorbed transposes' outputs and,
+/// per MatMul output, the permutations of its A and B operands.
+pub(super) fn transposes(
+    g: &Graph,
+    infos: &[TensorInfo],
+    exclude: impl Fn(ValueId) -> bool,
+) -> (Vec<ValueId>, OperandPerms) {
     let readers = reader_counts(g);
     let defs = producers(g);
     let producer = |v: ValueId| defs[v.index()].filter(|&(_, slot)| slot == 0).map(|(node, _)| node);
     let mut absorbed = Vec::new();
     let mut perms = OperandPerms::new();
+    // The Transpose reading each value (the one, where a value is read once).
+    let transpose_of: std::collections::HashMap<ValueId, usize> = (g.nodes.iter().enumerate())
+        .filter(|(_, n)| matches!(n.op, Op::Transpose(_)))
+        .filter_map(|(i, n)| Some((n.inputs.first().copied().flatten()?, i)))
+        .collect();
+    // The Reshape reading each value, and its output.
+    let reshape_of: std::collections::HashMap<ValueId, ValueId> = (g.nodes.iter())
+        .filter(|n| matches!(n.op, Op::Reshape(_)))
+        .filter_map(|n| Some((n.inputs.first().copied().flatten()?, n.output(0)?)))
+        .collect();
     for mm in &g.nodes {
         let is_matmul = matches!(mm.op, Op::MatMul | Op::FusedGemm(crate::op::FusedGemm { gemm: None, .. }));
-        let (true, Some(y)) = (is_matmul, mm.output(0)) else { continue };
-        for operand in 0..2 {
-            let Some(Some(t)) = mm.inputs.get(operand).copied() else { continue };
-            let Some(ti) = producer(t) else { continue };
-            let Op::Transpose(tr) = &g.nodes[ti].op else { continue };
-            let Some(Some(src)) = g.nodes[ti].inputs.first().copied() else { continue };
+        let (true, Some(y), [Some(a), Some(b), ..]) = (is_matmul, mm.output(0), mm.inputs.as_slice()) else {
+            continue;
+        };
+        let (Some(ad), Some(bd), Some(yd)) = (
+            infos[a.index()].shape.as_known(),
+            infos[b.index()].shape.as_known(),
+            infos[y.index()].shape.as_known(),
+        ) else {
+            continue;
+        };
+        // Each operand's candidate: its strides in the transpose's source, and the source. The
+        // transpose may be reshaped first (an einsum merges the free and the contracted dims)
+        // where the reshape only merges or splits dims the transpose left nested.
+        let candidate = |t: ValueId| -> Option<((Vec<u64>, ValueId), ValueId)> {
+            let td = infos[t.index()].shape.as_known()?;
+            let (tn, reshaped) = match &g.nodes[producer(t)?].op {
+                Op::Reshape(_) => {
+                    let r = g.nodes[producer(t)?].inputs.first().copied().flatten()?;
+                    (readers[r.index()] == 1).then_some(())?;
+                    (&g.nodes[producer(r)?], Some(r))
+                }
+                _ => (&g.nodes[producer(t)?], None),
+            };
+            // The transpose's output: the value that becomes a view of the source.
+            let Op::Transpose(tr) = &tn.op else { return None };
+            let src = tn.inputs.first().copied().flatten()?;
             let info = &infos[src.index()];
-            let Some(dims) = info.shape.as_known() else { continue };
+            let dims = info.shape.as_known()?;
             let perm: Vec<usize> = tr.perm.clone().unwrap_or_else(|| (0..dims.len()).rev().collect());
             // An arena source: the transpose becomes a view of it (its slot lives as long as the
-            // MatMul reads it); a weight: the MatMul reads the weight itself.
+            // MatMul reads it); a weight: the MatMul reads the weight itself (not reshaped: the
+            // transpose of a weight writes nothing for a reshape to view).
             let arena_source = producer(src).is_some() && !g.outputs.contains(&src);
-            let weight_source = g.initializers.contains_key(&src);
+            let weight_source = g.initializers.contains_key(&src) && reshaped.is_none();
             let ok = info.dtype == DType::F32
                 && (arena_source || weight_source)
                 && dims.len() >= 2
                 && perm.len() == dims.len()
+                && perm.iter().all(|&a| a < dims.len())
                 && readers[t.index()] == 1
                 && mm.inputs.iter().filter(|i| **i == Some(t)).count() == 1
                 && !g.outputs.contains(&t)
-                && batch_collapses(&dims, &perm);
-            if ok {
-                absorbed.push(t);
-                perms.entry(y).or_insert([None, None])[operand] = Some((perm, src));
+                && reshaped.is_none_or(|r| !g.outputs.contains(&r));
+            if !ok {
+                return None;
+            }
+            let src_strides = super::movement::contiguous_u64(&dims);
+            let (pd, ps): (Vec<usize>, Vec<u64>) = perm.iter().map(|&a| (dims[a], src_strides[a])).unzip();
+            let strides = if reshaped.is_some() { reshape_view(&pd, &ps, &td)? } else { ps };
+            Some(((strides, src), reshaped.unwrap_or(t)))
+        };
+        // The transpose reading the result (directly or after a reshape), when it is its only
+        // reader: the result's strides in the transpose's output, and that output.
+        let result_transpose = |y: ValueId, yd: &[usize]| -> Option<(Vec<u64>, ValueId)> {
+            let single = |v: ValueId| {
+                readers[v.index()] == 1 && !g.outputs.contains(&v) && infos[v.index()].dtype == DType::F32
+            };
+            if !single(y) {
+                return None;
+            }
+            let (tn, reshaped) = match transpose_of.get(&y) {
+                Some(&t) => (&g.nodes[t], None),
+                None => {
+                    let r = *reshape_of.get(&y)?;
+                    single(r).then_some(())?;
+                    (&g.nodes[*transpose_of.get(&r)?], Some(r))
+                }
+            };
+            let Op::Transpose(tr) = &tn.op else { return None };
+            let z = tn.output(0)?;
+            let td = infos[tn.input(0)?.index()].shape.as_known()?;
+            let perm: Vec<usize> = tr.perm.clone().unwrap_or_else(|| (0..td.len()).rev().collect());
+            if perm.len() != td.len() || perm.iter().any(|&a| a >= td.len()) || g.outputs.contains(&z) {
+                return None;
+            }
+            let strides = super::gemm::output_strides(&td, &perm);
+            match reshaped {
+                Some(_) => Some((reshape_view(&td, &strides, yd)?, z)),
+                None => Some((strides, z)),
+            }
+        };
+        let walks = |pa: Option<&[u64]>, pb: Option<&[u64]>, py: Option<&[u64]>| {
+            let view = super::gemm::operand_view;
+            super::gemm::matmul_params(view(&ad, pa, true), view(&bd, pb, false), py).is_ok()
+        };
+        let (ca, cb) = (candidate(*a), candidate(*b));
+        let (pa, pb) = (ca.as_ref().map(|c| c.0.0.as_slice()), cb.as_ref().map(|c| c.0.0.as_slice()));
+        let mut keep = if walks(pa, pb, None) {
+            [ca, cb, None]
+        } else if pa.is_some() && walks(pa, None, None) {
+            [ca, None, None]
+        } else if pb.is_some() && walks(None, pb, None) {
+            [None, cb, None]
+        } else {
+            [None, None, None]
+        };
+        // The result's only reader a Transpose: the GEMM writes the transposed layout (the
+        // transpose's output a view of the result: one slot).
+        if let Some(c) = result_transpose(y, &yd)
+            && ad.len() >= 2
+            && bd.len() >= 2
+            && !exclude(y)
+        {
+            let view = |k: &Option<((Vec<u64>, ValueId), ValueId)>| k.as_ref().map(|c| c.0.0.clone());
+            let (ka, kb) = (view(&keep[0]), view(&keep[1]));
+            if walks(ka.as_deref(), kb.as_deref(), Some(&c.0)) {
+                let z = c.1;
+                keep[2] = Some((c, z));
+            }
+        }
+        for (slot, c) in keep.into_iter().enumerate() {
+            if let Some((view, transposed)) = c {
+                absorbed.push(transposed);
+                perms.entry(y).or_insert([None, None, None])[slot] = Some(view);
             }
         }
     }

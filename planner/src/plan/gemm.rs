@@ -143,9 +143,9 @@ const TILE_MAX_SPLITS: u32 = 8;
 /// The small-m tensor-core kernel ([`tensor_core`]) takes what is smaller.
 pub(super) fn tile_launch(p: &GemmParams, o: &PlanOptions) -> Option<TileLaunch> {
     let quad = |s: u64| s.is_multiple_of(4);
-    let a_ok = p.a_cs == 1 && quad(p.a_rs) && quad(p.a_bs);
-    let b_n = p.b_cs == 1 && quad(p.b_rs) && quad(p.b_bs);
-    let b_k = p.b_rs == 1 && quad(p.b_cs) && quad(p.b_bs);
+    let a_ok = p.a_cs == 1 && quad(p.a_rs) && quad(p.a_bs | p.a_bs2);
+    let b_n = p.b_cs == 1 && quad(p.b_rs) && quad(p.b_bs | p.b_bs2);
+    let b_k = p.b_rs == 1 && quad(p.b_cs) && quad(p.b_bs | p.b_bs2);
     if !o.tile_gemm
         || !o.tensor_core_gemm
         || !a_ok
@@ -270,10 +270,11 @@ pub(super) fn gemm_of(
         Op::MatMul => {
             let [Some(a), Some(b)] = ins else { return Err("missing input".into()) };
             f32_only(values, &[*a, *b, out])?;
-            let [pa, pb] = perms.get(&out).cloned().unwrap_or([None, None]);
+            let [pa, pb, py] = perms.get(&out).cloned().unwrap_or([None, None, None]);
             let mut p = matmul_params(
-                operand_view(dims(values, *a)?.0, pa.as_ref().map(|(perm, _)| perm.as_slice()), true),
-                operand_view(dims(values, *b)?.0, pb.as_ref().map(|(perm, _)| perm.as_slice()), false),
+                operand_view(dims(values, *a)?.0, pa.as_ref().map(|(st, _)| st.as_slice()), true),
+                operand_view(dims(values, *b)?.0, pb.as_ref().map(|(st, _)| st.as_slice()), false),
+                py.as_ref().map(|(st, _)| st.as_slice()),
             )?;
             if let Some(c) = bias {
                 // One row of n, added to every row of every batch matrix.
@@ -286,29 +287,31 @@ pub(super) fn gemm_of(
             }
             // An absorbed transpose is read in its source's layout, from its source.
             let source =
-                |t: ValueId, absorbed: Option<(Vec<usize>, ValueId)>| absorbed.map_or(t, |(_, src)| src);
+                |t: ValueId, absorbed: Option<(Vec<u64>, ValueId)>| absorbed.map_or(t, |(_, src)| src);
             Ok((p, source(*a, pa), source(*b, pb), bias))
         }
         _ => Err("not a GEMM".into()),
     }
 }
 
-/// A MatMul operand of `dims` as the kernel walks it: dims and element strides. An absorbed
-/// transpose (`perm`: operand dim `d` is source dim `perm[d]`) is read in its contiguous source's
-/// layout; a 1-D A gains a leading 1, a 1-D B a trailing 1.
-fn operand_view(dims: &[usize], perm: Option<&[usize]>, is_a: bool) -> (Vec<usize>, Vec<u64>) {
-    let contiguous = super::movement::contiguous_u64;
-    let (mut d, mut st): (Vec<usize>, Vec<u64>) = match perm {
-        Some(p) => {
-            let mut src = vec![0usize; dims.len()];
-            for (k, &a) in p.iter().enumerate() {
-                src[a] = dims[k];
-            }
-            let ss = contiguous(&src);
-            (dims.to_vec(), p.iter().map(|&a| ss[a]).collect())
-        }
-        None => (dims.to_vec(), contiguous(dims)),
-    };
+/// The element strides of a MatMul result of `dims` written in the layout of its transpose by
+/// `perm` (result dim `perm[d]` is the transpose's dim `d`, which is contiguous).
+pub(super) fn output_strides(dims: &[usize], perm: &[usize]) -> Vec<u64> {
+    let transposed: Vec<usize> = perm.iter().map(|&a| dims[a]).collect();
+    let ts = super::movement::contiguous_u64(&transposed);
+    let mut st = vec![0u64; dims.len()];
+    for (d, &a) in perm.iter().enumerate() {
+        st[a] = ts[d];
+    }
+    st
+}
+
+/// A MatMul operand of `dims` as the kernel walks it: dims and element strides (an absorbed
+/// transpose's, read in its source's layout, or contiguous); a 1-D A gains a leading 1, a 1-D B
+/// a trailing 1.
+pub(super) fn operand_view(dims: &[usize], strides: Option<&[u64]>, is_a: bool) -> (Vec<usize>, Vec<u64>) {
+    let mut d = dims.to_vec();
+    let mut st = strides.map_or_else(|| super::movement::contiguous_u64(dims), <[u64]>::to_vec);
     if d.len() == 1 {
         if is_a {
             d.insert(0, 1);
@@ -321,10 +324,16 @@ fn operand_view(dims: &[usize], perm: Option<&[usize]>, is_a: bool) -> (Vec<usiz
     (d, st)
 }
 
-/// GEMM parameters of `A @ B` for operand views `(dims, strides)` with NumPy batch broadcasting;
-/// the output is contiguous. The broadcast batch must collapse to one strided dim, or fold into
-/// the rows when B is shared across it.
-fn matmul_params(a: (Vec<usize>, Vec<u64>), b: (Vec<usize>, Vec<u64>)) -> Result<GemmParams, String> {
+/// GEMM parameters of `A @ B` for operand views `(dims, strides)` with NumPy batch broadcasting,
+/// writing a contiguous output, or (`y`: the element strides of the output's `[batch.., m, n]`
+/// dims, both operands at least 2-D) the output read through the transpose that reads it. The
+/// broadcast batch must collapse to at most two strided levels, or fold into the rows when B is
+/// shared across it and the output is contiguous.
+pub(super) fn matmul_params(
+    a: (Vec<usize>, Vec<u64>),
+    b: (Vec<usize>, Vec<u64>),
+    y: Option<&[u64]>,
+) -> Result<GemmParams, String> {
     let ((ad, ast), (bd, bst)) = (a, b);
     let (ra, rb) = (ad.len(), bd.len());
     let (m, k, n) = (ad[ra - 2], ad[ra - 1], bd[rb - 1]);
@@ -332,8 +341,11 @@ fn matmul_params(a: (Vec<usize>, Vec<u64>), b: (Vec<usize>, Vec<u64>)) -> Result
         return Err(format!("inner dims {k} and {} differ", bd[rb - 2]));
     }
     let batch_rank = (ra - 2).max(rb - 2);
+    if y.is_some_and(|y| y.len() != batch_rank + 2) {
+        return Err("the output view's rank is not the product's".into());
+    }
     // Right-aligned batch dims: (extent, a stride, b stride); broadcast dims read stride 0.
-    let mut batch: Vec<(usize, u64, u64)> = Vec::new();
+    let mut dims: Vec<(usize, u64, u64)> = Vec::with_capacity(batch_rank);
     for i in 0..batch_rank {
         let at = |d: &[usize], st: &[u64], r: usize| {
             let off = batch_rank - (r - 2);
@@ -344,10 +356,19 @@ fn matmul_params(a: (Vec<usize>, Vec<u64>), b: (Vec<usize>, Vec<u64>)) -> Result
         if (na != e && na != 1) || (nb != e && nb != 1) {
             return Err(format!("batch dims {na} and {nb} do not broadcast"));
         }
-        if e != 1 {
-            batch.push((e, if na == 1 { 0 } else { sa }, if nb == 1 { 0 } else { sb }));
-        }
+        dims.push((e, if na == 1 { 0 } else { sa }, if nb == 1 { 0 } else { sb }));
     }
+    // The output's batch strides: the view's, or a contiguous output's (m n apart, nested).
+    let mut y_strides = vec![0u64; batch_rank];
+    let mut inner = (m * n) as u64;
+    for i in (0..batch_rank).rev() {
+        y_strides[i] = y.map_or(inner, |y| y[i]);
+        inner *= dims[i].0 as u64;
+    }
+    let batch: Vec<(usize, u64, u64, u64)> = (dims.iter().zip(&y_strides))
+        .filter(|(d, _)| d.0 != 1)
+        .map(|(&(e, sa, sb), &sy)| (e, sa, sb, sy))
+        .collect();
     let mut p = GemmParams {
         m: m as u32,
         n: n as u32,
@@ -362,12 +383,18 @@ fn matmul_params(a: (Vec<usize>, Vec<u64>), b: (Vec<usize>, Vec<u64>)) -> Result
         y_bs: (m * n) as u64,
         ..GemmParams::default()
     };
+    if let Some(y) = y
+        && (y[batch_rank], y[batch_rank + 1]) != (n as u64, 1)
+    {
+        (p.y_rs, p.y_cs) = (y[batch_rank], y[batch_rank + 1]);
+    }
     let total: usize = batch.iter().map(|b| b.0).product();
     // A single row has no row stride to keep: take the innermost batch stride, so that a batch
     // of rows read through a transpose (torch's `nn.MultiheadAttention` projects `[seq, 1, d]`,
     // the transpose of its batch-first input) folds into one GEMM of `seq` rows below.
     if m == 1
-        && let Some(&(_, sa, _)) = batch.last()
+        && y.is_none()
+        && let Some(&(_, sa, _, _)) = batch.last()
         && sa != 0
     {
         p.a_rs = sa;
@@ -375,30 +402,38 @@ fn matmul_params(a: (Vec<usize>, Vec<u64>), b: (Vec<usize>, Vec<u64>)) -> Result
     // B shared across the batch and A's rows contiguous across it: one GEMM with more rows.
     let a_folds = {
         let mut stride = p.a_rs * m as u64;
-        batch.iter().rev().all(|&(e, sa, _)| {
+        batch.iter().rev().all(|&(e, sa, _, _)| {
             let ok = sa == stride;
             stride *= e as u64;
             ok
         })
     };
-    if batch.iter().all(|&(_, _, sb)| sb == 0) && a_folds && total > 1 {
+    if batch.iter().all(|&(_, _, sb, _)| sb == 0) && a_folds && total > 1 && y.is_none() {
         p.m = (total * m) as u32;
         return Ok(p);
     }
-    // Collapse the batch dims into one (each outer stride = inner stride * inner extent).
-    let mut collapsed: Vec<(usize, u64, u64)> = Vec::new();
-    for (e, sa, sb) in batch {
+    // Collapse the batch dims (each outer stride = inner stride * inner extent, in every operand).
+    let mut collapsed: Vec<(usize, u64, u64, u64)> = Vec::new();
+    for (e, sa, sb, sy) in batch {
+        let x = e as u64;
         match collapsed.last_mut() {
-            Some(l) if l.1 == sa * e as u64 && l.2 == sb * e as u64 => *l = (l.0 * e, sa, sb),
-            _ => collapsed.push((e, sa, sb)),
+            Some(l) if l.1 == sa * x && l.2 == sb * x && l.3 == sy * x => *l = (l.0 * e, sa, sb, sy),
+            _ => collapsed.push((e, sa, sb, sy)),
         }
     }
     match collapsed.as_slice() {
         [] => {}
-        [(e, sa, sb)] => (p.batch, p.a_bs, p.b_bs) = (*e as u32, *sa, *sb),
+        &[(e, sa, sb, sy)] => (p.batch, p.a_bs, p.b_bs, p.y_bs) = (e as u32, sa, sb, sy),
+        // Two levels: the kernels split the batch index (an einsum's operands read through their
+        // permutations, `[batch, chunk]` outside and the heads inside).
+        &[(e1, sa1, sb1, sy1), (e2, sa2, sb2, sy2)] => {
+            let total = u32::try_from(e1 * e2).map_err(|_| format!("a batch of {e1} x {e2} matrices"))?;
+            (p.batch, p.a_bs, p.b_bs, p.y_bs) = (total, sa1, sb1, sy1);
+            (p.batch_inner, p.a_bs2, p.b_bs2, p.y_bs2) = (e2 as u32, sa2, sb2, sy2);
+        }
         _ => {
             return Err(format!(
-                "the batch dims collapse to {} strided dims (one has a kernel)",
+                "the batch dims collapse to {} strided dims (the kernels walk two)",
                 collapsed.len()
             ));
         }

@@ -303,13 +303,52 @@ fn a_batch_of_single_rows_read_through_a_transpose_folds_into_one_gemm() {
     // torch's nn.MultiheadAttention (batch first) projects x [1, seq, d] transposed to
     // [seq, 1, d]: A rows of one element each, `d` apart across the batch, B a shared weight.
     let (seq, d, n) = (2048usize, 32usize, 96usize);
-    let a = operand_view(&[seq, 1, d], Some(&[1, 0, 2]), true);
+    let a = operand_view(&[seq, 1, d], Some(&[d as u64, (seq * d) as u64, 1]), true);
     let b = operand_view(&[d, n], None, false);
-    let q = matmul_params(a, b).unwrap();
+    let q = matmul_params(a, b, None).unwrap();
     assert_eq!((q.m, q.n, q.k, q.batch), (seq as u32, n as u32, d as u32, 1));
     assert_eq!((q.a_rs, q.a_cs), (d as u64, 1));
     // Two rows per batch entry keep their own stride: no fold (rows seq * d apart, batches d).
-    let a = operand_view(&[seq, 2, d], Some(&[1, 0, 2]), true);
-    let q = matmul_params(a, operand_view(&[d, n], None, false)).unwrap();
+    let a = operand_view(&[seq, 2, d], Some(&[d as u64, (seq * d) as u64, 1]), true);
+    let q = matmul_params(a, operand_view(&[d, n], None, false), None).unwrap();
     assert_eq!((q.m, q.batch, q.a_rs, q.a_bs), (2, seq as u32, (seq * d) as u64, d as u64));
+}
+
+#[test]
+fn operand_views_reshaped_and_batches_of_two_levels() {
+    use crate::plan::fuse::reshape_view;
+    // Merging nested dims, splitting one, size-1 dims anywhere; a merge across a gap needs a copy.
+    assert_eq!(reshape_view(&[2, 3, 4], &[12, 4, 1], &[6, 4]), Some(vec![4, 1]));
+    assert_eq!(reshape_view(&[2, 8, 4], &[4, 8, 1], &[2, 2, 4, 4]), Some(vec![4, 32, 8, 1]));
+    let v = reshape_view(&[3, 1, 5], &[5, 99, 1], &[1, 15, 1]).unwrap();
+    assert_eq!(v[1], 1, "size-1 dims take any stride: {v:?}");
+    assert_eq!(reshape_view(&[2, 3, 4], &[4, 8, 1], &[6, 4]), None);
+    assert_eq!(reshape_view(&[2, 3], &[3, 1], &[7]), None);
+    // Mamba2's `bclhn,bcshn->bclsh`: A = C [b, c, l, h, n] read as [b, c, h, l, n]: the batch
+    // (b c) outside, the heads inside, rows h n apart; the result [b, c, h, l, s] written
+    // through the transpose to [b, c, l, s, h].
+    let (b, c, l, h, n) = (2usize, 4usize, 64usize, 8usize, 16usize);
+    let src = [(c * l * h * n) as u64, (l * h * n) as u64, (h * n) as u64, n as u64, 1];
+    let view = [src[0], src[1], src[3], src[2], src[4]];
+    let dims = [b, c, h, l, n];
+    let bt = [src[0], src[1], src[3], 1, src[2]];
+    let y = output_strides(&[b, c, h, l, l], &[0, 1, 3, 4, 2]);
+    let q = matmul_params(
+        operand_view(&dims, Some(&view), true),
+        operand_view(&[b, c, h, n, l], Some(&bt), false),
+        Some(&y),
+    )
+    .unwrap();
+    assert_eq!(
+        (q.m, q.n, q.k, q.batch, q.batch_inner),
+        (l as u32, l as u32, n as u32, (b * c * h) as u32, h as u32)
+    );
+    assert_eq!((q.a_bs, q.a_bs2, q.a_rs, q.a_cs), (src[1], src[3], src[2], 1));
+    assert_eq!((q.y_bs, q.y_bs2, q.y_rs, q.y_cs), ((l * l * h) as u64, 1, (l * h) as u64, h as u64));
+    // Matrix (o, i) of the batch at o * a_bs + i * a_bs2, and so for Y.
+    assert_eq!((q.a_at(h as u64 + 3), q.y_at(h as u64 + 3)), (src[1] + 3 * src[3], (l * l * h) as u64 + 3));
+    assert_eq!(q.y_offset(0, 2, 5), (2 * l * h + 5 * h) as u64);
+    // Three levels do not walk.
+    let a = operand_view(&[2, 3, 5, 4, 4], Some(&[20, 160, 4, 40, 1]), true);
+    assert!(matmul_params(a, operand_view(&[2, 3, 5, 4, 4], None, false), None).is_err());
 }

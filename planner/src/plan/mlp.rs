@@ -48,7 +48,9 @@ fn layer(
     let a_contiguous = p.a_cs == 1 && (p.a_rs == p.k as u64 || p.m == 1);
     let b_mode = p.b_rs == 1 || p.b_cs == 1;
     let fits = p.m as u64 * p.k.max(p.n) as u64 <= MLP_MAX_ACTIVATIONS as u64;
+    // A result written through its transpose's strides is not a chain layer.
     if p.batch != 1
+        || p.y_cs != 0
         || p.m == 0
         || p.m > MLP_MAX_M
         || p.k == 0

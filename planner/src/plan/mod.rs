@@ -418,7 +418,8 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     };
     let infos = shape_infer::infer(&fused)?;
     let mut values = PlannedValue::of_graph(&fused, &infos);
-    let (absorbed, operand_perms) = fuse::transposes(&fused, &infos);
+    // An attention's result is written by its own kernel, not through a transpose's strides.
+    let (absorbed, operand_perms) = fuse::transposes(&fused, &infos, |y| attentions.contains_key(&y));
     // Scratch buffers become values after the graph's (the memory plan numbers them the same way).
     let scratch: Vec<(NodeId, PlannedValue)> = (0..fused.nodes.len() as u32)
         .flat_map(|i| {

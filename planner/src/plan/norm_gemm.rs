@@ -174,7 +174,7 @@ fn fold_of(
     }
     let (p, _, b, _) =
         super::gemm::gemm_of(g, NodeId(gi as u32), values, &super::fuse::OperandPerms::new()).ok()?;
-    let packs = g.initializers.contains_key(&b) && p.b_bs == 0 && p.k > 0 && p.n > 0;
+    let packs = g.initializers.contains_key(&b) && p.b_shared() && p.k > 0 && p.n > 0;
     // A is the LayerNorm's output, row-major: its rows are the rows the kernel normalizes.
     let rows = p.a_cs == 1 && p.a_rs == k as u64 && p.k as usize == k && p.batch == 1;
     if !packs || !rows || super::gemm::tensor_core(&p, o).is_none() {

@@ -236,7 +236,7 @@ fn takes_packed(g: &Graph, p: &GemmParams, b: ValueId, o: &PlanOptions) -> bool 
 /// whole batch, k and n not empty.
 fn packable(g: &Graph, p: &GemmParams, b: ValueId) -> bool {
     let weight = g.initializers.get(&b).is_some_and(|c| c.dtype == DType::F32);
-    weight && p.b_bs == 0 && p.k > 0 && p.n > 0
+    weight && p.b_shared() && p.k > 0 && p.n > 0
 }
 
 /// Whether a GEMM of parameters `p` reading B from `b` runs a `wgmma` GEMM (`gemm_wg_*`, the
