@@ -7,6 +7,7 @@
 //!
 //! Removed: `Identity`; a `Slice` of steps 1 whose output has its input's shape (it takes every
 //! element); a `Reshape` or `Expand` to the input's own shape; a `Cast` to the input's own type;
+//! a `Pad` of constant zero pads;
 //! a `ScatterND` (no reduction) whose constant indices list every position of the data's leading
 //! dims in row-major order, its updates of the data's shape (its output is the updates). A graph
 //! output keeps a node: an `Identity` of what it passes on.
@@ -33,6 +34,14 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<Graph> {
         let src = match &n.op {
             Op::Identity => Some(x),
             Op::Reshape(_) | Op::Expand | Op::Cast(_) if same(x, y) => Some(x),
+            // Padding of zero on every side (a sequence already a multiple of the chunk).
+            Op::Pad(p) if same(x, y) => {
+                let pads = match &p.pads {
+                    Some(pads) => Some(pads.clone()),
+                    None => n.input(1).and_then(|p| graph.constant(p)).and_then(|c| c.to_i64s()),
+                };
+                pads.is_some_and(|p| p.iter().all(|&v| v == 0)).then_some(x)
+            }
             Op::Slice(_) if same(x, y) => {
                 let unit = match n.input(4) {
                     None => true,
@@ -195,5 +204,23 @@ mod tests {
         let g = removed(&g).unwrap();
         assert_eq!(ops(&g), ["Reshape", "Relu"]);
         assert_eq!(g.nodes[0].input(0), Some(g.inputs[0]));
+    }
+
+    #[test]
+    fn a_pad_of_zeros_is_removed_and_a_shift_kept() {
+        // Pads [begin.., end..] of `x` [2, 3]: zeros, or one in front and one off the end (a
+        // shift: the same shape, other values).
+        let padded = |pads: &[i64]| {
+            let mut g = Graph::new();
+            let x = g.input("x", DType::F32, [2, 3].map(Dim::Known));
+            let p = g.const_i64("pads", &[4], pads);
+            let v = g.op1(Op::Pad(op::Pad::default()), &[x, p]);
+            let y = g.relu(v);
+            g.output(y);
+            g
+        };
+        let g = removed(&padded(&[0, 0, 0, 0])).unwrap();
+        assert_eq!(ops(&g), ["Relu"]);
+        assert!(removed(&padded(&[0, 1, 0, -1])).is_none());
     }
 }
