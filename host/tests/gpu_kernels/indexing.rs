@@ -305,10 +305,16 @@ fn scatter_nd_matches_the_reference_for_every_reduction() {
 #[test]
 fn cumsum_matches_the_reference_for_every_dtype_axis_and_flag() {
     let mut rng = Rng::new(0xc5);
-    for case in 0..24 {
+    // Lines of whole 16-element chunks and a rest (the kernel loads a chunk before summing it).
+    let long: [&[usize]; 4] = [&[64], &[5, 17], &[16, 3], &[2, 100, 3]];
+    for case in 0..28 {
         let rank = 1 + (rng.next_u64() % 3) as usize;
-        let shape: Vec<usize> = (0..rank).map(|_| 1 + (rng.next_u64() % 40) as usize).collect();
-        let axis = (rng.next_u64() % rank as u64) as i64 - if case % 2 == 0 { 0 } else { rank as i64 };
+        let mut shape: Vec<usize> = (0..rank).map(|_| 1 + (rng.next_u64() % 40) as usize).collect();
+        let mut axis = (rng.next_u64() % rank as u64) as i64 - if case % 2 == 0 { 0 } else { rank as i64 };
+        if case >= 24 {
+            shape = long[case - 24].to_vec();
+            axis = (0..shape.len()).max_by_key(|&a| shape[a]).unwrap_or(0) as i64;
+        }
         let dtype = [DType::F32, DType::F64, DType::I32, DType::I64][case % 4];
         let (exclusive, reverse) = (case % 3 == 1, case % 5 >= 3);
         let n: usize = shape.iter().product();
