@@ -105,6 +105,37 @@ pub fn floor_f64(x: f64) -> f64 {
     r
 }
 
+/// Copies 16 bytes from `src` to `dst` as one vector load and one vector store
+/// (`ld.global.v4.u32` / `st.global.v4.u32`; rustc moves a 16-byte value as two 8-byte halves).
+///
+/// # Safety
+/// Both are 16-byte aligned global-memory addresses valid for 16 bytes.
+#[inline(always)]
+pub unsafe fn copy_v4(src: *const [u32; 4], dst: *mut [u32; 4]) {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller's contract; generic addresses of global memory convert with cvta.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 g; cvta.to.global.u64 g, {s}; ld.global.v4.u32 {{{a}, {b}, {c}, {d}}}, [g]; }}",
+            s = in(reg64) src,
+            a = out(reg32) a,
+            b = out(reg32) b,
+            c = out(reg32) c,
+            d = out(reg32) d,
+            options(readonly, nostack)
+        );
+        asm!(
+            "{{ .reg .u64 g; cvta.to.global.u64 g, {t}; st.global.v4.u32 [g], {{{a}, {b}, {c}, {d}}}; }}",
+            t = in(reg64) dst,
+            a = in(reg32) a,
+            b = in(reg32) b,
+            c = in(reg32) c,
+            d = in(reg32) d,
+            options(nostack)
+        );
+    }
+}
+
 /// This thread's lane in its warp, `%laneid` (0..32).
 #[inline(always)]
 pub fn lane_id() -> u32 {

@@ -118,15 +118,42 @@ fn copy_offsets<I: Index>(p: &StridedCopyParams, i: I) -> (i64, i64) {
     (xo, yo)
 }
 
+/// An element the copy kernels move: by value, or (16-byte aligned vectors) as one vector load
+/// and store.
+trait Element: Copy {
+    /// `*dst = *src`.
+    ///
+    /// # Safety
+    /// Both point at valid elements of global memory.
+    #[inline(always)]
+    unsafe fn move_to(src: *const Self, dst: *mut Self) {
+        // SAFETY: the caller's contract.
+        unsafe { *dst = *src }
+    }
+}
+
+impl Element for u8 {}
+impl Element for u16 {}
+impl Element for u32 {}
+impl Element for u64 {}
+impl Element for [u32; 4] {}
+impl Element for Vec16 {
+    #[inline(always)]
+    unsafe fn move_to(src: *const Self, dst: *mut Self) {
+        // SAFETY: a `Vec16` is 16-byte aligned; the caller's contract.
+        unsafe { crate::intrinsics::copy_v4(src.cast(), dst.cast()) }
+    }
+}
+
 /// # Safety
 /// The `strided_copy_b*` contract for elements of type `T`.
 #[inline(always)]
-unsafe fn strided_copy<I: Index, T: Copy>(p: &StridedCopyParams, x: *const T, y: *mut T) {
+unsafe fn strided_copy<I: Index, T: Element>(p: &StridedCopyParams, x: *const T, y: *mut T) {
     let (mut i, stride) = (global_thread_x(), grid_threads_x());
     while i < p.elems {
         let (xo, yo) = copy_offsets(p, I::cast(i));
         // SAFETY: every offset the shape and strides produce is inside its buffer (the contract).
-        unsafe { *y.offset(yo as isize) = *x.offset(xo as isize) };
+        unsafe { T::move_to(x.offset(xo as isize), y.offset(yo as isize)) };
         i += stride;
     }
 }
@@ -169,10 +196,10 @@ strided_copy_kernel!(strided_copy_b2, u16, "2");
 strided_copy_kernel!(strided_copy_b4, u32, "4");
 strided_copy_kernel!(strided_copy_b8, u64, "8");
 
-/// Sixteen bytes moved as one 16-byte aligned unit (rustc emits two 8-byte accesses for it; a
-/// `ld.global.v4` would halve them again).
+/// Sixteen bytes moved as one 16-byte aligned unit, by one `ld.global.v4` / `st.global.v4`
+/// ([`crate::intrinsics::copy_v4`]; rustc would emit two 8-byte accesses).
 #[repr(C, align(16))]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub struct Vec16([u32; 4]);
 
 /// Strided copy of 16-byte vectors ([`StridedCopyParams`] in vectors): the copies of narrower
@@ -339,17 +366,26 @@ pad_kernel!(pad_b4, u32, "4");
 pad_kernel!(pad_b8, u64, "8");
 
 /// # Safety
-/// The `gather_nd_b*` contract for elements of type `T`.
+/// The `gather_nd_b*` contract for elements of type `T`; `I` is the index arithmetic (u32 when
+/// the output's element count fits: the three divisions per element were u64 ones, which made
+/// the kernel six times slower than its bandwidth).
 #[inline(always)]
-unsafe fn gather_nd<T: Copy + Default>(p: &GatherNdParams, x: *const T, idx: *const i64, y: *mut T) {
+unsafe fn gather_nd<I: Index, T: Element + Default>(
+    p: &GatherNdParams,
+    x: *const T,
+    idx: *const i64,
+    y: *mut T,
+) {
     let elems = p.batch * p.n * p.slice;
     let k = p.k as usize;
+    let (slice, n) = (I::cast(p.slice), I::cast(p.n));
     let (mut i, stride) = (global_thread_x(), grid_threads_x());
     while i < elems {
-        let s = i % p.slice;
-        let bj = i / p.slice;
-        let b = bj / p.n;
-        let mut off = b * p.batch_stride + s;
+        let ii = I::cast(i);
+        let (s, bj) = (ii % slice, ii / slice);
+        let b: u64 = (bj / n).into();
+        let bj: u64 = bj.into();
+        let mut off = b * p.batch_stride + Into::<u64>::into(s);
         let mut ok = true;
         for t in 0..MAX_RANK {
             if t >= k {
@@ -366,8 +402,30 @@ unsafe fn gather_nd<T: Copy + Default>(p: &GatherNdParams, x: *const T, idx: *co
             }
         }
         // SAFETY: i < elems; with every index in range, `off` is inside batch entry `b` of `x`.
-        unsafe { *y.add(i as usize) = if ok { *x.add(off as usize) } else { T::default() } };
+        unsafe {
+            if ok {
+                T::move_to(x.add(off as usize), y.add(i as usize))
+            } else {
+                *y.add(i as usize) = T::default()
+            }
+        };
         i += stride;
+    }
+}
+
+/// [`gather_nd`] with its index arithmetic in u32 where the output's element count fits.
+///
+/// # Safety
+/// As [`gather_nd`].
+#[inline(always)]
+unsafe fn gather_nd_any<T: Element + Default>(p: &GatherNdParams, x: *const T, idx: *const i64, y: *mut T) {
+    // SAFETY: forwarded.
+    unsafe {
+        if p.batch * p.n * p.slice <= u32::MAX as u64 {
+            gather_nd::<u32, T>(p, x, idx, y)
+        } else {
+            gather_nd::<u64, T>(p, x, idx, y)
+        }
     }
 }
 
@@ -397,7 +455,7 @@ macro_rules! gather_nd_kernel {
                 return;
             }
             // SAFETY: forwarded from the contract.
-            unsafe { gather_nd(&p, x, idx, y) }
+            unsafe { gather_nd_any(&p, x, idx, y) }
         }
     };
 }
@@ -405,6 +463,39 @@ macro_rules! gather_nd_kernel {
 gather_nd_kernel!(gather_nd_b1, u8, "1");
 gather_nd_kernel!(gather_nd_b4, u32, "4");
 gather_nd_kernel!(gather_nd_b8, u64, "8");
+
+/// ONNX GatherND of slices that are whole 16-byte vectors ([`GatherNdParams`] in vectors: slice,
+/// batch stride and index strides counted in 16 bytes; the planner's choice for rows of four or
+/// more f32, as a GNN's `x[edge_index]` gathers). Where `x` or `y` is not 16-byte aligned the
+/// vectors move as four 4-byte words.
+///
+/// # Safety
+/// The `gather_nd_b*` contract with 16-byte elements; `x` and `y` are 4-byte aligned.
+///
+/// # Parameters
+/// `p`: the view in vectors; `x`: data; `idx`: index tuples; `y`: the output.
+///
+/// # Thread mapping
+/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the output vectors.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn gather_nd_b16(
+    p: GatherNdParams,
+    x: *const Vec16,
+    idx: *const i64,
+    y: *mut Vec16,
+) {
+    if p.k == 0 || p.k as usize > MAX_RANK || p.slice == 0 || p.n == 0 {
+        return;
+    }
+    // SAFETY: forwarded from the contract; `[u32; 4]` has the layout of `Vec16` at 4-byte alignment.
+    unsafe {
+        if (x as usize | y as usize) % 16 == 0 {
+            gather_nd_any::<Vec16>(&p, x, idx, y)
+        } else {
+            gather_nd_any::<[u32; 4]>(&p, x.cast(), idx, y.cast())
+        }
+    }
+}
 
 /// # Safety
 /// The `reverse_sequence_b*` contract for elements of type `T`, `bad` the fill of an entry whose

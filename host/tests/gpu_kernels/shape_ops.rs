@@ -198,10 +198,14 @@ fn pad_matches_the_reference_in_every_mode() {
 fn gather_nd_and_generic_gather_match_the_reference() {
     let mut rng = Rng::new(0x6a7d);
     // batch_dims 0: [4, 5, 6] data, indices [3, 2] -> [3, 6]; batch_dims 1: [2, 5, 6], indices [2, 3, 1].
+    // Rows of whole 16-byte vectors (16 or 4 f32, 6 i64) move as vectors (`gather_nd_b16`): a
+    // GNN's `x[edge_index]`, and with batch dims.
     for (data, idx, batch_dims, hi) in [
         (vec![4, 5, 6], vec![3, 2], 0usize, 4i64),
         (vec![2, 5, 6], vec![2, 3, 1], 1, 5),
         (vec![7, 3], vec![4, 2], 0, 3),
+        (vec![50, 16], vec![40, 1], 0, 50),
+        (vec![3, 8, 4], vec![3, 5, 1], 1, 8),
     ] {
         for dtype in [DType::F32, DType::I64, DType::Bool] {
             let mut g = Graph::new();

@@ -282,6 +282,8 @@ kernel_ids! {
     GatherNdB4 => "gather_nd_b4",
     /// `movement::gather_nd_b8`: ONNX GatherND of 8-byte elements
     GatherNdB8 => "gather_nd_b8",
+    /// `movement::gather_nd_b16`: ONNX GatherND of slices of whole 16-byte vectors
+    GatherNdB16 => "gather_nd_b16",
     // resize
     /// `resize::resize_nearest_b1`: ONNX Resize, nearest, 1-byte elements
     ResizeNearestB1 => "resize_nearest_b1",

@@ -103,10 +103,23 @@ pub(in crate::plan) fn gather_nd(
     if work == 0 {
         return Ok(Vec::new());
     }
-    let kernel = by_size(
+    let mut kernel = by_size(
         dtype,
         [Some(KernelId::GatherNdB1), None, Some(KernelId::GatherNdB4), Some(KernelId::GatherNdB8)],
         "GatherND",
     )?;
+    // Slices of whole 16-byte vectors (rows of four or more f32) move as vectors: the view
+    // counted in vectors, a quarter of the elements (or less) to index.
+    let size = dtype.size_bytes() as u64;
+    let vectors = |e: u64| (e * size).is_multiple_of(16);
+    let mut work = work;
+    if size > 1 && vectors(p.slice) && vectors(p.batch_stride) && (0..k).all(|t| vectors(p.strides[t])) {
+        let per = 16 / size;
+        (p.slice, p.batch_stride) = (p.slice / per, p.batch_stride / per);
+        for s in &mut p.strides[..k] {
+            *s /= per;
+        }
+        (kernel, work) = (KernelId::GatherNdB16, work / per);
+    }
     Ok(step(n.id, n.label.clone(), kernel, &p, work, o, vec![Arg::Value(x), Arg::Value(idx), Arg::Value(y)]))
 }
