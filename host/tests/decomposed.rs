@@ -502,3 +502,45 @@ fn deep_step_bodies_stay_unrolled_without_exhausting_the_stack() {
     assert!(d.nodes.iter().any(|n| matches!(n.op, Op::Concat(_))), "the steps stay");
     assert!(!d.nodes.iter().any(|n| matches!(n.op, Op::Scan(_))));
 }
+
+/// A message-passing layer's `cat([x[src], x[dst]], -1)` (GatherND, as torch.export writes
+/// `x[index]`, and Gather) becomes one gather of the stacked indices that computes what the
+/// reference does, negative indices included.
+#[test]
+fn concatenated_gathers_of_one_table_become_one_gather() {
+    let mut rng = Rng::new(0x9a7);
+    for nd in [true, false] {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, [50, 16].map(Dim::Known));
+        let shape: &[usize] = if nd { &[70, 1] } else { &[70] };
+        let ids: Vec<_> = (0..2)
+            .map(|j| g.input(&format!("i{j}"), DType::I64, shape.iter().map(|&d| Dim::Known(d))))
+            .collect();
+        let gather = |g: &mut Graph, i| {
+            let op = if nd {
+                Op::GatherNd(planner::op::GatherNd::default())
+            } else {
+                Op::Gather(planner::op::Gather { axis: 0 })
+            };
+            g.op1(op, &[x, i])
+        };
+        let (a, b) = (gather(&mut g, ids[0]), gather(&mut g, ids[1]));
+        let y = g.op1(Op::Concat(planner::op::Concat { axis: -1 }), &[a, b]);
+        g.output(y);
+        let index = |rng: &mut Rng| {
+            let v: Vec<i64> = (0..70).map(|_| (rng.next_u64() % 100) as i64 - 50).collect();
+            HostTensor::new(shape.to_vec(), v).unwrap()
+        };
+        let feeds = vec![
+            ("x".to_string(), rng.tensor(&[50, 16], -1.0, 1.0)),
+            ("i0".into(), index(&mut rng)),
+            ("i1".into(), index(&mut rng)),
+        ];
+        let d = planner::plan::decomposed(&g).unwrap();
+        let gathers = d.nodes.iter().filter(|n| matches!(n.op, Op::Gather(_) | Op::GatherNd(_))).count();
+        assert_eq!(gathers, 1, "nd {nd}: {:?}", d.nodes);
+        let want = host::reference::eval(&g, &feeds).unwrap();
+        let got = host::reference::eval(&d, &feeds).unwrap();
+        assert_eq!(got[0].1, want[0].1, "nd {nd}");
+    }
+}

@@ -449,6 +449,33 @@ fn einsum_gemms_walk_transposed_operands_and_results() {
     }
 }
 
+/// `cat([x[src], x[dst]], -1)` of computed rows runs as one `gather_nd_b16` of the stacked
+/// indices (no Concat of gathered rows) and matches the reference.
+#[test]
+fn concatenated_gathers_run_as_one_vector_gather() {
+    let mut rng = Rng::new(0x9a8);
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[300, 32]));
+    let x = g.op1(Op::Neg, &[x]);
+    let ids: Vec<ValueId> =
+        (0..2).map(|j| g.input(&format!("i{j}"), DType::I64, known(&[1000, 1]))).collect();
+    let parts: Vec<ValueId> =
+        ids.iter().map(|&i| g.op1(Op::GatherNd(op::GatherNd::default()), &[x, i])).collect();
+    let y = g.op1(Op::Concat(op::Concat { axis: -1 }), &parts);
+    g.output(y);
+    let index = |rng: &mut Rng| {
+        let v: Vec<i64> = (0..1000).map(|_| (rng.next_u64() % 600) as i64 - 300).collect();
+        HostTensor::new(vec![1000, 1], v).unwrap()
+    };
+    let feeds = vec![
+        ("x".to_string(), floats(&mut rng, &[300, 32], -1.0, 1.0)),
+        ("i0".into(), index(&mut rng)),
+        ("i1".into(), index(&mut rng)),
+    ];
+    let plan = compare("concatenated gathers", g, &feeds, 0.0);
+    assert_eq!(plan.matches("gather_nd_b16").count(), 1, "{plan}");
+}
+
 /// Unrolled recurrences (the ScatterElements chain of torch.export, the stacked Concat; axes 1
 /// and 2; from zeros and from an initial state; lengths of one chunk, several windows) run as one
 /// chunked `rglru_f32` scan, with no step left.

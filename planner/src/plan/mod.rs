@@ -28,6 +28,7 @@ mod epilogue;
 mod epilogue_tests;
 mod ew_ops;
 mod fuse;
+mod gather_concat;
 mod gemm;
 mod indexing;
 mod linear_attention;
@@ -356,10 +357,20 @@ fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>
         }
         None => (graph, infos),
     };
-    Ok(match norm_lift::run(&graph, &infos) {
+    let (graph, infos) = match norm_lift::run(&graph, &infos) {
         Some((g, n)) => {
             lifted.push(format!(
                 "{n} RMS normalization(s) spelled out as elementwise ops and a mean: RMSNormalization"
+            ));
+            let infos = shape_infer::infer(&g)?;
+            (g, infos)
+        }
+        None => (graph, infos),
+    };
+    Ok(match gather_concat::run(&graph, &infos) {
+        Some((g, n)) => {
+            lifted.push(format!(
+                "{n} concatenation(s) of rows gathered from one table: one gather of the stacked indices"
             ));
             let infos = shape_infer::infer(&g)?;
             (g, infos, lifted)
