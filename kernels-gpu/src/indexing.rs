@@ -100,8 +100,16 @@ pub unsafe extern "ptx-kernel" fn scatter_nd_f32(
         return;
     }
     let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    // u32 division where the updates fit (two u64 divisions per element cost more than the
+    // atomic itself).
+    let narrow = p.elems <= u32::MAX as u64;
     while i < p.elems {
-        let (t, e) = (i / p.slice, i % p.slice);
+        let (t, e) = if narrow {
+            let (ii, s) = (i as u32, p.slice as u32);
+            ((ii / s) as u64, (ii % s) as u64)
+        } else {
+            (i / p.slice, i % p.slice)
+        };
         let mut off = Some(e);
         for d in 0..MAX_RANK {
             if d < p.k as usize {

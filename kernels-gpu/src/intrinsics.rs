@@ -105,13 +105,13 @@ pub fn floor_f64(x: f64) -> f64 {
     r
 }
 
-/// Copies 16 bytes from `src` to `dst` as one vector load and one vector store
-/// (`ld.global.v4.u32` / `st.global.v4.u32`; rustc moves a 16-byte value as two 8-byte halves).
+/// Loads 16 bytes at `src` as one vector load (`ld.global.v4.u32`; rustc moves a 16-byte value
+/// as two 8-byte halves). Read-only, so loads of several vectors issue back to back.
 ///
 /// # Safety
-/// Both are 16-byte aligned global-memory addresses valid for 16 bytes.
+/// `src` is a 16-byte aligned global-memory address valid for 16 bytes.
 #[inline(always)]
-pub unsafe fn copy_v4(src: *const [u32; 4], dst: *mut [u32; 4]) {
+pub unsafe fn load_v4(src: *const [u32; 4]) -> [u32; 4] {
     let (a, b, c, d): (u32, u32, u32, u32);
     // SAFETY: the caller's contract; generic addresses of global memory convert with cvta.
     unsafe {
@@ -123,17 +123,29 @@ pub unsafe fn copy_v4(src: *const [u32; 4], dst: *mut [u32; 4]) {
             c = out(reg32) c,
             d = out(reg32) d,
             options(readonly, nostack)
-        );
+        )
+    };
+    [a, b, c, d]
+}
+
+/// Stores 16 bytes at `dst` as one vector store (`st.global.v4.u32`).
+///
+/// # Safety
+/// `dst` is a 16-byte aligned global-memory address valid for 16 bytes.
+#[inline(always)]
+pub unsafe fn store_v4(dst: *mut [u32; 4], v: [u32; 4]) {
+    // SAFETY: the caller's contract.
+    unsafe {
         asm!(
             "{{ .reg .u64 g; cvta.to.global.u64 g, {t}; st.global.v4.u32 [g], {{{a}, {b}, {c}, {d}}}; }}",
             t = in(reg64) dst,
-            a = in(reg32) a,
-            b = in(reg32) b,
-            c = in(reg32) c,
-            d = in(reg32) d,
+            a = in(reg32) v[0],
+            b = in(reg32) v[1],
+            c = in(reg32) v[2],
+            d = in(reg32) v[3],
             options(nostack)
-        );
-    }
+        )
+    };
 }
 
 /// This thread's lane in its warp, `%laneid` (0..32).

@@ -119,16 +119,26 @@ fn copy_offsets<I: Index>(p: &StridedCopyParams, i: I) -> (i64, i64) {
 }
 
 /// An element the copy kernels move: by value, or (16-byte aligned vectors) as one vector load
-/// and store.
+/// and one vector store.
 trait Element: Copy {
-    /// `*dst = *src`.
+    /// `*src`.
     ///
     /// # Safety
-    /// Both point at valid elements of global memory.
+    /// `src` points at a valid element of global memory.
     #[inline(always)]
-    unsafe fn move_to(src: *const Self, dst: *mut Self) {
+    unsafe fn load(src: *const Self) -> Self {
         // SAFETY: the caller's contract.
-        unsafe { *dst = *src }
+        unsafe { *src }
+    }
+
+    /// `*dst = v`.
+    ///
+    /// # Safety
+    /// `dst` points at a valid element of global memory.
+    #[inline(always)]
+    unsafe fn store(dst: *mut Self, v: Self) {
+        // SAFETY: the caller's contract.
+        unsafe { *dst = v }
     }
 }
 
@@ -139,9 +149,15 @@ impl Element for u64 {}
 impl Element for [u32; 4] {}
 impl Element for Vec16 {
     #[inline(always)]
-    unsafe fn move_to(src: *const Self, dst: *mut Self) {
+    unsafe fn load(src: *const Self) -> Self {
         // SAFETY: a `Vec16` is 16-byte aligned; the caller's contract.
-        unsafe { crate::intrinsics::copy_v4(src.cast(), dst.cast()) }
+        Vec16(unsafe { crate::intrinsics::load_v4(src.cast()) })
+    }
+
+    #[inline(always)]
+    unsafe fn store(dst: *mut Self, v: Self) {
+        // SAFETY: as above.
+        unsafe { crate::intrinsics::store_v4(dst.cast(), v.0) }
     }
 }
 
@@ -153,7 +169,7 @@ unsafe fn strided_copy<I: Index, T: Element>(p: &StridedCopyParams, x: *const T,
     while i < p.elems {
         let (xo, yo) = copy_offsets(p, I::cast(i));
         // SAFETY: every offset the shape and strides produce is inside its buffer (the contract).
-        unsafe { T::move_to(x.offset(xo as isize), y.offset(yo as isize)) };
+        unsafe { T::store(y.offset(yo as isize), T::load(x.offset(xo as isize))) };
         i += stride;
     }
 }
@@ -379,9 +395,9 @@ unsafe fn gather_nd<I: Index, T: Element + Default>(
     let elems = p.batch * p.n * p.slice;
     let k = p.k as usize;
     let (slice, n) = (I::cast(p.slice), I::cast(p.n));
-    let (mut i, stride) = (global_thread_x(), grid_threads_x());
-    while i < elems {
-        let ii = I::cast(i);
+    // The data offset of output element `e`, `None` for an index out of range (a zero).
+    let source = |e: u64| -> Option<u64> {
+        let ii = I::cast(e);
         let (s, bj) = (ii % slice, ii / slice);
         let b: u64 = (bj / n).into();
         let bj: u64 = bj.into();
@@ -401,15 +417,28 @@ unsafe fn gather_nd<I: Index, T: Element + Default>(
                 off += a as u64 * at(&p.strides, t);
             }
         }
-        // SAFETY: i < elems; with every index in range, `off` is inside batch entry `b` of `x`.
-        unsafe {
-            if ok {
-                T::move_to(x.add(off as usize), y.add(i as usize))
-            } else {
-                *y.add(i as usize) = T::default()
-            }
-        };
-        i += stride;
+        ok.then_some(off)
+    };
+    // Four elements a grid stride apart per round: their index and data loads all issue before
+    // the first store (one element at a time waited two dependent load latencies each).
+    let (mut i, stride) = (global_thread_x(), grid_threads_x());
+    while i < elems {
+        macro_rules! round {
+            ($($u:literal)*) => {{
+                let e = [$(i + $u * stride),*];
+                let src = [$(if e[$u] < elems { source(e[$u]) } else { None }),*];
+                // SAFETY: with every index in range, `off` is inside its batch entry of `x`.
+                let v = [$(match src[$u] { Some(off) => unsafe { T::load(x.add(off as usize)) }, None => T::default() }),*];
+                $(
+                    if e[$u] < elems {
+                        // SAFETY: e < elems: an element of `y`.
+                        unsafe { T::store(y.add(e[$u] as usize), v[$u]) };
+                    }
+                )*
+            }};
+        }
+        round!(0 1 2 3);
+        i += 4 * stride;
     }
 }
 
