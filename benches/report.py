@@ -4,10 +4,13 @@ dated JSON with every figure, benches/results/RESULTS.md (per row ferrofuse, eac
 peer and the ratio to it) and PNG plots (latency over the sweep per family, speedup over the best
 peer, peak device memory).
 
-    python3 benches/report.py POINTS_DIR [POINTS_DIR ...] --stem benches/results/DATE-MACHINE-suite
+    python3 benches/report.py POINTS_DIR [POINTS_DIR ...] --stem benches/results/DATE-MACHINE-suite \
+        [--keep ort_cuda,ort_cuda_graph,ort_cuda_default]
 
 Writes STEM.json, STEM-latency.png, STEM-speedup.png, STEM-memory.png and benches/results/RESULTS.md
-(which links them). A later directory's point replaces an earlier one's (re-runs).
+(which links them). A later directory's point replaces an earlier one's (re-runs); with --keep, the
+listed backends' figures of the replaced point stay where the re-run did not run them, and
+RESULTS.md names them with the date of their run.
 """
 import glob
 import json
@@ -28,12 +31,25 @@ ORDER = ["mlp", "cnn", "gnn", "ticl32", "ticl64", "gpt2", "bert", "mamba2", "rec
          "ops_mamba", "sofie_mamba", "ops_griffin", "ops_rwkv"]
 
 
-def load(dirs):
+def ran(v):
+    return isinstance(v, dict) and "p50" in v
+
+
+def load(dirs, keep=()):
+    """The points of `dirs`, a later directory's replacing an earlier one's; a replaced point's
+    figures for the backends in `keep` that the replacement did not run are carried over, and the
+    replacement lists them under `carried` (backend, date of the run they come from)."""
     rows = {}
     for d in dirs:
         for path in sorted(glob.glob(os.path.join(d, "*.json"))):
             with open(path) as f:
                 r = json.load(f)
+            old = rows.get((r["model"], r["value"]))
+            if old:
+                for b in keep:
+                    if ran(old["results"].get(b)) and not ran(r["results"].get(b)):
+                        r["results"][b] = old["results"][b]
+                        r.setdefault("carried", []).append([b, old.get("date")])
             rows[(r["model"], r["value"])] = r
     key = lambda k: (ORDER.index(k[0]) if k[0] in ORDER else len(ORDER), k[0], k[1])  # noqa: E731
     return [rows[k] for k in sorted(rows, key=key)]
@@ -151,6 +167,16 @@ def markdown(rows, stem):
         for (who, why), where in notes.items():
             rows_text = "every row" if len(where) == len(rows) else ", ".join(where)
             out.append(f"- {who} ({rows_text}): {why}")
+    carried = {}
+    for r in rows:
+        for b, date in r.get("carried", []):
+            carried.setdefault((SHORT.get(b, b), date), []).append(f"{r['model']} {r['sweep']} {r['value']}")
+    if carried:
+        out += ["", "## Figures carried from an earlier run", "",
+                "Points re-run without these backends keep their figures from the run named (same machine "
+                "and exports; `report.py --keep`):", ""]
+        for (who, date), where in carried.items():
+            out.append(f"- {who} ({', '.join(where)}): from the run of {date}")
     here = os.path.dirname(os.path.abspath(stem))
     others = sorted(f for f in os.listdir(here) if f.endswith(".md") and f != "RESULTS.md")
     out += ["", "## Other measurements", "",
@@ -233,10 +259,15 @@ def plots(rows, stem):
 
 def main():
     argv = sys.argv[1:]
+    keep = ()
+    if "--keep" in argv:
+        k = argv.index("--keep")
+        keep = tuple(argv[k + 1].split(","))
+        argv = argv[:k] + argv[k + 2:]
     i = argv.index("--stem")
     stem = argv[i + 1]
     dirs = argv[:i] + argv[i + 2:]
-    rows = load(dirs)
+    rows = load(dirs, keep)
     if not rows:
         sys.exit(f"no points in {dirs}")
     with open(f"{stem}.json", "w") as f:
