@@ -151,32 +151,35 @@ impl GemmParams {
         }
     }
 
+    /// Element offset of batch matrix `b` in an operand of batch strides `outer` and `inner`.
+    #[inline(always)]
+    fn batch_offset(&self, b: u64, outer: u64, inner: u64) -> u64 {
+        let (o, i) = self.batch_index(b);
+        o * outer + i * inner
+    }
+
     /// Element offset of batch matrix `b` in A.
     #[inline(always)]
     pub fn a_at(&self, b: u64) -> u64 {
-        let (o, i) = self.batch_index(b);
-        o * self.a_bs + i * self.a_bs2
+        self.batch_offset(b, self.a_bs, self.a_bs2)
     }
 
     /// Element offset of batch matrix `b` in B.
     #[inline(always)]
     pub fn b_at(&self, b: u64) -> u64 {
-        let (o, i) = self.batch_index(b);
-        o * self.b_bs + i * self.b_bs2
+        self.batch_offset(b, self.b_bs, self.b_bs2)
     }
 
     /// Element offset of batch matrix `b` in C.
     #[inline(always)]
     pub fn c_at(&self, b: u64) -> u64 {
-        let (o, i) = self.batch_index(b);
-        o * self.c_bs + i * self.c_bs2
+        self.batch_offset(b, self.c_bs, self.c_bs2)
     }
 
     /// Element offset of batch matrix `b` in Y.
     #[inline(always)]
     pub fn y_at(&self, b: u64) -> u64 {
-        let (o, i) = self.batch_index(b);
-        o * self.y_bs + i * self.y_bs2
+        self.batch_offset(b, self.y_bs, self.y_bs2)
     }
 
     /// Where output matrix `b` lies in Y: rows `n` apart, or the strides `y_rs`, `y_cs`. Kernels
