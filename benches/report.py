@@ -167,16 +167,15 @@ def markdown(rows, stem):
         for (who, why), where in notes.items():
             rows_text = "every row" if len(where) == len(rows) else ", ".join(where)
             out.append(f"- {who} ({rows_text}): {why}")
-    carried = {}
-    for r in rows:
-        for b, date in r.get("carried", []):
-            carried.setdefault((SHORT.get(b, b), date), []).append(f"{r['model']} {r['sweep']} {r['value']}")
+    carried = [r for r in rows if r.get("carried")]
     if carried:
         out += ["", "## Figures carried from an earlier run", "",
                 "Points re-run without these backends keep their figures from the run named (same machine "
                 "and exports; `report.py --keep`):", ""]
-        for (who, date), where in carried.items():
-            out.append(f"- {who} ({', '.join(where)}): from the run of {date}")
+        for r in carried:
+            who = ", ".join(SHORT.get(b, b) for b, _ in r["carried"])
+            dates = sorted({d for _, d in r["carried"]})
+            out.append(f"- {r['model']} {r['sweep']} {r['value']}: {who}, from the run of {', '.join(dates)}")
     here = os.path.dirname(os.path.abspath(stem))
     others = sorted(f for f in os.listdir(here) if f.endswith(".md") and f != "RESULTS.md")
     out += ["", "## Other measurements", "",
