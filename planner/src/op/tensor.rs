@@ -299,6 +299,14 @@ pub struct Transpose {
     pub perm: Option<Vec<usize>>,
 }
 
+impl Transpose {
+    /// The permutation of an input of `rank` dims: `perm`, or the axes reversed (not checked
+    /// against `rank`).
+    pub fn axes(&self, rank: usize) -> Vec<usize> {
+        self.perm.clone().unwrap_or_else(|| (0..rank).rev().collect())
+    }
+}
+
 /// `Shape`, optionally of a sub-range of dims (opset 15).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ShapeOf {

@@ -26,7 +26,7 @@ use kernels_gpu::abi::{
 
 use super::fuse::{EwProgram, Programs, compile_program, drop_values, ew_node, producers, remove_nodes};
 use super::lower::bytes_of;
-use super::movement::contiguous_u64;
+use super::movement::{contiguous_u64, reshape_strides};
 use super::{Arg, PlannedValue, Step};
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{FusedAttention, Op};
@@ -36,7 +36,7 @@ mod mask;
 mod sdpa;
 mod views;
 use sdpa::{nan_guard, peel_scale, scaled_program};
-use views::{View, attn_view, reshape_like, reshape_strides};
+use views::{View, attn_view, reshape_like};
 
 /// Launch parameters of each fused attention, by the output value of its [`Op::FusedAttention`].
 pub(super) type Attentions = BTreeMap<ValueId, AttentionParams>;
@@ -67,7 +67,7 @@ impl Ctx<'_> {
         let Some(Some(x)) = node.inputs.first().copied() else { return Some((own, Vec::new())) };
         let traced = match &node.op {
             Op::Transpose(t) => self.trace_back(x).and_then(|(xv, nodes)| {
-                let perm: Vec<usize> = t.perm.clone().unwrap_or_else(|| (0..xv.dims.len()).rev().collect());
+                let perm = t.axes(xv.dims.len());
                 if perm.len() != xv.dims.len() || perm.iter().any(|&p| p >= perm.len()) {
                     return None;
                 }
@@ -147,8 +147,7 @@ impl Ctx<'_> {
                 let xd = self.f32_dims(x)?;
                 let strides = match &node.op {
                     Op::Transpose(t) => {
-                        let perm: Vec<usize> =
-                            t.perm.clone().unwrap_or_else(|| (0..xd.len()).rev().collect());
+                        let perm = t.axes(xd.len());
                         let mut s = vec![0u64; xd.len()];
                         for (i, &p) in perm.iter().enumerate() {
                             *s.get_mut(p)? = view.strides[i];

@@ -139,51 +139,13 @@ pub(super) fn drop_values_mapped(mut g: Graph, dead: &[bool]) -> (Graph, Vec<Opt
 /// strides in the transpose's output, and that output.
 pub(super) type OperandPerms = std::collections::BTreeMap<ValueId, [Option<(Vec<u64>, ValueId)>; 3]>;
 
-/// The strides of the view `(dims, strides)` reshaped to `target` without moving data: each run
-/// of dims that merges into (or splits from) a run of target dims must be nested (a dim's stride
-/// the next one's times its extent), as in NumPy's reshape of a strided array. `None` where the
-/// reshape needs a copy, or the element counts differ or are 0.
-pub(super) fn reshape_view(dims: &[usize], strides: &[u64], target: &[usize]) -> Option<Vec<u64>> {
-    let total = |d: &[usize]| d.iter().product::<usize>();
-    if total(dims) != total(target) || total(dims) == 0 || dims.len() != strides.len() {
-        return None;
-    }
-    let old: Vec<(usize, u64)> =
-        dims.iter().copied().zip(strides.iter().copied()).filter(|d| d.0 != 1).collect();
-    let mut out = vec![0u64; target.len()];
-    let (mut oi, mut ti) = (0, 0);
-    while oi < old.len() {
-        // A run of old dims and a run of target dims of the same element count.
-        let (o0, t0) = (oi, ti);
-        let (mut po, mut pt) = (old[oi].0, 1usize);
-        oi += 1;
-        while pt < po || ti == t0 {
-            pt *= *target.get(ti)?;
-            ti += 1;
-            while po < pt {
-                po *= old.get(oi)?.0;
-                oi += 1;
-            }
-        }
-        if po != pt || (o0 + 1..oi).any(|i| old[i - 1].1 != old[i].1 * old[i].0 as u64) {
-            return None;
-        }
-        let mut s = old[oi - 1].1;
-        for t in (t0..ti).rev() {
-            out[t] = s;
-            s *= target[t] as u64;
-        }
-    }
-    // Trailing size-1 target dims keep stride 0.
-    Some(out)
-}
-
 /// Transpose fusion: a Transpose (f32, static shape, arena source) whose only reader is one
 /// operand of a MatMul moves no data: its output becomes a view of its input (the memory plan gives
 /// both one slot) and the MatMul reads it with permuted strides (the kernels take any row, column
 /// and two-level batch strides, `gemm::matmul_params`). Both operands are absorbed where the GEMM
-/// can walk both views together, else the one it can. Returns the absorbed transposes' outputs and,
-/// per MatMul output, the permutations of its A and B operands.
+/// can walk both views together, else the one it can; a MatMul's result is written through the
+/// transpose (or reshape and transpose) that is its only reader. Returns the absorbed transposes'
+/// outputs and, per MatMul output, the strides of its operands and result ([`OperandPerms`]).
 pub(super) fn transposes(
     g: &Graph,
     infos: &[TensorInfo],
@@ -234,7 +196,7 @@ pub(super) fn transposes(
             let src = tn.inputs.first().copied().flatten()?;
             let info = &infos[src.index()];
             let dims = info.shape.as_known()?;
-            let perm: Vec<usize> = tr.perm.clone().unwrap_or_else(|| (0..dims.len()).rev().collect());
+            let perm = tr.axes(dims.len());
             // An arena source: the transpose becomes a view of it (its slot lives as long as the
             // MatMul reads it); a weight: the MatMul reads the weight itself (not reshaped: the
             // transpose of a weight writes nothing for a reshape to view).
@@ -254,7 +216,8 @@ pub(super) fn transposes(
             }
             let src_strides = super::movement::contiguous_u64(&dims);
             let (pd, ps): (Vec<usize>, Vec<u64>) = perm.iter().map(|&a| (dims[a], src_strides[a])).unzip();
-            let strides = if reshaped.is_some() { reshape_view(&pd, &ps, &td)? } else { ps };
+            let strides =
+                if reshaped.is_some() { super::movement::reshape_strides(&pd, &ps, &td)? } else { ps };
             Some(((strides, src), reshaped.unwrap_or(t)))
         };
         // The transpose reading the result (directly or after a reshape), when it is its only
@@ -277,13 +240,13 @@ pub(super) fn transposes(
             let Op::Transpose(tr) = &tn.op else { return None };
             let z = tn.output(0)?;
             let td = infos[tn.input(0)?.index()].shape.as_known()?;
-            let perm: Vec<usize> = tr.perm.clone().unwrap_or_else(|| (0..td.len()).rev().collect());
+            let perm = tr.axes(td.len());
             if perm.len() != td.len() || perm.iter().any(|&a| a >= td.len()) || g.outputs.contains(&z) {
                 return None;
             }
             let strides = super::gemm::output_strides(&td, &perm);
             match reshaped {
-                Some(_) => Some((reshape_view(&td, &strides, yd)?, z)),
+                Some(_) => Some((super::movement::reshape_strides(&td, &strides, yd)?, z)),
                 None => Some((strides, z)),
             }
         };

@@ -67,7 +67,6 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, usize)>
         if !same || k == 0 || xd.len() <= k || axis != lead as i64 || (nd && id.is_empty()) {
             continue;
         }
-        let parts = gathers.len();
         let name = graph.node_label(crate::graph::NodeId(i as u32));
         let mut nodes = Vec::new();
         // Each index tensor with a size-1 axis at `lead`, concatenated along it.
@@ -97,7 +96,6 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, usize)>
             outputs: vec![Some(gathered)],
         });
         nodes.push(reshape(&mut g, gathered, &yd, n.name.clone(), Some(y)).0);
-        debug_assert!(parts >= 2);
         replaced[i] = Some(nodes);
         count += 1;
     }

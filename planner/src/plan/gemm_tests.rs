@@ -316,14 +316,14 @@ fn a_batch_of_single_rows_read_through_a_transpose_folds_into_one_gemm() {
 
 #[test]
 fn operand_views_reshaped_and_batches_of_two_levels() {
-    use crate::plan::fuse::reshape_view;
+    use crate::plan::movement::reshape_strides;
     // Merging nested dims, splitting one, size-1 dims anywhere; a merge across a gap needs a copy.
-    assert_eq!(reshape_view(&[2, 3, 4], &[12, 4, 1], &[6, 4]), Some(vec![4, 1]));
-    assert_eq!(reshape_view(&[2, 8, 4], &[4, 8, 1], &[2, 2, 4, 4]), Some(vec![4, 32, 8, 1]));
-    let v = reshape_view(&[3, 1, 5], &[5, 99, 1], &[1, 15, 1]).unwrap();
+    assert_eq!(reshape_strides(&[2, 3, 4], &[12, 4, 1], &[6, 4]), Some(vec![4, 1]));
+    assert_eq!(reshape_strides(&[2, 8, 4], &[4, 8, 1], &[2, 2, 4, 4]), Some(vec![4, 32, 8, 1]));
+    let v = reshape_strides(&[3, 1, 5], &[5, 99, 1], &[1, 15, 1]).unwrap();
     assert_eq!(v[1], 1, "size-1 dims take any stride: {v:?}");
-    assert_eq!(reshape_view(&[2, 3, 4], &[4, 8, 1], &[6, 4]), None);
-    assert_eq!(reshape_view(&[2, 3], &[3, 1], &[7]), None);
+    assert_eq!(reshape_strides(&[2, 3, 4], &[4, 8, 1], &[6, 4]), None);
+    assert_eq!(reshape_strides(&[2, 3], &[3, 1], &[7]), None);
     // Mamba2's `bclhn,bcshn->bclsh`: A = C [b, c, l, h, n] read as [b, c, h, l, n]: the batch
     // (b c) outside, the heads inside, rows h n apart; the result [b, c, h, l, s] written
     // through the transpose to [b, c, l, s, h].

@@ -51,6 +51,42 @@ pub(super) fn contiguous_u64(dims: &[usize]) -> Vec<u64> {
     strides
 }
 
+/// Strides of a reshape of the strided view `(od, os)` to `nd` without moving data, if there are
+/// any (NumPy's no-copy reshape: each group of old dims that merges or splits must be contiguous
+/// within itself). Attention traces its operands through it; the GEMMs read einsum operands and
+/// write results through it (`fuse::transposes`).
+pub(super) fn reshape_strides(od: &[usize], os: &[u64], nd: &[usize]) -> Option<Vec<u64>> {
+    if od.iter().product::<usize>() != nd.iter().product::<usize>() || od.contains(&0) {
+        return None;
+    }
+    let (od, os): (Vec<usize>, Vec<u64>) =
+        od.iter().zip(os).filter(|(d, _)| **d != 1).map(|(d, s)| (*d, *s)).unzip();
+    let mut ns = vec![1u64; nd.len()];
+    let (mut oi, mut ni) = (0, 0);
+    while oi < od.len() && ni < nd.len() {
+        let (mut oj, mut nj) = (oi + 1, ni + 1);
+        let (mut op, mut np) = (od[oi], nd[ni]);
+        while op != np {
+            if np < op {
+                np *= *nd.get(nj)?;
+                nj += 1;
+            } else {
+                op *= *od.get(oj)?;
+                oj += 1;
+            }
+        }
+        if (oi..oj - 1).any(|k| os[k] != od[k + 1] as u64 * os[k + 1]) {
+            return None;
+        }
+        ns[nj - 1] = os[oj - 1];
+        for k in (ni + 1..nj).rev() {
+            ns[k - 1] = ns[k] * nd[k] as u64;
+        }
+        (oi, ni) = (oj, nj);
+    }
+    nd[ni..].iter().all(|&d| d == 1).then_some(ns)
+}
+
 /// Kernel of an element-size family (1, 2, 4, 8 bytes).
 pub(super) fn by_size(dtype: DType, kernels: [Option<KernelId>; 4], what: &str) -> Result<KernelId, String> {
     let k = match dtype.size_bytes() {

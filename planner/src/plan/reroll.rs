@@ -311,10 +311,10 @@ impl Roll<'_> {
                 };
                 batched(self.emit(op, vec![f, a], "view"))
             }
-            Op::Transpose(op::Transpose { perm }) => {
+            Op::Transpose(t) => {
                 let B::Batched { v, axis, dims } = only(&ins)? else { return None };
                 let r = dims.len();
-                let perm: Vec<usize> = perm.clone().unwrap_or_else(|| (0..r).rev().collect());
+                let perm = t.axes(r);
                 let f = self.move_axis(v, axis, 0, r);
                 let perm = std::iter::once(0).chain(perm.iter().map(|p| p + 1)).collect();
                 batched(self.emit(Op::Transpose(op::Transpose { perm: Some(perm) }), vec![f], "transpose"))

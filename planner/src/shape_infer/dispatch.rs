@@ -112,7 +112,7 @@ pub(crate) fn infer_node(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
         Op::Flatten(f) => shape_ops::flatten(ctx, f.axis),
         Op::Squeeze(s) => shape_ops::squeeze(ctx, s.axes.clone()),
         Op::Unsqueeze(u) => shape_ops::unsqueeze(ctx, u.axes.clone()),
-        Op::Transpose(t) => shape_ops::transpose(ctx, t.perm.clone()),
+        Op::Transpose(t) => shape_ops::transpose(ctx, t),
         Op::Shape(s) => shape_ops::shape(ctx, s.start, s.end),
         Op::Size => shape_ops::size(ctx),
         Op::Constant(c) => Ok(vec![c.value.info()]),

@@ -145,9 +145,9 @@ pub(crate) fn unsqueeze(ctx: &mut Ctx, attr: Option<Vec<i64>>) -> Result<Vec<Ten
 }
 
 /// `Transpose` (default: reversed axes).
-pub(crate) fn transpose(ctx: &mut Ctx, perm: Option<Vec<usize>>) -> Result<Vec<TensorInfo>, PlanError> {
+pub(crate) fn transpose(ctx: &mut Ctx, t: &crate::op::Transpose) -> Result<Vec<TensorInfo>, PlanError> {
     let x = ctx.input(0)?;
-    let perm = perm.unwrap_or_else(|| (0..x.rank()).rev().collect());
+    let perm = t.axes(x.rank());
     let mut sorted = perm.clone();
     sorted.sort_unstable();
     if sorted != (0..x.rank()).collect::<Vec<_>>() {
