@@ -213,7 +213,8 @@ strided_copy_kernel!(strided_copy_b4, u32, "4");
 strided_copy_kernel!(strided_copy_b8, u64, "8");
 
 /// Sixteen bytes moved as one 16-byte aligned unit, by one `ld.global.v4` / `st.global.v4`
-/// ([`crate::intrinsics::copy_v4`]; rustc would emit two 8-byte accesses).
+/// ([`crate::intrinsics::load_v4`], [`crate::intrinsics::store_v4`]; rustc would emit two 8-byte
+/// accesses).
 #[repr(C, align(16))]
 #[derive(Clone, Copy, Default)]
 pub struct Vec16([u32; 4]);
@@ -420,7 +421,8 @@ unsafe fn gather_nd<I: Index, T: Element + Default>(
         ok.then_some(off)
     };
     // Four elements a grid stride apart per round: their index and data loads all issue before
-    // the first store (one element at a time waited two dependent load latencies each).
+    // the first store. (Measured on the GNN's 410 MB gather: 1528 -> 1485 us, so the kernel is
+    // not bound by those load latencies; what bounds it is not known yet.)
     let (mut i, stride) = (global_thread_x(), grid_threads_x());
     while i < elems {
         macro_rules! round {
