@@ -78,7 +78,7 @@ impl Arena {
             }),
             Storage::Owned(buf) => {
                 *buf = None; // free first: the old contents are dead and the memory may be needed
-                *buf = Some(alloc(ctx, bytes)?);
+                *buf = Some(alloc(ctx, bytes, "the arena")?);
                 self.bytes = bytes;
                 self.allocations += 1;
                 Ok(true)
@@ -94,7 +94,7 @@ impl Arena {
         if let Storage::Owned(buf) = &mut self.storage {
             *buf = None;
             if bytes > 0 {
-                *buf = Some(alloc(ctx, bytes)?);
+                *buf = Some(alloc(ctx, bytes, "the shrunk arena")?);
                 self.allocations += 1;
             }
             self.bytes = bytes;
@@ -131,11 +131,14 @@ impl Arena {
 }
 
 /// One device allocation of `bytes` on the context's stream (uninitialised).
-pub(crate) fn alloc(ctx: &Context, bytes: u64) -> Result<CudaSlice<u8>, HostError> {
+pub(crate) fn alloc(ctx: &Context, bytes: u64, what: &str) -> Result<CudaSlice<u8>, HostError> {
     // SAFETY: the memory is uninitialised; every user writes before reading (planned tensors at
     // their producing step, which starts their lifetime; session inputs by the host copy).
-    unsafe { ctx.stream().alloc::<u8>(bytes as usize) }
-        .map_err(|source| HostError::OutOfMemory { bytes, source })
+    unsafe { ctx.stream().alloc::<u8>(bytes as usize) }.map_err(|source| HostError::OutOfMemory {
+        what: what.to_string(),
+        bytes,
+        source,
+    })
 }
 
 /// A first-fit free list with block splitting and merging of neighbours, for the arena's dynamic
@@ -230,6 +233,11 @@ impl FreeList {
     pub fn capacity(&self) -> u64 {
         self.capacity
     }
+
+    /// The alignment of the blocks handed out.
+    pub fn alignment(&self) -> u64 {
+        self.alignment
+    }
 }
 
 /// Persistent recurrent state (Mamba, Griffin, RWKV): one device allocation, kept across runs until
@@ -249,15 +257,14 @@ impl StateBuffers {
             slots.push((name.clone(), BufferSlot { offset: end, bytes: *bytes }));
             end += bytes.div_ceil(256) * 256;
         }
-        let buf = if end == 0 {
-            None
-        } else {
-            Some(
-                ctx.stream()
-                    .alloc_zeros::<u8>(end as usize)
-                    .map_err(|source| HostError::OutOfMemory { bytes: end, source })?,
-            )
-        };
+        let buf =
+            if end == 0 {
+                None
+            } else {
+                Some(ctx.stream().alloc_zeros::<u8>(end as usize).map_err(|source| {
+                    HostError::OutOfMemory { what: "the recurrent state".into(), bytes: end, source }
+                })?)
+            };
         Ok(StateBuffers { buf, slots })
     }
 

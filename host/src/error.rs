@@ -181,13 +181,40 @@ pub enum HostError {
         /// The driver's error.
         detail: String,
     },
+    /// A host allocation for tensor data failed (the allocator refused it); the reference names
+    /// the node when one was running.
+    #[error("out of host memory allocating {bytes} bytes for {what}")]
+    HostMemory {
+        /// Bytes requested.
+        bytes: u64,
+        /// What was being allocated.
+        what: String,
+    },
     /// A device allocation failed.
-    #[error("out of device memory allocating {bytes} bytes: {source}")]
+    #[error("out of device memory allocating {bytes} bytes for {what}: {source}")]
     OutOfMemory {
+        /// What was being allocated (the arena, the weights, an input or output, ...).
+        what: String,
         /// Bytes requested.
         bytes: u64,
         /// The driver's error.
         source: DriverError,
+    },
+    /// A device allocation would take the session past its memory budget
+    /// ([`crate::SessionOptions::max_memory`]); nothing was allocated.
+    #[error(
+        "{what} needs {bytes} bytes of device memory beside the {held} the session holds, over its \
+         memory budget of {max} bytes (SessionOptions::max_memory, --max-memory)"
+    )]
+    Budget {
+        /// What was to be allocated.
+        what: String,
+        /// Bytes it needs.
+        bytes: u64,
+        /// Device bytes the session held before.
+        held: u64,
+        /// The budget.
+        max: u64,
     },
     /// An arena slot or dynamic block was used wrongly (outside the arena, double free, an
     /// external arena too small).

@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod arena;
+pub mod budget;
 pub mod compare;
 pub mod device;
 pub mod error;

@@ -54,7 +54,125 @@ macro_rules! dtype_variants {
 }
 dtype_variants!(F32(f32), F16(f16), BF16(bf16), F64(f64), I64(i64), I32(i32), I8(i8), U8(u8), Bool(bool));
 
+/// `$body` applied to the element vector `$v` of whichever variant `$data` is, giving the same
+/// variant back (`$body` may use `?`: it runs inside the caller).
+macro_rules! same_variant {
+    ($data:expr, $v:ident => $body:expr) => {
+        match $data {
+            TensorData::F32($v) => TensorData::F32($body),
+            TensorData::F16($v) => TensorData::F16($body),
+            TensorData::BF16($v) => TensorData::BF16($body),
+            TensorData::F64($v) => TensorData::F64($body),
+            TensorData::I64($v) => TensorData::I64($body),
+            TensorData::I32($v) => TensorData::I32($body),
+            TensorData::I8($v) => TensorData::I8($body),
+            TensorData::U8($v) => TensorData::U8($body),
+            TensorData::Bool($v) => TensorData::Bool($body),
+        }
+    };
+}
+
+/// Like [`same_variant!`] over a list `$parts` of `&TensorData` that must all be of the first's
+/// variant: `$vs` is the list of their element slices. A mixed list is `$mixed`.
+macro_rules! same_variant_all {
+    ($parts:expr, $mixed:expr, $vs:ident => $body:expr) => {{
+        macro_rules! arm {
+            ($variant:ident) => {{
+                let mut $vs = Vec::with_capacity($parts.len());
+                for p in $parts {
+                    match p {
+                        TensorData::$variant(v) => $vs.push(v.as_slice()),
+                        _ => return Err($mixed),
+                    }
+                }
+                TensorData::$variant($body)
+            }};
+        }
+        match $parts.first().copied() {
+            None | Some(TensorData::F32(_)) => arm!(F32),
+            Some(TensorData::F16(_)) => arm!(F16),
+            Some(TensorData::BF16(_)) => arm!(BF16),
+            Some(TensorData::F64(_)) => arm!(F64),
+            Some(TensorData::I64(_)) => arm!(I64),
+            Some(TensorData::I32(_)) => arm!(I32),
+            Some(TensorData::I8(_)) => arm!(I8),
+            Some(TensorData::U8(_)) => arm!(U8),
+            Some(TensorData::Bool(_)) => arm!(Bool),
+        }
+    }};
+}
+
+/// A vector of the `n` items of `items`, its memory reserved fallibly first: a request the
+/// allocator refuses is [`HostError::HostMemory`] naming `what`, not an abort.
+pub fn try_collect<T>(n: usize, what: &str, items: impl Iterator<Item = T>) -> Result<Vec<T>, HostError> {
+    let mut v = try_with_capacity(n, what)?;
+    v.extend(items);
+    Ok(v)
+}
+
+/// An empty vector with room for `n` elements, reserved fallibly ([`HostError::HostMemory`]).
+pub fn try_with_capacity<T>(n: usize, what: &str) -> Result<Vec<T>, HostError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| HostError::HostMemory {
+        bytes: (n as u64).saturating_mul(size_of::<T>() as u64),
+        what: what.to_string(),
+    })?;
+    Ok(v)
+}
+
 impl TensorData {
+    /// The `n` elements at the positions `idx` yields, in that order, in this dtype (data
+    /// movement: no conversion). Every index must be in range.
+    pub fn take(&self, n: usize, idx: impl IntoIterator<Item = usize>) -> Result<TensorData, HostError> {
+        Ok(same_variant!(self, v => try_collect(n, "gathered elements", idx.into_iter().map(|i| v[i]))?))
+    }
+
+    /// The `n` elements of the ranges `runs` yields, one after the other, in this dtype (row
+    /// copies: Gather, GatherND). Every range must be in range.
+    pub fn take_runs(
+        &self,
+        n: usize,
+        runs: impl IntoIterator<Item = std::ops::Range<usize>>,
+    ) -> Result<TensorData, HostError> {
+        Ok(same_variant!(self, v => {
+            let mut out = try_with_capacity(n, "gathered rows")?;
+            for r in runs {
+                out.extend_from_slice(&v[r]);
+            }
+            out
+        }))
+    }
+
+    /// The elements at positions `idx`, or `fill`'s one element (same dtype) where an index is
+    /// `None`.
+    pub fn take_or(&self, idx: &[Option<usize>], fill: &TensorData) -> Result<TensorData, HostError> {
+        let mixed = HostError::DType { what: "fill value".into(), expected: self.dtype(), got: fill.dtype() };
+        let parts = [self, fill];
+        Ok(same_variant_all!(&parts, mixed, vs => {
+            let (data, fill) = (vs[0], vs[1].first().copied().unwrap_or_default());
+            try_collect(idx.len(), "gathered elements", idx.iter().map(|i| i.map_or(fill, |i| data[i])))?
+        }))
+    }
+
+    /// The concatenation of `parts` (all of one dtype) in `outer` rounds: round `o` appends the
+    /// `o`-th run of each part, a part's runs being `run[p]` elements long (row-major concatenation
+    /// along an axis: `outer` is the product of the dims before it).
+    pub fn concat_runs(parts: &[&TensorData], outer: usize, run: &[usize]) -> Result<TensorData, HostError> {
+        let expected = parts.first().map_or(DType::F32, |p| p.dtype());
+        let got = parts.iter().map(|p| p.dtype()).find(|&d| d != expected).unwrap_or(expected);
+        let mixed = HostError::DType { what: "concatenated part".into(), expected, got };
+        let total: usize = run.iter().sum::<usize>().saturating_mul(outer);
+        Ok(same_variant_all!(parts, mixed, vs => {
+            let mut out = try_with_capacity(total, "concatenated elements")?;
+            for o in 0..outer {
+                for (v, &r) in vs.iter().zip(run) {
+                    out.extend_from_slice(&v[o * r..(o + 1) * r]);
+                }
+            }
+            out
+        }))
+    }
+
     /// True when there are no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -140,19 +258,20 @@ impl HostTensor {
     /// Copies a constant (initializer) into a host tensor.
     pub fn from_const(c: &ConstTensor) -> Result<Self, HostError> {
         let b = &c.bytes;
-        fn le<const N: usize, T>(b: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
-            b.as_chunks::<N>().0.iter().map(|c| f(*c)).collect()
+        fn le<const N: usize, T>(b: &[u8], f: impl Fn([u8; N]) -> T) -> Result<Vec<T>, HostError> {
+            let chunks = b.as_chunks::<N>().0;
+            try_collect(chunks.len(), "an initializer", chunks.iter().map(|c| f(*c)))
         }
         let data = match c.dtype {
-            DType::F32 => TensorData::F32(le(b, f32::from_le_bytes)),
-            DType::F16 => TensorData::F16(le(b, f16::from_le_bytes)),
-            DType::BF16 => TensorData::BF16(le(b, bf16::from_le_bytes)),
-            DType::F64 => TensorData::F64(le(b, f64::from_le_bytes)),
-            DType::I64 => TensorData::I64(le(b, i64::from_le_bytes)),
-            DType::I32 => TensorData::I32(le(b, i32::from_le_bytes)),
-            DType::I8 => TensorData::I8(le(b, i8::from_le_bytes)),
-            DType::U8 => TensorData::U8(b.clone()),
-            DType::Bool => TensorData::Bool(b.iter().map(|&x| x != 0).collect()),
+            DType::F32 => TensorData::F32(le(b, f32::from_le_bytes)?),
+            DType::F16 => TensorData::F16(le(b, f16::from_le_bytes)?),
+            DType::BF16 => TensorData::BF16(le(b, bf16::from_le_bytes)?),
+            DType::F64 => TensorData::F64(le(b, f64::from_le_bytes)?),
+            DType::I64 => TensorData::I64(le(b, i64::from_le_bytes)?),
+            DType::I32 => TensorData::I32(le(b, i32::from_le_bytes)?),
+            DType::I8 => TensorData::I8(le(b, i8::from_le_bytes)?),
+            DType::U8 => TensorData::U8(le(b, u8::from_le_bytes)?),
+            DType::Bool => TensorData::Bool(le(b, |[x]: [u8; 1]| x != 0)?),
         };
         HostTensor::new(c.dims.clone(), data)
     }
@@ -185,6 +304,26 @@ mod tests {
         assert_eq!(t.dtype(), DType::I64);
         assert!(matches!(t.f32s("x"), Err(HostError::DType { expected: DType::F32, got: DType::I64, .. })));
         assert_eq!(HostTensor::new(vec![], vec![7f32]).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn data_moves_in_its_own_dtype() {
+        let v = TensorData::from(vec![10i32, 11, 12, 13, 14, 15]);
+        assert_eq!(v.take(3, [5, 0, 5]).unwrap(), TensorData::from(vec![15i32, 10, 15]));
+        assert_eq!(v.take_runs(4, [4..6, 0..2]).unwrap(), TensorData::from(vec![14i32, 15, 10, 11]));
+        let fill = TensorData::from(vec![-1i32]);
+        assert_eq!(v.take_or(&[Some(1), None], &fill).unwrap(), TensorData::from(vec![11i32, -1]));
+        assert!(v.take_or(&[None], &TensorData::from(vec![0f32])).is_err(), "fill of another dtype");
+        // [2, 3] and [2, 1] along axis 1: two rounds of 3 + 1 elements.
+        let w = TensorData::from(vec![true, false]);
+        let b = TensorData::from(vec![true, true, false, false, true, false]);
+        assert_eq!(
+            TensorData::concat_runs(&[&b, &w], 2, &[3, 1]).unwrap(),
+            TensorData::from(vec![true, true, false, true, false, true, false, false])
+        );
+        assert!(TensorData::concat_runs(&[&v, &w], 1, &[6, 2]).is_err(), "mixed dtypes");
+        let refused = try_with_capacity::<u64>(usize::MAX / 8, "a test");
+        assert!(matches!(refused, Err(HostError::HostMemory { .. })), "{refused:?}");
     }
 
     #[test]

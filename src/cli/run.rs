@@ -51,6 +51,12 @@ pub struct RunArgs {
     /// rounded to TF32, one product (faster, about 1e-3 relative error); other kernels stay f32.
     #[arg(long, default_value = "exact", value_name = "exact|tf32")]
     pub precision: String,
+    /// Most memory the run may hold, e.g. 512M or 8G (K, M, G, T are powers of 1024): on the
+    /// CPU reference its tensors (default: three quarters of the machine's memory), on the GPU
+    /// the session's device memory (default: the device's). Past it the run fails naming the node
+    /// or buffer.
+    #[arg(long, value_name = "SIZE", value_parser = host::budget::parse_size)]
+    pub max_memory: Option<u64>,
 }
 
 /// The session options with each `NAME=BOOL` of `specs` applied.
@@ -278,6 +284,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let options = host::SessionOptions {
         precision: super::precision_of(&args.precision)?,
         max_loop_iterations: args.max_loop_iterations,
+        max_memory: args.max_memory,
         ..session_options(&args.options)?
     };
     let opening = (args.device != Some(Device::Cpu)).then(open_gpu);
@@ -358,9 +365,11 @@ pub fn run(args: RunArgs) -> Result<()> {
             {
                 return Err(e.into());
             }
+            let defaults = host::reference::Limits::default();
             let limits = host::reference::Limits {
                 max_loop_iterations: options.max_loop_iterations,
-                ..host::reference::Limits::default()
+                max_total_bytes: options.max_memory.unwrap_or(defaults.max_total_bytes),
+                ..defaults
             };
             host::reference::eval_with(&graph, &inputs, limits)?
         }

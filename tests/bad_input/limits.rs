@@ -238,3 +238,64 @@ fn a_plan_of_absurd_padded_sizes_is_an_error_not_an_overflow() {
         planner::plan::compile(&graph, &planner::Binding::new(), &options).expect_err("absurd").to_string();
     assert!(e.contains("huge_pad") && e.contains("2^48 elements"), "{e}");
 }
+
+/// The 174-byte model: `ConstantOfShape([30000, 30000])` (node `fill`) read by an Add.
+fn tiny_model_huge_fill() -> Vec<u8> {
+    ModelBuilder::new(17)
+        .input("x", DataType::Float, &[Dim::from(1)])
+        .initializer_i64("shape", &[2], &[30_000, 30_000])
+        .node_with(NodeBuilder::new("ConstantOfShape", &["shape"], &["zeros"]).name("fill"))
+        .node_with(NodeBuilder::new("Add", &["zeros", "x"], &["y"]).name("add"))
+        .output("y", DataType::Float, &[])
+        .bytes()
+}
+
+#[test]
+fn a_memory_budget_refuses_what_would_not_fit_before_allocating_it() {
+    // 9 * 10^8 elements are within the per-tensor limit; the budget (here 1 GiB) stops the node
+    // that would take the run past it, before its output is allocated.
+    let graph = front_end(&tiny_model_huge_fill()).expect("legal");
+    let x = HostTensor::new(vec![1], vec![1f32]).expect("x");
+    let budget = Limits { max_total_bytes: 1 << 30, ..Limits::default() };
+    let start = Instant::now();
+    let e = eval_with(&graph, &[("x".into(), x.clone())], budget).expect_err("over budget");
+    assert!(start.elapsed() < Duration::from_secs(2), "refusing took {:?}", start.elapsed());
+    assert!(matches!(&e, HostError::Limit { node, .. } if node == "fill"), "{e}");
+    assert!(e.to_string().contains("memory budget of 1073741824 bytes"), "{e}");
+
+    // Through the CLI: `--max-memory` sets it (a unit, K M G T, is a power of 1024).
+    let dir = scratch("budget");
+    let (model, npy) = (dir.join("fill.onnx"), dir.join("x.npy"));
+    std::fs::write(&model, tiny_model_huge_fill()).expect("writing");
+    std::fs::write(&npy, host::npy::write(&x)).expect("w");
+    let x_arg = format!("x={}", path_str(&npy));
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", path_str(&model), "--input", &x_arg, "--device", "cpu"];
+        args.extend_from_slice(extra);
+        cli(&args)
+    };
+    let (code, _, stderr) = run(&["--max-memory", "512M"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("fill") && stderr.contains("memory budget of 536870912 bytes"), "{stderr}");
+    let (code, _, stderr) = run(&["--max-memory", "12Q"]);
+    assert_eq!(code, Some(2), "a malformed size is a usage error: {stderr}");
+    assert!(stderr.contains("unknown unit"), "{stderr}");
+
+    // The budget bounds the whole run: a small graph under a budget smaller than its weights.
+    let small = front_end(&small_model().bytes()).expect("valid");
+    let tiny = Limits { max_total_bytes: 16, ..Limits::default() };
+    let e = eval_with(&small, &[x_input()], tiny).expect_err("x and w hold 72 bytes");
+    assert!(e.to_string().contains("inputs and initializers hold 72 bytes"), "{e}");
+}
+
+#[test]
+fn a_loop_body_runs_within_what_the_enclosing_graph_leaves() {
+    // The endless loop's body holds an f32[2] per iteration; with a budget smaller than what the
+    // outer graph holds plus one body value, the body's first node is refused (not the loop
+    // left to run until the iteration limit).
+    let g = front_end(&endless_loop()).expect("Loop");
+    let x = HostTensor::new(vec![2], vec![1f32, 2.0]).expect("x");
+    let limits = Limits { max_total_bytes: 40, max_loop_iterations: 1000, ..Limits::default() };
+    let e = eval_with(&g, &[("x".into(), x)], limits).expect_err("over budget");
+    assert!(e.to_string().contains("memory budget"), "{e}");
+}

@@ -40,7 +40,7 @@ pub fn if_(
 ) -> Result<Vec<HostTensor>, HostError> {
     let cond = scalar_f64(ctx, required(ctx, inputs, 0)?, "cond")? != 0.0;
     let branch = if cond { &attrs.then_branch } else { &attrs.else_branch };
-    run_with(branch, Vec::new(), captures(ctx, branch, scope)?, ctx.limits)
+    run_with(branch, Vec::new(), captures(ctx, branch, scope)?, ctx.body_limits())
 }
 
 /// ONNX `Loop`: inputs `M?`, `cond?`, `v_initial...`; the body maps `(i, cond, v...)` to
@@ -89,7 +89,7 @@ pub fn loop_(
             Cow::Owned(HostTensor::new(vec![], vec![cond])?),
         ];
         args.extend(state.iter().map(Cow::Borrowed));
-        let mut outs = run_with(body, args, captures(ctx, body, scope)?, ctx.limits)?.into_iter();
+        let mut outs = run_with(body, args, captures(ctx, body, scope)?, ctx.body_limits())?.into_iter();
         let cond_out = outs.next().ok_or_else(|| ctx.err("body produced no condition"))?;
         if cond_given.is_some() {
             cond = scalar_f64(ctx, &cond_out, "body cond")? != 0.0;
@@ -165,7 +165,7 @@ pub fn scan(
             let pos = if attrs.scan_input_directions.get(j) == Some(&1) { len - 1 - t } else { t };
             args.push(Cow::Owned(index_axis(ctx, x, axes[j], pos)?));
         }
-        let mut outs = run_with(body, args, captures(ctx, body, scope)?, ctx.limits)?.into_iter();
+        let mut outs = run_with(body, args, captures(ctx, body, scope)?, ctx.body_limits())?.into_iter();
         state = outs.by_ref().take(n).collect();
         for (s, e) in scans.iter_mut().zip(outs) {
             s.push(e);

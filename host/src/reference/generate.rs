@@ -5,7 +5,7 @@ use planner::ConstTensor;
 
 use crate::error::HostError;
 use crate::reference::NodeCtx;
-use crate::reference::lanes::{Lanes, gather_elems, gather_or_fill};
+use crate::reference::lanes::{Lanes, gather_elems, gather_iter, gather_or_fill};
 use crate::reference::reduce::split_at_axis;
 use crate::reference::strides::{self, count, dims, next_index};
 use crate::tensor::HostTensor;
@@ -22,7 +22,8 @@ pub fn constant_of_shape(
     if v.len() != 1 {
         return Err(ctx.err(format!("value must hold one element, got {}", v.len())));
     }
-    gather_elems(&v, &vec![0; count(ctx, &out)?], out)
+    let n = count(ctx, &out)?;
+    gather_iter(&v, n, std::iter::repeat_n(0, n), out)
 }
 
 /// ONNX `Range`: `start + i * delta` for `i` in `0..max(ceil((limit - start) / delta), 0)`, as a

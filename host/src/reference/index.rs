@@ -1,7 +1,8 @@
 //! Index-driven reads: ONNX Gather, GatherElements and GatherND. Indices are I64 or I32, may be
 //! negative (counting from the end of the indexed dimension), and an index out of range is an
-//! error naming the node. Each op computes, for every output element, the offset of the input
-//! element it copies, then copies through [`gather_elems`] (lossless for every dtype).
+//! error naming the node. Gather and GatherND copy whole rows ([`TensorData::take_runs`]);
+//! GatherElements computes, for every output element, the offset of the input element it
+//! copies, then copies through [`gather_elems`]. Both copy in the data's own dtype.
 
 use crate::error::HostError;
 use crate::reference::NodeCtx;
@@ -9,6 +10,8 @@ use crate::reference::lanes::gather_elems;
 use crate::reference::reduce::split_at_axis;
 use crate::reference::strides::{self, count, index, ints, next_index, ravel, unravel};
 use crate::tensor::HostTensor;
+#[cfg(doc)]
+use crate::tensor::TensorData;
 
 /// ONNX `Gather`: output shape `data.shape[..axis] ++ indices.shape ++ data.shape[axis+1..]`;
 /// `out[a, i, b] = data[a, indices[i], b]`.
@@ -22,18 +25,13 @@ pub fn gather(
     let (outer, len, inner) = split_at_axis(data.shape(), axis);
     let idx: Vec<usize> =
         ints(ctx, indices, "indices")?.iter().map(|&i| index(ctx, i, len)).collect::<Result<_, _>>()?;
-    let mut src = Vec::with_capacity(outer * idx.len() * inner);
-    for o in 0..outer {
-        for &k in &idx {
-            for i in 0..inner {
-                src.push((o * len + k) * inner + i);
-            }
-        }
-    }
     let mut shape = data.shape()[..axis].to_vec();
     shape.extend_from_slice(indices.shape());
     shape.extend_from_slice(&data.shape()[axis + 1..]);
-    gather_elems(data, &src, shape)
+    let n = count(ctx, &shape)?;
+    let rows =
+        (0..outer).flat_map(|o| idx.iter().map(move |&k| (o * len + k) * inner..(o * len + k + 1) * inner));
+    HostTensor::new(shape, data.data().take_runs(n, rows)?)
 }
 
 /// ONNX `GatherElements`: output shape is `indices.shape`; `out[p] = data[p with p[axis] =
@@ -105,7 +103,10 @@ pub fn gather_nd(
     let per_batch = count(ctx, &ds[batch_dims..])?;
     let addressed = &ds[batch_dims..batch_dims + k];
     let as_ = strides::strides(addressed);
-    let mut src = Vec::with_capacity(batches * tuples_per_batch * slice);
+    let mut shape = is[..is.len() - 1].to_vec();
+    shape.extend_from_slice(&ds[batch_dims + k..]);
+    let n = count(ctx, &shape)?;
+    let mut starts = Vec::with_capacity(batches * tuples_per_batch);
     for b in 0..batches {
         for t in 0..tuples_per_batch {
             let tuple = &idx[(b * tuples_per_batch + t) * k..][..k];
@@ -113,13 +114,10 @@ pub fn gather_nd(
             for ((&i, &n), &s) in tuple.iter().zip(addressed).zip(&as_) {
                 at += index(ctx, i, n)? * s;
             }
-            let start = b * per_batch + at * slice;
-            src.extend(start..start + slice);
+            starts.push(b * per_batch + at * slice);
         }
     }
-    let mut shape = is[..is.len() - 1].to_vec();
-    shape.extend_from_slice(&ds[batch_dims + k..]);
-    gather_elems(data, &src, shape)
+    HostTensor::new(shape, data.data().take_runs(n, starts.iter().map(|&s| s..s + slice))?)
 }
 
 /// For an index tensor of `shape` read row-major, the multi-index of each element (helper for

@@ -13,7 +13,7 @@ use half::{bf16, f16};
 use planner::DType;
 
 use crate::error::HostError;
-use crate::tensor::{HostTensor, TensorData};
+use crate::tensor::{HostTensor, TensorData, try_collect};
 
 /// Elements of a tensor in a computation-friendly form.
 #[derive(Clone, Debug, PartialEq)]
@@ -105,43 +105,73 @@ impl Lanes {
     /// A tensor of `dtype` and `shape` from these lanes, converting as ONNX `Cast` does.
     pub fn into_tensor(self, dtype: DType, shape: Vec<usize>) -> Result<HostTensor, HostError> {
         let data = match self {
-            Lanes::F(v) => floats_to(dtype, &v),
-            Lanes::I(v) => ints_to(dtype, &v),
+            Lanes::F(v) => floats_to(dtype, v.len(), v.into_iter())?,
+            Lanes::I(v) => ints_to(dtype, v.len(), v.into_iter())?,
         };
         HostTensor::new(shape, data)
     }
 }
 
-/// f64 values as `dtype`: one rounding to float types; truncation toward zero (saturating, NaN to
-/// 0) to integer types; `x != 0` to bool (NaN is true).
-fn floats_to(dtype: DType, v: &[f64]) -> TensorData {
-    match dtype {
-        DType::F32 => TensorData::F32(v.iter().map(|&x| x as f32).collect()),
-        DType::F16 => TensorData::F16(v.iter().map(|&x| f16::from_f64(x)).collect()),
-        DType::BF16 => TensorData::BF16(v.iter().map(|&x| bf16::from_f64(x)).collect()),
-        DType::F64 => TensorData::F64(v.to_vec()),
-        DType::I64 => TensorData::I64(v.iter().map(|&x| x as i64).collect()),
-        DType::I32 => TensorData::I32(v.iter().map(|&x| x as i32).collect()),
-        DType::I8 => TensorData::I8(v.iter().map(|&x| x as i8).collect()),
-        DType::U8 => TensorData::U8(v.iter().map(|&x| x as u8).collect()),
-        DType::Bool => TensorData::Bool(v.iter().map(|&x| x != 0.0).collect()),
+/// Element reads in lane form, one at a time: what [`Lanes::of`] holds at `i`, without widening
+/// the whole tensor.
+impl TensorData {
+    /// Element `i` of a float tensor, exactly, as f64 (integers and bools convert too).
+    pub fn float_at(&self, i: usize) -> f64 {
+        match self {
+            TensorData::F32(v) => v[i] as f64,
+            TensorData::F16(v) => v[i].to_f64(),
+            TensorData::BF16(v) => v[i].to_f64(),
+            TensorData::F64(v) => v[i],
+            other => other.int_at(i) as f64,
+        }
+    }
+
+    /// Element `i` of an integer or bool tensor (bool as 0 or 1), exactly, as i64 (floats
+    /// truncate toward zero).
+    pub fn int_at(&self, i: usize) -> i64 {
+        match self {
+            TensorData::I64(v) => v[i],
+            TensorData::I32(v) => v[i] as i64,
+            TensorData::I8(v) => v[i] as i64,
+            TensorData::U8(v) => v[i] as i64,
+            TensorData::Bool(v) => v[i] as i64,
+            other => other.float_at(i) as i64,
+        }
     }
 }
 
-/// i64 values as `dtype`: wrapping to narrower integers, one rounding to floats (for bf16 beyond
-/// 2^53 the value passes through f64 first), `x != 0` to bool.
-fn ints_to(dtype: DType, v: &[i64]) -> TensorData {
-    match dtype {
-        DType::F32 => TensorData::F32(v.iter().map(|&x| x as f32).collect()),
-        DType::F16 => TensorData::F16(v.iter().map(|&x| f16::from_f64(x as f64)).collect()),
-        DType::BF16 => TensorData::BF16(v.iter().map(|&x| bf16::from_f64(x as f64)).collect()),
-        DType::F64 => TensorData::F64(v.iter().map(|&x| x as f64).collect()),
-        DType::I64 => TensorData::I64(v.to_vec()),
-        DType::I32 => TensorData::I32(v.iter().map(|&x| x as i32).collect()),
-        DType::I8 => TensorData::I8(v.iter().map(|&x| x as i8).collect()),
-        DType::U8 => TensorData::U8(v.iter().map(|&x| x as u8).collect()),
-        DType::Bool => TensorData::Bool(v.iter().map(|&x| x != 0).collect()),
-    }
+/// The `n` f64 values of `v` as `dtype`: one rounding to float types; truncation toward zero
+/// (saturating, NaN to 0) to integer types; `x != 0` to bool (NaN is true).
+pub fn floats_to(dtype: DType, n: usize, v: impl Iterator<Item = f64>) -> Result<TensorData, HostError> {
+    let w = "computed elements";
+    Ok(match dtype {
+        DType::F32 => TensorData::F32(try_collect(n, w, v.map(|x| x as f32))?),
+        DType::F16 => TensorData::F16(try_collect(n, w, v.map(f16::from_f64))?),
+        DType::BF16 => TensorData::BF16(try_collect(n, w, v.map(bf16::from_f64))?),
+        DType::F64 => TensorData::F64(try_collect(n, w, v)?),
+        DType::I64 => TensorData::I64(try_collect(n, w, v.map(|x| x as i64))?),
+        DType::I32 => TensorData::I32(try_collect(n, w, v.map(|x| x as i32))?),
+        DType::I8 => TensorData::I8(try_collect(n, w, v.map(|x| x as i8))?),
+        DType::U8 => TensorData::U8(try_collect(n, w, v.map(|x| x as u8))?),
+        DType::Bool => TensorData::Bool(try_collect(n, w, v.map(|x| x != 0.0))?),
+    })
+}
+
+/// The `n` i64 values of `v` as `dtype`: wrapping to narrower integers, one rounding to floats
+/// (for bf16 beyond 2^53 the value passes through f64 first), `x != 0` to bool.
+pub fn ints_to(dtype: DType, n: usize, v: impl Iterator<Item = i64>) -> Result<TensorData, HostError> {
+    let w = "computed elements";
+    Ok(match dtype {
+        DType::F32 => TensorData::F32(try_collect(n, w, v.map(|x| x as f32))?),
+        DType::F16 => TensorData::F16(try_collect(n, w, v.map(|x| f16::from_f64(x as f64)))?),
+        DType::BF16 => TensorData::BF16(try_collect(n, w, v.map(|x| bf16::from_f64(x as f64)))?),
+        DType::F64 => TensorData::F64(try_collect(n, w, v.map(|x| x as f64))?),
+        DType::I64 => TensorData::I64(try_collect(n, w, v)?),
+        DType::I32 => TensorData::I32(try_collect(n, w, v.map(|x| x as i32))?),
+        DType::I8 => TensorData::I8(try_collect(n, w, v.map(|x| x as i8))?),
+        DType::U8 => TensorData::U8(try_collect(n, w, v.map(|x| x as u8))?),
+        DType::Bool => TensorData::Bool(try_collect(n, w, v.map(|x| x != 0))?),
+    })
 }
 
 /// Smallest and largest value of an integer or bool dtype (the identities of Max/Min over an
@@ -157,9 +187,20 @@ pub fn int_range(dtype: DType) -> Option<(i64, i64)> {
     }
 }
 
-/// A tensor of `shape` with every element `t[idx[i]]` (data movement; lossless).
+/// A tensor of `shape` with every element `t[idx[i]]` (data movement in `t`'s own dtype).
 pub fn gather_elems(t: &HostTensor, idx: &[usize], shape: Vec<usize>) -> Result<HostTensor, HostError> {
-    Lanes::of(t).take(idx).into_tensor(t.dtype(), shape)
+    HostTensor::new(shape, t.data().take(idx.len(), idx.iter().copied())?)
+}
+
+/// A tensor of `shape` whose `n` elements are `t`'s at the offsets `idx` yields (data movement in
+/// `t`'s own dtype, no offset vector held).
+pub fn gather_iter(
+    t: &HostTensor,
+    n: usize,
+    idx: impl IntoIterator<Item = usize>,
+    shape: Vec<usize>,
+) -> Result<HostTensor, HostError> {
+    HostTensor::new(shape, t.data().take(n, idx)?)
 }
 
 /// A tensor of `shape` with element i equal to `t[idx[i]]`, or to `fill` (a one-element tensor of
@@ -170,10 +211,7 @@ pub fn gather_or_fill(
     fill: &HostTensor,
     shape: Vec<usize>,
 ) -> Result<HostTensor, HostError> {
-    let all = Lanes::concat(&[Lanes::of(t), Lanes::of(fill)]);
-    let fill_at = t.len();
-    let flat: Vec<usize> = idx.iter().map(|i| i.unwrap_or(fill_at)).collect();
-    all.take(&flat).into_tensor(t.dtype(), shape)
+    HostTensor::new(shape, t.data().take_or(idx, fill.data())?)
 }
 
 /// ONNX `Cast` (and `CastLike`): `t` converted to `to` by the rules in the module docs.

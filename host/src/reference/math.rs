@@ -10,8 +10,8 @@ use planner::op::ShiftDirection;
 
 use crate::error::HostError;
 use crate::reference::NodeCtx;
-use crate::reference::lanes::Lanes;
-use crate::reference::strides::{broadcast_all, broadcast_map};
+use crate::reference::lanes::{Lanes, floats_to, ints_to};
+use crate::reference::strides::{broadcast_all, broadcast_map, broadcast_offsets};
 use crate::tensor::HostTensor;
 
 /// All `inputs` broadcast to their common shape: the shape, then each input's elements expanded to
@@ -49,6 +49,9 @@ fn zip_n(
     for t in inputs {
         crate::reference::strides::same_dtype(ctx, first, t)?;
     }
+    if let [a, b] = inputs {
+        return zip_streamed(ctx, a, b, f, i);
+    }
     let (shape, lanes) = broadcast_lanes(ctx, inputs)?;
     let mut acc = lanes[0].clone();
     for next in &lanes[1..] {
@@ -62,6 +65,38 @@ fn zip_n(
         };
     }
     acc.into_tensor(first.dtype(), shape)
+}
+
+/// [`zip_n`] of two operands element by element, reading each through its broadcast offsets:
+/// nothing but the output is allocated.
+fn zip_streamed(
+    ctx: &NodeCtx,
+    a: &HostTensor,
+    b: &HostTensor,
+    f: impl Fn(f64, f64) -> f64,
+    i: impl Fn(i64, i64) -> Result<i64, String>,
+) -> Result<HostTensor, HostError> {
+    let shape = broadcast_all(ctx, &[a.shape(), b.shape()])?;
+    let n = ctx.count(&shape)?;
+    let pairs = broadcast_offsets(a.shape(), &shape).zip(broadcast_offsets(b.shape(), &shape));
+    let (x, y) = (a.data(), b.data());
+    let data = if a.dtype().is_float() {
+        floats_to(a.dtype(), n, pairs.map(|(p, q)| f(x.float_at(p), y.float_at(q))))?
+    } else {
+        let mut failed = None;
+        let values = pairs.map(|(p, q)| {
+            i(x.int_at(p), y.int_at(q)).unwrap_or_else(|d| {
+                failed.get_or_insert(d);
+                0
+            })
+        });
+        let data = ints_to(a.dtype(), n, values)?;
+        if let Some(d) = failed {
+            return Err(ctx.err(d));
+        }
+        data
+    };
+    HostTensor::new(shape, data)
 }
 
 /// ONNX `Add`: `a + b`.

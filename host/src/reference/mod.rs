@@ -48,7 +48,9 @@ use crate::tensor::HostTensor;
 pub struct Limits {
     /// Most elements one tensor may hold.
     pub max_tensor_elems: usize,
-    /// Most bytes all live values (inputs, initializers, intermediates) may hold together.
+    /// Most bytes a run may hold: all live values (inputs, initializers, intermediates) together
+    /// after each node, and, before a node computes an output, the live values plus
+    /// [`WORK_BYTES_PER_ELEM`] per output element. Default: [`crate::budget::default_budget`].
     pub max_total_bytes: u64,
     /// Most iterations one Loop node may run (a hostile trip count, or a condition that never
     /// turns false, would otherwise run for ever).
@@ -59,12 +61,18 @@ pub struct Limits {
 /// loop over beams, boxes or sequence positions, far fewer.
 pub const MAX_LOOP_ITERATIONS: u64 = 1 << 20;
 
+/// Bytes per output element a node is charged before it computes: the reference computes in
+/// 8-byte lanes (f64 / i64) and moves data through 8-byte source offsets, whatever the dtype it
+/// stores.
+pub const WORK_BYTES_PER_ELEM: u64 = 8;
+
 impl Default for Limits {
-    /// 2^31 elements per tensor, 32 GiB in all, [`MAX_LOOP_ITERATIONS`] per Loop.
+    /// 2^31 elements per tensor, the machine's [default budget](crate::budget::default_budget) in
+    /// all, [`MAX_LOOP_ITERATIONS`] per Loop.
     fn default() -> Self {
         Limits {
             max_tensor_elems: 1 << 31,
-            max_total_bytes: 32 << 30,
+            max_total_bytes: crate::budget::default_budget(),
             max_loop_iterations: MAX_LOOP_ITERATIONS,
         }
     }
@@ -80,16 +88,20 @@ pub struct NodeCtx<'a> {
     pub op: &'static str,
     /// The run's size limits.
     pub limits: Limits,
+    /// Bytes held by live values (of this graph and the graphs enclosing it) when the node
+    /// started.
+    pub live: u64,
 }
 
 impl<'a> NodeCtx<'a> {
     /// A context with the default [`Limits`].
     pub fn new(name: &'a str, op: &'static str) -> Self {
-        NodeCtx { name, op, limits: Limits::default() }
+        NodeCtx { name, op, limits: Limits::default(), live: 0 }
     }
 
-    /// Element count of an output of `shape`: an error naming the node when the product overflows
-    /// or exceeds [`Limits::max_tensor_elems`]. Call it before allocating the output.
+    /// Element count of an output of `shape`: an error naming the node when the product overflows,
+    /// exceeds [`Limits::max_tensor_elems`], or would take the run past its memory budget
+    /// ([`WORK_BYTES_PER_ELEM`] per element beside the live values). Call it before allocating.
     pub fn count(&self, shape: &[usize]) -> Result<usize, HostError> {
         let n = crate::tensor::elem_count(shape).ok_or_else(|| {
             let max = self.limits.max_tensor_elems;
@@ -98,7 +110,22 @@ impl<'a> NodeCtx<'a> {
             ))
         })?;
         self.check_elems(n, &format!("shape {shape:?}"))?;
+        let work = (n as u64).saturating_mul(WORK_BYTES_PER_ELEM);
+        let max = self.limits.max_total_bytes;
+        if self.live.saturating_add(work) > max {
+            return Err(self.limit(format!(
+                "computing shape {shape:?} takes about {work} bytes ({WORK_BYTES_PER_ELEM} per element) \
+                 beside the {} bytes of live values, over the memory budget of {max} bytes \
+                 (--max-memory)",
+                self.live
+            )));
+        }
         Ok(n)
+    }
+
+    /// The limits of a body graph run by this node: the budget less what is live out here.
+    pub fn body_limits(&self) -> Limits {
+        Limits { max_total_bytes: self.limits.max_total_bytes.saturating_sub(self.live), ..self.limits }
     }
 
     /// Fails when `elems` (the size of `what`, about to be allocated) exceeds
@@ -295,11 +322,19 @@ pub fn run_with<'a>(
         put(v, Cow::Owned(HostTensor::from_const(c)?))?;
     }
     let mut live: u64 = values.iter().flatten().map(|t| tensor_bytes(t)).sum();
+    if live > limits.max_total_bytes {
+        let detail = format!(
+            "the inputs and initializers hold {live} bytes, over the memory budget of {} bytes \
+             (--max-memory)",
+            limits.max_total_bytes
+        );
+        return Err(HostError::Limit { node: "graph".into(), op: "inputs", detail });
+    }
     let release = release_schedule(graph, &order);
     for (step, &id) in order.iter().enumerate() {
         let node = &graph.nodes[id.index()];
         let label = graph.node_label(id);
-        let ctx = NodeCtx { name: &label, op: node.op.name(), limits };
+        let ctx = NodeCtx { name: &label, op: node.op.name(), limits, live };
         let results = {
             let scope = Scope { values: &values };
             let mut ins = Vec::with_capacity(node.inputs.len());
@@ -311,7 +346,13 @@ pub fn run_with<'a>(
                     None => None,
                 });
             }
-            dispatch::node(&ctx, node, &ins, scope)?
+            dispatch::node(&ctx, node, &ins, scope).map_err(|e| match e {
+                HostError::HostMemory { bytes, what } => ctx.limit(format!(
+                    "out of host memory: allocating {bytes} bytes for {what} failed \
+                     (live values hold {live} bytes)"
+                )),
+                e => e,
+            })?
         };
         let produced = results.len();
         let mut results = results.into_iter();
@@ -332,7 +373,8 @@ pub fn run_with<'a>(
         }
         if live > limits.max_total_bytes {
             return Err(ctx.limit(format!(
-                "live values hold {live} bytes after this node, over the limit of {} bytes",
+                "live values hold {live} bytes after this node, over the memory budget of {} bytes \
+                 (--max-memory)",
                 limits.max_total_bytes
             )));
         }

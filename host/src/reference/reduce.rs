@@ -15,7 +15,7 @@ use planner::op::{ArgReduce, Reduce};
 
 use crate::error::HostError;
 use crate::reference::NodeCtx;
-use crate::reference::lanes::{Lanes, int_range};
+use crate::reference::lanes::{Lanes, floats_to, int_range};
 use crate::reference::strides::{self, axes, count, ints};
 use crate::tensor::HostTensor;
 
@@ -68,25 +68,31 @@ pub fn reduce(
     let kept_shape: Vec<usize> =
         x.shape().iter().enumerate().map(|(d, &n)| if reduced.contains(&d) { 1 } else { n }).collect();
     let groups = count(ctx, &kept_shape)?;
-    let kept_strides = strides::strides(&kept_shape);
-    let mut members: Vec<Vec<usize>> = vec![Vec::new(); groups];
-    let mut idx = vec![0usize; rank];
-    for offset in 0..x.len() {
-        let g: usize =
-            (0..rank).map(|d| if reduced.contains(&d) { 0 } else { idx[d] * kept_strides[d] }).sum();
-        members[g].push(offset);
-        strides::next_index(&mut idx, x.shape());
-    }
-    let out_lanes = match Lanes::of(x) {
-        Lanes::F(v) => Lanes::F(members.iter().map(|m| reduce_f64(kind, m.iter().map(|&i| v[i]))).collect()),
-        Lanes::I(v) => reduce_ints(kind, x.dtype(), &v, &members),
-    };
+    // A group's members: its base (the offset of its first element, one per output element, in
+    // output order) plus each offset of the reduced sub-block, in increasing order.
+    let in_strides = strides::strides(x.shape());
+    let red_shape: Vec<usize> = reduced_sorted(&reduced).map(|d| x.shape()[d]).collect();
+    let red_strides: Vec<usize> = reduced_sorted(&reduced).map(|d| in_strides[d]).collect();
+    let block: Vec<usize> = strides::strided_offsets(&red_shape, red_strides).collect();
+    let kept_walk: Vec<usize> =
+        (0..rank).map(|d| if reduced.contains(&d) { 0 } else { in_strides[d] }).collect();
+    let bases = strides::strided_offsets(&kept_shape, kept_walk);
     let out_shape: Vec<usize> = if attrs.keepdims {
         kept_shape
     } else {
         x.shape().iter().enumerate().filter(|(d, _)| !reduced.contains(d)).map(|(_, &n)| n).collect()
     };
-    out_lanes.into_tensor(x.dtype(), out_shape)
+    if x.dtype().is_float() {
+        // Read in place: nothing widened beyond the group in hand.
+        let d = x.data();
+        let values = bases.map(|b| reduce_f64(kind, block.iter().map(move |&o| d.float_at(b + o))));
+        return HostTensor::new(out_shape, floats_to(x.dtype(), groups, values)?);
+    }
+    let bases: Vec<usize> = bases.collect();
+    let Lanes::I(v) = Lanes::of(x) else {
+        return Err(ctx.err(format!("internal: {} read as float lanes", x.dtype())));
+    };
+    reduce_ints(kind, x.dtype(), &v, &bases, &block).into_tensor(x.dtype(), out_shape)
 }
 
 /// One float reduction over `xs`, in f64.
@@ -116,10 +122,11 @@ fn reduce_f64(kind: Reduction, xs: impl Iterator<Item = f64> + Clone) -> f64 {
 }
 
 /// Integer reductions: exact where the result is an integer, via f64 otherwise.
-fn reduce_ints(kind: Reduction, dtype: DType, v: &[i64], members: &[Vec<usize>]) -> Lanes {
+fn reduce_ints(kind: Reduction, dtype: DType, v: &[i64], bases: &[usize], block: &[usize]) -> Lanes {
+    let members: Vec<_> = bases.iter().map(|&b| block.iter().map(move |&o| b + o)).collect();
     let (lowest, highest) = int_range(dtype).unwrap_or((i64::MIN, i64::MAX));
     let exact = |f: &dyn Fn(&mut dyn Iterator<Item = i64>) -> i64| {
-        Lanes::I(members.iter().map(|m| f(&mut m.iter().map(|&i| v[i]))).collect())
+        Lanes::I(members.iter().map(|m| f(&mut m.clone().map(|i| v[i]))).collect())
     };
     match kind {
         Reduction::Sum => exact(&|xs| xs.fold(0, i64::wrapping_add)),
@@ -132,15 +139,22 @@ fn reduce_ints(kind: Reduction, dtype: DType, v: &[i64], members: &[Vec<usize>])
             members
                 .iter()
                 .map(|m| {
-                    let s = m.iter().fold(0i64, |a, &i| a.wrapping_add(v[i]));
-                    if m.is_empty() { 0 } else { s / m.len() as i64 }
+                    let s = m.clone().fold(0i64, |a, i| a.wrapping_add(v[i]));
+                    if block.is_empty() { 0 } else { s / block.len() as i64 }
                 })
                 .collect(),
         ),
         Reduction::L2 | Reduction::LogSum | Reduction::LogSumExp => {
-            Lanes::F(members.iter().map(|m| reduce_f64(kind, m.iter().map(|&i| v[i] as f64))).collect())
+            Lanes::F(members.iter().map(|m| reduce_f64(kind, m.clone().map(|i| v[i] as f64))).collect())
         }
     }
+}
+
+/// The reduced axes in increasing order.
+fn reduced_sorted(reduced: &[usize]) -> impl Iterator<Item = usize> + use<> {
+    let mut r = reduced.to_vec();
+    r.sort_unstable();
+    r.into_iter()
 }
 
 /// `(outer, len, inner)` sizes around `axis` of `shape`.

@@ -6,8 +6,10 @@ use planner::DType;
 
 use crate::error::HostError;
 use crate::reference::NodeCtx;
-use crate::reference::lanes::{Lanes, gather_elems};
-use crate::reference::strides::{self, broadcast_all, broadcast_map, count, dims, ints, next_index, ravel};
+use crate::reference::lanes::{Lanes, gather_iter};
+use crate::reference::strides::{
+    self, broadcast_all, broadcast_offsets, count, dims, ints, next_index, strided_offsets,
+};
 use crate::tensor::HostTensor;
 
 /// `t`'s data with a new shape of the same element count.
@@ -114,7 +116,8 @@ pub fn size(x: &HostTensor) -> Result<HostTensor, HostError> {
 pub fn expand(ctx: &NodeCtx, x: &HostTensor, shape: &HostTensor) -> Result<HostTensor, HostError> {
     let target = dims(ctx, shape, "shape")?;
     let out = broadcast_all(ctx, &[x.shape(), &target])?;
-    gather_elems(x, &broadcast_map(x.shape(), &out), out)
+    let n = count(ctx, &out)?;
+    gather_iter(x, n, broadcast_offsets(x.shape(), &out), out)
 }
 
 /// ONNX `Transpose`: output axis `i` is input axis `perm[i]` (default: reversed).
@@ -129,13 +132,7 @@ pub fn transpose(ctx: &NodeCtx, x: &HostTensor, perm: Option<&[usize]>) -> Resul
     let in_strides = strides::strides(x.shape());
     let out_shape: Vec<usize> = perm.iter().map(|&p| x.shape()[p]).collect();
     let moved: Vec<usize> = perm.iter().map(|&p| in_strides[p]).collect();
-    let mut idx = vec![0usize; rank];
-    let mut src = Vec::with_capacity(x.len());
-    for _ in 0..x.len() {
-        src.push(ravel(&idx, &moved));
-        next_index(&mut idx, &out_shape);
-    }
-    gather_elems(x, &src, out_shape)
+    gather_iter(x, x.len(), strided_offsets(&out_shape, moved), out_shape)
 }
 
 /// ONNX `Tile`: repeats `x` `repeats[d]` times along each axis d.
@@ -153,12 +150,13 @@ pub fn tile(ctx: &NodeCtx, x: &HostTensor, repeats: &HostTensor) -> Result<HostT
     let n = count(ctx, &out_shape)?;
     let in_strides = strides::strides(x.shape());
     let mut idx = vec![0usize; out_shape.len()];
-    let mut src = Vec::with_capacity(n);
-    for _ in 0..n {
-        src.push(idx.iter().zip(x.shape()).zip(&in_strides).map(|((&i, &d), &s)| (i % d) * s).sum());
-        next_index(&mut idx, &out_shape);
-    }
-    gather_elems(x, &src, out_shape)
+    let (shape, wrap) = (out_shape.clone(), x.shape().to_vec());
+    let src = (0..n).map(move |_| {
+        let at = idx.iter().zip(&wrap).zip(&in_strides).map(|((&i, &d), &s)| (i % d) * s).sum();
+        next_index(&mut idx, &shape);
+        at
+    });
+    gather_iter(x, n, src, out_shape)
 }
 
 /// ONNX `Dropout` at inference: output = input; the optional mask is all true. Training mode with

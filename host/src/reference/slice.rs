@@ -6,10 +6,10 @@ use planner::op::{DepthToSpaceMode, PadMode};
 
 use crate::error::HostError;
 use crate::reference::NodeCtx;
-use crate::reference::lanes::{Lanes, gather_elems, gather_or_fill};
+use crate::reference::lanes::{gather_elems, gather_iter, gather_or_fill};
 use crate::reference::reduce::split_at_axis;
 use crate::reference::strides::{self, count, next_index, ravel, same_dtype, unravel};
-use crate::tensor::HostTensor;
+use crate::tensor::{HostTensor, TensorData};
 
 /// ONNX `Slice`: per listed axis, `start:end:step` with negative values counting from the back
 /// and clamping to the dim (`[0, dim]` for positive steps, `[-1, dim-1]` for negative ones).
@@ -50,14 +50,17 @@ pub fn slice(
     }
     let in_strides = strides::strides(x.shape());
     let n = count(ctx, &out_shape)?;
+    // Element offset = base + Σ idx[d] · step[d] · stride[d] (steps may be negative).
+    let base: i64 = (0..rank).map(|d| first[d] * in_strides[d] as i64).sum();
+    let walk: Vec<i64> = (0..rank).map(|d| step[d] * in_strides[d] as i64).collect();
     let mut idx = vec![0usize; rank];
-    let mut src = Vec::with_capacity(n);
-    for _ in 0..n {
-        let at: i64 = (0..rank).map(|d| (first[d] + idx[d] as i64 * step[d]) * in_strides[d] as i64).sum();
-        src.push(at as usize);
-        next_index(&mut idx, &out_shape);
-    }
-    gather_elems(x, &src, out_shape)
+    let shape = out_shape.clone();
+    let src = (0..n).map(move |_| {
+        let at = base + idx.iter().zip(&walk).map(|(&i, &w)| i as i64 * w).sum::<i64>();
+        next_index(&mut idx, &shape);
+        at as usize
+    });
+    gather_iter(x, n, src, out_shape)
 }
 
 /// ONNX `Concat` along `axis`: inputs agree on every other dim and on dtype.
@@ -81,19 +84,12 @@ pub fn concat(ctx: &NodeCtx, parts: &[&HostTensor], axis: i64) -> Result<HostTen
     }
     let (outer, _, inner) = split_at_axis(first.shape(), axis);
     let total: usize = parts.iter().map(|p| p.shape()[axis]).sum();
-    let mut src = Vec::with_capacity(outer * total * inner);
-    for o in 0..outer {
-        let mut base = 0;
-        for p in parts {
-            let chunk = p.shape()[axis] * inner;
-            src.extend((0..chunk).map(|e| base + o * chunk + e));
-            base += p.len();
-        }
-    }
     let mut shape = first.shape().to_vec();
     shape[axis] = total;
-    let all = Lanes::concat(&parts.iter().map(|p| Lanes::of(p)).collect::<Vec<_>>());
-    all.take(&src).into_tensor(first.dtype(), shape)
+    count(ctx, &shape)?;
+    let runs: Vec<usize> = parts.iter().map(|p| p.shape()[axis] * inner).collect();
+    let data: Vec<&TensorData> = parts.iter().map(|p| p.data()).collect();
+    HostTensor::new(shape, TensorData::concat_runs(&data, outer, &runs)?)
 }
 
 /// `parts` (all of one shape) stacked along a new axis `axis` of the output.

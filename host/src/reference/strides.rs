@@ -57,15 +57,25 @@ pub fn broadcast_all(ctx: &NodeCtx, shapes: &[&[usize]]) -> Result<Vec<usize>, H
 /// For every element of `out_shape` (row-major), the offset of the element of a tensor of
 /// `in_shape` that broadcasting reads (`in_shape` must broadcast to `out_shape`).
 pub fn broadcast_map(in_shape: &[usize], out_shape: &[usize]) -> Vec<usize> {
+    broadcast_offsets(in_shape, out_shape).collect()
+}
+
+/// [`broadcast_map`] as an iterator (nothing held per element).
+pub fn broadcast_offsets(in_shape: &[usize], out_shape: &[usize]) -> impl Iterator<Item = usize> + use<> {
     let s = broadcast_strides(in_shape, out_shape.len());
-    let n: usize = out_shape.iter().product();
-    let mut map = Vec::with_capacity(n);
-    let mut idx = vec![0usize; out_shape.len()];
-    for _ in 0..n {
-        map.push(ravel(&idx, &s));
-        next_index(&mut idx, out_shape);
-    }
-    map
+    strided_offsets(out_shape, s)
+}
+
+/// For every element of `shape` (row-major), the offset `Σ index[d] · strides[d]`.
+pub fn strided_offsets(shape: &[usize], strides: Vec<usize>) -> impl Iterator<Item = usize> + use<> {
+    let n: usize = shape.iter().product();
+    let shape = shape.to_vec();
+    let mut idx = vec![0usize; shape.len()];
+    (0..n).map(move |_| {
+        let at = ravel(&idx, &strides);
+        next_index(&mut idx, &shape);
+        at
+    })
 }
 
 /// Advances a row-major multi-index over `shape` (wrapping to all zeros at the end).

@@ -7,28 +7,31 @@ use std::f64::consts::{PI, SQRT_2};
 
 use crate::error::HostError;
 use crate::reference::NodeCtx;
-use crate::reference::lanes::Lanes;
+use crate::reference::lanes::{floats_to, ints_to};
 use crate::tensor::HostTensor;
 
 /// `f` applied to every element of a float tensor.
 pub fn map_float(ctx: &NodeCtx, x: &HostTensor, f: impl Fn(f64) -> f64) -> Result<HostTensor, HostError> {
-    match Lanes::of(x) {
-        Lanes::F(v) => Lanes::F(v.into_iter().map(f).collect()).into_tensor(x.dtype(), x.shape().to_vec()),
-        Lanes::I(_) => Err(ctx.err(format!("expects a floating-point input, got {}", x.dtype()))),
+    if !x.dtype().is_float() {
+        return Err(ctx.err(format!("expects a floating-point input, got {}", x.dtype())));
     }
+    map_num(x, f, |v| v)
 }
 
 /// `f` on float elements, `i` on integer elements (the result wraps to the input's width).
+/// Element by element: nothing is widened beyond the one element in hand.
 pub fn map_num(
     x: &HostTensor,
     f: impl Fn(f64) -> f64,
     i: impl Fn(i64) -> i64,
 ) -> Result<HostTensor, HostError> {
-    let lanes = match Lanes::of(x) {
-        Lanes::F(v) => Lanes::F(v.into_iter().map(f).collect()),
-        Lanes::I(v) => Lanes::I(v.into_iter().map(i).collect()),
+    let (d, n) = (x.data(), x.len());
+    let data = if x.dtype().is_float() {
+        floats_to(x.dtype(), n, (0..n).map(|k| f(d.float_at(k))))?
+    } else {
+        ints_to(x.dtype(), n, (0..n).map(|k| i(d.int_at(k))))?
     };
-    lanes.into_tensor(x.dtype(), x.shape().to_vec())
+    HostTensor::new(x.shape().to_vec(), data)
 }
 
 /// ONNX `Sign`: -1, 0 or 1 (NaN stays NaN).

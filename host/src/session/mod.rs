@@ -215,6 +215,13 @@ impl<'c> Session<'c> {
         self.device_bytes + self.arena.bytes() + self.state.bytes() + self.region.bytes()
     }
 
+    /// Checks that `bytes` more device memory for `what` stays within
+    /// [`SessionOptions::max_memory`]; called before each allocation.
+    pub(crate) fn charge(&self, what: impl FnOnce() -> String, bytes: u64) -> Result<(), HostError> {
+        within_budget(self.options.max_memory, self.device_bytes(), bytes)
+            .map_err(|(held, max)| HostError::Budget { what: what(), bytes, held, max })
+    }
+
     /// Zeroes the recurrent state of a stateful session: the next run starts a new sequence.
     pub fn reset_state(&mut self) -> Result<(), HostError> {
         self.state.reset(self.ctx, &self.stream)
@@ -332,13 +339,14 @@ impl<'c> Session<'c> {
             packed.extend_from_slice(&c.bytes);
             offsets.insert(*v, at as u64);
         }
+        self.charge(|| "the weights".into(), packed.len() as u64)?;
         self.allocations += 1;
         self.device_bytes += packed.len() as u64;
-        let buf = self
-            .ctx
-            .stream()
-            .clone_htod(&packed)
-            .map_err(|source| HostError::OutOfMemory { bytes: packed.len() as u64, source })?;
+        let buf = self.ctx.stream().clone_htod(&packed).map_err(|source| HostError::OutOfMemory {
+            what: "the weights".into(),
+            bytes: packed.len() as u64,
+            source,
+        })?;
         Ok(Some(Arc::new(Weights { buf, offsets })))
     }
 
@@ -348,6 +356,8 @@ impl<'c> Session<'c> {
     /// arena's addresses, are dropped (replaying one would write into memory the pool may already
     /// have handed to another buffer).
     fn fit_arena(&mut self, bytes: u64) -> Result<(), HostError> {
+        let grow = bytes.saturating_sub(self.arena.bytes());
+        self.charge(|| format!("the arena ({bytes} bytes, planned from the tensors' lifetimes)"), grow)?;
         if bytes > self.arena.bytes() {
             self.stream.synchronize().map_err(HostError::driver("synchronizing the session stream"))?;
         }
@@ -407,23 +417,30 @@ impl<'c> Session<'c> {
         // Input and output buffers; counted only once all of them are allocated (a failure frees
         // the ones made so far and leaves the session as it was).
         let (mut count, mut held) = (0u64, 0u64);
-        let mut io = |vs: &[ValueId]| -> Result<Vec<CudaSlice<u8>>, HostError> {
-            vs.iter()
-                .map(|v| {
-                    let bytes = plan.values[v.index()].bytes().ok_or_else(|| HostError::Unsupported {
-                        node: plan.values[v.index()].name.clone(),
-                        op: "output",
-                        detail: "graph outputs of data-dependent size are not supported on the GPU yet"
-                            .into(),
-                    })?;
-                    count += 1;
-                    held += bytes;
-                    alloc(self.ctx, bytes.max(1))
-                })
-                .collect()
-        };
-        let inputs = io(&plan.inputs)?;
-        let outputs = io(&plan.outputs)?;
+        let (budget, before) = (self.options.max_memory, self.device_bytes());
+        let mut io =
+            |vs: &[ValueId], kind: &str| -> Result<Vec<CudaSlice<u8>>, HostError> {
+                vs.iter()
+                    .map(|v| {
+                        let name = &plan.values[v.index()].name;
+                        let bytes = plan.values[v.index()].bytes().ok_or_else(|| HostError::Unsupported {
+                            node: name.clone(),
+                            op: "output",
+                            detail: "graph outputs of data-dependent size are not supported on the GPU yet"
+                                .into(),
+                        })?;
+                        let what = format!("the buffer of {kind} `{name}`");
+                        within_budget(budget, before + held, bytes).map_err(|(held, max)| {
+                            HostError::Budget { what: what.clone(), bytes, held, max }
+                        })?;
+                        count += 1;
+                        held += bytes;
+                        alloc(self.ctx, bytes.max(1), &what)
+                    })
+                    .collect()
+            };
+        let inputs = io(&plan.inputs, "input")?;
+        let outputs = io(&plan.outputs, "output")?;
         self.allocations += count;
         self.device_bytes += held;
         self.fit_arena(plan.memory.arena_bytes)?;
@@ -463,6 +480,10 @@ impl<'c> Session<'c> {
             self.staged_inputs = inputs.to_vec();
             let held = self.run_stages(&binding, inputs)?;
             return self.take_outputs(held);
+        }
+        let states: u64 = self.compiled[&binding].plan.states.iter().map(|s| s.bytes()).sum();
+        if states > self.state.bytes() {
+            self.charge(|| "the recurrent state".into(), states - self.state.bytes())?;
         }
         if self.state.fit(self.ctx, &self.stream, &self.compiled[&binding].plan)? {
             // Captured graphs hold the old state addresses.
@@ -558,11 +579,29 @@ impl Drop for Session<'_> {
     }
 }
 
+/// `Ok` when `bytes` more beside `held` stays within `budget` (`None`: no budget); else the
+/// held bytes and the budget.
+fn within_budget(budget: Option<u64>, held: u64, bytes: u64) -> Result<(), (u64, u64)> {
+    match budget {
+        Some(max) if held.saturating_add(bytes) > max => Err((held, max)),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn a_session_can_move_to_another_thread() {
         fn send<T: Send>() {}
         send::<super::Session<'static>>();
+    }
+
+    #[test]
+    fn the_budget_counts_what_is_held() {
+        use super::within_budget;
+        assert_eq!(within_budget(None, u64::MAX, 1), Ok(()));
+        assert_eq!(within_budget(Some(100), 60, 40), Ok(()));
+        assert_eq!(within_budget(Some(100), 60, 41), Err((60, 100)));
+        assert_eq!(within_budget(Some(100), u64::MAX, 1), Err((u64::MAX, 100)));
     }
 }

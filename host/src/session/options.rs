@@ -72,6 +72,12 @@ pub struct SessionOptions {
     /// a server can refuse models whose loops would run for ever (`ferrofuse run
     /// --max-loop-iterations`).
     pub max_loop_iterations: u64,
+    /// Most device bytes the session may hold (weights, arena, inputs and outputs, state, the
+    /// run-time region): an allocation that would pass it fails before it is made with
+    /// [`HostError::Budget`](crate::HostError::Budget) naming what it was for (`ferrofuse run
+    /// --max-memory`). `None` (the default): the device's memory is the limit, and running out of
+    /// it is [`HostError::OutOfMemory`](crate::HostError::OutOfMemory), also naming it.
+    pub max_memory: Option<u64>,
 }
 
 /// A switch of [`SessionOptions`] by name, for [`SessionOptions::set`].
@@ -138,6 +144,7 @@ impl Default for SessionOptions {
             skip_hidden_keys: true,
             precision: Precision::Exact,
             max_loop_iterations: crate::reference::MAX_LOOP_ITERATIONS,
+            max_memory: None,
         }
     }
 }

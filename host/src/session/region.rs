@@ -58,6 +58,20 @@ impl Region {
         self.buf.as_ref().map_or(0, |b| b.device_ptr(stream).0)
     }
 
+    /// The capacity the region grows to when a block of `bytes` does not fit.
+    fn grown_capacity(&self, bytes: u64) -> u64 {
+        let old = self.list.capacity();
+        let need = self.list.high_water().max(old) + bytes.max(1).div_ceil(REGION_ALIGN) * REGION_ALIGN;
+        need.max(old * 2).max(REGION_MIN_BYTES)
+    }
+
+    /// The device bytes a block of `bytes` would allocate: 0 when a free block fits, else the
+    /// grown region's (the old one is still held while its contents are copied over).
+    pub(super) fn growth_for(&self, bytes: u64) -> u64 {
+        let size = bytes.max(1).div_ceil(self.list.alignment()) * self.list.alignment();
+        if self.list.largest_free() >= size { 0 } else { self.grown_capacity(bytes) }
+    }
+
     /// A block of `bytes`; grows the region when no free block fits: a new buffer of at least
     /// twice the size, the old contents copied over (offsets stay valid; addresses do not).
     pub(super) fn alloc(
@@ -81,13 +95,12 @@ impl Region {
             return Ok(at);
         }
         let old = self.list.capacity();
-        let need = self.list.high_water().max(old) + bytes.max(1).div_ceil(REGION_ALIGN) * REGION_ALIGN;
-        let capacity = need.max(old * 2).max(REGION_MIN_BYTES);
+        let capacity = self.grown_capacity(bytes);
         // Kernels queued on the session's stream may still use the old buffer.
         stream
             .synchronize()
             .map_err(HostError::driver("synchronizing before growing the run-time region"))?;
-        let new = alloc(ctx, capacity)?;
+        let new = alloc(ctx, capacity, "the run-time region (tensors of data-dependent size)")?;
         self.allocations += 1;
         ctx.synchronize()?;
         if let Some(old_buf) = &self.buf {

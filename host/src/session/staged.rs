@@ -146,11 +146,13 @@ impl Session<'_> {
                 Some(d) => d,
                 None => {
                     let bytes: &[u8] = if c.bytes.is_empty() { &[0] } else { &c.bytes };
-                    let buf = self
-                        .ctx
-                        .stream()
-                        .clone_htod(bytes)
-                        .map_err(|source| HostError::OutOfMemory { bytes: bytes.len() as u64, source })?;
+                    self.charge(|| "a stage's constant".into(), bytes.len() as u64)?;
+                    let buf =
+                        self.ctx.stream().clone_htod(bytes).map_err(|source| HostError::OutOfMemory {
+                            what: "a stage's constant".into(),
+                            bytes: bytes.len() as u64,
+                            source,
+                        })?;
                     (self.allocations, self.device_bytes, uploaded) =
                         (self.allocations + 1, self.device_bytes + bytes.len() as u64, true);
                     let d = Arc::new(DeviceConst { buf });
@@ -240,6 +242,7 @@ impl Session<'_> {
 
     /// A region block of `bytes` for a value of `dtype` and `dims`.
     pub(super) fn hold(&mut self, bytes: u64, dtype: DType, dims: Vec<usize>) -> Result<Held, HostError> {
+        self.charge(|| format!("a tensor of data-dependent size {dims:?}"), self.region.growth_for(bytes))?;
         let offset = self.region.alloc(self.ctx, &self.stream, bytes)?;
         Ok(Held { offset, bytes, dtype, dims, known: None })
     }

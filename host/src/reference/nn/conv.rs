@@ -5,7 +5,7 @@
 
 use planner::op::Conv;
 
-use super::operand::{count, expect_shape, input, input_opt, strides, tensor, unravel};
+use super::operand::{OutBuf, count, expect_shape, float_view, input, input_opt, required, strides, unravel};
 use super::window::geometry;
 use crate::error::HostError;
 use crate::reference::NodeCtx;
@@ -18,13 +18,14 @@ pub fn conv(
     attrs: &Conv,
     inputs: &[Option<&HostTensor>],
 ) -> Result<Vec<HostTensor>, HostError> {
-    let x = input(node, inputs, 0, "X")?;
+    let x = float_view(node, required(node, inputs, 0, "X")?, "X")?;
     let w = input(node, inputs, 1, "W")?;
     let b = input_opt(node, inputs, 2, "B")?;
     if x.shape.len() < 3 || w.shape.len() != x.shape.len() {
         return Err(node.err(format!("X {:?} and W {:?} must have the same rank >= 3", x.shape, w.shape)));
     }
     let (batch, channels, spatial) = (x.shape[0], x.shape[1], &x.shape[2..]);
+    let mut x_col = vec![0.0; group_channels_of(&w.shape)];
     let (maps, group_channels, kernel) = (w.shape[0], w.shape[1], &w.shape[2..]);
     let group = attrs.group;
     if group == 0 || channels % group != 0 || maps % group != 0 || channels / group != group_channels {
@@ -55,7 +56,7 @@ pub fn conv(
     let n_in = count(node, spatial)?;
     let in_strides = strides(spatial);
     let maps_per_group = maps / group;
-    let mut y = vec![0.0; count(node, &y_shape)?];
+    let mut y = OutBuf::new(node, x.dtype, y_shape)?;
     let (mut oi, mut ki) = (vec![0; spatial.len()], vec![0; spatial.len()]);
     for n in 0..batch {
         for m in 0..maps {
@@ -77,16 +78,23 @@ pub fn conv(
                     if !inside {
                         continue;
                     }
-                    for cl in 0..group_channels {
-                        let xv = x.data[(n * channels + first_c + cl) * n_in + off];
+                    for (cl, v) in x_col.iter_mut().enumerate() {
+                        *v = x.at((n * channels + first_c + cl) * n_in + off);
+                    }
+                    for (cl, xv) in x_col.iter().enumerate() {
                         acc += xv * w.data[(m * group_channels + cl) * n_tap + tap];
                     }
                 }
-                y[(n * maps + m) * n_out + o] = acc;
+                y.set((n * maps + m) * n_out + o, acc);
             }
         }
     }
-    Ok(vec![tensor(node, x.dtype, y_shape, y)?])
+    Ok(vec![y.finish(node)?])
+}
+
+/// Input channels per group: dim 1 of W (0 for a W of rank < 2, which `conv` refuses).
+fn group_channels_of(w_shape: &[usize]) -> usize {
+    w_shape.get(1).copied().unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -5,11 +5,11 @@
 
 use planner::op::Gemm;
 
-use super::operand::{Floats, count, expect_rank, numbers, optional, required, tensor};
+use super::operand::{Floats, OutBuf, count, expect_rank, number_view, numbers, optional, required};
 use crate::error::HostError;
 use crate::reference::NodeCtx;
 use crate::shape::{broadcast_shape, broadcast_strides};
-use crate::tensor::HostTensor;
+use crate::tensor::{HostTensor, try_with_capacity};
 
 /// ONNX `MatMul` (opset 13): `A @ B` as `numpy.matmul`. A 1-D A is treated as `[1, K]` and a 1-D B
 /// as `[K, 1]`, the inserted dim being removed from the result; leading (batch) dims broadcast.
@@ -18,16 +18,16 @@ pub fn matmul(
     _attrs: &(),
     inputs: &[Option<&HostTensor>],
 ) -> Result<Vec<HostTensor>, HostError> {
-    let a = numbers(node, required(node, inputs, 0, "A")?, "A")?;
-    let b = numbers(node, required(node, inputs, 1, "B")?, "B")?;
+    let a = number_view(node, required(node, inputs, 0, "A")?, "A")?;
+    let b = number_view(node, required(node, inputs, 1, "B")?, "B")?;
     if a.dtype != b.dtype {
         return Err(node.err(format!("A and B have different dtypes: {} and {}", a.dtype, b.dtype)));
     }
     if a.shape.is_empty() || b.shape.is_empty() {
         return Err(node.err("MatMul operands must have rank >= 1"));
     }
-    let a_shape = if a.shape.len() == 1 { vec![1, a.shape[0]] } else { a.shape.clone() };
-    let b_shape = if b.shape.len() == 1 { vec![b.shape[0], 1] } else { b.shape.clone() };
+    let a_shape = if a.shape.len() == 1 { vec![1, a.shape[0]] } else { a.shape.to_vec() };
+    let b_shape = if b.shape.len() == 1 { vec![b.shape[0], 1] } else { b.shape.to_vec() };
     let (ra, rb) = (a_shape.len(), b_shape.len());
     let (m, k) = (a_shape[ra - 2], a_shape[ra - 1]);
     let (k2, n) = (b_shape[rb - 2], b_shape[rb - 1]);
@@ -40,30 +40,37 @@ pub fn matmul(
     let batches = count(node, &batch)?;
     let a_bs = broadcast_strides(&a_shape[..ra - 2], batch.len());
     let b_bs = broadcast_strides(&b_shape[..rb - 2], batch.len());
-    let mut out = vec![0.0; count(node, &[batches, m, n])?];
-    let mut idx = vec![0usize; batch.len()];
-    for bi in 0..batches {
-        super::operand::unravel(bi, &batch, &mut idx);
-        let a_off = idx.iter().zip(&a_bs).map(|(i, s)| i * s).sum::<usize>() * m * k;
-        let b_off = idx.iter().zip(&b_bs).map(|(i, s)| i * s).sum::<usize>() * k * n;
-        for i in 0..m {
-            for j in 0..n {
-                let mut acc = 0.0;
-                for p in 0..k {
-                    acc += a.data[a_off + i * k + p] * b.data[b_off + p * n + j];
-                }
-                out[(bi * m + i) * n + j] = acc;
-            }
-        }
-    }
-    let mut shape = batch;
+    let mut shape = batch.clone();
     if a.shape.len() > 1 {
         shape.push(m);
     }
     if b.shape.len() > 1 {
         shape.push(n);
     }
-    Ok(vec![tensor(node, a.dtype, shape, out)?])
+    count(node, &[batches, m, n])?;
+    let mut out = OutBuf::new(node, a.dtype, shape)?;
+    let mut idx = vec![0usize; batch.len()];
+    // Widened one at a time: B's matrix of the batch (transposed, so that a column is a
+    // slice) and a row of A.
+    let mut a_row = vec![0.0; k];
+    let mut b_t = try_with_capacity::<f64>(k * n, "B widened")?;
+    for bi in 0..batches {
+        super::operand::unravel(bi, &batch, &mut idx);
+        let a_off = idx.iter().zip(&a_bs).map(|(i, s)| i * s).sum::<usize>() * m * k;
+        let b_off = idx.iter().zip(&b_bs).map(|(i, s)| i * s).sum::<usize>() * k * n;
+        b_t.clear();
+        b_t.extend((0..n).flat_map(|j| (0..k).map(move |p| b_off + p * n + j)).map(|at| b.at(at)));
+        for i in 0..m {
+            for (p, v) in a_row.iter_mut().enumerate() {
+                *v = a.at(a_off + i * k + p);
+            }
+            for (j, col) in b_t.chunks_exact(k.max(1)).take(n).enumerate() {
+                let acc = a_row.iter().zip(col).fold(0.0, |acc, (x, y)| acc + x * y);
+                out.set((bi * m + i) * n + j, acc);
+            }
+        }
+    }
+    Ok(vec![out.finish(node)?])
 }
 
 /// ONNX `Gemm` (opset 13): `Y = alpha * A' @ B' + beta * C`, with `A' = transA ? Aᵀ : A` (2-D),
@@ -73,9 +80,9 @@ pub fn gemm(
     attrs: &Gemm,
     inputs: &[Option<&HostTensor>],
 ) -> Result<Vec<HostTensor>, HostError> {
-    let a = numbers(node, required(node, inputs, 0, "A")?, "A")?;
+    let a = number_view(node, required(node, inputs, 0, "A")?, "A")?;
     let b = numbers(node, required(node, inputs, 1, "B")?, "B")?;
-    expect_rank(node, &a.shape, 2, "A")?;
+    expect_rank(node, a.shape, 2, "A")?;
     expect_rank(node, &b.shape, 2, "B")?;
     let (m, k) = if attrs.trans_a { (a.shape[1], a.shape[0]) } else { (a.shape[0], a.shape[1]) };
     let (k2, n) = if attrs.trans_b { (b.shape[1], b.shape[0]) } else { (b.shape[0], b.shape[1]) };
@@ -87,24 +94,29 @@ pub fn gemm(
     }
     let c = optional(inputs, 2).map(|t| numbers(node, t, "C")).transpose()?;
     let c_at = c_indexer(node, c.as_ref(), m, n)?;
-    let at = |i: usize, p: usize| if attrs.trans_a { a.data[p * m + i] } else { a.data[i * k + p] };
+    let at = |i: usize, p: usize| if attrs.trans_a { a.at(p * m + i) } else { a.at(i * k + p) };
     let bt = |p: usize, j: usize| if attrs.trans_b { b.data[j * k + p] } else { b.data[p * n + j] };
     let (alpha, beta) = (attrs.alpha as f64, attrs.beta as f64);
-    let mut out = vec![0.0; count(node, &[m, n])?];
+    let mut out = OutBuf::new(node, a.dtype, vec![m, n])?;
+    // A is read in place, one row widened at a time (B, usually a weight, is widened whole).
+    let mut a_row = vec![0.0; k];
     for i in 0..m {
+        for (p, v) in a_row.iter_mut().enumerate() {
+            *v = at(i, p);
+        }
         for j in 0..n {
             let mut acc = 0.0;
-            for p in 0..k {
-                acc += at(i, p) * bt(p, j);
+            for (p, x) in a_row.iter().enumerate() {
+                acc += x * bt(p, j);
             }
             let bias = match (&c, &c_at) {
                 (Some(c), Some((si, sj))) => beta * c.data[i * si + j * sj],
                 _ => 0.0,
             };
-            out[i * n + j] = alpha * acc + bias;
+            out.set(i * n + j, alpha * acc + bias);
         }
     }
-    Ok(vec![tensor(node, a.dtype, vec![m, n], out)?])
+    Ok(vec![out.finish(node)?])
 }
 
 /// Row and column strides reading C broadcast to `(m, n)` (C may be a scalar, `[n]`, `[1, n]`,

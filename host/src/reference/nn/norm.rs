@@ -8,7 +8,10 @@ use planner::op::{
     BatchNormalization, GroupNormalization, InstanceNormalization, LayerNormalization, RmsNormalization,
 };
 
-use super::operand::{Floats, axis, broadcast_map, expect_shape, input, input_opt, tensor};
+use super::operand::{
+    Floats, OutBuf, axis, broadcast_iter, broadcast_map, expect_shape, float_view, input, input_opt,
+    required, tensor,
+};
 use crate::error::HostError;
 use crate::reference::NodeCtx;
 use crate::tensor::HostTensor;
@@ -104,24 +107,30 @@ pub fn layer_normalization(
     attrs: &LayerNormalization,
     inputs: &[Option<&HostTensor>],
 ) -> Result<Vec<HostTensor>, HostError> {
-    let x = input(node, inputs, 0, "X")?;
+    let x = float_view(node, required(node, inputs, 0, "X")?, "X")?;
     let ax = axis(node, attrs.axis, x.shape.len())?;
     let scale = input(node, inputs, 1, "Scale")?;
     let bias = input_opt(node, inputs, 2, "B")?;
-    let s_map = broadcast_map(node, &scale.shape, &x.shape, "Scale")?;
-    let b_map = bias.as_ref().map(|b| broadcast_map(node, &b.shape, &x.shape, "B")).transpose()?;
+    let mut s_at = broadcast_iter(node, &scale.shape, x.shape, "Scale")?;
+    let mut b_at = bias.as_ref().map(|b| broadcast_iter(node, &b.shape, x.shape, "B")).transpose()?;
     let inner: usize = x.shape[ax..].iter().product();
-    let (mut y, mut means, mut inv_stds) = (vec![0.0; x.data.len()], Vec::new(), Vec::new());
-    for (r, chunk) in x.data.chunks(inner.max(1)).enumerate() {
-        let (m, v) = moments(chunk.iter().copied());
+    let rows: usize = x.shape[..ax].iter().product();
+    let mut y = OutBuf::new(node, x.dtype, x.shape.to_vec())?;
+    let (mut means, mut inv_stds) = (Vec::new(), Vec::new());
+    // One row widened at a time; Scale and B are read through their broadcast offsets.
+    let mut row = vec![0.0; inner];
+    for r in 0..if inner == 0 { 0 } else { rows } {
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = x.at(r * inner + j);
+        }
+        let (m, v) = moments(row.iter().copied());
         let inv = 1.0 / (v + attrs.epsilon as f64).sqrt();
-        for (j, &e) in chunk.iter().enumerate() {
-            let k = r * inner + j;
-            let b = match (&bias, &b_map) {
-                (Some(b), Some(map)) => b.data[map[k]],
+        for (j, &e) in row.iter().enumerate() {
+            let b = match (&bias, &mut b_at) {
+                (Some(b), Some(at)) => b.data[at.next().unwrap_or(0)],
                 _ => 0.0,
             };
-            y[k] = (e - m) * inv * scale.data[s_map[k]] + b;
+            y.set(r * inner + j, (e - m) * inv * scale.data[s_at.next().unwrap_or(0)] + b);
         }
         means.push(m);
         inv_stds.push(inv);
@@ -129,13 +138,12 @@ pub fn layer_normalization(
     if inner == 0 {
         // Normalized over no elements: each row's mean and inverse deviation are undefined (NaN,
         // as numpy's mean of an empty axis); the output is empty.
-        let rows: usize = x.shape[..ax].iter().product();
         (means, inv_stds) = (vec![f64::NAN; rows], vec![f64::NAN; rows]);
     }
     let mut stat_shape = x.shape[..ax].to_vec();
     stat_shape.extend(std::iter::repeat_n(1, x.shape.len() - ax));
     Ok(vec![
-        tensor(node, x.dtype, x.shape.clone(), y)?,
+        y.finish(node)?,
         tensor(node, attrs.stash_type, stat_shape.clone(), means)?,
         tensor(node, attrs.stash_type, stat_shape, inv_stds)?,
     ])

@@ -59,6 +59,85 @@ pub(crate) fn numbers(node: &NodeCtx, t: &HostTensor, what: &str) -> Result<Floa
     Ok(Floats { shape: t.shape().to_vec(), data: t.data().to_f64s(), dtype: t.dtype() })
 }
 
+/// A numeric input read in place: each element widened to f64 as it is read ([`View::at`]), so
+/// an op over a large input holds no widened copy of it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct View<'t> {
+    /// Shape of the input.
+    pub shape: &'t [usize],
+    /// The input's dtype (the dtype float outputs are rounded back to).
+    pub dtype: DType,
+    data: &'t TensorData,
+}
+
+impl View<'_> {
+    /// Element `i` (row-major), exactly as f64 (i64 beyond 2^53 rounds).
+    pub fn at(&self, i: usize) -> f64 {
+        self.data.float_at(i)
+    }
+}
+
+/// A float tensor (f16, bf16, f32, f64) read in place.
+pub(crate) fn float_view<'t>(node: &NodeCtx, t: &'t HostTensor, what: &str) -> Result<View<'t>, HostError> {
+    if !is_float(t.dtype()) {
+        return Err(node.err(format!("{what} must be a float tensor, got {}", t.dtype())));
+    }
+    Ok(View { shape: t.shape(), dtype: t.dtype(), data: t.data() })
+}
+
+/// A float or integer tensor (not bool) read in place, for ops ONNX also defines on integers.
+pub(crate) fn number_view<'t>(node: &NodeCtx, t: &'t HostTensor, what: &str) -> Result<View<'t>, HostError> {
+    if t.dtype() == DType::Bool {
+        return Err(node.err(format!("{what} must be numeric, got bool")));
+    }
+    Ok(View { shape: t.shape(), dtype: t.dtype(), data: t.data() })
+}
+
+/// An output of one dtype written element by element, each f64 rounded once as [`tensor`]
+/// rounds it: the op holds no f64 copy of its output.
+pub(crate) struct OutBuf {
+    shape: Vec<usize>,
+    data: TensorData,
+}
+
+impl OutBuf {
+    /// An output of `dtype` and `shape`, zero-filled; its size checked by [`count`] and its
+    /// memory reserved fallibly.
+    pub fn new(node: &NodeCtx, dtype: DType, shape: Vec<usize>) -> Result<Self, HostError> {
+        let n = count(node, &shape)?;
+        let zeros = std::iter::repeat_n(0.0, n);
+        let data = match dtype {
+            DType::I64 | DType::I32 | DType::I8 | DType::U8 => {
+                crate::reference::lanes::ints_to(dtype, n, std::iter::repeat_n(0, n))?
+            }
+            DType::Bool => return Err(node.unsupported(format!("{dtype} output"))),
+            _ => crate::reference::lanes::floats_to(dtype, n, zeros)?,
+        };
+        Ok(OutBuf { shape, data })
+    }
+
+    /// Sets element `i` to `v`, rounded once (floats to nearest-even, integers to nearest and
+    /// wrapped to their width).
+    pub fn set(&mut self, i: usize, v: f64) {
+        match &mut self.data {
+            TensorData::F32(d) => d[i] = v as f32,
+            TensorData::F64(d) => d[i] = v,
+            TensorData::F16(d) => d[i] = f16::from_f64(v),
+            TensorData::BF16(d) => d[i] = bf16::from_f64(v),
+            TensorData::I64(d) => d[i] = v.round() as i64,
+            TensorData::I32(d) => d[i] = v.round() as i64 as i32,
+            TensorData::I8(d) => d[i] = v.round() as i64 as i8,
+            TensorData::U8(d) => d[i] = v.round() as i64 as u8,
+            TensorData::Bool(d) => d[i] = v != 0.0,
+        }
+    }
+
+    /// The finished tensor.
+    pub fn finish(self, node: &NodeCtx) -> Result<HostTensor, HostError> {
+        HostTensor::new(self.shape, self.data).map_err(|e| node.err(format!("internal: {e}")))
+    }
+}
+
 /// Required float input `slot`.
 pub(crate) fn input(
     node: &NodeCtx,
@@ -179,6 +258,19 @@ pub(crate) fn broadcast_map(
             idx.iter().zip(&s).map(|(i, s)| i * s).sum()
         })
         .collect())
+}
+
+/// [`broadcast_map`] as an iterator: nothing held per element.
+pub(crate) fn broadcast_iter(
+    node: &NodeCtx,
+    from: &[usize],
+    to: &[usize],
+    what: &str,
+) -> Result<impl Iterator<Item = usize> + use<>, HostError> {
+    if from.len() > to.len() || broadcast_shape(from, to).as_deref() != Some(to) {
+        return Err(node.err(format!("{what} of shape {from:?} does not broadcast to {to:?}")));
+    }
+    Ok(crate::reference::strides::broadcast_offsets(from, to))
 }
 
 /// ONNX axis normalisation: `axis` in `[-rank, rank)` maps to `[0, rank)`.

@@ -6,7 +6,7 @@
 
 use planner::op::Softmax;
 
-use super::operand::{axis, input, tensor};
+use super::operand::{OutBuf, axis, float_view, required};
 use crate::error::HostError;
 use crate::reference::NodeCtx;
 use crate::tensor::HostTensor;
@@ -18,7 +18,7 @@ fn along_axis(
     inputs: &[Option<&HostTensor>],
     f: impl Fn(&[f64]) -> Vec<f64>,
 ) -> Result<Vec<HostTensor>, HostError> {
-    let x = input(node, inputs, 0, "input")?;
+    let x = float_view(node, required(node, inputs, 0, "input")?, "input")?;
     if x.shape.is_empty() {
         return Err(node.err("input must have rank >= 1"));
     }
@@ -26,20 +26,20 @@ fn along_axis(
     let len = x.shape[ax];
     let inner: usize = x.shape[ax + 1..].iter().product();
     let outer: usize = x.shape[..ax].iter().product();
-    let mut y = vec![0.0; x.data.len()];
+    let mut y = OutBuf::new(node, x.dtype, x.shape.to_vec())?;
     let mut row = vec![0.0; len];
     for o in 0..outer {
         for i in 0..inner {
             let at = |k: usize| (o * len + k) * inner + i;
             for (k, r) in row.iter_mut().enumerate() {
-                *r = x.data[at(k)];
+                *r = x.at(at(k));
             }
             for (k, v) in f(&row).into_iter().enumerate() {
-                y[at(k)] = v;
+                y.set(at(k), v);
             }
         }
     }
-    Ok(vec![tensor(node, x.dtype, x.shape.clone(), y)?])
+    Ok(vec![y.finish(node)?])
 }
 
 fn max_of(row: &[f64]) -> f64 {
