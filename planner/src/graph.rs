@@ -134,12 +134,43 @@ pub struct Graph {
     pub initializers: BTreeMap<ValueId, ConstTensor>,
     /// Outer values read by this graph when it is a subgraph (empty at the top level).
     pub captures: Vec<Capture>,
+    /// Initializers the model also lists as graph inputs (ONNX's inputs with a default value),
+    /// with the type the input declares: constants unless a run feeds them, which turns them
+    /// into inputs ([`Graph::overriding`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub defaults: BTreeMap<ValueId, Option<TensorInfo>>,
 }
 
 impl Graph {
     /// An empty graph.
     pub fn new() -> Self {
         Graph::default()
+    }
+
+    /// The names of the initializers a run may feed ([`Graph::defaults`]).
+    pub fn default_names(&self) -> Vec<String> {
+        self.defaults.keys().map(|&v| self.value_name(v)).collect()
+    }
+
+    /// This graph with the initializers named `names` made graph inputs, appended after the
+    /// others with the type the model declares for them (or, where it declares none, the
+    /// initializer's dtype and dims): a run then feeds them. A name that is not one of
+    /// [`Graph::defaults`] is an error naming it.
+    pub fn overriding(&self, names: &[&str]) -> Result<Graph, String> {
+        let mut g = self.clone();
+        for &name in names {
+            let Some((&v, info)) = self.defaults.iter().find(|&(&v, _)| self.value_name(v) == name) else {
+                return Err(format!("`{name}` is not an initializer the model lets a run override"));
+            };
+            let Some(c) = g.initializers.remove(&v) else {
+                return Err(format!("`{name}` is given twice"));
+            };
+            let info = info.clone().unwrap_or_else(|| TensorInfo::new(c.dtype, c.dims.iter().copied()));
+            g.values[v.index()].info = Some(info);
+            g.inputs.push(v);
+            g.defaults.remove(&v);
+        }
+        Ok(g)
     }
 
     /// Appends a value and returns its id.

@@ -307,6 +307,13 @@ pub fn run(args: RunArgs) -> Result<()> {
         let x = HostTensor::new(vec![1, ferrofuse::demo::FEATURES], ferrofuse::demo::sample_input(1))?;
         inputs.push((ferrofuse::demo::INPUT.to_owned(), x));
     }
+    // Initializers with a default value that an --input feeds become inputs of this run.
+    let overridden = match host::reference::with_fed_defaults(&graph, inputs.iter().map(|(n, _)| n.as_str()))?
+    {
+        std::borrow::Cow::Owned(g) => Some(g),
+        std::borrow::Cow::Borrowed(_) => None,
+    };
+    let graph = overridden.unwrap_or(graph);
     let expected: Vec<String> = graph
         .inputs
         .iter()

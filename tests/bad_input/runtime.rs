@@ -75,3 +75,57 @@ fn corrupt_npy_inputs_name_the_input() {
     let stderr = cli_fails(&["run", path_str(&model), "--input", "x"]);
     assert!(stderr.contains("NAME=FILE"), "{stderr}");
 }
+
+/// [`small_model`] with its weight `w` also listed as a graph input: ONNX's input with a default
+/// value.
+fn model_with_default_weight() -> Vec<u8> {
+    small_model().input("w", DataType::Float, &[Dim::from(3), Dim::from(4)]).bytes()
+}
+
+#[test]
+fn initializers_listed_as_inputs_can_be_fed() {
+    let graph = front_end(&model_with_default_weight()).expect("valid");
+    assert_eq!(graph.default_names(), ["w"]);
+    assert_eq!(graph.inputs.len(), 1, "w stays a constant until a run feeds it");
+    let x = x_input();
+    let y = |inputs: &[(String, HostTensor)]| -> Vec<f32> {
+        let out = eval(&graph, inputs).expect("runs");
+        out[0].1.f32s("y").expect("f32").to_vec()
+    };
+    // The default: x (all 0.5) @ w, then Relu.
+    let w: Vec<f32> = (0..12).map(|i| i as f32 * 0.25 - 1.0).collect();
+    let want: Vec<f32> =
+        (0..8).map(|k| (0..3).map(|p| 0.5 * w[p * 4 + k % 4]).sum::<f32>().max(0.0)).collect();
+    assert_eq!(y(std::slice::from_ref(&x)), want);
+    // Fed: the run's w replaces the initializer.
+    let ones = HostTensor::new(vec![3, 4], vec![1f32; 12]).expect("w");
+    assert_eq!(y(&[x.clone(), ("w".into(), ones.clone())]), vec![1.5f32; 8]);
+    // A fed default is checked like any input.
+    let wrong = HostTensor::new(vec![4, 3], vec![1f32; 12]).expect("w");
+    let e = eval(&graph, &[x.clone(), ("w".into(), wrong)]).expect_err("declared [3, 4]");
+    assert!(matches!(&e, HostError::Input { name, .. } if name == "w"), "{e}");
+    // A GPU session checks its inputs first (binding_of): it says how to feed a default.
+    let e = host::session::binding_of(&graph, &[x.clone(), ("w".into(), ones.clone())]).expect_err("w");
+    assert!(e.to_string().contains("overriding"), "{e}");
+    let over = graph.overriding(&["w"]).expect("w is a default");
+    assert!(host::session::binding_of(&over, &[x.clone(), ("w".into(), ones.clone())]).is_ok());
+    assert!(graph.overriding(&["x"]).is_err(), "x is no initializer");
+
+    // Through the CLI, on either device.
+    let dir = scratch("defaults");
+    let model = dir.join("m.onnx");
+    std::fs::write(&model, model_with_default_weight()).expect("writing");
+    let npy = |name: &str, t: &HostTensor| {
+        let p = dir.join(name);
+        std::fs::write(&p, host::npy::write(t)).expect("writing npy");
+        format!("{}", p.display())
+    };
+    let (xs, ws) = (format!("x={}", npy("x.npy", &x.1)), format!("w={}", npy("w.npy", &ones)));
+    for device in [&["--device", "cpu"][..], &[]] {
+        let mut args = vec!["run", path_str(&model), "--input", &xs, "--input", &ws];
+        args.extend_from_slice(device);
+        let (code, stdout, stderr) = cli(&args);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(stdout.contains("1.5"), "w fed as ones gives 1.5 everywhere: {stdout}");
+    }
+}

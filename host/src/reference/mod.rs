@@ -187,10 +187,26 @@ pub fn eval_with(
     inputs: &[(String, HostTensor)],
     limits: Limits,
 ) -> Result<Vec<(String, HostTensor)>, HostError> {
+    let graph = &*with_fed_defaults(graph, inputs.iter().map(|(n, _)| n.as_str()))?;
     validate::graph(graph)?;
     let bound = bind_inputs(graph, inputs, limits)?;
     let outputs = run_with(graph, bound.into_iter().map(Cow::Borrowed).collect(), Vec::new(), limits)?;
     Ok(graph.outputs.iter().map(|&v| graph.value_name(v)).zip(outputs).collect())
+}
+
+/// `graph` with the initializers that `names` feed made inputs ([`Graph::overriding`]): the
+/// model's inputs with a default value that a run gives. Borrowed when it feeds none.
+pub fn with_fed_defaults<'g, 'n>(
+    graph: &'g Graph,
+    names: impl Iterator<Item = &'n str>,
+) -> Result<Cow<'g, Graph>, HostError> {
+    let defaults = graph.default_names();
+    let fed: Vec<&str> = names.filter(|n| defaults.iter().any(|d| d == n)).collect();
+    if fed.is_empty() {
+        return Ok(Cow::Borrowed(graph));
+    }
+    let name = fed.join(", ");
+    graph.overriding(&fed).map(Cow::Owned).map_err(|detail| HostError::Input { name, detail })
 }
 
 /// Orders `inputs` as `graph.inputs` and checks dtypes and shapes against the declared infos.

@@ -87,10 +87,13 @@ pub fn binding_of(graph: &Graph, inputs: &[(String, HostTensor)]) -> Result<Bind
     if let Some((n, _)) =
         inputs.iter().find(|(n, _)| !graph.inputs.iter().any(|v| &graph.values[v.index()].name == n))
     {
-        return Err(HostError::Input {
-            name: n.clone(),
-            detail: "the model has no input of this name".into(),
-        });
+        let detail = if graph.default_names().contains(n) {
+            "an initializer with a default value: to feed it, build the session from \
+             `graph.overriding(&[name])` (`ferrofuse run` does)"
+        } else {
+            "the model has no input of this name"
+        };
+        return Err(HostError::Input { name: n.clone(), detail: detail.into() });
     }
     Ok(b)
 }

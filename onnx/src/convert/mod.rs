@@ -9,9 +9,10 @@
 //! them.
 //!
 //! Conversion rules, graph by graph (bodies of If/Loop/Scan recursively):
-//! - Initializers become `Graph::initializers`. An initializer also listed as a graph input is
-//!   an initializer only (its ONNX meaning is "input with a default value"; the planner has no
-//!   such notion, and a value must have exactly one definition).
+//! - Initializers become `Graph::initializers`. An initializer also listed as a graph input (ONNX:
+//!   an input with a default value) is an initializer, recorded in `Graph::defaults` with the
+//!   input's declared type (top level only): a run that feeds it turns it into an input first
+//!   (`Graph::overriding`), since a value has exactly one definition.
 //! - `Constant` nodes become initializers too: one representation for every constant, so later
 //!   passes never need to look for `Op::Constant`.
 //! - Graph inputs, outputs and `value_info` give declared infos (see `types`); a name a body
@@ -204,6 +205,14 @@ impl Converter {
         }
         for vi in &g.input {
             if g.initializer.iter().any(|t| t.name == vi.name) {
+                // An input with a default value: a constant unless a run feeds it (top level).
+                if self.frames.len() == 1 && !vi.name.is_empty() {
+                    let info = types::declared(vi, &mut self.dims)
+                        .map_err(|detail| OnnxError::InvalidType { value: vi.name.clone(), detail })?;
+                    if let Some(id) = self.frame().names.get(&vi.name).copied() {
+                        self.frame().graph.defaults.insert(id, info);
+                    }
+                }
                 continue;
             }
             let info = types::declared(vi, &mut self.dims)
