@@ -190,6 +190,14 @@ pub enum AttrIssue {
         /// Why the value is rejected.
         detail: String,
     },
+    /// The operator (at the model's opset) has no attribute of this name, or ferrofuse does not
+    /// implement it: as ONNX Runtime does, the node is refused rather than run with a setting
+    /// silently ignored.
+    #[error("not an attribute ferrofuse knows for this operator at opset {opset} (refused, not ignored)")]
+    Unknown {
+        /// The model's default-domain opset.
+        opset: i64,
+    },
 }
 
 /// Why an external-data tensor (`data_location == EXTERNAL`) could not be read.

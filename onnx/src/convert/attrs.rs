@@ -4,7 +4,12 @@
 //! Every accessor checks the attribute's declared `type` (an attribute whose type is UNDEFINED or
 //! another kind is a [`AttrIssue::WrongType`] error, never silently reinterpreted) and converts
 //! the value (ints to `usize`/`bool`, bytes to UTF-8). Absent optional attributes yield `None`
-//! or the ONNX default the caller passes. Unknown attributes are ignored.
+//! or the ONNX default the caller passes. Every name looked up is recorded (when the accessor was
+//! made with a record): after conversion, an attribute nobody looked up is unknown to the
+//! operator, and the node is refused ([`AttrIssue::Unknown`]).
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
 
 use planner::DType;
 
@@ -19,12 +24,33 @@ use super::tensor;
 pub(crate) struct Attrs<'a> {
     node: &'a NodeProto,
     label: &'a str,
+    looked_up: Option<&'a RefCell<BTreeSet<String>>>,
 }
 
 impl<'a> Attrs<'a> {
     /// Attribute access for `node`, named `label` in errors.
     pub(crate) fn new(node: &'a NodeProto, label: &'a str) -> Self {
-        Attrs { node, label }
+        Attrs { node, label, looked_up: None }
+    }
+
+    /// [`Attrs::new`], recording every name looked up in `looked_up`.
+    pub(crate) fn recorded(
+        node: &'a NodeProto,
+        label: &'a str,
+        looked_up: &'a RefCell<BTreeSet<String>>,
+    ) -> Self {
+        Attrs { node, label, looked_up: Some(looked_up) }
+    }
+
+    /// The first attribute of the node that is not in `looked_up`, as an [`AttrIssue::Unknown`]
+    /// error. Before opset 7, `consumed_inputs` (a memory hint) and `is_test` (inference is all
+    /// ferrofuse does) change nothing and pass.
+    pub(crate) fn unknown(&self, looked_up: &BTreeSet<String>, opset: i64) -> Result<(), OnnxError> {
+        let harmless = |name: &str| opset < 7 && matches!(name, "consumed_inputs" | "is_test");
+        match self.node.attribute.iter().find(|a| !looked_up.contains(&a.name) && !harmless(&a.name)) {
+            Some(a) => Err(self.error(&a.name, AttrIssue::Unknown { opset })),
+            None => Ok(()),
+        }
     }
 
     /// An error about attribute `attr` of this node.
@@ -48,6 +74,9 @@ impl<'a> Attrs<'a> {
     }
 
     fn find(&self, attr: &str) -> Option<&'a AttributeProto> {
+        if let Some(seen) = self.looked_up {
+            seen.borrow_mut().insert(attr.to_owned());
+        }
         self.node.attribute.iter().find(|a| a.name == attr)
     }
 

@@ -5,6 +5,9 @@
 //! Rewrites (legacy Softmax, Upsample, Swish) add helper nodes with [`Lower::push`] and
 //! intermediate values from [`Lower::temp`], named `<node>/<suffix>`.
 
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+
 use planner::op::Op;
 use planner::{ConstTensor, Graph, Node, ValueId};
 
@@ -24,6 +27,8 @@ pub(crate) struct Lower<'c, 'm> {
     pub opset: i64,
     inputs: Vec<Option<ValueId>>,
     outputs: Vec<Option<ValueId>>,
+    /// The attribute names the constructor looked up (any other the node sets is unknown).
+    looked_up: RefCell<BTreeSet<String>>,
 }
 
 impl<'c, 'm> Lower<'c, 'm> {
@@ -35,12 +40,17 @@ impl<'c, 'm> Lower<'c, 'm> {
         inputs: Vec<Option<ValueId>>,
         outputs: Vec<Option<ValueId>>,
     ) -> Self {
-        Lower { cx, node, label, opset, inputs, outputs }
+        Lower { cx, node, label, opset, inputs, outputs, looked_up: RefCell::default() }
     }
 
     /// The node's attributes.
     pub(crate) fn attrs(&self) -> Attrs<'_> {
-        Attrs::new(self.node, &self.label)
+        Attrs::recorded(self.node, &self.label, &self.looked_up)
+    }
+
+    /// Fails naming the first attribute of the node that the constructor never looked up.
+    pub(crate) fn refuse_unknown_attributes(&self) -> Result<(), OnnxError> {
+        self.attrs().unknown(&self.looked_up.borrow(), self.opset)
     }
 
     /// An [`OnnxError::InvalidNode`] about this node.
@@ -173,6 +183,7 @@ impl<'c, 'm> Lower<'c, 'm> {
     pub(crate) fn subgraph(&mut self, attr: &str) -> Result<Box<Graph>, OnnxError> {
         // Borrow the node (not `self`) so the body can be converted through `self.cx`.
         let (node, label) = (self.node, self.label.clone());
+        self.looked_up.borrow_mut().insert(attr.to_owned());
         let attrs = Attrs::new(node, &label);
         let g = attrs.required(attr, attrs.graph(attr)?)?;
         Ok(Box::new(self.cx.graph(g)?))
@@ -181,6 +192,7 @@ impl<'c, 'm> Lower<'c, 'm> {
     /// The graph attribute `attr` converted as a nested scope, if the node has it.
     pub(crate) fn optional_subgraph(&mut self, attr: &str) -> Result<Option<Box<Graph>>, OnnxError> {
         let (node, label) = (self.node, self.label.clone());
+        self.looked_up.borrow_mut().insert(attr.to_owned());
         match Attrs::new(node, &label).graph(attr)? {
             Some(g) => Ok(Some(Box::new(self.cx.graph(g)?))),
             None => Ok(None),

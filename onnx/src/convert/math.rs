@@ -148,6 +148,8 @@ pub(crate) fn dropout(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
     let seed = l.attrs().int("seed")?;
     if l.opset < 12 {
         l.no_inputs_from(1, "ratio is an attribute")?;
+        // The ratio of the attribute form: no effect at inference.
+        l.attrs().float("ratio")?;
     }
     if let Some(mode) = l.input(2)
         && let Some(c) = l.known_constant(mode)

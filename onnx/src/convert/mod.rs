@@ -310,6 +310,7 @@ impl Converter {
             node.output.iter().map(|o| frame.names.get(o).copied().filter(|_| !o.is_empty())).collect();
         let opset = self.opset;
         let mut lower = Lower::new(self, node, label, opset, inputs, outputs);
-        (entry.build)(&mut lower)
+        (entry.build)(&mut lower)?;
+        lower.refuse_unknown_attributes()
     }
 }
