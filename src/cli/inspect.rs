@@ -59,6 +59,9 @@ pub fn run(path: &Path, show: Show, binds: &[String], precision: host::Precision
     }
     if s.unsupported.is_empty() {
         println!("unsupported ops: none");
+        if (show.memory || show.plan || show.fusion) && s.outputs.is_empty() {
+            anyhow::bail!("{} declares no graph outputs: a plan would compute nothing", path.display());
+        }
         if show.memory {
             print_memory(&model, binds, precision)?;
         }
@@ -71,7 +74,8 @@ pub fn run(path: &Path, show: Show, binds: &[String], precision: host::Precision
         for u in &s.unsupported {
             println!("  {u}");
         }
-        anyhow::bail!("{} node(s) use unsupported operators", s.unsupported.len())
+        let listed: Vec<String> = s.unsupported.iter().map(|u| u.to_string()).collect();
+        anyhow::bail!("{} node(s) use unsupported operators: {}", s.unsupported.len(), listed.join("; "))
     }
 }
 

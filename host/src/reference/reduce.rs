@@ -170,8 +170,9 @@ pub fn arg_reduce(
     attrs: &ArgReduce,
     max: bool,
 ) -> Result<HostTensor, HostError> {
-    let axis = strides::axis(ctx, attrs.axis, x.shape().len().max(1))?;
-    let shape: Vec<usize> = if x.shape().is_empty() { vec![1] } else { x.shape().to_vec() };
+    // A scalar has no axis to reduce along (ONNX's axis is in [-r, r - 1] for r >= 1).
+    let axis = strides::axis(ctx, attrs.axis, x.shape().len())?;
+    let shape = x.shape().to_vec();
     let (outer, len, inner) = split_at_axis(&shape, axis);
     if len == 0 {
         return Err(ctx.err("cannot take ArgMax/ArgMin over an empty axis"));
