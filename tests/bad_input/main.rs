@@ -17,6 +17,7 @@ mod files;
 mod fuzz_seeds;
 mod limits;
 mod runtime;
+mod suite;
 
 /// A fresh scratch folder for one test.
 pub(crate) fn scratch(test: &str) -> PathBuf {
