@@ -43,11 +43,9 @@ impl<'a> Attrs<'a> {
     }
 
     /// The first attribute of the node that is not in `looked_up`, as an [`AttrIssue::Unknown`]
-    /// error. Before opset 7, `consumed_inputs` (a memory hint) and `is_test` (inference is all
-    /// ferrofuse does) change nothing and pass.
+    /// error.
     pub(crate) fn unknown(&self, looked_up: &BTreeSet<String>, opset: i64) -> Result<(), OnnxError> {
-        let harmless = |name: &str| opset < 7 && matches!(name, "consumed_inputs" | "is_test");
-        match self.node.attribute.iter().find(|a| !looked_up.contains(&a.name) && !harmless(&a.name)) {
+        match self.node.attribute.iter().find(|a| !looked_up.contains(&a.name)) {
             Some(a) => Err(self.error(&a.name, AttrIssue::Unknown { opset })),
             None => Ok(()),
         }

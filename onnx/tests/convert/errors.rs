@@ -78,6 +78,10 @@ fn attribute_errors_name_node_op_and_attribute() {
             "body",
             "missing",
         ),
+        // Attributes the operator does not have: refused, not ignored (a typo, or a setting
+        // ferrofuse would silently drop).
+        (NodeBuilder::new("Relu", &["x"], &["y"]).name("g").attr_int("alpha", 1), "alpha", "unknown"),
+        (NodeBuilder::new("Softmax", &["x"], &["y"]).name("g").attr_int("axsi", 0), "axsi", "unknown"),
     ];
     for (node, attr_name, kind) in cases {
         let op = node.clone().build().op_type;
@@ -95,6 +99,7 @@ fn attribute_errors_name_node_op_and_attribute() {
         let matches = match kind {
             "wrong type" => matches!(issue, AttrIssue::WrongType { .. }),
             "missing" => matches!(issue, AttrIssue::Missing),
+            "unknown" => matches!(issue, AttrIssue::Unknown { opset: 17 }),
             _ => matches!(issue, AttrIssue::Invalid { .. }),
         };
         assert!(matches, "{op}: {err}");
