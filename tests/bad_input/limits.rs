@@ -299,3 +299,38 @@ fn a_loop_body_runs_within_what_the_enclosing_graph_leaves() {
     let e = eval_with(&g, &[("x".into(), x)], limits).expect_err("over budget");
     assert!(e.to_string().contains("memory budget"), "{e}");
 }
+
+#[test]
+fn an_empty_output_with_an_absurd_dim_is_refused_not_sized_by() {
+    // Resize to sizes [1, 0, 2^40, 2]: no elements, but one axis of 2^40 positions (found by the
+    // `load_and_run` fuzz target: the reference sized a per-axis table by it and aborted).
+    let bytes = ModelBuilder::new(19)
+        .input("x", DataType::Float, &[Dim::from(1), Dim::from(1), Dim::from(2), Dim::from(2)])
+        .initializer_i64("sizes", &[4], &[1, 0, 1 << 40, 2])
+        .node_with(NodeBuilder::new("Resize", &["x", "", "", "sizes"], &["y"]).name("stretch"))
+        .output("y", DataType::Float, &[])
+        .bytes();
+    let graph = front_end(&bytes).expect("legal");
+    let x = HostTensor::new(vec![1, 1, 2, 2], vec![1f32; 4]).expect("x");
+    let e = eval(&graph, &[("x".into(), x)]).expect_err("a dim of 2^40");
+    assert!(matches!(&e, HostError::Limit { node, .. } if node == "stretch"), "{e}");
+}
+
+#[test]
+fn an_empty_operand_with_absurd_dims_plans_without_overflow() {
+    // x: f32[0, 2^40, 2^30] @ y: f32[2^30, 1]: no elements in x, but the product of its trailing
+    // dims passes 2^64 (found by `load_and_plan`: the GEMM's operand strides overflowed).
+    let big = |n: i64| Dim::from(n);
+    let bytes = ModelBuilder::new(17)
+        .input("x", DataType::Float, &[big(0), big(1 << 40), big(1 << 30)])
+        .input("y", DataType::Float, &[big(1 << 30), big(1)])
+        .node_with(NodeBuilder::new("MatMul", &["x", "y"], &["z"]).name("mm"))
+        .output("z", DataType::Float, &[])
+        .bytes();
+    let graph = front_end(&bytes).expect("shape inference multiplies nothing");
+    let options = planner::plan::PlanOptions::default();
+    // Either plan is fine (an empty product, or an error naming the node); a panic is not.
+    if let Err(e) = planner::plan::compile(&graph, &planner::Binding::new(), &options) {
+        assert!(e.to_string().contains("mm"), "{e}");
+    }
+}

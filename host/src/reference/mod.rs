@@ -100,7 +100,8 @@ impl<'a> NodeCtx<'a> {
     }
 
     /// Element count of an output of `shape`: an error naming the node when the product overflows,
-    /// exceeds [`Limits::max_tensor_elems`], or would take the run past its memory budget
+    /// exceeds [`Limits::max_tensor_elems`] (as does any one dim, even of an empty shape), or
+    /// would take the run past its memory budget
     /// ([`WORK_BYTES_PER_ELEM`] per element beside the live values). Call it before allocating.
     pub fn count(&self, shape: &[usize]) -> Result<usize, HostError> {
         let n = crate::tensor::elem_count(shape).ok_or_else(|| {
@@ -110,6 +111,13 @@ impl<'a> NodeCtx<'a> {
             ))
         })?;
         self.check_elems(n, &format!("shape {shape:?}"))?;
+        // An empty shape may still hold an absurd dim, which per-axis tables would be sized by.
+        if let Some(&d) = shape.iter().find(|&&d| d > self.limits.max_tensor_elems) {
+            return Err(self.limit(format!(
+                "shape {shape:?} has a dim of {d}, over the limit of {} elements per tensor",
+                self.limits.max_tensor_elems
+            )));
+        }
         let work = (n as u64).saturating_mul(WORK_BYTES_PER_ELEM);
         let max = self.limits.max_total_bytes;
         if self.live.saturating_add(work) > max {

@@ -37,16 +37,18 @@ pub(super) fn const_ints(g: &Graph, v: ValueId, what: &str) -> Result<Vec<i64>, 
 
 /// Row-major element strides of `dims`.
 pub(super) fn contiguous(dims: &[usize]) -> Vec<i64> {
-    contiguous_u64(dims).into_iter().map(|s| s as i64).collect()
+    contiguous_u64(dims).into_iter().map(|s| s.min(i64::MAX as u64) as i64).collect()
 }
 
-/// [`contiguous`] as the unsigned strides of the GEMM and attention views.
+/// [`contiguous`] as the unsigned strides of the GEMM and attention views. Saturating: only an
+/// empty tensor (a dim of 0; a plan's values hold at most 2^48 elements) can have dims whose
+/// product passes 2^64, and its strides are never used to address anything.
 pub(super) fn contiguous_u64(dims: &[usize]) -> Vec<u64> {
     let mut strides = vec![0u64; dims.len()];
     let mut s = 1u64;
     for (k, &d) in dims.iter().enumerate().rev() {
         strides[k] = s;
-        s *= d as u64;
+        s = s.saturating_mul(d as u64);
     }
     strides
 }
@@ -56,7 +58,8 @@ pub(super) fn contiguous_u64(dims: &[usize]) -> Vec<u64> {
 /// within itself). Attention traces its operands through it; the GEMMs read einsum operands and
 /// write results through it (`fuse::transposes`).
 pub(super) fn reshape_strides(od: &[usize], os: &[u64], nd: &[usize]) -> Option<Vec<u64>> {
-    if od.iter().product::<usize>() != nd.iter().product::<usize>() || od.contains(&0) {
+    let product = |d: &[usize]| d.iter().try_fold(1usize, |p, &x| p.checked_mul(x));
+    if od.contains(&0) || product(od).is_none() || product(od) != product(nd) {
         return None;
     }
     let (od, os): (Vec<usize>, Vec<u64>) =
