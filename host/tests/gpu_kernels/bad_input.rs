@@ -1,7 +1,7 @@
 //! Bad input through a GPU `Session`: wrong run-time shapes and dtypes, missing and unknown
 //! inputs, a symbol two inputs bind to different sizes, a binding whose buffers cannot fit in
-//! device memory. Each is a clear error naming the input (or the bytes asked for), and the session
-//! still runs correct input afterwards.
+//! device memory or in the session's memory budget. Each is a clear error naming the input (or
+//! what was being allocated), and the session still runs correct input afterwards.
 
 use host::selftest::Rng;
 use host::{HostError, HostTensor, Session, SessionOptions};
@@ -110,6 +110,36 @@ fn a_binding_too_large_for_device_memory_is_an_out_of_memory_error_and_the_sessi
     let (xv, o3) = (xs.data().to_f64s(), out[3].1.data().to_f64s());
     assert!(xv.iter().zip(&o3).all(|(a, b)| (a * 3.0 - b).abs() < 1e-6));
     assert!(s.device_bytes() < 1 << 30, "{} bytes held after the failed binding", s.device_bytes());
+}
+
+#[test]
+fn a_session_memory_budget_refuses_allocations_past_it_naming_them() {
+    // x [batch, 1024] @ w [1024, 256] (1 MiB of weights), then Relu.
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Symbol("batch".into()), Dim::Known(1024)]);
+    let w = g.initializer("w", ConstTensor::from_f32(&[1024, 256], &vec![0.5; 1024 * 256]).unwrap());
+    let y = g.op1(Op::MatMul, &[x, w]);
+    let z = g.op1(Op::Relu, &[y]);
+    g.output(z);
+    let budget = |max: u64| SessionOptions { max_memory: Some(max), ..SessionOptions::default() };
+    let mut rng = Rng::new(11);
+    let small = vec![("x".to_string(), rng.tensor(&[4, 1024], -1.0, 1.0))];
+    // 64 KiB cannot hold the weights: refused before the allocation, naming them.
+    let mut s = Session::new(ctx(), g.clone(), budget(64 << 10)).unwrap();
+    let e = s.run(&small).expect_err("1 MiB of weights in a 64 KiB budget");
+    assert!(matches!(&e, HostError::Budget { what, .. } if what.contains("weights")), "{e}");
+    assert!(e.to_string().contains("65536"), "{e}");
+    // 32 MiB holds batch 4, not batch 16384 (its input alone is 64 MiB).
+    let mut s = Session::new(ctx(), g, budget(32 << 20)).unwrap();
+    s.run(&small).expect("batch 4 fits");
+    assert!(s.device_bytes() <= 32 << 20, "{} bytes", s.device_bytes());
+    let big = vec![("x".to_string(), rng.tensor(&[16384, 1024], -1.0, 1.0))];
+    let e = s.run(&big).expect_err("64 MiB of input in a 32 MiB budget");
+    assert!(matches!(&e, HostError::Budget { .. }), "{e}");
+    assert!(e.to_string().contains("input `x`") || e.to_string().contains("arena"), "{e}");
+    // The session still runs what fits, within the budget.
+    s.run(&small).expect("batch 4 after the refusal");
+    assert!(s.device_bytes() <= 32 << 20, "{} bytes", s.device_bytes());
 }
 
 #[test]
