@@ -7,7 +7,8 @@
 //! worst error). The test fails when a case listed in `tests/conformance/expected-pass.txt` does not
 //! pass; `FERROFUSE_CONFORMANCE_UPDATE=1` rewrites that list from the current passes.
 //!
-//! In scope are the cases whose tensors are all f32, i64 or bool; the others are reported as
+//! In scope are the cases whose tensors all have a dtype the reference holds (f32, f16, bf16,
+//! f64, i64, i32, i8, u8, bool); the others (the loader reads no other dtype yet) are reported as
 //! out of scope.
 
 mod case;

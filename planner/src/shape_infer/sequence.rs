@@ -212,7 +212,8 @@ pub(crate) fn wkv6(ctx: &mut Ctx, layout: Wkv6Layout) -> Result<Vec<TensorInfo>,
     Ok(vec![r.clone(), f32_state(state)])
 }
 
-/// `CausalConvWithState`: y like x; final state `(B, D, K-1)`.
+/// `CausalConvWithState`: y like x; final state `(B, D, K-1)` of x's dtype (as the ONNX node
+/// tests expect: `test_causal_conv_with_state_fp16`).
 pub(crate) fn causal_conv(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     let x = ctx.input(0)?;
     ctx.require_float(x)?;
@@ -226,5 +227,5 @@ pub(crate) fn causal_conv(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     check_opt(ctx, 2, &xd[1..2], "bias")?;
     let state = vec![xd[0].clone(), xd[1].clone(), Dim::Known(k - 1)];
     check_opt(ctx, 3, &state, "initial_state")?;
-    Ok(vec![x.clone(), f32_state(state)])
+    Ok(vec![x.clone(), TensorInfo { dtype: x.dtype, shape: Shape(state) }])
 }

@@ -5,7 +5,6 @@
 //! `y[t] = bias + Σₖ w[k]·xp[t + k]` over the prefixed sequence `xp`, and the new state is the
 //! last `K − 1` values of `xp`.
 
-use planner::DType;
 use planner::op::{CausalConvWithState, ConvActivation};
 
 use crate::error::HostError;
@@ -15,7 +14,7 @@ use crate::tensor::HostTensor;
 
 /// ferrofuse `CausalConvWithState`. Inputs x `(B,D,L)`, weight `(D,K)`, bias? `(D)`,
 /// initial_state? `(B,D,K−1)`; outputs y (x's dtype, after the activation) and the final state
-/// `(B,D,K−1)` in F32.
+/// `(B,D,K−1)`, also of x's dtype.
 pub fn causal_conv_with_state(
     node: &NodeCtx,
     attrs: &CausalConvWithState,
@@ -56,7 +55,7 @@ pub fn causal_conv_with_state(
         }
         state.extend_from_slice(&xp[xp.len() - (k - 1)..]);
     }
-    Ok(vec![tensor(node, x.dtype, x.shape.clone(), y)?, tensor(node, DType::F32, vec![b, d, k - 1], state)?])
+    Ok(vec![tensor(node, x.dtype, x.shape.clone(), y)?, tensor(node, x.dtype, vec![b, d, k - 1], state)?])
 }
 
 #[cfg(test)]
