@@ -8,7 +8,7 @@
 use planner::DType;
 use planner::op::{AutoPad, AveragePool, LpPool, MaxPool};
 
-use super::operand::{Floats, count, numbers, required, strides, tensor, unravel};
+use super::operand::{View, count, number_view, required, strides, tensor, unravel};
 use super::window::{Geometry, geometry};
 use crate::error::HostError;
 use crate::reference::NodeCtx;
@@ -25,26 +25,26 @@ enum Tap {
     Out,
 }
 
-/// X with its batch/channel planes and the resolved window geometry.
-struct Pooled {
-    x: Floats,
+/// X (read in place) with its batch/channel planes and the resolved window geometry.
+struct Pooled<'t> {
+    x: View<'t>,
     planes: usize,
     spatial: Vec<usize>,
     g: Geometry,
 }
 
 #[allow(clippy::too_many_arguments)]
-fn setup(
+fn setup<'t>(
     node: &NodeCtx,
-    inputs: &[Option<&HostTensor>],
+    inputs: &[Option<&'t HostTensor>],
     kernel: &[usize],
     st: &[usize],
     dil: &[usize],
     pads: &[usize],
     auto_pad: AutoPad,
     ceil_mode: bool,
-) -> Result<Pooled, HostError> {
-    let x = numbers(node, required(node, inputs, 0, "X")?, "X")?;
+) -> Result<Pooled<'t>, HostError> {
+    let x = number_view(node, required(node, inputs, 0, "X")?, "X")?;
     if x.shape.len() < 3 {
         return Err(node.err(format!("X must be (N, C, D1, ...), got {:?}", x.shape)));
     }
@@ -56,7 +56,7 @@ fn setup(
     Ok(Pooled { planes: x.shape[0] * x.shape[1], x, spatial, g })
 }
 
-impl Pooled {
+impl Pooled<'_> {
     fn out_shape(&self) -> Vec<usize> {
         let mut s = self.x.shape[..2].to_vec();
         s.extend(&self.g.out);
@@ -133,7 +133,7 @@ pub fn max_pool(
         let mut best: Option<(f64, usize)> = None;
         for tap in w {
             if let Tap::In(off) = *tap {
-                let v = p.x.data[base + off];
+                let v = p.x.at(base + off);
                 if best.is_none_or(|(b, _)| v > b) {
                     best = Some((v, off));
                 }
@@ -170,13 +170,13 @@ pub fn average_pool(
         attrs.auto_pad,
         attrs.ceil_mode,
     )?;
-    float_only(node, &p.x)?;
+    float_only(node, p.x.dtype)?;
     let y = p.reduce(node, |base, w| {
         let (mut sum, mut n) = (0.0, 0usize);
         for tap in w {
             match *tap {
                 Tap::In(off) => {
-                    sum += p.x.data[base + off];
+                    sum += p.x.at(base + off);
                     n += 1;
                 }
                 Tap::Pad if attrs.count_include_pad => n += 1,
@@ -204,7 +204,7 @@ pub fn lp_pool(
         attrs.auto_pad,
         attrs.ceil_mode,
     )?;
-    float_only(node, &p.x)?;
+    float_only(node, p.x.dtype)?;
     if attrs.p <= 0 {
         return Err(node.err(format!("p must be positive, got {}", attrs.p)));
     }
@@ -213,7 +213,7 @@ pub fn lp_pool(
         let sum: f64 = w
             .iter()
             .filter_map(
-                |t| if let Tap::In(off) = *t { Some(p.x.data[base + off].abs().powf(e)) } else { None },
+                |t| if let Tap::In(off) = *t { Some(p.x.at(base + off).abs().powf(e)) } else { None },
             )
             .sum();
         sum.powf(1.0 / e)
@@ -221,11 +221,11 @@ pub fn lp_pool(
     Ok(vec![tensor(node, p.x.dtype, p.out_shape(), y)?])
 }
 
-fn float_only(node: &NodeCtx, x: &Floats) -> Result<(), HostError> {
-    if matches!(x.dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16) {
+fn float_only(node: &NodeCtx, dtype: DType) -> Result<(), HostError> {
+    if matches!(dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16) {
         Ok(())
     } else {
-        Err(node.err(format!("X must be a float tensor, got {}", x.dtype)))
+        Err(node.err(format!("X must be a float tensor, got {dtype}")))
     }
 }
 
@@ -235,17 +235,22 @@ fn global(
     inputs: &[Option<&HostTensor>],
     f: impl Fn(&[f64]) -> f64,
 ) -> Result<Vec<HostTensor>, HostError> {
-    let x = numbers(node, required(node, inputs, 0, "X")?, "X")?;
-    float_only(node, &x)?;
+    let x = number_view(node, required(node, inputs, 0, "X")?, "X")?;
+    float_only(node, x.dtype)?;
     if x.shape.len() < 2 {
         return Err(node.err(format!("X must be (N, C, ...), got {:?}", x.shape)));
     }
     let plane = x.shape[2..].iter().product::<usize>();
-    let y: Vec<f64> = if plane == 0 {
-        vec![f(&[]); x.shape[0] * x.shape[1]]
-    } else {
-        x.data.chunks(plane).map(&f).collect()
-    };
+    // One plane widened at a time.
+    let mut row = vec![0.0; plane];
+    let y: Vec<f64> = (0..x.shape[0] * x.shape[1])
+        .map(|p| {
+            for (k, v) in row.iter_mut().enumerate() {
+                *v = x.at(p * plane + k);
+            }
+            f(&row)
+        })
+        .collect();
     let mut shape = x.shape[..2].to_vec();
     shape.extend(std::iter::repeat_n(1, x.shape.len() - 2));
     Ok(vec![tensor(node, x.dtype, shape, y)?])
