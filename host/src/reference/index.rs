@@ -8,7 +8,7 @@ use crate::error::HostError;
 use crate::reference::NodeCtx;
 use crate::reference::lanes::gather_elems;
 use crate::reference::reduce::split_at_axis;
-use crate::reference::strides::{self, count, index, ints, next_index, ravel, unravel};
+use crate::reference::strides::{self, count, index, ints, next_index, ravel};
 use crate::tensor::HostTensor;
 #[cfg(doc)]
 use crate::tensor::TensorData;
@@ -118,11 +118,4 @@ pub fn gather_nd(
         }
     }
     HostTensor::new(shape, data.data().take_runs(n, starts.iter().map(|&s| s..s + slice))?)
-}
-
-/// For an index tensor of `shape` read row-major, the multi-index of each element (helper for
-/// the scatter ops).
-pub fn positions(shape: &[usize]) -> Vec<Vec<usize>> {
-    let n: usize = shape.iter().product();
-    (0..n).map(|o| unravel(o, shape)).collect()
 }

@@ -9,7 +9,7 @@ use planner::op::ScatterReduction;
 
 use crate::error::HostError;
 use crate::reference::NodeCtx;
-use crate::reference::index::{check_elementwise_indices, positions};
+use crate::reference::index::check_elementwise_indices;
 use crate::reference::lanes::Lanes;
 use crate::reference::strides::{self, count, index, ints, ravel, same_dtype};
 use crate::tensor::HostTensor;
@@ -38,29 +38,30 @@ fn combine_i(reduction: ScatterReduction, old: i64, new: i64) -> i64 {
     }
 }
 
-/// Applies `writes` (pairs of output offset and update offset) to a copy of `data`.
+/// Applies `writes` (pairs of output offset and update offset) to a copy of `data`, reading the
+/// updates in place (only the output is held widened, to combine in f64 / i64).
 fn apply(
     ctx: &NodeCtx,
     data: &HostTensor,
     updates: &HostTensor,
-    writes: &[(usize, usize)],
+    writes: impl Iterator<Item = (usize, usize)>,
     reduction: ScatterReduction,
 ) -> Result<HostTensor, HostError> {
     same_dtype(ctx, data, updates)?;
-    let out = match (Lanes::of(data), Lanes::of(updates)) {
-        (Lanes::F(mut d), Lanes::F(u)) => {
-            for &(to, from) in writes {
-                d[to] = combine_f(reduction, d[to], u[from]);
+    let u = updates.data();
+    let out = match Lanes::of(data) {
+        Lanes::F(mut d) => {
+            for (to, from) in writes {
+                d[to] = combine_f(reduction, d[to], u.float_at(from));
             }
             Lanes::F(d)
         }
-        (Lanes::I(mut d), Lanes::I(u)) => {
-            for &(to, from) in writes {
-                d[to] = combine_i(reduction, d[to], u[from]);
+        Lanes::I(mut d) => {
+            for (to, from) in writes {
+                d[to] = combine_i(reduction, d[to], u.int_at(from));
             }
             Lanes::I(d)
         }
-        _ => return Err(ctx.err("data and updates mix float and integer dtypes")),
     };
     out.into_tensor(data.dtype(), data.shape().to_vec())
 }
@@ -87,11 +88,14 @@ pub fn scatter_elements(
     let idx = ints(ctx, indices, "indices")?;
     let ds = strides::strides(data.shape());
     let mut writes = Vec::with_capacity(idx.len());
-    for (from, (mut p, &i)) in positions(indices.shape()).into_iter().zip(&idx).enumerate() {
-        p[axis] = index(ctx, i, data.shape()[axis])?;
-        writes.push((ravel(&p, &ds), from));
+    let mut p = vec![0usize; indices.shape().len()];
+    for &i in &idx {
+        let mut at = p.clone();
+        at[axis] = index(ctx, i, data.shape()[axis])?;
+        writes.push(ravel(&at, &ds));
+        strides::next_index(&mut p, indices.shape());
     }
-    apply(ctx, data, updates, &writes, reduction)
+    apply(ctx, data, updates, writes.into_iter().enumerate().map(|(from, to)| (to, from)), reduction)
 }
 
 /// ONNX `ScatterND`: indices `[..., k]` address slices `data[i0..ik-1, ...]`; updates have shape
@@ -119,13 +123,16 @@ pub fn scatter_nd(
     let tuples = count(ctx, &is[..is.len() - 1])?;
     let slice = count(ctx, &ds[k..])?;
     let addressed_strides = strides::strides(&ds[..k]);
-    let mut writes = Vec::with_capacity(tuples * slice);
+    // One offset per index tuple; the writes of its slice follow from it.
+    let mut starts = Vec::with_capacity(tuples);
     for t in 0..tuples {
         let mut at = 0;
         for ((&i, &n), &s) in idx[t * k..][..k].iter().zip(&ds[..k]).zip(&addressed_strides) {
             at += index(ctx, i, n)? * s;
         }
-        writes.extend((0..slice).map(|e| (at * slice + e, t * slice + e)));
+        starts.push(at * slice);
     }
-    apply(ctx, data, updates, &writes, reduction)
+    let writes =
+        starts.iter().enumerate().flat_map(|(t, &at)| (0..slice).map(move |e| (at + e, t * slice + e)));
+    apply(ctx, data, updates, writes, reduction)
 }

@@ -212,9 +212,7 @@ pub fn lp_pool(
     let y = p.reduce(node, |base, w| {
         let sum: f64 = w
             .iter()
-            .filter_map(
-                |t| if let Tap::In(off) = *t { Some(p.x.at(base + off).abs().powf(e)) } else { None },
-            )
+            .filter_map(|t| if let Tap::In(off) = *t { Some(p.x.at(base + off).abs().powf(e)) } else { None })
             .sum();
         sum.powf(1.0 / e)
     })?;
