@@ -86,7 +86,7 @@ pub fn logic(ctx: &NodeCtx, a: &HostTensor, b: &HostTensor, op: Logic) -> Result
 /// ONNX `Not` of a bool tensor.
 pub fn not(ctx: &NodeCtx, x: &HostTensor) -> Result<HostTensor, HostError> {
     require_bool(ctx, x)?;
-    let v = Lanes::of(x).to_f64s().iter().map(|&e| (e == 0.0) as i64).collect();
+    let v = Lanes::of(x)?.to_f64s().iter().map(|&e| (e == 0.0) as i64).collect();
     Lanes::I(v).into_tensor(DType::Bool, x.shape().to_vec())
 }
 
@@ -99,13 +99,13 @@ fn require_bool(ctx: &NodeCtx, t: &HostTensor) -> Result<(), HostError> {
 
 /// ONNX `IsNaN`: true where the element is NaN (always false for integers).
 pub fn is_nan(x: &HostTensor) -> Result<HostTensor, HostError> {
-    let v = Lanes::of(x).to_f64s().iter().map(|e| e.is_nan() as i64).collect();
+    let v = Lanes::of(x)?.to_f64s().iter().map(|e| e.is_nan() as i64).collect();
     Lanes::I(v).into_tensor(DType::Bool, x.shape().to_vec())
 }
 
 /// ONNX `IsInf`: true where the element is +inf (if `positive`) or -inf (if `negative`).
 pub fn is_inf(x: &HostTensor, positive: bool, negative: bool) -> Result<HostTensor, HostError> {
-    let v = Lanes::of(x)
+    let v = Lanes::of(x)?
         .to_f64s()
         .iter()
         .map(|&e| ((positive && e == f64::INFINITY) || (negative && e == f64::NEG_INFINITY)) as i64)

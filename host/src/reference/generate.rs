@@ -38,7 +38,7 @@ pub fn range(
         if t.len() != 1 {
             return Err(ctx.err(format!("{what} must be a scalar, got shape {:?}", t.shape())));
         }
-        Ok(Lanes::of(t))
+        Ok(Lanes::of(t)?)
     };
     let lanes = match (one(start, "start")?, one(limit, "limit")?, one(delta, "delta")?) {
         (Lanes::I(s), Lanes::I(l), Lanes::I(d)) => {
@@ -86,7 +86,7 @@ pub fn one_hot(
     }
     let rank = indices.shape().len();
     let axis = strides::axis(ctx, axis, rank + 1)?;
-    let idx = Lanes::of(indices).to_f64s();
+    let idx = Lanes::of(indices)?.to_f64s();
     let (outer, inner) = (
         indices.shape()[..axis].iter().product::<usize>(),
         indices.shape()[axis..].iter().product::<usize>(),
@@ -141,7 +141,7 @@ pub fn top_k(
         .ok()
         .filter(|&k| k <= len)
         .ok_or_else(|| ctx.err(format!("k = {k} is outside 0..={len}")))?;
-    let v = Lanes::of(x);
+    let v = Lanes::of(x)?;
     let key = |p: usize, q: usize| if largest { v.cmp_at(q, p) } else { v.cmp_at(p, q) };
     let mut src = Vec::with_capacity(outer * k * inner);
     let mut positions = vec![0i64; outer * k * inner];
@@ -172,7 +172,7 @@ pub fn top_k(
 /// I64 (a scalar is treated as 1-D, as numpy does).
 pub fn non_zero(x: &HostTensor) -> Result<HostTensor, HostError> {
     let shape: Vec<usize> = if x.shape().is_empty() { vec![1] } else { x.shape().to_vec() };
-    let v = Lanes::of(x).to_f64s();
+    let v = Lanes::of(x)?.to_f64s();
     let mut hits: Vec<Vec<usize>> = Vec::new();
     let mut idx = vec![0usize; shape.len()];
     for &e in &v {

@@ -25,19 +25,15 @@ pub enum Lanes {
 }
 
 impl Lanes {
-    /// The elements of `t`, widened exactly.
-    pub fn of(t: &HostTensor) -> Lanes {
-        match t.data() {
-            TensorData::F32(v) => Lanes::F(v.iter().map(|&x| x as f64).collect()),
-            TensorData::F16(v) => Lanes::F(v.iter().map(|x| x.to_f64()).collect()),
-            TensorData::BF16(v) => Lanes::F(v.iter().map(|x| x.to_f64()).collect()),
-            TensorData::F64(v) => Lanes::F(v.clone()),
-            TensorData::I64(v) => Lanes::I(v.clone()),
-            TensorData::I32(v) => Lanes::I(v.iter().map(|&x| x as i64).collect()),
-            TensorData::I8(v) => Lanes::I(v.iter().map(|&x| x as i64).collect()),
-            TensorData::U8(v) => Lanes::I(v.iter().map(|&x| x as i64).collect()),
-            TensorData::Bool(v) => Lanes::I(v.iter().map(|&x| x as i64).collect()),
-        }
+    /// The elements of `t`, widened exactly, their memory reserved fallibly.
+    pub fn of(t: &HostTensor) -> Result<Lanes, HostError> {
+        let (d, n) = (t.data(), t.len());
+        let w = "a tensor widened to 8-byte lanes";
+        Ok(if t.dtype().is_float() {
+            Lanes::F(try_collect(n, w, (0..n).map(|i| d.float_at(i)))?)
+        } else {
+            Lanes::I(try_collect(n, w, (0..n).map(|i| d.int_at(i)))?)
+        })
     }
 
     /// Number of elements.
@@ -219,5 +215,5 @@ pub fn cast(t: &HostTensor, to: DType) -> Result<HostTensor, HostError> {
     if t.dtype() == to {
         return Ok(t.clone());
     }
-    Lanes::of(t).into_tensor(to, t.shape().to_vec())
+    Lanes::of(t)?.into_tensor(to, t.shape().to_vec())
 }

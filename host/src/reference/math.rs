@@ -19,7 +19,10 @@ use crate::tensor::HostTensor;
 pub fn broadcast_lanes(ctx: &NodeCtx, inputs: &[&HostTensor]) -> Result<(Vec<usize>, Vec<Lanes>), HostError> {
     let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape()).collect();
     let out = broadcast_all(ctx, &shapes)?;
-    let lanes = inputs.iter().map(|t| Lanes::of(t).take(&broadcast_map(t.shape(), &out))).collect();
+    let lanes = inputs
+        .iter()
+        .map(|t| Ok(Lanes::of(t)?.take(&broadcast_map(t.shape(), &out))))
+        .collect::<Result<_, HostError>>()?;
     Ok((out, lanes))
 }
 
@@ -257,12 +260,12 @@ pub fn clip(
     let bound = |t: Option<&HostTensor>, what: &str| -> Result<Option<Lanes>, HostError> {
         match t {
             Some(t) if t.len() != 1 => Err(ctx.err(format!("{what} must hold one element, got {}", t.len()))),
-            Some(t) => Ok(Some(Lanes::of(t))),
+            Some(t) => Ok(Some(Lanes::of(t)?)),
             None => Ok(None),
         }
     };
     let (lo, hi) = (bound(lo, "min")?, bound(hi, "max")?);
-    let lanes = match Lanes::of(x) {
+    let lanes = match Lanes::of(x)? {
         Lanes::F(v) => {
             let (lo, hi) = (lo.map(|l| l.to_f64s()[0]), hi.map(|h| h.to_f64s()[0]));
             // numpy's `_NPY_MAX` / `_NPY_MIN`: NaN if either is NaN, else the second on a tie.

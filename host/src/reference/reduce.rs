@@ -89,7 +89,7 @@ pub fn reduce(
         return HostTensor::new(out_shape, floats_to(x.dtype(), groups, values)?);
     }
     let bases: Vec<usize> = bases.collect();
-    let Lanes::I(v) = Lanes::of(x) else {
+    let Lanes::I(v) = Lanes::of(x)? else {
         return Err(ctx.err(format!("internal: {} read as float lanes", x.dtype())));
     };
     reduce_ints(kind, x.dtype(), &v, &bases, &block).into_tensor(x.dtype(), out_shape)
@@ -177,7 +177,7 @@ pub fn arg_reduce(
     if len == 0 {
         return Err(ctx.err("cannot take ArgMax/ArgMin over an empty axis"));
     }
-    let v = Lanes::of(x);
+    let v = Lanes::of(x)?;
     let want = if max { Ordering::Greater } else { Ordering::Less };
     let mut out = Vec::with_capacity(outer * inner);
     for o in 0..outer {
@@ -220,7 +220,7 @@ pub fn cumsum(
     let axis = strides::axis(ctx, a, x.shape().len())?;
     let (outer, len, inner) = split_at_axis(x.shape(), axis);
     let order: Vec<usize> = if reverse { (0..len).rev().collect() } else { (0..len).collect() };
-    let lanes = Lanes::of(x);
+    let lanes = Lanes::of(x)?;
     let mut out = lanes.clone();
     for o in 0..outer {
         for i in 0..inner {

@@ -49,7 +49,7 @@ fn apply(
 ) -> Result<HostTensor, HostError> {
     same_dtype(ctx, data, updates)?;
     let u = updates.data();
-    let out = match Lanes::of(data) {
+    let out = match Lanes::of(data)? {
         Lanes::F(mut d) => {
             for (to, from) in writes {
                 d[to] = combine_f(reduction, d[to], u.float_at(from));

@@ -168,7 +168,7 @@ pub fn dropout(
     training: Option<&HostTensor>,
 ) -> Result<Vec<HostTensor>, HostError> {
     let training = match training {
-        Some(t) => Lanes::of(t).to_f64s().first().is_some_and(|&v| v != 0.0),
+        Some(t) => Lanes::of(t)?.to_f64s().first().is_some_and(|&v| v != 0.0),
         None => false,
     };
     let ratio = match ratio {

@@ -116,7 +116,7 @@ pub fn ints(ctx: &NodeCtx, t: &HostTensor, what: &str) -> Result<Vec<i64>, HostE
     if !t.dtype().is_int() {
         return Err(ctx.err(format!("{what} must be an integer tensor, got {}", t.dtype())));
     }
-    match Lanes::of(t) {
+    match Lanes::of(t)? {
         Lanes::I(v) => Ok(v),
         Lanes::F(_) => Err(ctx.err(format!("{what} must be an integer tensor"))),
     }
@@ -132,7 +132,7 @@ pub fn int_scalar(ctx: &NodeCtx, t: &HostTensor, what: &str) -> Result<i64, Host
 
 /// A one-element tensor of any dtype as an f64.
 pub fn scalar_f64(ctx: &NodeCtx, t: &HostTensor, what: &str) -> Result<f64, HostError> {
-    match Lanes::of(t).to_f64s().as_slice() {
+    match Lanes::of(t)?.to_f64s().as_slice() {
         [v] => Ok(*v),
         other => Err(ctx.err(format!("{what} must hold one element, got {}", other.len()))),
     }

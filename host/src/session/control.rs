@@ -201,7 +201,7 @@ impl Session<'_> {
                 HostTensor::from_const(&planner::ConstTensor::new(h.dtype, h.dims.clone(), raw)?)?
             }
         };
-        match Lanes::of(&t).to_f64s().as_slice() {
+        match Lanes::of(&t)?.to_f64s().as_slice() {
             [v] => Ok(*v),
             other => Err(HostError::Arena { detail: format!("a condition of {} elements", other.len()) }),
         }

@@ -178,7 +178,7 @@ pub fn tensor_scatter(
             }
         }
     }
-    let all = Lanes::concat(&[Lanes::of(cache), Lanes::of(update)]);
+    let all = Lanes::concat(&[Lanes::of(cache)?, Lanes::of(update)?]);
     Ok(vec![all.take(&from).into_tensor(cache.dtype(), cs.to_vec())?])
 }
 

@@ -10,7 +10,7 @@ use planner::DType;
 use crate::error::HostError;
 use crate::reference::NodeCtx;
 use crate::shape::{broadcast_shape, broadcast_strides};
-use crate::tensor::{HostTensor, TensorData};
+use crate::tensor::{HostTensor, TensorData, try_collect};
 
 /// A numeric input widened to f64, with the shape and dtype it came with.
 #[derive(Debug, Clone)]
@@ -48,7 +48,13 @@ pub(crate) fn floats(node: &NodeCtx, t: &HostTensor, what: &str) -> Result<Float
     if !is_float(t.dtype()) {
         return Err(node.err(format!("{what} must be a float tensor, got {}", t.dtype())));
     }
-    Ok(Floats { shape: t.shape().to_vec(), data: t.data().to_f64s(), dtype: t.dtype() })
+    Ok(Floats { shape: t.shape().to_vec(), data: widened(t)?, dtype: t.dtype() })
+}
+
+/// The elements of `t` as f64, their memory reserved fallibly.
+fn widened(t: &HostTensor) -> Result<Vec<f64>, HostError> {
+    let d = t.data();
+    crate::tensor::try_collect(t.len(), "an input widened to f64", (0..t.len()).map(|i| d.float_at(i)))
 }
 
 /// A float or integer tensor (not bool) widened to f64, for ops ONNX also defines on integers.
@@ -56,7 +62,7 @@ pub(crate) fn numbers(node: &NodeCtx, t: &HostTensor, what: &str) -> Result<Floa
     if t.dtype() == DType::Bool {
         return Err(node.err(format!("{what} must be numeric, got bool")));
     }
-    Ok(Floats { shape: t.shape().to_vec(), data: t.data().to_f64s(), dtype: t.dtype() })
+    Ok(Floats { shape: t.shape().to_vec(), data: widened(t)?, dtype: t.dtype() })
 }
 
 /// A numeric input read in place: each element widened to f64 as it is read ([`View::at`]), so
@@ -177,15 +183,16 @@ pub(crate) fn tensor(
     shape: Vec<usize>,
     data: Vec<f64>,
 ) -> Result<HostTensor, HostError> {
+    let (n, w) = (data.len(), "an output");
     let data: TensorData = match dtype {
-        DType::F32 => data.iter().map(|&x| x as f32).collect::<Vec<_>>().into(),
+        DType::F32 => try_collect(n, w, data.iter().map(|&x| x as f32))?.into(),
         DType::F64 => data.into(),
-        DType::F16 => data.iter().map(|&x| f16::from_f64(x)).collect::<Vec<_>>().into(),
-        DType::BF16 => data.iter().map(|&x| bf16::from_f64(x)).collect::<Vec<_>>().into(),
-        DType::I64 => data.iter().map(|&x| x.round() as i64).collect::<Vec<_>>().into(),
-        DType::I32 => data.iter().map(|&x| x.round() as i64 as i32).collect::<Vec<_>>().into(),
-        DType::I8 => data.iter().map(|&x| x.round() as i64 as i8).collect::<Vec<_>>().into(),
-        DType::U8 => data.iter().map(|&x| x.round() as i64 as u8).collect::<Vec<_>>().into(),
+        DType::F16 => try_collect(n, w, data.iter().map(|&x| f16::from_f64(x)))?.into(),
+        DType::BF16 => try_collect(n, w, data.iter().map(|&x| bf16::from_f64(x)))?.into(),
+        DType::I64 => try_collect(n, w, data.iter().map(|&x| x.round() as i64))?.into(),
+        DType::I32 => try_collect(n, w, data.iter().map(|&x| x.round() as i64 as i32))?.into(),
+        DType::I8 => try_collect(n, w, data.iter().map(|&x| x.round() as i64 as i8))?.into(),
+        DType::U8 => try_collect(n, w, data.iter().map(|&x| x.round() as i64 as u8))?.into(),
         other => return Err(node.unsupported(format!("{other} output"))),
     };
     // An internal inconsistency still names the node it happened in.

@@ -47,7 +47,7 @@ pub fn compress(
     if cond.dtype() != DType::Bool || cond.shape().len() != 1 {
         return Err(node.err(format!("condition must be a 1-D bool tensor, got {:?}", cond.shape())));
     }
-    let flags = match Lanes::of(cond) {
+    let flags = match Lanes::of(cond)? {
         Lanes::I(v) => v,
         Lanes::F(_) => return Err(node.err("condition must be bool")),
     };
@@ -111,7 +111,7 @@ pub fn unique(
         Some(a) => (x.shape().to_vec(), axis(node, a, x.shape().len())?),
         None => (vec![x.len()], 0),
     };
-    let lanes = Lanes::of(x);
+    let lanes = Lanes::of(x)?;
     let (outer, len, inner) = split_at(&shape, ax);
     // Compares slices `a` and `b` lexicographically in row-major order.
     let cmp = |a: usize, b: usize| {
