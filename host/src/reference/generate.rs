@@ -38,7 +38,7 @@ pub fn range(
         if t.len() != 1 {
             return Err(ctx.err(format!("{what} must be a scalar, got shape {:?}", t.shape())));
         }
-        Ok(Lanes::of(t)?)
+        Lanes::of(t)
     };
     let lanes = match (one(start, "start")?, one(limit, "limit")?, one(delta, "delta")?) {
         (Lanes::I(s), Lanes::I(l), Lanes::I(d)) => {
