@@ -168,29 +168,9 @@ fn absurd_declared_input_shapes_are_refused() {
     assert!(stderr.contains("big") && (stderr.contains("limit") || stderr.contains("declares")), "{stderr}");
 }
 
-/// A Loop (node `spin`) with trip count 2^40, a condition that stays true and a body that passes
-/// `x: f32[2]` through: it would run for ever.
+/// The suite's endless Loop (node `spin`, 2^40 trips, a condition that stays true), as bytes.
 fn endless_loop() -> Vec<u8> {
-    let vi = |n: &str, t: DataType| onnx::builder::value_info(n, t, &[]);
-    let body = onnx::proto::GraphProto {
-        name: "forever".into(),
-        node: vec![
-            NodeBuilder::new("Identity", &["cond_in"], &["cond_out"]).build(),
-            NodeBuilder::new("Identity", &["v"], &["v_out"]).build(),
-        ],
-        input: vec![vi("i", DataType::Int64), vi("cond_in", DataType::Bool), vi("v", DataType::Float)],
-        output: vec![vi("cond_out", DataType::Undefined), vi("v_out", DataType::Undefined)],
-        ..Default::default()
-    };
-    ModelBuilder::new(17)
-        .input("x", DataType::Float, &[Dim::from(2)])
-        .initializer_i64("trips", &[], &[1 << 40])
-        .initializer(onnx::builder::tensor_raw("go", DataType::Bool, &[], vec![1]))
-        .node_with(
-            NodeBuilder::new("Loop", &["trips", "go", "x"], &["y"]).attr_graph("body", body).name("spin"),
-        )
-        .output("y", DataType::Float, &[])
-        .bytes()
+    crate::suite::endless_loop().bytes()
 }
 
 #[test]

@@ -59,7 +59,7 @@ fn f32s(shape: &[usize], v: &[f32]) -> HostTensor {
 }
 
 /// A Loop (node `spin`) of 2^40 trips whose condition stays true, passing `x: f32[2]` through.
-fn endless_loop() -> ModelBuilder {
+pub(crate) fn endless_loop() -> ModelBuilder {
     let vi = |n: &str, t: DataType| value_info(n, t, &[]);
     let body = onnx::proto::GraphProto {
         name: "forever".into(),
