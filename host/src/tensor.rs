@@ -120,6 +120,13 @@ pub fn try_with_capacity<T>(n: usize, what: &str) -> Result<Vec<T>, HostError> {
     Ok(v)
 }
 
+/// `n` copies of `value`, their memory reserved fallibly ([`HostError::HostMemory`]).
+pub fn try_filled<T: Clone>(n: usize, value: T, what: &str) -> Result<Vec<T>, HostError> {
+    let mut v = try_with_capacity(n, what)?;
+    v.resize(n, value);
+    Ok(v)
+}
+
 impl TensorData {
     /// The `n` elements at the positions `idx` yields, in that order, in this dtype (data
     /// movement: no conversion). Every index must be in range.

@@ -142,7 +142,7 @@ pub fn scan(
     let all: Vec<&HostTensor> =
         (0..inputs.len()).map(|i| required(ctx, inputs, i)).collect::<Result<_, _>>()?;
     let (init, scanned) = all.split_at(n);
-    let mut axes = Vec::with_capacity(m);
+    let mut axes = crate::tensor::try_with_capacity(m, "a working buffer")?;
     let mut len = None;
     for (j, t) in scanned.iter().enumerate() {
         let a = strides::axis(ctx, attrs.scan_input_axes.get(j).copied().unwrap_or(0), t.shape().len())?;

@@ -17,7 +17,7 @@ pub fn binary(op: BinaryOp, a: &HostTensor, b: &HostTensor) -> Result<HostTensor
     })?;
     let (ad, bd) = (a.f32s(&format!("{op:?} input A"))?, b.f32s(&format!("{op:?} input B"))?);
     let n: usize = out.iter().product();
-    let mut data = Vec::with_capacity(n);
+    let mut data = crate::tensor::try_with_capacity(n, "a working buffer")?;
     let mut index = vec![0usize; out.len()];
     for _ in 0..n {
         let x = ad[source_offset(a.shape(), &index)] as f64;

@@ -93,7 +93,7 @@ pub fn one_hot(
     );
     let mut shape = indices.shape().to_vec();
     shape.insert(axis, depth);
-    let mut src = Vec::with_capacity(ctx.count(&shape)?);
+    let mut src = crate::tensor::try_with_capacity(ctx.count(&shape)?, "a working buffer")?;
     for o in 0..outer {
         for d in 0..depth {
             for i in 0..inner {
@@ -114,7 +114,7 @@ pub fn trilu(ctx: &NodeCtx, x: &HostTensor, k: i64, upper: bool) -> Result<HostT
         return Err(ctx.err(format!("expects rank >= 2, got shape {:?}", x.shape())));
     }
     let mut idx = vec![0usize; r];
-    let mut src = Vec::with_capacity(x.len());
+    let mut src = crate::tensor::try_with_capacity(x.len(), "a working buffer")?;
     for o in 0..x.len() {
         let diff = idx[r - 1] as i64 - idx[r - 2] as i64;
         let keep = if upper { diff >= k } else { diff <= k };
@@ -143,7 +143,7 @@ pub fn top_k(
         .ok_or_else(|| ctx.err(format!("k = {k} is outside 0..={len}")))?;
     let v = Lanes::of(x)?;
     let key = |p: usize, q: usize| if largest { v.cmp_at(q, p) } else { v.cmp_at(p, q) };
-    let mut src = Vec::with_capacity(outer * k * inner);
+    let mut src = crate::tensor::try_with_capacity(outer * k * inner, "a working buffer")?;
     let mut positions = vec![0i64; outer * k * inner];
     for o in 0..outer {
         for i in 0..inner {
@@ -181,7 +181,7 @@ pub fn non_zero(x: &HostTensor) -> Result<HostTensor, HostError> {
         }
         next_index(&mut idx, &shape);
     }
-    let mut out = Vec::with_capacity(shape.len() * hits.len());
+    let mut out = crate::tensor::try_with_capacity(shape.len() * hits.len(), "a working buffer")?;
     for d in 0..shape.len() {
         out.extend(hits.iter().map(|h| h[d] as i64));
     }

@@ -48,7 +48,7 @@ pub fn gather_elements(
     let idx = ints(ctx, indices, "indices")?;
     let ds = strides::strides(data.shape());
     let mut pos = vec![0usize; rank];
-    let mut src = Vec::with_capacity(idx.len());
+    let mut src = crate::tensor::try_with_capacity(idx.len(), "a working buffer")?;
     for &i in &idx {
         let mut p = pos.clone();
         p[axis] = index(ctx, i, data.shape()[axis])?;
@@ -106,7 +106,7 @@ pub fn gather_nd(
     let mut shape = is[..is.len() - 1].to_vec();
     shape.extend_from_slice(&ds[batch_dims + k..]);
     let n = count(ctx, &shape)?;
-    let mut starts = Vec::with_capacity(batches * tuples_per_batch);
+    let mut starts = crate::tensor::try_with_capacity(batches * tuples_per_batch, "a working buffer")?;
     for b in 0..batches {
         for t in 0..tuples_per_batch {
             let tuple = &idx[(b * tuples_per_batch + t) * k..][..k];

@@ -179,7 +179,7 @@ pub fn arg_reduce(
     }
     let v = Lanes::of(x)?;
     let want = if max { Ordering::Greater } else { Ordering::Less };
-    let mut out = Vec::with_capacity(outer * inner);
+    let mut out = crate::tensor::try_with_capacity(outer * inner, "a working buffer")?;
     for o in 0..outer {
         for i in 0..inner {
             let at = |k: usize| (o * len + k) * inner + i;

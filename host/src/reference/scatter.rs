@@ -87,7 +87,7 @@ pub fn scatter_elements(
     check_elementwise_indices(ctx, data.shape(), indices.shape(), axis)?;
     let idx = ints(ctx, indices, "indices")?;
     let ds = strides::strides(data.shape());
-    let mut writes = Vec::with_capacity(idx.len());
+    let mut writes = crate::tensor::try_with_capacity(idx.len(), "a working buffer")?;
     let mut p = vec![0usize; indices.shape().len()];
     for &i in &idx {
         let mut at = p.clone();
@@ -124,7 +124,7 @@ pub fn scatter_nd(
     let slice = count(ctx, &ds[k..])?;
     let addressed_strides = strides::strides(&ds[..k]);
     // One offset per index tuple; the writes of its slice follow from it.
-    let mut starts = Vec::with_capacity(tuples);
+    let mut starts = crate::tensor::try_with_capacity(tuples, "a working buffer")?;
     for t in 0..tuples {
         let mut at = 0;
         for ((&i, &n), &s) in idx[t * k..][..k].iter().zip(&ds[..k]).zip(&addressed_strides) {

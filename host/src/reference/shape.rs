@@ -35,7 +35,7 @@ pub fn reshape(
     if allowzero && spec.contains(&0) && spec.contains(&-1) {
         return Err(ctx.err("with allowzero, shape may not contain both 0 and -1"));
     }
-    let mut out = Vec::with_capacity(spec.len());
+    let mut out = crate::tensor::try_with_capacity(spec.len(), "a working buffer")?;
     let mut infer = None;
     for (i, &d) in spec.iter().enumerate() {
         out.push(match d {

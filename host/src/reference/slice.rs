@@ -94,7 +94,7 @@ pub fn concat(ctx: &NodeCtx, parts: &[&HostTensor], axis: i64) -> Result<HostTen
 
 /// `parts` (all of one shape) stacked along a new axis `axis` of the output.
 pub fn stack(ctx: &NodeCtx, parts: &[HostTensor], axis: usize) -> Result<HostTensor, HostError> {
-    let mut views = Vec::with_capacity(parts.len());
+    let mut views = crate::tensor::try_with_capacity(parts.len(), "a working buffer")?;
     for p in parts {
         let mut shape = p.shape().to_vec();
         shape.insert(axis.min(shape.len()), 1);
@@ -142,7 +142,7 @@ pub fn split(
         return Err(ctx.err(format!("split sizes {sizes:?} do not add up to dim {dim}")));
     }
     let (outer, _, inner) = split_at_axis(x.shape(), axis);
-    let mut out = Vec::with_capacity(sizes.len());
+    let mut out = crate::tensor::try_with_capacity(sizes.len(), "a working buffer")?;
     let mut begin = 0;
     for &s in &sizes {
         let src: Vec<usize> = (0..outer)
@@ -201,7 +201,7 @@ pub fn pad(
     }
     let in_strides = strides::strides(x.shape());
     let n = count(ctx, &out_shape)?;
-    let mut src = Vec::with_capacity(n);
+    let mut src = crate::tensor::try_with_capacity(n, "a working buffer")?;
     for o in 0..n {
         let idx = unravel(o, &out_shape);
         let mut at = Some(0usize);
@@ -247,7 +247,7 @@ pub fn depth_to_space(
     let co = c / (b * b);
     let out_shape = vec![n, co, h * b, w * b];
     let s = strides::strides(x.shape());
-    let mut src = Vec::with_capacity(x.len());
+    let mut src = crate::tensor::try_with_capacity(x.len(), "a working buffer")?;
     let mut idx = vec![0usize; 4];
     for _ in 0..x.len() {
         let [nn, cc, hh, ww] = [idx[0], idx[1], idx[2], idx[3]];
@@ -273,7 +273,7 @@ pub fn space_to_depth(ctx: &NodeCtx, x: &HostTensor, b: usize) -> Result<HostTen
     }
     let out_shape = vec![n, c * b * b, h / b, w / b];
     let s = strides::strides(x.shape());
-    let mut src = Vec::with_capacity(x.len());
+    let mut src = crate::tensor::try_with_capacity(x.len(), "a working buffer")?;
     let mut idx = vec![0usize; 4];
     for _ in 0..x.len() {
         let [nn, co, hh, ww] = [idx[0], idx[1], idx[2], idx[3]];

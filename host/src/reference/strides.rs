@@ -100,7 +100,7 @@ pub fn axis(ctx: &NodeCtx, axis: i64, rank: usize) -> Result<usize, HostError> {
 
 /// Normalises a list of axes against `rank`, rejecting duplicates.
 pub fn axes(ctx: &NodeCtx, list: &[i64], rank: usize) -> Result<Vec<usize>, HostError> {
-    let mut out = Vec::with_capacity(list.len());
+    let mut out = crate::tensor::try_with_capacity(list.len(), "a working buffer")?;
     for &a in list {
         let a = axis(ctx, a, rank)?;
         if out.contains(&a) {

@@ -43,7 +43,7 @@ pub(crate) fn to_heads(
         (&[batch, heads, seq, size], _) => Ok(Heads { batch, heads, seq, size, data: t.data.clone() }),
         (&[batch, seq, hidden], Some(heads)) if heads > 0 && hidden % heads == 0 => {
             let size = hidden / heads;
-            let mut data = Vec::with_capacity(t.data.len());
+            let mut data = crate::tensor::try_with_capacity(t.data.len(), "a working buffer")?;
             for b in 0..batch {
                 for h in 0..heads {
                     for s in 0..seq {
@@ -86,7 +86,7 @@ fn concat_seq(node: &NodeCtx, past: Option<&Heads>, new: &Heads, what: &str) -> 
         )));
     }
     let seq = p.seq + new.seq;
-    let mut data = Vec::with_capacity(p.data.len() + new.data.len());
+    let mut data = crate::tensor::try_with_capacity(p.data.len() + new.data.len(), "a working buffer")?;
     for b in 0..new.batch {
         for h in 0..new.heads {
             for s in 0..p.seq {
@@ -110,7 +110,7 @@ fn bias(
     causal: bool,
 ) -> Result<Vec<f64>, HostError> {
     let [batch, heads, sq, total] = dims;
-    let mut out = vec![0.0; batch * heads * sq * total];
+    let mut out = crate::tensor::try_filled(batch * heads * sq * total, 0.0, "a working buffer")?;
     if let Some(m) = mask {
         let (ms, is_bool) = (m.shape(), m.dtype() == DType::Bool);
         let vals = if is_bool { m.data().to_f64s() } else { floats(node, m, "attn_mask")?.data };
@@ -214,9 +214,9 @@ pub fn attention(
     let scale = attrs.scale.map_or(1.0 / (q.size as f64).sqrt(), |s| s as f64);
     let softcap = attrs.softcap as f64;
     let group = q.heads / k.heads;
-    let mut y = vec![0.0; q.batch * q.heads * q.seq * vv.size];
-    let mut qk = vec![0.0; bias.len()];
-    let mut row = vec![0.0; total];
+    let mut y = crate::tensor::try_filled(q.batch * q.heads * q.seq * vv.size, 0.0, "a working buffer")?;
+    let mut qk = crate::tensor::try_filled(bias.len(), 0.0, "a working buffer")?;
+    let mut row = crate::tensor::try_filled(total, 0.0, "a working buffer")?;
     for b in 0..q.batch {
         for h in 0..q.heads {
             for i in 0..q.seq {

@@ -51,7 +51,7 @@ pub fn center_crop_pad(
     let n = count(node, &out_shape)?;
     let in_strides = strides(x.shape());
     let mut idx = vec![0; r];
-    let mut src: Vec<Option<usize>> = Vec::with_capacity(n);
+    let mut src: Vec<Option<usize>> = crate::tensor::try_with_capacity(n, "a working buffer")?;
     for o in 0..n {
         unravel(o, &out_shape, &mut idx);
         let mut at = Some(0);
@@ -107,7 +107,7 @@ pub fn col2im(
     }
     let img = count(node, &image)?;
     let img_strides = strides(&image);
-    let mut out = vec![0.0; n * c * img];
+    let mut out = crate::tensor::try_filled(n * c * img, 0.0, "a working buffer")?;
     let (mut kk, mut bb) = (vec![0; s], vec![0; s]);
     for k in 0..kprod {
         unravel(k, &block, &mut kk);

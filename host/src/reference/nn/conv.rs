@@ -25,7 +25,7 @@ pub fn conv(
         return Err(node.err(format!("X {:?} and W {:?} must have the same rank >= 3", x.shape, w.shape)));
     }
     let (batch, channels, spatial) = (x.shape[0], x.shape[1], &x.shape[2..]);
-    let mut x_col = vec![0.0; group_channels_of(&w.shape)];
+    let mut x_col = crate::tensor::try_filled(group_channels_of(&w.shape), 0.0, "a working buffer")?;
     let (maps, group_channels, kernel) = (w.shape[0], w.shape[1], &w.shape[2..]);
     let group = attrs.group;
     if group == 0 || channels % group != 0 || maps % group != 0 || channels / group != group_channels {

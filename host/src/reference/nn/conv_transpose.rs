@@ -85,7 +85,7 @@ pub fn conv_transpose(
     let (n_in, n_tap, n_out) = (count(node, spatial)?, count(node, kernel)?, count(node, &out)?);
     let out_strides = strides(&out);
     let channels_per_group = channels / group;
-    let mut y = vec![0.0; count(node, &y_shape)?];
+    let mut y = crate::tensor::try_filled(count(node, &y_shape)?, 0.0, "a working buffer")?;
     for n in 0..batch {
         for m in 0..maps {
             let bias = b.as_ref().map_or(0.0, |b| b.data[m]);

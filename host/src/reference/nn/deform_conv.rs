@@ -74,7 +74,7 @@ pub fn deform_conv(
     let image = count(node, in_sp)?;
     let in_strides = strides(in_sp);
     let (mpg, cpo) = (m / group, c / og);
-    let mut out = vec![0.0; n * m * points];
+    let mut out = crate::tensor::try_filled(n * m * points, 0.0, "a working buffer")?;
     let (mut oi, mut ki, mut corner) = (vec![0; r], vec![0; r], vec![0; r]);
     let corners = 1usize << r;
     for b in 0..n {
@@ -84,8 +84,9 @@ pub fn deform_conv(
                 unravel(k, &kernel, &mut ki);
                 for g in 0..og {
                     // Sampling point and its interpolation taps (offset, weight).
-                    let mut taps: Vec<(usize, f64)> = Vec::with_capacity(corners);
-                    let mut pos = vec![0.0; r];
+                    let mut taps: Vec<(usize, f64)> =
+                        crate::tensor::try_with_capacity(corners, "a working buffer")?;
+                    let mut pos = crate::tensor::try_filled(r, 0.0, "a working buffer")?;
                     for d in 0..r {
                         let o_at = (((b * og + g) * kprod + k) * r + d) * points + p;
                         pos[d] =

@@ -91,7 +91,7 @@ pub fn dft(
     let mut out_shape = x.shape.clone();
     out_shape[ax] = out_len;
     out_shape[r - 1] = out_comps;
-    let mut y = vec![0.0; outer * out_len * inner * out_comps];
+    let mut y = crate::tensor::try_filled(outer * out_len * inner * out_comps, 0.0, "a working buffer")?;
     let mut signal = vec![(0.0, 0.0); n];
     for o in 0..outer {
         for i in 0..inner {
@@ -168,7 +168,7 @@ pub fn stft(
     }
     let frames = 1 + (len - frame) / step;
     let bins = if attrs.onesided { frame / 2 + 1 } else { frame };
-    let mut y = Vec::with_capacity(b * frames * bins * 2);
+    let mut y = crate::tensor::try_with_capacity(b * frames * bins * 2, "a working buffer")?;
     for bi in 0..b {
         for f in 0..frames {
             let segment: Vec<(f64, f64)> = (0..frame)

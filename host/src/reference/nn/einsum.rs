@@ -98,7 +98,7 @@ pub fn einsum(
     }
     // Label sizes: letters must agree exactly, ellipsis dims broadcast.
     let mut sizes: Vec<Option<usize>> = vec![None; ell_rank + letters.len()];
-    let mut ids_per_op = Vec::with_capacity(ops.len());
+    let mut ids_per_op = crate::tensor::try_with_capacity(ops.len(), "a working buffer")?;
     for (subs, op) in terms.iter().zip(&ops) {
         let ids = label_ids(subs, op.shape.len(), ell_rank, &letters);
         for (&id, &d) in ids.iter().zip(&op.shape) {
@@ -156,7 +156,7 @@ pub fn einsum(
     let op_strides: Vec<Vec<usize>> = ops.iter().map(|o| strides(&o.shape)).collect();
     let mut label = vec![0usize; sizes.len()];
     let (mut oi, mut si) = (vec![0; out_shape.len()], vec![0; sum_shape.len()]);
-    let mut out = vec![0.0; n_out];
+    let mut out = crate::tensor::try_filled(n_out, 0.0, "a working buffer")?;
     for (flat, slot) in out.iter_mut().enumerate() {
         unravel(flat, &out_shape, &mut oi);
         for (k, &id) in out_ids.iter().enumerate() {

@@ -75,7 +75,7 @@ pub fn flex_attention(
     let dims = [q.batch, q.heads, q.seq, s_len];
     let n_scores = node.count(&dims)?;
     let scale = attrs.scale.map_or(1.0 / (q.size as f64).sqrt(), f64::from);
-    let mut scores = Vec::with_capacity(n_scores);
+    let mut scores = crate::tensor::try_with_capacity(n_scores, "a working buffer")?;
     for b in 0..q.batch {
         for h in 0..q.heads {
             for i in 0..q.seq {
@@ -100,7 +100,7 @@ pub fn flex_attention(
     if let Some(g) = &attrs.prob_mod {
         probs = apply_mod(node, g, "prob_mod", dtype, dims, probs, scope)?;
     }
-    let mut y = vec![0.0; q.batch * q.heads * q.seq * ev];
+    let mut y = crate::tensor::try_filled(q.batch * q.heads * q.seq * ev, 0.0, "a working buffer")?;
     for b in 0..q.batch {
         for h in 0..q.heads {
             for i in 0..q.seq {

@@ -94,7 +94,7 @@ pub fn grid_sample(
     let xs = strides(&x.shape[2..]);
     let mut out_shape = vec![n, c];
     out_shape.extend_from_slice(out_spatial);
-    let mut y = vec![0.0; count(node, &out_shape)?];
+    let mut y = crate::tensor::try_filled(count(node, &out_shape)?, 0.0, "a working buffer")?;
     let mut taps: Vec<Vec<(Option<usize>, f64)>> = vec![Vec::new(); r];
     let mut corner = vec![0; r];
     for b in 0..n {
@@ -188,7 +188,7 @@ pub fn affine_grid(
     };
     let points = count(node, &spatial)?;
     let mut idx = vec![0; r];
-    let mut out = Vec::with_capacity(n * points * r);
+    let mut out = crate::tensor::try_with_capacity(n * points * r, "a working buffer")?;
     let mut v = vec![1.0; r + 1];
     for b in 0..n {
         let t = &theta.data[b * r * cols..(b + 1) * r * cols];

@@ -73,8 +73,8 @@ pub fn linear_attention(
         None => vec![0.0; b * hkv * size],
     };
     let scale = attrs.scale.map_or(1.0 / (dk as f64).sqrt(), f64::from);
-    let mut out = vec![0.0; b * t * hq * dv];
-    let mut vt_row = vec![0.0; dv];
+    let mut out = crate::tensor::try_filled(b * t * hq * dv, 0.0, "a working buffer")?;
+    let mut vt_row = crate::tensor::try_filled(dv, 0.0, "a working buffer")?;
     for bi in 0..b {
         for ti in 0..t {
             let row = bi * t + ti;

@@ -41,7 +41,7 @@ fn nll(
         return Err(node.err(format!("weight {:?} must have shape [{c}]", w.shape)));
     }
     let inner: usize = x.shape[2..].iter().product();
-    let mut losses = vec![0.0; n * inner];
+    let mut losses = crate::tensor::try_filled(n * inner, 0.0, "a working buffer")?;
     let mut weight_sum = 0.0;
     for b in 0..n {
         for d in 0..inner {

@@ -52,7 +52,7 @@ pub fn matmul(
     let mut idx = vec![0usize; batch.len()];
     // Widened one at a time: B's matrix of the batch (transposed, so that a column is a
     // slice) and a row of A.
-    let mut a_row = vec![0.0; k];
+    let mut a_row = crate::tensor::try_filled(k, 0.0, "a working buffer")?;
     let mut b_t = try_with_capacity::<f64>(k * n, "B widened")?;
     for bi in 0..batches {
         super::operand::unravel(bi, &batch, &mut idx);
@@ -99,7 +99,7 @@ pub fn gemm(
     let (alpha, beta) = (attrs.alpha as f64, attrs.beta as f64);
     let mut out = OutBuf::new(node, a.dtype, vec![m, n])?;
     // A is read in place, one row widened at a time (B, usually a weight, is widened whole).
-    let mut a_row = vec![0.0; k];
+    let mut a_row = crate::tensor::try_filled(k, 0.0, "a working buffer")?;
     for i in 0..m {
         for (p, v) in a_row.iter_mut().enumerate() {
             *v = at(i, p);

@@ -47,7 +47,7 @@ pub fn array_feature_extractor(
     let outer = count(node, outer_dims)?;
     let mut out_shape = if outer_dims.is_empty() { vec![1] } else { outer_dims.to_vec() };
     out_shape.push(picks.len());
-    let mut offsets = Vec::with_capacity(count(node, &out_shape)?);
+    let mut offsets = crate::tensor::try_with_capacity(count(node, &out_shape)?, "a working buffer")?;
     for o in 0..outer {
         offsets.extend(picks.iter().map(|&p| o * n + p));
     }

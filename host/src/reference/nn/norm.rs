@@ -51,7 +51,7 @@ pub fn batch_normalization(
     }
     let eps = attrs.epsilon as f64;
     let at = |n: usize, ch: usize, i: usize| x.data[(n * c + ch) * plane + i];
-    let mut stats = Vec::with_capacity(c);
+    let mut stats = crate::tensor::try_with_capacity(c, "a working buffer")?;
     for ch in 0..c {
         if attrs.training_mode {
             stats.push(moments((0..batch).flat_map(|n| (0..plane).map(move |i| at(n, ch, i)))));
@@ -59,7 +59,7 @@ pub fn batch_normalization(
             stats.push((mean.data[ch], var.data[ch]));
         }
     }
-    let mut y = vec![0.0; x.data.len()];
+    let mut y = crate::tensor::try_filled(x.data.len(), 0.0, "a working buffer")?;
     for (k, slot) in y.iter_mut().enumerate() {
         let ch = (k / plane.max(1)) % c;
         let (m, v) = stats[ch];
@@ -90,7 +90,7 @@ pub fn instance_normalization(
     expect_shape(node, &scale.shape, &[c], "scale")?;
     expect_shape(node, &bias.shape, &[c], "B")?;
     let eps = attrs.epsilon as f64;
-    let mut y = Vec::with_capacity(x.data.len());
+    let mut y = crate::tensor::try_with_capacity(x.data.len(), "a working buffer")?;
     for (p, chunk) in x.data.chunks(plane.max(1)).enumerate() {
         let ch = p % c;
         let (m, v) = moments(chunk.iter().copied());
@@ -118,7 +118,7 @@ pub fn layer_normalization(
     let mut y = OutBuf::new(node, x.dtype, x.shape.to_vec())?;
     let (mut means, mut inv_stds) = (Vec::new(), Vec::new());
     // One row widened at a time; Scale and B are read through their broadcast offsets.
-    let mut row = vec![0.0; inner];
+    let mut row = crate::tensor::try_filled(inner, 0.0, "a working buffer")?;
     for r in 0..if inner == 0 { 0 } else { rows } {
         for (j, v) in row.iter_mut().enumerate() {
             *v = x.at(r * inner + j);
@@ -169,7 +169,7 @@ pub fn group_normalization(
     expect_shape(node, &scale.shape, &[want], "scale")?;
     expect_shape(node, &bias.shape, &[want], "bias")?;
     let group_len = (c / groups) * plane;
-    let mut y = Vec::with_capacity(x.data.len());
+    let mut y = crate::tensor::try_with_capacity(x.data.len(), "a working buffer")?;
     for (gi, chunk) in x.data.chunks(group_len.max(1)).enumerate() {
         let (m, v) = moments(chunk.iter().copied());
         let inv = 1.0 / (v + attrs.epsilon as f64).sqrt();
@@ -194,7 +194,7 @@ pub fn rms_normalization(
     let scale = input(node, inputs, 1, "scale")?;
     let s_map = broadcast_map(node, &scale.shape, &x.shape, "scale")?;
     let inner: usize = x.shape[ax..].iter().product();
-    let mut y = vec![0.0; x.data.len()];
+    let mut y = crate::tensor::try_filled(x.data.len(), 0.0, "a working buffer")?;
     for (r, chunk) in x.data.chunks(inner.max(1)).enumerate() {
         let ms = chunk.iter().map(|e| e * e).sum::<f64>() / inner.max(1) as f64;
         let inv = 1.0 / (ms + attrs.epsilon as f64).sqrt();

@@ -22,7 +22,7 @@ pub fn lrn(
     let inner: usize = x.shape[2..].iter().product();
     let (before, after) = ((attrs.size - 1) / 2, attrs.size / 2);
     let scale = attrs.alpha as f64 / attrs.size as f64;
-    let mut y = vec![0.0; x.data.len()];
+    let mut y = crate::tensor::try_filled(x.data.len(), 0.0, "a working buffer")?;
     for b in 0..n {
         for ch in 0..c {
             let (lo, hi) = (ch.saturating_sub(before), (ch + after).min(c - 1));
@@ -48,7 +48,7 @@ pub fn lp_normalization(
     let len = x.shape[ax];
     let inner: usize = x.shape[ax + 1..].iter().product();
     let outer: usize = x.shape[..ax].iter().product();
-    let mut y = vec![0.0; x.data.len()];
+    let mut y = crate::tensor::try_filled(x.data.len(), 0.0, "a working buffer")?;
     for o in 0..outer {
         for i in 0..inner {
             let at = |k: usize| (o * len + k) * inner + i;

@@ -69,7 +69,7 @@ impl Pooled<'_> {
         let nd = self.spatial.len();
         let in_strides = strides(&self.spatial);
         let (mut oi, mut ki) = (vec![0; nd], vec![0; nd]);
-        let mut taps = Vec::with_capacity(n_out * n_tap);
+        let mut taps = crate::tensor::try_with_capacity(n_out * n_tap, "a working buffer")?;
         for o in 0..n_out {
             unravel(o, &self.g.out, &mut oi);
             for k in 0..n_tap {
@@ -240,7 +240,7 @@ fn global(
     }
     let plane = x.shape[2..].iter().product::<usize>();
     // One plane widened at a time.
-    let mut row = vec![0.0; plane];
+    let mut row = crate::tensor::try_filled(plane, 0.0, "a working buffer")?;
     let y: Vec<f64> = (0..x.shape[0] * x.shape[1])
         .map(|p| {
             for (k, v) in row.iter_mut().enumerate() {

@@ -171,7 +171,7 @@ pub fn resize(
         .collect();
     let in_strides = strides(&x.shape);
     let mut idx = vec![0; rank];
-    let mut y = Vec::with_capacity(n_out);
+    let mut y = crate::tensor::try_with_capacity(n_out, "a working buffer")?;
     for o in 0..n_out {
         unravel(o, &out, &mut idx);
         let chosen: Option<Vec<&Vec<(usize, f64)>>> =

@@ -50,7 +50,7 @@ pub fn roi_align(
     let scale = attrs.spatial_scale as f64;
     let offset = if attrs.half_pixel { 0.5 } else { 0.0 };
     let plane = h * w;
-    let mut out = vec![0.0; r * c * oh * ow];
+    let mut out = crate::tensor::try_filled(r * c * oh * ow, 0.0, "a working buffer")?;
     for (ri, &b) in batch.iter().enumerate() {
         let b = usize::try_from(b)
             .ok()

@@ -27,7 +27,7 @@ fn along_axis(
     let inner: usize = x.shape[ax + 1..].iter().product();
     let outer: usize = x.shape[..ax].iter().product();
     let mut y = OutBuf::new(node, x.dtype, x.shape.to_vec())?;
-    let mut row = vec![0.0; len];
+    let mut row = crate::tensor::try_filled(len, 0.0, "a working buffer")?;
     for o in 0..outer {
         for i in 0..inner {
             let at = |k: usize| (o * len + k) * inner + i;

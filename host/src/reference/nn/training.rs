@@ -29,9 +29,9 @@ fn step(node: &NodeCtx, inputs: &[Option<&HostTensor>], groups: usize) -> Result
         return Err(node.err(format!("expected R, T and {groups} lists of equal length, got {rest} tensors")));
     }
     let n = rest / groups;
-    let mut sets = Vec::with_capacity(n);
+    let mut sets = crate::tensor::try_with_capacity(n, "a working buffer")?;
     for k in 0..n {
-        let mut set = Vec::with_capacity(groups);
+        let mut set = crate::tensor::try_with_capacity(groups, "a working buffer")?;
         for g in 0..groups {
             let slot = 2 + g * n + k;
             let v = floats(node, required(node, inputs, slot, "optimizer operand")?, "optimizer operand")?;

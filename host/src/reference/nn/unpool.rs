@@ -34,7 +34,7 @@ pub fn max_unpool(
         unpooled.push(full.checked_sub(pads).ok_or_else(|| node.err("pads exceed the unpooled size"))?);
     }
     let n = count(node, &unpooled)?;
-    let mut y = vec![0.0; n];
+    let mut y = crate::tensor::try_filled(n, 0.0, "a working buffer")?;
     for (&i, &v) in idx.iter().zip(&x.data) {
         let i = usize::try_from(i)
             .ok()
@@ -52,7 +52,7 @@ pub fn max_unpool(
     if out.len() != unpooled.len() || out.iter().zip(&unpooled).any(|(o, u)| o < u) {
         return Err(node.err(format!("output_shape {out:?} is smaller than the unpooled {unpooled:?}")));
     }
-    let mut z = vec![0.0; count(node, &out)?];
+    let mut z = crate::tensor::try_filled(count(node, &out)?, 0.0, "a working buffer")?;
     let out_strides = strides(&out);
     let mut at = vec![0; out.len()];
     for (i, &v) in y.iter().enumerate() {

@@ -36,8 +36,8 @@ pub fn causal_conv_with_state(
     if let Some(s) = &init {
         expect_shape(node, &s.shape, &[b, d, k - 1], "initial_state")?;
     }
-    let mut y = vec![0.0; x.data.len()];
-    let mut state = Vec::with_capacity(b * d * (k - 1));
+    let mut y = crate::tensor::try_filled(x.data.len(), 0.0, "a working buffer")?;
+    let mut state = crate::tensor::try_with_capacity(b * d * (k - 1), "a working buffer")?;
     for row in 0..b * d {
         let ch = row % d;
         let mut xp = match &init {

@@ -80,8 +80,8 @@ fn scan(
             expect_shape(node, &t.shape, &want, what)?;
         }
     }
-    let mut out = vec![0.0; u.data.len()];
-    let mut state = vec![0.0; b * d * n];
+    let mut out = crate::tensor::try_filled(u.data.len(), 0.0, "a working buffer")?;
+    let mut state = crate::tensor::try_filled(b * d * n, 0.0, "a working buffer")?;
     for bi in 0..b {
         for di in 0..d {
             let so = (bi * d + di) * n;

@@ -34,7 +34,7 @@ fn scan(
     if let Some(i) = init {
         expect_shape(node, &i.shape, &[b, w], "initial_state")?;
     }
-    let mut y = vec![0.0; x.data.len()];
+    let mut y = crate::tensor::try_filled(x.data.len(), 0.0, "a working buffer")?;
     let mut state = init.map_or(vec![0.0; b * w], |i| i.data.clone());
     for bi in 0..b {
         let h = &mut state[bi * w..(bi + 1) * w];

@@ -60,7 +60,7 @@ pub fn ssd_scan(
         }
     }
     let heads_per_group = h / g;
-    let mut y = vec![0.0; x.data.len()];
+    let mut y = crate::tensor::try_filled(x.data.len(), 0.0, "a working buffer")?;
     let mut state = match &init {
         Some(s) => s.data.clone(),
         None => vec![0.0; b * h * p * n],

@@ -45,7 +45,7 @@ fn scan(
         Wkv6Layout::Bthn => ((bi * t_len + t) * h + hi) * n,
         Wkv6Layout::Bhtn => ((bi * h + hi) * t_len + t) * n,
     };
-    let mut y = vec![0.0; r.data.len()];
+    let mut y = crate::tensor::try_filled(r.data.len(), 0.0, "a working buffer")?;
     let mut state = init.map_or(vec![0.0; b * h * n * n], |s| s.data.clone());
     for bi in 0..b {
         for hi in 0..h {
