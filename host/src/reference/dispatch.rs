@@ -205,6 +205,10 @@ pub fn node(
         Op::Loop(a) => return control::loop_(ctx, a, inputs, node.outputs.len(), scope),
         Op::Scan(a) => return control::scan(ctx, a, inputs, node.outputs.len(), scope),
         Op::MatMul => return nn::matmul(ctx, &(), inputs),
+        Op::MatMulInteger => return nn::matmul_integer(ctx, &(), inputs),
+        Op::QuantizeLinear(a) => return nn::quantize_linear(ctx, a, inputs),
+        Op::DequantizeLinear(a) => return nn::dequantize_linear(ctx, a, inputs),
+        Op::DynamicQuantizeLinear => return nn::dynamic_quantize_linear(ctx, &(), inputs),
         Op::Gemm(a) => return nn::gemm(ctx, a, inputs),
         Op::FusedGemm(_) | Op::FusedGather(_) => {
             return Err(ctx.err(format!(

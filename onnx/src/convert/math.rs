@@ -216,3 +216,30 @@ pub(crate) fn einsum(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
     let equation = a.required("equation", a.string("equation")?)?;
     l.emit(Op::Einsum(op::Einsum { equation }))
 }
+
+/// `QuantizeLinear` / `DequantizeLinear` (opset 10; `axis` from 13, `saturate` from 19 — float8
+/// only, nothing here — `block_size` and `output_dtype` from 21).
+fn quantize_attrs(l: &Lower<'_, '_>) -> Result<op::Quantize, OnnxError> {
+    let a = l.attrs();
+    a.bool_or("saturate", true)?;
+    let block_size = a.int_or("block_size", 0)?;
+    let block_size = usize::try_from(block_size)
+        .map_err(|_| a.invalid("block_size", format!("{block_size} is negative")))?;
+    let output_dtype = match a.int_or("output_dtype", 0)? {
+        0 => None,
+        _ => a.dtype("output_dtype")?,
+    };
+    Ok(op::Quantize { axis: a.int_or("axis", 1)?, block_size, output_dtype })
+}
+
+/// `QuantizeLinear`.
+pub(crate) fn quantize_linear(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    let q = quantize_attrs(l)?;
+    l.emit(Op::QuantizeLinear(q))
+}
+
+/// `DequantizeLinear`.
+pub(crate) fn dequantize_linear(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    let q = quantize_attrs(l)?;
+    l.emit(Op::DequantizeLinear(q))
+}

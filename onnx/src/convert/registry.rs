@@ -215,6 +215,10 @@ static TABLE: &[Entry] = &[
     onnx("ArgMax", |l| math::arg_reduce(l, Op::ArgMax)),
     onnx("ArgMin", |l| math::arg_reduce(l, Op::ArgMin)),
     onnx("CumSum", math::cum_sum),
+    onnx("QuantizeLinear", math::quantize_linear).since(10),
+    onnx("DequantizeLinear", math::dequantize_linear).since(10),
+    onnx("DynamicQuantizeLinear", |l| l.emit(Op::DynamicQuantizeLinear)),
+    onnx("MatMulInteger", |l| l.emit(Op::MatMulInteger)).since(10),
     // Linear algebra.
     onnx("MatMul", |l| l.emit(Op::MatMul)),
     onnx("Gemm", math::gemm),

@@ -292,3 +292,22 @@ impl Default for Softmax {
         Softmax { axis: -1 }
     }
 }
+
+/// `QuantizeLinear` / `DequantizeLinear`: the scale (and zero point) apply to the whole tensor (one
+/// element), per slice along `axis` (a 1-D scale), or per block of `block_size` elements along
+/// `axis` (a scale of x's rank whose `axis` dim is `ceil(dim / block_size)`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Quantize {
+    /// The axis of per-axis and blocked scales (default 1).
+    pub axis: i64,
+    /// Elements per block along `axis`; 0: not blocked (default).
+    pub block_size: usize,
+    /// QuantizeLinear's output dtype when no zero point gives it (opset 21; `None`: uint8).
+    pub output_dtype: Option<DType>,
+}
+
+impl Default for Quantize {
+    fn default() -> Self {
+        Quantize { axis: 1, block_size: 0, output_dtype: None }
+    }
+}

@@ -234,6 +234,14 @@ pub enum Op {
     RotaryEmbedding(RotaryEmbedding),
     /// Cumulative sum along the axis given by input 1.
     CumSum(CumSum),
+    /// `y = saturate(round(x / scale) + zero_point)` to an 8-bit integer type.
+    QuantizeLinear(Quantize),
+    /// `y = (x - zero_point) * scale` from an integer type.
+    DequantizeLinear(Quantize),
+    /// uint8 quantization with the scale and zero point computed from x's range.
+    DynamicQuantizeLinear,
+    /// `(A - a_zero_point) @ (B - b_zero_point)` of 8-bit integers, in int32.
+    MatMulInteger,
     /// Select slices along an axis by indices.
     Gather(Gather),
     /// Elementwise gather along an axis.

@@ -14,6 +14,64 @@ use crate::tensor_info::{DType, Dim, Shape, TensorInfo};
 pub(crate) fn matmul(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
     let dtype = ctx.same_dtype(&[a, b])?;
+    matmul_of(ctx, a, b, dtype)
+}
+
+/// `MatMulInteger`: [`matmul`]'s shapes of uint8 / int8 operands, an int32 result.
+pub(crate) fn matmul_integer(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
+    let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+    for (t, what) in [(a, "A"), (b, "B")] {
+        if !matches!(t.dtype, DType::U8 | DType::I8) {
+            return Err(ctx.mismatch(format!("{what} must be uint8 or int8, got {t}")));
+        }
+    }
+    matmul_of(ctx, a, b, DType::I32)
+}
+
+/// `QuantizeLinear`: x's shape, in the zero point's dtype (or the `output_dtype`, or uint8).
+pub(crate) fn quantize(ctx: &mut Ctx, q: &crate::op::Quantize) -> Result<Vec<TensorInfo>, PlanError> {
+    let x = ctx.input(0)?;
+    ctx.require_float(x)?;
+    let dtype = match ctx.opt(2) {
+        Some(zp) => zp.dtype,
+        None => q.output_dtype.unwrap_or(DType::U8),
+    };
+    if !matches!(dtype, DType::U8 | DType::I8) {
+        return Err(ctx.attr(format!("quantizing to {dtype} (uint8 and int8 only)")));
+    }
+    Ok(vec![TensorInfo { dtype, shape: x.shape.clone() }])
+}
+
+/// `DequantizeLinear`: x's shape, in the scale's dtype.
+pub(crate) fn dequantize(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
+    let (x, scale) = (ctx.input(0)?, ctx.input(1)?);
+    ctx.require_float(scale)?;
+    if !matches!(x.dtype, DType::U8 | DType::I8 | DType::I32) {
+        return Err(ctx.mismatch(format!("x must be uint8, int8 or int32, got {x}")));
+    }
+    Ok(vec![TensorInfo { dtype: scale.dtype, shape: x.shape.clone() }])
+}
+
+/// `DynamicQuantizeLinear`: y (uint8, x's shape), a scalar f32 scale and a scalar uint8 zero point.
+pub(crate) fn dynamic_quantize(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
+    let x = ctx.input(0)?;
+    if x.dtype != DType::F32 {
+        return Err(ctx.mismatch(format!("x must be float32, got {x}")));
+    }
+    Ok(vec![
+        TensorInfo { dtype: DType::U8, shape: x.shape.clone() },
+        TensorInfo::scalar(DType::F32),
+        TensorInfo::scalar(DType::U8),
+    ])
+}
+
+/// [`matmul`]'s shape rule with the result in `dtype`.
+fn matmul_of(
+    ctx: &mut Ctx,
+    a: &TensorInfo,
+    b: &TensorInfo,
+    dtype: DType,
+) -> Result<Vec<TensorInfo>, PlanError> {
     if a.rank() == 0 || b.rank() == 0 {
         return Err(ctx.mismatch(format!("MatMul needs rank >= 1, got {a} and {b}")));
     }

@@ -22,6 +22,7 @@ mod norm;
 mod normalize;
 mod operand;
 mod pool;
+mod quant;
 mod resize;
 mod rnn;
 mod roi_align;
@@ -54,6 +55,7 @@ pub use norm::{
 };
 pub use normalize::{det, lp_normalization, lrn};
 pub use pool::{average_pool, global_average_pool, global_max_pool, lp_pool, max_pool};
+pub use quant::{dequantize_linear, dynamic_quantize_linear, matmul_integer, quantize_linear};
 pub use resize::resize;
 pub use rnn::{gru, lstm, rnn};
 pub use roi_align::roi_align;

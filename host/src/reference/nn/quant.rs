@@ -1,0 +1,289 @@
+//! Reference quantization: `QuantizeLinear`, `DequantizeLinear`, `DynamicQuantizeLinear` and
+//! `MatMulInteger`, to and from uint8 / int8 (int32 for DequantizeLinear's input and
+//! MatMulInteger's output).
+//!
+//! Quantization divides and rounds in f32, as ONNX's reference does (`np.rint(x / scale)`, ties to
+//! even), so integer results match it exactly; dequantization computes `(x - zero_point) * scale`
+//! in f64 and rounds once to the scale's dtype.
+
+use planner::DType;
+use planner::op::Quantize;
+
+use super::operand::{OutBuf, View, axis, count, float_view, number_view, optional, required};
+use crate::error::HostError;
+use crate::reference::NodeCtx;
+use crate::reference::lanes::{int_range, ints_to};
+use crate::reference::strides::{next_index, strides};
+use crate::tensor::HostTensor;
+
+/// For each element of x (row-major), the offset of its scale / zero point: per tensor (one
+/// element), per slice along `axis` (1-D of x's dim there), or per block of `block` elements along
+/// `axis` (x's rank, `ceil(dim / block)` there).
+fn param_offsets(
+    node: &NodeCtx,
+    x: &[usize],
+    p: &[usize],
+    attr_axis: i64,
+    block: usize,
+    what: &str,
+) -> Result<impl Iterator<Item = usize> + use<>, HostError> {
+    let n_p: usize = p.iter().product();
+    let rank = x.len();
+    // Per x dim: the parameter stride it walks, and the divisor of its index (the block size).
+    let (walk, div): (Vec<usize>, Vec<usize>) = if n_p == 1 && block == 0 {
+        (vec![0; rank], vec![1; rank])
+    } else {
+        let ax = axis(node, attr_axis, rank)?;
+        if block == 0 {
+            if p.len() != 1 || p[0] != x[ax] {
+                return Err(node.err(format!(
+                    "{what} of shape {p:?} is neither one value nor one per slice of axis {ax} of {x:?}"
+                )));
+            }
+            (((0..rank).map(|d| usize::from(d == ax))).collect(), vec![1; rank])
+        } else {
+            let fits = p.len() == rank
+                && (0..rank).all(|d| if d == ax { p[d] == x[d].div_ceil(block) } else { p[d] == x[d] });
+            if !fits {
+                return Err(node.err(format!("{what} of shape {p:?} does not hold one value per block of {block} along axis {ax} of {x:?}")));
+            }
+            (strides(p), (0..rank).map(|d| if d == ax { block } else { 1 }).collect())
+        }
+    };
+    let shape = x.to_vec();
+    let n: usize = shape.iter().product();
+    let mut idx = vec![0usize; rank];
+    Ok((0..n).map(move |_| {
+        let at = idx.iter().zip(&walk).zip(&div).map(|((&i, &w), &d)| (i / d) * w).sum();
+        next_index(&mut idx, &shape);
+        at
+    }))
+}
+
+/// ONNX `QuantizeLinear`: `saturate(rint(x / scale) + zero_point)` to uint8 or int8.
+pub fn quantize_linear(
+    node: &NodeCtx,
+    attrs: &Quantize,
+    inputs: &[Option<&HostTensor>],
+) -> Result<Vec<HostTensor>, HostError> {
+    let x = float_view(node, required(node, inputs, 0, "x")?, "x")?;
+    let scale = float_view(node, required(node, inputs, 1, "y_scale")?, "y_scale")?;
+    let zp = optional(inputs, 2).map(|t| t.data());
+    let dtype = zp.map_or(attrs.output_dtype.unwrap_or(DType::U8), |z| z.dtype());
+    let Some((lo, hi)) = int_range(dtype).filter(|_| matches!(dtype, DType::U8 | DType::I8)) else {
+        return Err(node.unsupported(format!("quantizing to {dtype} (uint8 and int8 only)")));
+    };
+    let scales = param_offsets(node, x.shape, scale.shape, attrs.axis, attrs.block_size, "y_scale")?;
+    let zps = match optional(inputs, 2) {
+        Some(z) => {
+            if z.shape() != scale.shape {
+                return Err(node.err(format!(
+                    "y_zero_point {:?} differs from y_scale {:?}",
+                    z.shape(),
+                    scale.shape
+                )));
+            }
+            Some(param_offsets(node, x.shape, z.shape(), attrs.axis, attrs.block_size, "y_zero_point")?)
+        }
+        None => None,
+    };
+    let n = count(node, x.shape)?;
+    let mut zps = zps;
+    let values = scales.enumerate().map(|(i, s)| {
+        let q = (x.at(i) as f32 / scale.at(s) as f32).round_ties_even() as f64;
+        let z = match (&mut zps, zp) {
+            (Some(offsets), Some(zp)) => offsets.next().map_or(0, |o| zp.int_at(o)),
+            _ => 0,
+        };
+        (q + z as f64).clamp(lo as f64, hi as f64) as i64
+    });
+    Ok(vec![HostTensor::new(x.shape.to_vec(), ints_to(dtype, n, values)?)?])
+}
+
+/// ONNX `DequantizeLinear`: `(x - zero_point) * scale`, in the scale's dtype.
+pub fn dequantize_linear(
+    node: &NodeCtx,
+    attrs: &Quantize,
+    inputs: &[Option<&HostTensor>],
+) -> Result<Vec<HostTensor>, HostError> {
+    let x = number_view(node, required(node, inputs, 0, "x")?, "x")?;
+    let scale = float_view(node, required(node, inputs, 1, "x_scale")?, "x_scale")?;
+    let scales = param_offsets(node, x.shape, scale.shape, attrs.axis, attrs.block_size, "x_scale")?;
+    let zp = optional(inputs, 2);
+    let mut zps = match zp {
+        Some(z) => {
+            if z.dtype() != x.dtype {
+                return Err(node.err(format!("x_zero_point is {}, x is {}", z.dtype(), x.dtype)));
+            }
+            Some(param_offsets(node, x.shape, z.shape(), attrs.axis, attrs.block_size, "x_zero_point")?)
+        }
+        None => None,
+    };
+    let mut y = OutBuf::new(node, scale.dtype, x.shape.to_vec())?;
+    for (i, s) in scales.enumerate() {
+        let z = match (&mut zps, zp) {
+            (Some(offsets), Some(zp)) => offsets.next().map_or(0.0, |o| zp.data().float_at(o)),
+            _ => 0.0,
+        };
+        y.set(i, (x.at(i) - z) * scale.at(s));
+    }
+    Ok(vec![y.finish(node)?])
+}
+
+/// ONNX `DynamicQuantizeLinear`: uint8 with `scale = (max(0, max x) - min(0, min x)) / 255` and
+/// `zero_point = saturate(rint(-min(0, min x) / scale))`, computed in f32 as ONNX's reference does.
+pub fn dynamic_quantize_linear(
+    node: &NodeCtx,
+    _attrs: &(),
+    inputs: &[Option<&HostTensor>],
+) -> Result<Vec<HostTensor>, HostError> {
+    let xt = required(node, inputs, 0, "x")?;
+    let x = xt.f32s("x").map_err(|_| node.err(format!("x must be float32, got {}", xt.dtype())))?;
+    let lo = x.iter().copied().fold(0f32, f32::min);
+    let hi = x.iter().copied().fold(0f32, f32::max);
+    let scale = (hi - lo) / 255.0;
+    let zero = if scale == 0.0 { 0.0 } else { (0.0 - lo / scale).round_ties_even().clamp(0.0, 255.0) };
+    let q =
+        |v: f32| if scale == 0.0 { zero } else { ((v / scale).round_ties_even() + zero).clamp(0.0, 255.0) };
+    let n = count(node, xt.shape())?;
+    let y = ints_to(DType::U8, n, x.iter().map(|&v| q(v) as i64))?;
+    Ok(vec![
+        HostTensor::new(xt.shape().to_vec(), y)?,
+        HostTensor::new(vec![], vec![scale])?,
+        HostTensor::new(vec![], vec![zero as u8])?,
+    ])
+}
+
+/// The zero point of `MatMulInteger`'s operand `what` at slot `slot`: one value, or one per row of
+/// A (`per` = M) / per column of B (`per` = N).
+fn matmul_zero(
+    node: &NodeCtx,
+    inputs: &[Option<&HostTensor>],
+    slot: usize,
+    operand: &View,
+    per: usize,
+    what: &str,
+) -> Result<Vec<f64>, HostError> {
+    let Some(z) = optional(inputs, slot) else { return Ok(vec![0.0]) };
+    if z.dtype() != operand.dtype {
+        return Err(node.err(format!("{what} is {}, its operand is {}", z.dtype(), operand.dtype)));
+    }
+    if z.len() != 1 && (z.shape().len() != 1 || z.len() != per) {
+        return Err(node.err(format!("{what} of shape {:?}: one value or {per}", z.shape())));
+    }
+    Ok((0..z.len()).map(|i| z.data().float_at(i)).collect())
+}
+
+/// ONNX `MatMulInteger`: `(A - a_zero_point) @ (B - b_zero_point)` in int32, NumPy `matmul`
+/// shapes (A's zero point per row, B's per column, or one each).
+pub fn matmul_integer(
+    node: &NodeCtx,
+    _attrs: &(),
+    inputs: &[Option<&HostTensor>],
+) -> Result<Vec<HostTensor>, HostError> {
+    let a = number_view(node, required(node, inputs, 0, "A")?, "A")?;
+    let b = number_view(node, required(node, inputs, 1, "B")?, "B")?;
+    for (t, what) in [(&a, "A"), (&b, "B")] {
+        if !matches!(t.dtype, DType::U8 | DType::I8) {
+            return Err(node.err(format!("{what} must be uint8 or int8, got {}", t.dtype)));
+        }
+    }
+    let m = if a.shape.len() >= 2 { a.shape[a.shape.len() - 2] } else { 1 };
+    let n = if b.shape.len() >= 2 { b.shape[b.shape.len() - 1] } else { 1 };
+    let za = matmul_zero(node, inputs, 2, &a, m, "a_zero_point")?;
+    let zb = matmul_zero(node, inputs, 3, &b, n, "b_zero_point")?;
+    // The operands less their zero points, in f64 (exact: |value| < 2^9), then MatMul.
+    let shifted = |t: &View, zero: &[f64], per_row: bool| -> Result<HostTensor, HostError> {
+        let cols = t.shape.last().copied().unwrap_or(1).max(1);
+        let len: usize = t.shape.iter().product();
+        let data: Vec<f64> = (0..len)
+            .map(|i| {
+                let z = if zero.len() == 1 {
+                    zero[0]
+                } else if per_row {
+                    zero[(i / cols) % zero.len()]
+                } else {
+                    zero[i % cols]
+                };
+                t.at(i) - z
+            })
+            .collect();
+        HostTensor::new(t.shape.to_vec(), data)
+    };
+    let (a64, b64) = (shifted(&a, &za, true)?, shifted(&b, &zb, false)?);
+    let y = super::matmul(node, &(), &[Some(&a64), Some(&b64)])?.remove(0);
+    let out: Vec<i32> = y.data().to_f64s().iter().map(|&v| v as i32).collect();
+    Ok(vec![HostTensor::new(y.shape().to_vec(), out)?])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference::nn::testing::{node, t32, vals};
+
+    fn u8s(shape: &[usize], v: &[u8]) -> HostTensor {
+        HostTensor::new(shape.to_vec(), v.to_vec()).unwrap()
+    }
+
+    fn i8s(shape: &[usize], v: &[i8]) -> HostTensor {
+        HostTensor::new(shape.to_vec(), v.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn per_axis_quantization_rounds_ties_to_even_and_saturates() {
+        // x [2, 3]; scales per column (axis 1); int8 zero points.
+        let x = t32(&[2, 3], &[1.0, 2.5, -300.0, 0.5, 3.0, 300.0]);
+        let scale = t32(&[3], &[1.0, 1.0, 2.0]);
+        let zp = i8s(&[3], &[0, 1, -1]);
+        let q = Quantize::default();
+        let y = quantize_linear(&node("QuantizeLinear"), &q, &[Some(&x), Some(&scale), Some(&zp)]).unwrap();
+        assert_eq!(y[0].dtype(), DType::I8);
+        // 2.5 -> 2 (+1 = 3); -300 / 2 -> -150 -> -151 saturates to -128; 0.5 -> 0; 300 / 2 - 1 -> 127.
+        assert_eq!(vals(&y[0]), vec![1.0, 3.0, -128.0, 0.0, 4.0, 127.0]);
+        // Dequantized back with the same parameters.
+        let back = dequantize_linear(&node("DequantizeLinear"), &q, &[Some(&y[0]), Some(&scale), Some(&zp)])
+            .unwrap();
+        assert_eq!(back[0].dtype(), DType::F32);
+        assert_eq!(vals(&back[0]), vec![1.0, 2.0, -254.0, 0.0, 3.0, 256.0]);
+    }
+
+    #[test]
+    fn blocked_scales_cover_blocks_along_the_axis() {
+        // x [1, 5], blocks of 2 along axis 1: scales [1, 3] (the last block holds one element).
+        let x = t32(&[1, 5], &[2.0, 4.0, 6.0, 8.0, 10.0]);
+        let scale = t32(&[1, 3], &[2.0, 4.0, 10.0]);
+        let q = Quantize { axis: 1, block_size: 2, output_dtype: None };
+        let y = quantize_linear(&node("QuantizeLinear"), &q, &[Some(&x), Some(&scale), None]).unwrap();
+        assert_eq!(y[0].dtype(), DType::U8);
+        assert_eq!(vals(&y[0]), vec![1.0, 2.0, 2.0, 2.0, 1.0]);
+        let wrong = t32(&[1, 2], &[1.0, 1.0]);
+        let e = quantize_linear(&node("QuantizeLinear"), &q, &[Some(&x), Some(&wrong), None]).unwrap_err();
+        assert!(e.to_string().contains("per block of 2"), "{e}");
+    }
+
+    #[test]
+    fn dynamic_quantization_spans_zero() {
+        let x = t32(&[4], &[-1.0, 0.0, 1.0, 2.0]);
+        let y = dynamic_quantize_linear(&node("DynamicQuantizeLinear"), &(), &[Some(&x)]).unwrap();
+        let scale = 3.0f32 / 255.0;
+        assert_eq!(vals(&y[1]), vec![scale as f64]);
+        assert_eq!(vals(&y[2]), vec![85.0]); // rint(1 / scale) = 85
+        assert_eq!(vals(&y[0]), vec![0.0, 85.0, 170.0, 255.0]);
+    }
+
+    #[test]
+    fn integer_matmul_subtracts_per_row_and_per_column_zero_points() {
+        let a = u8s(&[2, 2], &[10, 20, 30, 40]);
+        let b = u8s(&[2, 2], &[1, 2, 3, 4]);
+        let za = u8s(&[2], &[10, 30]); // rows become [0, 10] and [0, 10]
+        let zb = u8s(&[2], &[1, 2]); // columns become [0, 2] and [0, 2]
+        let y =
+            matmul_integer(&node("MatMulInteger"), &(), &[Some(&a), Some(&b), Some(&za), Some(&zb)]).unwrap();
+        assert_eq!(y[0].dtype(), DType::I32);
+        assert_eq!(vals(&y[0]), vec![20.0, 20.0, 20.0, 20.0]);
+        let bad = u8s(&[3], &[0, 0, 0]);
+        assert!(
+            matmul_integer(&node("MatMulInteger"), &(), &[Some(&a), Some(&b), Some(&bad), None]).is_err()
+        );
+    }
+}
