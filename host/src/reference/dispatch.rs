@@ -121,6 +121,7 @@ pub fn node(
         Op::ArgMax(a) => reduce::arg_reduce(ctx, x()?, a, true),
         Op::ArgMin(a) => reduce::arg_reduce(ctx, x()?, a, false),
         Op::CumSum(a) => reduce::cumsum(ctx, x()?, y()?, a.exclusive, a.reverse),
+        Op::CumProd(a) => reduce::cumprod(ctx, x()?, y()?, a.exclusive, a.reverse),
         Op::Gather(a) => index::gather(ctx, x()?, y()?, a.axis),
         Op::GatherElements(a) => index::gather_elements(ctx, x()?, y()?, a.axis),
         Op::GatherNd(a) => index::gather_nd(ctx, x()?, y()?, a.batch_dims),

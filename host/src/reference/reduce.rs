@@ -216,6 +216,29 @@ pub fn cumsum(
     exclusive: bool,
     reverse: bool,
 ) -> Result<HostTensor, HostError> {
+    cumulative(ctx, x, axis, exclusive, reverse, false)
+}
+
+/// ONNX `CumProd` (opset 26): [`cumsum`] with products (an exclusive product starts at 1).
+pub fn cumprod(
+    ctx: &NodeCtx,
+    x: &HostTensor,
+    axis: &HostTensor,
+    exclusive: bool,
+    reverse: bool,
+) -> Result<HostTensor, HostError> {
+    cumulative(ctx, x, axis, exclusive, reverse, true)
+}
+
+/// Running sums (or products, `product`) along `axis`.
+fn cumulative(
+    ctx: &NodeCtx,
+    x: &HostTensor,
+    axis: &HostTensor,
+    exclusive: bool,
+    reverse: bool,
+    product: bool,
+) -> Result<HostTensor, HostError> {
     let a = strides::int_scalar(ctx, axis, "axis")?;
     let axis = strides::axis(ctx, a, x.shape().len())?;
     let (outer, len, inner) = split_at_axis(x.shape(), axis);
@@ -227,18 +250,19 @@ pub fn cumsum(
             let at = |k: usize| (o * len + k) * inner + i;
             match (&lanes, &mut out) {
                 (Lanes::F(src), Lanes::F(dst)) => {
-                    let mut acc = 0f64;
+                    let mut acc = if product { 1f64 } else { 0f64 };
                     for &k in &order {
                         let before = acc;
-                        acc += src[at(k)];
+                        acc = if product { acc * src[at(k)] } else { acc + src[at(k)] };
                         dst[at(k)] = if exclusive { before } else { acc };
                     }
                 }
                 (Lanes::I(src), Lanes::I(dst)) => {
-                    let mut acc = 0i64;
+                    let mut acc = i64::from(product);
                     for &k in &order {
                         let before = acc;
-                        acc = acc.wrapping_add(src[at(k)]);
+                        acc =
+                            if product { acc.wrapping_mul(src[at(k)]) } else { acc.wrapping_add(src[at(k)]) };
                         dst[at(k)] = if exclusive { before } else { acc };
                     }
                 }

@@ -192,10 +192,19 @@ pub(crate) fn arg_reduce(l: &mut Lower<'_, '_>, make: fn(op::ArgReduce) -> Op) -
 
 /// `CumSum`: the axis is input 1.
 pub(crate) fn cum_sum(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
-    let a = l.attrs();
-    let attrs =
-        op::CumSum { exclusive: a.bool_or("exclusive", false)?, reverse: a.bool_or("reverse", false)? };
+    let attrs = cumulative(l)?;
     l.emit(Op::CumSum(attrs))
+}
+
+/// `CumProd` (opset 26): CumSum's attributes.
+pub(crate) fn cum_prod(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    let attrs = cumulative(l)?;
+    l.emit(Op::CumProd(attrs))
+}
+
+fn cumulative(l: &Lower<'_, '_>) -> Result<op::CumSum, OnnxError> {
+    let a = l.attrs();
+    Ok(op::CumSum { exclusive: a.bool_or("exclusive", false)?, reverse: a.bool_or("reverse", false)? })
 }
 
 /// `Gemm`.

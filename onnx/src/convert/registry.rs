@@ -215,6 +215,7 @@ static TABLE: &[Entry] = &[
     onnx("ArgMax", |l| math::arg_reduce(l, Op::ArgMax)),
     onnx("ArgMin", |l| math::arg_reduce(l, Op::ArgMin)),
     onnx("CumSum", math::cum_sum),
+    onnx("CumProd", math::cum_prod).since(26),
     onnx("QuantizeLinear", math::quantize_linear).since(10),
     onnx("DequantizeLinear", math::dequantize_linear).since(10),
     onnx("DynamicQuantizeLinear", |l| l.emit(Op::DynamicQuantizeLinear)),

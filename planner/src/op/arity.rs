@@ -61,6 +61,7 @@ impl Op {
             | Op::MatMul
             | Op::RmsNormalization(_)
             | Op::CumSum(_)
+            | Op::CumProd(_)
             | Op::Gather(_)
             | Op::GatherElements(_)
             | Op::GatherNd(_)

@@ -234,6 +234,8 @@ pub enum Op {
     RotaryEmbedding(RotaryEmbedding),
     /// Cumulative sum along the axis given by input 1.
     CumSum(CumSum),
+    /// Cumulative product along the axis given by input 1 (opset 26; CumSum's attributes).
+    CumProd(CumSum),
     /// `y = saturate(round(x / scale) + zero_point)` to an 8-bit integer type.
     QuantizeLinear(Quantize),
     /// `y = (x - zero_point) * scale` from an integer type.

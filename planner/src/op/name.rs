@@ -106,6 +106,7 @@ impl Op {
             Op::Attention(_) => "Attention",
             Op::RotaryEmbedding(_) => "RotaryEmbedding",
             Op::CumSum(_) => "CumSum",
+            Op::CumProd(_) => "CumProd",
             Op::QuantizeLinear(_) => "QuantizeLinear",
             Op::DequantizeLinear(_) => "DequantizeLinear",
             Op::DynamicQuantizeLinear => "DynamicQuantizeLinear",

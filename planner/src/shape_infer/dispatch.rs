@@ -95,7 +95,7 @@ pub(crate) fn infer_node(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
         Op::Softmax(s) | Op::LogSoftmax(s) | Op::Hardmax(s) => nn::softmax(ctx, s.axis),
         Op::Attention(a) => attention::attention(ctx, a),
         Op::RotaryEmbedding(r) => attention::rotary_embedding(ctx, r),
-        Op::CumSum(_) => reduce::cumsum(ctx),
+        Op::CumSum(_) | Op::CumProd(_) => reduce::cumsum(ctx),
         Op::QuantizeLinear(q) => nn::quantize(ctx, q),
         Op::DequantizeLinear(_) => nn::dequantize(ctx),
         Op::DynamicQuantizeLinear => nn::dynamic_quantize(ctx),
