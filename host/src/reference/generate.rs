@@ -187,3 +187,21 @@ pub fn non_zero(x: &HostTensor) -> Result<HostTensor, HostError> {
     }
     HostTensor::new(vec![shape.len(), hits.len()], out)
 }
+
+/// ONNX `EyeLike`: ones where `column - row == k`, zeros elsewhere, shaped like the 2-D `x`, in
+/// the `dtype` attribute's type (or x's).
+pub fn eye_like(
+    ctx: &NodeCtx,
+    x: &HostTensor,
+    attrs: &planner::op::EyeLike,
+) -> Result<HostTensor, HostError> {
+    let &[_, cols] = x.shape() else {
+        return Err(ctx.err(format!("EyeLike takes a 2-D input, got shape {:?}", x.shape())));
+    };
+    let n = count(ctx, x.shape())?;
+    let ones = (0..n).map(|i| i64::from((i % cols) as i64 - (i / cols) as i64 == attrs.k));
+    HostTensor::new(
+        x.shape().to_vec(),
+        crate::reference::lanes::ints_to(attrs.dtype.unwrap_or(x.dtype()), n, ones)?,
+    )
+}

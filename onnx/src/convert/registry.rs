@@ -216,6 +216,7 @@ static TABLE: &[Entry] = &[
     onnx("ArgMin", |l| math::arg_reduce(l, Op::ArgMin)),
     onnx("CumSum", math::cum_sum),
     onnx("CumProd", math::cum_prod).since(26),
+    onnx("EyeLike", shape::eye_like),
     onnx("QuantizeLinear", math::quantize_linear).since(10),
     onnx("DequantizeLinear", math::dequantize_linear).since(10),
     onnx("DynamicQuantizeLinear", |l| l.emit(Op::DynamicQuantizeLinear)),

@@ -323,3 +323,10 @@ pub(crate) fn top_k(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
     };
     l.emit(Op::TopK(attrs))
 }
+
+/// `EyeLike` (opset 9): `dtype` and `k`.
+pub(crate) fn eye_like(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    let a = l.attrs();
+    let attrs = op::EyeLike { dtype: a.dtype("dtype")?, k: a.int_or("k", 0)? };
+    l.emit(Op::EyeLike(attrs))
+}

@@ -288,6 +288,8 @@ pub enum Op {
     Constant(Constant),
     /// A filled tensor of the shape given by input 0.
     ConstantOfShape(ConstantOfShape),
+    /// Ones on a diagonal of a 2-D tensor shaped like the input.
+    EyeLike(EyeLike),
     /// `[start, start + delta, ...)` below limit; inputs start, limit, delta.
     Range,
     /// One-hot encoding; inputs indices, depth, values.

@@ -107,6 +107,7 @@ impl Op {
             Op::RotaryEmbedding(_) => "RotaryEmbedding",
             Op::CumSum(_) => "CumSum",
             Op::CumProd(_) => "CumProd",
+            Op::EyeLike(_) => "EyeLike",
             Op::QuantizeLinear(_) => "QuantizeLinear",
             Op::DequantizeLinear(_) => "DequantizeLinear",
             Op::DynamicQuantizeLinear => "DynamicQuantizeLinear",

@@ -406,3 +406,13 @@ pub struct SpaceToDepth {
     /// Block size.
     pub blocksize: usize,
 }
+
+/// `EyeLike`: a 2-D tensor of the input's shape, ones on diagonal `k` (above the main one for
+/// `k > 0`), zeros elsewhere.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EyeLike {
+    /// The output dtype (`None`: the input's).
+    pub dtype: Option<crate::DType>,
+    /// The diagonal.
+    pub k: i64,
+}

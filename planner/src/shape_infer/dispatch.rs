@@ -120,6 +120,7 @@ pub(crate) fn infer_node(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
         Op::Shape(s) => shape_ops::shape(ctx, s.start, s.end),
         Op::Size => shape_ops::size(ctx),
         Op::Constant(c) => Ok(vec![c.value.info()]),
+        Op::EyeLike(e) => shape_ops::eye_like(ctx, e),
         Op::ConstantOfShape(c) => shape_ops::constant_of_shape(ctx, c.value.dtype, c.value.elems()),
         Op::Range => shape_ops::range(ctx),
         Op::OneHot(o) => index_ops::one_hot(ctx, o.axis),

@@ -365,3 +365,12 @@ fn block_move(ctx: &mut Ctx, b: usize, to_depth: bool) -> Result<Vec<TensorInfo>
     };
     Ok(vec![TensorInfo { dtype: x.dtype, shape: Shape(dims) }])
 }
+
+/// `EyeLike`: the input's 2-D shape, in the `dtype` attribute's type (or the input's).
+pub(crate) fn eye_like(ctx: &mut Ctx, e: &crate::op::EyeLike) -> Result<Vec<TensorInfo>, PlanError> {
+    let x = ctx.input(0)?;
+    if x.rank() != 2 {
+        return Err(ctx.mismatch(format!("EyeLike takes a 2-D input, got {x}")));
+    }
+    Ok(vec![TensorInfo { dtype: e.dtype.unwrap_or(x.dtype), shape: x.shape.clone() }])
+}
