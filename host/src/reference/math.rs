@@ -6,7 +6,7 @@
 //! width. Integer division or modulus by zero is an error naming the node.
 
 use planner::DType;
-use planner::op::ShiftDirection;
+use planner::op::{Bitwise, ShiftDirection};
 
 use crate::error::HostError;
 use crate::reference::NodeCtx;
@@ -195,6 +195,21 @@ pub fn bit_shift(
         })
     };
     zip2(ctx, a, b, |_, _| f64::NAN, shift)
+}
+
+/// ONNX `BitwiseAnd` / `BitwiseOr` / `BitwiseXor` on integers (two's complement at their width).
+pub fn bitwise(ctx: &NodeCtx, a: &HostTensor, b: &HostTensor, op: Bitwise) -> Result<HostTensor, HostError> {
+    if !a.dtype().is_int() {
+        return Err(ctx.err(format!("needs integers, got {}", a.dtype())));
+    }
+    let f = move |x: i64, y: i64| -> Result<i64, String> {
+        Ok(match op {
+            Bitwise::And => x & y,
+            Bitwise::Or => x | y,
+            Bitwise::Xor => x ^ y,
+        })
+    };
+    zip2(ctx, a, b, |_, _| f64::NAN, f)
 }
 
 /// ONNX `Max` (variadic, broadcasting): NaN propagates.

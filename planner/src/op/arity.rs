@@ -48,6 +48,7 @@ impl Op {
             | Op::Pow
             | Op::Mod(_)
             | Op::BitShift(_)
+            | Op::Bitwise(_)
             | Op::Equal
             | Op::Less
             | Op::Greater
@@ -73,6 +74,7 @@ impl Op {
                 Arity::new(1, MANY, 1, 1)
             }
             Op::Not
+            | Op::BitwiseNot
             | Op::Abs
             | Op::Neg
             | Op::Exp

@@ -311,3 +311,14 @@ impl Default for Quantize {
         Quantize { axis: 1, block_size: 0, output_dtype: None }
     }
 }
+
+/// `BitwiseAnd` / `BitwiseOr` / `BitwiseXor` (opset 18).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Bitwise {
+    /// `a & b`.
+    And,
+    /// `a | b`.
+    Or,
+    /// `a ^ b`.
+    Xor,
+}

@@ -48,6 +48,10 @@ pub enum Op {
     Mod(Mod),
     /// Elementwise bit shift of unsigned integers.
     BitShift(BitShift),
+    /// Bitwise and / or / xor of two integer tensors, broadcasting (opset 18).
+    Bitwise(Bitwise),
+    /// Bitwise complement of an integer tensor (opset 18).
+    BitwiseNot,
     /// Variadic elementwise maximum (1 or more inputs).
     Max,
     /// Variadic elementwise minimum.

@@ -16,6 +16,8 @@ pub(crate) fn infer_node(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
         Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Mod(_) => ew::binary(ctx),
         Op::Pow => ew::pow(ctx),
         Op::BitShift(_) => ew::bit_shift(ctx),
+        Op::Bitwise(_) => ew::bitwise(ctx),
+        Op::BitwiseNot => ew::bitwise_not(ctx),
         Op::Max | Op::Min | Op::Sum | Op::Mean => ew::variadic(ctx),
         Op::Equal | Op::Less | Op::Greater | Op::LessOrEqual | Op::GreaterOrEqual => ew::compare(ctx),
         Op::And | Op::Or | Op::Xor => ew::logical(ctx),

@@ -118,6 +118,26 @@ pub(crate) fn bit_shift(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     Ok(vec![TensorInfo { dtype, shape }])
 }
 
+/// `BitwiseAnd` / `Or` / `Xor`: two integer inputs of one dtype, broadcasting.
+pub(crate) fn bitwise(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
+    let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+    let dtype = ctx.same_dtype(&[a, b])?;
+    if !dtype.is_int() {
+        return Err(ctx.dtype(format!("needs integers, got {dtype}")));
+    }
+    let shape = broadcast_infos(ctx, &[a, b])?;
+    Ok(vec![TensorInfo { dtype, shape }])
+}
+
+/// `BitwiseNot`: an integer input, unchanged in dtype and shape.
+pub(crate) fn bitwise_not(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
+    let x = ctx.input(0)?;
+    if !x.dtype.is_int() {
+        return Err(ctx.dtype(format!("needs integers, got {}", x.dtype)));
+    }
+    Ok(vec![x.clone()])
+}
+
 /// `Max`, `Min`, `Sum`, `Mean`: one or more inputs of one dtype.
 pub(crate) fn variadic(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     let ins = ctx.all_inputs();
