@@ -188,6 +188,7 @@ pub fn node(
         Op::Size => shape::size(x()?),
         Op::Constant(a) => HostTensor::from_const(&a.value),
         Op::EyeLike(a) => generate::eye_like(ctx, x()?, a),
+        Op::SignalWindow(a) => generate::signal_window(ctx, x()?, a),
         Op::ConstantOfShape(a) => generate::constant_of_shape(ctx, x()?, &a.value),
         Op::Range => generate::range(ctx, x()?, y()?, z()?),
         Op::OneHot(a) => generate::one_hot(ctx, x()?, y()?, z()?, a.axis),

@@ -205,3 +205,28 @@ pub fn eye_like(
         crate::reference::lanes::ints_to(attrs.dtype.unwrap_or(x.dtype()), n, ones)?,
     )
 }
+
+/// ONNX `HannWindow` / `HammingWindow` / `BlackmanWindow`: `size` values of the window over
+/// `N = size` (periodic) or `size − 1` (symmetric) intervals, computed in f64.
+pub fn signal_window(
+    ctx: &NodeCtx,
+    size: &HostTensor,
+    attrs: &planner::op::SignalWindow,
+) -> Result<HostTensor, HostError> {
+    use planner::op::WindowKind;
+    use std::f64::consts::PI;
+    let n = strides::int_scalar(ctx, size, "size")?;
+    let n = usize::try_from(n).map_err(|_| ctx.err(format!("size {n} is negative")))?;
+    count(ctx, &[n])?;
+    let intervals = if attrs.periodic { n as f64 } else { n.saturating_sub(1) as f64 };
+    let value = |i: usize| {
+        let t = if intervals == 0.0 { 0.0 } else { 2.0 * PI * i as f64 / intervals };
+        match attrs.kind {
+            WindowKind::Hann => 0.5 - 0.5 * t.cos(),
+            WindowKind::Hamming => 25.0 / 46.0 - 21.0 / 46.0 * t.cos(),
+            WindowKind::Blackman => 0.42 - 0.5 * t.cos() + 0.08 * (2.0 * t).cos(),
+        }
+    };
+    let data = crate::reference::lanes::floats_to(attrs.output_dtype, n, (0..n).map(value))?;
+    HostTensor::new(vec![n], data)
+}

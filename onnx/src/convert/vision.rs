@@ -209,3 +209,26 @@ pub(crate) fn stft(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
     let onesided = l.attrs().bool_or("onesided", true)?;
     l.emit(Op::Stft(op::Stft { onesided }))
 }
+
+/// `HannWindow` / `HammingWindow` / `BlackmanWindow` (opset 17): `periodic`, `output_datatype`.
+fn signal_window(l: &mut Lower<'_, '_>, kind: op::WindowKind) -> Result<(), OnnxError> {
+    let a = l.attrs();
+    let periodic = a.bool_or("periodic", true)?;
+    let output_dtype = a.dtype("output_datatype")?.unwrap_or(planner::DType::F32);
+    l.emit(Op::SignalWindow(op::SignalWindow { kind, periodic, output_dtype }))
+}
+
+/// `HannWindow`.
+pub(crate) fn hann_window(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    signal_window(l, op::WindowKind::Hann)
+}
+
+/// `HammingWindow`.
+pub(crate) fn hamming_window(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    signal_window(l, op::WindowKind::Hamming)
+}
+
+/// `BlackmanWindow`.
+pub(crate) fn blackman_window(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    signal_window(l, op::WindowKind::Blackman)
+}

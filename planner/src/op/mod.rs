@@ -383,6 +383,8 @@ pub enum Op {
     DeformConv(DeformConv),
     /// Short-time Fourier transform; inputs signal, frame_step, window?, frame_length?.
     Stft(Stft),
+    /// A Hann, Hamming or Blackman window of the size given by input 0.
+    SignalWindow(SignalWindow),
     /// Attention with score/probability modifier subgraphs (ai.onnx.preview); inputs Q, K, V.
     FlexAttention(FlexAttention),
     /// Planner-internal (never loaded): a fused `softmax(program(Q Kᵀ)) V` whose inputs are the

@@ -181,6 +181,11 @@ impl Op {
             Op::MaxUnpool(_) => "MaxUnpool",
             Op::DeformConv(_) => "DeformConv",
             Op::Stft(_) => "STFT",
+            Op::SignalWindow(w) => match w.kind {
+                crate::op::WindowKind::Hann => "HannWindow",
+                crate::op::WindowKind::Hamming => "HammingWindow",
+                crate::op::WindowKind::Blackman => "BlackmanWindow",
+            },
             Op::Adagrad(_) => "Adagrad",
             Op::Adam(_) => "Adam",
             Op::Momentum(_) => "Momentum",

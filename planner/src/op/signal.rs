@@ -29,3 +29,26 @@ impl Default for Stft {
         Stft { onesided: true }
     }
 }
+
+/// The window of a [`SignalWindow`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WindowKind {
+    /// `HannWindow`: `0.5 − 0.5 cos(2πn/N)`.
+    Hann,
+    /// `HammingWindow`: `25/46 − 21/46 cos(2πn/N)`.
+    Hamming,
+    /// `BlackmanWindow`: `0.42 − 0.5 cos(2πn/N) + 0.08 cos(4πn/N)`.
+    Blackman,
+}
+
+/// `HannWindow` / `HammingWindow` / `BlackmanWindow(size)` (opset 17): `size` values, with
+/// `N = size` (periodic, the default) or `size − 1` (symmetric).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalWindow {
+    /// Which window.
+    pub kind: WindowKind,
+    /// Periodic (`N = size`) or symmetric (`N = size − 1`).
+    pub periodic: bool,
+    /// The output dtype (`output_datatype`, default float32).
+    pub output_dtype: crate::DType,
+}

@@ -166,6 +166,7 @@ pub(crate) fn infer_node(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
         Op::MaxUnpool(m) => vision::max_unpool(ctx, m),
         Op::DeformConv(_) => vision::deform_conv(ctx),
         Op::Stft(s) => vision::stft(ctx, s.onesided),
+        Op::SignalWindow(w) => shape_ops::signal_window(ctx, w.output_dtype),
         Op::Adagrad(_) | Op::Momentum(_) => super::training::optimizer(ctx, 3),
         Op::Adam(_) => super::training::optimizer(ctx, 4),
         Op::FlexAttention(_) => preview::flex_attention(ctx),

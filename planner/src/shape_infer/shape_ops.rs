@@ -374,3 +374,16 @@ pub(crate) fn eye_like(ctx: &mut Ctx, e: &crate::op::EyeLike) -> Result<Vec<Tens
     }
     Ok(vec![TensorInfo { dtype: e.dtype.unwrap_or(x.dtype), shape: x.shape.clone() }])
 }
+
+/// `HannWindow` / `HammingWindow` / `BlackmanWindow`: 1-D, of the size input 0 holds.
+pub(crate) fn signal_window(ctx: &mut Ctx, dtype: DType) -> Result<Vec<TensorInfo>, PlanError> {
+    let size = ctx.input(0)?;
+    if !size.dtype.is_int() || size.shape.known_elems() != Some(1) {
+        return Err(ctx.mismatch(format!("size must be an integer scalar, got {size}")));
+    }
+    let len = match ctx.ints(0).as_deref() {
+        Some(&[n]) => Dim::Known(usize::try_from(n).map_err(|_| ctx.attr(format!("size {n} is negative")))?),
+        _ => ctx.fresh(),
+    };
+    Ok(vec![TensorInfo { dtype, shape: Shape(vec![len]) }])
+}
