@@ -212,6 +212,7 @@ pub fn node(
         Op::Scan(a) => return control::scan(ctx, a, inputs, node.outputs.len(), scope),
         Op::MatMul => return nn::matmul(ctx, &(), inputs),
         Op::MatMulInteger => return nn::matmul_integer(ctx, &(), inputs),
+        Op::QLinearMatMul => return nn::qlinear_matmul(ctx, &(), inputs),
         Op::QuantizeLinear(a) => return nn::quantize_linear(ctx, a, inputs),
         Op::DequantizeLinear(a) => return nn::dequantize_linear(ctx, a, inputs),
         Op::DynamicQuantizeLinear => return nn::dynamic_quantize_linear(ctx, &(), inputs),

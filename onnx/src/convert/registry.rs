@@ -225,6 +225,7 @@ static TABLE: &[Entry] = &[
     onnx("DequantizeLinear", math::dequantize_linear).since(10),
     onnx("DynamicQuantizeLinear", |l| l.emit(Op::DynamicQuantizeLinear)),
     onnx("MatMulInteger", |l| l.emit(Op::MatMulInteger)).since(10),
+    onnx("QLinearMatMul", |l| l.emit(Op::QLinearMatMul)).since(10),
     // Linear algebra.
     onnx("MatMul", |l| l.emit(Op::MatMul)),
     onnx("Gemm", math::gemm),

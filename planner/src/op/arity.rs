@@ -138,6 +138,7 @@ impl Op {
             Op::QuantizeLinear(_) | Op::DequantizeLinear(_) => Arity::new(2, 3, 1, 1),
             Op::DynamicQuantizeLinear => fixed(1, 3),
             Op::MatMulInteger => Arity::new(2, 4, 1, 1),
+            Op::QLinearMatMul => fixed(8, 1),
             Op::Where
             | Op::InstanceNormalization(_)
             | Op::GroupNormalization(_)

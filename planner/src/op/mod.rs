@@ -248,6 +248,8 @@ pub enum Op {
     DynamicQuantizeLinear,
     /// `(A - a_zero_point) @ (B - b_zero_point)` of 8-bit integers, in int32.
     MatMulInteger,
+    /// MatMul of quantized A and B requantized to y's scale and zero point (8 inputs).
+    QLinearMatMul,
     /// Select slices along an axis by indices.
     Gather(Gather),
     /// Elementwise gather along an axis.

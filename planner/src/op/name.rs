@@ -116,6 +116,7 @@ impl Op {
             Op::DequantizeLinear(_) => "DequantizeLinear",
             Op::DynamicQuantizeLinear => "DynamicQuantizeLinear",
             Op::MatMulInteger => "MatMulInteger",
+            Op::QLinearMatMul => "QLinearMatMul",
             Op::Gather(_) => "Gather",
             Op::GatherElements(_) => "GatherElements",
             Op::GatherNd(_) => "GatherND",

@@ -28,6 +28,17 @@ pub(crate) fn matmul_integer(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError
     matmul_of(ctx, a, b, DType::I32)
 }
 
+/// `QLinearMatMul`: [`matmul`]'s shapes of A (input 0) and B (input 3), in y_zero_point's dtype.
+pub(crate) fn qlinear_matmul(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
+    let (a, b, zy) = (ctx.input(0)?, ctx.input(3)?, ctx.input(7)?);
+    for (t, what) in [(a, "a"), (b, "b"), (zy, "y_zero_point")] {
+        if !matches!(t.dtype, DType::U8 | DType::I8) {
+            return Err(ctx.mismatch(format!("{what} must be uint8 or int8, got {t}")));
+        }
+    }
+    matmul_of(ctx, a, b, zy.dtype)
+}
+
 /// `QuantizeLinear`: x's shape, in the zero point's dtype (or the `output_dtype`, or uint8).
 pub(crate) fn quantize(ctx: &mut Ctx, q: &crate::op::Quantize) -> Result<Vec<TensorInfo>, PlanError> {
     let x = ctx.input(0)?;

@@ -174,15 +174,16 @@ fn matmul_zero(
     Ok((0..z.len()).map(|i| z.data().float_at(i)).collect())
 }
 
-/// ONNX `MatMulInteger`: `(A - a_zero_point) @ (B - b_zero_point)` in int32, NumPy `matmul`
-/// shapes (A's zero point per row, B's per column, or one each).
-pub fn matmul_integer(
+/// `(A - a_zero_point) @ (B - b_zero_point)` of A (input `ia`) and B (input `ib`) with their zero
+/// points at `za` / `zb`, exactly, as an f64 tensor of MatMul's shape.
+fn integer_product(
     node: &NodeCtx,
-    _attrs: &(),
     inputs: &[Option<&HostTensor>],
-) -> Result<Vec<HostTensor>, HostError> {
-    let a = number_view(node, required(node, inputs, 0, "A")?, "A")?;
-    let b = number_view(node, required(node, inputs, 1, "B")?, "B")?;
+    (ia, za): (usize, usize),
+    (ib, zb): (usize, usize),
+) -> Result<HostTensor, HostError> {
+    let a = number_view(node, required(node, inputs, ia, "A")?, "A")?;
+    let b = number_view(node, required(node, inputs, ib, "B")?, "B")?;
     for (t, what) in [(&a, "A"), (&b, "B")] {
         if !matches!(t.dtype, DType::U8 | DType::I8) {
             return Err(node.err(format!("{what} must be uint8 or int8, got {}", t.dtype)));
@@ -190,8 +191,8 @@ pub fn matmul_integer(
     }
     let m = if a.shape.len() >= 2 { a.shape[a.shape.len() - 2] } else { 1 };
     let n = if b.shape.len() >= 2 { b.shape[b.shape.len() - 1] } else { 1 };
-    let za = matmul_zero(node, inputs, 2, &a, m, "a_zero_point")?;
-    let zb = matmul_zero(node, inputs, 3, &b, n, "b_zero_point")?;
+    let za = matmul_zero(node, inputs, za, &a, m, "a_zero_point")?;
+    let zb = matmul_zero(node, inputs, zb, &b, n, "b_zero_point")?;
     // The operands less their zero points, in f64 (exact: |value| < 2^9), then MatMul.
     let shifted = |t: &View, zero: &[f64], per_row: bool| -> Result<HostTensor, HostError> {
         let cols = t.shape.last().copied().unwrap_or(1).max(1);
@@ -211,9 +212,65 @@ pub fn matmul_integer(
         HostTensor::new(t.shape.to_vec(), data)
     };
     let (a64, b64) = (shifted(&a, &za, true)?, shifted(&b, &zb, false)?);
-    let y = super::matmul(node, &(), &[Some(&a64), Some(&b64)])?.remove(0);
+    Ok(super::matmul(node, &(), &[Some(&a64), Some(&b64)])?.remove(0))
+}
+
+/// ONNX `MatMulInteger`: `(A - a_zero_point) @ (B - b_zero_point)` in int32, NumPy `matmul`
+/// shapes (A's zero point per row, B's per column, or one each).
+pub fn matmul_integer(
+    node: &NodeCtx,
+    _attrs: &(),
+    inputs: &[Option<&HostTensor>],
+) -> Result<Vec<HostTensor>, HostError> {
+    let y = integer_product(node, inputs, (0, 2), (1, 3))?;
     let out: Vec<i32> = y.data().to_f64s().iter().map(|&v| v as i32).collect();
     Ok(vec![HostTensor::new(y.shape().to_vec(), out)?])
+}
+
+/// `v` rounded to the float `dtype` (the precision ONNX's reference multiplies scales in).
+fn rounded(dtype: DType, v: f64) -> f64 {
+    match dtype {
+        DType::F16 => half::f16::from_f64(v).to_f64(),
+        DType::BF16 => half::bf16::from_f64(v).to_f64(),
+        DType::F32 => v as f32 as f64,
+        _ => v,
+    }
+}
+
+/// ONNX `QLinearMatMul`: the integer product of `a` and `b` (less their zero points), times
+/// `a_scale · b_scale / y_scale` (per row of a, per column of b, or one each; multiplied in the
+/// scales' dtype), rounded to even, plus `y_zero_point`, saturated to its type.
+pub fn qlinear_matmul(
+    node: &NodeCtx,
+    _attrs: &(),
+    inputs: &[Option<&HostTensor>],
+) -> Result<Vec<HostTensor>, HostError> {
+    let c = integer_product(node, inputs, (0, 2), (3, 5))?;
+    let scale = |slot: usize, what: &str| -> Result<(DType, Vec<f64>), HostError> {
+        let t = float_view(node, required(node, inputs, slot, what)?, what)?;
+        Ok((t.dtype, (0..t.shape.iter().product::<usize>()).map(|i| t.at(i)).collect()))
+    };
+    let ((dt, sa), (_, sb), (_, sy)) = (scale(1, "a_scale")?, scale(4, "b_scale")?, scale(6, "y_scale")?);
+    let zy = required(node, inputs, 7, "y_zero_point")?;
+    if zy.len() != 1 || sy.len() != 1 {
+        return Err(node.err("y_scale and y_zero_point must hold one value each"));
+    }
+    let dtype = zy.dtype();
+    let Some((lo, hi)) = int_range(dtype).filter(|_| matches!(dtype, DType::U8 | DType::I8)) else {
+        return Err(node.err(format!("y_zero_point must be uint8 or int8, got {dtype}")));
+    };
+    let (zy, sy) = (zy.data().float_at(0), sy[0]);
+    let shape = c.shape().to_vec();
+    let n = shape.last().copied().unwrap_or(1).max(1);
+    let m = if shape.len() >= 2 { shape[shape.len() - 2] } else { 1 };
+    let pick = |v: &[f64], i: usize| v[if v.len() == 1 { 0 } else { i % v.len() }];
+    let cv = c.data().to_f64s();
+    let values = cv.iter().enumerate().map(|(i, &acc)| {
+        let (row, col) = ((i / n) % m.max(1), i % n);
+        let multiplier = rounded(dt, rounded(dt, pick(&sa, row) * pick(&sb, col)) / sy);
+        ((acc * multiplier).round_ties_even() + zy).clamp(lo as f64, hi as f64) as i64
+    });
+    Ok(vec![HostTensor::new(shape.clone(), ints_to(dtype, cv.len(), values)?)?])
 }
 
 #[cfg(test)]
