@@ -213,6 +213,8 @@ pub fn node(
         Op::MatMul => return nn::matmul(ctx, &(), inputs),
         Op::MatMulInteger => return nn::matmul_integer(ctx, &(), inputs),
         Op::QLinearMatMul => return nn::qlinear_matmul(ctx, &(), inputs),
+        Op::ConvInteger(a) => return nn::conv_integer(ctx, a, inputs),
+        Op::QLinearConv(a) => return nn::qlinear_conv(ctx, a, inputs),
         Op::QuantizeLinear(a) => return nn::quantize_linear(ctx, a, inputs),
         Op::DequantizeLinear(a) => return nn::dequantize_linear(ctx, a, inputs),
         Op::DynamicQuantizeLinear => return nn::dynamic_quantize_linear(ctx, &(), inputs),

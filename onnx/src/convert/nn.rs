@@ -36,16 +36,32 @@ fn stash_type(a: &Attrs<'_>) -> Result<DType, OnnxError> {
 
 /// `Conv`.
 pub(crate) fn conv(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    let attrs = conv_attrs(l)?;
+    l.emit(Op::Conv(attrs))
+}
+
+/// `ConvInteger` (opset 10): Conv's attributes.
+pub(crate) fn conv_integer(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    let attrs = conv_attrs(l)?;
+    l.emit(Op::ConvInteger(attrs))
+}
+
+/// `QLinearConv` (opset 10): Conv's attributes.
+pub(crate) fn qlinear_conv(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    let attrs = conv_attrs(l)?;
+    l.emit(Op::QLinearConv(attrs))
+}
+
+fn conv_attrs(l: &Lower<'_, '_>) -> Result<op::Conv, OnnxError> {
     let a = l.attrs();
-    let attrs = op::Conv {
+    Ok(op::Conv {
         auto_pad: auto_pad(&a)?,
         dilations: a.usizes("dilations")?,
         group: group(&a)?,
         kernel_shape: a.usizes("kernel_shape")?,
         pads: a.usizes("pads")?,
         strides: a.usizes("strides")?,
-    };
-    l.emit(Op::Conv(attrs))
+    })
 }
 
 /// `ConvTranspose`.

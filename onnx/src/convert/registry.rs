@@ -226,6 +226,8 @@ static TABLE: &[Entry] = &[
     onnx("DynamicQuantizeLinear", |l| l.emit(Op::DynamicQuantizeLinear)),
     onnx("MatMulInteger", |l| l.emit(Op::MatMulInteger)).since(10),
     onnx("QLinearMatMul", |l| l.emit(Op::QLinearMatMul)).since(10),
+    onnx("ConvInteger", nn::conv_integer).since(10),
+    onnx("QLinearConv", nn::qlinear_conv).since(10),
     // Linear algebra.
     onnx("MatMul", |l| l.emit(Op::MatMul)),
     onnx("Gemm", math::gemm),

@@ -139,6 +139,8 @@ impl Op {
             Op::DynamicQuantizeLinear => fixed(1, 3),
             Op::MatMulInteger => Arity::new(2, 4, 1, 1),
             Op::QLinearMatMul => fixed(8, 1),
+            Op::ConvInteger(_) => Arity::new(2, 4, 1, 1),
+            Op::QLinearConv(_) => Arity::new(8, 9, 1, 1),
             Op::Where
             | Op::InstanceNormalization(_)
             | Op::GroupNormalization(_)

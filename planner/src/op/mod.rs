@@ -250,6 +250,10 @@ pub enum Op {
     MatMulInteger,
     /// MatMul of quantized A and B requantized to y's scale and zero point (8 inputs).
     QLinearMatMul,
+    /// Conv of uint8 / int8 x and w less their zero points, in int32.
+    ConvInteger(Conv),
+    /// Conv of quantized x and w (and an int32 bias) requantized to y's scale and zero point.
+    QLinearConv(Conv),
     /// Select slices along an axis by indices.
     Gather(Gather),
     /// Elementwise gather along an axis.

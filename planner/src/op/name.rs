@@ -117,6 +117,8 @@ impl Op {
             Op::DynamicQuantizeLinear => "DynamicQuantizeLinear",
             Op::MatMulInteger => "MatMulInteger",
             Op::QLinearMatMul => "QLinearMatMul",
+            Op::ConvInteger(_) => "ConvInteger",
+            Op::QLinearConv(_) => "QLinearConv",
             Op::Gather(_) => "Gather",
             Op::GatherElements(_) => "GatherElements",
             Op::GatherNd(_) => "GatherND",

@@ -103,6 +103,8 @@ pub(crate) fn infer_node(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
         Op::DynamicQuantizeLinear => nn::dynamic_quantize(ctx),
         Op::MatMulInteger => nn::matmul_integer(ctx),
         Op::QLinearMatMul => nn::qlinear_matmul(ctx),
+        Op::ConvInteger(c) => nn::conv_quantized(ctx, c, false),
+        Op::QLinearConv(c) => nn::conv_quantized(ctx, c, true),
         Op::Gather(g) => index_ops::gather(ctx, g.axis),
         Op::FusedGather(f) => index_ops::fused_gather(ctx, f),
         Op::GatherElements(g) => index_ops::gather_elements(ctx, g.axis),

@@ -278,6 +278,29 @@ fn spatial_out(
 pub(crate) fn conv(ctx: &mut Ctx, c: &Conv) -> Result<Vec<TensorInfo>, PlanError> {
     let (x, w) = (ctx.input(0)?, ctx.input(1)?);
     let dtype = ctx.same_dtype(&[x, w])?;
+    conv_of(ctx, c, (x, w, ctx.opt(2)), dtype)
+}
+
+/// `ConvInteger` (x, w of uint8 / int8, an int32 result) and `QLinearConv` (x input 0, w input
+/// 3, bias input 8, in y_zero_point's dtype): [`conv`]'s shapes.
+pub(crate) fn conv_quantized(ctx: &mut Ctx, c: &Conv, qlinear: bool) -> Result<Vec<TensorInfo>, PlanError> {
+    let (x, w) = (ctx.input(0)?, ctx.input(if qlinear { 3 } else { 1 })?);
+    for (t, what) in [(x, "x"), (w, "w")] {
+        if !matches!(t.dtype, DType::U8 | DType::I8) {
+            return Err(ctx.mismatch(format!("{what} must be uint8 or int8, got {t}")));
+        }
+    }
+    let dtype = if qlinear { ctx.input(7)?.dtype } else { DType::I32 };
+    conv_of(ctx, c, (x, w, if qlinear { ctx.opt(8) } else { None }), dtype)
+}
+
+/// [`conv`]'s shape rule on `(x, w, bias)`, the result in `dtype`.
+fn conv_of(
+    ctx: &mut Ctx,
+    c: &Conv,
+    (x, w, bias): (&TensorInfo, &TensorInfo, Option<&TensorInfo>),
+    dtype: DType,
+) -> Result<Vec<TensorInfo>, PlanError> {
     if x.rank() < 3 || w.rank() != x.rank() {
         return Err(ctx.mismatch(format!("X {x} and W {w} must have the same rank >= 3")));
     }
@@ -292,7 +315,7 @@ pub(crate) fn conv(ctx: &mut Ctx, c: &Conv) -> Result<Vec<TensorInfo>, PlanError
     }
     let kernel = kernel_from(ctx, &c.kernel_shape, &wd[2..])?;
     let spatial = spatial_out(ctx, &xd[2..], &kernel, &c.strides, &c.pads, &c.dilations, c.auto_pad, false)?;
-    if let Some(b) = ctx.opt(2) {
+    if let Some(b) = bias {
         ctx.require_rank(b, 1, "B")?;
         ctx.unify(&b.shape.dims()[0], &wd[0], "bias length vs output channels")?;
     }

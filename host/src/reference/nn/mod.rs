@@ -56,7 +56,8 @@ pub use norm::{
 pub use normalize::{det, lp_normalization, lrn};
 pub use pool::{average_pool, global_average_pool, global_max_pool, lp_pool, max_pool};
 pub use quant::{
-    dequantize_linear, dynamic_quantize_linear, matmul_integer, qlinear_matmul, quantize_linear,
+    conv_integer, dequantize_linear, dynamic_quantize_linear, matmul_integer, qlinear_conv, qlinear_matmul,
+    quantize_linear,
 };
 pub use resize::resize;
 pub use rnn::{gru, lstm, rnn};

@@ -273,6 +273,88 @@ pub fn qlinear_matmul(
     Ok(vec![HostTensor::new(shape.clone(), ints_to(dtype, cv.len(), values)?)?])
 }
 
+/// `x - x_zero_point` (input `ix`, zero point `izx`: one value) and `w - w_zero_point` (input
+/// `iw`, zero point `izw`: one value or one per output channel), as f64 tensors (exact).
+fn conv_operands(
+    node: &NodeCtx,
+    inputs: &[Option<&HostTensor>],
+    (ix, izx): (usize, usize),
+    (iw, izw): (usize, usize),
+) -> Result<(HostTensor, HostTensor), HostError> {
+    let x = number_view(node, required(node, inputs, ix, "x")?, "x")?;
+    let w = number_view(node, required(node, inputs, iw, "w")?, "w")?;
+    for (t, what) in [(&x, "x"), (&w, "w")] {
+        if !matches!(t.dtype, DType::U8 | DType::I8) {
+            return Err(node.err(format!("{what} must be uint8 or int8, got {}", t.dtype)));
+        }
+    }
+    let maps = w.shape.first().copied().unwrap_or(1);
+    let zx = matmul_zero(node, inputs, izx, &x, 1, "x_zero_point")?;
+    let zw = matmul_zero(node, inputs, izw, &w, maps, "w_zero_point")?;
+    let per_map = w.shape.iter().skip(1).product::<usize>().max(1);
+    let xs: Vec<f64> = (0..x.shape.iter().product()).map(|i| x.at(i) - zx[0]).collect();
+    let ws: Vec<f64> = (0..w.shape.iter().product())
+        .map(|i| w.at(i) - zw[if zw.len() == 1 { 0 } else { (i / per_map) % zw.len() }])
+        .collect();
+    Ok((HostTensor::new(x.shape.to_vec(), xs)?, HostTensor::new(w.shape.to_vec(), ws)?))
+}
+
+/// ONNX `ConvInteger`: Conv of `x - x_zero_point` and `w - w_zero_point` (one value, or one per
+/// output channel), in int32.
+pub fn conv_integer(
+    node: &NodeCtx,
+    attrs: &planner::op::Conv,
+    inputs: &[Option<&HostTensor>],
+) -> Result<Vec<HostTensor>, HostError> {
+    let (x, w) = conv_operands(node, inputs, (0, 2), (1, 3))?;
+    let y = super::conv(node, attrs, &[Some(&x), Some(&w), None])?.remove(0);
+    let out: Vec<i32> = y.data().to_f64s().iter().map(|&v| v.round() as i32).collect();
+    Ok(vec![HostTensor::new(y.shape().to_vec(), out)?])
+}
+
+/// ONNX `QLinearConv`: the integer Conv of x and w less their zero points plus the int32 bias,
+/// times `x_scale · w_scale / y_scale` (w_scale one value or one per output channel; multiplied
+/// in the scales' dtype), rounded to even, plus `y_zero_point`, saturated to its type.
+pub fn qlinear_conv(
+    node: &NodeCtx,
+    attrs: &planner::op::Conv,
+    inputs: &[Option<&HostTensor>],
+) -> Result<Vec<HostTensor>, HostError> {
+    let (x, w) = conv_operands(node, inputs, (0, 2), (3, 5))?;
+    let bias = match optional(inputs, 8) {
+        Some(b) if b.dtype() != DType::I32 => {
+            return Err(node.err(format!("B must be int32, got {}", b.dtype())));
+        }
+        Some(b) => Some(HostTensor::new(b.shape().to_vec(), b.data().to_f64s())?),
+        None => None,
+    };
+    let y = super::conv(node, attrs, &[Some(&x), Some(&w), bias.as_ref()])?.remove(0);
+    let scale = |slot: usize, what: &str| -> Result<(DType, Vec<f64>), HostError> {
+        let t = float_view(node, required(node, inputs, slot, what)?, what)?;
+        Ok((t.dtype, (0..t.shape.iter().product::<usize>()).map(|i| t.at(i)).collect()))
+    };
+    let ((dt, sx), (_, sw), (_, sy)) = (scale(1, "x_scale")?, scale(4, "w_scale")?, scale(6, "y_scale")?);
+    let zy = required(node, inputs, 7, "y_zero_point")?;
+    if zy.len() != 1 || sy.len() != 1 || sx.len() != 1 {
+        return Err(node.err("x_scale, y_scale and y_zero_point must hold one value each"));
+    }
+    let dtype = zy.dtype();
+    let Some((lo, hi)) = int_range(dtype).filter(|_| matches!(dtype, DType::U8 | DType::I8)) else {
+        return Err(node.err(format!("y_zero_point must be uint8 or int8, got {dtype}")));
+    };
+    let (zy, sx, sy) = (zy.data().float_at(0), sx[0], sy[0]);
+    let shape = y.shape().to_vec();
+    let maps = shape.get(1).copied().unwrap_or(1).max(1);
+    let plane = shape.iter().skip(2).product::<usize>().max(1);
+    let yv = y.data().to_f64s();
+    let values = yv.iter().enumerate().map(|(i, &acc)| {
+        let m = (i / plane) % maps;
+        let multiplier = rounded(dt, rounded(dt, sx * sw[if sw.len() == 1 { 0 } else { m % sw.len() }]) / sy);
+        ((acc * multiplier).round_ties_even() + zy).clamp(lo as f64, hi as f64) as i64
+    });
+    Ok(vec![HostTensor::new(shape.clone(), ints_to(dtype, yv.len(), values)?)?])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
