@@ -108,6 +108,7 @@ pub fn node(
         Op::IsInf(a) => cl::is_inf(x()?, a.detect_positive, a.detect_negative),
         Op::Where => cl::where_(ctx, x()?, y()?, z()?),
         Op::Cast(a) => lanes::cast(x()?, a.to),
+        Op::BitCast(a) => lanes::bit_cast(ctx, x()?, a.to),
         Op::CastLike(_) => lanes::cast(x()?, y()?.dtype()),
         Op::Identity => Ok(x()?.clone()),
         Op::Dropout(_) => return shape::dropout(ctx, x()?, optional(inputs, 1), optional(inputs, 2)),

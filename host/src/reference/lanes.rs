@@ -210,6 +210,18 @@ pub fn gather_or_fill(
     HostTensor::new(shape, t.data().take_or(idx, fill.data())?)
 }
 
+/// ONNX `BitCast`: `t`'s little-endian bytes read as `to` (of the same width; a nonzero byte is a
+/// true bool).
+pub fn bit_cast(ctx: &crate::reference::NodeCtx, t: &HostTensor, to: DType) -> Result<HostTensor, HostError> {
+    if t.dtype().size_bytes() != to.size_bytes() {
+        return Err(ctx.err(format!("{} and {to} differ in width", t.dtype())));
+    }
+    let c = t.to_const();
+    HostTensor::from_const(
+        &planner::ConstTensor::new(to, c.dims, c.bytes).map_err(|e| ctx.err(e.to_string()))?,
+    )
+}
+
 /// ONNX `Cast` (and `CastLike`): `t` converted to `to` by the rules in the module docs.
 pub fn cast(t: &HostTensor, to: DType) -> Result<HostTensor, HostError> {
     if t.dtype() == to {

@@ -136,6 +136,13 @@ pub(crate) fn cast(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
     l.emit(Op::Cast(op::Cast { to, saturate }))
 }
 
+/// `BitCast` (opset 26): the required `to`.
+pub(crate) fn bit_cast(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    let a = l.attrs();
+    let to = a.required("to", a.dtype("to")?)?;
+    l.emit(Op::BitCast(op::BitCast { to }))
+}
+
 /// `CastLike` (opset 15).
 pub(crate) fn cast_like(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
     let saturate = l.attrs().bool_or("saturate", true)?;

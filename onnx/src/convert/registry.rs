@@ -199,6 +199,7 @@ static TABLE: &[Entry] = &[
     onnx("SwiGLU", math::swiglu).since(28),
     // Types and identity.
     onnx("Cast", math::cast),
+    onnx("BitCast", math::bit_cast).since(26),
     onnx("CastLike", math::cast_like).since(15),
     onnx("Identity", |l| l.emit(Op::Identity)).since(1),
     // Tensor inputs only (opset 18); the planner has no optional values.

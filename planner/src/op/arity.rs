@@ -114,6 +114,7 @@ impl Op {
             | Op::IsNaN
             | Op::IsInf(_)
             | Op::Cast(_)
+            | Op::BitCast(_)
             | Op::Identity
             | Op::ArgMax(_)
             | Op::ArgMin(_)

@@ -322,3 +322,10 @@ pub enum Bitwise {
     /// `a ^ b`.
     Xor,
 }
+
+/// `BitCast` (opset 26): the same bytes read as `to`, which has the input's bit width.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BitCast {
+    /// Target element type.
+    pub to: DType,
+}

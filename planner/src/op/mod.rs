@@ -52,6 +52,8 @@ pub enum Op {
     Bitwise(Bitwise),
     /// Bitwise complement of an integer tensor (opset 18).
     BitwiseNot,
+    /// The bytes of a tensor read as another type of the same width (opset 26).
+    BitCast(BitCast),
     /// Variadic elementwise maximum (1 or more inputs).
     Max,
     /// Variadic elementwise minimum.

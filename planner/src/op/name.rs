@@ -72,6 +72,7 @@ impl Op {
             Op::IsInf(_) => "IsInf",
             Op::Where => "Where",
             Op::Cast(_) => "Cast",
+            Op::BitCast(_) => "BitCast",
             Op::CastLike(_) => "CastLike",
             Op::Identity => "Identity",
             Op::Dropout(_) => "Dropout",

@@ -61,6 +61,7 @@ pub(crate) fn infer_node(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
         Op::IsNaN | Op::IsInf(_) => ew::is_test(ctx),
         Op::Where => ew::where_(ctx),
         Op::Cast(c) => ew::cast(ctx, c.to),
+        Op::BitCast(c) => ew::bit_cast(ctx, c.to),
         Op::CastLike(_) => ew::cast_like(ctx),
         Op::Dropout(_) => ew::dropout(ctx),
         Op::ReduceSum(r)

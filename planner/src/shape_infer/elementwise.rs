@@ -118,6 +118,15 @@ pub(crate) fn bit_shift(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     Ok(vec![TensorInfo { dtype, shape }])
 }
 
+/// `BitCast`: x's shape, as `to`, which must have x's width.
+pub(crate) fn bit_cast(ctx: &mut Ctx, to: DType) -> Result<Vec<TensorInfo>, PlanError> {
+    let x = ctx.input(0)?;
+    if x.dtype.size_bytes() != to.size_bytes() {
+        return Err(ctx.dtype(format!("{} and {to} differ in width", x.dtype)));
+    }
+    Ok(vec![TensorInfo { dtype: to, shape: x.shape.clone() }])
+}
+
 /// `BitwiseAnd` / `Or` / `Xor`: two integer inputs of one dtype, broadcasting.
 pub(crate) fn bitwise(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
