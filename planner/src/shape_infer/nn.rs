@@ -20,22 +20,22 @@ pub(crate) fn matmul(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
 /// `MatMulInteger`: [`matmul`]'s shapes of uint8 / int8 operands, an int32 result.
 pub(crate) fn matmul_integer(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
-    for (t, what) in [(a, "A"), (b, "B")] {
-        if !matches!(t.dtype, DType::U8 | DType::I8) {
-            return Err(ctx.mismatch(format!("{what} must be uint8 or int8, got {t}")));
-        }
-    }
+    eight_bit(ctx, &[(a, "A"), (b, "B")])?;
     matmul_of(ctx, a, b, DType::I32)
+}
+
+/// Fails unless every `(info, name)` is uint8 or int8 (the quantized operators' operands).
+fn eight_bit(ctx: &Ctx, operands: &[(&TensorInfo, &str)]) -> Result<(), PlanError> {
+    match operands.iter().find(|(t, _)| !matches!(t.dtype, DType::U8 | DType::I8)) {
+        Some((t, what)) => Err(ctx.mismatch(format!("{what} must be uint8 or int8, got {t}"))),
+        None => Ok(()),
+    }
 }
 
 /// `QLinearMatMul`: [`matmul`]'s shapes of A (input 0) and B (input 3), in y_zero_point's dtype.
 pub(crate) fn qlinear_matmul(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     let (a, b, zy) = (ctx.input(0)?, ctx.input(3)?, ctx.input(7)?);
-    for (t, what) in [(a, "a"), (b, "b"), (zy, "y_zero_point")] {
-        if !matches!(t.dtype, DType::U8 | DType::I8) {
-            return Err(ctx.mismatch(format!("{what} must be uint8 or int8, got {t}")));
-        }
-    }
+    eight_bit(ctx, &[(a, "a"), (b, "b"), (zy, "y_zero_point")])?;
     matmul_of(ctx, a, b, zy.dtype)
 }
 
@@ -285,11 +285,7 @@ pub(crate) fn conv(ctx: &mut Ctx, c: &Conv) -> Result<Vec<TensorInfo>, PlanError
 /// 3, bias input 8, in y_zero_point's dtype): [`conv`]'s shapes.
 pub(crate) fn conv_quantized(ctx: &mut Ctx, c: &Conv, qlinear: bool) -> Result<Vec<TensorInfo>, PlanError> {
     let (x, w) = (ctx.input(0)?, ctx.input(if qlinear { 3 } else { 1 })?);
-    for (t, what) in [(x, "x"), (w, "w")] {
-        if !matches!(t.dtype, DType::U8 | DType::I8) {
-            return Err(ctx.mismatch(format!("{what} must be uint8 or int8, got {t}")));
-        }
-    }
+    eight_bit(ctx, &[(x, "x"), (w, "w")])?;
     let dtype = if qlinear { ctx.input(7)?.dtype } else { DType::I32 };
     conv_of(ctx, c, (x, w, if qlinear { ctx.opt(8) } else { None }), dtype)
 }

@@ -1,6 +1,6 @@
-//! Reference quantization: `QuantizeLinear`, `DequantizeLinear`, `DynamicQuantizeLinear` and
-//! `MatMulInteger`, to and from uint8 / int8 (int32 for DequantizeLinear's input and
-//! MatMulInteger's output).
+//! Reference quantization: `QuantizeLinear`, `DequantizeLinear`, `DynamicQuantizeLinear`, the
+//! integer `MatMulInteger` / `ConvInteger` (int32 results) and the requantizing `QLinearMatMul` /
+//! `QLinearConv`, to and from uint8 / int8 (int32 also for DequantizeLinear's input).
 //!
 //! Quantization divides and rounds in f32, as ONNX's reference does (`np.rint(x / scale)`, ties to
 //! even), so integer results match it exactly; dequantization computes `(x - zero_point) * scale`
@@ -14,7 +14,7 @@ use crate::error::HostError;
 use crate::reference::NodeCtx;
 use crate::reference::lanes::{int_range, ints_to};
 use crate::reference::strides::{next_index, strides};
-use crate::tensor::HostTensor;
+use crate::tensor::{HostTensor, try_collect};
 
 /// For each element of x (row-major), the offset of its scale / zero point: per tensor (one
 /// element), per slice along `axis` (1-D of x's dim there), or per block of `block` elements along
@@ -68,13 +68,13 @@ pub fn quantize_linear(
 ) -> Result<Vec<HostTensor>, HostError> {
     let x = float_view(node, required(node, inputs, 0, "x")?, "x")?;
     let scale = float_view(node, required(node, inputs, 1, "y_scale")?, "y_scale")?;
-    let zp = optional(inputs, 2).map(|t| t.data());
-    let dtype = zp.map_or(attrs.output_dtype.unwrap_or(DType::U8), |z| z.dtype());
+    let dtype = optional(inputs, 2).map_or(attrs.output_dtype.unwrap_or(DType::U8), |z| z.dtype());
     let Some((lo, hi)) = int_range(dtype).filter(|_| matches!(dtype, DType::U8 | DType::I8)) else {
         return Err(node.unsupported(format!("quantizing to {dtype} (uint8 and int8 only)")));
     };
     let scales = param_offsets(node, x.shape, scale.shape, attrs.axis, attrs.block_size, "y_scale")?;
-    let zps = match optional(inputs, 2) {
+    // The zero point (when given) with its offsets, which walk x as the scale's do.
+    let mut zero = match optional(inputs, 2) {
         Some(z) => {
             if z.shape() != scale.shape {
                 return Err(node.err(format!(
@@ -83,18 +83,15 @@ pub fn quantize_linear(
                     scale.shape
                 )));
             }
-            Some(param_offsets(node, x.shape, z.shape(), attrs.axis, attrs.block_size, "y_zero_point")?)
+            let at = param_offsets(node, x.shape, z.shape(), attrs.axis, attrs.block_size, "y_zero_point")?;
+            Some((z.data(), at))
         }
         None => None,
     };
     let n = count(node, x.shape)?;
-    let mut zps = zps;
     let values = scales.enumerate().map(|(i, s)| {
         let q = (x.at(i) as f32 / scale.at(s) as f32).round_ties_even() as f64;
-        let z = match (&mut zps, zp) {
-            (Some(offsets), Some(zp)) => offsets.next().map_or(0, |o| zp.int_at(o)),
-            _ => 0,
-        };
+        let z = zero.as_mut().and_then(|(d, at)| at.next().map(|o| d.int_at(o))).unwrap_or(0);
         (q + z as f64).clamp(lo as f64, hi as f64) as i64
     });
     Ok(vec![HostTensor::new(x.shape.to_vec(), ints_to(dtype, n, values)?)?])
@@ -109,22 +106,19 @@ pub fn dequantize_linear(
     let x = number_view(node, required(node, inputs, 0, "x")?, "x")?;
     let scale = float_view(node, required(node, inputs, 1, "x_scale")?, "x_scale")?;
     let scales = param_offsets(node, x.shape, scale.shape, attrs.axis, attrs.block_size, "x_scale")?;
-    let zp = optional(inputs, 2);
-    let mut zps = match zp {
+    let mut zero = match optional(inputs, 2) {
         Some(z) => {
             if z.dtype() != x.dtype {
                 return Err(node.err(format!("x_zero_point is {}, x is {}", z.dtype(), x.dtype)));
             }
-            Some(param_offsets(node, x.shape, z.shape(), attrs.axis, attrs.block_size, "x_zero_point")?)
+            let at = param_offsets(node, x.shape, z.shape(), attrs.axis, attrs.block_size, "x_zero_point")?;
+            Some((z.data(), at))
         }
         None => None,
     };
     let mut y = OutBuf::new(node, scale.dtype, x.shape.to_vec())?;
     for (i, s) in scales.enumerate() {
-        let z = match (&mut zps, zp) {
-            (Some(offsets), Some(zp)) => offsets.next().map_or(0.0, |o| zp.data().float_at(o)),
-            _ => 0.0,
-        };
+        let z = zero.as_mut().and_then(|(d, at)| at.next().map(|o| d.float_at(o))).unwrap_or(0.0);
         y.set(i, (x.at(i) - z) * scale.at(s));
     }
     Ok(vec![y.finish(node)?])
@@ -154,9 +148,22 @@ pub fn dynamic_quantize_linear(
     ])
 }
 
-/// The zero point of `MatMulInteger`'s operand `what` at slot `slot`: one value, or one per row of
-/// A (`per` = M) / per column of B (`per` = N).
-fn matmul_zero(
+/// Fails unless every `(operand, name)` is uint8 or int8.
+fn eight_bit(node: &NodeCtx, operands: &[(&View, &str)]) -> Result<(), HostError> {
+    match operands.iter().find(|(t, _)| !matches!(t.dtype, DType::U8 | DType::I8)) {
+        Some((t, what)) => Err(node.err(format!("{what} must be uint8 or int8, got {}", t.dtype))),
+        None => Ok(()),
+    }
+}
+
+/// Element `i` of a per-index parameter, or its one value.
+fn per(v: &[f64], i: usize) -> f64 {
+    v[if v.len() == 1 { 0 } else { i % v.len() }]
+}
+
+/// The zero point of an integer operand `what` at slot `slot`: one value, or `per` values (one per
+/// row of A, column of B, output channel of w); 0 when omitted.
+fn zero_point(
     node: &NodeCtx,
     inputs: &[Option<&HostTensor>],
     slot: usize,
@@ -174,6 +181,21 @@ fn matmul_zero(
     Ok((0..z.len()).map(|i| z.data().float_at(i)).collect())
 }
 
+/// `t` less its zero point (element `i` takes `per(zero, group(i))`), as an f64 tensor (exact:
+/// |value| < 2^9).
+fn less_zero(t: &View, zero: &[f64], group: impl Fn(usize) -> usize) -> Result<HostTensor, HostError> {
+    let len: usize = t.shape.iter().product();
+    let data =
+        try_collect(len, "an operand less its zero point", (0..len).map(|i| t.at(i) - per(zero, group(i))))?;
+    HostTensor::new(t.shape.to_vec(), data)
+}
+
+/// An exactly integral f64 result as int32.
+fn int32(y: &HostTensor) -> Result<HostTensor, HostError> {
+    let out: Vec<i32> = y.data().to_f64s().iter().map(|&v| v.round() as i32).collect();
+    HostTensor::new(y.shape().to_vec(), out)
+}
+
 /// `(A - a_zero_point) @ (B - b_zero_point)` of A (input `ia`) and B (input `ib`) with their zero
 /// points at `za` / `zb`, exactly, as an f64 tensor of MatMul's shape.
 fn integer_product(
@@ -184,34 +206,16 @@ fn integer_product(
 ) -> Result<HostTensor, HostError> {
     let a = number_view(node, required(node, inputs, ia, "A")?, "A")?;
     let b = number_view(node, required(node, inputs, ib, "B")?, "B")?;
-    for (t, what) in [(&a, "A"), (&b, "B")] {
-        if !matches!(t.dtype, DType::U8 | DType::I8) {
-            return Err(node.err(format!("{what} must be uint8 or int8, got {}", t.dtype)));
-        }
-    }
+    eight_bit(node, &[(&a, "A"), (&b, "B")])?;
     let m = if a.shape.len() >= 2 { a.shape[a.shape.len() - 2] } else { 1 };
     let n = if b.shape.len() >= 2 { b.shape[b.shape.len() - 1] } else { 1 };
-    let za = matmul_zero(node, inputs, za, &a, m, "a_zero_point")?;
-    let zb = matmul_zero(node, inputs, zb, &b, n, "b_zero_point")?;
-    // The operands less their zero points, in f64 (exact: |value| < 2^9), then MatMul.
-    let shifted = |t: &View, zero: &[f64], per_row: bool| -> Result<HostTensor, HostError> {
-        let cols = t.shape.last().copied().unwrap_or(1).max(1);
-        let len: usize = t.shape.iter().product();
-        let data: Vec<f64> = (0..len)
-            .map(|i| {
-                let z = if zero.len() == 1 {
-                    zero[0]
-                } else if per_row {
-                    zero[(i / cols) % zero.len()]
-                } else {
-                    zero[i % cols]
-                };
-                t.at(i) - z
-            })
-            .collect();
-        HostTensor::new(t.shape.to_vec(), data)
-    };
-    let (a64, b64) = (shifted(&a, &za, true)?, shifted(&b, &zb, false)?);
+    let za = zero_point(node, inputs, za, &a, m, "a_zero_point")?;
+    let zb = zero_point(node, inputs, zb, &b, n, "b_zero_point")?;
+    // A's zero points go by row, B's by column.
+    let (a_cols, b_cols) =
+        (a.shape.last().copied().unwrap_or(1).max(1), b.shape.last().copied().unwrap_or(1).max(1));
+    let a64 = less_zero(&a, &za, |i| i / a_cols)?;
+    let b64 = less_zero(&b, &zb, |i| i % b_cols)?;
     Ok(super::matmul(node, &(), &[Some(&a64), Some(&b64)])?.remove(0))
 }
 
@@ -222,9 +226,7 @@ pub fn matmul_integer(
     _attrs: &(),
     inputs: &[Option<&HostTensor>],
 ) -> Result<Vec<HostTensor>, HostError> {
-    let y = integer_product(node, inputs, (0, 2), (1, 3))?;
-    let out: Vec<i32> = y.data().to_f64s().iter().map(|&v| v as i32).collect();
-    Ok(vec![HostTensor::new(y.shape().to_vec(), out)?])
+    Ok(vec![int32(&integer_product(node, inputs, (0, 2), (1, 3))?)?])
 }
 
 /// `v` rounded to the float `dtype` (the precision ONNX's reference multiplies scales in).
@@ -237,6 +239,64 @@ fn rounded(dtype: DType, v: f64) -> f64 {
     }
 }
 
+/// The float scale at slot `slot`: its dtype and values.
+fn scale_values(
+    node: &NodeCtx,
+    inputs: &[Option<&HostTensor>],
+    slot: usize,
+    what: &str,
+) -> Result<(DType, Vec<f64>), HostError> {
+    let t = float_view(node, required(node, inputs, slot, what)?, what)?;
+    Ok((t.dtype, (0..t.shape.iter().product::<usize>()).map(|i| t.at(i)).collect()))
+}
+
+/// Requantization of an integer result to y: `y_scale` (slot 6) and `y_zero_point` (slot 7), one
+/// value each, the operands' scales multiplied in `scale_dtype`.
+struct Requantize {
+    dtype: DType,
+    range: (f64, f64),
+    zero: f64,
+    y_scale: f64,
+    scale_dtype: DType,
+}
+
+impl Requantize {
+    fn of(node: &NodeCtx, inputs: &[Option<&HostTensor>], scale_dtype: DType) -> Result<Self, HostError> {
+        let (_, sy) = scale_values(node, inputs, 6, "y_scale")?;
+        let zy = required(node, inputs, 7, "y_zero_point")?;
+        if zy.len() != 1 || sy.len() != 1 {
+            return Err(node.err("y_scale and y_zero_point must hold one value each"));
+        }
+        let dtype = zy.dtype();
+        let Some((lo, hi)) = int_range(dtype).filter(|_| matches!(dtype, DType::U8 | DType::I8)) else {
+            return Err(node.err(format!("y_zero_point must be uint8 or int8, got {dtype}")));
+        };
+        Ok(Requantize {
+            dtype,
+            range: (lo as f64, hi as f64),
+            zero: zy.data().float_at(0),
+            y_scale: sy[0],
+            scale_dtype,
+        })
+    }
+
+    /// `saturate(rint(acc · scale / y_scale) + y_zero_point)`, `scale` being the product of the
+    /// operands' scales.
+    fn apply(&self, acc: f64, scale: f64) -> i64 {
+        let dt = self.scale_dtype;
+        let multiplier = rounded(dt, rounded(dt, scale) / self.y_scale);
+        ((acc * multiplier).round_ties_even() + self.zero).clamp(self.range.0, self.range.1) as i64
+    }
+
+    /// The integer result `acc` requantized, the operands' scale product of element `i` given by
+    /// `scale`.
+    fn tensor(&self, acc: &HostTensor, scale: impl Fn(usize) -> f64) -> Result<HostTensor, HostError> {
+        let v = acc.data().to_f64s();
+        let values = v.iter().enumerate().map(|(i, &a)| self.apply(a, scale(i)));
+        HostTensor::new(acc.shape().to_vec(), ints_to(self.dtype, v.len(), values)?)
+    }
+}
+
 /// ONNX `QLinearMatMul`: the integer product of `a` and `b` (less their zero points), times
 /// `a_scale · b_scale / y_scale` (per row of a, per column of b, or one each; multiplied in the
 /// scales' dtype), rounded to even, plus `y_zero_point`, saturated to its type.
@@ -246,31 +306,13 @@ pub fn qlinear_matmul(
     inputs: &[Option<&HostTensor>],
 ) -> Result<Vec<HostTensor>, HostError> {
     let c = integer_product(node, inputs, (0, 2), (3, 5))?;
-    let scale = |slot: usize, what: &str| -> Result<(DType, Vec<f64>), HostError> {
-        let t = float_view(node, required(node, inputs, slot, what)?, what)?;
-        Ok((t.dtype, (0..t.shape.iter().product::<usize>()).map(|i| t.at(i)).collect()))
-    };
-    let ((dt, sa), (_, sb), (_, sy)) = (scale(1, "a_scale")?, scale(4, "b_scale")?, scale(6, "y_scale")?);
-    let zy = required(node, inputs, 7, "y_zero_point")?;
-    if zy.len() != 1 || sy.len() != 1 {
-        return Err(node.err("y_scale and y_zero_point must hold one value each"));
-    }
-    let dtype = zy.dtype();
-    let Some((lo, hi)) = int_range(dtype).filter(|_| matches!(dtype, DType::U8 | DType::I8)) else {
-        return Err(node.err(format!("y_zero_point must be uint8 or int8, got {dtype}")));
-    };
-    let (zy, sy) = (zy.data().float_at(0), sy[0]);
-    let shape = c.shape().to_vec();
+    let ((dt, sa), (_, sb)) =
+        (scale_values(node, inputs, 1, "a_scale")?, scale_values(node, inputs, 4, "b_scale")?);
+    let y = Requantize::of(node, inputs, dt)?;
+    let shape = c.shape();
     let n = shape.last().copied().unwrap_or(1).max(1);
-    let m = if shape.len() >= 2 { shape[shape.len() - 2] } else { 1 };
-    let pick = |v: &[f64], i: usize| v[if v.len() == 1 { 0 } else { i % v.len() }];
-    let cv = c.data().to_f64s();
-    let values = cv.iter().enumerate().map(|(i, &acc)| {
-        let (row, col) = ((i / n) % m.max(1), i % n);
-        let multiplier = rounded(dt, rounded(dt, pick(&sa, row) * pick(&sb, col)) / sy);
-        ((acc * multiplier).round_ties_even() + zy).clamp(lo as f64, hi as f64) as i64
-    });
-    Ok(vec![HostTensor::new(shape.clone(), ints_to(dtype, cv.len(), values)?)?])
+    let m = if shape.len() >= 2 { shape[shape.len() - 2] } else { 1 }.max(1);
+    Ok(vec![y.tensor(&c, |i| per(&sa, (i / n) % m) * per(&sb, i % n))?])
 }
 
 /// `x - x_zero_point` (input `ix`, zero point `izx`: one value) and `w - w_zero_point` (input
@@ -283,20 +325,12 @@ fn conv_operands(
 ) -> Result<(HostTensor, HostTensor), HostError> {
     let x = number_view(node, required(node, inputs, ix, "x")?, "x")?;
     let w = number_view(node, required(node, inputs, iw, "w")?, "w")?;
-    for (t, what) in [(&x, "x"), (&w, "w")] {
-        if !matches!(t.dtype, DType::U8 | DType::I8) {
-            return Err(node.err(format!("{what} must be uint8 or int8, got {}", t.dtype)));
-        }
-    }
+    eight_bit(node, &[(&x, "x"), (&w, "w")])?;
     let maps = w.shape.first().copied().unwrap_or(1);
-    let zx = matmul_zero(node, inputs, izx, &x, 1, "x_zero_point")?;
-    let zw = matmul_zero(node, inputs, izw, &w, maps, "w_zero_point")?;
+    let zx = zero_point(node, inputs, izx, &x, 1, "x_zero_point")?;
+    let zw = zero_point(node, inputs, izw, &w, maps, "w_zero_point")?;
     let per_map = w.shape.iter().skip(1).product::<usize>().max(1);
-    let xs: Vec<f64> = (0..x.shape.iter().product()).map(|i| x.at(i) - zx[0]).collect();
-    let ws: Vec<f64> = (0..w.shape.iter().product())
-        .map(|i| w.at(i) - zw[if zw.len() == 1 { 0 } else { (i / per_map) % zw.len() }])
-        .collect();
-    Ok((HostTensor::new(x.shape.to_vec(), xs)?, HostTensor::new(w.shape.to_vec(), ws)?))
+    Ok((less_zero(&x, &zx, |i| i)?, less_zero(&w, &zw, |i| i / per_map)?))
 }
 
 /// ONNX `ConvInteger`: Conv of `x - x_zero_point` and `w - w_zero_point` (one value, or one per
@@ -307,9 +341,7 @@ pub fn conv_integer(
     inputs: &[Option<&HostTensor>],
 ) -> Result<Vec<HostTensor>, HostError> {
     let (x, w) = conv_operands(node, inputs, (0, 2), (1, 3))?;
-    let y = super::conv(node, attrs, &[Some(&x), Some(&w), None])?.remove(0);
-    let out: Vec<i32> = y.data().to_f64s().iter().map(|&v| v.round() as i32).collect();
-    Ok(vec![HostTensor::new(y.shape().to_vec(), out)?])
+    Ok(vec![int32(&super::conv(node, attrs, &[Some(&x), Some(&w), None])?.remove(0))?])
 }
 
 /// ONNX `QLinearConv`: the integer Conv of x and w less their zero points plus the int32 bias,
@@ -328,31 +360,17 @@ pub fn qlinear_conv(
         Some(b) => Some(HostTensor::new(b.shape().to_vec(), b.data().to_f64s())?),
         None => None,
     };
-    let y = super::conv(node, attrs, &[Some(&x), Some(&w), bias.as_ref()])?.remove(0);
-    let scale = |slot: usize, what: &str| -> Result<(DType, Vec<f64>), HostError> {
-        let t = float_view(node, required(node, inputs, slot, what)?, what)?;
-        Ok((t.dtype, (0..t.shape.iter().product::<usize>()).map(|i| t.at(i)).collect()))
-    };
-    let ((dt, sx), (_, sw), (_, sy)) = (scale(1, "x_scale")?, scale(4, "w_scale")?, scale(6, "y_scale")?);
-    let zy = required(node, inputs, 7, "y_zero_point")?;
-    if zy.len() != 1 || sy.len() != 1 || sx.len() != 1 {
-        return Err(node.err("x_scale, y_scale and y_zero_point must hold one value each"));
+    let acc = super::conv(node, attrs, &[Some(&x), Some(&w), bias.as_ref()])?.remove(0);
+    let ((dt, sx), (_, sw)) =
+        (scale_values(node, inputs, 1, "x_scale")?, scale_values(node, inputs, 4, "w_scale")?);
+    if sx.len() != 1 {
+        return Err(node.err("x_scale must hold one value"));
     }
-    let dtype = zy.dtype();
-    let Some((lo, hi)) = int_range(dtype).filter(|_| matches!(dtype, DType::U8 | DType::I8)) else {
-        return Err(node.err(format!("y_zero_point must be uint8 or int8, got {dtype}")));
-    };
-    let (zy, sx, sy) = (zy.data().float_at(0), sx[0], sy[0]);
-    let shape = y.shape().to_vec();
+    let y = Requantize::of(node, inputs, dt)?;
+    let shape = acc.shape();
     let maps = shape.get(1).copied().unwrap_or(1).max(1);
     let plane = shape.iter().skip(2).product::<usize>().max(1);
-    let yv = y.data().to_f64s();
-    let values = yv.iter().enumerate().map(|(i, &acc)| {
-        let m = (i / plane) % maps;
-        let multiplier = rounded(dt, rounded(dt, sx * sw[if sw.len() == 1 { 0 } else { m % sw.len() }]) / sy);
-        ((acc * multiplier).round_ties_even() + zy).clamp(lo as f64, hi as f64) as i64
-    });
-    Ok(vec![HostTensor::new(shape.clone(), ints_to(dtype, yv.len(), values)?)?])
+    Ok(vec![y.tensor(&acc, |i| sx[0] * per(&sw, (i / plane) % maps))?])
 }
 
 #[cfg(test)]
