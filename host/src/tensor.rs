@@ -187,16 +187,32 @@ impl TensorData {
 
     /// Every element as f64 (bool as 0 or 1; i64 beyond 2^53 rounds).
     pub fn to_f64s(&self) -> Vec<f64> {
+        (0..self.len()).map(|i| self.float_at(i)).collect()
+    }
+
+    /// Element `i` of a float tensor, exactly, as f64 (integers and bools convert too; i64 beyond
+    /// 2^53 rounds). The reference reads elements one at a time through it and [`Self::int_at`]
+    /// instead of widening whole tensors.
+    pub fn float_at(&self, i: usize) -> f64 {
         match self {
-            TensorData::F32(v) => v.iter().map(|&x| x as f64).collect(),
-            TensorData::F16(v) => v.iter().map(|x| x.to_f64()).collect(),
-            TensorData::BF16(v) => v.iter().map(|x| x.to_f64()).collect(),
-            TensorData::F64(v) => v.clone(),
-            TensorData::I64(v) => v.iter().map(|&x| x as f64).collect(),
-            TensorData::I32(v) => v.iter().map(|&x| x as f64).collect(),
-            TensorData::I8(v) => v.iter().map(|&x| x as f64).collect(),
-            TensorData::U8(v) => v.iter().map(|&x| x as f64).collect(),
-            TensorData::Bool(v) => v.iter().map(|&x| x as u8 as f64).collect(),
+            TensorData::F32(v) => v[i] as f64,
+            TensorData::F16(v) => v[i].to_f64(),
+            TensorData::BF16(v) => v[i].to_f64(),
+            TensorData::F64(v) => v[i],
+            other => other.int_at(i) as f64,
+        }
+    }
+
+    /// Element `i` of an integer or bool tensor (bool as 0 or 1), exactly, as i64 (floats
+    /// truncate toward zero).
+    pub fn int_at(&self, i: usize) -> i64 {
+        match self {
+            TensorData::I64(v) => v[i],
+            TensorData::I32(v) => v[i] as i64,
+            TensorData::I8(v) => v[i] as i64,
+            TensorData::U8(v) => v[i] as i64,
+            TensorData::Bool(v) => v[i] as i64,
+            other => other.float_at(i) as i64,
         }
     }
 }

@@ -108,34 +108,6 @@ impl Lanes {
     }
 }
 
-/// Element reads in lane form, one at a time: what [`Lanes::of`] holds at `i`, without widening
-/// the whole tensor.
-impl TensorData {
-    /// Element `i` of a float tensor, exactly, as f64 (integers and bools convert too).
-    pub fn float_at(&self, i: usize) -> f64 {
-        match self {
-            TensorData::F32(v) => v[i] as f64,
-            TensorData::F16(v) => v[i].to_f64(),
-            TensorData::BF16(v) => v[i].to_f64(),
-            TensorData::F64(v) => v[i],
-            other => other.int_at(i) as f64,
-        }
-    }
-
-    /// Element `i` of an integer or bool tensor (bool as 0 or 1), exactly, as i64 (floats
-    /// truncate toward zero).
-    pub fn int_at(&self, i: usize) -> i64 {
-        match self {
-            TensorData::I64(v) => v[i],
-            TensorData::I32(v) => v[i] as i64,
-            TensorData::I8(v) => v[i] as i64,
-            TensorData::U8(v) => v[i] as i64,
-            TensorData::Bool(v) => v[i] as i64,
-            other => other.float_at(i) as i64,
-        }
-    }
-}
-
 /// The `n` f64 values of `v` as `dtype`: one rounding to float types; truncation toward zero
 /// (saturating, NaN to 0) to integer types; `x != 0` to bool (NaN is true).
 pub fn floats_to(dtype: DType, n: usize, v: impl Iterator<Item = f64>) -> Result<TensorData, HostError> {
