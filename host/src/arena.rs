@@ -165,7 +165,7 @@ impl FreeList {
     /// A block of `bytes` (rounded up to the alignment), or `None` when no free block is large
     /// enough (the caller grows the region between runs, by [`FreeList::high_water`]).
     pub fn alloc(&mut self, bytes: u64) -> Option<u64> {
-        let size = bytes.max(1).div_ceil(self.alignment) * self.alignment;
+        let size = self.block_size(bytes);
         let (&at, &len) = self.free.iter().find(|&(_, &len)| len >= size)?;
         self.free.remove(&at);
         if len > size {
@@ -234,9 +234,14 @@ impl FreeList {
         self.capacity
     }
 
-    /// The alignment of the blocks handed out.
-    pub fn alignment(&self) -> u64 {
-        self.alignment
+    /// Whether [`FreeList::alloc`] of `bytes` would find a free block now.
+    pub fn fits(&self, bytes: u64) -> bool {
+        self.largest_free() >= self.block_size(bytes)
+    }
+
+    /// The block `bytes` take: at least one byte, rounded up to the alignment.
+    fn block_size(&self, bytes: u64) -> u64 {
+        bytes.max(1).div_ceil(self.alignment) * self.alignment
     }
 }
 

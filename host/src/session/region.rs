@@ -68,8 +68,7 @@ impl Region {
     /// The device bytes a block of `bytes` would allocate: 0 when a free block fits, else the
     /// grown region's (the old one is still held while its contents are copied over).
     pub(super) fn growth_for(&self, bytes: u64) -> u64 {
-        let size = bytes.max(1).div_ceil(self.list.alignment()) * self.list.alignment();
-        if self.list.largest_free() >= size { 0 } else { self.grown_capacity(bytes) }
+        if self.list.fits(bytes) { 0 } else { self.grown_capacity(bytes) }
     }
 
     /// A block of `bytes`; grows the region when no free block fits: a new buffer of at least
