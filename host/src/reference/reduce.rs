@@ -71,8 +71,10 @@ pub fn reduce(
     // A group's members: its base (the offset of its first element, one per output element, in
     // output order) plus each offset of the reduced sub-block, in increasing order.
     let in_strides = strides::strides(x.shape());
-    let red_shape: Vec<usize> = reduced_sorted(&reduced).map(|d| x.shape()[d]).collect();
-    let red_strides: Vec<usize> = reduced_sorted(&reduced).map(|d| in_strides[d]).collect();
+    let mut sorted = reduced.clone();
+    sorted.sort_unstable();
+    let red_shape: Vec<usize> = sorted.iter().map(|&d| x.shape()[d]).collect();
+    let red_strides: Vec<usize> = sorted.iter().map(|&d| in_strides[d]).collect();
     let block: Vec<usize> = strides::strided_offsets(&red_shape, red_strides).collect();
     let kept_walk: Vec<usize> =
         (0..rank).map(|d| if reduced.contains(&d) { 0 } else { in_strides[d] }).collect();
@@ -148,13 +150,6 @@ fn reduce_ints(kind: Reduction, dtype: DType, v: &[i64], bases: &[usize], block:
             Lanes::F(members.iter().map(|m| reduce_f64(kind, m.clone().map(|i| v[i] as f64))).collect())
         }
     }
-}
-
-/// The reduced axes in increasing order.
-fn reduced_sorted(reduced: &[usize]) -> impl Iterator<Item = usize> + use<> {
-    let mut r = reduced.to_vec();
-    r.sort_unstable();
-    r.into_iter()
 }
 
 /// `(outer, len, inner)` sizes around `axis` of `shape`.
