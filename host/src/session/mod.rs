@@ -32,6 +32,7 @@ mod options;
 mod profile;
 
 use launch::Addresses;
+use options::within_budget;
 mod control;
 mod frontier;
 mod region;
@@ -579,29 +580,11 @@ impl Drop for Session<'_> {
     }
 }
 
-/// `Ok` when `bytes` more beside `held` stays within `budget` (`None`: no budget); else the
-/// held bytes and the budget.
-fn within_budget(budget: Option<u64>, held: u64, bytes: u64) -> Result<(), (u64, u64)> {
-    match budget {
-        Some(max) if held.saturating_add(bytes) > max => Err((held, max)),
-        _ => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
     fn a_session_can_move_to_another_thread() {
         fn send<T: Send>() {}
         send::<super::Session<'static>>();
-    }
-
-    #[test]
-    fn the_budget_counts_what_is_held() {
-        use super::within_budget;
-        assert_eq!(within_budget(None, u64::MAX, 1), Ok(()));
-        assert_eq!(within_budget(Some(100), 60, 40), Ok(()));
-        assert_eq!(within_budget(Some(100), 60, 41), Err((60, 100)));
-        assert_eq!(within_budget(Some(100), u64::MAX, 1), Err((u64::MAX, 100)));
     }
 }

@@ -149,6 +149,15 @@ impl Default for SessionOptions {
     }
 }
 
+/// `Ok` when `bytes` more beside `held` stays within `budget` ([`SessionOptions::max_memory`]; `None`: no budget); else the
+/// held bytes and the budget.
+pub(super) fn within_budget(budget: Option<u64>, held: u64, bytes: u64) -> Result<(), (u64, u64)> {
+    match budget {
+        Some(max) if held.saturating_add(bytes) > max => Err((held, max)),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::SessionOptions;
@@ -165,5 +174,14 @@ mod tests {
             seen.push((on, off));
         }
         assert!(SessionOptions::default().set("no_such_option", true).unwrap_err().contains("known:"));
+    }
+
+    #[test]
+    fn the_budget_counts_what_is_held() {
+        use super::within_budget;
+        assert_eq!(within_budget(None, u64::MAX, 1), Ok(()));
+        assert_eq!(within_budget(Some(100), 60, 40), Ok(()));
+        assert_eq!(within_budget(Some(100), 60, 41), Err((60, 100)));
+        assert_eq!(within_budget(Some(100), u64::MAX, 1), Err((u64::MAX, 100)));
     }
 }
