@@ -58,51 +58,37 @@ fn f32s(shape: &[usize], v: &[f32]) -> HostTensor {
     HostTensor::new(shape.to_vec(), v.to_vec()).expect("shape")
 }
 
-/// A Loop (node `spin`) of 2^40 trips whose condition stays true, passing `x: f32[2]` through.
-pub(crate) fn endless_loop() -> ModelBuilder {
+/// A Loop (node `loop_name`) of `trips` trips over `x: f32[x_len]`, its condition passed through
+/// unchanged (true) and its carried value computed from `v` by `step` (output `v_out`).
+fn carried_loop(body_name: &str, step: NodeBuilder, trips: i64, x_len: i64, loop_name: &str) -> ModelBuilder {
     let vi = |n: &str, t: DataType| value_info(n, t, &[]);
     let body = onnx::proto::GraphProto {
-        name: "forever".into(),
-        node: vec![
-            NodeBuilder::new("Identity", &["cond_in"], &["cond_out"]).build(),
-            NodeBuilder::new("Identity", &["v"], &["v_out"]).build(),
-        ],
+        name: body_name.into(),
+        node: vec![NodeBuilder::new("Identity", &["cond_in"], &["cond_out"]).build(), step.build()],
         input: vec![vi("i", DataType::Int64), vi("cond_in", DataType::Bool), vi("v", DataType::Float)],
         output: vec![vi("cond_out", DataType::Undefined), vi("v_out", DataType::Undefined)],
         ..Default::default()
     };
     ModelBuilder::new(17)
-        .input("x", DataType::Float, &[Dim::from(2)])
-        .initializer_i64("trips", &[], &[1 << 40])
+        .input("x", DataType::Float, &[Dim::from(x_len)])
+        .initializer_i64("trips", &[], &[trips])
         .initializer(tensor_raw("go", DataType::Bool, &[], vec![1]))
         .node_with(
-            NodeBuilder::new("Loop", &["trips", "go", "x"], &["y"]).attr_graph("body", body).name("spin"),
+            NodeBuilder::new("Loop", &["trips", "go", "x"], &["y"]).attr_graph("body", body).name(loop_name),
         )
         .output("y", DataType::Float, &[])
+}
+
+/// A Loop (node `spin`) of 2^40 trips whose condition stays true, passing `x: f32[2]` through.
+pub(crate) fn endless_loop() -> ModelBuilder {
+    carried_loop("forever", NodeBuilder::new("Identity", &["v"], &["v_out"]), 1 << 40, 2, "spin")
 }
 
 /// A Loop (node `grow`) of 40 trips whose body (node `double`) concatenates the carried tensor
 /// with itself: 2^40 elements at the end.
 fn doubling_loop() -> ModelBuilder {
-    let vi = |n: &str, t: DataType| value_info(n, t, &[]);
-    let body = onnx::proto::GraphProto {
-        name: "doubling".into(),
-        node: vec![
-            NodeBuilder::new("Identity", &["cond_in"], &["cond_out"]).build(),
-            NodeBuilder::new("Concat", &["v", "v"], &["v_out"]).attr_int("axis", 0).name("double").build(),
-        ],
-        input: vec![vi("i", DataType::Int64), vi("cond_in", DataType::Bool), vi("v", DataType::Float)],
-        output: vec![vi("cond_out", DataType::Undefined), vi("v_out", DataType::Undefined)],
-        ..Default::default()
-    };
-    ModelBuilder::new(17)
-        .input("x", DataType::Float, &[Dim::from(1)])
-        .initializer_i64("trips", &[], &[40])
-        .initializer(tensor_raw("go", DataType::Bool, &[], vec![1]))
-        .node_with(
-            NodeBuilder::new("Loop", &["trips", "go", "x"], &["y"]).attr_graph("body", body).name("grow"),
-        )
-        .output("y", DataType::Float, &[])
+    let double = NodeBuilder::new("Concat", &["v", "v"], &["v_out"]).attr_int("axis", 0).name("double");
+    carried_loop("doubling", double, 40, 1, "grow")
 }
 
 /// An If (node `pick`) whose then branch gives f32 and else branch i64.
