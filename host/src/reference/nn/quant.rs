@@ -239,6 +239,22 @@ fn rounded(dtype: DType, v: f64) -> f64 {
     }
 }
 
+/// The float scale at slot `slot`, one value or `per` (one per row, column or output channel):
+/// its dtype and values.
+fn per_scale(
+    node: &NodeCtx,
+    inputs: &[Option<&HostTensor>],
+    slot: usize,
+    per: usize,
+    what: &str,
+) -> Result<(DType, Vec<f64>), HostError> {
+    let (dtype, v) = scale_values(node, inputs, slot, what)?;
+    if v.len() != 1 && v.len() != per {
+        return Err(node.err(format!("{what} holds {} values: one, or {per}", v.len())));
+    }
+    Ok((dtype, v))
+}
+
 /// The float scale at slot `slot`: its dtype and values.
 fn scale_values(
     node: &NodeCtx,
@@ -306,12 +322,14 @@ pub fn qlinear_matmul(
     inputs: &[Option<&HostTensor>],
 ) -> Result<Vec<HostTensor>, HostError> {
     let c = integer_product(node, inputs, (0, 2), (3, 5))?;
-    let ((dt, sa), (_, sb)) =
-        (scale_values(node, inputs, 1, "a_scale")?, scale_values(node, inputs, 4, "b_scale")?);
+    // M and N from the operands (a 1-D A has one row, a 1-D B one column).
+    let (a, b) = (required(node, inputs, 0, "a")?.shape(), required(node, inputs, 3, "b")?.shape());
+    let m = if a.len() >= 2 { a[a.len() - 2] } else { 1 };
+    let n = if b.len() >= 2 { b[b.len() - 1] } else { 1 };
+    let (dt, sa) = per_scale(node, inputs, 1, m, "a_scale")?;
+    let (_, sb) = per_scale(node, inputs, 4, n, "b_scale")?;
     let y = Requantize::of(node, inputs, dt)?;
-    let shape = c.shape();
-    let n = shape.last().copied().unwrap_or(1).max(1);
-    let m = if shape.len() >= 2 { shape[shape.len() - 2] } else { 1 }.max(1);
+    let (m, n) = (m.max(1), n.max(1));
     Ok(vec![y.tensor(&c, |i| per(&sa, (i / n) % m) * per(&sb, i % n))?])
 }
 
@@ -361,14 +379,14 @@ pub fn qlinear_conv(
         None => None,
     };
     let acc = super::conv(node, attrs, &[Some(&x), Some(&w), bias.as_ref()])?.remove(0);
-    let ((dt, sx), (_, sw)) =
-        (scale_values(node, inputs, 1, "x_scale")?, scale_values(node, inputs, 4, "w_scale")?);
+    let shape = acc.shape();
+    let maps = shape.get(1).copied().unwrap_or(1).max(1);
+    let (dt, sx) = scale_values(node, inputs, 1, "x_scale")?;
     if sx.len() != 1 {
         return Err(node.err("x_scale must hold one value"));
     }
+    let (_, sw) = per_scale(node, inputs, 4, maps, "w_scale")?;
     let y = Requantize::of(node, inputs, dt)?;
-    let shape = acc.shape();
-    let maps = shape.get(1).copied().unwrap_or(1).max(1);
     let plane = shape.iter().skip(2).product::<usize>().max(1);
     Ok(vec![y.tensor(&acc, |i| sx[0] * per(&sw, (i / plane) % maps))?])
 }
@@ -426,6 +444,26 @@ mod tests {
         assert_eq!(vals(&y[1]), vec![scale as f64]);
         assert_eq!(vals(&y[2]), vec![85.0]); // rint(1 / scale) = 85
         assert_eq!(vals(&y[0]), vec![0.0, 85.0, 170.0, 255.0]);
+    }
+
+    #[test]
+    fn scales_of_the_wrong_length_are_refused_not_indexed() {
+        // a [2, 2] @ b [2, 2]: a_scale must be one value or one per row (2); an empty one was read
+        // modulo its length (a division by zero).
+        let (a, za) = (u8s(&[2, 2], &[1, 2, 3, 4]), u8s(&[], &[0]));
+        let one = t32(&[], &[1.0]);
+        let empty = t32(&[0], &[]);
+        let three = t32(&[3], &[1.0, 1.0, 1.0]);
+        for bad in [&empty, &three] {
+            let inputs =
+                [Some(&a), Some(bad), Some(&za), Some(&a), Some(&one), Some(&za), Some(&one), Some(&za)];
+            let e = qlinear_matmul(&node("QLinearMatMul"), &(), &inputs).unwrap_err();
+            assert!(e.to_string().contains("a_scale holds"), "{e}");
+        }
+        let inputs =
+            [Some(&a), Some(&one), Some(&za), Some(&a), Some(&one), Some(&za), Some(&one), Some(&za)];
+        let y = qlinear_matmul(&node("QLinearMatMul"), &(), &inputs).unwrap();
+        assert_eq!(vals(&y[0]), vec![7.0, 10.0, 15.0, 22.0]);
     }
 
     #[test]
