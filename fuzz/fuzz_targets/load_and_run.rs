@@ -7,25 +7,15 @@
 #![no_main]
 
 use host::reference::{Limits, eval_with};
-use host::{HostTensor, TensorData};
+use host::HostTensor;
 use libfuzzer_sys::fuzz_target;
 use planner::{DType, Dim};
 
-/// Zeros of `dtype` and `shape`.
+/// Zeros of `dtype` and `shape` (every dtype: through a constant of zero codes).
 fn zeros(dtype: DType, shape: Vec<usize>) -> Option<HostTensor> {
     let n: usize = shape.iter().product();
-    let data = match dtype {
-        DType::F32 => TensorData::F32(vec![0.0; n]),
-        DType::F16 => TensorData::F16(vec![half::f16::ZERO; n]),
-        DType::BF16 => TensorData::BF16(vec![half::bf16::ZERO; n]),
-        DType::F64 => TensorData::F64(vec![0.0; n]),
-        DType::I64 => TensorData::I64(vec![0; n]),
-        DType::I32 => TensorData::I32(vec![0; n]),
-        DType::I8 => TensorData::I8(vec![0; n]),
-        DType::U8 => TensorData::U8(vec![0; n]),
-        DType::Bool => TensorData::Bool(vec![false; n]),
-    };
-    HostTensor::new(shape, data).ok()
+    let c = planner::ConstTensor::from_i64s_as(dtype, &shape, &vec![0; n]).ok()?;
+    HostTensor::from_const(&c).ok()
 }
 
 fuzz_target!(|data: &[u8]| {

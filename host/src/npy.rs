@@ -25,8 +25,9 @@ fn format(detail: impl Into<String>) -> NpyError {
     NpyError::Format(detail.into())
 }
 
-/// NumPy's `descr` for a dtype (bf16 has none in NumPy; ml_dtypes' `<V2` is ambiguous, so bf16 is
-/// written and read as the custom tag `bfloat16`).
+/// NumPy's `descr` for a dtype (bf16 and the coded narrow types have none in NumPy; ml_dtypes'
+/// `<V2` / `|V1` are ambiguous, so they are written and read as custom tags: `bfloat16`, and the
+/// ONNX names `float8e4m3fn`, `int4`, ... one code per byte).
 fn descr(dtype: DType) -> &'static str {
     match dtype {
         DType::F32 => "<f4",
@@ -37,7 +38,12 @@ fn descr(dtype: DType) -> &'static str {
         DType::I32 => "<i4",
         DType::I8 => "|i1",
         DType::U8 => "|u1",
+        DType::I16 => "<i2",
+        DType::U16 => "<u2",
+        DType::U32 => "<u4",
+        DType::U64 => "<u8",
         DType::Bool => "|b1",
+        DType::Coded(c) => c.onnx_name(),
     }
 }
 
@@ -52,6 +58,13 @@ fn dtype_of(descr: &str) -> Result<DType, NpyError> {
         "|i1" | "<i1" => DType::I8,
         "|u1" | "<u1" => DType::U8,
         "|b1" | "<b1" => DType::Bool,
+        "<i2" => DType::I16,
+        "<u2" => DType::U16,
+        "<u4" => DType::U32,
+        "<u8" => DType::U64,
+        other if let Some(c) = planner::Coded::ALL.into_iter().find(|c| c.onnx_name() == other) => {
+            DType::Coded(c)
+        }
         other => return Err(NpyError::Unsupported(format!("dtype {other:?}"))),
     })
 }
@@ -173,6 +186,12 @@ mod tests {
             (vec![2, 1], vec![-3i32, 4].into()),
             (vec![2], vec![-3i8, 4].into()),
             (vec![2], vec![3u8, 255].into()),
+            (vec![2], vec![-3i16, 4].into()),
+            (vec![2], vec![3u16, 65535].into()),
+            (vec![2], vec![3u32, u32::MAX].into()),
+            (vec![2], vec![3u64, u64::MAX].into()),
+            (vec![3], TensorData::Coded(planner::Coded::F8E4M3FN, vec![0x7e, 0x80, 1])),
+            (vec![2], TensorData::Coded(planner::Coded::U2, vec![3, 0])),
         ];
         for (shape, data) in cases {
             let t = HostTensor::new(shape, data).unwrap();

@@ -285,7 +285,7 @@ mod tests {
         g.output(r);
         // A mask [2, 16] turned into floats and added to the data: data too.
         let mask = g.input("mask", DType::I64, [2usize, 16]);
-        let mf = g.push(Op::Cast(op::Cast { to: DType::F32, saturate: true }), &[mask], 1)[0];
+        let mf = g.push(Op::Cast(op::Cast::to(DType::F32)), &[mask], 1)[0];
         let sum = g.op1(Op::Add, &[mf, mf]);
         g.output(sum);
         let i64s = |dims: Vec<usize>| {

@@ -4,7 +4,7 @@
 //! `shape == []`); every constructor checks it.
 
 use half::{bf16, f16};
-use planner::{ConstTensor, DType};
+use planner::{Coded, ConstTensor, DType};
 
 use crate::error::HostError;
 
@@ -27,8 +27,18 @@ pub enum TensorData {
     I8(Vec<i8>),
     /// u8 elements.
     U8(Vec<u8>),
+    /// i16 elements.
+    I16(Vec<i16>),
+    /// u16 elements.
+    U16(Vec<u16>),
+    /// u32 elements.
+    U32(Vec<u32>),
+    /// u64 elements.
+    U64(Vec<u64>),
     /// bool elements.
     Bool(Vec<bool>),
+    /// Codes of a float8 / float4 / int4 / int2 format, one per byte (see [`Coded`]).
+    Coded(Coded, Vec<u8>),
 }
 
 macro_rules! dtype_variants {
@@ -42,17 +52,31 @@ macro_rules! dtype_variants {
         impl TensorData {
             /// Number of elements.
             pub fn len(&self) -> usize {
-                match self { $(TensorData::$variant(v) => v.len()),* }
+                match self { $(TensorData::$variant(v) => v.len(),)* TensorData::Coded(_, v) => v.len() }
             }
 
             /// The element type.
             pub fn dtype(&self) -> DType {
-                match self { $(TensorData::$variant(_) => DType::$variant),* }
+                match self { $(TensorData::$variant(_) => DType::$variant,)* TensorData::Coded(c, _) => DType::Coded(*c) }
             }
         }
     };
 }
-dtype_variants!(F32(f32), F16(f16), BF16(bf16), F64(f64), I64(i64), I32(i32), I8(i8), U8(u8), Bool(bool));
+dtype_variants!(
+    F32(f32),
+    F16(f16),
+    BF16(bf16),
+    F64(f64),
+    I64(i64),
+    I32(i32),
+    I8(i8),
+    U8(u8),
+    I16(i16),
+    U16(u16),
+    U32(u32),
+    U64(u64),
+    Bool(bool)
+);
 
 /// `$body` applied to the element vector `$v` of whichever variant `$data` is, giving the same
 /// variant back (`$body` may use `?`: it runs inside the caller).
@@ -67,7 +91,12 @@ macro_rules! same_variant {
             TensorData::I32($v) => TensorData::I32($body),
             TensorData::I8($v) => TensorData::I8($body),
             TensorData::U8($v) => TensorData::U8($body),
+            TensorData::I16($v) => TensorData::I16($body),
+            TensorData::U16($v) => TensorData::U16($body),
+            TensorData::U32($v) => TensorData::U32($body),
+            TensorData::U64($v) => TensorData::U64($body),
             TensorData::Bool($v) => TensorData::Bool($body),
+            TensorData::Coded(c, $v) => TensorData::Coded(*c, $body),
         }
     };
 }
@@ -97,7 +126,21 @@ macro_rules! same_variant_all {
             Some(TensorData::I32(_)) => arm!(I32),
             Some(TensorData::I8(_)) => arm!(I8),
             Some(TensorData::U8(_)) => arm!(U8),
+            Some(TensorData::I16(_)) => arm!(I16),
+            Some(TensorData::U16(_)) => arm!(U16),
+            Some(TensorData::U32(_)) => arm!(U32),
+            Some(TensorData::U64(_)) => arm!(U64),
             Some(TensorData::Bool(_)) => arm!(Bool),
+            Some(TensorData::Coded(code, _)) => {
+                let mut $vs = Vec::with_capacity($parts.len());
+                for p in $parts {
+                    match p {
+                        TensorData::Coded(c, v) if c == code => $vs.push(v.as_slice()),
+                        _ => return Err($mixed),
+                    }
+                }
+                TensorData::Coded(*code, $body)
+            }
         }
     }};
 }
@@ -199,20 +242,36 @@ impl TensorData {
             TensorData::F16(v) => v[i].to_f64(),
             TensorData::BF16(v) => v[i].to_f64(),
             TensorData::F64(v) => v[i],
+            TensorData::U64(v) => v[i] as f64,
+            TensorData::Coded(c, v) => c.decode(v[i]),
             other => other.int_at(i) as f64,
         }
     }
 
     /// Element `i` of an integer or bool tensor (bool as 0 or 1), exactly, as i64 (floats
-    /// truncate toward zero).
+    /// truncate toward zero; uint64 past `i64::MAX` wraps, which [`Self::u64_in_i64`] checks).
     pub fn int_at(&self, i: usize) -> i64 {
         match self {
             TensorData::I64(v) => v[i],
             TensorData::I32(v) => v[i] as i64,
             TensorData::I8(v) => v[i] as i64,
             TensorData::U8(v) => v[i] as i64,
+            TensorData::I16(v) => v[i] as i64,
+            TensorData::U16(v) => v[i] as i64,
+            TensorData::U32(v) => v[i] as i64,
+            TensorData::U64(v) => v[i] as i64,
             TensorData::Bool(v) => v[i] as i64,
+            TensorData::Coded(c, v) => c.decode_int(v[i]),
             other => other.float_at(i) as i64,
+        }
+    }
+
+    /// The first uint64 element past `i64::MAX` (which the reference's integer lanes cannot
+    /// hold), if any; `None` for every other dtype.
+    pub fn u64_in_i64(&self) -> Option<u64> {
+        match self {
+            TensorData::U64(v) => v.iter().copied().find(|&x| x > i64::MAX as u64),
+            _ => None,
         }
     }
 }
@@ -294,7 +353,12 @@ impl HostTensor {
             DType::I32 => TensorData::I32(le(b, i32::from_le_bytes)?),
             DType::I8 => TensorData::I8(le(b, i8::from_le_bytes)?),
             DType::U8 => TensorData::U8(le(b, u8::from_le_bytes)?),
+            DType::I16 => TensorData::I16(le(b, i16::from_le_bytes)?),
+            DType::U16 => TensorData::U16(le(b, u16::from_le_bytes)?),
+            DType::U32 => TensorData::U32(le(b, u32::from_le_bytes)?),
+            DType::U64 => TensorData::U64(le(b, u64::from_le_bytes)?),
             DType::Bool => TensorData::Bool(le(b, |[x]: [u8; 1]| x != 0)?),
+            DType::Coded(code) => TensorData::Coded(code, le(b, u8::from_le_bytes)?),
         };
         HostTensor::new(c.dims.clone(), data)
     }
@@ -309,7 +373,11 @@ impl HostTensor {
             TensorData::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             TensorData::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             TensorData::I8(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-            TensorData::U8(v) => v.clone(),
+            TensorData::U8(v) | TensorData::Coded(_, v) => v.clone(),
+            TensorData::I16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            TensorData::U16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            TensorData::U32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            TensorData::U64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             TensorData::Bool(v) => v.iter().map(|&x| x as u8).collect(),
         };
         ConstTensor::new(self.dtype(), self.shape.clone(), bytes).expect("length invariant of HostTensor")
@@ -360,7 +428,13 @@ mod tests {
             vec![-7i32, 9].into(),
             vec![-8i8, 127].into(),
             vec![0u8, 255].into(),
+            vec![i16::MIN, 7].into(),
+            vec![u16::MAX, 7].into(),
+            vec![u32::MAX, 7].into(),
+            vec![u64::MAX, 7].into(),
             vec![true, false].into(),
+            TensorData::Coded(Coded::F8E5M2, vec![0x7c, 0x01]),
+            TensorData::Coded(Coded::I4, vec![0x8, 0x7]),
         ];
         for data in cases {
             let t = HostTensor::new(vec![2], data).unwrap();

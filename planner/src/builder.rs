@@ -100,7 +100,7 @@ impl Graph {
 
     /// Cast to `to`.
     pub fn cast(&mut self, x: ValueId, to: DType) -> ValueId {
-        self.op1(Op::Cast(op::Cast { to, saturate: true }), &[x])
+        self.op1(Op::Cast(op::Cast::to(to)), &[x])
     }
 
     /// `Shape(x)`.

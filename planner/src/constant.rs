@@ -66,7 +66,11 @@ impl ConstTensor {
                 DType::I32 => bytes.extend_from_slice(&(v as i32).to_le_bytes()),
                 DType::I8 => bytes.extend_from_slice(&(v as i8).to_le_bytes()),
                 DType::U8 => bytes.push(v as u8),
+                DType::I16 | DType::U16 => bytes.extend_from_slice(&(v as u16).to_le_bytes()),
+                DType::U32 => bytes.extend_from_slice(&(v as u32).to_le_bytes()),
+                DType::U64 => bytes.extend_from_slice(&(v as u64).to_le_bytes()),
                 DType::Bool => bytes.push(u8::from(v != 0)),
+                DType::Coded(c) => bytes.push(c.encode_int(v)),
                 DType::F32 | DType::F16 | DType::BF16 | DType::F64 => {
                     unreachable!("float dtypes handled above")
                 }
@@ -88,7 +92,12 @@ impl ConstTensor {
                 DType::I32 => bytes.extend_from_slice(&(v as i32).to_le_bytes()),
                 DType::I8 => bytes.extend_from_slice(&(v as i8).to_le_bytes()),
                 DType::U8 => bytes.push(v as u8),
+                DType::I16 => bytes.extend_from_slice(&(v as i16).to_le_bytes()),
+                DType::U16 => bytes.extend_from_slice(&(v as u16).to_le_bytes()),
+                DType::U32 => bytes.extend_from_slice(&(v as u32).to_le_bytes()),
+                DType::U64 => bytes.extend_from_slice(&(v as u64).to_le_bytes()),
                 DType::Bool => bytes.push(u8::from(v != 0.0)),
+                DType::Coded(c) => bytes.push(c.encode(v, true, crate::RoundMode::Up)),
             }
         }
         Self::new(dtype, dims.to_vec(), bytes)
@@ -104,15 +113,21 @@ impl ConstTensor {
         TensorInfo { dtype: self.dtype, shape: Shape(self.dims.iter().map(|&d| Dim::Known(d)).collect()) }
     }
 
-    /// Elements as `i64`, for integer and bool tensors; `None` for floats.
+    /// Elements as `i64`, for integer and bool tensors (uint64 past `i64::MAX` wraps); `None`
+    /// for floats.
     pub fn to_i64s(&self) -> Option<Vec<i64>> {
         let b = &self.bytes;
         Some(match self.dtype {
             DType::I64 => b.as_chunks::<8>().0.iter().map(|c| i64::from_le_bytes(*c)).collect(),
+            DType::U64 => b.as_chunks::<8>().0.iter().map(|c| u64::from_le_bytes(*c) as i64).collect(),
             DType::I32 => b.as_chunks::<4>().0.iter().map(|c| i64::from(i32::from_le_bytes(*c))).collect(),
+            DType::U32 => b.as_chunks::<4>().0.iter().map(|c| i64::from(u32::from_le_bytes(*c))).collect(),
+            DType::I16 => b.as_chunks::<2>().0.iter().map(|c| i64::from(i16::from_le_bytes(*c))).collect(),
+            DType::U16 => b.as_chunks::<2>().0.iter().map(|c| i64::from(u16::from_le_bytes(*c))).collect(),
             DType::I8 => b.iter().map(|&x| i64::from(x as i8)).collect(),
             DType::U8 | DType::Bool => b.iter().map(|&x| i64::from(x)).collect(),
-            DType::F32 | DType::F16 | DType::BF16 | DType::F64 => return None,
+            DType::Coded(c) if !c.is_float() => b.iter().map(|&x| c.decode_int(x)).collect(),
+            DType::F32 | DType::F16 | DType::BF16 | DType::F64 | DType::Coded(_) => return None,
         })
     }
 
@@ -128,9 +143,16 @@ impl ConstTensor {
             DType::BF16 => {
                 b.as_chunks::<2>().0.iter().map(|c| half::bf16::from_le_bytes(*c).to_f64()).collect()
             }
-            DType::I64 | DType::I32 | DType::I8 | DType::U8 | DType::Bool => {
-                self.to_i64s().unwrap_or_default().into_iter().map(|v| v as f64).collect()
-            }
+            DType::U64 => b.as_chunks::<8>().0.iter().map(|c| u64::from_le_bytes(*c) as f64).collect(),
+            DType::Coded(c) => b.iter().map(|&x| c.decode(x)).collect(),
+            DType::I64
+            | DType::I32
+            | DType::I16
+            | DType::U32
+            | DType::U16
+            | DType::I8
+            | DType::U8
+            | DType::Bool => self.to_i64s().unwrap_or_default().into_iter().map(|v| v as f64).collect(),
         }
     }
 
@@ -155,10 +177,23 @@ mod tests {
     #[test]
     fn round_trips_each_dtype() {
         let vals = [0.0, 1.0, -2.0, 3.0];
-        for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32, DType::I8] {
+        let coded =
+            [crate::Coded::F8E4M3FN, crate::Coded::F8E5M2FNUZ, crate::Coded::F4E2M1, crate::Coded::I4];
+        for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32, DType::I8]
+            .into_iter()
+            .chain(coded.map(DType::Coded))
+        {
             let t = ConstTensor::from_f64s(dtype, &[2, 2], &vals).unwrap();
             assert_eq!(t.elems(), 4);
             assert_eq!(t.to_f64s(), vals, "{dtype}");
+        }
+        for dtype in [DType::I16, DType::U16, DType::U32, DType::U64, DType::Coded(crate::Coded::U2)] {
+            let t = ConstTensor::from_i64s_as(dtype, &[4], &[0, 1, 2, 3]).unwrap();
+            assert_eq!(
+                (t.to_i64s(), t.to_f64s()),
+                (Some(vec![0, 1, 2, 3]), vec![0.0, 1.0, 2.0, 3.0]),
+                "{dtype}"
+            );
         }
         let b = ConstTensor::from_i64s_as(DType::Bool, &[3], &[0, 5, -1]).unwrap();
         assert_eq!(b.to_i64s(), Some(vec![0, 1, 1]));

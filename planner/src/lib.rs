@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod builder;
+pub mod coded;
 pub mod constant;
 pub mod dce;
 pub mod error;
@@ -24,6 +25,7 @@ pub mod stage;
 pub mod tensor_info;
 pub mod validate;
 
+pub use coded::{Coded, RoundMode};
 pub use constant::ConstTensor;
 pub use error::PlanError;
 pub use graph::{Capture, Definition, Graph, Node, NodeId, ValueId, ValueInfo};

@@ -9,6 +9,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::coded::Coded;
 use crate::error::PlanError;
 
 /// Element type of a tensor. Closed: the planner, kernels and reference executor handle exactly these.
@@ -30,34 +31,63 @@ pub enum DType {
     I8,
     /// Unsigned 8-bit integer.
     U8,
+    /// Signed 16-bit integer.
+    I16,
+    /// Unsigned 16-bit integer.
+    U16,
+    /// Unsigned 32-bit integer.
+    U32,
+    /// Unsigned 64-bit integer.
+    U64,
     /// Boolean, stored as one byte (0 or 1).
     Bool,
+    /// A float8 / float4 / int4 / int2 format, one code per byte in memory.
+    Coded(Coded),
 }
 
 impl DType {
     /// Bytes one element occupies in memory.
     pub const fn size_bytes(self) -> usize {
         match self {
-            DType::F64 | DType::I64 => 8,
-            DType::F32 | DType::I32 => 4,
-            DType::F16 | DType::BF16 => 2,
-            DType::I8 | DType::U8 | DType::Bool => 1,
+            DType::F64 | DType::I64 | DType::U64 => 8,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
+            DType::I8 | DType::U8 | DType::Bool | DType::Coded(_) => 1,
         }
     }
 
     /// True for the floating-point types.
     pub const fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F16 | DType::BF16 | DType::F64)
+        match self {
+            DType::F32 | DType::F16 | DType::BF16 | DType::F64 => true,
+            DType::Coded(c) => c.is_float(),
+            _ => false,
+        }
     }
 
     /// True for the integer types (not `Bool`).
     pub const fn is_int(self) -> bool {
-        matches!(self, DType::I64 | DType::I32 | DType::I8 | DType::U8)
+        match self {
+            DType::I64 | DType::I32 | DType::I16 | DType::I8 => true,
+            DType::U64 | DType::U32 | DType::U16 | DType::U8 => true,
+            DType::Coded(c) => !c.is_float(),
+            _ => false,
+        }
     }
 
     /// True for the types with a sign (floats and signed integers).
     pub const fn is_signed(self) -> bool {
-        !matches!(self, DType::U8 | DType::Bool)
+        match self {
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::Bool => false,
+            DType::Coded(c) => c.is_signed(),
+            _ => true,
+        }
+    }
+
+    /// True for the types the GPU and the planner's kernels hold (the coded narrow formats and
+    /// the 16-bit and unsigned integer widths other than u8 run on the CPU reference only).
+    pub const fn is_native(self) -> bool {
+        !matches!(self, DType::I16 | DType::U16 | DType::U32 | DType::U64 | DType::Coded(_))
     }
 
     /// Lower-case name as in ONNX documentation (`float`, `int64`, ...).
@@ -71,7 +101,12 @@ impl DType {
             DType::I32 => "int32",
             DType::I8 => "int8",
             DType::U8 => "uint8",
+            DType::I16 => "int16",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
+            DType::U64 => "uint64",
             DType::Bool => "bool",
+            DType::Coded(c) => c.onnx_name(),
         }
     }
 }

@@ -10,7 +10,7 @@
 use std::cmp::Ordering;
 
 use half::{bf16, f16};
-use planner::DType;
+use planner::{DType, RoundMode};
 
 use crate::error::HostError;
 use crate::tensor::{HostTensor, TensorData, try_collect};
@@ -28,6 +28,14 @@ impl Lanes {
     /// The elements of `t`, widened exactly, their memory reserved fallibly.
     pub fn of(t: &HostTensor) -> Result<Lanes, HostError> {
         let (d, n) = (t.data(), t.len());
+        if let Some(big) = d.u64_in_i64() {
+            // The driver names the node (an empty node is filled in there).
+            return Err(HostError::Unsupported {
+                node: String::new(),
+                op: "",
+                detail: format!("uint64 value {big} (past 2^63 - 1: the reference computes integers in i64)"),
+            });
+        }
         let w = "a tensor widened to 8-byte lanes";
         Ok(if t.dtype().is_float() {
             Lanes::F(try_collect(n, w, (0..n).map(|i| d.float_at(i)))?)
@@ -108,9 +116,21 @@ impl Lanes {
     }
 }
 
-/// The `n` f64 values of `v` as `dtype`: one rounding to float types; truncation toward zero
-/// (saturating, NaN to 0) to integer types; `x != 0` to bool (NaN is true).
+/// The `n` f64 values of `v` as `dtype`: one rounding to float types (float8 saturating, as
+/// `Cast`'s default); truncation toward zero (saturating, NaN to 0) to integer types (int4 / int2
+/// then wrap); `x != 0` to bool (NaN is true).
 pub fn floats_to(dtype: DType, n: usize, v: impl Iterator<Item = f64>) -> Result<TensorData, HostError> {
+    floats_to_with(dtype, n, v, true, RoundMode::Up)
+}
+
+/// As [`floats_to`], with `Cast`'s `saturate` and `round_mode` for the coded float types.
+pub fn floats_to_with(
+    dtype: DType,
+    n: usize,
+    v: impl Iterator<Item = f64>,
+    saturate: bool,
+    round: RoundMode,
+) -> Result<TensorData, HostError> {
     let w = "computed elements";
     Ok(match dtype {
         DType::F32 => TensorData::F32(try_collect(n, w, v.map(|x| x as f32))?),
@@ -121,7 +141,12 @@ pub fn floats_to(dtype: DType, n: usize, v: impl Iterator<Item = f64>) -> Result
         DType::I32 => TensorData::I32(try_collect(n, w, v.map(|x| x as i32))?),
         DType::I8 => TensorData::I8(try_collect(n, w, v.map(|x| x as i8))?),
         DType::U8 => TensorData::U8(try_collect(n, w, v.map(|x| x as u8))?),
+        DType::I16 => TensorData::I16(try_collect(n, w, v.map(|x| x as i16))?),
+        DType::U16 => TensorData::U16(try_collect(n, w, v.map(|x| x as u16))?),
+        DType::U32 => TensorData::U32(try_collect(n, w, v.map(|x| x as u32))?),
+        DType::U64 => TensorData::U64(try_collect(n, w, v.map(|x| x as u64))?),
         DType::Bool => TensorData::Bool(try_collect(n, w, v.map(|x| x != 0.0))?),
+        DType::Coded(c) => TensorData::Coded(c, try_collect(n, w, v.map(|x| c.encode(x, saturate, round)))?),
     })
 }
 
@@ -138,7 +163,12 @@ pub fn ints_to(dtype: DType, n: usize, v: impl Iterator<Item = i64>) -> Result<T
         DType::I32 => TensorData::I32(try_collect(n, w, v.map(|x| x as i32))?),
         DType::I8 => TensorData::I8(try_collect(n, w, v.map(|x| x as i8))?),
         DType::U8 => TensorData::U8(try_collect(n, w, v.map(|x| x as u8))?),
+        DType::I16 => TensorData::I16(try_collect(n, w, v.map(|x| x as i16))?),
+        DType::U16 => TensorData::U16(try_collect(n, w, v.map(|x| x as u16))?),
+        DType::U32 => TensorData::U32(try_collect(n, w, v.map(|x| x as u32))?),
+        DType::U64 => TensorData::U64(try_collect(n, w, v.map(|x| x as u64))?),
         DType::Bool => TensorData::Bool(try_collect(n, w, v.map(|x| x != 0))?),
+        DType::Coded(c) => TensorData::Coded(c, try_collect(n, w, v.map(|x| c.encode_int(x)))?),
     })
 }
 
@@ -150,8 +180,18 @@ pub fn int_range(dtype: DType) -> Option<(i64, i64)> {
         DType::I32 => Some((i32::MIN as i64, i32::MAX as i64)),
         DType::I8 => Some((i8::MIN as i64, i8::MAX as i64)),
         DType::U8 => Some((0, u8::MAX as i64)),
+        DType::I16 => Some((i16::MIN as i64, i16::MAX as i64)),
+        DType::U16 => Some((0, u16::MAX as i64)),
+        DType::U32 => Some((0, u32::MAX as i64)),
+        // The integer lanes hold uint64 up to i64::MAX (Lanes::of refuses larger values).
+        DType::U64 => Some((0, i64::MAX)),
         DType::Bool => Some((0, 1)),
-        DType::F32 | DType::F16 | DType::BF16 | DType::F64 => None,
+        DType::Coded(c) if !c.is_float() => {
+            let (lo, hi) =
+                (0..1u8 << c.bits()).map(|k| c.decode_int(k)).fold((0, 0), |(a, b), x| (a.min(x), b.max(x)));
+            Some((lo, hi))
+        }
+        DType::F32 | DType::F16 | DType::BF16 | DType::F64 | DType::Coded(_) => None,
     }
 }
 
@@ -194,10 +234,15 @@ pub fn bit_cast(ctx: &crate::reference::NodeCtx, t: &HostTensor, to: DType) -> R
     )
 }
 
-/// ONNX `Cast` (and `CastLike`): `t` converted to `to` by the rules in the module docs.
-pub fn cast(t: &HostTensor, to: DType) -> Result<HostTensor, HostError> {
+/// ONNX `Cast` (and `CastLike`): `t` converted to `to` by the rules in the module docs, with
+/// `saturate` and `round` for the coded float targets (float8, E8M0).
+pub fn cast(t: &HostTensor, to: DType, saturate: bool, round: RoundMode) -> Result<HostTensor, HostError> {
     if t.dtype() == to {
         return Ok(t.clone());
     }
-    Lanes::of(t)?.into_tensor(to, t.shape().to_vec())
+    let shape = t.shape().to_vec();
+    match Lanes::of(t)? {
+        Lanes::F(v) => HostTensor::new(shape, floats_to_with(to, v.len(), v.into_iter(), saturate, round)?),
+        lanes => lanes.into_tensor(to, shape),
+    }
 }

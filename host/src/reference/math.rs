@@ -177,20 +177,23 @@ fn int_pow(base: i64, exp: i64) -> i64 {
     result
 }
 
-/// ONNX `BitShift` on unsigned integers (u8 here): shifting by the width or more gives 0.
+/// ONNX `BitShift` on unsigned integers: shifting by the width or more gives 0.
 pub fn bit_shift(
     ctx: &NodeCtx,
     a: &HostTensor,
     b: &HostTensor,
     dir: ShiftDirection,
 ) -> Result<HostTensor, HostError> {
-    if a.dtype() != DType::U8 {
-        return Err(ctx.unsupported(format!("BitShift on {} (only uint8 exists here)", a.dtype())));
-    }
+    let width = match a.dtype() {
+        d @ (DType::U8 | DType::U16 | DType::U32 | DType::U64) => 8 * d.size_bytes() as i64,
+        d => return Err(ctx.err(format!("BitShift takes unsigned integers, got {d}"))),
+    };
+    // The lanes hold uint64 below 2^63, so a right shift is logical; a left shift wraps when
+    // the result is written back at the width.
     let shift = move |x: i64, y: i64| -> Result<i64, String> {
         Ok(match dir {
-            _ if !(0..8).contains(&y) => 0,
-            ShiftDirection::Left => (x << y) & 0xff,
+            _ if !(0..width).contains(&y) => 0,
+            ShiftDirection::Left => ((x as u64) << y) as i64,
             ShiftDirection::Right => x >> y,
         })
     };

@@ -299,6 +299,37 @@ pub fn run<'a>(
 }
 
 /// Bytes held by `t`.
+/// Refuses a node that computes on a uint64 input holding a value past `i64::MAX`: the reference
+/// reads integers as i64, which is exact for data movement (the ops listed here copy elements in
+/// their own dtype) but not for division, comparison or conversion of such values.
+fn wide_u64(ctx: &NodeCtx, op: &planner::Op, ins: &[Option<&HostTensor>]) -> Result<(), HostError> {
+    use planner::Op;
+    let moves = matches!(
+        op,
+        Op::Identity
+            | Op::Gather(_)
+            | Op::GatherElements(_)
+            | Op::Slice(_)
+            | Op::Split(_)
+            | Op::Concat(_)
+            | Op::Tile
+            | Op::Expand
+            | Op::Reshape(_)
+            | Op::Flatten(_)
+            | Op::Squeeze(_)
+            | Op::Unsqueeze(_)
+            | Op::Transpose(_)
+            | Op::Shape(_)
+            | Op::Size
+    );
+    match ins.iter().flatten().find_map(|t| t.data().u64_in_i64()) {
+        Some(big) if !moves => Err(ctx.unsupported(format!(
+            "uint64 value {big} (past 2^63 - 1: the reference computes integers in i64)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn tensor_bytes(t: &HostTensor) -> u64 {
     (t.len() as u64).saturating_mul(t.dtype().size_bytes() as u64)
 }
@@ -370,11 +401,13 @@ pub fn run_with<'a>(
                     None => None,
                 });
             }
+            wide_u64(&ctx, &node.op, &ins)?;
             dispatch::node(&ctx, node, &ins, scope).map_err(|e| match e {
                 HostError::HostMemory { bytes, what } => ctx.limit(format!(
                     "out of host memory: allocating {bytes} bytes for {what} failed \
                      (live values hold {live} bytes)"
                 )),
+                HostError::Unsupported { node, detail, .. } if node.is_empty() => ctx.unsupported(detail),
                 e => e,
             })?
         };

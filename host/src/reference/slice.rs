@@ -226,7 +226,7 @@ pub fn pad(
         }
         src.push(at);
     }
-    let fill = crate::reference::lanes::cast(value, x.dtype())?;
+    let fill = crate::reference::lanes::cast(value, x.dtype(), true, planner::RoundMode::Up)?;
     gather_or_fill(x, &src, &fill, out_shape)
 }
 

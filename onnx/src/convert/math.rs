@@ -6,7 +6,7 @@
 //! opset-24/28 `Swish`/`SwiGLU`, rewritten as `x * Sigmoid(alpha * x)`.
 
 use planner::op::{self, Op};
-use planner::{ConstTensor, ValueId};
+use planner::{ConstTensor, RoundMode, ValueId};
 
 use crate::error::OnnxError;
 
@@ -127,13 +127,24 @@ fn swish_into(l: &mut Lower<'_, '_>, x: ValueId, alpha: f32, y: ValueId) {
     l.push("gate", Op::Mul, &[Some(x), Some(gate)], &[y]);
 }
 
-/// `Cast`: required `to`; `saturate` since 19. Opset 24's `round_mode` only affects float8
-/// targets, which the planner has no dtype for.
+/// `Cast`: required `to`; `saturate` since 19 (float8 targets); `round_mode` since 24 (E8M0).
 pub(crate) fn cast(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
     let a = l.attrs();
     let to = a.required("to", a.dtype("to")?)?;
     let saturate = a.bool_or("saturate", true)?;
-    l.emit(Op::Cast(op::Cast { to, saturate }))
+    let round_mode = round_mode(l)?;
+    l.emit(Op::Cast(op::Cast { to, saturate, round_mode }))
+}
+
+/// `round_mode` of Cast / CastLike (opset 24): `up` (default), `down` or `nearest`.
+fn round_mode(l: &Lower<'_, '_>) -> Result<RoundMode, OnnxError> {
+    let a = l.attrs();
+    match a.string("round_mode")?.as_deref() {
+        None | Some("up") => Ok(RoundMode::Up),
+        Some("down") => Ok(RoundMode::Down),
+        Some("nearest") => Ok(RoundMode::Nearest),
+        Some(other) => Err(a.invalid("round_mode", format!("{other:?} (expected up, down or nearest)"))),
+    }
 }
 
 /// `BitCast` (opset 26): the required `to`.
@@ -146,7 +157,8 @@ pub(crate) fn bit_cast(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
 /// `CastLike` (opset 15).
 pub(crate) fn cast_like(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
     let saturate = l.attrs().bool_or("saturate", true)?;
-    l.emit(Op::CastLike(op::CastLike { saturate }))
+    let round_mode = round_mode(l)?;
+    l.emit(Op::CastLike(op::CastLike { saturate, round_mode }))
 }
 
 /// `Dropout`: the identity at inference. A `training_mode` input (opset 12) that is a known
@@ -234,10 +246,10 @@ pub(crate) fn einsum(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
 }
 
 /// `QuantizeLinear` / `DequantizeLinear` (opset 10; `axis` from 13, `saturate` from 19 — float8
-/// only, nothing here — `block_size` and `output_dtype` from 21).
+/// outputs only — `block_size` and `output_dtype` from 21).
 fn quantize_attrs(l: &Lower<'_, '_>) -> Result<op::Quantize, OnnxError> {
     let a = l.attrs();
-    a.bool_or("saturate", true)?;
+    let saturate = a.bool_or("saturate", true)?;
     let block_size = a.int_or("block_size", 0)?;
     let block_size = usize::try_from(block_size)
         .map_err(|_| a.invalid("block_size", format!("{block_size} is negative")))?;
@@ -245,7 +257,7 @@ fn quantize_attrs(l: &Lower<'_, '_>) -> Result<op::Quantize, OnnxError> {
         0 => None,
         _ => a.dtype("output_dtype")?,
     };
-    Ok(op::Quantize { axis: a.int_or("axis", 1)?, block_size, output_dtype })
+    Ok(op::Quantize { axis: a.int_or("axis", 1)?, block_size, output_dtype, saturate })
 }
 
 /// `QuantizeLinear`.

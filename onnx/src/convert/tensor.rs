@@ -10,12 +10,19 @@
 //! | INT64 | `int64_data` | one element |
 //! | INT32, INT8, UINT8, BOOL | `int32_data` | one element in the low bits |
 //! | FLOAT16, BFLOAT16 | `int32_data` | one element's bit pattern in the low 16 bits |
+//! | INT16, UINT16 | `int32_data` | one element in the low 16 bits |
+//! | UINT32, UINT64 | `uint64_data` | one element |
+//! | FLOAT8* | `int32_data` | one element's code in the low 8 bits |
+//! | INT4, UINT4, FLOAT4E2M1 / INT2, UINT2 | `int32_data` | one packed byte: 2 / 4 elements |
+//!
+//! The 4-bit and 2-bit types are packed in `raw_data` too (two or four elements per byte, the
+//! first in the low bits, the last byte padded) and unpacked to one code per byte.
 //!
 //! Narrow values are truncated to their width (as ONNX writers produce them sign- or
 //! zero-extended); BOOL is normalized to 0/1 from either source. The entry count must equal the
 //! element count, so allocation is bounded by the model's own size.
 
-use planner::{ConstTensor, DType};
+use planner::{Coded, ConstTensor, DType};
 
 use crate::error::{OnnxError, TensorIssue};
 use crate::proto::TensorProto;
@@ -26,7 +33,8 @@ use crate::tensor::element_count;
 ///
 /// # Errors
 /// [`TensorIssue::UnknownDataType`] for UNDEFINED or unknown values and
-/// [`TensorIssue::UnsupportedDataType`] for valid types the planner lacks (UINT16, STRING, ...).
+/// [`TensorIssue::UnsupportedDataType`] for valid types the planner lacks (STRING, COMPLEX64,
+/// the 6-bit floats, ...).
 pub fn dtype(data_type: i32) -> Result<DType, TensorIssue> {
     use DataType as D;
     match DataType::try_from(data_type) {
@@ -39,6 +47,20 @@ pub fn dtype(data_type: i32) -> Result<DType, TensorIssue> {
         Ok(D::Int8) => Ok(DType::I8),
         Ok(D::Uint8) => Ok(DType::U8),
         Ok(D::Bool) => Ok(DType::Bool),
+        Ok(D::Int16) => Ok(DType::I16),
+        Ok(D::Uint16) => Ok(DType::U16),
+        Ok(D::Uint32) => Ok(DType::U32),
+        Ok(D::Uint64) => Ok(DType::U64),
+        Ok(D::Float8e4m3fn) => Ok(DType::Coded(Coded::F8E4M3FN)),
+        Ok(D::Float8e4m3fnuz) => Ok(DType::Coded(Coded::F8E4M3FNUZ)),
+        Ok(D::Float8e5m2) => Ok(DType::Coded(Coded::F8E5M2)),
+        Ok(D::Float8e5m2fnuz) => Ok(DType::Coded(Coded::F8E5M2FNUZ)),
+        Ok(D::Float8e8m0) => Ok(DType::Coded(Coded::F8E8M0)),
+        Ok(D::Float4e2m1) => Ok(DType::Coded(Coded::F4E2M1)),
+        Ok(D::Int4) => Ok(DType::Coded(Coded::I4)),
+        Ok(D::Uint4) => Ok(DType::Coded(Coded::U4)),
+        Ok(D::Int2) => Ok(DType::Coded(Coded::I2)),
+        Ok(D::Uint2) => Ok(DType::Coded(Coded::U2)),
         Ok(D::Undefined) | Err(_) => Err(TensorIssue::UnknownDataType { data_type }),
         Ok(other) => Err(TensorIssue::UnsupportedDataType { data_type: other.as_str_name() }),
     }
@@ -77,10 +99,24 @@ pub(crate) fn to_const_labelled(tensor: &TensorProto, label: &str) -> Result<Con
     ConstTensor::new(dtype, dims, bytes).map_err(|_| overflow())
 }
 
+/// Bytes `elems` elements of `dtype` take in a file (sub-byte codes packed).
+fn stored_bytes(dtype: DType, elems: u64) -> Option<u64> {
+    match dtype {
+        DType::Coded(c) if c.bits() < 8 => Some(elems.div_ceil(u64::from(8 / c.bits()))),
+        _ => elems.checked_mul(dtype.size_bytes() as u64),
+    }
+}
+
+/// One byte per element from `packed` codes of `bits` (4 or 2) each, the first in the low bits.
+fn unpack(packed: &[u8], bits: u32, elems: u64) -> Vec<u8> {
+    let per = (8 / bits) as usize;
+    let mask = (1u8 << bits) - 1;
+    (0..elems as usize).map(|i| (packed[i / per] >> ((i % per) as u32 * bits)) & mask).collect()
+}
+
 fn raw_bytes(tensor: &TensorProto, dtype: DType, elems: u64) -> Result<Vec<u8>, TensorIssue> {
-    let expected = elems
-        .checked_mul(dtype.size_bytes() as u64)
-        .ok_or_else(|| TensorIssue::CountOverflow { dims: tensor.dims.clone() })?;
+    let expected =
+        stored_bytes(dtype, elems).ok_or_else(|| TensorIssue::CountOverflow { dims: tensor.dims.clone() })?;
     let actual = tensor.raw_data.len() as u64;
     if actual != expected {
         return Err(TensorIssue::ByteLenMismatch {
@@ -89,6 +125,11 @@ fn raw_bytes(tensor: &TensorProto, dtype: DType, elems: u64) -> Result<Vec<u8>, 
             expected_bytes: expected,
             actual_bytes: actual,
         });
+    }
+    if let DType::Coded(c) = dtype
+        && c.bits() < 8
+    {
+        return Ok(unpack(&tensor.raw_data, c.bits(), elems));
     }
     let mut bytes = tensor.raw_data.clone();
     if dtype == DType::Bool {
@@ -132,7 +173,40 @@ fn typed_bytes(tensor: &TensorProto, dtype: DType, elems: u64) -> Result<Vec<u8>
             check("int32_data", ints.len())?;
             ints.iter().flat_map(|&v| (v as u16).to_le_bytes()).collect()
         }
+        DType::I16 | DType::U16 => {
+            check("int32_data", ints.len())?;
+            ints.iter().flat_map(|&v| (v as u16).to_le_bytes()).collect()
+        }
+        DType::U32 => {
+            check("uint64_data", tensor.uint64_data.len())?;
+            tensor.uint64_data.iter().flat_map(|&v| (v as u32).to_le_bytes()).collect()
+        }
+        DType::U64 => {
+            check("uint64_data", tensor.uint64_data.len())?;
+            tensor.uint64_data.iter().flat_map(|v| v.to_le_bytes()).collect()
+        }
         DType::I8 | DType::U8 => {
+            check("int32_data", ints.len())?;
+            ints.iter().map(|&v| v as u8).collect()
+        }
+        DType::Coded(c) if c.bits() < 8 => {
+            // One packed byte per entry.
+            let packed = stored_bytes(dtype, elems).unwrap_or(u64::MAX);
+            if ints.len() as u64 != packed {
+                return Err(match ints.len() {
+                    0 if elems > 0 => TensorIssue::MissingData { dims: tensor.dims.clone() },
+                    actual => TensorIssue::FieldLenMismatch {
+                        field: "int32_data",
+                        dims: tensor.dims.clone(),
+                        expected: packed,
+                        actual: actual as u64,
+                    },
+                });
+            }
+            let bytes: Vec<u8> = ints.iter().map(|&v| v as u8).collect();
+            unpack(&bytes, c.bits(), elems)
+        }
+        DType::Coded(_) => {
             check("int32_data", ints.len())?;
             ints.iter().map(|&v| v as u8).collect()
         }
@@ -178,6 +252,42 @@ mod tests {
     }
 
     #[test]
+    fn wide_unsigned_and_coded_types_read_from_every_field() {
+        let mut t = tensor(DataType::Uint64, &[2]);
+        t.uint64_data = vec![u64::MAX, 3];
+        assert_eq!(to_const(&t).unwrap().bytes[8..], 3u64.to_le_bytes());
+        let mut t = tensor(DataType::Uint32, &[1]);
+        t.uint64_data = vec![0xffff_ffff];
+        assert_eq!(to_const(&t).unwrap().to_i64s(), Some(vec![0xffff_ffff]));
+        let mut t = tensor(DataType::Int16, &[2]);
+        t.int32_data = vec![-2, 300];
+        assert_eq!(to_const(&t).unwrap().to_i64s(), Some(vec![-2, 300]));
+        // Three int4 elements packed low nibble first, in raw_data and in int32_data.
+        let mut t = tensor(DataType::Int4, &[3]);
+        t.raw_data = vec![0x8f, 0x07];
+        assert_eq!(to_const(&t).unwrap().to_i64s(), Some(vec![-1, -8, 7]));
+        let mut t = tensor(DataType::Int4, &[3]);
+        t.int32_data = vec![0x8f, 0x07];
+        assert_eq!(to_const(&t).unwrap().to_i64s(), Some(vec![-1, -8, 7]));
+        let mut t = tensor(DataType::Uint2, &[5]);
+        t.raw_data = vec![0b1110_0100, 0b11];
+        assert_eq!(to_const(&t).unwrap().to_i64s(), Some(vec![0, 1, 2, 3, 3]));
+        // A packed tensor with a byte too many is refused naming both counts.
+        let mut t = tensor(DataType::Uint4, &[2]);
+        t.raw_data = vec![0, 0];
+        assert!(matches!(
+            to_const(&t),
+            Err(OnnxError::InvalidTensor {
+                issue: TensorIssue::ByteLenMismatch { expected_bytes: 1, actual_bytes: 2, .. },
+                ..
+            })
+        ));
+        let mut t = tensor(DataType::Float8e4m3fn, &[2]);
+        t.int32_data = vec![0x7e, 0xfe];
+        assert_eq!(to_const(&t).unwrap().to_f64s(), vec![448.0, -448.0]);
+    }
+
+    #[test]
     fn raw_data_wins_and_bools_normalize() {
         let mut t = tensor(DataType::Bool, &[2]);
         t.raw_data = vec![0, 9];
@@ -202,11 +312,11 @@ mod tests {
                 ..
             })
         ));
-        let t = tensor(DataType::Uint16, &[0]);
+        let t = tensor(DataType::String, &[0]);
         assert!(matches!(
             to_const(&t),
             Err(OnnxError::InvalidTensor {
-                issue: TensorIssue::UnsupportedDataType { data_type: "UINT16" },
+                issue: TensorIssue::UnsupportedDataType { data_type: "STRING" },
                 ..
             })
         ));

@@ -62,7 +62,7 @@ fn attribute_errors_name_node_op_and_attribute() {
             "invalid",
         ),
         (
-            NodeBuilder::new("Cast", &["x"], &["y"]).name("g").attr_int("to", DataType::Uint16 as i64),
+            NodeBuilder::new("Cast", &["x"], &["y"]).name("g").attr_int("to", DataType::String as i64),
             "to",
             "invalid",
         ),

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::coded::RoundMode;
 use crate::tensor_info::DType;
 
 /// `Mod`: integer modulus with the sign of the divisor, or C `fmod` (sign of the dividend).
@@ -160,8 +161,18 @@ impl Default for IsInf {
 pub struct Cast {
     /// Target element type.
     pub to: DType,
-    /// Saturate float8 conversions (default true; irrelevant for the dtypes we support).
+    /// Saturate float8 conversions (default true): out-of-range values and infinities become
+    /// the largest finite value rather than infinity or NaN.
     pub saturate: bool,
+    /// How a conversion to float8 E8M0 rounds (opset 24; default up).
+    pub round_mode: RoundMode,
+}
+
+impl Cast {
+    /// A cast to `to` with the default `saturate` and `round_mode`.
+    pub fn to(to: DType) -> Self {
+        Cast { to, saturate: true, round_mode: RoundMode::Up }
+    }
 }
 
 /// `CastLike`: cast input 0 to the element type of input 1.
@@ -169,11 +180,13 @@ pub struct Cast {
 pub struct CastLike {
     /// Saturate float8 conversions (default true).
     pub saturate: bool,
+    /// How a conversion to float8 E8M0 rounds (default up).
+    pub round_mode: RoundMode,
 }
 
 impl Default for CastLike {
     fn default() -> Self {
-        CastLike { saturate: true }
+        CastLike { saturate: true, round_mode: RoundMode::Up }
     }
 }
 
@@ -304,11 +317,14 @@ pub struct Quantize {
     pub block_size: usize,
     /// QuantizeLinear's output dtype when no zero point gives it (opset 21; `None`: uint8).
     pub output_dtype: Option<DType>,
+    /// QuantizeLinear to float8: out-of-range values become the largest finite value (default
+    /// true) rather than infinity or NaN.
+    pub saturate: bool,
 }
 
 impl Default for Quantize {
     fn default() -> Self {
-        Quantize { axis: 1, block_size: 0, output_dtype: None }
+        Quantize { axis: 1, block_size: 0, output_dtype: None, saturate: true }
     }
 }
 

@@ -153,7 +153,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                 optimizer(&mut e, &ins, outs, 3, |e, r, t, v, out| {
                     let (x, g, h) = (v[0], v[1], v[2]);
                     // r' = R / (1 + T decay)
-                    let tf = e.op(Op::Cast(op::Cast { to: DType::F32, saturate: true }), &[t]);
+                    let tf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[t]);
                     let td = e.scale(a.decay_factor, tf);
                     let one = e.f32(1.0);
                     let den = e.add(one, td);
@@ -173,7 +173,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                 optimizer(&mut e, &ins, outs, 4, |e, r, t, v, out| {
                     let (x, g, m, h) = (v[0], v[1], v[2], v[3]);
                     // r' = R sqrt(1 - beta^T) / (1 - alpha^T) when T > 0, else R.
-                    let tf = e.op(Op::Cast(op::Cast { to: DType::F32, saturate: true }), &[t]);
+                    let tf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[t]);
                     let (alpha, beta, one) = (e.f32(a.alpha), e.f32(a.beta), e.f32(1.0));
                     let at = e.op(Op::Pow, &[alpha, tf]);
                     let bt = e.op(Op::Pow, &[beta, tf]);
@@ -313,18 +313,16 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                 false
             }
             Op::ReduceMax(_) | Op::ReduceMin(_) if infos[ins[0].index()].dtype == DType::Bool => {
-                let x = e.op(Op::Cast(op::Cast { to: DType::F32, saturate: true }), &ins[..1]);
+                let x = e.op(Op::Cast(op::Cast::to(DType::F32)), &ins[..1]);
                 let mut operands = vec![x];
                 operands.extend(&ins[1..]);
                 let r = e.op(node.op.clone(), &operands);
-                e.op_into(Op::Cast(op::Cast { to: DType::Bool, saturate: true }), &[r], node.output(0));
+                e.op_into(Op::Cast(op::Cast::to(DType::Bool)), &[r], node.output(0));
                 true
             }
             Op::Pow if ins.len() == 2 => {
                 let (tx, ty) = (infos[ins[0].index()].dtype, infos[ins[1].index()].dtype);
-                let cast = |e: &mut Expand, v: ValueId, to: DType| {
-                    e.op(Op::Cast(op::Cast { to, saturate: true }), &[v])
-                };
+                let cast = |e: &mut Expand, v: ValueId, to: DType| e.op(Op::Cast(op::Cast::to(to)), &[v]);
                 match (tx, ty) {
                     (DType::F32, DType::I64) => {
                         let y = cast(&mut e, ins[1], DType::F32);
@@ -334,11 +332,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                     (DType::I64, DType::F32) => {
                         let x = cast(&mut e, ins[0], DType::F32);
                         let p = e.op(Op::Pow, &[x, ins[1]]);
-                        e.op_into(
-                            Op::Cast(op::Cast { to: DType::I64, saturate: true }),
-                            &[p],
-                            node.output(0),
-                        );
+                        e.op_into(Op::Cast(op::Cast::to(DType::I64)), &[p], node.output(0));
                         true
                     }
                     _ => false,

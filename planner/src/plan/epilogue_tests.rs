@@ -295,11 +295,7 @@ fn a_gather_fuses_with_the_program_reading_it() {
             _ => g.initializer("wte", ConstTensor::from_i64(&[100, 32], &vec![1; 3200]).unwrap()),
         };
         let e = g.gather(table, ids, 0);
-        let e = if data == DType::F32 {
-            e
-        } else {
-            g.op1(Op::Cast(crate::op::Cast { to: DType::F32, saturate: true }), &[e])
-        };
+        let e = if data == DType::F32 { e } else { g.op1(Op::Cast(crate::op::Cast::to(DType::F32)), &[e]) };
         let pos = weight(&mut g, "wpe", &[16, 32]);
         let y = g.add(e, pos);
         g.output(y);

@@ -9,13 +9,14 @@ use kernels_gpu::abi::{
 use super::elementwise::{binary_params, broadcast_strides_i64, collapse_dims};
 use super::lower::{Lowered, dims};
 use super::{Arg, PlanOptions, PlannedValue};
+use crate::error::PlanError;
 use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::Op;
-use crate::tensor_info::DType;
+use crate::tensor_info::{DType, TensorInfo};
 
-/// The kernels' code for `dtype`.
-pub fn scalar_code(dtype: DType) -> u32 {
-    match dtype {
+/// The kernels' code for `dtype`; the dtypes without GPU kernels are refused.
+pub fn scalar_code(dtype: DType) -> Result<u32, String> {
+    Ok(match dtype {
         DType::F32 => scalar::F32,
         DType::F64 => scalar::F64,
         DType::I64 => scalar::I64,
@@ -25,7 +26,35 @@ pub fn scalar_code(dtype: DType) -> u32 {
         DType::Bool => scalar::BOOL,
         DType::F16 => scalar::F16,
         DType::BF16 => scalar::BF16,
+        DType::I16 | DType::U16 | DType::U32 | DType::U64 | DType::Coded(_) => {
+            return Err(no_gpu_dtype(dtype));
+        }
+    })
+}
+
+/// Refuses, all at once, the nodes that read or write a dtype no GPU kernel takes (int16,
+/// uint16 / 32 / 64, float8, int4, ...): the CPU reference runs them, the GPU plan does not
+/// pretend to.
+pub(super) fn native_dtypes(g: &Graph, infos: &[TensorInfo]) -> Result<(), PlanError> {
+    let mut missing = Vec::new();
+    for (id, node) in g.nodes.iter().enumerate() {
+        let foreign = node
+            .inputs
+            .iter()
+            .flatten()
+            .chain(node.outputs.iter().flatten())
+            .map(|v| infos[v.index()].dtype)
+            .find(|d| !d.is_native());
+        if let Some(d) = foreign {
+            missing.push((g.node_label(NodeId(id as u32)), node.op.name(), no_gpu_dtype(d)));
+        }
     }
+    if missing.is_empty() { Ok(()) } else { Err(PlanError::NoKernel { nodes: missing }) }
+}
+
+/// Why a value of `dtype` (one the CPU reference holds but no GPU kernel) cannot be planned.
+pub fn no_gpu_dtype(dtype: DType) -> String {
+    format!("no GPU kernel takes {dtype} elements yet (the CPU reference runs them: --device cpu)")
 }
 
 /// The comparison / logic op code of `op`, if it is one (IsNaN and IsInf included).
@@ -103,7 +132,7 @@ pub(super) fn int_arith(
         }
     }
     let bin = binary_params(ad, bd, yd).ok_or("the broadcast collapses to more than 8 dims")?;
-    let p = CompareParams { bin, op: code, dtype: scalar_code(dtype) };
+    let p = CompareParams { bin, op: code, dtype: scalar_code(dtype)? };
     launch(id, label, KernelId::IntArith, &p, bin.elems, o, &[a, b, y])
 }
 
@@ -133,7 +162,7 @@ pub(super) fn cast(
 ) -> Lowered {
     let ((xd, from), (_, to)) = (dims(values, x)?, dims(values, y)?);
     let elems = xd.iter().product::<usize>() as u64;
-    let p = CastParams { elems, from: scalar_code(from), to: scalar_code(to) };
+    let p = CastParams { elems, from: scalar_code(from)?, to: scalar_code(to)? };
     launch(id, label, KernelId::Cast, &p, elems, o, &[x, y])
 }
 
@@ -152,7 +181,7 @@ pub(super) fn compare(
 ) -> Lowered {
     let ((ad, dtype), (bd, _), (yd, _)) = (dims(values, a)?, dims(values, b)?, dims(values, y)?);
     let bin = binary_params(ad, bd, yd).ok_or("the broadcast collapses to more than 8 dims")?;
-    let p = CompareParams { bin, op: code, dtype: scalar_code(dtype) };
+    let p = CompareParams { bin, op: code, dtype: scalar_code(dtype)? };
     if matches!(dtype, DType::F16 | DType::BF16) {
         return Err(format!("comparisons of {dtype} have no kernel yet"));
     }
@@ -234,8 +263,8 @@ pub(super) fn one_hot(
         outer: prod(&id_dims[..a]),
         depth: yd[a] as u64,
         inner: prod(&id_dims[a..]),
-        index_type: scalar_code(it),
-        value_type: scalar_code(vt),
+        index_type: scalar_code(it)?,
+        value_type: scalar_code(vt)?,
     };
     launch(id, label, KernelId::OneHot, &p, prod(yd), o, &[idx, values_in, y])
 }

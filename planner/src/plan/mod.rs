@@ -390,6 +390,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         None => folded,
     };
     let infos = shape_infer::infer(&bound)?;
+    logic::native_dtypes(&bound, &infos)?;
     // Exporter patterns as the operators they spell (before fusion would split them up).
     let (bound, infos, lifted) = lifts(bound, infos)?;
     let (bound, infos) = match canon::run(&bound, &infos) {

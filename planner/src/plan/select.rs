@@ -53,15 +53,18 @@ pub struct NonZero {
 }
 
 /// Bits that make an element of `dtype` non-zero: all of them, but a float's sign bit.
-fn mask(dtype: DType) -> u64 {
-    match dtype {
+fn mask(dtype: DType) -> Result<u64, String> {
+    Ok(match dtype {
         DType::F32 => 0x7fff_ffff,
         DType::F64 => 0x7fff_ffff_ffff_ffff,
         DType::F16 | DType::BF16 => 0x7fff,
         DType::I64 => u64::MAX,
         DType::I32 => 0xffff_ffff,
         DType::I8 | DType::U8 | DType::Bool => 0xff,
-    }
+        DType::I16 | DType::U16 | DType::U32 | DType::U64 | DType::Coded(_) => {
+            return Err(super::logic::no_gpu_dtype(dtype));
+        }
+    })
 }
 
 impl NonZero {
@@ -81,7 +84,7 @@ impl NonZero {
             elems,
             chunk: elems.div_ceil(blocks).max(1),
             count: 0,
-            mask: mask(dtype),
+            mask: mask(dtype)?,
             elem_bytes: dtype.size_bytes() as u32,
             rank: dims.len() as u32,
             shape,

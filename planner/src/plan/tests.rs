@@ -82,6 +82,32 @@ fn every_node_without_a_kernel_is_listed() {
     }
 }
 
+/// Nodes touching a dtype no GPU kernel takes (int16, uint32, float8, int4, ...) are refused by
+/// name and dtype before lowering, the f32 ones beside them are not.
+#[test]
+fn nodes_of_dtypes_without_gpu_kernels_are_refused_naming_the_dtype() {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::I16, vec![Dim::Known(4)]);
+    let y = g.op1(Op::Add, &[x, x]);
+    let f = g.op1(Op::Cast(crate::op::Cast::to(DType::Coded(crate::Coded::F8E4M3FN))), &[y]);
+    let back = g.op1(Op::Cast(crate::op::Cast::to(DType::F32)), &[f]);
+    let r = g.op1(Op::Relu, &[back]);
+    g.output(r);
+    match compile(&g, &Binding::new(), &PlanOptions::default()) {
+        Err(e @ PlanError::NoKernel { .. }) => {
+            let text = e.to_string();
+            let PlanError::NoKernel { nodes } = e else { unreachable!() };
+            let ops: Vec<&str> = nodes.iter().map(|(_, op, _)| *op).collect();
+            assert_eq!(ops, ["Add", "Cast", "Cast"], "{text}");
+            assert!(
+                text.contains("int16") && text.contains("float8e4m3fn") && text.contains("--device cpu"),
+                "{text}"
+            );
+        }
+        other => panic!("expected NoKernel, got {other:?}"),
+    }
+}
+
 #[test]
 fn without_fusion_each_activation_is_its_own_launch() {
     let o = PlanOptions { fuse_activations: false, fuse_gemm_programs: false, ..PlanOptions::default() };

@@ -113,10 +113,8 @@ impl OutBuf {
         let n = count(node, &shape)?;
         let zeros = std::iter::repeat_n(0.0, n);
         let data = match dtype {
-            DType::I64 | DType::I32 | DType::I8 | DType::U8 => {
-                crate::reference::lanes::ints_to(dtype, n, std::iter::repeat_n(0, n))?
-            }
             DType::Bool => return Err(node.unsupported(format!("{dtype} output"))),
+            d if d.is_int() => crate::reference::lanes::ints_to(dtype, n, std::iter::repeat_n(0, n))?,
             _ => crate::reference::lanes::floats_to(dtype, n, zeros)?,
         };
         Ok(OutBuf { shape, data })
@@ -134,7 +132,13 @@ impl OutBuf {
             TensorData::I32(d) => d[i] = v.round() as i64 as i32,
             TensorData::I8(d) => d[i] = v.round() as i64 as i8,
             TensorData::U8(d) => d[i] = v.round() as i64 as u8,
+            TensorData::I16(d) => d[i] = v.round() as i64 as i16,
+            TensorData::U16(d) => d[i] = v.round() as i64 as u16,
+            TensorData::U32(d) => d[i] = v.round() as i64 as u32,
+            TensorData::U64(d) => d[i] = v.round() as i64 as u64,
             TensorData::Bool(d) => d[i] = v != 0.0,
+            TensorData::Coded(c, d) if c.is_float() => d[i] = c.encode(v, true, planner::RoundMode::Up),
+            TensorData::Coded(c, d) => d[i] = c.encode_int(v.round() as i64),
         }
     }
 
@@ -164,14 +168,14 @@ pub(crate) fn input_opt(
     optional(inputs, slot).map(|t| floats(node, t, what)).transpose()
 }
 
-/// An integer tensor (I64, I32, I8, U8) as `i64`s.
+/// An integer tensor (any width) as `i64`s.
 pub(crate) fn ints(node: &NodeCtx, t: &HostTensor, what: &str) -> Result<Vec<i64>, HostError> {
-    match t.data() {
-        TensorData::I64(v) => Ok(v.clone()),
-        TensorData::I32(v) => Ok(v.iter().map(|&x| x as i64).collect()),
-        TensorData::I8(v) => Ok(v.iter().map(|&x| x as i64).collect()),
-        TensorData::U8(v) => Ok(v.iter().map(|&x| x as i64).collect()),
-        other => Err(node.err(format!("{what} must be an integer tensor, got {}", other.dtype()))),
+    if !t.dtype().is_int() {
+        return Err(node.err(format!("{what} must be an integer tensor, got {}", t.dtype())));
+    }
+    match crate::reference::lanes::Lanes::of(t)? {
+        crate::reference::lanes::Lanes::I(v) => Ok(v),
+        crate::reference::lanes::Lanes::F(_) => Err(node.err(format!("{what}: integer lanes expected"))),
     }
 }
 
@@ -193,6 +197,8 @@ pub(crate) fn tensor(
         DType::I32 => try_collect(n, w, data.iter().map(|&x| x.round() as i64 as i32))?.into(),
         DType::I8 => try_collect(n, w, data.iter().map(|&x| x.round() as i64 as i8))?.into(),
         DType::U8 => try_collect(n, w, data.iter().map(|&x| x.round() as i64 as u8))?.into(),
+        d if d.is_int() => crate::reference::lanes::ints_to(d, n, data.iter().map(|&x| x.round() as i64))?,
+        d @ DType::Coded(_) => crate::reference::lanes::floats_to(d, n, data.into_iter())?,
         other => return Err(node.unsupported(format!("{other} output"))),
     };
     // An internal inconsistency still names the node it happened in.

@@ -6,13 +6,13 @@
 //! even), so integer results match it exactly; dequantization computes `(x - zero_point) * scale`
 //! in f64 and rounds once to the scale's dtype.
 
-use planner::DType;
 use planner::op::Quantize;
+use planner::{Coded, DType, RoundMode};
 
 use super::operand::{OutBuf, View, axis, count, float_view, number_view, optional, required};
 use crate::error::HostError;
 use crate::reference::NodeCtx;
-use crate::reference::lanes::{int_range, ints_to};
+use crate::reference::lanes::{floats_to_with, int_range, ints_to};
 use crate::reference::strides::{next_index, strides};
 use crate::tensor::{HostTensor, try_collect};
 
@@ -60,7 +60,9 @@ fn param_offsets(
     }))
 }
 
-/// ONNX `QuantizeLinear`: `saturate(rint(x / scale) + zero_point)` to uint8 or int8.
+/// ONNX `QuantizeLinear`: `clamp(rint(x / scale) + zero_point)` to an integer type (8, 16, 4 or
+/// 2 bits); `x / scale` rounded once to a float8 / float4 type (saturating as `saturate` says;
+/// float8 takes no zero point other than 0, float4 adds it).
 pub fn quantize_linear(
     node: &NodeCtx,
     attrs: &Quantize,
@@ -69,14 +71,19 @@ pub fn quantize_linear(
     let x = float_view(node, required(node, inputs, 0, "x")?, "x")?;
     let scale = float_view(node, required(node, inputs, 1, "y_scale")?, "y_scale")?;
     let dtype = optional(inputs, 2).map_or(attrs.output_dtype.unwrap_or(DType::U8), |z| z.dtype());
-    let Some((lo, hi)) = int_range(dtype).filter(|_| matches!(dtype, DType::U8 | DType::I8)) else {
-        return Err(node.unsupported(format!("quantizing to {dtype} (uint8 and int8 only)")));
-    };
+    let quantized = matches!(dtype, DType::U8 | DType::I8 | DType::U16 | DType::I16 | DType::Coded(_));
+    if !quantized || dtype == DType::Coded(Coded::F8E8M0) {
+        return Err(node.err(format!(
+            "quantizing to {dtype} (ONNX quantizes to 8-, 16-, 4- and 2-bit integers, float8 and float4)"
+        )));
+    }
     let scales = param_offsets(node, x.shape, scale.shape, attrs.axis, attrs.block_size, "y_scale")?;
     // The zero point (when given) with its offsets, which walk x as the scale's do.
     let mut zero = match optional(inputs, 2) {
         Some(z) => {
-            if z.shape() != scale.shape {
+            // One value each is per-tensor whatever its rank ([] and [1] both occur in exports).
+            let one = |s: &[usize]| s.iter().product::<usize>() == 1 && s.len() <= 1;
+            if z.shape() != scale.shape && !(one(z.shape()) && one(scale.shape)) {
                 return Err(node.err(format!(
                     "y_zero_point {:?} differs from y_scale {:?}",
                     z.shape(),
@@ -89,12 +96,24 @@ pub fn quantize_linear(
         None => None,
     };
     let n = count(node, x.shape)?;
-    let values = scales.enumerate().map(|(i, s)| {
-        let q = (x.at(i) as f32 / scale.at(s) as f32).round_ties_even() as f64;
-        let z = zero.as_mut().and_then(|(d, at)| at.next().map(|o| d.int_at(o))).unwrap_or(0);
-        (q + z as f64).clamp(lo as f64, hi as f64) as i64
-    });
-    Ok(vec![HostTensor::new(x.shape.to_vec(), ints_to(dtype, n, values)?)?])
+    let data = if let Some((lo, hi)) = int_range(dtype) {
+        let values = scales.enumerate().map(|(i, s)| {
+            let q = (x.at(i) as f32 / scale.at(s) as f32).round_ties_even() as f64;
+            let z = zero.as_mut().and_then(|(d, at)| at.next().map(|o| d.int_at(o))).unwrap_or(0);
+            (q + z as f64).clamp(lo as f64, hi as f64) as i64
+        });
+        ints_to(dtype, n, values)?
+    } else {
+        // float8 ignores its (zero) zero point as ONNX's reference does; float4 adds it.
+        let adds_zero = dtype == DType::Coded(Coded::F4E2M1);
+        let values = scales.enumerate().map(|(i, s)| {
+            let q = (x.at(i) as f32 / scale.at(s) as f32) as f64;
+            let z = zero.as_mut().and_then(|(d, at)| at.next().map(|o| d.float_at(o))).unwrap_or(0.0);
+            if adds_zero { q + z } else { q }
+        });
+        floats_to_with(dtype, n, values, attrs.saturate, RoundMode::Up)?
+    };
+    Ok(vec![HostTensor::new(x.shape.to_vec(), data)?])
 }
 
 /// ONNX `DequantizeLinear`: `(x - zero_point) * scale`, in the scale's dtype.
@@ -427,7 +446,7 @@ mod tests {
         // x [1, 5], blocks of 2 along axis 1: scales [1, 3] (the last block holds one element).
         let x = t32(&[1, 5], &[2.0, 4.0, 6.0, 8.0, 10.0]);
         let scale = t32(&[1, 3], &[2.0, 4.0, 10.0]);
-        let q = Quantize { axis: 1, block_size: 2, output_dtype: None };
+        let q = Quantize { axis: 1, block_size: 2, output_dtype: None, saturate: true };
         let y = quantize_linear(&node("QuantizeLinear"), &q, &[Some(&x), Some(&scale), None]).unwrap();
         assert_eq!(y[0].dtype(), DType::U8);
         assert_eq!(vals(&y[0]), vec![1.0, 2.0, 2.0, 2.0, 1.0]);

@@ -198,7 +198,7 @@ fn clip_propagates_nan_and_gives_the_bound_on_ties_as_numpy() {
 #[test]
 fn cast_follows_onnx_rules() {
     let x = t(&[5], vec![-1.7f32, 2.5, 300.0, f32::NAN, 0.0]);
-    let to = |dtype| run1(Op::Cast(op::Cast { to: dtype, saturate: true }), &[&x]).unwrap();
+    let to = |dtype| run1(Op::Cast(op::Cast::to(dtype)), &[&x]).unwrap();
     assert_eq!(to(DType::I32).data(), &TensorData::I32(vec![-1, 2, 300, 0, 0]));
     assert_eq!(to(DType::Bool).data(), &TensorData::Bool(vec![true, true, true, true, false]));
     let TensorData::F16(h) = to(DType::F16).into_data() else { panic!("f16 expected") };
@@ -207,9 +207,9 @@ fn cast_follows_onnx_rules() {
         [-1.7f32, 2.5, 300.0, f32::NAN, 0.0].iter().map(|&v| f16::from_f32(v).to_bits()).collect();
     assert_eq!(bits, want);
     let i = t(&[3], vec![300i64, -1, 16_777_217]);
-    let u = run1(Op::Cast(op::Cast { to: DType::U8, saturate: true }), &[&i]).unwrap();
+    let u = run1(Op::Cast(op::Cast::to(DType::U8)), &[&i]).unwrap();
     assert_eq!(u.data(), &TensorData::U8(vec![44, 255, 1]));
-    let f = run1(Op::Cast(op::Cast { to: DType::F32, saturate: true }), &[&i]).unwrap();
+    let f = run1(Op::Cast(op::Cast::to(DType::F32)), &[&i]).unwrap();
     assert_eq!(f32s(&f), [300., -1., 16_777_216.]);
     let like = run1(
         Op::CastLike(op::CastLike::default()),
@@ -217,4 +217,42 @@ fn cast_follows_onnx_rules() {
     )
     .unwrap();
     assert_eq!(like.data(), &TensorData::F64(vec![1.0, 0.0]));
+}
+
+/// The 16-bit, unsigned and coded narrow dtypes compute in the lanes and write back at their
+/// width; Cast's `saturate` decides float8 overflow; uint64 past i64::MAX is refused by node.
+#[test]
+fn narrow_and_unsigned_dtypes_compute_at_their_width() {
+    let a = t(&[3], vec![65535u16, 1, 7]);
+    let sum = run1(Op::Add, &[&a, &t(&[1], vec![2u16])]).unwrap();
+    assert_eq!(sum.data(), &TensorData::U16(vec![1, 3, 9]));
+    let d = run1(Op::Div, &[&t(&[2], vec![4_000_000_000u32, 9]), &t(&[1], vec![2u32])]).unwrap();
+    assert_eq!(d.data(), &TensorData::U32(vec![2_000_000_000, 4]));
+    let shl =
+        run1(Op::BitShift(op::BitShift { direction: ShiftDirection::Left }), &[&a, &t(&[1], vec![1u16])])
+            .unwrap();
+    assert_eq!(shl.data(), &TensorData::U16(vec![65534, 2, 14]));
+    let m = run1(Op::Max, &[&t(&[2], vec![-300i16, 5]), &t(&[2], vec![-2i16, -9])]).unwrap();
+    assert_eq!(m.data(), &TensorData::I16(vec![-2, 5]));
+    // float8: saturating by default, NaN / infinity without saturation.
+    let x = t(&[3], vec![1e6f32, -0.3, f32::INFINITY]);
+    let e4 = planner::DType::Coded(planner::Coded::F8E4M3FN);
+    let sat = run1(Op::Cast(op::Cast::to(e4)), &[&x]).unwrap();
+    let back = |v: &crate::HostTensor| run1(Op::Cast(op::Cast::to(DType::F32)), &[v]).unwrap();
+    assert_eq!(f32s(&back(&sat)), [448.0, -0.3125, 448.0]);
+    let no_sat = op::Cast { saturate: false, ..op::Cast::to(e4) };
+    let wild = f32s(&back(&run1(Op::Cast(no_sat), &[&x]).unwrap()));
+    assert!(wild[0].is_nan() && wild[1] == -0.3125 && wild[2].is_nan(), "{wild:?}");
+    // int4: integers wrap to four bits.
+    let i4 = run1(Op::Cast(op::Cast::to(DType::Coded(planner::Coded::I4))), &[&t(&[3], vec![-9i64, 8, 7])])
+        .unwrap();
+    assert_eq!(i64s(&run1(Op::Cast(op::Cast::to(DType::I64)), &[&i4]).unwrap()), [7, -8, 7]);
+    let huge = t(&[1], vec![u64::MAX]);
+    let refused = run1(Op::Add, &[&huge, &huge]);
+    assert!(
+        matches!(&refused, Err(crate::HostError::Unsupported { op: "Add", detail, .. }) if detail.contains("past 2^63")),
+        "{refused:?}"
+    );
+    // Moving such values is exact, and allowed.
+    assert_eq!(run1(Op::Identity, &[&huge]).unwrap().data(), &TensorData::U64(vec![u64::MAX]));
 }
