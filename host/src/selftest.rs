@@ -12,7 +12,9 @@ use crate::ops::elementwise;
 use crate::reference;
 use crate::tensor::HostTensor;
 
+mod dtypes;
 mod unrolled;
+pub use dtypes::*;
 pub use unrolled::*;
 
 /// Value written into outputs before a kernel runs: no kernel under test can produce it, so an

@@ -544,3 +544,51 @@ fn concatenated_gathers_of_one_table_become_one_gather() {
         assert_eq!(got[0].1, want[0].1, "nd {nd}");
     }
 }
+
+/// An f16 (and a bf16) transformer-style block (`selftest::narrow_float_block`) widened to f32
+/// for the GPU computes what the reference computes in the narrow dtypes, within their rounding,
+/// and keeps the declared input and output dtypes; its GPU plan compiles and says so.
+#[test]
+fn f16_and_bf16_graphs_widened_to_f32_compute_what_the_reference_does() {
+    let mut rng = Rng::new(0xf16);
+    for (dtype, tol) in [(DType::F16, 4e-3), (DType::BF16, 3e-2)] {
+        let (g, feeds) = host::selftest::narrow_float_block(dtype, &mut rng);
+        let d = planner::plan::decomposed(&g).unwrap();
+        let casts = d.nodes.iter().filter(|n| matches!(n.op, Op::Cast(_))).count();
+        // Cast up and cast down; the model's own cast, now f32 to f32, changes nothing and goes.
+        assert_eq!(casts, 2, "{dtype}");
+        let want = host::reference::eval(&g, &feeds).unwrap();
+        let got = host::reference::eval(&d, &feeds).unwrap();
+        assert_eq!(got[0].1.dtype(), DType::BF16, "{dtype}");
+        let (w, gt) = (want[0].1.data().to_f64s(), got[0].1.data().to_f64s());
+        for (i, (a, b)) in gt.iter().zip(&w).enumerate() {
+            assert!((a - b).abs() <= tol * (1.0 + b.abs()), "{dtype}[{i}]: widened {a}, reference {b}");
+        }
+        let plan =
+            planner::plan::compile(&g, &planner::Binding::new(), &planner::plan::PlanOptions::default())
+                .unwrap_or_else(|e| panic!("{dtype}: {e}"));
+        assert!(plan.lifted[0].contains("computed in float32"), "{:?}", plan.lifted);
+    }
+}
+
+/// QDQ as `onnxruntime.quantization` writes it (`selftest::qdq_matmul_graph`: per-tensor uint8
+/// activations quantized and dequantized in pairs, per-channel int8 weights dequantized, a
+/// QuantizeLinear that is a graph output) becomes f32 arithmetic that computes exactly what the
+/// reference does (the pairs composed without their integer); the GPU plan compiles.
+#[test]
+fn quantize_dequantize_become_the_arithmetic_that_defines_them() {
+    let mut rng = Rng::new(0x9d9);
+    let (g, feeds) = host::selftest::qdq_matmul_graph(&mut rng);
+    let d = planner::plan::decomposed(&g).unwrap();
+    let left =
+        d.nodes.iter().filter(|n| matches!(n.op, Op::QuantizeLinear(_) | Op::DequantizeLinear(_))).count();
+    assert_eq!(left, 0, "{:?}", d.nodes.iter().map(|n| n.op.name()).collect::<Vec<_>>());
+    // The activation pair is composed: no integer value between them is left.
+    let ints = planner::shape_infer::infer(&d).unwrap().iter().filter(|i| i.dtype == DType::U8).count();
+    assert_eq!(ints, 1, "only the zero point stays uint8");
+    let want = host::reference::eval(&g, &feeds).unwrap();
+    let got = host::reference::eval(&d, &feeds).unwrap();
+    assert_eq!(got[0].1, want[0].1);
+    assert_agree("QDQ MatMul", &got[1..], &want[1..]);
+    planner::plan::compile(&g, &planner::Binding::new(), &planner::plan::PlanOptions::default()).unwrap();
+}

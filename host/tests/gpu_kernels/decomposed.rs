@@ -600,3 +600,29 @@ fn spelled_out_rms_norms_run_as_the_row_kernel_and_match_the_reference() {
         assert!(plan.contains("rms_norm_f32") && !plan.contains("reduce_f32"), "{what}: {plan}");
     }
 }
+
+/// f16 / bf16 graphs run widened to f32 (`selftest::narrow_float_block`): the device's output
+/// (cast down to bf16) matches the reference's native f16 / bf16 arithmetic within its rounding.
+#[test]
+fn f16_and_bf16_blocks_run_widened_and_match_the_reference() {
+    let mut rng = Rng::new(0xf16);
+    for (dtype, tol) in [(DType::F16, 4e-3), (DType::BF16, 3e-2)] {
+        let (g, feeds) = host::selftest::narrow_float_block(dtype, &mut rng);
+        let want = host::reference::eval(&g, &feeds).unwrap();
+        let mut s = host::Session::new(crate::ctx(), g, host::SessionOptions::default()).unwrap();
+        let got = s.run(&feeds).unwrap();
+        assert_eq!((got[0].1.dtype(), got[0].1.shape()), (DType::BF16, want[0].1.shape()), "{dtype}");
+        for (i, (a, b)) in got[0].1.data().to_f64s().iter().zip(want[0].1.data().to_f64s()).enumerate() {
+            assert!((a - b).abs() <= tol * (1.0 + b.abs()), "{dtype}[{i}]: gpu {a}, reference {b}");
+        }
+    }
+}
+
+/// QDQ (`selftest::qdq_matmul_graph`) runs as the f32 arithmetic that defines it: the int8 output
+/// equals the reference's, the f32 one agrees within f32 rounding.
+#[test]
+fn qdq_graphs_run_as_their_arithmetic_and_match_the_reference() {
+    let mut rng = Rng::new(0x9d9);
+    let (g, feeds) = host::selftest::qdq_matmul_graph(&mut rng);
+    compare("QDQ MatMul", g, &feeds, 1e-5);
+}

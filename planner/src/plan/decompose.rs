@@ -10,7 +10,8 @@
 //! inlined between a batched `Q Kᵀ`, a softmax and `· V`, the grouped K / V heads repeated). Each becomes elementwise ops, reductions and gathers
 //! that have kernels (and that the elementwise pass then fuses), computing the reference's
 //! formulas in f32. Runs on a bound graph before shape inference; a node whose operands are not
-//! f32 (or whose shapes are unknown) stays as it is, and is refused later by name.
+//! f32 (or whose shapes are unknown) stays as it is, and is refused later by name. QuantizeLinear /
+//! DequantizeLinear (per tensor and per axis, 8-bit) become their defining arithmetic (`quant.rs`).
 
 use crate::constant::ConstTensor;
 use crate::error::PlanError;
@@ -21,6 +22,7 @@ use crate::tensor_info::DType;
 
 mod einsum;
 mod parts;
+mod quant;
 
 use parts::{batch_norm_training, flex_attention, mutual_batch, optimizer, tree_tables, unpooled_dims};
 
@@ -126,6 +128,8 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                     | Op::FlexAttention(_)
                     | Op::TreeEnsemble(_)
                     | Op::Einsum(_)
+                    | Op::QuantizeLinear(_)
+                    | Op::DequantizeLinear(_)
             )
     };
     if !graph.nodes.iter().any(covered) {
@@ -135,14 +139,25 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
     let f32_in = |n: &Node, slots: std::ops::Range<usize>| {
         slots.into_iter().all(|s| n.input(s).is_some_and(|v| infos[v.index()].dtype == DType::F32))
     };
+    // QuantizeLinear -> DequantizeLinear pairs computed as one f32 composition (quant.rs).
+    let paired = quant::pairs(graph);
+    let quant_of = |n: NodeId| {
+        let node = &graph.nodes[n.index()];
+        let Op::QuantizeLinear(q) = &node.op else { return None };
+        let (x, s) = (node.input(0)?, node.input(1)?);
+        Some(quant::Quant { attrs: q, ins: (x, s, node.input(2)), infos: &infos })
+    };
+    let composed: std::collections::BTreeSet<NodeId> =
+        paired.values().copied().filter(|&q| quant_of(q).is_some_and(|q| q.quantizable())).collect();
     let mut g = graph.clone();
     let mut replaced = Vec::new();
     // Nodes rewritten in place (an operand replaced or added), not replaced.
     let mut touched = false;
     for (i, node) in graph.nodes.iter().enumerate() {
-        // (Attention's optional inputs may be omitted; the others' are all required here.)
-        let attention = matches!(node.op, Op::Attention(_));
-        if !covered(node) || (!attention && node.inputs.iter().any(Option::is_none)) {
+        // (Attention's and the quantizers' optional inputs may be omitted; the others' are all
+        // required here.)
+        let optional = matches!(node.op, Op::Attention(_) | Op::QuantizeLinear(_) | Op::DequantizeLinear(_));
+        if !covered(node) || (!optional && node.inputs.iter().any(Option::is_none)) {
             continue;
         }
         let mut e = Expand { g: &mut g, name: graph.node_label(NodeId(i as u32)), n: 0 };
@@ -403,6 +418,26 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                 touched = true;
                 false
             }
+            // The pair's QuantizeLinear goes (its DequantizeLinears compute it), ...
+            Op::QuantizeLinear(_) if composed.contains(&NodeId(i as u32)) => true,
+            // ... and they compute the composition.
+            Op::DequantizeLinear(_)
+                if paired.get(&NodeId(i as u32)).is_some_and(|q| composed.contains(q)) =>
+            {
+                let q = paired[&NodeId(i as u32)];
+                quant_of(q).is_some_and(|quant| quant.fake_quantize(&mut e, node.output(0)))
+            }
+            Op::QuantizeLinear(q) | Op::DequantizeLinear(q)
+                if node.input(0).is_some() && node.input(1).is_some() =>
+            {
+                let (x, s) = (ins[0], ins[1]);
+                let quant = quant::Quant { attrs: q, ins: (x, s, node.input(2)), infos: &infos };
+                if matches!(node.op, Op::QuantizeLinear(_)) {
+                    quant.quantize(&mut e, node.output(0))
+                } else {
+                    quant.dequantize(&mut e, node.output(0))
+                }
+            }
             Op::FlexAttention(fa) if f32_in(node, 0..3) => {
                 let shape = |v: ValueId| infos[v.index()].shape.as_known();
                 let (Some(q), Some(k), Some(v)) = (shape(ins[0]), shape(ins[1]), shape(ins[2])) else {
@@ -435,6 +470,8 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
         return Ok(None);
     }
     g.nodes = kept;
+    // A composed QuantizeLinear's integer output is defined by nothing now: drop it.
+    let g = if composed.is_empty() { g } else { crate::dce::eliminate(&g) };
     crate::validate::graph(&g)?;
     Ok(Some(g))
 }

@@ -55,6 +55,7 @@ mod select;
 mod sequence;
 mod tc_pack;
 mod vision;
+mod widen;
 
 use kernels_gpu::abi::KernelId;
 use serde::{Deserialize, Serialize};
@@ -295,13 +296,15 @@ pub struct Plan {
     /// The precision its tensor-core GEMMs were planned in.
     #[serde(default)]
     pub precision: Precision,
-    /// The exporter patterns lifted to one operator before fusion (unrolled recurrences as
-    /// `LinearScan`s, unrolled maps rolled up, spelled-out RMS normalizations), one line each.
+    /// The graph rewrites made before fusion, one line each: f16 / bf16 values widened to f32,
+    /// and the exporter patterns lifted to one operator (unrolled recurrences as `LinearScan`s,
+    /// unrolled maps rolled up, spelled-out RMS normalizations).
     #[serde(default)]
     pub lifted: Vec<String>,
 }
 
-/// `graph` (every input dim known) with the operators that have no GPU kernel of their own
+/// `graph` (every input dim known) with its f16 / bf16 values widened to f32 (`widen.rs`), the
+/// operators that have no GPU kernel of their own
 /// replaced by the simpler ones the plan computes them with (`decompose.rs`: Einsum as batched
 /// MatMuls and views, the training optimizers, ...; `contract.rs`: summed broadcast products as
 /// Einsums first), unrolled recurrences lifted to scans (`scan_lift.rs`), unrolled maps rolled
@@ -311,6 +314,8 @@ pub struct Plan {
 /// itself when there are none. The CPU reference computes both alike, which is how the expansions
 /// are tested.
 pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
+    let widened = widen::run(graph)?.map(|(g, _)| g);
+    let graph = widened.as_ref().unwrap_or(graph);
     let g = contract::run(graph).unwrap_or_else(|| graph.clone());
     let g = decompose::run(&g)?.unwrap_or(g);
     Ok(match shape_infer::infer(&g) {
@@ -382,6 +387,11 @@ fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>
 /// Compiles `graph` for `binding` (every symbolic input dim bound).
 pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Result<Plan, PlanError> {
     let folded = crate::fold::run(&memory::bind_inputs(graph, binding)?)?;
+    // f16 / bf16 values computed in f32, until kernels take them natively.
+    let (folded, widened) = match widen::run(&folded)? {
+        Some((g, line)) => (g, Some(line)),
+        None => (folded, None),
+    };
     // Summed broadcast products as the Einsums they are, which the decomposition expands.
     let folded = contract::run(&folded).unwrap_or(folded);
     // What a decomposition adds (an inlined FlexAttention modifier's shape arithmetic) folds too.
@@ -392,7 +402,8 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     let infos = shape_infer::infer(&bound)?;
     logic::native_dtypes(&bound, &infos)?;
     // Exporter patterns as the operators they spell (before fusion would split them up).
-    let (bound, infos, lifted) = lifts(bound, infos)?;
+    let (bound, infos, mut lifted) = lifts(bound, infos)?;
+    lifted.splice(0..0, widened);
     let (bound, infos) = match canon::run(&bound, &infos) {
         Some(g) => {
             let infos = shape_infer::infer(&g)?;

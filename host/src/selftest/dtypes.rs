@@ -1,0 +1,59 @@
+//! Graphs of the dtypes the GPU runs by rewriting (`planner::plan::decomposed`): an f16 / bf16
+//! block widened to f32, and QDQ as `onnxruntime.quantization` writes it; and inputs for them.
+
+use planner::op::{Cast, Quantize};
+use planner::{ConstTensor, DType, Dim, Graph, Op};
+
+use super::Rng;
+use crate::tensor::HostTensor;
+
+/// A transformer-style block in `dtype` (f16 or bf16): LayerNormalization, MatMul with `dtype`
+/// weights, Softmax, a tanh GELU's inner part spelled out, and a Cast to bf16 as its output; with
+/// a random `[4, 16]` input `x`.
+pub fn narrow_float_block(dtype: DType, rng: &mut Rng) -> (Graph, Vec<(String, HostTensor)>) {
+    let mut g = Graph::new();
+    let x = g.input("x", dtype, [4, 16].map(Dim::Known));
+    let w: Vec<f64> = (0..16 * 16).map(|_| rng.uniform(-0.5, 0.5) as f64).collect();
+    let constant = |dims: &[usize], v: &[f64]| ConstTensor::from_f64s(dtype, dims, v).expect("sizes match");
+    let w = g.initializer("w", constant(&[16, 16], &w));
+    let gamma = g.initializer("gamma", constant(&[16], &[1.0; 16]));
+    let n = g.op1(Op::LayerNormalization(Default::default()), &[x, gamma]);
+    let h = g.op1(Op::MatMul, &[n, w]);
+    let s = g.op1(Op::Softmax(Default::default()), &[h]);
+    let cube = g.op1(Op::Mul, &[s, s]);
+    let cube = g.op1(Op::Mul, &[cube, s]);
+    let k = g.initializer("k", constant(&[], &[0.044715]));
+    let inner = g.op1(Op::Mul, &[cube, k]);
+    let inner = g.op1(Op::Add, &[inner, s]);
+    let t = g.op1(Op::Tanh, &[inner]);
+    let y = g.op1(Op::Cast(Cast::to(DType::BF16)), &[t]);
+    g.output(y);
+    let x = crate::reference::lanes::cast(&rng.tensor(&[4, 16], -2.0, 2.0), dtype, true, Default::default())
+        .expect("f32 casts to f16 / bf16");
+    (g, vec![("x".to_string(), x)])
+}
+
+/// QDQ as `onnxruntime.quantization` writes it: a uint8 per-tensor QuantizeLinear /
+/// DequantizeLinear pair on the `[3, 8]` input, int8 weights dequantized per column, a MatMul, and
+/// its result quantized to int8 (an output, beside the MatMul's f32 result); with a random input.
+pub fn qdq_matmul_graph(rng: &mut Rng) -> (Graph, Vec<(String, HostTensor)>) {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, [3, 8].map(Dim::Known));
+    let s = g.initializer("s", ConstTensor::from_f32(&[], &[0.02]).expect("a scalar"));
+    let z = g.initializer("z", ConstTensor::from_i64s_as(DType::U8, &[], &[128]).expect("a scalar"));
+    let q = g.op1(Op::QuantizeLinear(Quantize::default()), &[x, s, z]);
+    let dq = g.op1(Op::DequantizeLinear(Quantize::default()), &[q, s, z]);
+    let wq: Vec<i64> = (0..8 * 4).map(|_| (rng.next_u64() % 255) as i64 - 127).collect();
+    let wq = g.initializer("wq", ConstTensor::from_i64s_as(DType::I8, &[8, 4], &wq).expect("sizes match"));
+    let ws =
+        g.initializer("ws", ConstTensor::from_f32(&[4], &[0.01, 0.02, 0.005, 0.03]).expect("sizes match"));
+    let per_column = Quantize { axis: 1, ..Quantize::default() };
+    let w = g.op1(Op::DequantizeLinear(per_column), &[wq, ws]);
+    let h = g.op1(Op::MatMul, &[dq, w]);
+    // An int8 output with no zero point, its dtype given by output_dtype.
+    let out_q = Quantize { output_dtype: Some(DType::I8), ..Quantize::default() };
+    let hq = g.op1(Op::QuantizeLinear(out_q), &[h, s]);
+    g.output(hq);
+    g.output(h);
+    (g, vec![("x".to_string(), rng.tensor(&[3, 8], -3.0, 3.0))])
+}

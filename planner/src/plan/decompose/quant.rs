@@ -1,0 +1,183 @@
+//! QuantizeLinear / DequantizeLinear (per tensor and per axis, 8-bit integers, f32 scales) as the
+//! elementwise arithmetic ONNX defines them by, which the GPU's f32, cast and rounding kernels
+//! compute (and the elementwise pass fuses): a QDQ model runs on the GPU in the float arithmetic
+//! its spec gives, before any int8 GEMM takes the pattern over.
+//! - `DequantizeLinear(x, s, z) = (f32(x) - f32(z)) * s`
+//! - `QuantizeLinear(x, s, z) = cast(clip(round(x / s) + f32(z), lo, hi))`, `round` to nearest
+//!   even, `[lo, hi]` the output type's range.
+//! - A QuantizeLinear read only by DequantizeLinears of the same scale and zero point (the
+//!   activations of every QDQ model) is the pair's composition, computed in f32 without the
+//!   integer between (exact: the integer is the f32 value `clip(...)` holds):
+//!   `(clip(round(x / s) + f32(z), lo, hi) - f32(z)) * s`.
+
+use std::collections::BTreeMap;
+
+use super::Expand;
+use crate::graph::{Graph, NodeId, ValueId};
+use crate::op::{self, Op};
+use crate::tensor_info::{DType, TensorInfo};
+
+/// The operands of one QuantizeLinear / DequantizeLinear the expansion covers: blocked scales,
+/// scales other than f32 and integer types other than int8 / uint8 (and int32 for a dequantized
+/// input) stay as they are, refused by name later.
+pub(super) struct Quant<'a> {
+    pub attrs: &'a op::Quantize,
+    /// x, scale, zero point.
+    pub ins: (ValueId, ValueId, Option<ValueId>),
+    pub infos: &'a [TensorInfo],
+}
+
+impl Quant<'_> {
+    /// The shape `s` (or `z`) takes to broadcast against `x`: one value as a scalar, one per
+    /// slice of `axis` as `[C, 1, ..., 1]`; `None` when neither fits.
+    fn broadcast_dims(&self, p: ValueId) -> Option<Vec<i64>> {
+        let x = self.infos[self.ins.0.index()].shape.as_known()?;
+        let ps = self.infos[p.index()].shape.as_known()?;
+        let n: usize = ps.iter().product();
+        if n == 1 {
+            return Some(Vec::new());
+        }
+        let rank = x.len() as i64;
+        let axis = if self.attrs.axis < 0 { self.attrs.axis + rank } else { self.attrs.axis };
+        if ps.len() != 1 || !(0..rank).contains(&axis) || x[axis as usize] != n {
+            return None;
+        }
+        Some(std::iter::once(n as i64).chain((axis + 1..rank).map(|_| 1)).collect())
+    }
+
+    /// `p` reshaped to [`Self::broadcast_dims`].
+    fn broadcast(&self, e: &mut Expand, p: ValueId) -> Option<ValueId> {
+        let shape = e.i64s(&self.broadcast_dims(p)?);
+        Some(e.op(Op::Reshape(op::Reshape::default()), &[p, shape]))
+    }
+
+    /// True when the expansion covers this QuantizeLinear (see the module docs).
+    pub fn quantizable(&self) -> bool {
+        let (x, s, z) = self.ins;
+        let to = z.map_or(self.attrs.output_dtype.unwrap_or(DType::U8), |z| self.dtype(z));
+        matches!(to, DType::U8 | DType::I8)
+            && self.covered(&[DType::U8, DType::I8])
+            && self.dtype(x) == DType::F32
+            && self.broadcast_dims(s).is_some()
+            && z.is_none_or(|z| self.broadcast_dims(z).is_some())
+    }
+
+    fn dtype(&self, v: ValueId) -> DType {
+        self.infos[v.index()].dtype
+    }
+
+    fn covered(&self, ints: &[DType]) -> bool {
+        let (_, s, z) = self.ins;
+        self.attrs.block_size == 0
+            && self.dtype(s) == DType::F32
+            && z.is_none_or(|z| ints.contains(&self.dtype(z)))
+    }
+
+    /// DequantizeLinear into `out`; false when not covered.
+    pub fn dequantize(&self, e: &mut Expand, out: Option<ValueId>) -> bool {
+        let (x, s, z) = self.ins;
+        if !self.covered(&[DType::U8, DType::I8, DType::I32])
+            || !matches!(self.dtype(x), DType::U8 | DType::I8 | DType::I32)
+        {
+            return false;
+        }
+        let Some(sb) = self.broadcast(e, s) else { return false };
+        let zb = match z.map(|z| self.broadcast(e, z)) {
+            Some(None) => return false,
+            Some(Some(zb)) => Some(zb),
+            None => None,
+        };
+        let xf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[x]);
+        let centred = match zb {
+            Some(zb) => {
+                let zf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[zb]);
+                e.sub(xf, zf)
+            }
+            None => xf,
+        };
+        e.op_into(Op::Mul, &[centred, sb], out);
+        true
+    }
+
+    /// QuantizeLinear into `out`; false when not covered.
+    pub fn quantize(&self, e: &mut Expand, out: Option<ValueId>) -> bool {
+        let Some((to, clipped, _)) = self.clipped(e) else { return false };
+        e.op_into(Op::Cast(op::Cast::to(to)), &[clipped], out);
+        true
+    }
+
+    /// The QuantizeLinear composed with a DequantizeLinear of the same scale and zero point,
+    /// into `out`; false when not covered.
+    pub fn fake_quantize(&self, e: &mut Expand, out: Option<ValueId>) -> bool {
+        let Some((_, clipped, (sb, zf))) = self.clipped(e) else { return false };
+        let centred = match zf {
+            Some(zf) => e.sub(clipped, zf),
+            None => clipped,
+        };
+        e.op_into(Op::Mul, &[centred, sb], out);
+        true
+    }
+
+    /// `clip(round(x / s) + f32(z), lo, hi)` in f32, with the output dtype and the broadcast
+    /// scale and f32 zero point; `None` when not covered.
+    fn clipped(&self, e: &mut Expand) -> Option<(DType, ValueId, (ValueId, Option<ValueId>))> {
+        if !self.quantizable() {
+            return None;
+        }
+        let (x, s, z) = self.ins;
+        let to = z.map_or(self.attrs.output_dtype.unwrap_or(DType::U8), |z| self.dtype(z));
+        let (lo, hi) = if to == DType::U8 { (0.0, 255.0) } else { (-128.0, 127.0) };
+        let sb = self.broadcast(e, s)?;
+        let zb = match z.map(|z| self.broadcast(e, z)) {
+            Some(None) => return None,
+            Some(Some(zb)) => Some(zb),
+            None => None,
+        };
+        let q = e.div(x, sb);
+        let r = e.op(Op::Round, &[q]);
+        let zf = zb.map(|zb| e.op(Op::Cast(op::Cast::to(DType::F32)), &[zb]));
+        let shifted = match zf {
+            Some(zf) => e.add(r, zf),
+            None => r,
+        };
+        let (lo, hi) = (e.f32(lo), e.f32(hi));
+        let name = e.fresh();
+        let c = e.g.add_value(format!("{name}:0"), None);
+        e.g.add_node(crate::graph::Node {
+            name,
+            op: Op::Clip(op::Clip::default()),
+            inputs: vec![Some(shifted), Some(lo), Some(hi)],
+            outputs: vec![Some(c)],
+        });
+        Some((to, c, (sb, zf)))
+    }
+}
+
+/// The QuantizeLinear → DequantizeLinear pairs to compose: each DequantizeLinear whose input is
+/// a QuantizeLinear's output that only DequantizeLinears of the same scale and zero point read
+/// (and that is no graph output), mapped to that QuantizeLinear.
+pub(super) fn pairs(g: &Graph) -> BTreeMap<NodeId, NodeId> {
+    let consumers = g.consumers();
+    let mut out = BTreeMap::new();
+    for (i, q) in g.nodes.iter().enumerate() {
+        let (Op::QuantizeLinear(qa), Some(y)) = (&q.op, q.output(0)) else { continue };
+        if g.outputs.contains(&y) || q.input(1).is_none() {
+            continue;
+        }
+        let readers = &consumers[y.index()];
+        let same = |n: &NodeId| {
+            let d = &g.nodes[n.index()];
+            matches!(&d.op, Op::DequantizeLinear(da) if da.axis == qa.axis && da.block_size == qa.block_size)
+                && d.input(0) == Some(y)
+                && d.input(1) == q.input(1)
+                && d.input(2) == q.input(2)
+        };
+        if readers.is_empty() || !readers.iter().all(same) {
+            continue;
+        }
+        for &r in readers {
+            out.insert(r, NodeId(i as u32));
+        }
+    }
+    out
+}

@@ -1,0 +1,180 @@
+//! f16 / bf16 graphs on the GPU by widening: every f16 and bf16 value is computed and stored in
+//! f32, as PyTorch computes f16 elementwise ops, reductions and row ops (issue 23).
+//!
+//! The GPU's kernels take f32 (and a few f16 / bf16 elementwise ones) so far; a model stored in
+//! f16 or bf16 would otherwise be refused node by node. Widening rewrites the bound graph:
+//! - float16 / bfloat16 weights become f32 copies (exact: both widen losslessly) for the nodes
+//!   that read them, so each is converted once when the plan is made, not at every run;
+//! - float16 / bfloat16 graph inputs are cast up by a `Cast` on the GPU, outputs cast back down
+//!   to their declared dtype;
+//! - attributes that name the dtype of what a node makes (`Cast.to`, `EyeLike.dtype`, the fill of
+//!   `ConstantOfShape`, `Constant`, window ops) name f32 instead, and declared intermediate infos
+//!   follow.
+//!
+//! Results are those of the graph computed in f32 (more accurate than f16 arithmetic: the
+//! intermediate roundings to f16 are skipped), within f16 / bf16 tolerance of the reference; the
+//! activations take twice the memory of native f16 storage. Graphs whose f16 bits matter
+//! (`BitCast`) or with nested graphs (If / Loop / Scan, whose captured values would change dtype)
+//! are left as they are, and refused by node as before.
+
+use crate::constant::ConstTensor;
+use crate::error::PlanError;
+use crate::graph::{Graph, Node, ValueId};
+use crate::op::{self, Op};
+use crate::shape_infer;
+use crate::tensor_info::{DType, TensorInfo};
+
+fn narrow(d: DType) -> bool {
+    matches!(d, DType::F16 | DType::BF16)
+}
+
+/// `graph` with its f16 / bf16 values widened to f32, and a line saying so; `None` when it has
+/// none (or cannot be widened, see the module docs).
+pub(crate) fn run(graph: &Graph) -> Result<Option<(Graph, String)>, PlanError> {
+    let infos = shape_infer::infer(graph)?;
+    let widened = infos.iter().filter(|i| narrow(i.dtype)).count();
+    if widened == 0 {
+        return Ok(None);
+    }
+    let bits_matter =
+        graph.nodes.iter().any(|n| matches!(n.op, Op::BitCast(_)) || !n.op.subgraphs().is_empty());
+    if bits_matter {
+        return Ok(None);
+    }
+    let mut g = graph.clone();
+    let outputs: Vec<ValueId> = g.outputs.clone();
+    // Values read under another id from now on: narrow inputs and weights by their f32 copies,
+    // narrow outputs by the f32 values their producers now write.
+    let mut renamed: Vec<(ValueId, ValueId)> = Vec::new();
+    let mut casts: Vec<Node> = Vec::new();
+    for &v in &graph.inputs {
+        if narrow(infos[v.index()].dtype) {
+            let name = format!("{}:widened", graph.value_name(v));
+            let w = g.add_value(name.clone(), None);
+            casts.push(cast(name, v, w, DType::F32));
+            renamed.push((v, w));
+        }
+    }
+    for (&v, c) in &graph.initializers {
+        if narrow(c.dtype) && !graph.inputs.contains(&v) {
+            let w = g.initializer(&format!("{}:widened", graph.value_name(v)), widen_const(c)?);
+            renamed.push((v, w));
+        }
+    }
+    let defined: Vec<Option<crate::graph::Definition>> = graph.definitions();
+    for &o in &outputs {
+        let dtype = infos[o.index()].dtype;
+        if !narrow(dtype) || !matches!(defined[o.index()], Some(crate::graph::Definition::Node { .. })) {
+            continue;
+        }
+        let name = format!("{}:widened", graph.value_name(o));
+        let p = g.add_value(name.clone(), None);
+        for node in &mut g.nodes {
+            for slot in node.outputs.iter_mut().flatten() {
+                if *slot == o {
+                    *slot = p;
+                }
+            }
+        }
+        casts.push(cast(format!("{name}:narrowed"), p, o, dtype));
+        renamed.push((o, p));
+    }
+    for node in &mut g.nodes {
+        for slot in node.inputs.iter_mut().flatten() {
+            if let Some(&(_, w)) = renamed.iter().find(|(v, _)| v == slot) {
+                *slot = w;
+            }
+        }
+        widen_attributes(&mut node.op)?;
+    }
+    g.nodes.extend(casts);
+    // Declared infos of what is now f32 (the graph's own inputs and outputs keep theirs).
+    let boundary: Vec<ValueId> = graph.inputs.iter().chain(&outputs).copied().collect();
+    for (i, v) in g.values.iter_mut().enumerate() {
+        if let Some(info) = v.info.as_mut()
+            && narrow(info.dtype)
+            && !boundary.contains(&ValueId(i as u32))
+        {
+            *info = TensorInfo { dtype: DType::F32, shape: info.shape.clone() };
+        }
+    }
+    crate::validate::graph(&g)?;
+    let line = format!(
+        "{widened} float16 / bfloat16 value(s) computed in float32 (no GPU kernels for them yet): \
+         weights widened when planned, inputs cast up and outputs cast down on the GPU"
+    );
+    Ok(Some((g, line)))
+}
+
+fn cast(name: String, from: ValueId, to: ValueId, dtype: DType) -> Node {
+    Node { name, op: Op::Cast(op::Cast::to(dtype)), inputs: vec![Some(from)], outputs: vec![Some(to)] }
+}
+
+/// `c` as f32 (exact for f16 and bf16).
+fn widen_const(c: &ConstTensor) -> Result<ConstTensor, PlanError> {
+    if narrow(c.dtype) { ConstTensor::from_f64s(DType::F32, &c.dims, &c.to_f64s()) } else { Ok(c.clone()) }
+}
+
+/// The dtypes an op's attributes give its outputs, f16 / bf16 ones made f32.
+fn widen_attributes(op: &mut Op) -> Result<(), PlanError> {
+    let f32_for = |d: &mut DType| {
+        if narrow(*d) {
+            *d = DType::F32;
+        }
+    };
+    match op {
+        Op::Cast(c) => f32_for(&mut c.to),
+        Op::EyeLike(e) => e.dtype.iter_mut().for_each(f32_for),
+        Op::SignalWindow(w) => f32_for(&mut w.output_dtype),
+        Op::ConstantOfShape(c) => c.value = widen_const(&c.value)?,
+        Op::Constant(c) => c.value = widen_const(&c.value)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor_info::Dim;
+
+    /// An f16 input, f16 weights and an f16 output: the widened graph computes in f32 between a
+    /// cast up and a cast down, and declares the same input and output as before.
+    #[test]
+    fn f16_graphs_compute_in_f32_between_casts() {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F16, vec![Dim::Known(2), Dim::Known(3)]);
+        let w = ConstTensor::from_f64s(DType::F16, &[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+        let w = g.initializer("w", w);
+        let y = g.op1(Op::MatMul, &[x, w]);
+        let h = g.op1(Op::Cast(op::Cast::to(DType::BF16)), &[y]);
+        let r = g.op1(Op::Relu, &[h]);
+        g.output(r);
+        let (wide, line) = run(&g).unwrap().expect("widened");
+        assert!(line.starts_with("5 float16 / bfloat16 value(s)"), "{line}");
+        let infos = shape_infer::infer(&wide).unwrap();
+        assert_eq!(infos[x.index()].dtype, DType::F16);
+        assert_eq!(infos[r.index()].dtype, DType::BF16);
+        // Every node but the two boundary casts computes in f32.
+        for node in &wide.nodes {
+            let outs: Vec<DType> = node.outputs.iter().flatten().map(|v| infos[v.index()].dtype).collect();
+            let boundary = node.outputs.contains(&Some(r));
+            assert!(boundary || outs == [DType::F32], "{} {outs:?}", node.name);
+        }
+        assert_eq!(wide.nodes.len(), g.nodes.len() + 2);
+    }
+
+    #[test]
+    fn graphs_without_narrow_floats_or_with_bitcasts_are_left_alone() {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, vec![Dim::Known(2)]);
+        let r = g.op1(Op::Relu, &[x]);
+        g.output(r);
+        assert!(run(&g).unwrap().is_none());
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F16, vec![Dim::Known(2)]);
+        let r = g.op1(Op::BitCast(op::BitCast { to: DType::I16 }), &[x]);
+        g.output(r);
+        assert!(run(&g).unwrap().is_none());
+    }
+}
