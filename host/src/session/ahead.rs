@@ -33,6 +33,7 @@ pub fn plan_options(options: &SessionOptions, sm_count: u32, hopper: bool) -> Pl
         split_k_wgmma: options.split_k_wgmma,
         skip_hidden_keys: options.skip_hidden_keys,
         precision: options.precision,
+        widen_narrow_floats: options.widen_narrow_floats,
         ..PlanOptions::default()
     }
 }

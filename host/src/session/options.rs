@@ -58,6 +58,10 @@ pub struct SessionOptions {
     /// with L2 set aside for the context where the device has it), so that they stay cached from
     /// one run to the next (default on).
     pub l2_persist_weights: bool,
+    /// Run graphs with f16 / bf16 values computed and stored in f32 (weights widened when the
+    /// plan is made, inputs cast up and outputs cast down on the device; default on, until
+    /// native f16 / bf16 kernels take them); off refuses the nodes without such kernels by name.
+    pub widen_narrow_floats: bool,
     /// Skip the keys that an attention's causal mask hides (the ONNX `is_causal` flag, or a
     /// constant additive mask of `-inf` or the f32 minimum past a diagonal) instead of reading
     /// and masking them (default on). A NaN or infinite key at a hidden position then no longer
@@ -85,7 +89,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 17] = [
+    const SWITCHES: [Switch; 18] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -103,6 +107,7 @@ impl SessionOptions {
         ("split_k_wgmma", |o| &mut o.split_k_wgmma),
         ("l2_persist_weights", |o| &mut o.l2_persist_weights),
         ("skip_hidden_keys", |o| &mut o.skip_hidden_keys),
+        ("widen_narrow_floats", |o| &mut o.widen_narrow_floats),
     ];
 
     /// The options' names (their field names), as [`SessionOptions::set`] takes them.
@@ -142,6 +147,7 @@ impl Default for SessionOptions {
             split_k_wgmma: false,
             l2_persist_weights: true,
             skip_hidden_keys: true,
+            widen_narrow_floats: true,
             precision: Precision::Exact,
             max_loop_iterations: crate::reference::MAX_LOOP_ITERATIONS,
             max_memory: None,

@@ -48,8 +48,11 @@ fn cached(a: Attention, q: &[usize], outputs: usize) -> (Graph, Vec<crate::Value
     (g, outs)
 }
 
+/// Why `g` is refused, its f16 / bf16 values not widened (so that the attention kernels' own
+/// dtype check shows).
 fn refusal(g: &Graph) -> String {
-    match compile(g, &Binding::new(), &PlanOptions::default()) {
+    let native = PlanOptions { widen_narrow_floats: false, ..PlanOptions::default() };
+    match compile(g, &Binding::new(), &native) {
         Err(PlanError::NoKernel { nodes }) => nodes.iter().map(|(_, _, why)| why.clone()).collect(),
         Err(e) => panic!("unexpected error {e}"),
         Ok(p) => panic!("lowered:\n{p}"),
@@ -186,6 +189,8 @@ fn unsupported_variants_are_refused_with_a_reason() {
     let y = g.push_opt(Op::Attention(Attention::default()), ins, 1);
     g.output(y[0]);
     assert!(refusal(&g).contains("f32"), "{}", refusal(&g));
+    // Widened to f32 (the default), the same attention compiles.
+    compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
     // Head sizes past the kernel's limits.
     let big = attention_params(
         &Attention::default(),

@@ -146,6 +146,9 @@ pub struct PlanOptions {
     pub skip_hidden_keys: bool,
     /// How the tensor-core GEMMs form their products ([`Precision`]).
     pub precision: Precision,
+    /// Compute graphs with f16 / bf16 values in f32 (`widen.rs`; default on); off, the nodes
+    /// without an f16 / bf16 kernel of their own are refused by name.
+    pub widen_narrow_floats: bool,
 }
 
 impl Default for PlanOptions {
@@ -169,6 +172,7 @@ impl Default for PlanOptions {
             tensor_core_attention: true,
             skip_hidden_keys: true,
             precision: Precision::Exact,
+            widen_narrow_floats: true,
         }
     }
 }
@@ -388,7 +392,7 @@ fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>
 pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Result<Plan, PlanError> {
     let folded = crate::fold::run(&memory::bind_inputs(graph, binding)?)?;
     // f16 / bf16 values computed in f32, until kernels take them natively.
-    let (folded, widened) = match widen::run(&folded)? {
+    let (folded, widened) = match widen::run(&folded)?.filter(|_| options.widen_narrow_floats) {
         Some((g, line)) => (g, Some(line)),
         None => (folded, None),
     };

@@ -408,9 +408,10 @@ fn limits_and_dtypes_are_reported() {
     let x = g.input("x", DType::BF16, [Dim::Known(1), Dim::Known(2), Dim::Known(3)]);
     let y = g.op1(Op::GriffinRglru, &[x, x]);
     g.output(y);
-    assert!(
-        no_kernel_reason(&g, &PlanOptions::default()).contains("is bfloat16; the sequence kernels take f32")
-    );
+    let native = PlanOptions { widen_narrow_floats: false, ..PlanOptions::default() };
+    assert!(no_kernel_reason(&g, &native).contains("is bfloat16; the sequence kernels take f32"));
+    // Widened to f32 (the default), it compiles.
+    compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
 }
 
 /// `Scan` of states `s` (`[2, d]`) and a loop-invariant `w` (`[d]`, passed through): per step
