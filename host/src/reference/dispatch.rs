@@ -190,6 +190,8 @@ pub fn node(
         Op::Constant(a) => HostTensor::from_const(&a.value),
         Op::EyeLike(a) => generate::eye_like(ctx, x()?, a),
         Op::SignalWindow(a) => generate::signal_window(ctx, x()?, a),
+        Op::MelWeightMatrix(a) => generate::mel_weight_matrix(ctx, inputs, a),
+        Op::TfIdfVectorizer(a) => return nn::tf_idf_vectorizer(ctx, a, inputs),
         Op::ConstantOfShape(a) => generate::constant_of_shape(ctx, x()?, &a.value),
         Op::Range => generate::range(ctx, x()?, y()?, z()?),
         Op::OneHot(a) => generate::one_hot(ctx, x()?, y()?, z()?, a.axis),

@@ -206,6 +206,74 @@ pub fn eye_like(
     )
 }
 
+/// ONNX `MelWeightMatrix`: `[dft_length / 2 + 1, num_mel_bins]` triangular filters whose
+/// corners are `num_mel_bins + 2` points spaced evenly on the mel scale
+/// (`2595 log10(1 + f / 700)`) from `lower_edge_hertz` over `upper_edge_hertz`, each mapped to the
+/// spectrum bin `floor((dft_length + 1) f / sample_rate)`, in the precisions ONNX's reference
+/// computes them in (the bins are floors, so a corner's precision decides which bin it lands in).
+pub fn mel_weight_matrix(
+    ctx: &NodeCtx,
+    inputs: &[Option<&HostTensor>],
+    attrs: &planner::op::MelWeightMatrix,
+) -> Result<HostTensor, HostError> {
+    let input = |slot: usize, what: &str| {
+        inputs.get(slot).copied().flatten().ok_or_else(|| ctx.err(format!("{what} is missing")))
+    };
+    let int = |slot, what| strides::int_scalar(ctx, input(slot, what)?, what);
+    let float = |slot: usize, what: &str| -> Result<f32, HostError> {
+        let t = input(slot, what)?;
+        if t.len() != 1 || !t.dtype().is_float() {
+            return Err(ctx.err(format!("{what} must be a float scalar")));
+        }
+        Ok(t.data().float_at(0) as f32)
+    };
+    let (mels, dft, rate) = (int(0, "num_mel_bins")?, int(1, "dft_length")?, int(2, "sample_rate")?);
+    let (lo, hi) = (float(3, "lower_edge_hertz")?, float(4, "upper_edge_hertz")?);
+    if mels < 0 || dft < 0 || rate <= 0 {
+        return Err(ctx.err(format!(
+            "num_mel_bins {mels} and dft_length {dft} must be non-negative, sample_rate {rate} positive"
+        )));
+    }
+    let (mels, bins) = (mels as usize, dft as usize / 2 + 1);
+    let n = count(ctx, &[bins, mels])?;
+    // numpy's promotions: log1p and the product in f32, the division by ln 10 in f64.
+    let mel = |f: f32| f64::from(2595.0f32 * (f / 700.0).ln_1p()) / std::f64::consts::LN_10;
+    let (lo_mel, hi_mel) = (mel(lo), mel(hi));
+    let step = (hi_mel - lo_mel) / (mels + 2) as f64;
+    let corners: Vec<i64> = (0..mels + 2)
+        .map(|i| {
+            let m = i as f64 * step + lo_mel;
+            let hz = 700.0 * (m / 2595.0 * std::f64::consts::LN_10).exp_m1();
+            ((dft + 1) as f64 * hz / rate as f64).floor() as i64
+        })
+        .collect();
+    let mut out = crate::tensor::try_filled(n, 0.0f64, "the mel weight matrix")?;
+    let mut set = |j: i64, i: usize, v: f64| -> Result<(), HostError> {
+        match usize::try_from(j).ok().filter(|&j| j < bins) {
+            Some(j) => {
+                out[j * mels + i] = v;
+                Ok(())
+            }
+            None => Err(ctx.err(format!("mel bin {i} reaches spectrum bin {j}, outside 0..{bins}"))),
+        }
+    };
+    for i in 0..mels {
+        let (left, centre, right) = (corners[i], corners[i + 1], corners[i + 2]);
+        if centre == left {
+            set(centre, i, 1.0)?;
+        } else {
+            for j in left..=centre {
+                set(j, i, (j - left) as f64 / (centre - left) as f64)?;
+            }
+        }
+        for j in centre..right {
+            set(j, i, (right - j) as f64 / (right - centre) as f64)?;
+        }
+    }
+    let data = crate::reference::lanes::floats_to(attrs.output_dtype, n, out.into_iter())?;
+    HostTensor::new(vec![bins, mels], data)
+}
+
 /// ONNX `HannWindow` / `HammingWindow` / `BlackmanWindow`: `size` values of the window over
 /// `N = size` (periodic) or `size − 1` (symmetric) intervals, computed in f64.
 pub fn signal_window(

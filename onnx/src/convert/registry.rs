@@ -315,6 +315,8 @@ static TABLE: &[Entry] = &[
     onnx("DFT", vision::dft).since(17),
     onnx("STFT", vision::stft).since(17),
     onnx("HannWindow", vision::hann_window).since(17),
+    onnx("MelWeightMatrix", vision::mel_weight_matrix).since(17),
+    onnx("TfIdfVectorizer", vision::tf_idf_vectorizer).since(9),
     onnx("HammingWindow", vision::hamming_window).since(17),
     onnx("BlackmanWindow", vision::blackman_window).since(17),
     onnx("CenterCropPad", vision::center_crop_pad).since(18),

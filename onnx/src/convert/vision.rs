@@ -218,6 +218,71 @@ fn signal_window(l: &mut Lower<'_, '_>, kind: op::WindowKind) -> Result<(), Onnx
     l.emit(Op::SignalWindow(op::SignalWindow { kind, periodic, output_dtype }))
 }
 
+/// `MelWeightMatrix` (opset 17): `output_datatype`.
+pub(crate) fn mel_weight_matrix(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    let output_dtype = l.attrs().dtype("output_datatype")?.unwrap_or(planner::DType::F32);
+    l.emit(Op::MelWeightMatrix(op::MelWeightMatrix { output_dtype }))
+}
+
+/// `TfIdfVectorizer` (opset 9) with an integer pool (`pool_int64s`); a string pool is refused:
+/// ferrofuse holds no string tensors.
+pub(crate) fn tf_idf_vectorizer(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
+    let a = l.attrs();
+    if a.strings("pool_strings")?.is_some_and(|s| !s.is_empty()) {
+        return Err(
+            a.invalid("pool_strings", "string pools need string tensors, which ferrofuse does not hold")
+        );
+    }
+    let len = |attr: &str| -> Result<usize, OnnxError> {
+        let v = a.required(attr, a.int(attr)?)?;
+        usize::try_from(v).map_err(|_| a.invalid(attr, format!("{v} is negative")))
+    };
+    let modes = [("TF", op::TfIdfMode::Tf), ("IDF", op::TfIdfMode::Idf), ("TFIDF", op::TfIdfMode::TfIdf)];
+    let t = op::TfIdfVectorizer {
+        min_gram_length: len("min_gram_length")?,
+        max_gram_length: len("max_gram_length")?,
+        max_skip_count: len("max_skip_count")?,
+        mode: a
+            .required("mode", a.string("mode")?.map(|_| ()))
+            .and_then(|()| a.choice("mode", op::TfIdfMode::Tf, &modes))?,
+        ngram_counts: a.required("ngram_counts", a.ints("ngram_counts")?)?,
+        ngram_indexes: a.required("ngram_indexes", a.ints("ngram_indexes")?)?,
+        pool: a.required("pool_int64s", a.ints("pool_int64s")?)?,
+        weights: a.floats("weights")?.unwrap_or_default(),
+    };
+    let grams = tf_idf_grams(&t).map_err(|why| a.invalid("ngram_counts", why))?;
+    if grams != t.ngram_indexes.len() {
+        return Err(a.invalid(
+            "ngram_indexes",
+            format!("{} entries for the pool's {grams} n-grams", t.ngram_indexes.len()),
+        ));
+    }
+    if t.min_gram_length == 0 || t.min_gram_length > t.max_gram_length {
+        return Err(a.invalid("min_gram_length", "must be at least 1 and at most max_gram_length"));
+    }
+    let width = t.ngram_indexes.iter().max().map_or(0, |&m| m + 1);
+    if t.ngram_indexes.iter().any(|&i| i < 0) || (!t.weights.is_empty() && t.weights.len() as i64 != width) {
+        return Err(
+            a.invalid("weights", "ngram_indexes must be non-negative and weights one per output column")
+        );
+    }
+    l.emit(Op::TfIdfVectorizer(t))
+}
+
+/// How many n-grams the pool holds (`ngram_counts` non-decreasing starts within it).
+fn tf_idf_grams(t: &op::TfIdfVectorizer) -> Result<usize, String> {
+    let starts = &t.ngram_counts;
+    let mut grams = 0;
+    for (i, &s) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).copied().unwrap_or(t.pool.len() as i64);
+        if s < 0 || end < s || end > t.pool.len() as i64 {
+            return Err(format!("entry {i} ({s}) is outside the pool or out of order"));
+        }
+        grams += (end - s) as usize / (i + 1);
+    }
+    Ok(grams)
+}
+
 /// `HannWindow`.
 pub(crate) fn hann_window(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
     signal_window(l, op::WindowKind::Hann)

@@ -78,6 +78,32 @@ fn attribute_errors_name_node_op_and_attribute() {
             "body",
             "missing",
         ),
+        (
+            // Two 1-grams in the pool, three output columns named.
+            NodeBuilder::new("TfIdfVectorizer", &["x"], &["y"])
+                .name("g")
+                .attr_string("mode", "TF")
+                .attr_int("min_gram_length", 1)
+                .attr_int("max_gram_length", 1)
+                .attr_int("max_skip_count", 0)
+                .attr_ints("ngram_counts", &[0])
+                .attr_ints("ngram_indexes", &[0, 1, 2])
+                .attr_ints("pool_int64s", &[7, 9]),
+            "ngram_indexes",
+            "invalid",
+        ),
+        (
+            NodeBuilder::new("TfIdfVectorizer", &["x"], &["y"])
+                .name("g")
+                .attr_int("min_gram_length", 1)
+                .attr_int("max_gram_length", 1)
+                .attr_int("max_skip_count", 0)
+                .attr_ints("ngram_counts", &[0])
+                .attr_ints("ngram_indexes", &[0])
+                .attr_ints("pool_int64s", &[7]),
+            "mode",
+            "missing",
+        ),
         // Attributes the operator does not have: refused, not ignored (a typo, or a setting
         // ferrofuse would silently drop).
         (NodeBuilder::new("Relu", &["x"], &["y"]).name("g").attr_int("alpha", 1), "alpha", "unknown"),

@@ -136,6 +136,8 @@ impl Op {
             | Op::DepthToSpace(_)
             | Op::SpaceToDepth(_) => fixed(1, 1),
             Op::Clip(_) => Arity::new(1, 3, 1, 1),
+            Op::MelWeightMatrix(_) => fixed(5, 1),
+            Op::TfIdfVectorizer(_) => fixed(1, 1),
             Op::QuantizeLinear(_) | Op::DequantizeLinear(_) => Arity::new(2, 3, 1, 1),
             Op::DynamicQuantizeLinear => fixed(1, 3),
             Op::MatMulInteger => Arity::new(2, 4, 1, 1),

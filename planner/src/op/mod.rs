@@ -393,6 +393,10 @@ pub enum Op {
     Stft(Stft),
     /// A Hann, Hamming or Blackman window of the size given by input 0.
     SignalWindow(SignalWindow),
+    /// `MelWeightMatrix` (opset 17).
+    MelWeightMatrix(MelWeightMatrix),
+    /// `TfIdfVectorizer` (opset 9), integer pools.
+    TfIdfVectorizer(TfIdfVectorizer),
     /// Attention with score/probability modifier subgraphs (ai.onnx.preview); inputs Q, K, V.
     FlexAttention(FlexAttention),
     /// Planner-internal (never loaded): a fused `softmax(program(Q Kᵀ)) V` whose inputs are the

@@ -185,6 +185,8 @@ impl Op {
             Op::MaxUnpool(_) => "MaxUnpool",
             Op::DeformConv(_) => "DeformConv",
             Op::Stft(_) => "STFT",
+            Op::MelWeightMatrix(_) => "MelWeightMatrix",
+            Op::TfIdfVectorizer(_) => "TfIdfVectorizer",
             Op::SignalWindow(w) => match w.kind {
                 crate::op::WindowKind::Hann => "HannWindow",
                 crate::op::WindowKind::Hamming => "HammingWindow",

@@ -30,6 +30,49 @@ impl Default for Stft {
     }
 }
 
+/// `MelWeightMatrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz, upper_edge_hertz)`
+/// (opset 17): the `[dft_length / 2 + 1, num_mel_bins]` matrix of triangular filters spaced
+/// evenly on the mel scale between the two edges, which maps a one-sided spectrum to mel bins.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MelWeightMatrix {
+    /// The output dtype (`output_datatype`, default float32).
+    pub output_dtype: crate::DType,
+}
+
+/// How [`TfIdfVectorizer`] weighs the n-gram counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TfIdfMode {
+    /// The counts.
+    Tf,
+    /// The weight where the count is positive (1 without weights), else 0.
+    Idf,
+    /// The weight times the count (the count without weights).
+    TfIdf,
+}
+
+/// `TfIdfVectorizer` (opset 9) over integer token rows: counts, per row, the n-grams of the pool
+/// (`min_gram_length ..= max_gram_length` long, items up to `max_skip_count` apart) into the
+/// output columns `ngram_indexes` gives them, weighted per `mode`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TfIdfVectorizer {
+    /// The shortest n-gram counted.
+    pub min_gram_length: usize,
+    /// The longest n-gram counted.
+    pub max_gram_length: usize,
+    /// The most items skipped between an n-gram's consecutive items.
+    pub max_skip_count: usize,
+    /// How the counts are weighed.
+    pub mode: TfIdfMode,
+    /// Where the `n`-grams start in `pool` (entry `n - 1`).
+    pub ngram_counts: Vec<i64>,
+    /// The output column of each n-gram, in pool order.
+    pub ngram_indexes: Vec<i64>,
+    /// The n-grams' items, the 1-grams first, then the 2-grams, ...
+    pub pool: Vec<i64>,
+    /// One weight per output column (or none).
+    pub weights: Vec<f32>,
+}
+
 /// The window of a [`SignalWindow`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum WindowKind {

@@ -126,6 +126,7 @@ fn widen_attributes(op: &mut Op) -> Result<(), PlanError> {
         Op::Cast(c) => f32_for(&mut c.to),
         Op::EyeLike(e) => e.dtype.iter_mut().for_each(f32_for),
         Op::SignalWindow(w) => f32_for(&mut w.output_dtype),
+        Op::MelWeightMatrix(m) => f32_for(&mut m.output_dtype),
         Op::ConstantOfShape(c) => c.value = widen_const(&c.value)?,
         Op::Constant(c) => c.value = widen_const(&c.value)?,
         _ => {}

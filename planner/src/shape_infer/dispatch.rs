@@ -171,6 +171,8 @@ pub(crate) fn infer_node(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
         Op::DeformConv(_) => vision::deform_conv(ctx),
         Op::Stft(s) => vision::stft(ctx, s.onesided),
         Op::SignalWindow(w) => shape_ops::signal_window(ctx, w.output_dtype),
+        Op::MelWeightMatrix(m) => shape_ops::mel_weight_matrix(ctx, m.output_dtype),
+        Op::TfIdfVectorizer(t) => shape_ops::tf_idf_vectorizer(ctx, t),
         Op::Adagrad(_) | Op::Momentum(_) => super::training::optimizer(ctx, 3),
         Op::Adam(_) => super::training::optimizer(ctx, 4),
         Op::FlexAttention(_) => preview::flex_attention(ctx),

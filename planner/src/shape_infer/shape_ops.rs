@@ -376,6 +376,48 @@ pub(crate) fn eye_like(ctx: &mut Ctx, e: &crate::op::EyeLike) -> Result<Vec<Tens
 }
 
 /// `HannWindow` / `HammingWindow` / `BlackmanWindow`: 1-D, of the size input 0 holds.
+/// `TfIdfVectorizer`: integer rows `[C]` or `[B, C]` -> f32 `[W]` or `[B, W]`, `W` one past the
+/// largest `ngram_indexes` entry.
+pub(crate) fn tf_idf_vectorizer(
+    ctx: &mut Ctx,
+    t: &crate::op::TfIdfVectorizer,
+) -> Result<Vec<TensorInfo>, PlanError> {
+    let x = ctx.input(0)?;
+    if !matches!(x.dtype, DType::I32 | DType::I64) || !(1..=2).contains(&x.rank()) {
+        return Err(ctx.mismatch(format!("input must be int32 / int64 [C] or [B, C], got {x}")));
+    }
+    let width = t.ngram_indexes.iter().max().map_or(0, |&m| m + 1);
+    let width = usize::try_from(width).map_err(|_| ctx.attr("ngram_indexes has negative entries"))?;
+    let mut shape = x.shape.0[..x.rank() - 1].to_vec();
+    shape.push(Dim::Known(width));
+    Ok(vec![TensorInfo { dtype: DType::F32, shape: Shape(shape) }])
+}
+
+/// `MelWeightMatrix`: `[dft_length / 2 + 1, num_mel_bins]` of `dtype`, from the two integer
+/// scalars when known.
+pub(crate) fn mel_weight_matrix(ctx: &mut Ctx, dtype: DType) -> Result<Vec<TensorInfo>, PlanError> {
+    for (slot, what) in [(0, "num_mel_bins"), (1, "dft_length"), (2, "sample_rate")] {
+        let t = ctx.input(slot)?;
+        if !t.dtype.is_int() || t.shape.known_elems() != Some(1) {
+            return Err(ctx.mismatch(format!("{what} must be an integer scalar, got {t}")));
+        }
+    }
+    for (slot, what) in [(3, "lower_edge_hertz"), (4, "upper_edge_hertz")] {
+        let t = ctx.input(slot)?;
+        if !t.dtype.is_float() || t.shape.known_elems() != Some(1) {
+            return Err(ctx.mismatch(format!("{what} must be a float scalar, got {t}")));
+        }
+    }
+    let mut dim = |slot: usize, f: fn(i64) -> i64| match ctx.ints(slot).as_deref() {
+        Some(&[n]) if n >= 0 => Ok(Dim::Known(f(n) as usize)),
+        Some(&[n]) => Err(ctx.attr(format!("input {slot} is {n}, negative"))),
+        _ => Ok(ctx.fresh()),
+    };
+    let bins = dim(1, |n| n / 2 + 1)?;
+    let mels = dim(0, |n| n)?;
+    Ok(vec![TensorInfo { dtype, shape: Shape(vec![bins, mels]) }])
+}
+
 pub(crate) fn signal_window(ctx: &mut Ctx, dtype: DType) -> Result<Vec<TensorInfo>, PlanError> {
     let size = ctx.input(0)?;
     if !size.dtype.is_int() || size.shape.known_elems() != Some(1) {

@@ -1,4 +1,5 @@
-//! Reference `ai.onnx.ml` operators: `Binarizer` and `ArrayFeatureExtractor`.
+//! Reference `ai.onnx.ml` operators (`Binarizer`, `ArrayFeatureExtractor`) and the text
+//! featurizer `TfIdfVectorizer` over integer tokens.
 
 use planner::op::Binarizer;
 
@@ -52,6 +53,97 @@ pub fn array_feature_extractor(
         offsets.extend(picks.iter().map(|&p| o * n + p));
     }
     Ok(vec![gather_elems(x, &offsets, out_shape)?])
+}
+
+/// `TfIdfVectorizer(X)` over integer rows (`[C]` or `[B, C]`), as ONNX's reference counts: per
+/// row and per skip distance `d` in `1 ..= max_skip_count + 1`, from every start position, the
+/// items `start, start + d, ...` are walked through the pool's n-grams (prefixes included) for as
+/// long as a prefix of the pool matches; each n-gram reached that is at least `min_gram_length`
+/// long counts once into its output column. 1-grams are counted at distance 1 only. The counts
+/// are then weighed per `mode`; the output is f32 `[W]` or `[B, W]`.
+pub fn tf_idf_vectorizer(
+    node: &NodeCtx,
+    attrs: &planner::op::TfIdfVectorizer,
+    inputs: &[Option<&HostTensor>],
+) -> Result<Vec<HostTensor>, HostError> {
+    use std::collections::HashMap;
+    let x = required(node, inputs, 0, "X")?;
+    let items = ints(node, x, "X")?;
+    let (rows, cols) = match x.shape() {
+        [c] => (1, *c),
+        [b, c] => (*b, *c),
+        s => return Err(node.err(format!("X must be [C] or [B, C], got {s:?}"))),
+    };
+    // Every prefix of every n-gram of the pool, with its id (0: only a prefix), as ONNX's
+    // reference numbers them: consecutively from 1 in pool order, n-grams outside the counted
+    // lengths taking ids without entering.
+    let mut grams: HashMap<&[i64], usize> = HashMap::new();
+    let mut id = 1;
+    for (k, &start) in attrs.ngram_counts.iter().enumerate() {
+        let n = k + 1;
+        let end = attrs.ngram_counts.get(k + 1).map_or(attrs.pool.len(), |&e| e as usize);
+        let pool = &attrs.pool[start as usize..end];
+        let counted = (attrs.min_gram_length..=attrs.max_gram_length).contains(&n);
+        for gram in pool.chunks_exact(n) {
+            if counted {
+                for p in 1..n {
+                    grams.entry(&gram[..p]).or_insert(0);
+                }
+                let e = grams.entry(gram).or_insert(0);
+                if *e == 0 {
+                    *e = id;
+                }
+            }
+            id += 1;
+        }
+    }
+    let width = attrs.ngram_indexes.iter().max().map_or(0, |&m| m as usize + 1);
+    let n = count(node, &[rows, width])?;
+    let mut counts = vec![0u64; n];
+    for r in 0..rows {
+        let row = &items[r * cols..(r + 1) * cols];
+        let mut shortest = attrs.min_gram_length;
+        for d in 1..=attrs.max_skip_count + 1 {
+            for start in 0..cols {
+                if start + d * (shortest - 1) >= cols {
+                    break;
+                }
+                let mut walked = Vec::with_capacity(attrs.max_gram_length);
+                let mut at = start;
+                while walked.len() < attrs.max_gram_length && at < cols {
+                    walked.push(row[at]);
+                    let Some(&gid) = grams.get(walked.as_slice()) else { break };
+                    if walked.len() >= shortest && gid != 0 {
+                        counts[r * width + attrs.ngram_indexes[gid - 1] as usize] += 1;
+                    }
+                    at += d;
+                }
+            }
+            if shortest == 1 {
+                shortest = 2;
+                if shortest > attrs.max_gram_length {
+                    break;
+                }
+            }
+        }
+    }
+    use planner::op::TfIdfMode;
+    let w = &attrs.weights;
+    let data: Vec<f32> = counts
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| {
+            let weight = w.get(i % width.max(1)).copied();
+            match attrs.mode {
+                TfIdfMode::Tf => c as f32,
+                TfIdfMode::Idf if c > 0 => weight.unwrap_or(1.0),
+                TfIdfMode::Idf => 0.0,
+                TfIdfMode::TfIdf => weight.map_or(c as f32, |w| w * c as f32),
+            }
+        })
+        .collect();
+    let shape = if x.shape().len() == 1 { vec![width] } else { vec![rows, width] };
+    Ok(vec![HostTensor::new(shape, data)?])
 }
 
 #[cfg(test)]

@@ -49,7 +49,7 @@ pub use grid_sample::{affine_grid, grid_sample};
 pub use linear_attention::linear_attention;
 pub use loss::{negative_log_likelihood_loss, softmax_cross_entropy_loss};
 pub use matmul::{gemm, matmul};
-pub use ml::{array_feature_extractor, binarizer};
+pub use ml::{array_feature_extractor, binarizer, tf_idf_vectorizer};
 pub use norm::{
     batch_normalization, group_normalization, instance_normalization, layer_normalization, rms_normalization,
 };
