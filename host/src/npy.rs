@@ -44,6 +44,8 @@ fn descr(dtype: DType) -> &'static str {
         DType::U64 => "<u8",
         DType::Bool => "|b1",
         DType::Coded(c) => c.onnx_name(),
+        // Written as NumPy's fixed-width UTF-32 (`<U{n}`) by `write`, read by `read_unicode`.
+        DType::String => "<U",
     }
 }
 
@@ -91,9 +93,12 @@ pub fn read(bytes: &[u8]) -> Result<HostTensor, NpyError> {
         return Err(NpyError::Unsupported("Fortran-order arrays".into()));
     }
     let shape = parse_shape(dict_value(header, "shape")?)?;
-    let dtype = dtype_of(&descr)?;
     let n = elem_count(&shape).ok_or_else(|| format(format!("shape {shape:?} overflows")))?;
     let body = &bytes[header_start + header_len..];
+    if let Some(width) = descr.strip_prefix("<U") {
+        return read_unicode(width, shape, n, body);
+    }
+    let dtype = dtype_of(&descr)?;
     let want = n.checked_mul(dtype.size_bytes()).ok_or_else(|| format("data size overflows"))?;
     if body.len() != want {
         return Err(format(format!(
@@ -104,6 +109,32 @@ pub fn read(bytes: &[u8]) -> Result<HostTensor, NpyError> {
     let constant =
         planner::ConstTensor::new(dtype, shape, body.to_vec()).map_err(|e| format(e.to_string()))?;
     HostTensor::from_const(&constant).map_err(|e| format(e.to_string()))
+}
+
+/// NumPy's `<U{width}` strings: `width` UTF-32LE code points per element, NUL-padded.
+fn read_unicode(width: &str, shape: Vec<usize>, n: usize, body: &[u8]) -> Result<HostTensor, NpyError> {
+    let width: usize = width.parse().map_err(|_| format(format!("string width {width:?}")))?;
+    let want =
+        n.checked_mul(width).and_then(|c| c.checked_mul(4)).ok_or_else(|| format("data size overflows"))?;
+    if body.len() != want {
+        return Err(format(format!(
+            "shape {shape:?} of <U{width} needs {want} data bytes, file has {}",
+            body.len()
+        )));
+    }
+    let mut strings = Vec::with_capacity(n);
+    for e in 0..n {
+        let units = &body[e * width * 4..(e + 1) * width * 4];
+        let mut s = String::new();
+        for c in units.as_chunks::<4>().0.iter().map(|c| u32::from_le_bytes(*c)) {
+            if c == 0 {
+                break;
+            }
+            s.push(char::from_u32(c).ok_or_else(|| format(format!("code point {c:#x} is not a character")))?);
+        }
+        strings.push(s);
+    }
+    HostTensor::new(shape, strings).map_err(|e| format(e.to_string()))
 }
 
 /// The text after `'key':` in the header dict, up to the next top-level comma or the closing brace.
@@ -147,8 +178,17 @@ pub fn write(t: &HostTensor) -> Vec<u8> {
         [d] => format!("({d},)"),
         dims => format!("({})", dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
     };
-    let mut header =
-        format!("{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}", descr(t.dtype()));
+    // Strings: UTF-32 code points, as many per element as the longest has (at least one).
+    let strings = match t.data() {
+        crate::tensor::TensorData::String(v) => Some(v),
+        _ => None,
+    };
+    let width = strings.map_or(0, |v| v.iter().map(|s| s.chars().count()).max().unwrap_or(0).max(1));
+    let descr = match strings {
+        Some(_) => format!("<U{width}"),
+        None => descr(t.dtype()).to_string(),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     // Pad so that the data starts 64-byte aligned, ending the header with a newline.
     let pad = 64 - (10 + header.len() + 1) % 64;
     header.extend(std::iter::repeat_n(' ', pad % 64));
@@ -163,7 +203,16 @@ pub fn write(t: &HostTensor) -> Vec<u8> {
         out.extend_from_slice(&(header.len() as u32).to_le_bytes());
     }
     out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(&t.to_const().bytes);
+    match strings {
+        Some(v) => {
+            for s in v {
+                let n = s.chars().count();
+                out.extend(s.chars().flat_map(|c| (c as u32).to_le_bytes()));
+                out.extend(std::iter::repeat_n(0u8, (width - n) * 4));
+            }
+        }
+        None => out.extend_from_slice(&t.to_const().bytes),
+    }
     out
 }
 
@@ -192,6 +241,7 @@ mod tests {
             (vec![2], vec![3u64, u64::MAX].into()),
             (vec![3], TensorData::Coded(planner::Coded::F8E4M3FN, vec![0x7e, 0x80, 1])),
             (vec![2], TensorData::Coded(planner::Coded::U2, vec![3, 0])),
+            (vec![3], TensorData::String(vec!["héllo".into(), String::new(), "π≈3".into()])),
         ];
         for (shape, data) in cases {
             let t = HostTensor::new(shape, data).unwrap();

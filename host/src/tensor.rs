@@ -39,6 +39,8 @@ pub enum TensorData {
     Bool(Vec<bool>),
     /// Codes of a float8 / float4 / int4 / int2 format, one per byte (see [`Coded`]).
     Coded(Coded, Vec<u8>),
+    /// UTF-8 strings.
+    String(Vec<String>),
 }
 
 macro_rules! dtype_variants {
@@ -75,7 +77,8 @@ dtype_variants!(
     U16(u16),
     U32(u32),
     U64(u64),
-    Bool(bool)
+    Bool(bool),
+    String(String)
 );
 
 /// `$body` applied to the element vector `$v` of whichever variant `$data` is, giving the same
@@ -97,6 +100,7 @@ macro_rules! same_variant {
             TensorData::U64($v) => TensorData::U64($body),
             TensorData::Bool($v) => TensorData::Bool($body),
             TensorData::Coded(c, $v) => TensorData::Coded(*c, $body),
+            TensorData::String($v) => TensorData::String($body),
         }
     };
 }
@@ -131,6 +135,7 @@ macro_rules! same_variant_all {
             Some(TensorData::U32(_)) => arm!(U32),
             Some(TensorData::U64(_)) => arm!(U64),
             Some(TensorData::Bool(_)) => arm!(Bool),
+            Some(TensorData::String(_)) => arm!(String),
             Some(TensorData::Coded(code, _)) => {
                 let mut $vs = Vec::with_capacity($parts.len());
                 for p in $parts {
@@ -174,7 +179,10 @@ impl TensorData {
     /// The `n` elements at the positions `idx` yields, in that order, in this dtype (data
     /// movement: no conversion). Every index must be in range.
     pub fn take(&self, n: usize, idx: impl IntoIterator<Item = usize>) -> Result<TensorData, HostError> {
-        Ok(same_variant!(self, v => try_collect(n, "gathered elements", idx.into_iter().map(|i| v[i]))?))
+        // (`clone`: strings are not `Copy`; for the rest it is the copy.)
+        #[allow(clippy::clone_on_copy)]
+        let data = same_variant!(self, v => try_collect(n, "gathered elements", idx.into_iter().map(|i| v[i].clone()))?);
+        Ok(data)
     }
 
     /// The `n` elements of the ranges `runs` yields, one after the other, in this dtype (row
@@ -199,8 +207,10 @@ impl TensorData {
         let mixed = HostError::DType { what: "fill value".into(), expected: self.dtype(), got: fill.dtype() };
         let parts = [self, fill];
         Ok(same_variant_all!(&parts, mixed, vs => {
-            let (data, fill) = (vs[0], vs[1].first().copied().unwrap_or_default());
-            try_collect(idx.len(), "gathered elements", idx.iter().map(|i| i.map_or(fill, |i| data[i])))?
+            let (data, fill) = (vs[0], vs[1].first().cloned().unwrap_or_default());
+            #[allow(clippy::clone_on_copy)]
+            let taken = try_collect(idx.len(), "gathered elements", idx.iter().map(|i| i.map_or_else(|| fill.clone(), |i| data[i].clone())))?;
+            taken
         }))
     }
 
@@ -244,6 +254,7 @@ impl TensorData {
             TensorData::F64(v) => v[i],
             TensorData::U64(v) => v[i] as f64,
             TensorData::Coded(c, v) => c.decode(v[i]),
+            TensorData::String(v) => v[i].trim().parse().unwrap_or(f64::NAN),
             other => other.int_at(i) as f64,
         }
     }
@@ -359,6 +370,11 @@ impl HostTensor {
             DType::U64 => TensorData::U64(le(b, u64::from_le_bytes)?),
             DType::Bool => TensorData::Bool(le(b, |[x]: [u8; 1]| x != 0)?),
             DType::Coded(code) => TensorData::Coded(code, le(b, u8::from_le_bytes)?),
+            DType::String => TensorData::String(c.strings().ok_or_else(|| HostError::Unsupported {
+                node: String::new(),
+                op: "initializer",
+                detail: "string bytes that do not parse".into(),
+            })?),
         };
         HostTensor::new(c.dims.clone(), data)
     }
@@ -379,6 +395,9 @@ impl HostTensor {
             TensorData::U32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             TensorData::U64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             TensorData::Bool(v) => v.iter().map(|&x| x as u8).collect(),
+            TensorData::String(v) => {
+                return ConstTensor::from_strings(&self.shape, v).expect("strings under 4 GiB each");
+            }
         };
         ConstTensor::new(self.dtype(), self.shape.clone(), bytes).expect("length invariant of HostTensor")
     }
@@ -435,6 +454,7 @@ mod tests {
             vec![true, false].into(),
             TensorData::Coded(Coded::F8E5M2, vec![0x7c, 0x01]),
             TensorData::Coded(Coded::I4, vec![0x8, 0x7]),
+            vec!["π".to_string(), String::new()].into(),
         ];
         for data in cases {
             let t = HostTensor::new(vec![2], data).unwrap();

@@ -1,7 +1,9 @@
 //! `ConstTensor`: an initializer or folded constant, stored as little-endian bytes.
 //!
 //! Invariant: `bytes.len() == product(dims) * dtype.size_bytes()`; every constructor checks it, so
-//! code reading a `ConstTensor` may rely on it.
+//! code reading a `ConstTensor` may rely on it. Strings are the exception: their `bytes` hold each
+//! string as a little-endian u32 byte length and its UTF-8 bytes, one after the other, and parse
+//! to exactly `product(dims)` strings ([`ConstTensor::strings`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +25,15 @@ impl ConstTensor {
     /// Wraps raw little-endian bytes, checking their length against `dtype` and `dims`.
     pub fn new(dtype: DType, dims: Vec<usize>, bytes: Vec<u8>) -> Result<Self, PlanError> {
         let elems = elem_count(&dims)?;
+        if dtype == DType::String {
+            let n = parse_strings(&bytes).map(|s| s.len());
+            if n != Some(elems) {
+                return Err(PlanError::BadConstant {
+                    detail: format!("string{dims:?} needs {elems} length-prefixed UTF-8 strings"),
+                });
+            }
+            return Ok(ConstTensor { dtype, dims, bytes });
+        }
         let want = elems.checked_mul(dtype.size_bytes()).ok_or_else(|| overflow(&dims))?;
         if bytes.len() != want {
             return Err(PlanError::BadConstant {
@@ -30,6 +41,26 @@ impl ConstTensor {
             });
         }
         Ok(ConstTensor { dtype, dims, bytes })
+    }
+
+    /// A string tensor.
+    pub fn from_strings(dims: &[usize], values: &[String]) -> Result<Self, PlanError> {
+        let mut bytes = Vec::new();
+        for s in values {
+            let len = u32::try_from(s.len())
+                .map_err(|_| PlanError::BadConstant { detail: "a string longer than 4 GiB".into() })?;
+            bytes.extend_from_slice(&len.to_le_bytes());
+            bytes.extend_from_slice(s.as_bytes());
+        }
+        Self::new(DType::String, dims.to_vec(), bytes)
+    }
+
+    /// The elements of a string tensor; `None` for other dtypes.
+    pub fn strings(&self) -> Option<Vec<String>> {
+        if self.dtype != DType::String {
+            return None;
+        }
+        parse_strings(&self.bytes)
     }
 
     /// An `I64` tensor.
@@ -59,6 +90,9 @@ impl ConstTensor {
             let as_f64: Vec<f64> = values.iter().map(|&v| v as f64).collect();
             return Self::from_f64s(dtype, dims, &as_f64);
         }
+        if dtype == DType::String {
+            return Self::from_strings(dims, &values.iter().map(|v| v.to_string()).collect::<Vec<_>>());
+        }
         let mut bytes = Vec::with_capacity(values.len() * dtype.size_bytes());
         for &v in values {
             match dtype {
@@ -71,8 +105,8 @@ impl ConstTensor {
                 DType::U64 => bytes.extend_from_slice(&(v as u64).to_le_bytes()),
                 DType::Bool => bytes.push(u8::from(v != 0)),
                 DType::Coded(c) => bytes.push(c.encode_int(v)),
-                DType::F32 | DType::F16 | DType::BF16 | DType::F64 => {
-                    unreachable!("float dtypes handled above")
+                DType::F32 | DType::F16 | DType::BF16 | DType::F64 | DType::String => {
+                    unreachable!("float and string dtypes handled above")
                 }
             }
         }
@@ -81,6 +115,9 @@ impl ConstTensor {
 
     /// Float values converted to `dtype` (to integers with Rust's saturating `as`, to bool as `v != 0`).
     pub fn from_f64s(dtype: DType, dims: &[usize], values: &[f64]) -> Result<Self, PlanError> {
+        if dtype == DType::String {
+            return Self::from_strings(dims, &values.iter().map(|v| v.to_string()).collect::<Vec<_>>());
+        }
         let mut bytes = Vec::with_capacity(values.len() * dtype.size_bytes());
         for &v in values {
             match dtype {
@@ -98,6 +135,7 @@ impl ConstTensor {
                 DType::U64 => bytes.extend_from_slice(&(v as u64).to_le_bytes()),
                 DType::Bool => bytes.push(u8::from(v != 0.0)),
                 DType::Coded(c) => bytes.push(c.encode(v, true, crate::RoundMode::Up)),
+                DType::String => unreachable!("strings handled above"),
             }
         }
         Self::new(dtype, dims.to_vec(), bytes)
@@ -105,7 +143,7 @@ impl ConstTensor {
 
     /// Number of elements.
     pub fn elems(&self) -> usize {
-        self.bytes.len() / self.dtype.size_bytes()
+        self.dims.iter().product()
     }
 
     /// Dtype and (fully known) shape.
@@ -127,7 +165,9 @@ impl ConstTensor {
             DType::I8 => b.iter().map(|&x| i64::from(x as i8)).collect(),
             DType::U8 | DType::Bool => b.iter().map(|&x| i64::from(x)).collect(),
             DType::Coded(c) if !c.is_float() => b.iter().map(|&x| c.decode_int(x)).collect(),
-            DType::F32 | DType::F16 | DType::BF16 | DType::F64 | DType::Coded(_) => return None,
+            DType::F32 | DType::F16 | DType::BF16 | DType::F64 | DType::Coded(_) | DType::String => {
+                return None;
+            }
         })
     }
 
@@ -145,6 +185,13 @@ impl ConstTensor {
             }
             DType::U64 => b.as_chunks::<8>().0.iter().map(|c| u64::from_le_bytes(*c) as f64).collect(),
             DType::Coded(c) => b.iter().map(|&x| c.decode(x)).collect(),
+            // (What numpy's float() of the text would give; NaN where it is no number.)
+            DType::String => self
+                .strings()
+                .unwrap_or_default()
+                .iter()
+                .map(|s| s.trim().parse().unwrap_or(f64::NAN))
+                .collect(),
             DType::I64
             | DType::I32
             | DType::I16
@@ -160,6 +207,19 @@ impl ConstTensor {
     pub fn reshaped(&self, dims: Vec<usize>) -> Result<Self, PlanError> {
         Self::new(self.dtype, dims, self.bytes.clone())
     }
+}
+
+/// The strings of a constant's bytes (see the module docs), or `None` when they do not parse.
+fn parse_strings(mut b: &[u8]) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let (len, rest) = b.split_first_chunk::<4>()?;
+        let len = u32::from_le_bytes(*len) as usize;
+        let text = rest.get(..len)?;
+        out.push(String::from_utf8(text.to_vec()).ok()?);
+        b = &rest[len..];
+    }
+    Some(out)
 }
 
 fn elem_count(dims: &[usize]) -> Result<usize, PlanError> {

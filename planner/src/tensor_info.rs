@@ -43,6 +43,10 @@ pub enum DType {
     Bool,
     /// A float8 / float4 / int4 / int2 format, one code per byte in memory.
     Coded(Coded),
+    /// UTF-8 strings (CPU reference only). A constant holds them length-prefixed
+    /// ([`crate::ConstTensor::strings`]); `size_bytes` is what a string's header takes in host
+    /// memory, not its text.
+    String,
 }
 
 impl DType {
@@ -53,6 +57,7 @@ impl DType {
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::I8 | DType::U8 | DType::Bool | DType::Coded(_) => 1,
+            DType::String => 24,
         }
     }
 
@@ -78,7 +83,7 @@ impl DType {
     /// True for the types with a sign (floats and signed integers).
     pub const fn is_signed(self) -> bool {
         match self {
-            DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::Bool => false,
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::Bool | DType::String => false,
             DType::Coded(c) => c.is_signed(),
             _ => true,
         }
@@ -87,7 +92,7 @@ impl DType {
     /// True for the types the GPU and the planner's kernels hold (the coded narrow formats and
     /// the 16-bit and unsigned integer widths other than u8 run on the CPU reference only).
     pub const fn is_native(self) -> bool {
-        !matches!(self, DType::I16 | DType::U16 | DType::U32 | DType::U64 | DType::Coded(_))
+        !matches!(self, DType::I16 | DType::U16 | DType::U32 | DType::U64 | DType::Coded(_) | DType::String)
     }
 
     /// Lower-case name as in ONNX documentation (`float`, `int64`, ...).
@@ -107,6 +112,7 @@ impl DType {
             DType::U64 => "uint64",
             DType::Bool => "bool",
             DType::Coded(c) => c.onnx_name(),
+            DType::String => "string",
         }
     }
 }

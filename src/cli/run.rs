@@ -84,9 +84,11 @@ pub(crate) fn parse_input(spec: &str) -> Result<(String, HostTensor)> {
 }
 
 fn preview(t: &HostTensor) -> String {
-    let vals = t.data().to_f64s();
-    let shown: Vec<String> = vals.iter().take(6).map(|v| format!("{v:.6}")).collect();
-    let more = if vals.len() > 6 { ", ..." } else { "" };
+    let shown: Vec<String> = match t.data() {
+        host::TensorData::String(v) => v.iter().take(6).map(|s| format!("{s:?}")).collect(),
+        d => d.to_f64s().iter().take(6).map(|v| format!("{v:.6}")).collect(),
+    };
+    let more = if t.len() > 6 { ", ..." } else { "" };
     format!("{} {:?} [{}{more}]", t.dtype(), t.shape(), shown.join(", "))
 }
 

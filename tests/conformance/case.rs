@@ -224,13 +224,19 @@ fn run_case_inner(case: &Path, exec: Executor) -> Outcome {
 }
 
 /// `numpy.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-7)` for floats (NaN matches NaN),
-/// equality otherwise. Returns the worst absolute error.
+/// equality otherwise (strings too). Returns the worst absolute error.
 fn compare(got: &HostTensor, want: &HostTensor) -> Result<f64, String> {
     if got.shape() != want.shape() {
         return Err(format!("shape {:?}, expected {:?}", got.shape(), want.shape()));
     }
     if got.dtype() != want.dtype() {
         return Err(format!("dtype {}, expected {}", got.dtype(), want.dtype()));
+    }
+    if let (TensorData::String(g), TensorData::String(w)) = (got.data(), want.data()) {
+        return match g.iter().zip(w).position(|(a, b)| a != b) {
+            None => Ok(0.0),
+            Some(i) => Err(format!("element {i}: got {:?}, expected {:?}", g[i], w[i])),
+        };
     }
     let exact = !matches!(
         want.data(),

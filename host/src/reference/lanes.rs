@@ -28,6 +28,16 @@ impl Lanes {
     /// The elements of `t`, widened exactly, their memory reserved fallibly.
     pub fn of(t: &HostTensor) -> Result<Lanes, HostError> {
         let (d, n) = (t.data(), t.len());
+        if let TensorData::String(s) = d {
+            // Cast from strings: each must spell a number (as numpy's float() takes it).
+            let parsed =
+                s.iter().map(|x| x.trim().parse::<f64>().map_err(|_| x)).collect::<Result<Vec<_>, _>>();
+            return parsed.map(Lanes::F).map_err(|bad| HostError::Unsupported {
+                node: String::new(),
+                op: "",
+                detail: format!("the string {bad:?} is no number"),
+            });
+        }
         if let Some(big) = d.u64_in_i64() {
             // The driver names the node (an empty node is filled in there).
             return Err(HostError::Unsupported {
@@ -147,6 +157,7 @@ pub fn floats_to_with(
         DType::U64 => TensorData::U64(try_collect(n, w, v.map(|x| x as u64))?),
         DType::Bool => TensorData::Bool(try_collect(n, w, v.map(|x| x != 0.0))?),
         DType::Coded(c) => TensorData::Coded(c, try_collect(n, w, v.map(|x| c.encode(x, saturate, round)))?),
+        DType::String => TensorData::String(try_collect(n, w, v.map(|x| x.to_string()))?),
     })
 }
 
@@ -169,6 +180,7 @@ pub fn ints_to(dtype: DType, n: usize, v: impl Iterator<Item = i64>) -> Result<T
         DType::U64 => TensorData::U64(try_collect(n, w, v.map(|x| x as u64))?),
         DType::Bool => TensorData::Bool(try_collect(n, w, v.map(|x| x != 0))?),
         DType::Coded(c) => TensorData::Coded(c, try_collect(n, w, v.map(|x| c.encode_int(x)))?),
+        DType::String => TensorData::String(try_collect(n, w, v.map(|x| x.to_string()))?),
     })
 }
 
@@ -191,7 +203,7 @@ pub fn int_range(dtype: DType) -> Option<(i64, i64)> {
                 (0..1u8 << c.bits()).map(|k| c.decode_int(k)).fold((0, 0), |(a, b), x| (a.min(x), b.max(x)));
             Some((lo, hi))
         }
-        DType::F32 | DType::F16 | DType::BF16 | DType::F64 | DType::Coded(_) => None,
+        DType::F32 | DType::F16 | DType::BF16 | DType::F64 | DType::Coded(_) | DType::String => None,
     }
 }
 
@@ -241,6 +253,22 @@ pub fn cast(t: &HostTensor, to: DType, saturate: bool, round: RoundMode) -> Resu
         return Ok(t.clone());
     }
     let shape = t.shape().to_vec();
+    if to == DType::String {
+        // Each element as the shortest text that reads back to it in its own dtype.
+        let d = t.data();
+        let text = |i: usize| match d {
+            TensorData::F32(v) => v[i].to_string(),
+            TensorData::F16(v) => v[i].to_string(),
+            TensorData::BF16(v) => v[i].to_string(),
+            TensorData::Bool(v) => if v[i] { "True" } else { "False" }.to_string(),
+            d if d.dtype().is_float() => d.float_at(i).to_string(),
+            d => d.int_at(i).to_string(),
+        };
+        return HostTensor::new(
+            shape,
+            TensorData::String(try_collect(t.len(), "strings", (0..t.len()).map(text))?),
+        );
+    }
     match Lanes::of(t)? {
         Lanes::F(v) => HostTensor::new(shape, floats_to_with(to, v.len(), v.into_iter(), saturate, round)?),
         lanes => lanes.into_tensor(to, shape),

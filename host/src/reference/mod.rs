@@ -26,6 +26,7 @@ pub mod scatter;
 pub mod shape;
 pub mod slice;
 pub mod strides;
+pub mod strings;
 pub mod unary;
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ mod registry;
 mod sequence;
 mod shape;
 mod tensor;
+mod text;
 mod training;
 mod types;
 mod vision;

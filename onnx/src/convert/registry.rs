@@ -13,7 +13,7 @@ use planner::Op;
 use crate::error::OnnxError;
 
 use super::lower::Lower;
-use super::{control, math, ml, nn, optional, sequence, shape, training, vision};
+use super::{control, math, ml, nn, optional, sequence, shape, text, training, vision};
 
 /// A constructor: converts one node, emitting planner nodes into the current graph.
 pub(crate) type Build = fn(&mut Lower<'_, '_>) -> Result<(), OnnxError>;
@@ -317,6 +317,10 @@ static TABLE: &[Entry] = &[
     onnx("HannWindow", vision::hann_window).since(17),
     onnx("MelWeightMatrix", vision::mel_weight_matrix).since(17),
     onnx("TfIdfVectorizer", vision::tf_idf_vectorizer).since(9),
+    onnx("StringNormalizer", text::string_normalizer).since(10),
+    onnx("StringSplit", text::string_split).since(20),
+    onnx("StringConcat", |l| l.emit(Op::StringConcat)).since(20),
+    onnx("RegexFullMatch", text::regex_full_match).since(20),
     onnx("HammingWindow", vision::hamming_window).since(17),
     onnx("BlackmanWindow", vision::blackman_window).since(17),
     onnx("CenterCropPad", vision::center_crop_pad).since(18),
@@ -343,6 +347,7 @@ static TABLE: &[Entry] = &[
     // ai.onnx.preview and ai.onnx.ml.
     preview("FlexAttention", ml::flex_attention),
     ml("Binarizer", ml::binarizer),
+    ml("LabelEncoder", text::label_encoder),
     ml("ArrayFeatureExtractor", |l| l.emit(Op::ArrayFeatureExtractor)),
     ml("TreeEnsemble", ml::tree_ensemble),
 ];

@@ -14,6 +14,7 @@
 //! | UINT32, UINT64 | `uint64_data` | one element |
 //! | FLOAT8* | `int32_data` | one element's code in the low 8 bits |
 //! | INT4, UINT4, FLOAT4E2M1 / INT2, UINT2 | `int32_data` | one packed byte: 2 / 4 elements |
+//! | STRING | `string_data` | one element's UTF-8 bytes |
 //!
 //! The 4-bit and 2-bit types are packed in `raw_data` too (two or four elements per byte, the
 //! first in the low bits, the last byte padded) and unpacked to one code per byte.
@@ -33,7 +34,7 @@ use crate::tensor::element_count;
 ///
 /// # Errors
 /// [`TensorIssue::UnknownDataType`] for UNDEFINED or unknown values and
-/// [`TensorIssue::UnsupportedDataType`] for valid types the planner lacks (STRING, COMPLEX64,
+/// [`TensorIssue::UnsupportedDataType`] for valid types the planner lacks (COMPLEX64, COMPLEX128,
 /// the 6-bit floats, ...).
 pub fn dtype(data_type: i32) -> Result<DType, TensorIssue> {
     use DataType as D;
@@ -61,6 +62,7 @@ pub fn dtype(data_type: i32) -> Result<DType, TensorIssue> {
         Ok(D::Uint4) => Ok(DType::Coded(Coded::U4)),
         Ok(D::Int2) => Ok(DType::Coded(Coded::I2)),
         Ok(D::Uint2) => Ok(DType::Coded(Coded::U2)),
+        Ok(D::String) => Ok(DType::String),
         Ok(D::Undefined) | Err(_) => Err(TensorIssue::UnknownDataType { data_type }),
         Ok(other) => Err(TensorIssue::UnsupportedDataType { data_type: other.as_str_name() }),
     }
@@ -115,6 +117,11 @@ fn unpack(packed: &[u8], bits: u32, elems: u64) -> Vec<u8> {
 }
 
 fn raw_bytes(tensor: &TensorProto, dtype: DType, elems: u64) -> Result<Vec<u8>, TensorIssue> {
+    if dtype == DType::String {
+        return Err(TensorIssue::Unsupported {
+            what: "strings in raw_data (ONNX keeps them in string_data)",
+        });
+    }
     let expected =
         stored_bytes(dtype, elems).ok_or_else(|| TensorIssue::CountOverflow { dims: tensor.dims.clone() })?;
     let actual = tensor.raw_data.len() as u64;
@@ -209,6 +216,22 @@ fn typed_bytes(tensor: &TensorProto, dtype: DType, elems: u64) -> Result<Vec<u8>
         DType::Coded(_) => {
             check("int32_data", ints.len())?;
             ints.iter().map(|&v| v as u8).collect()
+        }
+        DType::String => {
+            // Allowed empty for an empty tensor only; each entry one element's UTF-8 bytes.
+            if !(elems == 0 && tensor.string_data.is_empty()) {
+                check("string_data", tensor.string_data.len())?;
+            }
+            let mut strings = Vec::with_capacity(tensor.string_data.len());
+            for s in &tensor.string_data {
+                strings.push(
+                    String::from_utf8(s.clone())
+                        .map_err(|_| TensorIssue::Unsupported { what: "a string that is not UTF-8" })?,
+                );
+            }
+            return ConstTensor::from_strings(&[strings.len()], &strings)
+                .map(|c| c.bytes)
+                .map_err(|_| TensorIssue::Unsupported { what: "a string longer than 4 GiB" });
         }
         DType::Bool => {
             check("int32_data", ints.len())?;
@@ -312,11 +335,11 @@ mod tests {
                 ..
             })
         ));
-        let t = tensor(DataType::String, &[0]);
+        let t = tensor(DataType::Complex64, &[0]);
         assert!(matches!(
             to_const(&t),
             Err(OnnxError::InvalidTensor {
-                issue: TensorIssue::UnsupportedDataType { data_type: "STRING" },
+                issue: TensorIssue::UnsupportedDataType { data_type: "COMPLEX64" },
                 ..
             })
         ));

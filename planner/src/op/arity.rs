@@ -137,7 +137,12 @@ impl Op {
             | Op::SpaceToDepth(_) => fixed(1, 1),
             Op::Clip(_) => Arity::new(1, 3, 1, 1),
             Op::MelWeightMatrix(_) => fixed(5, 1),
-            Op::TfIdfVectorizer(_) => fixed(1, 1),
+            Op::TfIdfVectorizer(_)
+            | Op::StringNormalizer(_)
+            | Op::RegexFullMatch(_)
+            | Op::LabelEncoder(_) => fixed(1, 1),
+            Op::StringSplit(_) => fixed(1, 2),
+            Op::StringConcat => fixed(2, 1),
             Op::QuantizeLinear(_) | Op::DequantizeLinear(_) => Arity::new(2, 3, 1, 1),
             Op::DynamicQuantizeLinear => fixed(1, 3),
             Op::MatMulInteger => Arity::new(2, 4, 1, 1),

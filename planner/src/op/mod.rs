@@ -13,6 +13,7 @@ mod preview;
 mod sequence;
 mod signal;
 mod tensor;
+mod text;
 mod training;
 mod vision;
 
@@ -26,6 +27,7 @@ pub use preview::*;
 pub use sequence::*;
 pub use signal::*;
 pub use tensor::*;
+pub use text::*;
 pub use training::*;
 pub use vision::*;
 
@@ -397,6 +399,16 @@ pub enum Op {
     MelWeightMatrix(MelWeightMatrix),
     /// `TfIdfVectorizer` (opset 9), integer pools.
     TfIdfVectorizer(TfIdfVectorizer),
+    /// `StringNormalizer` (opset 10).
+    StringNormalizer(StringNormalizer),
+    /// `StringSplit` (opset 20).
+    StringSplit(StringSplit),
+    /// `StringConcat` (opset 20).
+    StringConcat,
+    /// `RegexFullMatch` (opset 20).
+    RegexFullMatch(RegexFullMatch),
+    /// `LabelEncoder` (ai.onnx.ml).
+    LabelEncoder(LabelEncoder),
     /// Attention with score/probability modifier subgraphs (ai.onnx.preview); inputs Q, K, V.
     FlexAttention(FlexAttention),
     /// Planner-internal (never loaded): a fused `softmax(program(Q Kᵀ)) V` whose inputs are the
@@ -430,7 +442,9 @@ impl Op {
             Op::MambaScan | Op::GriffinRglru | Op::RwkvWkv6 => "com.sofie",
             Op::FusedAttention(_) => "ai.ferrofuse",
             Op::FlexAttention(_) => "ai.onnx.preview",
-            Op::Binarizer(_) | Op::ArrayFeatureExtractor | Op::TreeEnsemble(_) => "ai.onnx.ml",
+            Op::Binarizer(_) | Op::ArrayFeatureExtractor | Op::TreeEnsemble(_) | Op::LabelEncoder(_) => {
+                "ai.onnx.ml"
+            }
             Op::Adagrad(_) | Op::Adam(_) | Op::Momentum(_) => "ai.onnx.preview.training",
             _ => "",
         }

@@ -187,6 +187,11 @@ impl Op {
             Op::Stft(_) => "STFT",
             Op::MelWeightMatrix(_) => "MelWeightMatrix",
             Op::TfIdfVectorizer(_) => "TfIdfVectorizer",
+            Op::StringNormalizer(_) => "StringNormalizer",
+            Op::StringSplit(_) => "StringSplit",
+            Op::StringConcat => "StringConcat",
+            Op::RegexFullMatch(_) => "RegexFullMatch",
+            Op::LabelEncoder(_) => "LabelEncoder",
             Op::SignalWindow(w) => match w.kind {
                 crate::op::WindowKind::Hann => "HannWindow",
                 crate::op::WindowKind::Hamming => "HammingWindow",

@@ -26,7 +26,7 @@ pub fn scalar_code(dtype: DType) -> Result<u32, String> {
         DType::Bool => scalar::BOOL,
         DType::F16 => scalar::F16,
         DType::BF16 => scalar::BF16,
-        DType::I16 | DType::U16 | DType::U32 | DType::U64 | DType::Coded(_) => {
+        DType::I16 | DType::U16 | DType::U32 | DType::U64 | DType::Coded(_) | DType::String => {
             return Err(no_gpu_dtype(dtype));
         }
     })

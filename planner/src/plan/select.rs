@@ -61,7 +61,7 @@ fn mask(dtype: DType) -> Result<u64, String> {
         DType::I64 => u64::MAX,
         DType::I32 => 0xffff_ffff,
         DType::I8 | DType::U8 | DType::Bool => 0xff,
-        DType::I16 | DType::U16 | DType::U32 | DType::U64 | DType::Coded(_) => {
+        DType::I16 | DType::U16 | DType::U32 | DType::U64 | DType::Coded(_) | DType::String => {
             return Err(super::logic::no_gpu_dtype(dtype));
         }
     })

@@ -2,7 +2,7 @@
 
 use super::{
     Ctx, attention, einsum, elementwise as ew, index_ops, nn, preview, reduce, sequence as seq, shape_ops,
-    vision,
+    text, vision,
 };
 use crate::error::PlanError;
 use crate::op::Op;
@@ -173,6 +173,11 @@ pub(crate) fn infer_node(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
         Op::SignalWindow(w) => shape_ops::signal_window(ctx, w.output_dtype),
         Op::MelWeightMatrix(m) => shape_ops::mel_weight_matrix(ctx, m.output_dtype),
         Op::TfIdfVectorizer(t) => shape_ops::tf_idf_vectorizer(ctx, t),
+        Op::StringNormalizer(_) => text::string_normalizer(ctx),
+        Op::StringSplit(_) => text::string_split(ctx),
+        Op::StringConcat => text::string_concat(ctx),
+        Op::RegexFullMatch(_) => text::regex_full_match(ctx),
+        Op::LabelEncoder(l) => text::label_encoder(ctx, l),
         Op::Adagrad(_) | Op::Momentum(_) => super::training::optimizer(ctx, 3),
         Op::Adam(_) => super::training::optimizer(ctx, 4),
         Op::FlexAttention(_) => preview::flex_attention(ctx),

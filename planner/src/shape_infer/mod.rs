@@ -23,6 +23,7 @@ mod preview;
 mod reduce;
 mod sequence;
 mod shape_ops;
+mod text;
 mod training;
 mod value;
 mod vision;

@@ -139,6 +139,7 @@ impl OutBuf {
             TensorData::Bool(d) => d[i] = v != 0.0,
             TensorData::Coded(c, d) if c.is_float() => d[i] = c.encode(v, true, planner::RoundMode::Up),
             TensorData::Coded(c, d) => d[i] = c.encode_int(v.round() as i64),
+            TensorData::String(d) => d[i] = v.to_string(),
         }
     }
 
