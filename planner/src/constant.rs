@@ -134,7 +134,8 @@ impl ConstTensor {
                 DType::U32 => bytes.extend_from_slice(&(v as u32).to_le_bytes()),
                 DType::U64 => bytes.extend_from_slice(&(v as u64).to_le_bytes()),
                 DType::Bool => bytes.push(u8::from(v != 0.0)),
-                DType::Coded(c) => bytes.push(c.encode(v, true, crate::RoundMode::Up)),
+                // (Lossless for every code: infinities stay, E8M0's smallest too.)
+                DType::Coded(c) => bytes.push(c.encode(v, false, crate::RoundMode::Nearest)),
                 DType::String => unreachable!("strings handled above"),
             }
         }

@@ -16,7 +16,7 @@ use crate::error::PlanError;
 use crate::graph::{Graph, Node, ValueId};
 use crate::op::Op;
 use crate::shape_infer::{self, Inference};
-use crate::tensor_info::TensorInfo;
+use crate::tensor_info::{DType, TensorInfo};
 use crate::validate;
 
 /// Largest tensor (in elements) that folding materializes.
@@ -182,6 +182,15 @@ fn fold_from_constants(
         }
         Op::Cast(_) | Op::CastLike(_) => {
             let x = input(0)?;
+            // Casts that read or write a coded type (saturate / round_mode matter) or read uint64
+            // past i64::MAX are left to the kernels / reference.
+            let coded = |d: DType| matches!(d, DType::Coded(_) | DType::String);
+            if coded(x.dtype)
+                || coded(info.dtype)
+                || (x.dtype == DType::U64 && x.to_i64s()?.iter().any(|&v| v < 0))
+            {
+                return None;
+            }
             match x.to_i64s() {
                 Some(ints) if !x.dtype.is_float() => ConstTensor::from_i64s_as(info.dtype, &dims, &ints).ok(),
                 _ => ConstTensor::from_f64s(info.dtype, &dims, &x.to_f64s()).ok(),

@@ -61,6 +61,16 @@ impl DType {
         }
     }
 
+    /// Bits one element's value takes (int4: 4, though it takes a byte in memory); `None` for
+    /// strings.
+    pub const fn bits(self) -> Option<u32> {
+        match self {
+            DType::Coded(c) => Some(c.bits()),
+            DType::String => None,
+            d => Some(8 * d.size_bytes() as u32),
+        }
+    }
+
     /// True for the floating-point types.
     pub const fn is_float(self) -> bool {
         match self {

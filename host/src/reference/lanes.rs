@@ -126,11 +126,13 @@ impl Lanes {
     }
 }
 
-/// The `n` f64 values of `v` as `dtype`: one rounding to float types (float8 saturating, as
-/// `Cast`'s default); truncation toward zero (saturating, NaN to 0) to integer types (int4 / int2
-/// then wrap); `x != 0` to bool (NaN is true).
+/// The `n` f64 values of `v` as `dtype`: one rounding to nearest to float types (float8 without
+/// saturation, so that every code, infinities and E8M0's smallest included, reads back as
+/// itself: `Cast` applies its own rules through [`floats_to_with`]); truncation toward zero
+/// (saturating, NaN to 0) to integer types (int4 / int2 then wrap); `x != 0` to bool (NaN is
+/// true).
 pub fn floats_to(dtype: DType, n: usize, v: impl Iterator<Item = f64>) -> Result<TensorData, HostError> {
-    floats_to_with(dtype, n, v, true, RoundMode::Up)
+    floats_to_with(dtype, n, v, false, RoundMode::Nearest)
 }
 
 /// As [`floats_to`], with `Cast`'s `saturate` and `round_mode` for the coded float types.
@@ -237,7 +239,8 @@ pub fn gather_or_fill(
 /// ONNX `BitCast`: `t`'s little-endian bytes read as `to` (of the same width; a nonzero byte is a
 /// true bool).
 pub fn bit_cast(ctx: &crate::reference::NodeCtx, t: &HostTensor, to: DType) -> Result<HostTensor, HostError> {
-    if t.dtype().size_bytes() != to.size_bytes() {
+    // Bit widths (int4 and uint8 both take a byte here, not both eight bits); no strings.
+    if t.dtype().bits().is_none() || t.dtype().bits() != to.bits() {
         return Err(ctx.err(format!("{} and {to} differ in width", t.dtype())));
     }
     let c = t.to_const();
@@ -271,6 +274,11 @@ pub fn cast(t: &HostTensor, to: DType, saturate: bool, round: RoundMode) -> Resu
     }
     match Lanes::of(t)? {
         Lanes::F(v) => HostTensor::new(shape, floats_to_with(to, v.len(), v.into_iter(), saturate, round)?),
+        // Integers to a coded float go through their value, with Cast's rules.
+        Lanes::I(v) if matches!(to, DType::Coded(c) if c.is_float()) => HostTensor::new(
+            shape,
+            floats_to_with(to, v.len(), v.into_iter().map(|x| x as f64), saturate, round)?,
+        ),
         lanes => lanes.into_tensor(to, shape),
     }
 }

@@ -134,9 +134,23 @@ fn reduce_ints(kind: Reduction, dtype: DType, v: &[i64], bases: &[usize], block:
         Reduction::Sum => exact(&|xs| xs.fold(0, i64::wrapping_add)),
         Reduction::Prod => exact(&|xs| xs.fold(1, i64::wrapping_mul)),
         Reduction::Max => exact(&|xs| xs.fold(lowest, i64::max)),
+        Reduction::Min if dtype == DType::U64 => {
+            // u64::MAX when empty (its bits are -1 in the lanes); the values are below 2^63.
+            exact(&|xs| xs.reduce(i64::min).unwrap_or(-1))
+        }
         Reduction::Min => exact(&|xs| xs.fold(highest, i64::min)),
         Reduction::L1 => exact(&|xs| xs.fold(0, |a, x| a.wrapping_add(x.wrapping_abs()))),
         Reduction::SumSquare => exact(&|xs| xs.fold(0, |a, x| a.wrapping_add(x.wrapping_mul(x)))),
+        // (uint64 sums wrap at 2^64 and divide unsigned; the lanes hold the same bits.)
+        Reduction::Mean if dtype == DType::U64 => Lanes::I(
+            members
+                .iter()
+                .map(|m| {
+                    let s = m.clone().fold(0u64, |a, i| a.wrapping_add(v[i] as u64));
+                    if block.is_empty() { 0 } else { (s / block.len() as u64) as i64 }
+                })
+                .collect(),
+        ),
         Reduction::Mean => Lanes::I(
             members
                 .iter()

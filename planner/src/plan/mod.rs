@@ -392,7 +392,8 @@ fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>
 pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Result<Plan, PlanError> {
     let folded = crate::fold::run(&memory::bind_inputs(graph, binding)?)?;
     // f16 / bf16 values computed in f32, until kernels take them natively.
-    let (folded, widened) = match widen::run(&folded)?.filter(|_| options.widen_narrow_floats) {
+    let widening = if options.widen_narrow_floats { widen::run(&folded)? } else { None };
+    let (folded, widened) = match widening {
         Some((g, line)) => (g, Some(line)),
         None => (folded, None),
     };

@@ -42,7 +42,10 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<(Graph, String)>, PlanError> {
         return Ok(None);
     }
     let mut g = graph.clone();
-    let outputs: Vec<ValueId> = g.outputs.clone();
+    // (An output listed twice is cast down once.)
+    let mut outputs: Vec<ValueId> = g.outputs.clone();
+    outputs.sort();
+    outputs.dedup();
     // Values read under another id from now on: narrow inputs and weights by their f32 copies,
     // narrow outputs by the f32 values their producers now write.
     let mut renamed: Vec<(ValueId, ValueId)> = Vec::new();
@@ -163,6 +166,18 @@ mod tests {
             assert!(boundary || outs == [DType::F32], "{} {outs:?}", node.name);
         }
         assert_eq!(wide.nodes.len(), g.nodes.len() + 2);
+    }
+
+    /// An output listed twice is cast down once (one definition).
+    #[test]
+    fn an_output_listed_twice_is_narrowed_once() {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F16, vec![Dim::Known(2)]);
+        let r = g.op1(Op::Relu, &[x]);
+        g.output(r);
+        g.output(r);
+        let (wide, _) = run(&g).unwrap().expect("widened");
+        assert_eq!(wide.nodes.iter().filter(|n| matches!(n.op, Op::Cast(_))).count(), 2);
     }
 
     #[test]

@@ -118,10 +118,10 @@ pub(crate) fn bit_shift(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     Ok(vec![TensorInfo { dtype, shape }])
 }
 
-/// `BitCast`: x's shape, as `to`, which must have x's width.
+/// `BitCast`: x's shape, as `to`, which must have x's bit width (no strings).
 pub(crate) fn bit_cast(ctx: &mut Ctx, to: DType) -> Result<Vec<TensorInfo>, PlanError> {
     let x = ctx.input(0)?;
-    if x.dtype.size_bytes() != to.size_bytes() {
+    if x.dtype.bits().is_none() || x.dtype.bits() != to.bits() {
         return Err(ctx.dtype(format!("{} and {to} differ in width", x.dtype)));
     }
     Ok(vec![TensorInfo { dtype: to, shape: x.shape.clone() }])

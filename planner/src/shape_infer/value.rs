@@ -57,6 +57,10 @@ impl PartialValue {
             return None;
         }
         let ints = c.to_i64s()?;
+        // (uint64 past i64::MAX would read as negative: not tracked.)
+        if c.dtype == DType::U64 && ints.iter().any(|&v| v < 0) {
+            return None;
+        }
         Some(PartialValue {
             dtype: c.dtype,
             dims: c.dims.clone(),
@@ -249,9 +253,12 @@ fn bcast(elems: &[Option<SymInt>], i: usize) -> Option<&Option<SymInt>> {
 fn cast_elem(e: Option<&SymInt>, from: DType, to: DType) -> Option<SymInt> {
     match (e?, to) {
         (SymInt::Int(v), DType::Bool) => Some(SymInt::Int(i64::from(*v != 0))),
-        (SymInt::Int(v), DType::I32) => i32::try_from(*v).ok().map(|x| SymInt::Int(x.into())),
-        (SymInt::Int(v), DType::I8) => i8::try_from(*v).ok().map(|x| SymInt::Int(x.into())),
-        (SymInt::Int(v), DType::U8) => u8::try_from(*v).ok().map(|x| SymInt::Int(x.into())),
+        // An integer is tracked through a cast to an integer type only where it survives it
+        // unchanged (no wrap at the narrower width, no negative uint64).
+        (SymInt::Int(v), to) if to.is_int() => {
+            let c = ConstTensor::from_i64s_as(to, &[1], &[*v]).ok()?;
+            (c.to_i64s()? == [*v] && !(to == DType::U64 && *v < 0)).then_some(SymInt::Int(*v))
+        }
         (SymInt::Int(v), _) => Some(SymInt::Int(*v)),
         (SymInt::Sym(s), DType::I64 | DType::I32) if from != DType::Bool => Some(SymInt::Sym(s.clone())),
         (SymInt::Sym(_), _) => None,

@@ -81,40 +81,51 @@ pub fn tf_idf_vectorizer(
     let mut id = 1;
     for (k, &start) in attrs.ngram_counts.iter().enumerate() {
         let n = k + 1;
-        let end = attrs.ngram_counts.get(k + 1).map_or(attrs.pool.len(), |&e| e as usize);
-        let pool = &attrs.pool[start as usize..end];
+        let end = attrs.ngram_counts.get(k + 1).copied().unwrap_or(attrs.pool.len() as i64);
+        let (Ok(start), Ok(end)) = (usize::try_from(start), usize::try_from(end)) else {
+            return Err(node.err("ngram_counts holds a negative start"));
+        };
+        let pool = attrs.pool.get(start..end).ok_or_else(|| {
+            node.err(format!("ngram_counts entry {k} ({start}..{end}) is outside the pool"))
+        })?;
         let counted = (attrs.min_gram_length..=attrs.max_gram_length).contains(&n);
         for gram in pool.chunks_exact(n) {
             if counted {
                 for p in 1..n {
                     grams.entry(&gram[..p]).or_insert(0);
                 }
-                let e = grams.entry(gram).or_insert(0);
-                if *e == 0 {
-                    *e = id;
-                }
+                // (A gram listed twice takes its last id, as ONNX's reference numbers it.)
+                grams.insert(gram, id);
             }
             id += 1;
         }
     }
-    let width = attrs.ngram_indexes.iter().max().map_or(0, |&m| m as usize + 1);
+    let width = attrs
+        .ngram_indexes
+        .iter()
+        .max()
+        .map_or(0, |&m| usize::try_from(m).map_or(usize::MAX, |m| m.saturating_add(1)));
     let n = count(node, &[rows, width])?;
     let mut counts = vec![0u64; n];
     for r in 0..rows {
         let row = &items[r * cols..(r + 1) * cols];
         let mut shortest = attrs.min_gram_length;
-        for d in 1..=attrs.max_skip_count + 1 {
+        // A distance of `cols` or more reaches no second item: larger ones count nothing more.
+        for d in 1..=attrs.max_skip_count.saturating_add(1).min(cols.max(1)) {
             for start in 0..cols {
-                if start + d * (shortest - 1) >= cols {
+                if start.saturating_add(d.saturating_mul(shortest.saturating_sub(1))) >= cols {
                     break;
                 }
-                let mut walked = Vec::with_capacity(attrs.max_gram_length);
+                let mut walked = Vec::with_capacity(attrs.max_gram_length.min(cols));
                 let mut at = start;
                 while walked.len() < attrs.max_gram_length && at < cols {
                     walked.push(row[at]);
                     let Some(&gid) = grams.get(walked.as_slice()) else { break };
                     if walked.len() >= shortest && gid != 0 {
-                        counts[r * width + attrs.ngram_indexes[gid - 1] as usize] += 1;
+                        let column = attrs.ngram_indexes.get(gid - 1).and_then(|&c| usize::try_from(c).ok());
+                        let column =
+                            column.ok_or_else(|| node.err(format!("n-gram {gid} has no output column")))?;
+                        counts[r * width + column] += 1;
                     }
                     at += d;
                 }
@@ -150,6 +161,28 @@ pub fn tf_idf_vectorizer(
 mod tests {
     use super::*;
     use crate::reference::nn::testing::{node, tf, ti, vals};
+
+    /// Hostile lengths and distances are bounded by the row, not allocated or looped over.
+    #[test]
+    fn tf_idf_bounds_hostile_lengths_and_skips() {
+        let t = planner::op::TfIdfVectorizer {
+            min_gram_length: 1,
+            max_gram_length: 1 << 60,
+            max_skip_count: usize::MAX,
+            mode: planner::op::TfIdfMode::Tf,
+            ngram_counts: vec![0, 2],
+            ngram_indexes: vec![0, 1, 2],
+            pool: vec![5, 6, 5, 6],
+            weights: vec![],
+        };
+        let x = ti(&[2, 4], &[5, 6, 5, 6, 6, 5, 6, 6]);
+        let out = tf_idf_vectorizer(&node("TfIdf"), &t, &[Some(&x)]).unwrap();
+        // Row 0: 5 x2, 6 x2, (5 6) at distance 1 twice and at distance 3 once; row 1: 5 once,
+        // 6 three times, (5 6) at distances 1 and 2.
+        assert_eq!(vals(&out[0]), [2., 2., 3., 1., 3., 2.]);
+        let bad = planner::op::TfIdfVectorizer { ngram_counts: vec![0, 9], ..t };
+        assert!(tf_idf_vectorizer(&node("TfIdf"), &bad, &[Some(&x)]).is_err());
+    }
 
     #[test]
     fn binarizer_by_hand() {

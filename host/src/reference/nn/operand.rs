@@ -137,7 +137,7 @@ impl OutBuf {
             TensorData::U32(d) => d[i] = v.round() as i64 as u32,
             TensorData::U64(d) => d[i] = v.round() as i64 as u64,
             TensorData::Bool(d) => d[i] = v != 0.0,
-            TensorData::Coded(c, d) if c.is_float() => d[i] = c.encode(v, true, planner::RoundMode::Up),
+            TensorData::Coded(c, d) if c.is_float() => d[i] = c.encode(v, false, planner::RoundMode::Nearest),
             TensorData::Coded(c, d) => d[i] = c.encode_int(v.round() as i64),
             TensorData::String(d) => d[i] = v.to_string(),
         }

@@ -241,8 +241,18 @@ fn narrow_and_unsigned_dtypes_compute_at_their_width() {
     let back = |v: &crate::HostTensor| run1(Op::Cast(op::Cast::to(DType::F32)), &[v]).unwrap();
     assert_eq!(f32s(&back(&sat)), [448.0, -0.3125, 448.0]);
     let no_sat = op::Cast { saturate: false, ..op::Cast::to(e4) };
-    let wild = f32s(&back(&run1(Op::Cast(no_sat), &[&x]).unwrap()));
+    let wild = f32s(&back(&run1(Op::Cast(no_sat.clone()), &[&x]).unwrap()));
     assert!(wild[0].is_nan() && wild[1] == -0.3125 && wild[2].is_nan(), "{wild:?}");
+    // Integer sources follow Cast's float8 rules too; E8M0 rounds as round_mode says.
+    let from_int = run1(Op::Cast(no_sat.clone()), &[&t(&[1], vec![1000i32])]).unwrap();
+    assert!(f32s(&back(&from_int))[0].is_nan());
+    let e8 = DType::Coded(planner::Coded::F8E8M0);
+    let down = op::Cast { round_mode: planner::RoundMode::Down, ..op::Cast::to(e8) };
+    assert_eq!(f32s(&back(&run1(Op::Cast(down), &[&t(&[1], vec![3i64])]).unwrap())), [2.0]);
+    // BitCast needs equal bit widths: a byte of uint8 is no int4.
+    let i4_of_u8 =
+        run1(Op::BitCast(op::BitCast { to: DType::Coded(planner::Coded::I4) }), &[&t(&[1], vec![7u8])]);
+    assert!(i4_of_u8.is_err(), "{i4_of_u8:?}");
     // int4: integers wrap to four bits.
     let i4 = run1(Op::Cast(op::Cast::to(DType::Coded(planner::Coded::I4))), &[&t(&[3], vec![-9i64, 8, 7])])
         .unwrap();
