@@ -33,15 +33,18 @@ pub(super) struct GemmProgram {
     pub label: String,
 }
 
+/// [`PlanOptions::activation_tolerance`](super::PlanOptions::activation_tolerance)'s default.
+pub const F32_ACTIVATION_TOLERANCE: f32 = 2e-6;
+
 /// The activation a program of one input computes, when it is one of the GEMM epilogue's
 /// built-in activations: an activation spelled out as elementwise ops (GPT-2's eight-op
 /// GELU-tanh, `x * sigmoid(x)`) then runs as that activation (one inline function instead of the
 /// interpreted program), as ONNX Runtime's and TensorRT's GELU fusions do. The program must read
-/// only input 0 (and immediates) and agree with the activation within 2e-6 (relative to
-/// `1 + |x|`) at several hundred points from -12 to 12, at ±1e3 .. ±1e30, and at 0, ±inf and NaN. The result is
+/// only input 0 (and immediates) and agree with the activation within `tolerance` (2e-6 for f32
+/// graphs; relative to `1 + |x|`) at several hundred points from -12 to 12, at ±1e3 .. ±1e30, and at 0, ±inf and NaN. The result is
 /// then not the same bits as the unfused chain (the activation rounds differently), but within
 /// the engine's f32 tolerance of it.
-pub(super) fn as_activation(program: &EwProgram) -> Option<Activation> {
+pub(super) fn as_activation(program: &EwProgram, tolerance: f32) -> Option<Activation> {
     use kernels_gpu::math;
     let input0 = ew_src::INPUT0;
     let reads = |s: u32| s < ew_src::INPUT0 || s == input0 || s >= ew_src::IMM;
@@ -68,7 +71,9 @@ pub(super) fn as_activation(program: &EwProgram) -> Option<Activation> {
     );
     points.extend([0.0, f32::INFINITY, f32::NEG_INFINITY]);
     let same = |p: f32, f: f32, x: f32| {
-        (p.is_nan() && f.is_nan()) || p == f || (p.is_finite() && (p - f).abs() <= 2e-6 * (1.0 + x.abs()))
+        (p.is_nan() && f.is_nan())
+            || p == f
+            || (p.is_finite() && (p - f).abs() <= tolerance * (1.0 + x.abs()))
     };
     let candidates = [
         Activation::GeluTanh,

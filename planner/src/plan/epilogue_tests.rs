@@ -135,7 +135,7 @@ fn gelu_tanh_spelled_out_after_a_gemm_is_one_launch() {
 
 #[test]
 fn spelled_out_activations_are_recognized_and_others_are_not() {
-    use super::epilogue::as_activation;
+    use super::epilogue::{F32_ACTIVATION_TOLERANCE as F32, as_activation};
     use kernels_gpu::abi::{
         Activation, EwInstr,
         ew_src::{IMM, INPUT0},
@@ -144,8 +144,8 @@ fn spelled_out_activations_are_recognized_and_others_are_not() {
     let program = |instrs: Vec<EwInstr>, out_reg| super::fuse::EwProgram { instrs, out_reg };
     // x * sigmoid(x): SiLU; sigmoid alone; 0.5 x (1 + erf(x / sqrt 2)): GELU-erf.
     let silu = program(vec![ins(18, 0, INPUT0, 0, 0.0), ins(2, 0, INPUT0, 0, 0.0)], 0);
-    assert_eq!(as_activation(&silu), Some(Activation::Silu));
-    assert_eq!(as_activation(&program(vec![ins(18, 1, INPUT0, 0, 0.0)], 1)), Some(Activation::Sigmoid));
+    assert_eq!(as_activation(&silu, F32), Some(Activation::Silu));
+    assert_eq!(as_activation(&program(vec![ins(18, 1, INPUT0, 0, 0.0)], 1), F32), Some(Activation::Sigmoid));
     let gelu_erf = program(
         vec![
             ins(3, 0, INPUT0, IMM, std::f32::consts::SQRT_2),
@@ -156,11 +156,11 @@ fn spelled_out_activations_are_recognized_and_others_are_not() {
         ],
         0,
     );
-    assert_eq!(as_activation(&gelu_erf), Some(Activation::GeluErf));
+    assert_eq!(as_activation(&gelu_erf, F32), Some(Activation::GeluErf));
     // A scale, a second input, or another function (sin): not an activation.
-    assert_eq!(as_activation(&program(vec![ins(2, 0, INPUT0, IMM, 2.0)], 0)), None);
-    assert_eq!(as_activation(&program(vec![ins(0, 0, INPUT0, INPUT0 + 1, 0.0)], 0)), None);
-    assert_eq!(as_activation(&program(vec![ins(34, 0, INPUT0, 0, 0.0)], 0)), None);
+    assert_eq!(as_activation(&program(vec![ins(2, 0, INPUT0, IMM, 2.0)], 0), F32), None);
+    assert_eq!(as_activation(&program(vec![ins(0, 0, INPUT0, INPUT0 + 1, 0.0)], 0), F32), None);
+    assert_eq!(as_activation(&program(vec![ins(34, 0, INPUT0, 0, 0.0)], 0), F32), None);
 }
 
 #[test]

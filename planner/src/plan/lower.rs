@@ -242,9 +242,11 @@ pub(super) fn node(
             // activation runs as the built-in one.
             let (label, epi) = if fused.program.instrs.is_empty() && extras.is_empty() {
                 (format!("{base}+Bias"), Epilogue { act, program: None, norm: fusion.norm })
-            } else if let (None, true, Some(found)) =
-                (act, extras.is_empty(), super::epilogue::as_activation(&fused.program))
-            {
+            } else if let (None, true, Some(found)) = (
+                act,
+                extras.is_empty(),
+                super::epilogue::as_activation(&fused.program, o.activation_tolerance),
+            ) {
                 let label =
                     if f.gemm.is_none() && c.is_some() { format!("{base}+Bias") } else { base.to_string() };
                 (label, Epilogue { act: Some((found, 0.0)), program: None, norm: fusion.norm })

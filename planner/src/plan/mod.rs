@@ -149,6 +149,11 @@ pub struct PlanOptions {
     /// Compute graphs with f16 / bf16 values in f32 (`widen.rs`; default on); off, the nodes
     /// without an f16 / bf16 kernel of their own are refused by name.
     pub widen_narrow_floats: bool,
+    /// How close (relative to `1 + |x|`) a spelled-out activation must come to a built-in one to
+    /// run as it (`epilogue::as_activation`; default 2e-6, f32 rounding). A graph widened from
+    /// f16 / bf16 uses at least that dtype's rounding (its constants are rounded to it: GPT-2's
+    /// GELU-tanh in f16 differs from the exact one by ~1e-4).
+    pub activation_tolerance: f32,
 }
 
 impl Default for PlanOptions {
@@ -173,6 +178,7 @@ impl Default for PlanOptions {
             skip_hidden_keys: true,
             precision: Precision::Exact,
             widen_narrow_floats: true,
+            activation_tolerance: epilogue::F32_ACTIVATION_TOLERANCE,
         }
     }
 }
@@ -318,7 +324,7 @@ pub struct Plan {
 /// itself when there are none. The CPU reference computes both alike, which is how the expansions
 /// are tested.
 pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
-    let widened = widen::run(graph)?.map(|(g, _)| g);
+    let widened = widen::run(graph)?.map(|(g, ..)| g);
     let graph = widened.as_ref().unwrap_or(graph);
     let g = contract::run(graph).unwrap_or_else(|| graph.clone());
     let g = decompose::run(&g)?.unwrap_or(g);
@@ -393,9 +399,12 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     let folded = crate::fold::run(&memory::bind_inputs(graph, binding)?)?;
     // f16 / bf16 values computed in f32, until kernels take them natively.
     let widening = if options.widen_narrow_floats { widen::run(&folded)? } else { None };
-    let (folded, widened) = match widening {
-        Some((g, line)) => (g, Some(line)),
-        None => (folded, None),
+    let (folded, widened, options) = match widening {
+        Some((g, line, narrow)) => {
+            let tolerance = options.activation_tolerance.max(widen::rounding(narrow));
+            (g, Some(line), &PlanOptions { activation_tolerance: tolerance, ..*options })
+        }
+        None => (folded, None, options),
     };
     // Summed broadcast products as the Einsums they are, which the decomposition expands.
     let folded = contract::run(&folded).unwrap_or(folded);

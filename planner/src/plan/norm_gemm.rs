@@ -168,7 +168,7 @@ fn fold_of(
         // A program epilogue only when it is a recognized activation without other inputs.
         Op::FusedGemm(f) if f.gemm.as_ref().is_none_or(|a| !a.trans_a) && gemm.inputs.len() <= 3 => {
             let p = gemm_programs.get(&gemm.output(0)?)?;
-            super::epilogue::as_activation(&p.program)?;
+            super::epilogue::as_activation(&p.program, o.activation_tolerance)?;
         }
         _ => return None,
     }

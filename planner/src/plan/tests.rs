@@ -388,3 +388,43 @@ fn split_k_launches(plan: &Plan, tile: KernelId) {
     assert_eq!(ws, read, "{text}");
     assert_eq!(plan.values[ws.index()].dims, Some(vec![3 * 2048 * 256]), "{text}");
 }
+
+/// GPT-2's spelled-out GELU-tanh after a GEMM, in f16 (constants rounded to f16): widened, it
+/// still runs as the built-in GeluTanh epilogue (within f16's rounding); the same program in f32
+/// with those rounded constants is no GeluTanh at f32's tolerance.
+#[test]
+fn an_f16_gelu_tanh_runs_as_the_built_in_activation_once_widened() {
+    let gelu = |dtype: DType| {
+        let mut g = Graph::new();
+        let x = g.input("x", dtype, vec![Dim::Known(64), Dim::Known(256)]);
+        let w: Vec<f64> = (0..256 * 256).map(|i| ((i % 97) as f64 - 48.0) / 512.0).collect();
+        let w = g.initializer("w", crate::ConstTensor::from_f64s(dtype, &[256, 256], &w).unwrap());
+        let k = |g: &mut Graph, name: &str, v: f64| {
+            // The f16 value either way (as an f16 export carries it).
+            let v = half::f16::from_f64(v).to_f64();
+            g.initializer(name, crate::ConstTensor::from_f64s(dtype, &[], &[v]).unwrap())
+        };
+        let (c0, c1, c2, c3) = (
+            k(&mut g, "c0", 0.044715),
+            k(&mut g, "c1", 0.7978845608),
+            k(&mut g, "c2", 1.0),
+            k(&mut g, "c3", 0.5),
+        );
+        let h = g.op1(Op::MatMul, &[x, w]);
+        let h2 = g.op1(Op::Mul, &[h, h]);
+        let h3 = g.op1(Op::Mul, &[h2, h]);
+        let t = g.op1(Op::Mul, &[h3, c0]);
+        let u = g.op1(Op::Add, &[h, t]);
+        let v = g.op1(Op::Mul, &[u, c1]);
+        let th = g.op1(Op::Tanh, &[v]);
+        let a = g.op1(Op::Add, &[th, c2]);
+        let b = g.op1(Op::Mul, &[h, c3]);
+        let y = g.op1(Op::Mul, &[b, a]);
+        g.output(y);
+        compile(&g, &Binding::new(), &PlanOptions::default()).unwrap().to_string()
+    };
+    let narrow = gelu(DType::F16);
+    assert!(narrow.contains("GeluTanh"), "{narrow}");
+    let wide = gelu(DType::F32);
+    assert!(!wide.contains("GeluTanh"), "{wide}");
+}

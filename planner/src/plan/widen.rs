@@ -28,14 +28,24 @@ fn narrow(d: DType) -> bool {
     matches!(d, DType::F16 | DType::BF16)
 }
 
-/// `graph` with its f16 / bf16 values widened to f32, and a line saying so; `None` when it has
-/// none (or cannot be widened, see the module docs).
-pub(crate) fn run(graph: &Graph) -> Result<Option<(Graph, String)>, PlanError> {
+/// The relative rounding of a narrow float dtype's values (half an ulp at 1, doubled): what a
+/// spelled-out function's constants in it may differ by from the exact ones.
+pub(crate) fn rounding(d: DType) -> f32 {
+    match d {
+        DType::BF16 => 2f32.powi(-7),
+        _ => 2f32.powi(-10),
+    }
+}
+
+/// `graph` with its f16 / bf16 values widened to f32, a line saying so, and the coarser of the
+/// two dtypes it had; `None` when it has none (or cannot be widened, see the module docs).
+pub(crate) fn run(graph: &Graph) -> Result<Option<(Graph, String, DType)>, PlanError> {
     let infos = shape_infer::infer(graph)?;
     let widened = infos.iter().filter(|i| narrow(i.dtype)).count();
     if widened == 0 {
         return Ok(None);
     }
+    let coarsest = if infos.iter().any(|i| i.dtype == DType::BF16) { DType::BF16 } else { DType::F16 };
     let bits_matter =
         graph.nodes.iter().any(|n| matches!(n.op, Op::BitCast(_)) || !n.op.subgraphs().is_empty());
     if bits_matter {
@@ -106,7 +116,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<(Graph, String)>, PlanError> {
         "{widened} float16 / bfloat16 value(s) computed in float32 (no GPU kernels for them yet): \
          weights widened when planned, inputs cast up and outputs cast down on the GPU"
     );
-    Ok(Some((g, line)))
+    Ok(Some((g, line, coarsest)))
 }
 
 fn cast(name: String, from: ValueId, to: ValueId, dtype: DType) -> Node {
@@ -154,7 +164,8 @@ mod tests {
         let h = g.op1(Op::Cast(op::Cast::to(DType::BF16)), &[y]);
         let r = g.op1(Op::Relu, &[h]);
         g.output(r);
-        let (wide, line) = run(&g).unwrap().expect("widened");
+        let (wide, line, coarsest) = run(&g).unwrap().expect("widened");
+        assert_eq!(coarsest, DType::BF16);
         assert!(line.starts_with("5 float16 / bfloat16 value(s)"), "{line}");
         let infos = shape_infer::infer(&wide).unwrap();
         assert_eq!(infos[x.index()].dtype, DType::F16);
@@ -176,7 +187,7 @@ mod tests {
         let r = g.op1(Op::Relu, &[x]);
         g.output(r);
         g.output(r);
-        let (wide, _) = run(&g).unwrap().expect("widened");
+        let (wide, ..) = run(&g).unwrap().expect("widened");
         assert_eq!(wide.nodes.iter().filter(|n| matches!(n.op, Op::Cast(_))).count(), 2);
     }
 
