@@ -114,6 +114,9 @@ pub fn read(bytes: &[u8]) -> Result<HostTensor, NpyError> {
 /// NumPy's `<U{width}` strings: `width` UTF-32LE code points per element, NUL-padded.
 fn read_unicode(width: &str, shape: Vec<usize>, n: usize, body: &[u8]) -> Result<HostTensor, NpyError> {
     let width: usize = width.parse().map_err(|_| format(format!("string width {width:?}")))?;
+    if width == 0 && n > 0 {
+        return Err(format(format!("{n} strings of width 0")));
+    }
     let want =
         n.checked_mul(width).and_then(|c| c.checked_mul(4)).ok_or_else(|| format("data size overflows"))?;
     if body.len() != want {
@@ -122,17 +125,16 @@ fn read_unicode(width: &str, shape: Vec<usize>, n: usize, body: &[u8]) -> Result
             body.len()
         )));
     }
+    // (n is bounded by the data now: n * width * 4 bytes are there.)
     let mut strings = Vec::with_capacity(n);
     for e in 0..n {
         let units = &body[e * width * 4..(e + 1) * width * 4];
         let mut s = String::new();
         for c in units.as_chunks::<4>().0.iter().map(|c| u32::from_le_bytes(*c)) {
-            if c == 0 {
-                break;
-            }
             s.push(char::from_u32(c).ok_or_else(|| format(format!("code point {c:#x} is not a character")))?);
         }
-        strings.push(s);
+        // NumPy pads with NULs and drops the trailing ones; a NUL inside stays.
+        strings.push(s.trim_end_matches('\0').to_string());
     }
     HostTensor::new(shape, strings).map_err(|e| format(e.to_string()))
 }
@@ -249,6 +251,16 @@ mod tests {
             assert_eq!((10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize) % 64, 0);
             assert_eq!(read(&bytes).unwrap(), t);
         }
+    }
+
+    /// Zero-width strings cannot make a huge shape fit an empty body.
+    #[test]
+    fn zero_width_strings_of_a_huge_shape_are_refused() {
+        let h = "{'descr': '<U0', 'fortran_order': False, 'shape': (1000000000000,), }     \n";
+        let mut f = b"\x93NUMPY\x01\x00".to_vec();
+        f.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        f.extend_from_slice(h.as_bytes());
+        assert!(matches!(read(&f), Err(NpyError::Format(_))));
     }
 
     #[test]

@@ -396,7 +396,7 @@ impl HostTensor {
             TensorData::U64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             TensorData::Bool(v) => v.iter().map(|&x| x as u8).collect(),
             TensorData::String(v) => {
-                return ConstTensor::from_strings(&self.shape, v).expect("strings under 4 GiB each");
+                return ConstTensor::from_strings(&self.shape, v).expect("the shape holds the strings");
             }
         };
         ConstTensor::new(self.dtype(), self.shape.clone(), bytes).expect("length invariant of HostTensor")

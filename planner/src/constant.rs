@@ -2,7 +2,7 @@
 //!
 //! Invariant: `bytes.len() == product(dims) * dtype.size_bytes()`; every constructor checks it, so
 //! code reading a `ConstTensor` may rely on it. Strings are the exception: their `bytes` hold each
-//! string as a little-endian u32 byte length and its UTF-8 bytes, one after the other, and parse
+//! string as a little-endian u64 byte length and its UTF-8 bytes, one after the other, and parse
 //! to exactly `product(dims)` strings ([`ConstTensor::strings`]).
 
 use serde::{Deserialize, Serialize};
@@ -47,9 +47,7 @@ impl ConstTensor {
     pub fn from_strings(dims: &[usize], values: &[String]) -> Result<Self, PlanError> {
         let mut bytes = Vec::new();
         for s in values {
-            let len = u32::try_from(s.len())
-                .map_err(|_| PlanError::BadConstant { detail: "a string longer than 4 GiB".into() })?;
-            bytes.extend_from_slice(&len.to_le_bytes());
+            bytes.extend_from_slice(&(s.len() as u64).to_le_bytes());
             bytes.extend_from_slice(s.as_bytes());
         }
         Self::new(DType::String, dims.to_vec(), bytes)
@@ -214,8 +212,8 @@ impl ConstTensor {
 fn parse_strings(mut b: &[u8]) -> Option<Vec<String>> {
     let mut out = Vec::new();
     while !b.is_empty() {
-        let (len, rest) = b.split_first_chunk::<4>()?;
-        let len = u32::from_le_bytes(*len) as usize;
+        let (len, rest) = b.split_first_chunk::<8>()?;
+        let len = usize::try_from(u64::from_le_bytes(*len)).ok()?;
         let text = rest.get(..len)?;
         out.push(String::from_utf8(text.to_vec()).ok()?);
         b = &rest[len..];

@@ -28,14 +28,12 @@ impl Lanes {
     /// The elements of `t`, widened exactly, their memory reserved fallibly.
     pub fn of(t: &HostTensor) -> Result<Lanes, HostError> {
         let (d, n) = (t.data(), t.len());
-        if let TensorData::String(s) = d {
-            // Cast from strings: each must spell a number (as numpy's float() takes it).
-            let parsed =
-                s.iter().map(|x| x.trim().parse::<f64>().map_err(|_| x)).collect::<Result<Vec<_>, _>>();
-            return parsed.map(Lanes::F).map_err(|bad| HostError::Unsupported {
+        if d.dtype() == DType::String {
+            // (Cast reads numbers spelled as strings itself; nothing else computes on them.)
+            return Err(HostError::Unsupported {
                 node: String::new(),
                 op: "",
-                detail: format!("the string {bad:?} is no number"),
+                detail: "strings are no numbers (Cast parses them)".into(),
             });
         }
         if let Some(big) = d.u64_in_i64() {
@@ -249,6 +247,62 @@ pub fn bit_cast(ctx: &crate::reference::NodeCtx, t: &HostTensor, to: DType) -> R
     )
 }
 
+/// Python's `repr` of a float from Rust's shortest positional (`display`) and scientific (`sci`)
+/// spellings of it: positional with at least one decimal for exponents -4 ..= 15, else
+/// `d.ddde±XX`; `nan`, `inf`, `-inf`.
+fn py_float(display: String, sci: String, x: f64) -> String {
+    if x.is_nan() {
+        return "nan".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if (-4..16).contains(&exp) {
+        if display.contains('.') { display } else { format!("{display}.0") }
+    } else {
+        format!("{mantissa}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+    }
+}
+
+/// `Cast` of strings to `to`: each must spell a number of that kind (integers exactly, floats
+/// rounded once for f32 / f64); a string that does not is an error naming it.
+fn from_strings(
+    s: &[String],
+    to: DType,
+    shape: Vec<usize>,
+    saturate: bool,
+    round: RoundMode,
+) -> Result<HostTensor, HostError> {
+    let bad = |x: &String| HostError::Unsupported {
+        node: String::new(),
+        op: "",
+        detail: format!("the string {x:?} spells no {to}"),
+    };
+    let n = s.len();
+    let data = match to {
+        DType::String => TensorData::String(s.to_vec()),
+        DType::F32 => TensorData::F32(
+            s.iter().map(|x| x.trim().parse::<f32>().map_err(|_| bad(x))).collect::<Result<_, _>>()?,
+        ),
+        d if d.is_float() => {
+            let v: Vec<f64> =
+                s.iter().map(|x| x.trim().parse::<f64>().map_err(|_| bad(x))).collect::<Result<_, _>>()?;
+            floats_to_with(d, n, v.into_iter(), saturate, round)?
+        }
+        d => {
+            // Integers (and bools, as 0 / 1) exactly; uint64 past i64::MAX keeps its bits.
+            let v: Vec<i64> = s
+                .iter()
+                .map(|x| x.trim().parse::<i128>().map(|v| v as i64).map_err(|_| bad(x)))
+                .collect::<Result<_, _>>()?;
+            ints_to(d, n, v.into_iter())?
+        }
+    };
+    HostTensor::new(shape, data)
+}
+
 /// ONNX `Cast` (and `CastLike`): `t` converted to `to` by the rules in the module docs, with
 /// `saturate` and `round` for the coded float targets (float8, E8M0).
 pub fn cast(t: &HostTensor, to: DType, saturate: bool, round: RoundMode) -> Result<HostTensor, HostError> {
@@ -256,15 +310,23 @@ pub fn cast(t: &HostTensor, to: DType, saturate: bool, round: RoundMode) -> Resu
         return Ok(t.clone());
     }
     let shape = t.shape().to_vec();
+    if let TensorData::String(s) = t.data() {
+        return from_strings(s, to, shape, saturate, round);
+    }
     if to == DType::String {
-        // Each element as the shortest text that reads back to it in its own dtype.
+        // Each element as Python's repr of it: the shortest text that reads back to it in its
+        // own dtype ("1.0", "1e-05", "nan"), integers in decimal, bools as True / False.
         let d = t.data();
         let text = |i: usize| match d {
-            TensorData::F32(v) => v[i].to_string(),
-            TensorData::F16(v) => v[i].to_string(),
-            TensorData::BF16(v) => v[i].to_string(),
+            TensorData::F32(v) => py_float(v[i].to_string(), format!("{:e}", v[i]), f64::from(v[i])),
+            TensorData::F16(v) => py_float(v[i].to_string(), format!("{:e}", v[i].to_f32()), v[i].to_f64()),
+            TensorData::BF16(v) => py_float(v[i].to_string(), format!("{:e}", v[i].to_f32()), v[i].to_f64()),
             TensorData::Bool(v) => if v[i] { "True" } else { "False" }.to_string(),
-            d if d.dtype().is_float() => d.float_at(i).to_string(),
+            d if d.dtype().is_float() => {
+                let x = d.float_at(i);
+                py_float(x.to_string(), format!("{x:e}"), x)
+            }
+            TensorData::U64(v) => v[i].to_string(),
             d => d.int_at(i).to_string(),
         };
         return HostTensor::new(

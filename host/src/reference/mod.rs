@@ -92,12 +92,16 @@ pub struct NodeCtx<'a> {
     /// Bytes held by live values (of this graph and the graphs enclosing it) when the node
     /// started.
     pub live: u64,
+    /// Text bytes an output string may take beyond its header: the longest string of each
+    /// string input, summed (a concatenation is no longer; a split or a copy, shorter). 0 for
+    /// nodes without string inputs. [`NodeCtx::count`] charges it per element.
+    pub string_bytes: u64,
 }
 
 impl<'a> NodeCtx<'a> {
     /// A context with the default [`Limits`].
     pub fn new(name: &'a str, op: &'static str) -> Self {
-        NodeCtx { name, op, limits: Limits::default(), live: 0 }
+        NodeCtx { name, op, limits: Limits::default(), live: 0, string_bytes: 0 }
     }
 
     /// Element count of an output of `shape`: an error naming the node when the product overflows,
@@ -119,7 +123,7 @@ impl<'a> NodeCtx<'a> {
                 self.limits.max_tensor_elems
             )));
         }
-        let work = (n as u64).saturating_mul(WORK_BYTES_PER_ELEM);
+        let work = (n as u64).saturating_mul(WORK_BYTES_PER_ELEM.saturating_add(self.string_bytes));
         let max = self.limits.max_total_bytes;
         if self.live.saturating_add(work) > max {
             return Err(self.limit(format!(
@@ -331,8 +335,65 @@ fn wide_u64(ctx: &NodeCtx, op: &planner::Op, ins: &[Option<&HostTensor>]) -> Res
     }
 }
 
+/// Refuses a node that reads strings unless it moves elements, compares them for equality,
+/// casts them or is a string op: everything else computes on numbers, which strings are not
+/// (numbers spelled as text are read only by `Cast`).
+fn strings_allowed(ctx: &NodeCtx, op: &planner::Op, ins: &[Option<&HostTensor>]) -> Result<(), HostError> {
+    use planner::Op;
+    let takes_strings = matches!(
+        op,
+        Op::Identity
+            | Op::Gather(_)
+            | Op::GatherElements(_)
+            | Op::Slice(_)
+            | Op::Split(_)
+            | Op::Concat(_)
+            | Op::Tile
+            | Op::Expand
+            | Op::Reshape(_)
+            | Op::Flatten(_)
+            | Op::Squeeze(_)
+            | Op::Unsqueeze(_)
+            | Op::Transpose(_)
+            | Op::Shape(_)
+            | Op::Size
+            | Op::Cast(_)
+            | Op::CastLike(_)
+            | Op::Equal
+            | Op::StringNormalizer(_)
+            | Op::StringSplit(_)
+            | Op::StringConcat
+            | Op::RegexFullMatch(_)
+            | Op::LabelEncoder(_)
+            | Op::If(_)
+            | Op::Loop(_)
+            | Op::Scan(_)
+    );
+    if !takes_strings && ins.iter().flatten().any(|t| t.dtype() == planner::DType::String) {
+        return Err(ctx.unsupported("string operands (the reference computes this op on numbers only)"));
+    }
+    Ok(())
+}
+
 fn tensor_bytes(t: &HostTensor) -> u64 {
-    (t.len() as u64).saturating_mul(t.dtype().size_bytes() as u64)
+    let headers = (t.len() as u64).saturating_mul(t.dtype().size_bytes() as u64);
+    match t.data() {
+        crate::tensor::TensorData::String(v) => {
+            headers.saturating_add(v.iter().map(|s| s.len() as u64).sum::<u64>())
+        }
+        _ => headers,
+    }
+}
+
+/// [`NodeCtx::string_bytes`] of a node reading `ins`.
+fn string_bytes(ins: &[Option<&HostTensor>]) -> u64 {
+    ins.iter()
+        .flatten()
+        .filter_map(|t| match t.data() {
+            crate::tensor::TensorData::String(v) => v.iter().map(|s| s.len() as u64).max(),
+            _ => None,
+        })
+        .fold(0u64, u64::saturating_add)
 }
 
 /// [`run`] under explicit size [`Limits`] (control-flow bodies pass their node's limits on).
@@ -390,7 +451,7 @@ pub fn run_with<'a>(
     for (step, &id) in order.iter().enumerate() {
         let node = &graph.nodes[id.index()];
         let label = graph.node_label(id);
-        let ctx = NodeCtx { name: &label, op: node.op.name(), limits, live };
+        let mut ctx = NodeCtx { name: &label, op: node.op.name(), limits, live, string_bytes: 0 };
         let results = {
             let scope = Scope { values: &values };
             let mut ins = Vec::with_capacity(node.inputs.len());
@@ -403,6 +464,8 @@ pub fn run_with<'a>(
                 });
             }
             wide_u64(&ctx, &node.op, &ins)?;
+            strings_allowed(&ctx, &node.op, &ins)?;
+            ctx.string_bytes = string_bytes(&ins);
             dispatch::node(&ctx, node, &ins, scope).map_err(|e| match e {
                 HostError::HostMemory { bytes, what } => ctx.limit(format!(
                     "out of host memory: allocating {bytes} bytes for {what} failed \

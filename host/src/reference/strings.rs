@@ -49,9 +49,16 @@ pub fn regex_full_match(
     attrs: &RegexFullMatch,
 ) -> Result<HostTensor, HostError> {
     let s = strings(ctx, x, "X")?;
-    let re = regex::Regex::new(&format!("^(?:{})$", attrs.pattern))
-        .map_err(|e| ctx.err(format!("pattern {:?}: {e}", attrs.pattern)))?;
+    // The pattern alone first: anchoring an unbalanced one (`a)|(?:b`) could make it parse.
+    let bad = |e: regex::Error| ctx.err(format!("pattern {:?}: {e}", attrs.pattern));
+    regex::Regex::new(&attrs.pattern).map_err(bad)?;
+    let re = regex::Regex::new(&format!("^(?:{})$", attrs.pattern)).map_err(bad)?;
     HostTensor::new(x.shape().to_vec(), try_collect(s.len(), "matches", s.iter().map(|v| re.is_match(v)))?)
+}
+
+/// Python's whitespace: Unicode's, and the ASCII separators `\x1c`..`\x1f`.
+fn py_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
 }
 
 /// Python's `str.split(sep, maxsplit)`: at `sep`, or (`None`) at runs of whitespace with none at
@@ -64,16 +71,16 @@ fn split(s: &str, sep: Option<&str>, maxsplit: Option<usize>) -> Vec<String> {
         },
         None => {
             let mut out = Vec::new();
-            let mut rest = s.trim_start();
+            let mut rest = s.trim_start_matches(py_space);
             while !rest.is_empty() {
                 if maxsplit == Some(out.len()) {
                     out.push(rest.to_string());
                     break;
                 }
-                match rest.find(char::is_whitespace) {
+                match rest.find(py_space) {
                     Some(i) => {
                         out.push(rest[..i].to_string());
-                        rest = rest[i..].trim_start();
+                        rest = rest[i..].trim_start_matches(py_space);
                     }
                     None => {
                         out.push(rest.to_string());
@@ -156,22 +163,44 @@ pub fn string_normalizer(
 /// `LabelEncoder(X)`: each element replaced by the value of the key it equals (floats by value,
 /// NaN matching NaN), or by the default.
 pub fn label_encoder(ctx: &NodeCtx, x: &HostTensor, attrs: &LabelEncoder) -> Result<HostTensor, HostError> {
+    use std::collections::HashMap;
+    /// A key as it is looked up: floats by their bits, all NaNs one key, -0 as 0.
+    #[derive(PartialEq, Eq, Hash)]
+    enum Key<'k> {
+        Int(i64),
+        Float(u64),
+        Str(&'k str),
+    }
     let n = ctx.count(x.shape())?;
     let d = x.data();
-    let key_of = |i: usize| -> Label {
-        match d {
-            TensorData::String(v) => Label::Str(v[i].clone()),
-            d if d.dtype().is_float() => Label::Float(d.float_at(i) as f32),
-            d => Label::Int(d.int_at(i)),
-        }
+    let float_key = |v: f64| Key::Float(if v.is_nan() { f64::NAN.to_bits() } else { (v + 0.0).to_bits() });
+    let kinds_match = match (d, attrs.keys.first()) {
+        (_, None) => true,
+        (TensorData::String(_), Some(k)) => matches!(k, Label::Str(_)),
+        (d, Some(Label::Float(_))) => d.dtype().is_float(),
+        (d, Some(Label::Int(_))) => d.dtype().is_int(),
+        (_, Some(Label::Str(_))) => false,
     };
-    let same = |a: &Label, b: &Label| match (a, b) {
-        (Label::Float(x), Label::Float(y)) => x == y || (x.is_nan() && y.is_nan()),
-        _ => a == b,
-    };
+    if !kinds_match {
+        return Err(ctx.err(format!("{} input against keys of another type", x.dtype())));
+    }
+    // Equal keys: the last wins, as in the dict ONNX's reference builds in order.
+    let mut table: HashMap<Key<'_>, usize> = HashMap::with_capacity(attrs.keys.len());
+    for (p, k) in attrs.keys.iter().enumerate() {
+        let key = match k {
+            Label::Int(i) => Key::Int(*i),
+            Label::Float(f) => float_key(*f),
+            Label::Str(s) => Key::Str(s),
+        };
+        table.insert(key, p);
+    }
     let found = (0..n).map(|i| {
-        let k = key_of(i);
-        attrs.keys.iter().position(|key| same(key, &k)).map_or(&attrs.default, |p| &attrs.values[p])
+        let k = match d {
+            TensorData::String(v) => Key::Str(&v[i]),
+            d if d.dtype().is_float() => float_key(d.float_at(i)),
+            d => Key::Int(d.int_at(i)),
+        };
+        table.get(&k).map_or(&attrs.default, |&p| &attrs.values[p])
     });
     let data: TensorData = match &attrs.default {
         Label::Str(_) => TensorData::String(try_collect(
@@ -193,7 +222,7 @@ pub fn label_encoder(ctx: &NodeCtx, x: &HostTensor, attrs: &LabelEncoder) -> Res
         }
         Label::Float(_) => {
             let floats = found.map(|v| match v {
-                Label::Float(f) => f64::from(*f),
+                Label::Float(f) => *f,
                 Label::Int(i) => *i as f64,
                 Label::Str(_) => f64::NAN,
             });

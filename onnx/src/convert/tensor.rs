@@ -231,7 +231,7 @@ fn typed_bytes(tensor: &TensorProto, dtype: DType, elems: u64) -> Result<Vec<u8>
             }
             return ConstTensor::from_strings(&[strings.len()], &strings)
                 .map(|c| c.bytes)
-                .map_err(|_| TensorIssue::Unsupported { what: "a string longer than 4 GiB" });
+                .map_err(|_| TensorIssue::Unsupported { what: "strings that do not fill the shape" });
         }
         DType::Bool => {
             check("int32_data", ints.len())?;

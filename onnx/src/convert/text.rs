@@ -54,7 +54,7 @@ fn labels(a: &Attrs<'_>, prefix: &str) -> Result<Option<(Vec<Label>, DType)>, On
         return Ok(Some((v.into_iter().map(Label::Int).collect(), DType::I64)));
     }
     if let Some(v) = a.floats(&format!("{prefix}_floats"))? {
-        return Ok(Some((v.into_iter().map(Label::Float).collect(), DType::F32)));
+        return Ok(Some((v.into_iter().map(|x| Label::Float(f64::from(x))).collect(), DType::F32)));
     }
     let attr = format!("{prefix}_tensor");
     match a.tensor(&attr)? {
@@ -72,7 +72,7 @@ fn tensor_labels(
     let labels = match c.dtype {
         DType::String => c.strings().unwrap_or_default().into_iter().map(Label::Str).collect(),
         d if d.is_int() => c.to_i64s().unwrap_or_default().into_iter().map(Label::Int).collect(),
-        d if d.is_float() => c.to_f64s().into_iter().map(|v| Label::Float(v as f32)).collect(),
+        d if d.is_float() => c.to_f64s().into_iter().map(Label::Float).collect(),
         d => return Err(a.invalid(attr, format!("{d} labels"))),
     };
     Ok((labels, c.dtype))
@@ -89,12 +89,12 @@ pub(crate) fn label_encoder(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
     }
     let default = match output_dtype {
         DType::String => Label::Str(a.string("default_string")?.unwrap_or_else(|| "_Unused".into())),
-        DType::I64 => Label::Int(a.int_or("default_int64", -1)?),
+        d if d.is_int() => Label::Int(a.int_or("default_int64", -1)?),
         _ => match a.tensor("default_tensor")? {
             Some(t) => {
                 tensor_labels(&a, "default_tensor", t)?.0.into_iter().next().unwrap_or(Label::Float(-0.0))
             }
-            None => Label::Float(a.float_or("default_float", -0.0)?),
+            None => Label::Float(f64::from(a.float_or("default_float", -0.0)?)),
         },
     };
     // A string or int default given as a tensor.

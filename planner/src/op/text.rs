@@ -51,7 +51,7 @@ pub enum Label {
     /// An integer.
     Int(i64),
     /// A float (compared by value; NaN matches NaN).
-    Float(f32),
+    Float(f64),
     /// A string.
     Str(String),
 }

@@ -70,10 +70,34 @@ pub(super) fn as_activation(program: &EwProgram, tolerance: f32) -> Option<Activ
         [20.0, 50.0, 100.0, 1e3, 1e4, 1e6, 1e12, 1e30, 1e-20, 3e-3].iter().flat_map(|&x: &f32| [x, -x]),
     );
     points.extend([0.0, f32::INFINITY, f32::NEG_INFINITY]);
-    let same = |p: f32, f: f32, x: f32| {
-        (p.is_nan() && f.is_nan())
-            || p == f
-            || (p.is_finite() && (p - f).abs() <= tolerance * (1.0 + x.abs()))
+    let values: Vec<f32> = points.iter().map(|&x| eval(x)).collect::<Option<_>>()?;
+    if !eval(f32::NAN)?.is_nan() {
+        return None;
+    }
+    // A looser tolerance only for programs whose constants are all values of the narrow float
+    // the graph was widened from (an f32 program's GELU constants are not f16 values), and
+    // never looser than that narrow float's rounding.
+    let narrow_constants =
+        program.instrs.iter().filter(|i| i.a >= ew_src::IMM || i.b >= ew_src::IMM).all(|i| {
+            let f16_value = half::f16::from_f32(i.imm).to_f32() == i.imm;
+            let bf16_value = half::bf16::from_f32(i.imm).to_f32() == i.imm;
+            f16_value || bf16_value
+        });
+    let tolerance = if narrow_constants { tolerance } else { tolerance.min(F32_ACTIVATION_TOLERANCE) };
+    // How far the program is from `a`, relative to 1 + |x| (infinite where they disagree on
+    // NaN or infinity).
+    let distance = |a: Activation| -> f32 {
+        points.iter().zip(&values).fold(0.0f32, |worst, (&x, &p)| {
+            let f = math::activate(a, x, 0.0);
+            let d = if (p.is_nan() && f.is_nan()) || p == f {
+                0.0
+            } else if p.is_finite() && f.is_finite() {
+                (p - f).abs() / (1.0 + x.abs())
+            } else {
+                f32::INFINITY
+            };
+            worst.max(d)
+        })
     };
     let candidates = [
         Activation::GeluTanh,
@@ -83,13 +107,13 @@ pub(super) fn as_activation(program: &EwProgram, tolerance: f32) -> Option<Activ
         Activation::Tanh,
         Activation::Relu,
     ];
-    let values: Vec<f32> = points.iter().map(|&x| eval(x)).collect::<Option<_>>()?;
-    if !eval(f32::NAN)?.is_nan() {
-        return None;
-    }
+    // The closest built-in activation, if it is within the tolerance.
     candidates
         .into_iter()
-        .find(|&a| points.iter().zip(&values).all(|(&x, &p)| same(p, math::activate(a, x, 0.0), x)))
+        .map(|a| (distance(a), a))
+        .filter(|&(d, _)| d <= tolerance)
+        .min_by(|x, y| x.0.total_cmp(&y.0))
+        .map(|(_, a)| a)
 }
 
 /// Epilogue programs by the output value of their [`Op::FusedGemm`].

@@ -359,3 +359,34 @@ fn a_matmul_bias_row_becomes_its_c_and_a_gelu_after_it_its_activation() {
     let p = plan(&g, true);
     assert!(!p.to_string().contains("Bias"), "{p}");
 }
+
+/// With bf16-rounded constants, GELU-tanh matches at bf16's tolerance and QuickGELU
+/// (`x·σ(1.702x)`, 6.4e-3 away) does not; f32 constants keep f32's tolerance however loose the
+/// one asked for.
+#[test]
+fn loosened_tolerances_apply_to_narrow_constants_only_and_stop_short_of_other_functions() {
+    use super::epilogue::as_activation;
+    use kernels_gpu::abi::{
+        Activation, EwInstr,
+        ew_src::{IMM, INPUT0},
+    };
+    let ins = |op: u32, dst: u32, a: u32, b: u32, imm: f32| EwInstr { op, dst, a, b, imm, _pad: 0 };
+    let bf = |v: f32| half::bf16::from_f32(v).to_f32();
+    // x · sigmoid(k x), k = 1.702 rounded to bf16 (Mul by an immediate = op 2, Sigmoid = 18).
+    let quick = super::fuse::EwProgram {
+        instrs: vec![ins(2, 0, INPUT0, IMM, bf(1.702)), ins(18, 0, 0, 0, 0.0), ins(2, 0, 0, INPUT0, 0.0)],
+        out_reg: 0,
+    };
+    assert_eq!(as_activation(&quick, super::widen::rounding(crate::DType::BF16)), None);
+    // x · sigmoid(x) with a needless f32 scale of 1.0000001 stays SiLU only within f32 rounding.
+    let silu_scaled = super::fuse::EwProgram {
+        instrs: vec![ins(2, 0, INPUT0, IMM, 1.000_000_1), ins(18, 0, 0, 0, 0.0), ins(2, 0, 0, INPUT0, 0.0)],
+        out_reg: 0,
+    };
+    assert_eq!(as_activation(&silu_scaled, 1e-2), Some(Activation::Silu));
+    let silu_off = super::fuse::EwProgram {
+        instrs: vec![ins(2, 0, INPUT0, IMM, 1.001), ins(18, 0, 0, 0, 0.0), ins(2, 0, 0, INPUT0, 0.0)],
+        out_reg: 0,
+    };
+    assert_eq!(as_activation(&silu_off, 1e-2), None, "1.001 is no f16 / bf16 value: f32 tolerance");
+}

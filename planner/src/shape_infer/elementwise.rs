@@ -48,8 +48,8 @@ pub(crate) fn broadcast_infos(ctx: &mut Ctx, infos: &[&TensorInfo]) -> Result<Sh
 /// Same dtype and shape as input 0, any numeric dtype.
 pub(crate) fn unary(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     let x = ctx.input(0)?;
-    if x.dtype == DType::Bool {
-        return Err(ctx.dtype("needs a numeric input, got bool"));
+    if matches!(x.dtype, DType::Bool | DType::String) {
+        return Err(ctx.dtype(format!("needs a numeric input, got {}", x.dtype)));
     }
     Ok(vec![x.clone()])
 }
@@ -84,8 +84,8 @@ pub(crate) fn is_test(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
 pub(crate) fn binary(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
     let dtype = ctx.same_dtype(&[a, b])?;
-    if dtype == DType::Bool {
-        return Err(ctx.dtype("arithmetic on bool"));
+    if matches!(dtype, DType::Bool | DType::String) {
+        return Err(ctx.dtype(format!("arithmetic on {dtype}")));
     }
     if let Op::Mod(m) = &ctx.node.op
         && dtype.is_float()
@@ -100,8 +100,8 @@ pub(crate) fn binary(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
 /// `Pow`: the exponent may have another numeric dtype; the result has the base's.
 pub(crate) fn pow(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
-    if a.dtype == DType::Bool || b.dtype == DType::Bool {
-        return Err(ctx.dtype("Pow on bool"));
+    if [a.dtype, b.dtype].iter().any(|d| matches!(d, DType::Bool | DType::String)) {
+        return Err(ctx.dtype(format!("Pow on {} and {}", a.dtype, b.dtype)));
     }
     let shape = broadcast_infos(ctx, &[a, b])?;
     Ok(vec![TensorInfo { dtype: a.dtype, shape }])
@@ -151,17 +151,20 @@ pub(crate) fn bitwise_not(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
 pub(crate) fn variadic(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     let ins = ctx.all_inputs();
     let dtype = ctx.same_dtype(&ins)?;
-    if dtype == DType::Bool {
-        return Err(ctx.dtype("needs numeric inputs, got bool"));
+    if matches!(dtype, DType::Bool | DType::String) {
+        return Err(ctx.dtype(format!("needs numeric inputs, got {dtype}")));
     }
     let shape = broadcast_infos(ctx, &ins)?;
     Ok(vec![TensorInfo { dtype, shape }])
 }
 
-/// Comparisons: same dtype in, bool out.
+/// Comparisons: same dtype in, bool out (strings: Equal only).
 pub(crate) fn compare(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
-    ctx.same_dtype(&[a, b])?;
+    let dtype = ctx.same_dtype(&[a, b])?;
+    if dtype == DType::String && !matches!(ctx.node.op, Op::Equal) {
+        return Err(ctx.dtype("strings compare for equality only"));
+    }
     let shape = broadcast_infos(ctx, &[a, b])?;
     Ok(vec![TensorInfo { dtype: DType::Bool, shape }])
 }

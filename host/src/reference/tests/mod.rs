@@ -10,6 +10,7 @@ mod math;
 mod reduce;
 mod shape;
 mod slice;
+mod text;
 
 use planner::{DType, Graph, Op, op};
 
