@@ -25,6 +25,12 @@ compared with PyTorch eager's (max |a - b| / max |b|).
 
     python3 benches/suite.py BIN MODEL_DIR OUT_DIR [--budget SECONDS] [NAME:V1,V2,... ...]
 
+Dtype variants (not in the default sweep; `benches/models/export_dtypes.py`): gpt2_f16, gpt2_bf16,
+gpt2_int8, cnn_f16, cnn_bf16, cnn_int8 sweep as their family. PyTorch runs the module converted to
+f16 / bf16 (and, for the int8 QDQ export, the fp32 module it was quantized from, labelled so);
+every output is compared with PyTorch eager's in the variant's dtype (fp32 for int8). ONNX Runtime
+takes no bf16 feeds from numpy here: recorded as unavailable.
+
 V is the family's sweep variable (SWEEP below: the batch for most, nodes for the GNN, the sequence
 for the TICL encoders and the OPS.md blocks of benches/models/export_ops.py, at batch 1). Each
 point is one step written to OUT_DIR/points/NAME.V.json; points
@@ -44,8 +50,25 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "models"))
+import export_dtypes  # noqa: E402
 import export_ops  # noqa: E402
 import export_users  # noqa: E402
+
+# The dtype variants' torch dtypes (int8: the fp32 module is the PyTorch peer).
+VARIANT_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "int8": None}
+
+
+def variant(name):
+    """(family, variant) of a dtype variant (`gpt2_f16` -> (`gpt2`, `f16`)); (name, None) else."""
+    if name in export_dtypes.names():
+        fam, kind = name.rsplit("_", 1)
+        return fam, kind
+    return name, None
+
+
+def family(name):
+    """The family a model sweeps as (`gpt2_static` and `gpt2_f16` -> `gpt2`)."""
+    return export_users.base(variant(name)[0])
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
@@ -63,7 +86,7 @@ DEFAULT = ["mlp:1,1024,16384", "cnn:1,64", "gnn:1000,10000,100000", "ticl32:10,1
 def inputs_at(name, v):
     """The inputs of model `name` at sweep value `v`, seeded per point (torch CPU tensors)."""
     g = torch.Generator().manual_seed(1000 + v)
-    fam = export_users.base(name)
+    fam = family(name)
     if fam in export_ops.FAMILIES:
         return {"x": torch.randn(1, v, export_ops.D, generator=g)}
     if fam == "mlp":
@@ -208,7 +231,7 @@ def torch_peers(model, args, want, results, capture_order=("torch.export", "modu
     if any(isinstance(m, torch.nn.Conv2d) for m in model.modules()):
         guarded(results, "torch_cuda_graph_default", lambda: {**graph(conv_tf32=True), "precision": "tf32 convolutions"})
     skip = os.environ.get("SKIP_COMPILE_FOR", "").split(",")
-    if export_users.base(NAME) in skip or "all" in skip:
+    if family(NAME) in skip or "all" in skip:
         why = {"unavailable": "not run in this sweep (SKIP_COMPILE_FOR): compiling the unrolled time loop "
                               "takes minutes per shape, over the device time of the session"}
         results["torch_compile"] = results["torch_compile_reduce_overhead"] = why
@@ -271,7 +294,10 @@ def ferrofuse(bin_path, model_path, feeds, want, cold, results):
         args = []
         for k, v in feeds.items():
             path = os.path.join(work, f"in.{k}.npy")
-            np.save(path, v)
+            if isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16:
+                export_dtypes.write_bf16_npy(path, v.view(torch.int16).numpy().view(np.uint16))
+            else:
+                np.save(path, v)
             args += ["--input", f"{k}={path}"]
         out_dir, js = os.path.join(work, "out"), os.path.join(work, "bench.json")
         cmd = [bin_path, "bench", model_path, *args, "--runs", str(RUNS), "--json", js, "--out", out_dir,
@@ -292,8 +318,20 @@ def ferrofuse(bin_path, model_path, feeds, want, cold, results):
             r["machine"] = report["gpu"]
         outs = sorted(f for f in os.listdir(out_dir) if f.endswith(".npy")) if os.path.isdir(out_dir) else []
         if outs:
-            r["max_rel_err"] = rel_err(np.load(os.path.join(out_dir, outs[0])), want)
+            r["max_rel_err"] = rel_err(load_npy(os.path.join(out_dir, outs[0])), want)
         results["ferrofuse"] = r
+
+
+def load_npy(path):
+    """An .npy, ferrofuse's `bfloat16` ones (raw u16 bits, no NumPy dtype) widened to float32."""
+    with open(path, "rb") as f:
+        head = f.read(10)
+        header = f.read(int.from_bytes(head[8:10], "little")).decode()
+        if "'bfloat16'" not in header:
+            return np.load(path)
+        shape = tuple(int(d) for d in header.split("'shape': (")[1].split(")")[0].split(",") if d.strip())
+        bits = np.frombuffer(f.read(), dtype="<u2").reshape(shape)
+        return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
 NAME = None
@@ -303,11 +341,17 @@ def point(bin_path, model_dir, name, v, out_path, first):
     global NAME
     NAME = name
     model_path = os.path.join(model_dir, f"{name}.onnx")
-    ops = export_users.base(name) in export_ops.FAMILIES
-    model = (export_ops.build(name) if ops else export_users.build(name)).cuda().eval()
+    fam, kind = variant(name)
+    ops = export_users.base(fam) in export_ops.FAMILIES
+    model = (export_ops.build(fam) if ops else export_users.build(fam)).cuda().eval()
     feeds = inputs_at(name, v)
+    dtype = VARIANT_DTYPES.get(kind)
+    if dtype is not None:
+        model = model.to(dtype)
+        feeds = {k: t.to(dtype) if t.is_floating_point() else t for k, t in feeds.items()}
     args = [t.cuda() for t in feeds.values()]
-    np_feeds = {k: t.numpy() for k, t in feeds.items()}
+    # numpy holds no bf16: ferrofuse gets those feeds as tensors (written as its `bfloat16` npy).
+    np_feeds = {k: t if t.dtype == torch.bfloat16 else t.numpy() for k, t in feeds.items()}
     results = {}
     with torch.no_grad():
         want = first_tensor(model(*args)).float().cpu().numpy()
@@ -316,18 +360,24 @@ def point(bin_path, model_dir, name, v, out_path, first):
         torch_peers(model, args, want, results, ("module",) if ops else ("torch.export", "module"))
     del args
     torch.cuda.empty_cache()
-    ort_peers(model_path, np_feeds, want, results)
+    if kind == "int8":
+        for k in [k for k in results if k.startswith("torch")]:
+            results[k]["peer"] = "the fp32 module the QDQ export was quantized from"
+    if any(isinstance(t, torch.Tensor) for t in np_feeds.values()):
+        results["ort_cuda"] = {"unavailable": "bf16 feeds: numpy holds no bf16 for ONNX Runtime's binding here"}
+    else:
+        ort_peers(model_path, np_feeds, want, results)
     results["tensorrt"] = {"unavailable": tensorrt_absent()}
     results["aot_inductor"] = {"unavailable": "not run: the Python loader segfaulted on this image (2026-12-01) "
                                               "and the C++ AOTIModelPackageLoader runner is not built yet"}
     ferrofuse(bin_path, model_path, np_feeds, want, first, results)
-    row = {"model": name, "family": export_users.base(name), "sweep": SWEEP[export_users.base(name)], "value": v,
+    row = {"model": name, "family": family(name), "sweep": SWEEP[family(name)], "value": v,
            "inputs": {k: list(t.shape) for k, t in feeds.items()}, "runs": RUNS,
            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(), "results": results}
     with open(out_path + ".tmp", "w") as f:
         json.dump(row, f, indent=1)
     os.replace(out_path + ".tmp", out_path)
-    line = [f"{name} {SWEEP[export_users.base(name)]}={v}:"]
+    line = [f"{name} {SWEEP[family(name)]}={v}:"]
     for k, r in results.items():
         if "p50" in r:
             line.append(f"{k} {r['p50']:.1f}")
@@ -384,7 +434,10 @@ def main():
     print(machine(), flush=True)
     for case in cases:
         name, values = case.split(":")
-        (export_ops if name in export_ops.FAMILIES else export_users).export(name, model_dir)
+        if variant(name)[1] is not None:
+            export_dtypes.export(name, model_dir)
+        else:
+            (export_ops if name in export_ops.FAMILIES else export_users).export(name, model_dir)
         for k, v in enumerate(map(int, values.split(","))):
             out_path = os.path.join(out_dir, "points", f"{name}.{v}.json")
             if os.path.exists(out_path):
