@@ -303,13 +303,10 @@ pub fn run<'a>(
     run_with(graph, inputs, captures, Limits::default())
 }
 
-/// Bytes held by `t`.
-/// Refuses a node that computes on a uint64 input holding a value past `i64::MAX`: the reference
-/// reads integers as i64, which is exact for data movement (the ops listed here copy elements in
-/// their own dtype) but not for division, comparison or conversion of such values.
-fn wide_u64(ctx: &NodeCtx, op: &planner::Op, ins: &[Option<&HostTensor>]) -> Result<(), HostError> {
+/// True for the ops that only move elements, copying them in their own dtype.
+fn moves_elements(op: &planner::Op) -> bool {
     use planner::Op;
-    let moves = matches!(
+    matches!(
         op,
         Op::Identity
             | Op::Gather(_)
@@ -326,9 +323,15 @@ fn wide_u64(ctx: &NodeCtx, op: &planner::Op, ins: &[Option<&HostTensor>]) -> Res
             | Op::Transpose(_)
             | Op::Shape(_)
             | Op::Size
-    );
+    )
+}
+
+/// Refuses a node that computes on a uint64 input holding a value past `i64::MAX`: the reference
+/// reads integers as i64, which is exact for data movement ([`moves_elements`]) but not for
+/// division, comparison or conversion of such values.
+fn wide_u64(ctx: &NodeCtx, op: &planner::Op, ins: &[Option<&HostTensor>]) -> Result<(), HostError> {
     match ins.iter().flatten().find_map(|t| t.data().u64_in_i64()) {
-        Some(big) if !moves => Err(ctx.unsupported(format!(
+        Some(big) if !moves_elements(op) => Err(ctx.unsupported(format!(
             "uint64 value {big} (past 2^63 - 1: the reference computes integers in i64)"
         ))),
         _ => Ok(()),
@@ -340,41 +343,28 @@ fn wide_u64(ctx: &NodeCtx, op: &planner::Op, ins: &[Option<&HostTensor>]) -> Res
 /// (numbers spelled as text are read only by `Cast`).
 fn strings_allowed(ctx: &NodeCtx, op: &planner::Op, ins: &[Option<&HostTensor>]) -> Result<(), HostError> {
     use planner::Op;
-    let takes_strings = matches!(
-        op,
-        Op::Identity
-            | Op::Gather(_)
-            | Op::GatherElements(_)
-            | Op::Slice(_)
-            | Op::Split(_)
-            | Op::Concat(_)
-            | Op::Tile
-            | Op::Expand
-            | Op::Reshape(_)
-            | Op::Flatten(_)
-            | Op::Squeeze(_)
-            | Op::Unsqueeze(_)
-            | Op::Transpose(_)
-            | Op::Shape(_)
-            | Op::Size
-            | Op::Cast(_)
-            | Op::CastLike(_)
-            | Op::Equal
-            | Op::StringNormalizer(_)
-            | Op::StringSplit(_)
-            | Op::StringConcat
-            | Op::RegexFullMatch(_)
-            | Op::LabelEncoder(_)
-            | Op::If(_)
-            | Op::Loop(_)
-            | Op::Scan(_)
-    );
+    let takes_strings = moves_elements(op)
+        || matches!(
+            op,
+            Op::Cast(_)
+                | Op::CastLike(_)
+                | Op::Equal
+                | Op::StringNormalizer(_)
+                | Op::StringSplit(_)
+                | Op::StringConcat
+                | Op::RegexFullMatch(_)
+                | Op::LabelEncoder(_)
+                | Op::If(_)
+                | Op::Loop(_)
+                | Op::Scan(_)
+        );
     if !takes_strings && ins.iter().flatten().any(|t| t.dtype() == planner::DType::String) {
         return Err(ctx.unsupported("string operands (the reference computes this op on numbers only)"));
     }
     Ok(())
 }
 
+/// Bytes held by `t` (a string's text too).
 fn tensor_bytes(t: &HostTensor) -> u64 {
     let headers = (t.len() as u64).saturating_mul(t.dtype().size_bytes() as u64);
     match t.data() {

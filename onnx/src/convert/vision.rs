@@ -260,14 +260,16 @@ pub(crate) fn tf_idf_vectorizer(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> 
     if t.min_gram_length == 0 || t.min_gram_length > t.max_gram_length {
         return Err(a.invalid("min_gram_length", "must be at least 1 and at most max_gram_length"));
     }
-    let width = t.ngram_indexes.iter().max().map_or(Some(0), |&m| m.checked_add(1));
-    let Some(width) = width.filter(|&w| w <= i64::from(u32::MAX)) else {
+    let columns =
+        || a.invalid("weights", "ngram_indexes must be non-negative and weights one per output column");
+    if t.ngram_indexes.iter().any(|&i| i < 0) {
+        return Err(columns());
+    }
+    let Some(width) = t.width().filter(|&w| w <= u32::MAX as usize) else {
         return Err(a.invalid("ngram_indexes", "an output column past 2^32"));
     };
-    if t.ngram_indexes.iter().any(|&i| i < 0) || (!t.weights.is_empty() && t.weights.len() as i64 != width) {
-        return Err(
-            a.invalid("weights", "ngram_indexes must be non-negative and weights one per output column")
-        );
+    if !t.weights.is_empty() && t.weights.len() != width {
+        return Err(columns());
     }
     l.emit(Op::TfIdfVectorizer(t))
 }

@@ -73,6 +73,17 @@ pub struct TfIdfVectorizer {
     pub weights: Vec<f32>,
 }
 
+impl TfIdfVectorizer {
+    /// Output columns: one past the largest `ngram_indexes` entry (0 without entries); `None`
+    /// when that entry is negative or the count overflows.
+    pub fn width(&self) -> Option<usize> {
+        match self.ngram_indexes.iter().max() {
+            None => Some(0),
+            Some(&m) => usize::try_from(m).ok()?.checked_add(1),
+        }
+    }
+}
+
 /// The window of a [`SignalWindow`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum WindowKind {

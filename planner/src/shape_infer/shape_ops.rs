@@ -386,9 +386,7 @@ pub(crate) fn tf_idf_vectorizer(
     if !matches!(x.dtype, DType::I32 | DType::I64) || !(1..=2).contains(&x.rank()) {
         return Err(ctx.mismatch(format!("input must be int32 / int64 [C] or [B, C], got {x}")));
     }
-    let width = t.ngram_indexes.iter().max().map_or(Some(0), |&m| m.checked_add(1));
-    let width =
-        width.and_then(|w| usize::try_from(w).ok()).ok_or_else(|| ctx.attr("ngram_indexes out of range"))?;
+    let width = t.width().ok_or_else(|| ctx.attr("ngram_indexes out of range"))?;
     let mut shape = x.shape.0[..x.rank() - 1].to_vec();
     shape.push(Dim::Known(width));
     Ok(vec![TensorInfo { dtype: DType::F32, shape: Shape(shape) }])

@@ -100,11 +100,8 @@ pub fn tf_idf_vectorizer(
             id += 1;
         }
     }
-    let width = attrs
-        .ngram_indexes
-        .iter()
-        .max()
-        .map_or(0, |&m| usize::try_from(m).map_or(usize::MAX, |m| m.saturating_add(1)));
+    // (Out of range: too many columns for `count`.)
+    let width = attrs.width().unwrap_or(usize::MAX);
     let n = count(node, &[rows, width])?;
     let mut counts = vec![0u64; n];
     for r in 0..rows {

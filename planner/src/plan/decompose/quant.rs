@@ -51,6 +51,17 @@ impl Quant<'_> {
         Some(e.op(Op::Reshape(op::Reshape::default()), &[p, shape]))
     }
 
+    /// The scale and the zero point (if any) reshaped to broadcast against `x`.
+    fn broadcast_operands(&self, e: &mut Expand) -> Option<(ValueId, Option<ValueId>)> {
+        let (_, s, z) = self.ins;
+        let sb = self.broadcast(e, s)?;
+        let zb = match z {
+            Some(z) => Some(self.broadcast(e, z)?),
+            None => None,
+        };
+        Some((sb, zb))
+    }
+
     /// True when the expansion covers this QuantizeLinear (see the module docs).
     pub fn quantizable(&self) -> bool {
         let (x, s, z) = self.ins;
@@ -75,18 +86,13 @@ impl Quant<'_> {
 
     /// DequantizeLinear into `out`; false when not covered.
     pub fn dequantize(&self, e: &mut Expand, out: Option<ValueId>) -> bool {
-        let (x, s, z) = self.ins;
+        let x = self.ins.0;
         if !self.covered(&[DType::U8, DType::I8, DType::I32])
             || !matches!(self.dtype(x), DType::U8 | DType::I8 | DType::I32)
         {
             return false;
         }
-        let Some(sb) = self.broadcast(e, s) else { return false };
-        let zb = match z.map(|z| self.broadcast(e, z)) {
-            Some(None) => return false,
-            Some(Some(zb)) => Some(zb),
-            None => None,
-        };
+        let Some((sb, zb)) = self.broadcast_operands(e) else { return false };
         let xf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[x]);
         let centred = match zb {
             Some(zb) => {
@@ -124,15 +130,10 @@ impl Quant<'_> {
         if !self.quantizable() {
             return None;
         }
-        let (x, s, z) = self.ins;
+        let (x, _, z) = self.ins;
         let to = z.map_or(self.attrs.output_dtype.unwrap_or(DType::U8), |z| self.dtype(z));
         let (lo, hi) = if to == DType::U8 { (0.0, 255.0) } else { (-128.0, 127.0) };
-        let sb = self.broadcast(e, s)?;
-        let zb = match z.map(|z| self.broadcast(e, z)) {
-            Some(None) => return None,
-            Some(Some(zb)) => Some(zb),
-            None => None,
-        };
+        let (sb, zb) = self.broadcast_operands(e)?;
         let q = e.div(x, sb);
         let r = e.op(Op::Round, &[q]);
         let zf = zb.map(|zb| e.op(Op::Cast(op::Cast::to(DType::F32)), &[zb]));
