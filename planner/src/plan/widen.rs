@@ -43,6 +43,13 @@ pub(crate) fn rounding(d: DType) -> f32 {
 /// `graph` with its f16 / bf16 values widened to f32, a line saying so, and the coarser of the
 /// two dtypes it had; `None` when it has none (or cannot be widened, see the module docs).
 pub(crate) fn run(graph: &Graph) -> Result<Option<(Graph, String, DType)>, PlanError> {
+    // Narrow values start at a narrow input, weight, declared value or attribute: without one,
+    // no shape inference is spent here (every f32 plan comes this way).
+    let declared = graph.values.iter().any(|v| v.info.as_ref().is_some_and(|i| narrow(i.dtype)));
+    let weights = graph.initializers.values().any(|c| narrow(c.dtype));
+    if !declared && !weights && !graph.nodes.iter().any(|n| names_narrow(&n.op)) {
+        return Ok(None);
+    }
     let infos = shape_infer::infer(graph)?;
     let widened = infos.iter().filter(|i| narrow(i.dtype)).count();
     if widened == 0 {
@@ -129,6 +136,19 @@ fn cast(name: String, from: ValueId, to: ValueId, dtype: DType) -> Node {
 /// `c` as f32 (exact for f16 and bf16).
 fn widen_const(c: &ConstTensor) -> Result<ConstTensor, PlanError> {
     if narrow(c.dtype) { ConstTensor::from_f64s(DType::F32, &c.dims, &c.to_f64s()) } else { Ok(c.clone()) }
+}
+
+/// True when an op's attributes give an output f16 / bf16 (what [`widen_attributes`] changes).
+fn names_narrow(op: &Op) -> bool {
+    match op {
+        Op::Cast(c) => narrow(c.to),
+        Op::EyeLike(e) => e.dtype.is_some_and(narrow),
+        Op::SignalWindow(w) => narrow(w.output_dtype),
+        Op::MelWeightMatrix(m) => narrow(m.output_dtype),
+        Op::ConstantOfShape(c) => narrow(c.value.dtype),
+        Op::Constant(c) => narrow(c.value.dtype),
+        _ => false,
+    }
 }
 
 /// The dtypes an op's attributes give its outputs, f16 / bf16 ones made f32.
