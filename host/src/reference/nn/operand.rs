@@ -10,7 +10,7 @@ use planner::DType;
 use crate::error::HostError;
 use crate::reference::NodeCtx;
 use crate::shape::{broadcast_shape, broadcast_strides};
-use crate::tensor::{HostTensor, TensorData, try_collect};
+use crate::tensor::{HostTensor, TensorData};
 
 /// A numeric input widened to f64, with the shape and dtype it came with.
 #[derive(Debug, Clone)]
@@ -188,19 +188,13 @@ pub(crate) fn tensor(
     shape: Vec<usize>,
     data: Vec<f64>,
 ) -> Result<HostTensor, HostError> {
-    let (n, w) = (data.len(), "an output");
+    let n = data.len();
     let data: TensorData = match dtype {
-        DType::F32 => try_collect(n, w, data.iter().map(|&x| x as f32))?.into(),
+        // (Moved, not copied.)
         DType::F64 => data.into(),
-        DType::F16 => try_collect(n, w, data.iter().map(|&x| f16::from_f64(x)))?.into(),
-        DType::BF16 => try_collect(n, w, data.iter().map(|&x| bf16::from_f64(x)))?.into(),
-        DType::I64 => try_collect(n, w, data.iter().map(|&x| x.round() as i64))?.into(),
-        DType::I32 => try_collect(n, w, data.iter().map(|&x| x.round() as i64 as i32))?.into(),
-        DType::I8 => try_collect(n, w, data.iter().map(|&x| x.round() as i64 as i8))?.into(),
-        DType::U8 => try_collect(n, w, data.iter().map(|&x| x.round() as i64 as u8))?.into(),
+        DType::Bool | DType::String => return Err(node.unsupported(format!("{dtype} output"))),
         d if d.is_int() => crate::reference::lanes::ints_to(d, n, data.iter().map(|&x| x.round() as i64))?,
-        d @ DType::Coded(_) => crate::reference::lanes::floats_to(d, n, data.into_iter())?,
-        other => return Err(node.unsupported(format!("{other} output"))),
+        d => crate::reference::lanes::floats_to(d, n, data.into_iter())?,
     };
     // An internal inconsistency still names the node it happened in.
     HostTensor::new(shape, data).map_err(|e| node.err(format!("internal: {e}")))
