@@ -259,7 +259,7 @@ pub(super) fn wg_launch(p: &ConvParams, o: &PlanOptions) -> Option<WgConv> {
     let tile = if per_group <= GemmTile::NARROW.n as u64 {
         // A 64- or 128-column tile would multiply mostly zero columns.
         GemmTile::NARROW
-    } else if tiles(GemmTile::LARGE) >= o.sm_count as u64 {
+    } else if tiles(GemmTile::LARGE) >= o.sm_count as u64 && !super::gemm::large_pads(per_group) {
         GemmTile::LARGE
     } else {
         GemmTile::SMALL

@@ -139,8 +139,9 @@ const TILE_MAX_SPLITS: u32 = 8;
 /// those number fewer than two per multiprocessor (GPT-2's 2048-row projections to d 256 at
 /// batch 16: 128 tiles, one block of four warps per multiprocessor), k is split so that about
 /// two blocks per multiprocessor run, each chunk at least [`TILE_SPLIT_MIN_K_TILES`] k tiles
-/// (the `wgmma` tiles run unsplit: [`splits_of`]).
-/// The small-m tensor-core kernel ([`tensor_core`]) takes what is smaller.
+/// (the `wgmma` tiles run unsplit: [`splits_of`]). The 64 x 64 tiles also where the 128-wide
+/// ones would pad `n` by an eighth more ([`large_pads`]). The small-m tensor-core kernel
+/// ([`tensor_core`]) takes what is smaller.
 pub(super) fn tile_launch(p: &GemmParams, o: &PlanOptions) -> Option<TileLaunch> {
     let quad = |s: u64| s.is_multiple_of(4);
     let a_ok = p.a_cs == 1 && quad(p.a_rs) && quad(p.a_bs | p.a_bs2);
@@ -160,7 +161,7 @@ pub(super) fn tile_launch(p: &GemmParams, o: &PlanOptions) -> Option<TileLaunch>
     }
     let sms = o.sm_count as u64;
     let tiles = |t: GemmTile| p.n.div_ceil(t.n) as u64 * p.m.div_ceil(t.m) as u64 * p.batch as u64;
-    let tile = if tiles(GemmTile::LARGE) >= sms {
+    let tile = if tiles(GemmTile::LARGE) >= sms && !large_pads(p.n as u64) {
         GemmTile::LARGE
     } else if 2 * tiles(GemmTile::SMALL) >= sms {
         GemmTile::SMALL
@@ -196,6 +197,14 @@ pub(super) fn tile_launch(p: &GemmParams, o: &PlanOptions) -> Option<TileLaunch>
     let kernel = if o.precision == Precision::Tf32 { tf32 } else { exact };
     let grid = [p.n.div_ceil(tile.n), p.m.div_ceil(tile.m), p.batch * splits];
     Some(TileLaunch { kernel, tile, grid, splits, k_chunk })
+}
+
+/// Whether the 128-column tiles would compute over an eighth more padding columns than the
+/// 64-column ones for `n` output columns (n 64: half of each 128-column tile idles; the TICL
+/// GNN's edge GEMMs, 800k x 64, ran 838 µs on them).
+pub(super) fn large_pads(n: u64) -> bool {
+    let padded = |t: GemmTile| n.div_ceil(t.n as u64) * t.n as u64;
+    8 * padded(GemmTile::LARGE) > 9 * padded(GemmTile::SMALL)
 }
 
 /// The `wgmma` entry (`gemm_wg_*`) of a large-tile GEMM's tile, exact (3xTF32) or TF32.

@@ -43,6 +43,11 @@ fn the_tile_kernels_take_the_gemms_that_fill_the_device() {
     assert!(tensor_core(&mm(16384, 1, 256, true), &o).is_some());
     // Between one and two waves of small tiles: split in two where k allows.
     assert_eq!(split(&mm(4096, 192, 512, false)), Some(([3, 64, 2], 2, 256)));
+    // n 64 (the GNN's edge GEMMs, 800k x 64) or 192: the 128-column tiles would idle a half or
+    // a quarter of their columns: the 64-column ones; n 1000 pads both alike.
+    assert_eq!(kernel(&mm(800_000, 64, 128, false)), Some((K::GemmTc64NF32, [1, 12500, 1])));
+    assert_eq!(kernel(&mm(16384, 192, 256, false)), Some((K::GemmTc64NF32, [3, 256, 1])));
+    assert_eq!(kernel(&mm(16384, 1000, 256, true)).map(|k| k.0), Some(K::GemmTc128KF32));
     // At least two waves: no split.
     assert_eq!(split(&mm(4096, 512, 1024, false)), Some(([8, 64, 1], 1, 1024)));
     // On a packed weight (wgmma) the same tiles run unsplit, unless asked.

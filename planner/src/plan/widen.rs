@@ -9,7 +9,8 @@
 //!   to their declared dtype;
 //! - attributes that name the dtype of what a node makes (`Cast.to`, `EyeLike.dtype`, the fill of
 //!   `ConstantOfShape`, `Constant`, window ops) name f32 instead, and declared intermediate infos
-//!   follow.
+//!   follow; but a `Cast` / `CastLike` to f16 / bf16 from another dtype rounds as the graph says:
+//!   it keeps its narrow result and a cast back up follows it.
 //!
 //! Results are those of the graph computed in f32 (more accurate than f16 arithmetic: the
 //! intermediate roundings to f16 are skipped), within f16 / bf16 tolerance of the reference; the
@@ -102,14 +103,31 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<(Graph, String, DType)>, PlanE
         casts.push(cast(format!("{name}:narrowed"), p, o, dtype));
         renamed.push((o, p));
     }
-    for node in &mut g.nodes {
-        for slot in node.inputs.iter_mut().flatten() {
+    let mut roundings: Vec<Node> = Vec::new();
+    for i in 0..g.nodes.len() {
+        // A cast to a narrow float from anything but that dtype rounds: it keeps its narrow
+        // result, read through a cast back up (the GPU has both casts), so the value computed in
+        // f32 from then on is the rounded one.
+        if let Some(to) = rounds_to(&g.nodes[i], &infos)
+            && let Some(y) = g.nodes[i].output(0)
+        {
+            let name = format!("{}:rounded", g.nodes[i].name);
+            let t = g.add_value(name.clone(), None);
+            let node = &mut g.nodes[i];
+            node.op = Op::Cast(op::Cast::to(to));
+            node.inputs.truncate(1);
+            node.outputs[0] = Some(t);
+            roundings.push(cast(name, t, y, DType::F32));
+        } else {
+            widen_attributes(&mut g.nodes[i].op)?;
+        }
+        for slot in g.nodes[i].inputs.iter_mut().flatten() {
             if let Some(&(_, w)) = renamed.iter().find(|(v, _)| v == slot) {
                 *slot = w;
             }
         }
-        widen_attributes(&mut node.op)?;
     }
+    g.nodes.extend(roundings);
     g.nodes.extend(casts);
     // Declared infos of what is now f32 (the graph's own inputs and outputs keep theirs).
     let boundary: Vec<ValueId> = graph.inputs.iter().chain(&outputs).copied().collect();
@@ -127,6 +145,18 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<(Graph, String, DType)>, PlanE
          weights widened when planned, inputs cast up and outputs cast down on the GPU"
     );
     Ok(Some((g, line, coarsest)))
+}
+
+/// The narrow float a `Cast` / `CastLike` node makes when it rounds: its result is f16 / bf16
+/// and its input (in the graph before widening, of inferred dtypes `infos`) another dtype.
+fn rounds_to(node: &Node, infos: &[TensorInfo]) -> Option<DType> {
+    let dtype = |k: usize| node.input(k).map(|v| infos[v.index()].dtype);
+    let to = match &node.op {
+        Op::Cast(c) => c.to,
+        Op::CastLike(_) => dtype(1)?,
+        _ => return None,
+    };
+    (narrow(to) && dtype(0)? != to).then_some(to)
 }
 
 fn cast(name: String, from: ValueId, to: ValueId, dtype: DType) -> Node {
@@ -193,13 +223,44 @@ mod tests {
         let infos = shape_infer::infer(&wide).unwrap();
         assert_eq!(infos[x.index()].dtype, DType::F16);
         assert_eq!(infos[r.index()].dtype, DType::BF16);
-        // Every node but the two boundary casts computes in f32.
+        // Every node but the output's cast down and the rounding cast to bf16 (f16 -> bf16
+        // rounds: kept, read back through a cast up) computes in f32.
+        let mut narrow_results = Vec::new();
         for node in &wide.nodes {
             let outs: Vec<DType> = node.outputs.iter().flatten().map(|v| infos[v.index()].dtype).collect();
-            let boundary = node.outputs.contains(&Some(r));
-            assert!(boundary || outs == [DType::F32], "{} {outs:?}", node.name);
+            if node.outputs.contains(&Some(r)) {
+                continue;
+            }
+            if outs != [DType::F32] {
+                narrow_results.push((node.op.clone(), outs));
+            }
         }
-        assert_eq!(wide.nodes.len(), g.nodes.len() + 2);
+        assert_eq!(narrow_results, [(Op::Cast(op::Cast::to(DType::BF16)), vec![DType::BF16])]);
+        assert_eq!(wide.nodes.len(), g.nodes.len() + 3);
+    }
+
+    /// A cast to f16 from f32 rounds in the widened graph; one from f16 to f16 is a copy.
+    #[test]
+    fn casts_to_a_narrow_float_round_unless_they_keep_the_dtype() {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, vec![Dim::Known(2)]);
+        let h = g.op1(Op::Cast(op::Cast::to(DType::F16)), &[x]);
+        let same = g.op1(Op::Cast(op::Cast::to(DType::F16)), &[h]);
+        let like = g.op1(Op::CastLike(op::CastLike::default()), &[x, same]);
+        let y = g.op1(Op::Cast(op::Cast::to(DType::F32)), &[like]);
+        g.output(y);
+        let (wide, ..) = run(&g).unwrap().expect("widened");
+        let casts: Vec<DType> = (wide.nodes.iter())
+            .filter_map(|n| match &n.op {
+                Op::Cast(c) => Some(c.to),
+                _ => None,
+            })
+            .collect();
+        // x -> f16 -> f32 (rounds), f16 -> f16 made f32 -> f32, CastLike x -> f16 -> f32
+        // (rounds), then the f32 cast.
+        assert_eq!(casts, [DType::F16, DType::F32, DType::F16, DType::F32, DType::F32, DType::F32]);
+        let infos = shape_infer::infer(&wide).unwrap();
+        assert_eq!(infos[y.index()].dtype, DType::F32);
     }
 
     /// An output listed twice is cast down once (one definition).
