@@ -27,7 +27,7 @@
 
 #[cfg(ferrofuse_hopper)]
 use crate::abi::ConvTap;
-use crate::abi::{ConvParams, EwProgramParams, GemmParams};
+use crate::abi::{ConvParams, EwProgramParams, GemmCatParams, GemmParams};
 #[cfg(ferrofuse_hopper)]
 use crate::abi::{GEMM_TILE_BK, GEMM_WG_STAGES};
 #[cfg(ferrofuse_hopper)]
@@ -111,7 +111,14 @@ unsafe fn product<const ACC: usize>(acc: &mut [f32; ACC], a: [u32; 4], desc: u64
 #[cfg(ferrofuse_hopper)]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: bool, const CONV: bool>(
+unsafe fn gemm_wg<
+    const WGS: u32,
+    const BN: u32,
+    const ACC: usize,
+    const EXACT: bool,
+    const CONV: bool,
+    const CAT: bool,
+>(
     p: &GemmParams,
     a: *const f32,
     b: *const f32,
@@ -120,6 +127,7 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     program: Program,
     conv: &ConvParams,
     taps: *const ConvTap,
+    cat: &CatOperand,
 ) {
     const { assert!(2 * ACC == BN as usize && (BN == 32 || BN == 64 || BN == 128) && (WGS == 1 || WGS == 2)) };
     let p = *p;
@@ -129,7 +137,8 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     let splits = p.splits.max(1);
     if block_dim_x() != threads
         || (splits > 1 && (p.k_chunk == 0 || p.k_chunk % BK != 0))
-        || (!CONV && (p.a_cs != 1 || !aligned(a, p.a_rs, p.a_bs | p.a_bs2)))
+        || (!CONV && !CAT && (p.a_cs != 1 || !aligned(a, p.a_rs, p.a_bs | p.a_bs2)))
+        || (CAT && !cat.fits(p.k, p.batch))
         || p.b_rs != 1
         || !p.b_shared()
         || p.b_cs < p.k as u64
@@ -202,7 +211,17 @@ unsafe fn gemm_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
                     unsafe { cp_async_16_zfill(dst + plane * b_tile, src.cast(), n_bytes) };
                 }
             }
-            if !CONV {
+            if CAT {
+                let r = row0 + r_first + pass * j;
+                let source = if r < p.m && k_bytes > 0 { cat.source(r, k) } else { None };
+                let (src, n_bytes) = match source {
+                    Some(src) => (src, k_bytes),
+                    None => (a, 0),
+                };
+                // SAFETY: `src` is inside row `row_s(r)` of the segment's table (`fits`, an
+                // index in range) or nothing is read; the destination as below.
+                unsafe { cp_async_16_zfill(dst + planes * b_tile, src.cast(), n_bytes) };
+            } else if !CONV {
                 let in_m = row0 + r_first + pass * j < p.m;
                 let n_bytes = if in_m { k_bytes } else { 0 };
                 let src = if n_bytes == 0 {
@@ -450,7 +469,7 @@ macro_rules! wg_entries {
             #[cfg(ferrofuse_hopper)]
             // SAFETY: forwarded (the kernel's contract).
             unsafe {
-                gemm_wg::<$wgs, $bn, { $bn / 2 }, $exact, false>(
+                gemm_wg::<$wgs, $bn, { $bn / 2 }, $exact, false, false>(
                     &p,
                     a,
                     b,
@@ -459,6 +478,7 @@ macro_rules! wg_entries {
                     program(&e, x1, x2, x3),
                     &ConvParams::default(),
                     core::ptr::null(),
+                    &CatOperand::NONE,
                 )
             }
             #[cfg(not(ferrofuse_hopper))]
@@ -479,6 +499,145 @@ wg_entries! {
     gemm_wg128_tf32: 2 warpgroups, 128 columns, false;
     /// `gemm_wg64_f32` in TF32.
     gemm_wg64_tf32: 1 warpgroups, 64 columns, false;
+}
+
+macro_rules! wg_cat_entries {
+    ($($(#[$doc:meta])* $name:ident: $wgs:literal warpgroups, $bn:literal columns, $exact:literal;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As the `gemm_wg*` entries of the same tile, with A given as [`GemmCatParams`]
+        /// segments: `t0` / `t1` hold `s.rows[i]` rows of `s.ld[i]` f32 (16-byte aligned, at
+        /// least `s.width[i]` used), `i0` / `i1` (where `s.index_stride[i]` is nonzero) the
+        /// index of every row of A (`(m - 1) * index_stride + index_offset` and below) in
+        /// `s.index_bytes`-byte integers; `p.batch` 1. Unused pointers may be null.
+        ///
+        /// # Parameters
+        /// See [`GemmParams`], [`EwProgramParams`] and [`GemmCatParams`].
+        ///
+        /// # Thread mapping
+        /// As the `gemm_wg*` entry of the same tile.
+        #[unsafe(no_mangle)]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            p: GemmParams,
+            e: EwProgramParams,
+            s: GemmCatParams,
+            t0: *const f32,
+            t1: *const f32,
+            i0: *const u8,
+            i1: *const u8,
+            b: *const f32,
+            c: *const f32,
+            x1: *const f32,
+            x2: *const f32,
+            x3: *const f32,
+            y: *mut f32,
+        ) {
+            #[cfg(ferrofuse_hopper)]
+            // SAFETY: forwarded (the kernel's contract).
+            unsafe {
+                gemm_wg::<$wgs, $bn, { $bn / 2 }, $exact, false, true>(
+                    &p,
+                    t0,
+                    b,
+                    c,
+                    y,
+                    program(&e, x1, x2, x3),
+                    &ConvParams::default(),
+                    core::ptr::null(),
+                    &CatOperand { s, tables: [t0, t1], index: [i0, i1] },
+                )
+            }
+            #[cfg(not(ferrofuse_hopper))]
+            {
+                let _ = (p, e, s, t0, t1, i0, i1, b, c, x1, x2, x3, y);
+                trap()
+            }
+        }
+    )*};
+}
+
+wg_cat_entries! {
+    /// `gemm_wg128_f32` with A read as segments of row tables (`GemmCatParams`).
+    gemm_wg128_cat_f32: 2 warpgroups, 128 columns, true;
+    /// `gemm_wg64_f32` with A read as segments of row tables.
+    gemm_wg64_cat_f32: 1 warpgroups, 64 columns, true;
+    /// `gemm_wg128_cat_f32` in TF32.
+    gemm_wg128_cat_tf32: 2 warpgroups, 128 columns, false;
+    /// `gemm_wg64_cat_f32` in TF32.
+    gemm_wg64_cat_tf32: 1 warpgroups, 64 columns, false;
+}
+
+/// A [`GemmCatParams`] operand with its tables and indices.
+#[derive(Clone, Copy)]
+pub(crate) struct CatOperand {
+    pub s: GemmCatParams,
+    pub tables: [*const f32; 2],
+    pub index: [*const u8; 2],
+}
+
+impl CatOperand {
+    /// No segments (the entries that read A as one strided matrix).
+    pub const NONE: CatOperand = CatOperand {
+        s: GemmCatParams {
+            ld: [0; 2],
+            rows: [0; 2],
+            width: [0; 2],
+            index_stride: [0; 2],
+            index_offset: [0; 2],
+            index_bytes: 0,
+            _pad: 0,
+        },
+        tables: [core::ptr::null(); 2],
+        index: [core::ptr::null(); 2],
+    };
+
+    /// Whether the segments make a `k`-column A of one batch that the 16-byte copies can read:
+    /// widths and row strides multiples of four, tables 16-byte aligned, indices of 4 or 8 bytes.
+    #[cfg_attr(not(ferrofuse_hopper), allow(dead_code))]
+    fn fits(&self, k: u32, batch: u32) -> bool {
+        let s = &self.s;
+        let seg_ok = |i: usize| {
+            s.width[i] == 0
+                || (s.width[i] % 4 == 0
+                    && s.ld[i] % 4 == 0
+                    && s.ld[i] >= s.width[i] as u64
+                    && (self.tables[i] as usize) % 16 == 0
+                    && (s.index_stride[i] == 0 || s.index_bytes == 4 || s.index_bytes == 8))
+        };
+        batch == 1 && s.width[0] as u64 + s.width[1] as u64 == k as u64 && seg_ok(0) && seg_ok(1)
+    }
+
+    /// Where A's row `r` at column `k` (a multiple of four) starts: its segment's table row and
+    /// the column in it; `None` for an index outside the table (the row reads zeros).
+    #[cfg_attr(not(ferrofuse_hopper), allow(dead_code))]
+    #[inline(always)]
+    fn source(&self, r: u32, k: u32) -> Option<*const f32> {
+        let s = &self.s;
+        // (Selected field by field: an array indexed by the segment would go through memory.)
+        let second = k >= s.width[0];
+        let pick = |x: [u64; 2]| if second { x[1] } else { x[0] };
+        let pick32 = |x: [u32; 2]| if second { x[1] } else { x[0] };
+        let column = k - if second { s.width[0] } else { 0 };
+        let stride = pick32(s.index_stride);
+        let row = if stride == 0 {
+            r as u64
+        } else {
+            let at = r as u64 * stride as u64 + pick32(s.index_offset) as u64;
+            let index = if second { self.index[1] } else { self.index[0] };
+            // SAFETY: the launch contract (an index per row of A).
+            let raw = unsafe { crate::indexing::load_index(index, s.index_bytes, at) };
+            let rows = pick(s.rows);
+            let i = if raw < 0 { raw.wrapping_add(rows as i64) } else { raw };
+            if i < 0 || i as u64 >= rows {
+                return None;
+            }
+            i as u64
+        };
+        let table = if second { self.tables[1] } else { self.tables[0] };
+        Some(table.wrapping_add((row * pick(s.ld) + column as u64) as usize))
+    }
 }
 
 mod conv;

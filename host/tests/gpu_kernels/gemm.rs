@@ -21,7 +21,7 @@ use crate::ctx;
 use crate::gemm_programs::inputs;
 
 /// A weight with random data in `[-1, 1)`.
-fn weight(g: &mut Graph, rng: &mut Rng, name: &str, shape: &[usize]) -> ValueId {
+pub(crate) fn weight(g: &mut Graph, rng: &mut Rng, name: &str, shape: &[usize]) -> ValueId {
     let t = rng.tensor(shape, -1.0, 1.0);
     g.initializer(name, ConstTensor::from_f32(shape, t.f32s(name).unwrap()).unwrap())
 }
@@ -48,7 +48,7 @@ fn check_with(
 }
 
 /// [`check_with`] with the bound `frob` on the relative Frobenius error.
-fn check_within(
+pub(crate) fn check_within(
     what: &str,
     g: &Graph,
     feeds: &[(String, HostTensor)],

@@ -12,6 +12,7 @@ mod decomposed;
 mod elementwise;
 mod ew_ops;
 mod gemm;
+mod gemm_cat;
 mod gemm_programs;
 mod indexing;
 mod loss;

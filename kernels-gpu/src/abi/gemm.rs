@@ -264,6 +264,10 @@ impl super::KernelId {
             Self::GemmWg64F32 => Some(GemmTile::SMALL.wg_shared_bytes(true)),
             Self::GemmWg128Tf32 => Some(GemmTile::LARGE.wg_shared_bytes(false)),
             Self::GemmWg64Tf32 => Some(GemmTile::SMALL.wg_shared_bytes(false)),
+            Self::GemmWg128CatF32 => Some(GemmTile::LARGE.wg_shared_bytes(true)),
+            Self::GemmWg64CatF32 => Some(GemmTile::SMALL.wg_shared_bytes(true)),
+            Self::GemmWg128CatTf32 => Some(GemmTile::LARGE.wg_shared_bytes(false)),
+            Self::GemmWg64CatTf32 => Some(GemmTile::SMALL.wg_shared_bytes(false)),
             Self::ConvWg128F32 => Some(GemmTile::LARGE.wg_shared_bytes(true)),
             Self::ConvWg64F32 => Some(GemmTile::SMALL.wg_shared_bytes(true)),
             Self::ConvWg128Tf32 => Some(GemmTile::LARGE.wg_shared_bytes(false)),
@@ -351,6 +355,38 @@ pub struct GemmNormParams {
 
 // SAFETY: #[repr(C)], two 4-byte fields.
 unsafe impl Params for GemmNormParams {}
+
+/// The A operand of the `gemm_wg*_cat_*` entries: A's k columns as up to two segments side by
+/// side (`torch.cat([x[src], x[dst]], -1)`, `torch.cat([h, agg], -1)` feeding a Linear), each
+/// the rows of its own table, taken in order or through an index (a row gather), so that neither
+/// the gathered rows nor the concatenation is ever written:
+/// `A[r, k] = T_s[row_s(r), k - k_s]` for the segment `s` holding `k` (`k_0 = 0`,
+/// `k_1 = width[0]`), `row_s(r) = r` without an index, else `I_s[r * index_stride[s] +
+/// index_offset[s]]` (negative indices count from `rows[s]`; one outside `[0, rows[s])` reads a
+/// row of zeros, as the gather kernels do).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GemmCatParams {
+    /// Row stride of each segment's table, in elements (a multiple of 4).
+    pub ld: [u64; 2],
+    /// Rows of each segment's table (the range its indices address).
+    pub rows: [u64; 2],
+    /// k columns of each segment (multiples of 4; they add up to the GEMM's k; `width[1]` 0: one
+    /// segment).
+    pub width: [u32; 2],
+    /// Index elements between consecutive rows of A, per segment (0: no index, row `r` of the
+    /// table).
+    pub index_stride: [u32; 2],
+    /// The index element of A's row 0, per segment.
+    pub index_offset: [u32; 2],
+    /// Bytes of an index element: 4 (int32) or 8 (int64).
+    pub index_bytes: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+// SAFETY: #[repr(C)], 8-byte fields then 4-byte ones in pairs: no implicit padding.
+unsafe impl Params for GemmCatParams {}
 
 /// f32 a lane reads per n8 column tile and k round from a packed B (`gemm_tc_packed_f32`): the
 /// eight TF32 big parts, then the eight small parts, of its eight B values.

@@ -221,6 +221,15 @@ kernel_ids! {
     GemmWg128Tf32 => "gemm_wg128_tf32",
     /// `gemm_wg::gemm_wg64_tf32`: `gemm_wg64_f32` in TF32
     GemmWg64Tf32 => "gemm_wg64_tf32",
+    /// `gemm_wg::gemm_wg128_cat_f32`: `gemm_wg128_f32` reading A as segments of row tables, in
+    /// order or gathered ([`GemmCatParams`])
+    GemmWg128CatF32 => "gemm_wg128_cat_f32",
+    /// `gemm_wg::gemm_wg64_cat_f32`: `gemm_wg64_f32` reading A as [`GemmCatParams`] segments
+    GemmWg64CatF32 => "gemm_wg64_cat_f32",
+    /// `gemm_wg::gemm_wg128_cat_tf32`: `gemm_wg128_cat_f32` in TF32
+    GemmWg128CatTf32 => "gemm_wg128_cat_tf32",
+    /// `gemm_wg::gemm_wg64_cat_tf32`: `gemm_wg64_cat_f32` in TF32
+    GemmWg64CatTf32 => "gemm_wg64_cat_tf32",
     // rows
     /// `rows::softmax_f32`: softmax along one axis
     SoftmaxF32 => "softmax_f32",

@@ -187,7 +187,19 @@ unsafe fn conv_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
         )
     };
     // SAFETY: forwarded (the launch contract; the GEMM's B is the group's packed weight).
-    unsafe { super::gemm_wg::<WGS, BN, ACC, EXACT, true>(&gemm, x, b, bias, y, None, p, taps) }
+    unsafe {
+        super::gemm_wg::<WGS, BN, ACC, EXACT, true, false>(
+            &gemm,
+            x,
+            b,
+            bias,
+            y,
+            None,
+            p,
+            taps,
+            &super::CatOperand::NONE,
+        )
+    }
 }
 
 macro_rules! conv_wg_entries {

@@ -136,6 +136,7 @@ pub fn analyse_lifetimes(
     in_place: bool,
     extra_views: &[ValueId],
     elided: &[ValueId],
+    reads: &[(NodeId, ValueId)],
 ) -> Result<LifetimeAnalysis, PlanError> {
     let infos = shape_infer::infer(g)?;
     let order = validate::topo_order(g)?;
@@ -166,8 +167,13 @@ pub fn analyse_lifetimes(
             None => dynamic.push(ValueId(v as u32)),
         }
     }
+    // What each node's step reads: its uses and the extra reads the lowering names.
+    let uses = |id: NodeId| {
+        let extra = reads.iter().filter(move |(n, _)| *n == id).map(|&(_, v)| v);
+        g.nodes[id.index()].uses().into_iter().chain(extra)
+    };
     for (s, id) in order.iter().enumerate() {
-        for u in g.nodes[id.index()].uses() {
+        for u in uses(*id) {
             if let Some(l) = lifetimes[u.index()].as_mut() {
                 l.last_step = l.last_step.max(s);
             }
@@ -232,7 +238,7 @@ pub fn analyse_lifetimes(
             if bytes[y.index()].is_none() {
                 continue;
             }
-            let used = node.uses();
+            let used: Vec<ValueId> = uses(*id).collect();
             let source = in_place_sources(node).into_iter().find(|x| {
                 let r = vclass[x.index()];
                 // The whole view class dies here, and this node reads no other member of it.

@@ -100,7 +100,7 @@ pub struct Scratch {
 
 /// Plans the arena of `graph` with its symbolic input dims bound by `binding`.
 pub fn plan(graph: &Graph, binding: &Binding, options: &MemoryOptions) -> Result<MemoryPlan, PlanError> {
-    plan_with(graph, binding, options, &[], &[], &[])
+    plan_with(graph, binding, options, Extras::default())
 }
 
 /// [`plan`], with the values in `extra_views` (outputs of data-moving nodes whose readers walk
@@ -112,7 +112,7 @@ pub fn plan_with_views(
     options: &MemoryOptions,
     extra_views: &[ValueId],
 ) -> Result<MemoryPlan, PlanError> {
-    plan_with(graph, binding, options, extra_views, &[], &[])
+    plan_with(graph, binding, options, Extras { views: extra_views, ..Extras::default() })
 }
 
 /// [`plan`], with scratch buffers: `scratch[i]` gets value id `graph.values.len() + i`, a slot in
@@ -123,26 +123,38 @@ pub fn plan_with_scratch(
     options: &MemoryOptions,
     scratch: &[Scratch],
 ) -> Result<MemoryPlan, PlanError> {
-    plan_with(graph, binding, options, &[], scratch, &[])
+    plan_with(graph, binding, options, Extras { scratch, ..Extras::default() })
 }
 
-/// [`plan`] with extra views ([`plan_with_views`]), scratch buffers ([`plan_with_scratch`]) and
-/// elided values: results a fused kernel keeps on chip, which get no slot and no lifetime.
+/// What the lowering adds to a graph's own values and uses ([`plan_with`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras<'a> {
+    /// Results its readers walk through strides ([`plan_with_views`]).
+    pub views: &'a [ValueId],
+    /// Scratch buffers ([`plan_with_scratch`]).
+    pub scratch: &'a [Scratch],
+    /// Results a fused kernel keeps on chip or never forms: no slot and no lifetime.
+    pub elided: &'a [ValueId],
+    /// Values a node's step reads beyond its inputs (a GEMM reading the tables its A operand
+    /// was gathered from): live until that node.
+    pub reads: &'a [(NodeId, ValueId)],
+}
+
+/// [`plan`] with the lowering's [`Extras`].
 pub fn plan_with(
     graph: &Graph,
     binding: &Binding,
     options: &MemoryOptions,
-    extra_views: &[ValueId],
-    scratch: &[Scratch],
-    elided: &[ValueId],
+    extras: Extras,
 ) -> Result<MemoryPlan, PlanError> {
+    let Extras { views: extra_views, scratch, elided, reads } = extras;
     if !options.alignment.is_power_of_two() {
         return Err(PlanError::Memory {
             detail: format!("alignment {} is not a power of two", options.alignment),
         });
     }
     let bound = bind_inputs(graph, binding)?;
-    let mut life = analyse_lifetimes(&bound, options.in_place, extra_views, elided)?;
+    let mut life = analyse_lifetimes(&bound, options.in_place, extra_views, elided, reads)?;
     lifetime::add_scratch(&mut life, scratch)?;
     let buffers = assign::buffers(&life, options.alignment);
     let (arena_bytes, offsets) = assign::best_of_orderings(&buffers);

@@ -207,13 +207,30 @@ pub(super) fn large_pads(n: u64) -> bool {
     8 * padded(GemmTile::LARGE) > 9 * padded(GemmTile::SMALL)
 }
 
+/// Whether [`gemm_steps`] runs a GEMM of parameters `p` on a large-tile kernel (a `wgmma` one
+/// when its B is packed for it): neither the GEMV nor the small-m tensor-core kernel takes it.
+pub(super) fn runs_tile(p: &GemmParams, o: &PlanOptions) -> bool {
+    !gemv(p) && tensor_core(p, o).is_none() && tile_launch(p, o).is_some()
+}
+
+/// Whether a GEMM of parameters `p` reading B from `b` runs a `wgmma` entry on B packed, the path
+/// that can read A as segments (`gemm_cat`).
+pub(super) fn takes_cat(g: &crate::graph::Graph, p: &GemmParams, b: ValueId, o: &PlanOptions) -> bool {
+    runs_tile(p, o) && super::tc_pack::takes_wg_packed(g, p, b, o)
+}
+
 /// The `wgmma` entry (`gemm_wg_*`) of a large-tile GEMM's tile, exact (3xTF32) or TF32.
-fn wg_kernel(tile: GemmTile, exact: bool) -> KernelId {
-    match (tile == GemmTile::LARGE, exact) {
-        (true, true) => KernelId::GemmWg128F32,
-        (true, false) => KernelId::GemmWg128Tf32,
-        (false, true) => KernelId::GemmWg64F32,
-        (false, false) => KernelId::GemmWg64Tf32,
+fn wg_kernel(tile: GemmTile, exact: bool, cat: bool) -> KernelId {
+    use KernelId as K;
+    match (tile == GemmTile::LARGE, exact, cat) {
+        (true, true, false) => K::GemmWg128F32,
+        (true, false, false) => K::GemmWg128Tf32,
+        (false, true, false) => K::GemmWg64F32,
+        (false, false, false) => K::GemmWg64Tf32,
+        (true, true, true) => K::GemmWg128CatF32,
+        (true, false, true) => K::GemmWg128CatTf32,
+        (false, true, true) => K::GemmWg64CatF32,
+        (false, false, true) => K::GemmWg64CatTf32,
     }
 }
 
@@ -508,6 +525,13 @@ pub(super) struct Epilogue {
     /// A LayerNormalization of A's rows, applied as A is loaded (only on the packed tensor-core
     /// path, which `norm_gemm` checks before folding).
     pub norm: Option<super::norm_gemm::NormGemm>,
+    /// A read as segments of row tables (only on the `wgmma` path, which `gemm_cat` checks).
+    pub cat: Option<super::gemm_cat::CatA>,
+}
+
+impl Epilogue {
+    /// Nothing after the product.
+    pub const NONE: Epilogue = Epilogue { act: None, program: None, norm: None, cat: None };
 }
 
 /// The launches computing `out = program(act(alpha A B + beta C))` from `p`: the GEMV kernel where
@@ -527,7 +551,7 @@ pub(super) fn gemm_steps(
     workspace: Option<ValueId>,
     o: &PlanOptions,
 ) -> Vec<Step> {
-    let Epilogue { act, program, norm } = epi;
+    let Epilogue { act, program, norm, cat } = epi;
     let label = match act {
         Some((a, _)) if program.is_none() => format!("{label}+{a:?}"),
         _ => label,
@@ -644,11 +668,21 @@ pub(super) fn gemm_steps(
             Some(pb) => {
                 let q = GemmParams { b_rs: 1, b_cs: gemm_wg_packed_ld(q.k) as u64, b_bs: 0, ..q };
                 let exact = o.precision == Precision::Exact;
-                (wg_kernel(tile, exact), q, pb, tile.wg_shared_bytes(exact))
+                (wg_kernel(tile, exact, cat.is_some()), q, pb, tile.wg_shared_bytes(exact))
             }
             None => (kernel, q, b, tile.shared_bytes()),
         };
-        let mut args = vec![Arg::Params(bytes_of(&q)), e.clone(), Arg::Value(a), Arg::Value(b), c];
+        let mut args = vec![Arg::Params(bytes_of(&q)), e.clone()];
+        match &cat {
+            // `[p, e, s, t0, t1, i0, i1, b, c, ...]`: the segments' tables and indices for A.
+            Some(cat) if packed_b.is_some() => {
+                let or_null = |v: Option<ValueId>| v.map_or(Arg::Null, Arg::Value);
+                args.push(Arg::Params(bytes_of(&cat.params)));
+                args.extend(cat.tables.iter().chain(&cat.index).map(|&v| or_null(v)));
+            }
+            _ => args.push(Arg::Value(a)),
+        }
+        args.extend([Arg::Value(b), c]);
         args.extend(xs.iter().cloned());
         args.push(Arg::Value(y));
         let block = [tile.threads, 1, 1];

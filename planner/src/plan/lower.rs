@@ -2,7 +2,7 @@
 //! without a GPU kernel yet returns the reason, which `compile` collects for every node. [`scratch`]
 //! names the scratch buffers a node's steps need besides its graph values.
 
-use kernels_gpu::abi::{Activation, BinaryOp, Params, UnaryOp, compare_op};
+use kernels_gpu::abi::{Activation, BinaryOp, GemmParams, Params, UnaryOp, compare_op};
 
 use super::blocks;
 use super::conv::{self, ConvNode};
@@ -31,6 +31,18 @@ pub(super) fn bytes_of<T: Params>(p: &T) -> Vec<u8> {
 }
 
 pub(super) type Lowered = Result<Vec<Step>, String>;
+
+/// The A segments of a GEMM of parameters `p` (`gemm_cat`), checked against the path
+/// `gemm_steps` takes: only the `wgmma` entries on a packed B read them.
+fn cat_of(p: &GemmParams, fusion: &Fusion, o: &PlanOptions) -> Result<Option<super::gemm_cat::CatA>, String> {
+    match fusion.cat {
+        Some(cat) if fusion.packed_b.is_none() || !super::gemm::runs_tile(p, o) => Err(format!(
+            "its A operand was planned as segments of row tables ({cat:?}), which only the wgmma GEMM \
+             on a packed weight reads"
+        )),
+        cat => Ok(cat.cloned()),
+    }
+}
 
 /// Most elements one value of a plan may have (2^48: far beyond any device's memory), so that the
 /// lowerings' element counts and byte offsets cannot overflow.
@@ -153,6 +165,8 @@ pub(super) struct Fusion<'a> {
     pub packed_b: Option<ValueId>,
     /// The LayerNormalization the GEMM applies to its A rows (`norm_gemm`).
     pub norm: Option<super::norm_gemm::NormGemm>,
+    /// The segments the GEMM reads A from (`gemm_cat`).
+    pub cat: Option<&'a super::gemm_cat::CatA>,
 }
 
 /// The steps computing node `id`; `scratch` holds the value ids of its [`scratch`] buffers, `act`
@@ -228,7 +242,7 @@ pub(super) fn node(
     match &n.op {
         Op::Gemm(_) | Op::MatMul => {
             let (p, a, b, c) = gemm_of(g, id, values, perms)?;
-            let epi = Epilogue { act, program: None, norm: fusion.norm };
+            let epi = Epilogue { act, program: None, norm: fusion.norm, cat: cat_of(&p, fusion, o)? };
             let b = (b, fusion.packed_b);
             Ok(gemm_steps(id, label, p, (a, b, c), out, epi, scratch.first().copied(), o))
         }
@@ -236,12 +250,13 @@ pub(super) fn node(
             let (p, a, b, c) = gemm_of(g, id, values, perms)?;
             let b = (b, fusion.packed_b);
             let fused = fusion.gemm_programs.get(&out).ok_or("a FusedGemm without its program")?;
+            let cat = cat_of(&p, fusion, o)?;
             let extras = fused_extras(n, &ins);
             let base = if f.gemm.is_some() { "Gemm" } else { "MatMul" };
             // A program left empty (a bias add that became C) is no program; a spelled-out
             // activation runs as the built-in one.
             let (label, epi) = if fused.program.instrs.is_empty() && extras.is_empty() {
-                (format!("{base}+Bias"), Epilogue { act, program: None, norm: fusion.norm })
+                (format!("{base}+Bias"), Epilogue { act, program: None, norm: fusion.norm, cat })
             } else if let (None, true, Some(found)) = (
                 act,
                 extras.is_empty(),
@@ -249,7 +264,7 @@ pub(super) fn node(
             ) {
                 let label =
                     if f.gemm.is_none() && c.is_some() { format!("{base}+Bias") } else { base.to_string() };
-                (label, Epilogue { act: Some((found, 0.0)), program: None, norm: fusion.norm })
+                (label, Epilogue { act: Some((found, 0.0)), program: None, norm: fusion.norm, cat })
             } else {
                 if fusion.norm.is_some() {
                     return Err("a LayerNormalization folded into a GEMM with an epilogue program".into());
@@ -260,7 +275,7 @@ pub(super) fn node(
                     Some((a, _)) => format!("{base}+{a:?}+{}", fused.label),
                     None => format!("{base}+{}", fused.label),
                 };
-                (label, Epilogue { act, program: Some((params, extras)), norm: None })
+                (label, Epilogue { act, program: Some((params, extras)), norm: None, cat })
             };
             Ok(gemm_steps(id, label, p, (a, b, c), out, epi, scratch.first().copied(), o))
         }

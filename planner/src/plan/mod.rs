@@ -30,6 +30,7 @@ mod ew_ops;
 mod fuse;
 mod gather_concat;
 mod gemm;
+mod gemm_cat;
 mod indexing;
 mod linear_attention;
 mod logic;
@@ -490,7 +491,26 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
             _ => false,
         }
     }));
-    let memory = memory::plan_with(&fused, &Binding::new(), &options.memory, &absorbed, &requests, &elided)?;
+    // A operands read where they lie: their gathers and concatenations are not lowered.
+    let cats = gemm_cat::find(
+        &fused,
+        &values,
+        &operand_perms,
+        |id| {
+            chains.of(id).is_some()
+                || fused.nodes[id.index()]
+                    .output(0)
+                    .is_some_and(|o| norms.contains_key(&o) || attentions.contains_key(&o))
+        },
+        options,
+    );
+    elided.extend(cats.elided.iter().copied());
+    let memory = memory::plan_with(
+        &fused,
+        &Binding::new(),
+        &options.memory,
+        memory::Extras { views: &absorbed, scratch: &requests, elided: &elided, reads: &cats.reads },
+    )?;
     let first_scratch = values.len();
     values.extend(scratch.iter().map(|(_, v)| v.clone()));
     // Packed weights become values after the scratch buffers (constants: no arena slot).
@@ -513,8 +533,8 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         let node = &fused.nodes[id.index()];
         let act = epilogues.iter().find(|(n, _, _)| *n == id).map(|&(_, a, alpha)| (a, alpha));
         let absorbed_here = node.outputs.iter().flatten().any(|v| absorbed.contains(v));
-        if absorbed_here {
-            continue; // a transpose the MatMul reading it walks through strides
+        if absorbed_here || cats.absorbed.contains(&id) {
+            continue; // a transpose the MatMul reading it walks through strides, or A's segments
         }
         // A node whose results are all empty has nothing to compute (a NonZero count of 0 makes
         // the rows of everything downstream empty); one that keeps recurrent state still runs.
@@ -542,6 +562,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
             gemm_programs: &gemm_programs,
             packed_b: packed.by_node.get(&id).copied(),
             norm: node.output(0).and_then(|o| norms.get(&o).copied()),
+            cat: cats.by_node.get(&id),
         };
         let out = node.output(0);
         let lowered = match out.and_then(|o| attentions.get(&o)) {

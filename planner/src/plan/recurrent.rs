@@ -245,7 +245,7 @@ pub(super) fn lower(g: &Graph, id: NodeId, values: &[PlannedValue], scratch: &[V
     }
     // No split-K workspace: one launch (the options only size split-K).
     let no_split = super::PlanOptions::default();
-    let no_epilogue = super::gemm::Epilogue { act: None, program: None, norm: None };
+    let no_epilogue = super::gemm::Epilogue::NONE;
     let (name, w) = (format!("{label} input projection"), (w, None));
     let mut steps = gemm_steps(id, name, gp, (x, w, b), xw, no_epilogue, None, &no_split);
 

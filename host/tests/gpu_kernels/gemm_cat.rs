@@ -1,0 +1,135 @@
+//! GEMMs reading A where it lies (`planner::plan::gemm_cat`): rows gathered from a table and
+//! columns concatenated side by side, read by the `wgmma` GEMM's loads (`gemm_wg*_cat_*`) with no
+//! gather or concatenation launched. Each case runs with `wgmma` on (on Hopper: the `_cat`
+//! entry, no gather step) and off (the gathers and copies, then the `mma.sync` tiles), both
+//! against the reference and bit for bit against each other (the same products in the same
+//! order: only where A's rows come from differs).
+
+use host::selftest::Rng;
+use host::{HostTensor, Session, SessionOptions};
+use planner::op::{self, Gemm, Op};
+use planner::{ConstTensor, DType, Dim, Graph, ValueId};
+
+use crate::ctx;
+use crate::gemm::{check_within, weight};
+
+fn known(shape: &[usize]) -> Vec<Dim> {
+    shape.iter().map(|&d| Dim::Known(d)).collect()
+}
+
+/// Random indices in `[-rows, rows)` (negative ones count from the end) of `dtype` (i64 / i32).
+fn indices(rng: &mut Rng, shape: &[usize], rows: usize, dtype: DType) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<i64> = (0..n).map(|_| (rng.next_u64() % (2 * rows as u64)) as i64 - rows as i64).collect();
+    match dtype {
+        DType::I32 => HostTensor::new(shape.to_vec(), v.iter().map(|&x| x as i32).collect::<Vec<_>>()),
+        _ => HostTensor::new(shape.to_vec(), v),
+    }
+    .unwrap()
+}
+
+fn f32_input(
+    g: &mut Graph,
+    rng: &mut Rng,
+    feeds: &mut Vec<(String, HostTensor)>,
+    name: &str,
+    shape: &[usize],
+) -> ValueId {
+    feeds.push((name.to_owned(), rng.tensor(shape, -1.0, 1.0)));
+    g.input(name, DType::F32, known(shape))
+}
+
+fn index_input(
+    g: &mut Graph,
+    rng: &mut Rng,
+    feeds: &mut Vec<(String, HostTensor)>,
+    (name, shape, rows, dtype): (&str, &[usize], usize, DType),
+) -> ValueId {
+    feeds.push((name.to_owned(), indices(rng, shape, rows, dtype)));
+    g.input(name, dtype, known(shape))
+}
+
+fn i64s(g: &mut Graph, name: &str, v: &[i64]) -> ValueId {
+    g.initializer(name, ConstTensor::from_i64(&[v.len()], v).unwrap())
+}
+
+/// Runs `g` with `wgmma` on and off (module doc); on Hopper the first run's plan must name
+/// `kernel` and no `gather`.
+fn case(what: &str, g: &Graph, feeds: &[(String, HostTensor)], (kernel, mma): (&str, &str)) {
+    let hopper = ctx().flavour() == host::PtxFlavour::Hopper;
+    let on = SessionOptions::default();
+    let got = check_within(what, g, feeds, on, if hopper { kernel } else { mma }, 2e-6);
+    let off = SessionOptions { wgmma_gemm: false, ..on };
+    let want = check_within(what, g, feeds, off, mma, 2e-6);
+    assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{what}: the two paths differ");
+    if hopper {
+        let mut s = Session::new(ctx(), g.clone(), on).unwrap();
+        s.run(feeds).unwrap();
+        let plan = s.last_plan().unwrap().to_string();
+        assert!(
+            !plan.contains("gather") && !plan.contains("Concat"),
+            "{what}: A is read where it lies\n{plan}"
+        );
+    }
+}
+
+#[test]
+fn gemms_read_gathered_and_concatenated_rows_where_they_lie() {
+    let mut rng = Rng::new(0xca7);
+    // 17000 rows: enough 64 x 64 tiles (two per multiprocessor) for the large-tile kernels.
+    let (m, rows) = (17_000, 3_000);
+
+    // An edge MLP: `relu(cat([h[src], h[dst]], -1) · W^T + b)` as `gather_concat` leaves it, a
+    // GatherND of the stacked `[m, 2, 1]` indices reshaped to `[m, 128]` (Gemm transB with C).
+    let mut g = Graph::new();
+    let mut feeds = Vec::new();
+    let h = f32_input(&mut g, &mut rng, &mut feeds, "h", &[rows, 64]);
+    let ix = index_input(&mut g, &mut rng, &mut feeds, ("ix", &[m, 2, 1], rows, DType::I64));
+    let gathered = g.op1(Op::GatherNd(op::GatherNd { batch_dims: 0 }), &[h, ix]);
+    let shape = i64s(&mut g, "shape", &[m as i64, 128]);
+    let a = g.op1(Op::Reshape(op::Reshape::default()), &[gathered, shape]);
+    let w = weight(&mut g, &mut rng, "w", &[64, 128]);
+    let c = weight(&mut g, &mut rng, "c", &[64]);
+    let y = g.push(Op::Gemm(Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: true }), &[a, w, c], 1)[0];
+    let y = g.op1(Op::Relu, &[y]);
+    g.output(y);
+    case("stacked gather", &g, &feeds, ("gemm_wg64_cat_f32", "gemm_tc64_k_f32"));
+
+    // A node update: `cat([h, z], -1) · W` of two values of their own, widths 64 and 36.
+    let mut g = Graph::new();
+    let mut feeds = Vec::new();
+    let h = f32_input(&mut g, &mut rng, &mut feeds, "h", &[m, 64]);
+    let z = f32_input(&mut g, &mut rng, &mut feeds, "z", &[m, 36]);
+    let a = g.op1(Op::Concat(op::Concat { axis: -1 }), &[h, z]);
+    let w = weight(&mut g, &mut rng, "w", &[100, 64]);
+    let y = g.matmul(a, w);
+    g.output(y);
+    case("concatenation", &g, &feeds, ("gemm_wg64_cat_f32", "gemm_tc64_n_f32"));
+
+    // Two tables gathered by int32 indices, then concatenated: `cat([x[i], t[j]], -1) · W`, with
+    // 128 output columns (the 128 x 128 tiles).
+    let mut g = Graph::new();
+    let mut feeds = Vec::new();
+    let x = f32_input(&mut g, &mut rng, &mut feeds, "x", &[rows, 32]);
+    let t = f32_input(&mut g, &mut rng, &mut feeds, "t", &[rows + 7, 48]);
+    let i = index_input(&mut g, &mut rng, &mut feeds, ("i", &[m], rows, DType::I32));
+    let j = index_input(&mut g, &mut rng, &mut feeds, ("j", &[m], rows + 7, DType::I32));
+    let gx = g.op1(Op::Gather(op::Gather { axis: 0 }), &[x, i]);
+    let gt = g.op1(Op::Gather(op::Gather { axis: 0 }), &[t, j]);
+    let a = g.op1(Op::Concat(op::Concat { axis: 1 }), &[gx, gt]);
+    let w = weight(&mut g, &mut rng, "w", &[80, 128]);
+    let y = g.matmul(a, w);
+    g.output(y);
+    case("two gathers, int32", &g, &feeds, ("gemm_wg128_cat_f32", "gemm_tc128_n_f32"));
+
+    // One gather: `x[i] · W` (an embedding feeding a projection).
+    let mut g = Graph::new();
+    let mut feeds = Vec::new();
+    let x = f32_input(&mut g, &mut rng, &mut feeds, "x", &[rows, 64]);
+    let i = index_input(&mut g, &mut rng, &mut feeds, ("i", &[m], rows, DType::I64));
+    let a = g.op1(Op::Gather(op::Gather { axis: 0 }), &[x, i]);
+    let w = weight(&mut g, &mut rng, "w", &[64, 64]);
+    let y = g.matmul(a, w);
+    g.output(y);
+    case("one gather", &g, &feeds, ("gemm_wg64_cat_f32", "gemm_tc64_n_f32"));
+}
