@@ -243,9 +243,13 @@ pub fn analyse_lifetimes(
                 let r = vclass[x.index()];
                 // The whole view class dies here, and this node reads no other member of it.
                 let sole = used.iter().all(|u| u == x || vclass[u.index()] != r);
+                // A value the step reads beyond the node's inputs (a GEMM's A segments) is read
+                // while the result is written: never its buffer.
+                let extra = reads.contains(&(*id, *x));
                 lifetimes[x.index()].is_some_and(|l| l.last_step == s)
                     && class_last[r] == s
                     && sole
+                    && !extra
                     && bytes[x.index()] == bytes[y.index()]
                     && infos[x.index()].dtype == infos[y.index()].dtype
             });

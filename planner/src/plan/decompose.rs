@@ -151,6 +151,8 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
         paired.values().copied().filter(|&q| quant_of(q).is_some_and(|q| q.quantizable())).collect();
     let mut g = graph.clone();
     let mut replaced = Vec::new();
+    // Dequantized values by output (quant.rs), for the MatMuls that read two of them.
+    let mut scaled: std::collections::BTreeMap<ValueId, quant::Scaled> = std::collections::BTreeMap::new();
     // Nodes rewritten in place (an operand replaced or added), not replaced.
     let mut touched = false;
     for (i, node) in graph.nodes.iter().enumerate() {
@@ -425,7 +427,10 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                 if paired.get(&NodeId(i as u32)).is_some_and(|q| composed.contains(q)) =>
             {
                 let q = paired[&NodeId(i as u32)];
-                quant_of(q).is_some_and(|quant| quant.fake_quantize(&mut e, node.output(0)))
+                match quant_of(q).and_then(|quant| quant.fake_quantize(&mut e, node.output(0))) {
+                    Some(s) => scaled.insert(s.y, s).is_none(),
+                    None => false,
+                }
             }
             Op::QuantizeLinear(q) | Op::DequantizeLinear(q)
                 if node.input(0).is_some() && node.input(1).is_some() =>
@@ -435,7 +440,10 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                 if matches!(node.op, Op::QuantizeLinear(_)) {
                     quant.quantize(&mut e, node.output(0))
                 } else {
-                    quant.dequantize(&mut e, node.output(0))
+                    match quant.dequantize(&mut e, node.output(0)) {
+                        Some(s) => scaled.insert(s.y, s).is_none(),
+                        None => false,
+                    }
                 }
             }
             Op::FlexAttention(fa) if f32_in(node, 0..3) => {
@@ -459,6 +467,22 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
             replaced.push(i);
         }
     }
+    // MatMuls of two dequantized operands multiply their integers and scale the result
+    // (`quant::scale_out`).
+    let mut scaled_out = false;
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let (Op::MatMul, [Some(a), Some(b)]) = (&node.op, node.inputs.as_slice()) else { continue };
+        let (Some(sa), Some(sb)) = (scaled.get(a), scaled.get(b)) else { continue };
+        let rank = |v: &ValueId| infos[v.index()].shape.as_known().map_or(0, |d| d.len());
+        if replaced.contains(&i) {
+            continue;
+        }
+        let mut e = Expand { g: &mut g, name: graph.node_label(NodeId(i as u32)), n: 0 };
+        if quant::scale_out(&mut e, (sa, sb), (rank(a), rank(b)), node.output(0)).is_some() {
+            replaced.push(i);
+            scaled_out = true;
+        }
+    }
     // The replaced nodes go; the expansions define their outputs.
     let mut kept = Vec::with_capacity(g.nodes.len());
     for (i, n) in g.nodes.into_iter().enumerate() {
@@ -471,7 +495,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
     }
     g.nodes = kept;
     // A composed QuantizeLinear's integer output is defined by nothing now: drop it.
-    let g = if composed.is_empty() { g } else { crate::dce::eliminate(&g) };
+    let g = if composed.is_empty() && !scaled_out { g } else { crate::dce::eliminate(&g) };
     crate::validate::graph(&g)?;
     Ok(Some(g))
 }

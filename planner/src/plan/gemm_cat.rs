@@ -302,4 +302,31 @@ mod tests {
             assert!(kernels.iter().any(|k| format!("{k:?}").contains("GatherNd")), "{kernels:?}");
         }
     }
+
+    /// A residual node update, `softmax(cat([h, agg]) · W + h)` with `h` dying there: the GEMM reads
+    /// `h` as A's first segment while it writes its result, so the result never takes `h`'s
+    /// buffer in place (its epilogue input `h` alone would allow it).
+    #[test]
+    fn a_segment_is_never_overwritten_in_place_by_the_gemm_reading_it() {
+        let (m, w) = (20_000, 64);
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&[m, w]));
+        let agg = g.input("agg", DType::F32, known(&[m, w]));
+        let h = g.op1(Op::Relu, &[x]);
+        let cat = g.op1(Op::Concat(op::Concat { axis: 1 }), &[h, agg]);
+        let wn = weight(&mut g, "wn", &[2 * w, w]);
+        let y = g.matmul(cat, wn);
+        let y = g.op1(Op::Add, &[y, h]);
+        let z = g.op1(Op::Softmax(op::Softmax { axis: -1 }), &[y]);
+        g.output(z);
+        let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+        let text = plan.to_string();
+        let gemm = text.lines().find(|l| l.contains("cat_f32")).unwrap_or_else(|| panic!("{text}"));
+        // `[t0, t1, b, c, x1, y]` as printed: t0 (h) and the result in different places.
+        let places: Vec<&str> =
+            gemm.split(['[', ',', ']']).map(str::trim).filter(|a| a.contains('@')).collect();
+        let (t0, out) = (places[0], places[places.len() - 1]);
+        assert!(t0.contains("arena") && out.contains("arena"), "{gemm}");
+        assert_ne!(t0.split('@').nth(1), out.split('@').nth(1), "{gemm}");
+    }
 }

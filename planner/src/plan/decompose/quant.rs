@@ -84,15 +84,15 @@ impl Quant<'_> {
             && z.is_none_or(|z| ints.contains(&self.dtype(z)))
     }
 
-    /// DequantizeLinear into `out`; false when not covered.
-    pub fn dequantize(&self, e: &mut Expand, out: Option<ValueId>) -> bool {
+    /// DequantizeLinear into `out`; `None` when not covered.
+    pub fn dequantize(&self, e: &mut Expand, out: Option<ValueId>) -> Option<Scaled> {
         let x = self.ins.0;
         if !self.covered(&[DType::U8, DType::I8, DType::I32])
             || !matches!(self.dtype(x), DType::U8 | DType::I8 | DType::I32)
         {
-            return false;
+            return None;
         }
-        let Some((sb, zb)) = self.broadcast_operands(e) else { return false };
+        let (sb, zb) = self.broadcast_operands(e)?;
         let xf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[x]);
         let centred = match zb {
             Some(zb) => {
@@ -101,8 +101,13 @@ impl Quant<'_> {
             }
             None => xf,
         };
-        e.op_into(Op::Mul, &[centred, sb], out);
-        true
+        let y = e.op_into(Op::Mul, &[centred, sb], out);
+        self.scaled(y, centred, sb)
+    }
+
+    /// `y = centred * scale` as [`Scaled`].
+    fn scaled(&self, y: ValueId, centred: ValueId, scale: ValueId) -> Option<Scaled> {
+        Some(Scaled { y, centred, scale, scale_rank: self.broadcast_dims(self.ins.1)?.len() })
     }
 
     /// QuantizeLinear into `out`; false when not covered.
@@ -113,15 +118,15 @@ impl Quant<'_> {
     }
 
     /// The QuantizeLinear composed with a DequantizeLinear of the same scale and zero point,
-    /// into `out`; false when not covered.
-    pub fn fake_quantize(&self, e: &mut Expand, out: Option<ValueId>) -> bool {
-        let Some((_, clipped, (sb, zf))) = self.clipped(e) else { return false };
+    /// into `out`; `None` when not covered.
+    pub fn fake_quantize(&self, e: &mut Expand, out: Option<ValueId>) -> Option<Scaled> {
+        let (_, clipped, (sb, zf)) = self.clipped(e)?;
         let centred = match zf {
             Some(zf) => e.sub(clipped, zf),
             None => clipped,
         };
-        e.op_into(Op::Mul, &[centred, sb], out);
-        true
+        let y = e.op_into(Op::Mul, &[centred, sb], out);
+        self.scaled(y, centred, sb)
     }
 
     /// `clip(round(x / s) + f32(z), lo, hi)` in f32, with the output dtype and the broadcast
@@ -152,6 +157,45 @@ impl Quant<'_> {
         });
         Some((to, c, (sb, zf)))
     }
+}
+
+/// A dequantized value as its expansion computes it, `y = centred * scale`: `centred` the integer
+/// less its zero point (an integer held in f32: within ±255 for 8-bit types), `scale` broadcast
+/// to `y` with `scale_rank` dims (0: one scale; else one per slice of the quantization axis,
+/// followed by `scale_rank - 1` unit dims).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Scaled {
+    pub y: ValueId,
+    pub centred: ValueId,
+    pub scale: ValueId,
+    pub scale_rank: usize,
+}
+
+/// `MatMul(a, b)` of two dequantized operands computed as `MatMul(a_int, b_int) * s_a * s_b`
+/// where the scales do not vary along the contraction (A's per tensor or per row, B's per
+/// tensor or per column or batch): the product of integers held in f32 is exact (each below
+/// 2^11, so exact in TF32 on the tensor cores too) and so is its sum below 2^24, as the integer
+/// GEMM of ONNX Runtime's QDQ kernels computes it. The scaled form rounds every product and
+/// partial sum of values that are not integers: on a fake-quantized model those differences
+/// move values across the next quantizer's rounding boundaries and cascade (GPT-2 int8 on the
+/// H200: 3,032 of 65,536 outputs more than one quantum from ONNX Runtime through 3xTF32, 88
+/// through f32 FMA). Returns the nodes that replace `node` (into `e`); `None` when it does not
+/// apply.
+pub(super) fn scale_out(
+    e: &mut Expand,
+    (a, b): (&Scaled, &Scaled),
+    ranks: (usize, usize),
+    out: Option<ValueId>,
+) -> Option<ValueId> {
+    // A's scale must not vary along k (its last axis: a one-dim scale per slice of it), B's
+    // along k either (its second to last axis: a scale of two dims, `[K, 1]`).
+    let (ra, rb) = ranks;
+    if ra < 2 || rb < 2 || a.scale_rank == 1 || b.scale_rank == 2 {
+        return None;
+    }
+    let t = e.op(Op::MatMul, &[a.centred, b.centred]);
+    let u = e.op(Op::Mul, &[t, a.scale]);
+    Some(e.op_into(Op::Mul, &[u, b.scale], out))
 }
 
 /// The QuantizeLinear → DequantizeLinear pairs to compose: each DequantizeLinear whose input is
