@@ -4,8 +4,9 @@
 //! bools exactly). Prints both counts and writes `gpu-conformance-report.md` next to the data (or
 //! to `FERROFUSE_REPORT_DIR`). Fails on any case the GPU runs and gets wrong, or that errors, unless
 //! `tests/conformance/gpu-known-failures.txt` lists it with what is known (and fails when a listed
-//! case passes); cases whose operators have no GPU kernel yet, and cases of dtypes the GPU does
-//! not take yet (all but f32, i64 and bool), are counted and listed, not failed.
+//! case passes); cases whose operators (or operators at their dtypes) have no GPU kernel yet are
+//! counted and listed, not failed. Every dtype is in scope: f16 / bf16 graphs run widened to f32,
+//! QDQ graphs as their arithmetic, and a dtype without kernels is refused by node.
 //!
 //! Data: `FERROFUSE_ONNX_NODE_TESTS` (default `target/onnx-node-tests`, fetched by
 //! `scripts/fetch-onnx-node-tests.sh`). Needs a GPU (the `gpu` feature); fails loudly without one.
