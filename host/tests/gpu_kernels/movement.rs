@@ -113,16 +113,21 @@ fn gather_matches_the_reference_bit_for_bit() {
                 // Indices in [-len, len): negatives count from the end.
                 let idx: Vec<i64> =
                     (0..n).map(|_| (rng.next_u64() % (2 * len as u64)) as i64 - len).collect();
+                // int64 and int32 indices in turn.
+                let i32s = rng.next_u64().is_multiple_of(2);
                 let mut g = Graph::new();
                 let x = g.input("x", DType::F32, known(&shape));
-                let i = g.input("i", DType::I64, known(idx_shape));
+                let i = g.input("i", if i32s { DType::I32 } else { DType::I64 }, known(idx_shape));
                 let y = g.gather(x, i, axis);
                 g.output(y);
-                let what = format!("gather {shape:?} axis {axis} indices {idx:?}");
-                let inputs = vec![
-                    ("x".to_owned(), rng.tensor(&shape, -1e3, 1e3)),
-                    ("i".to_owned(), HostTensor::new(idx_shape.to_vec(), idx).unwrap()),
-                ];
+                let what = format!("gather {shape:?} axis {axis} indices {idx:?} (int32: {i32s})");
+                let indices = if i32s {
+                    HostTensor::new(idx_shape.to_vec(), idx.iter().map(|&v| v as i32).collect::<Vec<_>>())
+                } else {
+                    HostTensor::new(idx_shape.to_vec(), idx)
+                };
+                let inputs =
+                    vec![("x".to_owned(), rng.tensor(&shape, -1e3, 1e3)), ("i".to_owned(), indices.unwrap())];
                 let plan = check(&what, g, inputs);
                 assert!(plan.contains("gather_f32"), "{what}:\n{plan}");
             }

@@ -37,6 +37,10 @@ pub struct GatherParams {
     pub inner: u64,
     /// Number of indices (product of the indices' dims).
     pub n_idx: u64,
+    /// Bytes of an index: 8 (int64) or 4 (int32).
+    pub index_bytes: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
 }
 
 /// Parameters of the `movement::strided_copy_b*` kernels (any element of 1, 2, 4 or 8 bytes):
@@ -131,7 +135,7 @@ pub struct GatherNdParams {
 
 // SAFETY: #[repr(C)], u64, two u32 (the second an explicit `_pad`), then two u64 arrays.
 unsafe impl Params for TransposeParams {}
-// SAFETY: #[repr(C)], four u64.
+// SAFETY: #[repr(C)], four u64, then two u32 (`_pad` explicit).
 unsafe impl Params for GatherParams {}
 // SAFETY: #[repr(C)], u64, two u32 (`_pad` explicit), two i64, three 8-byte arrays.
 unsafe impl Params for StridedCopyParams {}

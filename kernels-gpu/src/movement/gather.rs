@@ -1,5 +1,5 @@
-//! Gather along one axis with i64 indices (1-, 4- and 8-byte elements), and the f32 gather whose
-//! elements go through an elementwise program before they are stored (`gather_program_f32`).
+//! Gather along one axis with i64 or i32 indices (1-, 4- and 8-byte elements), and the f32 gather
+//! whose elements go through an elementwise program before they are stored (`gather_program_f32`).
 
 use super::Index;
 use crate::abi::{EwProgramParams, GatherParams, MAX_RANK};
@@ -59,8 +59,8 @@ unsafe fn gather<I: Index, T: Copy>(
         let (k, rest) = (t % inner, t / inner);
         let (j, o) = (rest % n_idx, rest / n_idx);
         let j: u64 = j.into();
-        // SAFETY: j < n_idx.
-        let raw = unsafe { *idx.add(j as usize) };
+        // SAFETY: j < n_idx indices of `index_bytes` bytes.
+        let raw = unsafe { crate::indexing::load_index(idx.cast(), p.index_bytes, j) };
         let a = if raw < 0 { raw.wrapping_add(p.axis_len as i64) } else { raw };
         let v = if a >= 0 && (a as u64) < p.axis_len {
             let off: u64 = ((o * axis_len + I::cast(a as u64)) * inner + k).into();
@@ -76,7 +76,8 @@ unsafe fn gather<I: Index, T: Copy>(
     }
 }
 
-/// ONNX Gather of f32 data with i64 indices along one axis: data viewed as
+/// ONNX Gather of f32 data with i64 (or, `p.index_bytes` 4, i32) indices along one axis: data
+/// viewed as
 /// `[outer, axis_len, inner]`, the indices flattened to `n_idx`, the output `[outer, n_idx, inner]`
 /// ([`GatherParams`]). A negative index `a` reads `a + axis_len`.
 ///
@@ -85,7 +86,8 @@ unsafe fn gather<I: Index, T: Copy>(
 /// match the reference when it would fail.)
 ///
 /// # Safety
-/// `x` holds `outer * axis_len * inner` f32, `idx` holds `n_idx` i64, `y` holds
+/// `x` holds `outer * axis_len * inner` f32, `idx` holds `n_idx` indices of `index_bytes` (4 or
+/// 8) bytes (declared `*const i64` whatever their width), `y` holds
 /// `outer * n_idx * inner` f32 and does not overlap `x` or `idx`. The products fit in u64 (the
 /// host's element counts).
 ///

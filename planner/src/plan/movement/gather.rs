@@ -22,7 +22,9 @@ pub(in crate::plan) fn gather(
     o: &PlanOptions,
 ) -> Lowered {
     let (d, dtype) = dims(values, data)?;
-    let n_idx = static_dims(values, indices, DType::I64)?.iter().product::<usize>() as u64;
+    // int64 or int32 indices.
+    let index_dtype = if values[indices.index()].dtype == DType::I32 { DType::I32 } else { DType::I64 };
+    let n_idx = static_dims(values, indices, index_dtype)?.iter().product::<usize>() as u64;
     let kernel = by_size(
         dtype,
         [Some(KernelId::GatherB1), None, Some(KernelId::GatherF32), Some(KernelId::GatherB8)],
@@ -35,7 +37,15 @@ pub(in crate::plan) fn gather(
     }
     let a = a as usize;
     let prod = |s: &[usize]| s.iter().product::<usize>() as u64;
-    let p = GatherParams { outer: prod(&d[..a]), axis_len: d[a] as u64, inner: prod(&d[a + 1..]), n_idx };
+    let index_bytes = index_dtype.size_bytes() as u32;
+    let p = GatherParams {
+        outer: prod(&d[..a]),
+        axis_len: d[a] as u64,
+        inner: prod(&d[a + 1..]),
+        n_idx,
+        index_bytes,
+        _pad: 0,
+    };
     let work = p.outer * p.n_idx * p.inner;
     let args = vec![Arg::Value(data), Arg::Value(indices), Arg::Value(out)];
     Ok(step(id, label, kernel, &p, work, o, args))
