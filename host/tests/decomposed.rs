@@ -580,7 +580,18 @@ fn f16_and_bf16_graphs_widened_to_f32_compute_what_the_reference_does() {
 #[test]
 fn quantize_dequantize_become_the_arithmetic_that_defines_them() {
     let mut rng = Rng::new(0x9d9);
-    let (g, feeds) = host::selftest::qdq_matmul_graph(&mut rng);
+    for gemm in [false, true] {
+        let (g, feeds) = if gemm {
+            host::selftest::qdq_gemm_graph(&mut rng)
+        } else {
+            host::selftest::qdq_matmul_graph(&mut rng)
+        };
+        quantize_dequantize_case(&g, &feeds, if gemm { "QDQ Gemm" } else { "QDQ MatMul" });
+    }
+}
+
+fn quantize_dequantize_case(g: &Graph, feeds: &[(String, HostTensor)], what: &str) {
+    let (g, feeds) = (g.clone(), feeds.to_vec());
     let d = planner::plan::decomposed(&g).unwrap();
     let left =
         d.nodes.iter().filter(|n| matches!(n.op, Op::QuantizeLinear(_) | Op::DequantizeLinear(_))).count();
@@ -591,15 +602,15 @@ fn quantize_dequantize_become_the_arithmetic_that_defines_them() {
     // The MatMul multiplies the integers less their zero points (a Sub, and the weight's Cast)
     // and scales its result after (`quant::scale_out`): no dequantizing Mul feeds it.
     let defs = d.definitions();
-    let matmul = d.nodes.iter().find(|n| n.op == Op::MatMul).expect("a MatMul");
+    let matmul = d.nodes.iter().find(|n| matches!(n.op, Op::MatMul | Op::Gemm(_))).expect("a MatMul");
     for v in matmul.inputs.iter().flatten() {
         let Some(planner::graph::Definition::Node { node, .. }) = defs[v.index()] else { panic!("{v:?}") };
         let op = &d.nodes[node.index()].op;
-        assert!(matches!(op, Op::Sub | Op::Cast(_)), "the MatMul reads a {}", op.name());
+        assert!(matches!(op, Op::Sub | Op::Cast(_)), "{what}: the product reads a {}", op.name());
     }
     let want = host::reference::eval(&g, &feeds).unwrap();
     let got = host::reference::eval(&d, &feeds).unwrap();
-    assert_eq!(got[0].1, want[0].1);
-    assert_agree("QDQ MatMul", &got[1..], &want[1..]);
+    assert_eq!(got[0].1, want[0].1, "{what}");
+    assert_agree(what, &got[1..], &want[1..]);
     planner::plan::compile(&g, &planner::Binding::new(), &planner::plan::PlanOptions::default()).unwrap();
 }

@@ -37,6 +37,17 @@ pub fn narrow_float_block(dtype: DType, rng: &mut Rng) -> (Graph, Vec<(String, H
 /// DequantizeLinear pair on the `[3, 8]` input, int8 weights dequantized per column, a MatMul, and
 /// its result quantized to int8 (an output, beside the MatMul's f32 result); with a random input.
 pub fn qdq_matmul_graph(rng: &mut Rng) -> (Graph, Vec<(String, HostTensor)>) {
+    qdq_graph(rng, false)
+}
+
+/// [`qdq_matmul_graph`] with its MatMul a `Gemm` (B transposed, per-tensor int8 weights, an
+/// int32 bias dequantized at the product's scale, beta 0.5), as `quantize_static` writes a
+/// Linear exported as Gemm.
+pub fn qdq_gemm_graph(rng: &mut Rng) -> (Graph, Vec<(String, HostTensor)>) {
+    qdq_graph(rng, true)
+}
+
+fn qdq_graph(rng: &mut Rng, gemm: bool) -> (Graph, Vec<(String, HostTensor)>) {
     let mut g = Graph::new();
     let x = g.input("x", DType::F32, [3, 8].map(Dim::Known));
     let s = g.initializer("s", ConstTensor::from_f32(&[], &[0.02]).expect("a scalar"));
@@ -44,12 +55,24 @@ pub fn qdq_matmul_graph(rng: &mut Rng) -> (Graph, Vec<(String, HostTensor)>) {
     let q = g.op1(Op::QuantizeLinear(Quantize::default()), &[x, s, z]);
     let dq = g.op1(Op::DequantizeLinear(Quantize::default()), &[q, s, z]);
     let wq: Vec<i64> = (0..8 * 4).map(|_| (rng.next_u64() % 255) as i64 - 127).collect();
-    let wq = g.initializer("wq", ConstTensor::from_i64s_as(DType::I8, &[8, 4], &wq).expect("sizes match"));
-    let ws =
-        g.initializer("ws", ConstTensor::from_f32(&[4], &[0.01, 0.02, 0.005, 0.03]).expect("sizes match"));
-    let per_column = Quantize { axis: 1, ..Quantize::default() };
-    let w = g.op1(Op::DequantizeLinear(per_column), &[wq, ws]);
-    let h = g.op1(Op::MatMul, &[dq, w]);
+    let wdims: &[usize] = if gemm { &[4, 8] } else { &[8, 4] };
+    let wq = g.initializer("wq", ConstTensor::from_i64s_as(DType::I8, wdims, &wq).expect("sizes match"));
+    let h = if gemm {
+        let ws = g.initializer("ws", ConstTensor::from_f32(&[], &[0.015]).expect("a scalar"));
+        let w = g.op1(Op::DequantizeLinear(Quantize::default()), &[wq, ws]);
+        let bq: Vec<i64> = (0..4).map(|_| (rng.next_u64() % 2001) as i64 - 1000).collect();
+        let bq = g.initializer("bq", ConstTensor::from_i64s_as(DType::I32, &[4], &bq).expect("sizes match"));
+        let bs = g.initializer("bs", ConstTensor::from_f32(&[], &[0.02 * 0.015]).expect("a scalar"));
+        let bias = g.op1(Op::DequantizeLinear(Quantize::default()), &[bq, bs]);
+        let attrs = planner::op::Gemm { alpha: 1.0, beta: 0.5, trans_a: false, trans_b: true };
+        g.op1(Op::Gemm(attrs), &[dq, w, bias])
+    } else {
+        let ws = g
+            .initializer("ws", ConstTensor::from_f32(&[4], &[0.01, 0.02, 0.005, 0.03]).expect("sizes match"));
+        let per_column = Quantize { axis: 1, ..Quantize::default() };
+        let w = g.op1(Op::DequantizeLinear(per_column), &[wq, ws]);
+        g.op1(Op::MatMul, &[dq, w])
+    };
     // An int8 output with no zero point, its dtype given by output_dtype.
     let out_q = Quantize { output_dtype: Some(DType::I8), ..Quantize::default() };
     let hq = g.op1(Op::QuantizeLinear(out_q), &[h, s]);

@@ -471,14 +471,15 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
     // (`quant::scale_out`).
     let mut scaled_out = false;
     for (i, node) in graph.nodes.iter().enumerate() {
-        let (Op::MatMul, [Some(a), Some(b)]) = (&node.op, node.inputs.as_slice()) else { continue };
-        let (Some(sa), Some(sb)) = (scaled.get(a), scaled.get(b)) else { continue };
-        let rank = |v: &ValueId| infos[v.index()].shape.as_known().map_or(0, |d| d.len());
-        if replaced.contains(&i) {
+        if !matches!(node.op, Op::MatMul | Op::Gemm(_)) || replaced.contains(&i) {
             continue;
         }
+        let (Some(a), Some(b)) = (node.input(0), node.input(1)) else { continue };
+        let (Some(sa), Some(sb)) = (scaled.get(&a), scaled.get(&b)) else { continue };
+        let rank = |v: ValueId| infos[v.index()].shape.as_known().map_or(0, |d| d.len());
         let mut e = Expand { g: &mut g, name: graph.node_label(NodeId(i as u32)), n: 0 };
-        if quant::scale_out(&mut e, (sa, sb), (rank(a), rank(b)), node.output(0)).is_some() {
+        let operands = (sa, sb, node.input(2));
+        if quant::scale_out(&mut e, &node.op, operands, (rank(a), rank(b)), node.output(0)).is_some() {
             replaced.push(i);
             scaled_out = true;
         }

@@ -111,7 +111,7 @@ pub(crate) fn pow(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
 pub(crate) fn bit_shift(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     let (a, b) = (ctx.input(0)?, ctx.input(1)?);
     let dtype = ctx.same_dtype(&[a, b])?;
-    if dtype != DType::U8 {
+    if !matches!(dtype, DType::U8 | DType::U16 | DType::U32 | DType::U64) {
         return Err(ctx.dtype(format!("needs unsigned integers, got {dtype}")));
     }
     let shape = broadcast_infos(ctx, &[a, b])?;

@@ -39,6 +39,12 @@ pub(crate) fn qlinear_matmul(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError
     matmul_of(ctx, a, b, zy.dtype)
 }
 
+/// The dtypes QuantizeLinear makes (opset 25): 8- and 16-bit integers, int4 / uint4, int2 /
+/// uint2, float8 and float4 (the GPU plan refuses all but the 8-bit integers by node).
+fn quantized(d: DType) -> bool {
+    matches!(d, DType::U8 | DType::I8 | DType::U16 | DType::I16 | DType::Coded(_))
+}
+
 /// `QuantizeLinear`: x's shape, in the zero point's dtype (or the `output_dtype`, or uint8).
 pub(crate) fn quantize(ctx: &mut Ctx, q: &crate::op::Quantize) -> Result<Vec<TensorInfo>, PlanError> {
     let x = ctx.input(0)?;
@@ -47,8 +53,8 @@ pub(crate) fn quantize(ctx: &mut Ctx, q: &crate::op::Quantize) -> Result<Vec<Ten
         Some(zp) => zp.dtype,
         None => q.output_dtype.unwrap_or(DType::U8),
     };
-    if !matches!(dtype, DType::U8 | DType::I8) {
-        return Err(ctx.attr(format!("quantizing to {dtype} (uint8 and int8 only)")));
+    if !quantized(dtype) {
+        return Err(ctx.attr(format!("quantizing to {dtype} (an integer or float8 / float4 type)")));
     }
     Ok(vec![TensorInfo { dtype, shape: x.shape.clone() }])
 }
@@ -57,8 +63,8 @@ pub(crate) fn quantize(ctx: &mut Ctx, q: &crate::op::Quantize) -> Result<Vec<Ten
 pub(crate) fn dequantize(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
     let (x, scale) = (ctx.input(0)?, ctx.input(1)?);
     ctx.require_float(scale)?;
-    if !matches!(x.dtype, DType::U8 | DType::I8 | DType::I32) {
-        return Err(ctx.mismatch(format!("x must be uint8, int8 or int32, got {x}")));
+    if !(quantized(x.dtype) || x.dtype == DType::I32) {
+        return Err(ctx.mismatch(format!("x must be a quantized integer or float8 / float4 type, got {x}")));
     }
     Ok(vec![TensorInfo { dtype: scale.dtype, shape: x.shape.clone() }])
 }

@@ -171,9 +171,9 @@ pub(super) struct Scaled {
     pub scale_rank: usize,
 }
 
-/// `MatMul(a, b)` of two dequantized operands computed as `MatMul(a_int, b_int) * s_a * s_b`
-/// where the scales do not vary along the contraction (A's per tensor or per row, B's per
-/// tensor or per column or batch): the product of integers held in f32 is exact (each below
+/// `MatMul(a, b)` (or `Gemm(a, b, c)`) of two dequantized operands computed as
+/// `MatMul(a_int, b_int) * s_a * s_b` (`+ beta c`) where the scales do not vary along the
+/// contraction (A's per tensor or per row, B's per tensor or per column or batch): the product of integers held in f32 is exact (each below
 /// 2^11, so exact in TF32 on the tensor cores too) and so is its sum below 2^24, as the integer
 /// GEMM of ONNX Runtime's QDQ kernels computes it. The scaled form rounds every product and
 /// partial sum of values that are not integers: on a fake-quantized model those differences
@@ -183,19 +183,35 @@ pub(super) struct Scaled {
 /// apply.
 pub(super) fn scale_out(
     e: &mut Expand,
-    (a, b): (&Scaled, &Scaled),
+    op: &Op,
+    (a, b, c): (&Scaled, &Scaled, Option<ValueId>),
     ranks: (usize, usize),
     out: Option<ValueId>,
 ) -> Option<ValueId> {
-    // A's scale must not vary along k (its last axis: a one-dim scale per slice of it), B's
-    // along k either (its second to last axis: a scale of two dims, `[K, 1]`).
     let (ra, rb) = ranks;
-    if ra < 2 || rb < 2 || a.scale_rank == 1 || b.scale_rank == 2 {
-        return None;
-    }
-    let t = e.op(Op::MatMul, &[a.centred, b.centred]);
+    let t = match op {
+        // A's scale must not vary along k (its last axis: a one-dim scale per slice of it), B's
+        // along k either (its second to last axis: a scale of two dims, `[K, 1]`).
+        Op::MatMul if ra >= 2 && rb >= 2 && a.scale_rank != 1 && b.scale_rank != 2 && c.is_none() => {
+            e.op(Op::MatMul, &[a.centred, b.centred])
+        }
+        // Gemm: A's scale per tensor, B's per tensor or (B not transposed) per column; C added
+        // after the scaling, times beta.
+        Op::Gemm(g) if a.scale_rank == 0 && (b.scale_rank == 0 || (b.scale_rank == 1 && !g.trans_b)) => {
+            let attrs = op::Gemm { beta: 1.0, ..g.clone() };
+            e.op(Op::Gemm(attrs), &[a.centred, b.centred])
+        }
+        _ => return None,
+    };
     let u = e.op(Op::Mul, &[t, a.scale]);
-    Some(e.op_into(Op::Mul, &[u, b.scale], out))
+    Some(match (op, c) {
+        (Op::Gemm(g), Some(c)) => {
+            let v = e.op(Op::Mul, &[u, b.scale]);
+            let bc = e.scale(g.beta, c);
+            e.op_into(Op::Add, &[v, bc], out)
+        }
+        _ => e.op_into(Op::Mul, &[u, b.scale], out),
+    })
 }
 
 /// The QuantizeLinear → DequantizeLinear pairs to compose: each DequantizeLinear whose input is
