@@ -66,10 +66,11 @@ fn case(what: &str, g: &Graph, feeds: &[(String, HostTensor)], (kernel, mma): (&
         let mut s = Session::new(ctx(), g.clone(), on).unwrap();
         s.run(feeds).unwrap();
         let plan = s.last_plan().unwrap().to_string();
-        assert!(
-            !plan.contains("gather") && !plan.contains("Concat"),
-            "{what}: A is read where it lies\n{plan}"
-        );
+        // No gather kernel and no copy of a concatenation: the GEMM's step names the nodes it
+        // took over.
+        let moved = plan.contains("gather") || plan.contains("strided_copy");
+        let named = plan.contains("Gather") || plan.contains("Concat");
+        assert!(!moved && named, "{what}: A is read where it lies\n{plan}");
     }
 }
 

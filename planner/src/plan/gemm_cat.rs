@@ -39,6 +39,9 @@ pub(super) struct CatA {
     pub tables: [Option<ValueId>; 2],
     /// Each segment's indices (`None`: its rows in order).
     pub index: [Option<ValueId>; 2],
+    /// The nodes whose work the GEMM's loads take over (gathers, the Concat or Reshape), in
+    /// graph order.
+    pub nodes: Vec<NodeId>,
 }
 
 /// The GEMMs whose A operands are read as segments, and what that removes.
@@ -106,6 +109,7 @@ pub(super) fn find(
             params: GemmCatParams { index_bytes, ..GemmCatParams::default() },
             tables: [None; 2],
             index: [None; 2],
+            nodes: Vec::new(),
         };
         for (k, s) in segments.iter().enumerate() {
             cat.params.ld[k] = s.width as u64;
@@ -119,10 +123,13 @@ pub(super) fn find(
                 found.reads.push((id, v));
             }
         }
-        for node in absorbed {
+        let mut absorbed = absorbed;
+        absorbed.sort();
+        for &node in &absorbed {
             found.elided.extend(g.nodes[node.index()].outputs.iter().flatten());
             found.absorbed.insert(node);
         }
+        cat.nodes = absorbed;
         found.by_node.insert(id, cat);
     }
     found
@@ -268,6 +275,9 @@ mod tests {
         let steps = launches(&g, &o);
         let kernels: Vec<KernelId> = steps.iter().map(|s| s.0).collect();
         assert_eq!(kernels, [KernelId::GemmWg64CatF32, KernelId::GemmWg64CatF32], "{steps:?}");
+        // The steps name the nodes they took over.
+        let text = compile(&g, &Binding::new(), &o).unwrap().to_string();
+        assert!(text.contains("GatherND+Reshape+MatMul") && text.contains("Concat+MatMul"), "{text}");
         // The edge GEMM: `[p, e, s, t0, t1, i0, i1, b, c, x1, x2, x3, y]`, both segments rows of h
         // through the stacked indices (stride 2, offsets 0 and 1).
         let (h, ix) = (ValueId(0), ValueId(1));

@@ -569,6 +569,20 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
             Some(p) => attention::lower(&fused, id, p, &values, options),
             None => lower::node(&fused, id, &values, &own, &fusion, options),
         };
+        // A GEMM reading A in place computes the gathers and concatenation it took over too.
+        let lowered = match (lowered, cats.by_node.get(&id)) {
+            (Ok(mut s), Some(cat)) => {
+                let ops: Vec<&str> = cat.nodes.iter().map(|n| fused.nodes[n.index()].op.name()).collect();
+                for step in &mut s {
+                    if let Step::Kernel { nodes, label, .. } = step {
+                        nodes.splice(0..0, cat.nodes.iter().copied());
+                        *label = format!("{}+{label}", ops.join("+"));
+                    }
+                }
+                Ok(s)
+            }
+            (lowered, _) => lowered,
+        };
         match lowered {
             Ok(s) => {
                 // A view shares its source's slot: its copy would move bytes onto themselves.
