@@ -508,11 +508,12 @@ mod tests {
         assert_eq!(core::mem::size_of::<UnaryParams>(), 16);
         assert_eq!(core::mem::size_of::<ProbeParams>(), 8);
         assert_eq!(core::mem::size_of::<GemmParams>(), 16 + 16 * 8 + 32);
+        assert_eq!(core::mem::size_of::<GemmCatParams>(), 4 * 8 + 8 * 4);
         assert_eq!(core::mem::size_of::<MlpLayer>(), 64);
         assert_eq!(core::mem::size_of::<MlpParams>(), 16 + 64 * MLP_MAX_LAYERS);
         assert_eq!(core::mem::size_of::<RowParams>(), 5 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<TransposeParams>(), 16 + 2 * 8 * MAX_RANK);
-        assert_eq!(core::mem::size_of::<GatherParams>(), 4 * 8);
+        assert_eq!(core::mem::size_of::<GatherParams>(), 4 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<StridedCopyParams>(), 32 + 3 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<PadParams>(), 24 + 3 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<GatherNdParams>(), 40 + 2 * 8 * MAX_RANK);
