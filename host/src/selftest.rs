@@ -347,6 +347,36 @@ pub fn selected_rows_graph(rows: usize) -> planner::Graph {
     g
 }
 
+/// The hoisting workload of the GPU tests (`Plan::hoisted`): `x [1, seq]` f32 (`seq` symbolic).
+/// Values of the weights and the bound length alone, as exporters build position tables:
+/// `p = CumSum(Sin(Range(0, seq) * w))` with a weight `w` (the Range folds for each binding; the
+/// Sin and the CumSum are the hoisted steps). Output: `relu(x + p) * exp(v)`, `v` another weight.
+pub fn position_table_graph() -> planner::Graph {
+    use planner::op::{CumSum, Op, ShapeOf};
+    use planner::{ConstTensor, DType, Dim, Graph};
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Known(1), Dim::Symbol("seq".into())]);
+    let shape = g.op1(Op::Shape(ShapeOf::default()), &[x]);
+    let one = g.const_i64("one", &[], &[1]);
+    let len = g.gather(shape, one, 0);
+    let limit = g.cast(len, DType::F32);
+    let start = g.initializer("start", ConstTensor::scalar_f32(0.0));
+    let delta = g.initializer("delta", ConstTensor::scalar_f32(1.0));
+    let range = g.op1(Op::Range, &[start, limit, delta]);
+    let w = g.initializer("w", ConstTensor::scalar_f32(0.7));
+    let scaled = g.mul(range, w);
+    let sin = g.op1(Op::Sin, &[scaled]);
+    let axis = g.const_i64("axis", &[], &[0]);
+    let table = g.op1(Op::CumSum(CumSum::default()), &[sin, axis]);
+    let v = g.initializer("v", ConstTensor::from_f32(&[1], &[-0.25]).expect("one weight"));
+    let ev = g.op1(Op::Exp, &[v]);
+    let sum = g.add(x, table);
+    let r = g.relu(sum);
+    let y = g.mul(r, ev);
+    g.output(y);
+    g
+}
+
 /// An input for [`selected_rows_graph`]: about `positive` of the rows are selected.
 pub fn selected_rows_input(rng: &mut Rng, rows: usize, positive: f64) -> HostTensor {
     let v: Vec<f32> = (0..rows * 4)

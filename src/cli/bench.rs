@@ -383,10 +383,13 @@ fn measure(
     let graph_us = session.time_executions(runs, true)?;
     let eager_us = session.time_executions(runs, false)?;
     let sampled = sampler.map(Sampler::stop);
-    let steps = session.last_plan().map(|p| p.steps.len());
+    // Steps each run launches; the hoisted ones ran once, before the first.
+    let steps = session.last_plan().map(|p| p.steps.len() - p.hoisted);
+    let hoisted = session.last_plan().map(|p| p.hoisted);
     let mut figures = json!({
         "first_run_ms": first_ms,
         "steps": steps,
+        "hoisted_steps": hoisted,
         "graph_us": summary(graph_us),
         "eager_us": summary(eager_us),
     });

@@ -198,8 +198,9 @@ fn print_plan(model: &onnx::Model, binds: &[String], precision: host::Precision,
         return Ok(());
     }
     println!(
-        "GPU plan ({} steps, {} weights, precision {}):",
-        plan.steps.len(),
+        "GPU plan ({} steps per run, {} once per binding; {} weights, precision {}):",
+        plan.steps.len() - plan.hoisted,
+        plan.hoisted,
         plan.weights.len(),
         plan.precision
     );
@@ -225,6 +226,12 @@ fn print_fusion(plan: &planner::plan::Plan) {
         })
         .collect();
     println!("fused steps ({} of {}):", fused.len(), plan.steps.len());
+    if plan.hoisted > 0 {
+        println!(
+            "hoisted: steps #0 to #{} compute values of the weights alone, once per binding",
+            plan.hoisted - 1
+        );
+    }
     for (i, label, kernel) in fused {
         println!("  #{i} {label} {kernel}");
     }

@@ -188,7 +188,11 @@ fn run_cuda(
                 );
             }
             Some(plan) if !profile => {
-                println!("plan: {} steps (--profile times each step)", plan.steps.len());
+                println!(
+                    "plan: {} steps per run, {} once per binding (--profile times each step)",
+                    plan.steps.len() - plan.hoisted,
+                    plan.hoisted
+                );
             }
             Some(_) => print_profile(&mut session)?,
         }

@@ -78,8 +78,28 @@ impl Session<'_> {
         }
     }
 
-    /// Launches every step but `skip` (none: all of them); with `sync_each`, waits after each so
-    /// that an asynchronous fault is reported with the step that caused it.
+    /// Runs the hoisted steps of `binding` ([`planner::plan::Plan::hoisted`]: values of the
+    /// weights alone) unless the arena already holds their results, waiting after each so that a
+    /// fault names its step.
+    pub(super) fn run_hoisted(&mut self, binding: &Key) -> Result<(), HostError> {
+        let c = &self.compiled[binding];
+        if c.plan.hoisted == 0 || self.hoisted_in_arena.as_ref() == Some(binding) {
+            return Ok(());
+        }
+        let at = self.addresses(c);
+        for (i, step) in c.plan.steps[..c.plan.hoisted].iter().enumerate() {
+            self.launch_step(&at, i, step)?;
+            self.stream
+                .synchronize()
+                .map_err(|source| step_error(i, step, HostError::Driver { action: "", source }))?;
+        }
+        self.hoisted_in_arena = Some(binding.clone());
+        Ok(())
+    }
+
+    /// Launches every step after the hoisted ones but `skip` (none: all of them); with
+    /// `sync_each`, waits after each so that an asynchronous fault is reported with the step that
+    /// caused it. The hoisted steps' results must be in the arena ([`Self::run_hoisted`]).
     pub(super) fn launch_steps(
         &self,
         binding: &Key,
@@ -88,7 +108,8 @@ impl Session<'_> {
     ) -> Result<(), HostError> {
         let c = &self.compiled[binding];
         let at = self.addresses(c);
-        for (i, step) in c.plan.steps.iter().enumerate().filter(|&(i, _)| Some(i) != skip) {
+        let steps = c.plan.steps.iter().enumerate().skip(c.plan.hoisted);
+        for (i, step) in steps.filter(|&(i, _)| Some(i) != skip) {
             self.launch_step(&at, i, step)?;
             if sync_each {
                 self.stream

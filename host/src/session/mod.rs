@@ -8,6 +8,12 @@
 //! the other bindings (they hold the old addresses); their next run captures them again. Errors
 //! name the step and its kernel.
 //!
+//! The plan's hoisted steps (`Plan::hoisted`: values of the weights alone, such as masks built
+//! from constant positions) run before the first execution and are not in the graph; their
+//! results stay in the arena. Bindings share the arena, so a run of a binding whose hoisted
+//! results another binding's steps (or a staged run, or a new arena) may have overwritten runs
+//! its hoisted steps again first.
+//!
 //! With [`SessionOptions::stateful`], the recurrent state of sequence nodes stays on the device
 //! across runs (in one allocation, `state.rs`) until [`Session::reset_state`].
 
@@ -108,6 +114,9 @@ pub struct Session<'c> {
     allocations: u64,
     device_bytes: u64,
     last: Option<Key>,
+    /// The binding whose hoisted steps' results the arena holds ([`Plan::hoisted`]): another
+    /// binding's run, a stage, or a new arena overwrites them.
+    hoisted_in_arena: Option<Key>,
     prepared: Option<PrepareReport>,
     /// A plan compiled ahead ([`Session::adopt_plan`]), taken by the first run of its binding.
     adopted: Option<PlanAhead>,
@@ -152,6 +161,7 @@ impl<'c> Session<'c> {
             allocations: 0,
             device_bytes: 0,
             last: None,
+            hoisted_in_arena: None,
             prepared: None,
             adopted: None,
         })
@@ -253,6 +263,7 @@ impl<'c> Session<'c> {
         let need =
             self.last.as_ref().and_then(|k| self.compiled.get(k)).map_or(0, |c| c.plan.memory.arena_bytes);
         self.arena.shrink_to(self.ctx, need)?;
+        self.hoisted_in_arena = None;
         self.region.release()?;
         self.compiled.values_mut().for_each(|c| c.graph = None);
         Ok(before - self.device_bytes())
@@ -364,6 +375,7 @@ impl<'c> Session<'c> {
         }
         if self.arena.ensure(self.ctx, bytes)? {
             self.compiled.values_mut().for_each(|c| c.graph = None);
+            self.hoisted_in_arena = None;
         }
         Ok(())
     }
@@ -537,6 +549,7 @@ impl<'c> Session<'c> {
             return ran.map(|_| ());
         }
         let use_graph = self.options.cuda_graph;
+        self.run_hoisted(&binding)?;
         self.state.advance();
         let c = self.compiled.get(&binding).expect("prepared by run");
         if use_graph && c.graph.is_none() {

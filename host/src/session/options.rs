@@ -68,6 +68,10 @@ pub struct SessionOptions {
     /// turns the rows that hide it into NaN, as in the unfused graph and the CPU reference (and
     /// as in other fused causal attention); off keeps that exact.
     pub skip_hidden_keys: bool,
+    /// Run the steps that compute values of the weights alone (masks built from constant
+    /// positions, position-embedding lookups, weights dequantized or rearranged by the graph) once
+    /// per binding instead of every run (default on). Their results keep their arena slots.
+    pub hoist_constants: bool,
     /// How the tensor-core GEMMs form their products (default [`Precision::Exact`]: f32
     /// accuracy; [`Precision::Tf32`]: operands rounded to TF32, one product instead of three).
     pub precision: Precision,
@@ -89,7 +93,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 18] = [
+    const SWITCHES: [Switch; 19] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -108,6 +112,7 @@ impl SessionOptions {
         ("l2_persist_weights", |o| &mut o.l2_persist_weights),
         ("skip_hidden_keys", |o| &mut o.skip_hidden_keys),
         ("widen_narrow_floats", |o| &mut o.widen_narrow_floats),
+        ("hoist_constants", |o| &mut o.hoist_constants),
     ];
 
     /// The options' names (their field names), as [`SessionOptions::set`] takes them.
@@ -148,6 +153,7 @@ impl Default for SessionOptions {
             l2_persist_weights: true,
             skip_hidden_keys: true,
             widen_narrow_floats: true,
+            hoist_constants: true,
             precision: Precision::Exact,
             max_loop_iterations: crate::reference::MAX_LOOP_ITERATIONS,
             max_memory: None,

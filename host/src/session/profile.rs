@@ -33,7 +33,8 @@ impl Session<'_> {
     /// so the cost is linear in the steps), and each step's time is the median over `iters`
     /// executions of the time between its two events, in microseconds, in step order. A step
     /// shorter than a launch may show the launch's time (the host enqueues slower than the device
-    /// runs it).
+    /// runs it). The hoisted steps (which a run does not launch) are timed too: they write the
+    /// same values again.
     pub fn profile_steps(&mut self, iters: usize) -> Result<Vec<f64>, HostError> {
         let c = &self.compiled[&self.plan_binding()?];
         let at = self.addresses(c);
@@ -61,13 +62,15 @@ impl Session<'_> {
 
     /// What each step of the last run's binding costs inside the replayed CUDA graph: for step
     /// `i`, the median replay time of the whole graph minus that of the graph captured without
-    /// step `i` (`iters` replays each, microseconds, in step order). Unlike [`Self::profile_steps`]
+    /// step `i` (`iters` replays each, microseconds, in step order; 0 for a hoisted step, which
+    /// is not in the graph). Unlike [`Self::profile_steps`]
     /// this counts what overlaps (programmatic dependent launch, a kernel's prologue under the
     /// previous one) and what does not, so the numbers say what removing or fusing a step would
     /// save. The runs it makes leave the outputs and any recurrent state undefined: run the
     /// session again (or [`Self::reset_state`]) before using its results.
     pub fn profile_steps_in_graph(&mut self, iters: usize) -> Result<Vec<f64>, HostError> {
         let binding = self.plan_binding()?;
+        self.run_hoisted(&binding)?;
         let replay = |skip: Option<usize>| -> Result<f64, HostError> {
             let Some(graph) = self.capture(&binding, skip)? else { return Ok(0.0) };
             let mut t = Vec::with_capacity(iters.max(1));
@@ -83,7 +86,11 @@ impl Session<'_> {
             Ok(median(t))
         };
         let whole = replay(None)?;
-        (0..self.compiled[&binding].plan.steps.len()).map(|i| replay(Some(i)).map(|t| whole - t)).collect()
+        let plan = &self.compiled[&binding].plan;
+        // The hoisted steps are not in the graph.
+        (0..plan.steps.len())
+            .map(|i| if i < plan.hoisted { Ok(0.0) } else { replay(Some(i)).map(|t| whole - t) })
+            .collect()
     }
 
     /// Device time in microseconds of copying `inputs` to the device and of copying the outputs

@@ -256,6 +256,8 @@ impl Session<'_> {
     ) -> Result<Vec<(String, Held)>, HostError> {
         let mut env: HashMap<String, Held> = HashMap::new();
         let outputs: Vec<String> = self.graph.outputs.iter().map(|&v| self.graph.value_name(v)).collect();
+        // Stage plans run every step, hoisted ones too, in the arena the single plans share.
+        self.hoisted_in_arena = None;
         let mut cache = std::mem::take(&mut self.stages);
         let outcome = self
             .hold_inputs(inputs, &mut env)

@@ -14,6 +14,7 @@ mod ew_ops;
 mod gemm;
 mod gemm_cat;
 mod gemm_programs;
+mod hoist;
 mod indexing;
 mod loss;
 mod mlp;

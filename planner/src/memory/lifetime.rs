@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Scratch;
+use super::{Extras, Scratch};
 use crate::error::PlanError;
 use crate::graph::{Definition, Graph, NodeId, ValueId};
 use crate::op::Op;
@@ -131,15 +131,22 @@ fn checked_bytes(dtype: crate::tensor_info::DType, dims: &[usize]) -> Option<u64
 /// Lifetimes, sizes and in-place groups of every node-produced value of `g`, whose input shapes must
 /// already be bound (see `bind_inputs`). Graph outputs are excluded: the caller owns them, and so
 /// are `elided` values (results a fused kernel keeps on chip: no buffer).
-pub fn analyse_lifetimes(
-    g: &Graph,
-    in_place: bool,
-    extra_views: &[ValueId],
-    elided: &[ValueId],
-    reads: &[(NodeId, ValueId)],
-) -> Result<LifetimeAnalysis, PlanError> {
+pub fn analyse_lifetimes(g: &Graph, in_place: bool, extras: Extras) -> Result<LifetimeAnalysis, PlanError> {
+    let Extras { views: extra_views, elided, reads, hoisted, .. } = extras;
     let infos = shape_infer::infer(g)?;
-    let order = validate::topo_order(g)?;
+    // The hoisted nodes first (they read only weights and each other: still a topological order).
+    let mut is_hoisted = vec![false; g.nodes.len()];
+    for h in hoisted.iter().filter(|h| h.index() < g.nodes.len()) {
+        is_hoisted[h.index()] = true;
+    }
+    let (order, n_hoisted) = {
+        let topo = validate::topo_order(g)?;
+        let (mut first, rest): (Vec<NodeId>, Vec<NodeId>) =
+            topo.into_iter().partition(|n| is_hoisted[n.index()]);
+        let n_hoisted = first.len();
+        first.extend(rest);
+        (first, n_hoisted)
+    };
     let defs = g.definitions();
     let n = g.values.len();
     let mut step_of = vec![0usize; g.nodes.len()];
@@ -177,6 +184,18 @@ pub fn analyse_lifetimes(
             if let Some(l) = lifetimes[u.index()].as_mut() {
                 l.last_step = l.last_step.max(s);
             }
+        }
+    }
+    // A hoisted result that a later step reads is computed once and read by every run: it lives
+    // to the end of the order, and nothing writes over it in place.
+    let mut pinned = vec![false; n];
+    for v in 0..n {
+        let (Some(Definition::Node { node, .. }), Some(l)) = (defs[v], lifetimes[v].as_mut()) else {
+            continue;
+        };
+        if is_hoisted[node.index()] && l.last_step >= n_hoisted {
+            l.last_step = order.len() - 1;
+            pinned[v] = true;
         }
     }
 
@@ -225,10 +244,12 @@ pub fn analyse_lifetimes(
     // member of each.
     let vclass: Vec<usize> = (0..n).map(|v| root(&mut parent, v)).collect();
     let mut class_last = vec![0usize; n];
+    let mut class_pinned = vec![false; n];
     for v in 0..n {
         if let Some(l) = lifetimes[v] {
             class_last[vclass[v]] = class_last[vclass[v]].max(l.last_step);
         }
+        class_pinned[vclass[v]] |= pinned[v];
     }
     let mut pairs = Vec::new();
     if in_place {
@@ -250,6 +271,7 @@ pub fn analyse_lifetimes(
                     && class_last[r] == s
                     && sole
                     && !extra
+                    && !class_pinned[r]
                     && bytes[x.index()] == bytes[y.index()]
                     && infos[x.index()].dtype == infos[y.index()].dtype
             });

@@ -138,6 +138,10 @@ pub struct Extras<'a> {
     /// Values a node's step reads beyond its inputs (a GEMM reading the tables its A operand
     /// was gathered from): live until that node.
     pub reads: &'a [(NodeId, ValueId)],
+    /// Nodes that read only weights and each other's results (`plan::hoist`): ordered first, in
+    /// the given order's relative order, and their results that later nodes read live to the end
+    /// of the order (computed once, read by every run).
+    pub hoisted: &'a [NodeId],
 }
 
 /// [`plan`] with the lowering's [`Extras`].
@@ -147,15 +151,14 @@ pub fn plan_with(
     options: &MemoryOptions,
     extras: Extras,
 ) -> Result<MemoryPlan, PlanError> {
-    let Extras { views: extra_views, scratch, elided, reads } = extras;
     if !options.alignment.is_power_of_two() {
         return Err(PlanError::Memory {
             detail: format!("alignment {} is not a power of two", options.alignment),
         });
     }
     let bound = bind_inputs(graph, binding)?;
-    let mut life = analyse_lifetimes(&bound, options.in_place, extra_views, elided, reads)?;
-    lifetime::add_scratch(&mut life, scratch)?;
+    let mut life = analyse_lifetimes(&bound, options.in_place, extras)?;
+    lifetime::add_scratch(&mut life, extras.scratch)?;
     let buffers = assign::buffers(&life, options.alignment);
     let (arena_bytes, offsets) = assign::best_of_orderings(&buffers);
     let mut slots = vec![None; life.lifetimes.len()];

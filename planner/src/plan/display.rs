@@ -8,7 +8,7 @@ use crate::graph::ValueId;
 
 impl Plan {
     /// One line per step, in step order: `#i label kernel grid block [arguments and where they
-    /// live]`, or `#i copy ...` (the step lines of the plan's `Display`, without the lifted
+    /// live]`, or `#i copy ...`, with `once` after the index of a hoisted step (the step lines of the plan's `Display`, without the lifted
     /// patterns before them and the arena line after).
     pub fn step_lines(&self) -> Vec<String> {
         let place = |v: ValueId| match self.memory.slots.get(v.index()).copied().flatten() {
@@ -17,6 +17,8 @@ impl Plan {
             None if self.outputs.contains(&v) => format!("{v}@output"),
             None => format!("{v}@weights"),
         };
+        // Hoisted steps run once per binding, not every run.
+        let once = |i: usize| if i < self.hoisted { "once " } else { "" };
         let line = |(i, step): (usize, &Step)| match step {
             Step::Kernel { label, kernel, grid, block, args, .. } => {
                 let vals: Vec<String> = args
@@ -29,13 +31,14 @@ impl Plan {
                     })
                     .collect();
                 format!(
-                    "#{i} {label} {} grid={grid:?} block={block:?} [{}]",
+                    "#{i} {}{label} {} grid={grid:?} block={block:?} [{}]",
+                    once(i),
                     kernel.symbol(),
                     vals.join(", ")
                 )
             }
             Step::Copy { src, dst, bytes, .. } => {
-                format!("#{i} copy {bytes} bytes {} -> {}", place(*src), place(*dst))
+                format!("#{i} {}copy {bytes} bytes {} -> {}", once(i), place(*src), place(*dst))
             }
         };
         self.steps.iter().enumerate().map(line).collect()
@@ -51,6 +54,16 @@ impl fmt::Display for Plan {
             writeln!(f, "{l}")?;
         }
         write!(f, "arena {} bytes", self.memory.arena_bytes)?;
+        if self.hoisted > 0 {
+            let mut homes: Vec<ValueId> = (self.hoisted_results().into_iter())
+                .map(|v| self.memory.home(v))
+                .filter(|v| self.memory.slots.get(v.index()).copied().flatten().is_some())
+                .collect();
+            homes.sort();
+            homes.dedup();
+            let kept: u64 = homes.iter().filter_map(|v| self.values[v.index()].bytes()).sum();
+            write!(f, ", {} steps once per binding (their results kept: {kept} bytes)", self.hoisted)?;
+        }
         if !self.states.is_empty() {
             let bytes: u64 = self.states.iter().map(StateSlot::bytes).sum();
             write!(f, ", state {bytes} bytes in {} slots", self.states.len())?;

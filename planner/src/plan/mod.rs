@@ -31,6 +31,7 @@ mod fuse;
 mod gather_concat;
 mod gemm;
 mod gemm_cat;
+mod hoist;
 mod indexing;
 mod linear_attention;
 mod logic;
@@ -156,7 +157,18 @@ pub struct PlanOptions {
     /// those types get 2e-5 / 5e-4 (GPT-2's GELU-tanh with f16 constants is 5.7e-6 from the
     /// exact one, with bf16 ones 1.5e-4); a tolerance set tighter than the default is kept.
     pub activation_tolerance: f32,
+    /// Order the steps that read only weights (and each other's results) first, as
+    /// [`Plan::hoisted`], to be run once per binding instead of every run (`hoist.rs`; default
+    /// on). Their results that later steps read keep their arena slots for the whole run.
+    pub hoist_constants: bool,
+    /// Most bytes of hoisted results kept in the arena across runs (default
+    /// [`HOIST_MAX_BYTES`]): past it, the largest are computed every run again.
+    pub hoist_max_bytes: u64,
 }
+
+/// Default [`PlanOptions::hoist_max_bytes`]: 16 MiB (a causal mask of 2048 x 2048 f32 fits;
+/// the zero-filled scatter targets of a 100k-node GNN do not, and are filled every run).
+pub const HOIST_MAX_BYTES: u64 = 16 << 20;
 
 impl Default for PlanOptions {
     fn default() -> Self {
@@ -181,6 +193,8 @@ impl Default for PlanOptions {
             precision: Precision::Exact,
             widen_narrow_floats: true,
             activation_tolerance: epilogue::F32_ACTIVATION_TOLERANCE,
+            hoist_constants: true,
+            hoist_max_bytes: HOIST_MAX_BYTES,
         }
     }
 }
@@ -200,6 +214,19 @@ pub enum Arg {
     /// The device address of a value the kernel writes besides its output (the last
     /// [`Arg::Value`]), such as a sequence op's final state.
     Output(ValueId),
+}
+
+impl Step {
+    /// The values the step reads or writes.
+    pub fn values(&self) -> Vec<ValueId> {
+        match self {
+            Step::Kernel { args, .. } => args
+                .iter()
+                .filter_map(|a| if let Arg::Value(v) | Arg::Output(v) = a { Some(*v) } else { None })
+                .collect(),
+            Step::Copy { src, dst, .. } => vec![*src, *dst],
+        }
+    }
 }
 
 /// A persistent recurrent-state slot of a stateful plan: f32, kept on the device across runs,
@@ -305,6 +332,11 @@ pub struct Plan {
     /// Persistent recurrent-state slots (stateful plans only), each used by one step.
     #[serde(default)]
     pub states: Vec<StateSlot>,
+    /// The first `hoisted` steps compute values of the weights alone (`hoist.rs`): a session
+    /// runs them once per binding, before the first run (and again only after something else
+    /// used the arena), and every run the steps after them.
+    #[serde(default)]
+    pub hoisted: usize,
     /// The precision its tensor-core GEMMs were planned in.
     #[serde(default)]
     pub precision: Precision,
@@ -505,12 +537,32 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         options,
     );
     elided.extend(cats.elided.iter().copied());
+    // Steps of the weights alone, run once per binding: first in the order.
+    let hoisted = hoist::nodes(
+        &fused,
+        &values,
+        options,
+        |id| {
+            chains.of(id).is_some()
+                || cats.absorbed.contains(&id)
+                || fused.nodes[id.index()].outputs.iter().flatten().any(|v| absorbed.contains(v))
+        },
+        &cats.reads,
+    );
     let memory = memory::plan_with(
         &fused,
         &Binding::new(),
         &options.memory,
-        memory::Extras { views: &absorbed, scratch: &requests, elided: &elided, reads: &cats.reads },
+        memory::Extras {
+            views: &absorbed,
+            scratch: &requests,
+            elided: &elided,
+            reads: &cats.reads,
+            hoisted: &hoisted,
+        },
     )?;
+    let hoisted: std::collections::HashSet<NodeId> = hoisted.into_iter().collect();
+    let mut hoisted_steps = 0;
     let first_scratch = values.len();
     values.extend(scratch.iter().map(|(_, v)| v.clone()));
     // Packed weights become values after the scratch buffers (constants: no arena slot).
@@ -588,6 +640,9 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
                 // A view shares its source's slot: its copy would move bytes onto themselves.
                 let is_view = |st: &Step| matches!(st, Step::Copy { src, dst, .. } if memory.views.contains(&(*src, *dst)));
                 steps.extend(s.into_iter().filter(|st| !is_view(st)));
+                if hoisted.contains(&id) {
+                    hoisted_steps = steps.len();
+                }
                 if let Ok(Some(slot)) = sequence::persistent_state(&fused, id, &values, options) {
                     states.push(slot);
                 }
@@ -649,6 +704,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         steps,
         memory,
         states,
+        hoisted: hoisted_steps,
         precision: options.precision,
         lifted,
     };
@@ -690,6 +746,14 @@ impl Plan {
         for &(src, view) in &self.memory.views {
             ready[view.index()] |= ready[src.index()];
         }
+        if self.hoisted > self.steps.len() {
+            return Err(bad(format!("{} hoisted steps of {}", self.hoisted, self.steps.len())));
+        }
+        // What the hoisted steps may read: weights, empty values and their own results.
+        let mut once: Vec<bool> = self.values.iter().map(|v| v.bytes() == Some(0)).collect();
+        for &v in &self.weights {
+            once[v.index()] = true;
+        }
         for (i, step) in self.steps.iter().enumerate() {
             let (reads, writes): (Vec<ValueId>, Vec<ValueId>) = match step {
                 Step::Kernel { kernel, args, .. } => {
@@ -712,9 +776,24 @@ impl Plan {
                 }
                 Step::Copy { src, dst, .. } => (vec![*src], vec![*dst]),
             };
-            for r in reads {
+            for r in &reads {
                 if !ready[r.index()] {
                     return Err(bad(format!("step {i} reads {r} before anything writes it")));
+                }
+            }
+            if i < self.hoisted {
+                let stateful = matches!(step, Step::Kernel { args, .. } if args.iter().any(|a| matches!(a, Arg::State(_))));
+                if let Some(r) = reads.iter().find(|r| !once[r.index()]) {
+                    return Err(bad(format!(
+                        "hoisted step {i} reads {r}, which is not computed from weights alone"
+                    )));
+                }
+                if stateful || writes.iter().any(|w| self.outputs.contains(w)) {
+                    return Err(bad(format!("hoisted step {i} writes a graph output or recurrent state")));
+                }
+                writes.iter().for_each(|w| once[w.index()] = true);
+                for &(src, view) in &self.memory.views {
+                    once[view.index()] |= once[src.index()];
                 }
             }
             for w in writes {
@@ -732,6 +811,55 @@ impl Plan {
         for &o in &self.outputs {
             if !ready[o.index()] {
                 return Err(bad(format!("output {o} is never written")));
+            }
+        }
+        self.validate_hoisted()
+    }
+
+    /// The values the hoisted steps compute that a later step reads: what the runs read of the
+    /// hoisted steps' work (they keep their arena slots across runs).
+    pub fn hoisted_results(&self) -> Vec<ValueId> {
+        let (before, after) = self.steps.split_at(self.hoisted.min(self.steps.len()));
+        let computed: std::collections::HashSet<ValueId> =
+            before.iter().flat_map(Step::values).filter(|v| !self.weights.contains(v)).collect();
+        let mut out: Vec<ValueId> =
+            after.iter().flat_map(Step::values).filter(|v| computed.contains(v)).collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// No step after the hoisted ones writes over the arena bytes of a hoisted result (the runs
+    /// read what the hoisted steps wrote once).
+    fn validate_hoisted(&self) -> Result<(), PlanError> {
+        let slot = |v: ValueId| self.memory.slots.get(self.memory.home(v).index()).copied().flatten();
+        let kept: Vec<(ValueId, crate::memory::BufferSlot)> =
+            self.hoisted_results().into_iter().filter_map(|v| slot(v).map(|s| (v, s))).collect();
+        let after = &self.steps[self.hoisted..];
+        for (i, step) in after.iter().enumerate() {
+            let written: Vec<ValueId> = match step {
+                Step::Kernel { kernel, args, .. } => {
+                    let split = args.len().saturating_sub(kernel.written_args());
+                    (args[split..].iter().filter_map(|a| if let Arg::Value(v) = a { Some(*v) } else { None }))
+                        .chain(
+                            args.iter().filter_map(|a| if let Arg::Output(v) = a { Some(*v) } else { None }),
+                        )
+                        .collect()
+                }
+                Step::Copy { dst, .. } => vec![*dst],
+            };
+            for w in written {
+                let Some(ws) = slot(w) else { continue };
+                if let Some((k, _)) = kept.iter().find(|(_, s)| {
+                    s.offset < ws.offset + ws.bytes.max(1) && ws.offset < s.offset + s.bytes.max(1)
+                }) {
+                    return Err(PlanError::Memory {
+                        detail: format!(
+                            "plan: step {} writes {w} over {k}, which the hoisted steps computed once",
+                            self.hoisted + i
+                        ),
+                    });
+                }
             }
         }
         Ok(())

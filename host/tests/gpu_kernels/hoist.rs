@@ -1,0 +1,56 @@
+//! Hoisted steps (`Plan::hoisted`: values of the weights alone, run once per binding): a session
+//! matches the CPU reference on every run, also when bindings alternate in the one arena (each
+//! binding's hoisted results are overwritten by the other's steps and must be computed again),
+//! with graph replay and eager launches, and with hoisting off.
+
+use host::selftest::{Rng, position_table_graph};
+use host::{HostTensor, Session, SessionOptions};
+use planner::plan::Step;
+
+use crate::ctx;
+
+/// `|got - want| <= 1e-4 * (|want| + 1)`: the table is a running sum of up to 1000 sines in f32
+/// against the f64 reference.
+fn assert_close(got: &[(String, HostTensor)], want: &[(String, HostTensor)], what: &str) {
+    for ((_, g), (_, w)) in got.iter().zip(want) {
+        assert_eq!(g.shape(), w.shape(), "{what}");
+        for (i, (a, b)) in g.data().to_f64s().iter().zip(w.data().to_f64s()).enumerate() {
+            assert!((a - b).abs() <= 1e-4 * (b.abs() + 1.0), "{what}: y[{i}] gpu {a}, reference {b}");
+        }
+    }
+}
+
+#[test]
+fn hoisted_steps_are_computed_again_after_another_binding_used_the_arena() {
+    let g = position_table_graph();
+    let mut rng = Rng::new(0x40157);
+    let eager = SessionOptions { cuda_graph: false, ..SessionOptions::default() };
+    let off = SessionOptions { hoist_constants: false, ..SessionOptions::default() };
+    for (name, options) in
+        [("graph replay", SessionOptions::default()), ("eager", eager), ("hoisting off", off)]
+    {
+        let mut s = Session::new(ctx(), g.clone(), options).unwrap();
+        // 40 -> 1000 grows the arena; 1000 -> 40 reuses it over the 40 plan's hoisted results.
+        for seq in [40, 40, 1000, 40, 1000, 1000, 7, 40] {
+            let inputs = vec![("x".to_string(), rng.tensor(&[1, seq], -1.0, 1.0))];
+            let want = host::reference::eval(&g, &inputs).unwrap();
+            assert_close(&s.run(&inputs).unwrap(), &want, &format!("{name}, seq {seq}"));
+            // Executions after the first replay without the hoisted steps.
+            s.execute().unwrap();
+            assert_close(&s.run(&inputs).unwrap(), &want, &format!("{name}, seq {seq}, again"));
+        }
+        let plan = s.last_plan().unwrap();
+        let text = plan.to_string();
+        if options.hoist_constants {
+            let labels: Vec<&str> = (plan.steps[..plan.hoisted].iter())
+                .filter_map(
+                    |st| if let Step::Kernel { label, .. } = st { Some(label.as_str()) } else { None },
+                )
+                .collect();
+            assert!(labels.iter().any(|l| l.contains("CumSum")), "{name}: CumSum hoisted:\n{text}");
+            assert!(plan.steps.len() - plan.hoisted <= 2, "{name}: the rest is the x program:\n{text}");
+        } else {
+            assert_eq!(plan.hoisted, 0, "{name}:\n{text}");
+        }
+    }
+}
