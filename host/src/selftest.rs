@@ -13,8 +13,10 @@ use crate::reference;
 use crate::tensor::HostTensor;
 
 mod dtypes;
+mod exports;
 mod unrolled;
 pub use dtypes::*;
+pub use exports::*;
 pub use unrolled::*;
 
 /// Value written into outputs before a kernel runs: no kernel under test can produce it, so an

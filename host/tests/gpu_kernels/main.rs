@@ -4,6 +4,7 @@
 mod arena;
 mod attention;
 mod bad_input;
+mod canonical;
 mod clip;
 mod context;
 mod control;

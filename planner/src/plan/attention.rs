@@ -78,6 +78,30 @@ impl Ctx<'_> {
                 let strides = reshape_strides(&xv.dims, &xv.strides, &dims)?;
                 Some((View { strides, dims: dims.clone(), ..xv }, nodes))
             }),
+            // One index along an axis (a `select`, as `unbind` of a packed QKV projection
+            // exports): an offset, the axis dropped (or kept at 1 for a one-element index).
+            Op::Gather(ga) if slot == 0 => self.trace_back(x).and_then(|(xv, nodes)| {
+                let index = self.g.constant(node.inputs.get(1).copied().flatten()?)?;
+                let [k] = index.to_i64s()?[..] else { return None };
+                let rank = xv.dims.len() as i64;
+                let axis = if ga.axis < 0 { ga.axis + rank } else { ga.axis };
+                let axis = usize::try_from(axis).ok().filter(|&a| a < xv.dims.len())?;
+                let len = xv.dims[axis] as i64;
+                let k = if k < 0 { k + len } else { k };
+                if !(0..len).contains(&k) || index.dims.len() > 1 {
+                    return None;
+                }
+                let offset = xv.offset + k as u64 * xv.strides[axis];
+                let mut strides = xv.strides.clone();
+                let mut kept = xv.dims.clone();
+                if index.dims.is_empty() {
+                    strides.remove(axis);
+                    kept.remove(axis);
+                } else {
+                    kept[axis] = 1;
+                }
+                (kept == dims).then(|| (View { offset, strides, dims: dims.clone(), ..xv }, nodes))
+            }),
             Op::Split(s) => self.trace_back(x).and_then(|(xv, nodes)| {
                 let rank = xv.dims.len() as i64;
                 let axis = if s.axis < 0 { s.axis + rank } else { s.axis };

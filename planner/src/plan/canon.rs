@@ -4,6 +4,10 @@
 //! scaled-dot-product attention), becomes the one Transpose of `x` it is. The merged form is a view
 //! of `x` only when the merged dims are contiguous, which a head split of a projection is not at
 //! batch above 1: the attention fusion could not trace K through it and the plan copied it.
+//!
+//! A Transpose that moves only axes of extent 1 (`[seq, 1, d] -> [1, seq, d]`, which
+//! sequence-first exports such as `nn.MultiheadAttention` write around attention at batch 1)
+//! keeps every element where it is: it becomes the Reshape it is, a view that moves nothing.
 
 use crate::graph::{Graph, Node};
 use crate::op::{Op, Transpose};
@@ -44,6 +48,31 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<Graph> {
         };
         dropped[ti] = true;
         dropped[mi] = true;
+        changed = true;
+    }
+    for (i, n) in graph.nodes.iter().enumerate() {
+        let (Op::Transpose(tr), Some(Some(x)), Some(y)) = (&n.op, n.inputs.first(), n.output(0)) else {
+            continue;
+        };
+        let (Some(xd), Some(yd)) = (dims(*x), dims(y)) else { continue };
+        let default: Vec<usize> = (0..xd.len()).rev().collect();
+        let perm = tr.perm.as_deref().unwrap_or(&default);
+        let moved: Vec<usize> =
+            perm.iter().copied().filter(|&p| xd.get(p).is_some_and(|&d| d != 1)).collect();
+        let identity = perm.iter().enumerate().all(|(i, &p)| i == p);
+        // (A 0 in a Reshape's shape would mean "copy the input dim".)
+        if perm.len() != xd.len() || !moved.is_sorted() || identity || yd.contains(&0) {
+            continue;
+        }
+        let shape: Vec<i64> = yd.iter().map(|&d| d as i64).collect();
+        let name = format!("{}.unit_transpose_shape", graph.value_name(y));
+        let shape = g.const_i64(&name, &[shape.len()], &shape);
+        g.nodes[i] = Node {
+            name: n.name.clone(),
+            op: Op::Reshape(Default::default()),
+            inputs: vec![Some(*x), Some(shape)],
+            outputs: n.outputs.clone(),
+        };
         changed = true;
     }
     changed.then(|| crate::dce::eliminate(&g))

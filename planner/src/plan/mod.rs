@@ -55,6 +55,7 @@ mod scan_lift;
 pub(crate) mod scan_program;
 mod select;
 mod sequence;
+mod siblings;
 mod tc_pack;
 mod vision;
 mod widen;
@@ -353,7 +354,8 @@ pub struct Plan {
 /// MatMuls and views, the training optimizers, ...; `contract.rs`: summed broadcast products as
 /// Einsums first), unrolled recurrences lifted to scans (`scan_lift.rs`), unrolled maps rolled
 /// up (`reroll.rs`) and spelled-out RMS
-/// normalizations to `RMSNormalization` (`norm_lift.rs`), as [`compile`] sees
+/// normalizations to `RMSNormalization` (`norm_lift.rs`), exporter spellings made canonical
+/// (`canon.rs`) and sibling projections merged (`siblings.rs`), as [`compile`] sees
 /// it before fusion; `graph`
 /// itself when there are none. The CPU reference computes both alike, which is how the expansions
 /// are tested.
@@ -362,10 +364,12 @@ pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
     let graph = widened.as_ref().unwrap_or(graph);
     let g = contract::run(graph).unwrap_or_else(|| graph.clone());
     let g = decompose::run(&g)?.unwrap_or(g);
-    Ok(match shape_infer::infer(&g) {
-        Ok(infos) => lifts(g, infos)?.0,
-        Err(_) => g,
-    })
+    let Ok(infos) = shape_infer::infer(&g) else { return Ok(g) };
+    let (g, infos, _) = lifts(g, infos)?;
+    // The canonical spellings and merged projections the fusion passes read.
+    let g = canon::run(&g, &infos).unwrap_or(g);
+    let Ok(infos) = shape_infer::infer(&g) else { return Ok(g) };
+    Ok(siblings::run(&g, &infos).unwrap_or(g))
 }
 
 /// `graph` (of shapes `infos`) with the exporter patterns lifted to one operator each (unrolled
@@ -459,6 +463,15 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     let (bound, infos, mut lifted) = lifts(bound, infos)?;
     lifted.splice(0..0, widened);
     let (bound, infos) = match canon::run(&bound, &infos) {
+        Some(g) => {
+            let infos = shape_infer::infer(&g)?;
+            (g, infos)
+        }
+        None => (bound, infos),
+    };
+    // Q, K and V projections of one value as one GEMM, read by the attention through a Split.
+    let sibling = if options.fuse_attention { siblings::run(&bound, &infos) } else { None };
+    let (bound, infos) = match sibling {
         Some(g) => {
             let infos = shape_infer::infer(&g)?;
             (g, infos)
