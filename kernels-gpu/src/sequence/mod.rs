@@ -14,8 +14,8 @@
 //! unrolled slots. Every global access is guarded by the sizes in the parameter struct.
 
 use crate::abi::{
-    CONV_MAX_WIDTH, RESET_BOOL, RESET_F32, RglruParams, SCAN_MAX_CHUNKS, SCAN_MAX_SLOTS, SelectiveScanParams,
-    SsdScanParams, WKV_ROWS,
+    RESET_BOOL, RESET_F32, RglruParams, SCAN_MAX_CHUNKS, SCAN_MAX_SLOTS, SelectiveScanParams, SsdScanParams,
+    WKV_ROWS,
 };
 use crate::intrinsics::{
     WARP_SIZE, block_dim_x, block_idx_x, dynamic_shared_ptr, global_thread_x, grid_dim_x, grid_threads_x,
@@ -43,8 +43,6 @@ macro_rules! unroll {
         })*
     };
 }
-/// Registers of the conv window: the last `CONV_MAX_WIDTH - 1` inputs.
-const WINDOW: usize = CONV_MAX_WIDTH as usize - 1;
 
 /// `a / b`, 0 when `b == 0` (never panics; callers only divide by sizes they know are nonzero
 /// when the result is used).

@@ -1,11 +1,10 @@
 //! The sequence kernels that mix a window or a matrix state per head: RWKV-6 WKV and the causal
 //! depthwise conv with a carried window (helpers and conventions: the parent module).
 
-use super::{ROWS, WINDOW, load_or, quot, rem, store_if};
+use super::{ROWS, load_or, quot, rem, store_if};
 use crate::abi::{CONV_MAX_WIDTH, CausalConvParams, WKV_MAX_HEAD, WKV_ROWS, Wkv6Params};
 use crate::intrinsics::{
-    block_dim_x, block_idx_x, dynamic_shared_ptr, global_thread_x, grid_dim_x, grid_threads_x, sync_threads,
-    thread_idx_x,
+    block_dim_x, block_idx_x, dynamic_shared_ptr, grid_dim_x, sync_threads, thread_idx_x,
 };
 use crate::math;
 
@@ -159,9 +158,12 @@ pub unsafe extern "ptx-kernel" fn wkv6_f32(
 /// the output y.
 ///
 /// # Thread mapping
-/// 1-D grid of 1-D blocks, any size: a thread per channel, grid-striding over
-/// `batch * channels`, holding the window of the last `width - 1` inputs and the channel's weights
-/// in registers. A launch with `width` outside `1..=CONV_MAX_WIDTH` writes nothing.
+/// 1-D grid of 1-D blocks of at least `width - 1` threads: a block per channel, grid-striding over
+/// `batch * channels`; its threads stride over the time steps (consecutive steps, consecutive
+/// threads: coalesced), each output reading its `width` inputs (the carried ones from
+/// `state_in`). The block's threads read the new state's values, wait for every read of the
+/// channel's `state_in` (a barrier: `state_out` may be `state_in`), then the first `width - 1`
+/// write it. A launch with `width` outside `1..=CONV_MAX_WIDTH`, or fewer threads, writes nothing.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn causal_conv_f32(
     p: CausalConvParams,
@@ -174,60 +176,61 @@ pub unsafe extern "ptx-kernel" fn causal_conv_f32(
     y: *mut f32,
 ) {
     let kw = p.width as usize;
-    if kw == 0 || kw > CONV_MAX_WIDTH as usize {
+    let threads = block_dim_x() as u64;
+    if kw == 0 || kw > CONV_MAX_WIDTH as usize || threads < (kw - 1) as u64 {
         return;
     }
     let (len, d_len, carried) = (p.len as u64, p.channels as u64, (kw - 1) as u64);
     let channels = p.batch as u64 * d_len;
-    let mut ch = global_thread_x();
+    let tid = thread_idx_x() as u64;
+    let mut ch = block_idx_x() as u64;
     while ch < channels {
         let d = rem(ch, d_len);
-        // Tap m (0 = the current input, m = the m-th previous) has weight `weight[d, kw - 1 - m]`
-        // and, for m >= 1, its input in `win[WINDOW - m]`.
-        let mut wt = [0.0f32; WINDOW + 1];
-        let mut win = [0.0f32; WINDOW];
-        for m in 0..=WINDOW {
+        // Tap m (0 = the current input, m = the m-th previous) has weight `weight[d, kw - 1 - m]`.
+        let mut wt = [0.0f32; CONV_MAX_WIDTH as usize];
+        for (m, w) in wt.iter_mut().enumerate() {
             if m < kw {
                 // SAFETY: d < channels, kw - 1 - m < width.
-                wt[m] = unsafe { *weight.add((d * kw as u64 + (kw - 1 - m) as u64) as usize) };
-                if m >= 1 {
-                    // SAFETY: inside the states: ch * (width - 1) + (width - 1 - m).
-                    win[WINDOW - m] = unsafe { load_or(state_in, ch * carried + (kw - 1 - m) as u64, 0.0) };
-                }
+                *w = unsafe { *weight.add((d * kw as u64 + (kw - 1 - m) as u64) as usize) };
             }
         }
         // SAFETY: d < channels.
         let bv = unsafe { load_or(bias, d, 0.0) };
-        let io = ch * len;
-        let mut t = 0;
+        let (io, st) = (ch * len, ch * carried);
+        // Input at time `tau` of the prefixed sequence (negative: a carried value, the oldest
+        // at `-carried`).
+        // SAFETY: io + tau < batch * channels * len for 0 <= tau < len; a carried value's index
+        // st + carried + tau is inside the channel's state.
+        let input = |tau: i64| unsafe {
+            if tau >= 0 {
+                *x.add((io + tau as u64) as usize)
+            } else {
+                load_or(state_in, (st as i64 + carried as i64 + tau) as u64, 0.0)
+            }
+        };
+        let mut t = tid;
         while t < len {
-            // SAFETY: io + t < batch * channels * len.
-            let xt = unsafe { *x.add((io + t) as usize) };
-            let mut acc = math::fma(wt[0], xt, bv);
-            for m in 1..=WINDOW {
+            let mut acc = bv;
+            for (m, &w) in wt.iter().enumerate() {
                 if m < kw {
-                    acc = math::fma(wt[m], win[WINDOW - m], acc);
+                    acc = math::fma(w, input(t as i64 - m as i64), acc);
                 }
             }
-            for q in 0..WINDOW - 1 {
-                win[q] = win[q + 1];
-            }
-            win[WINDOW - 1] = xt;
             let out = if p.silu != 0 { math::silu(acc) } else { acc };
             // SAFETY: as for x.
             unsafe { *y.add((io + t) as usize) = out };
-            t += 1;
+            t += threads;
         }
-        for m in 1..=WINDOW {
-            if m < kw {
-                let at = ch * carried + (kw - 1 - m) as u64;
-                // SAFETY: inside the states.
-                unsafe {
-                    store_if(state_out, at, win[WINDOW - m]);
-                    store_if(final_state, at, win[WINDOW - m]);
-                }
+        // The new state: the last `carried` inputs of the prefixed sequence.
+        let kept = if tid < carried { input(len as i64 - carried as i64 + tid as i64) } else { 0.0 };
+        sync_threads();
+        if tid < carried {
+            // SAFETY: inside the states.
+            unsafe {
+                store_if(state_out, st + tid, kept);
+                store_if(final_state, st + tid, kept);
             }
         }
-        ch += grid_threads_x();
+        ch += grid_dim_x() as u64;
     }
 }

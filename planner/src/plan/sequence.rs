@@ -420,7 +420,10 @@ fn causal_conv(s: &SeqNode, activation: ConvActivation) -> Lowered {
         _pad: 0,
     };
     let operands = vec![Arg::Value(x), Arg::Value(weight), bias];
-    Ok(s.step(KernelId::CausalConvF32, &p, s.threads_shape((b * d) as u64), operands, state))
+    // A block per channel, its threads over the time steps (at least the carried window's).
+    let block = (l.div_ceil(32) * 32).clamp(32, SEQUENCE_THREADS as usize) as u32;
+    let shape = (capped_grid(s.o.sm_count, (b * d) as u64), [block, 1, 1], 0);
+    Ok(s.step(KernelId::CausalConvF32, &p, shape, operands, state))
 }
 
 #[cfg(test)]
