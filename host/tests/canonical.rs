@@ -7,9 +7,11 @@
 //! - `nn.MultiheadAttention`'s packed projection taken apart by `Gather`s of one index: at batch
 //!   1 the attention reads Q, K and V through them (no gather or transpose steps).
 //! - A Transpose that moves only axes of extent 1 is the Reshape it is.
+//! - A depthwise `Conv` padded for causality and cut back to the sequence (and a SiLU after) is
+//!   the `CausalConvWithState` it is.
 
 use host::HostTensor;
-use host::selftest::{Projections, Rng, projected_attention_graph};
+use host::selftest::{Projections, Rng, ShortConv, projected_attention_graph, short_conv_graph};
 use planner::plan::{Arg, PlanOptions, Step, compile, decomposed};
 use planner::{Binding, Graph, Op};
 
@@ -86,5 +88,46 @@ fn a_packed_projection_taken_apart_by_gathers_is_read_in_place() {
         } else {
             assert!(transposes > 0, "{what}");
         }
+    }
+}
+
+#[test]
+fn causal_depthwise_convolutions_become_one_causal_conv() {
+    let spellings = [ShortConv::SlicedToLength, ShortConv::SlicedFromEnd, ShortConv::LeftPadded];
+    for (i, spelling) in spellings.into_iter().enumerate() {
+        for (bias, silu) in [(false, true), (true, false), (true, true)] {
+            for (b, l, d, k) in [(1, 9, 6, 4), (2, 3, 5, 2), (1, 1, 3, 3)] {
+                let what = format!("{spelling:?} bias {bias} silu {silu} B={b} L={l} D={d} K={k}");
+                let g = short_conv_graph(b, l, d, k, spelling, bias, silu);
+                let d = canonical(&g, 0xc0 + i as u64, &what);
+                assert_eq!(
+                    count(&d, |o| matches!(o, Op::CausalConvWithState(_))),
+                    1,
+                    "{what}: {:?}",
+                    d.nodes
+                );
+                let left = count(&d, |o| matches!(o, Op::Conv(_) | Op::Slice(_) | Op::Sigmoid | Op::Mul));
+                assert_eq!(left, 0, "{what}: {:?}", d.nodes);
+                let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+                assert!(labels(&plan).iter().any(|l| l == "CausalConvWithState"), "{what}:\n{plan}");
+            }
+        }
+    }
+    // Not causal (symmetric padding kept), strided, or not depthwise: left alone.
+    use planner::op::Conv;
+    let g = short_conv_graph(1, 9, 6, 4, ShortConv::SlicedToLength, false, false);
+    for change in 0..3 {
+        let mut h = g.clone();
+        for n in &mut h.nodes {
+            if let Op::Conv(c) = &mut n.op {
+                match change {
+                    0 => c.pads = vec![3, 1],
+                    1 => c.strides = vec![2],
+                    _ => c.dilations = vec![2],
+                }
+            }
+        }
+        let d = decomposed(&h).unwrap();
+        assert_eq!(count(&d, |o| matches!(o, Op::Conv(Conv { .. }))), 1, "change {change}");
     }
 }

@@ -108,3 +108,55 @@ pub fn projected_attention_graph(batch: usize, seq: usize, spelling: Projections
     g.output(y);
     g
 }
+
+/// How [`short_conv_graph`] writes its causal convolution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShortConv {
+    /// `Conv(pads [k-1, k-1])`, then `Slice` of `[0, L)` (PyTorch's `conv1d(x)[..., :L]`).
+    SlicedToLength,
+    /// `Conv(pads [k-1, k-1])`, then `Slice` of `[0, -(k-1))`.
+    SlicedFromEnd,
+    /// `Conv(pads [k-1, 0])`: causal padding alone, nothing to slice.
+    LeftPadded,
+}
+
+/// The short causal convolution of Mamba-style blocks as dynamo exports it: `x [batch, len, d]`
+/// transposed to channels-first, a depthwise `Conv` of width `k` (with a bias when `bias`), cut
+/// back to `len` as `spelling` says, `x * sigmoid(x)` when `silu`, transposed back.
+pub fn short_conv_graph(
+    batch: usize,
+    len: usize,
+    d: usize,
+    k: usize,
+    spelling: ShortConv,
+    bias: bool,
+    silu: bool,
+) -> Graph {
+    use planner::op::{Conv, Slice};
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Known(batch), Dim::Known(len), Dim::Known(d)]);
+    let xt = g.transpose(x, &[0, 2, 1]);
+    let w = weight(&mut g, "conv_w", &[d, 1, k], 1.0);
+    let b = bias.then(|| weight(&mut g, "conv_b", &[d], 2.0));
+    let pads = if spelling == ShortConv::LeftPadded { vec![k - 1, 0] } else { vec![k - 1, k - 1] };
+    let conv = Conv { group: d, kernel_shape: vec![k], pads, ..Conv::default() };
+    let mut y = g.push_opt(Op::Conv(conv), vec![Some(xt), Some(w), b], 1)[0];
+    let end = match spelling {
+        ShortConv::SlicedToLength => Some(len as i64),
+        ShortConv::SlicedFromEnd => Some(-(k as i64 - 1)),
+        ShortConv::LeftPadded => None,
+    };
+    if let Some(end) = end {
+        let starts = g.const_i64("starts", &[1], &[0]);
+        let ends = g.const_i64("ends", &[1], &[end]);
+        let axes = g.const_i64("axes", &[1], &[2]);
+        y = g.op1(Op::Slice(Slice::default()), &[y, starts, ends, axes]);
+    }
+    if silu {
+        let s = g.sigmoid(y);
+        y = g.mul(y, s);
+    }
+    let back = g.transpose(y, &[0, 2, 1]);
+    g.output(back);
+    g
+}

@@ -20,6 +20,7 @@ mod canon;
 mod clip_tests;
 mod contract;
 mod conv;
+mod conv_lift;
 mod decompose;
 mod display;
 mod elementwise;
@@ -414,6 +415,16 @@ fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>
         Some((g, n)) => {
             lifted.push(format!(
                 "{n} RMS normalization(s) spelled out as elementwise ops and a mean: RMSNormalization"
+            ));
+            let infos = shape_infer::infer(&g)?;
+            (g, infos)
+        }
+        None => (graph, infos),
+    };
+    let (graph, infos) = match conv_lift::run(&graph, &infos) {
+        Some((g, n)) => {
+            lifted.push(format!(
+                "{n} depthwise Conv(s) padded on both sides, sliced to the sequence (and SiLU): CausalConvWithState"
             ));
             let infos = shape_infer::infer(&g)?;
             (g, infos)
