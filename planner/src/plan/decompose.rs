@@ -150,7 +150,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
     let composed: std::collections::BTreeSet<NodeId> =
         paired.values().copied().filter(|&q| quant_of(q).is_some_and(|q| q.quantizable())).collect();
     let mut g = graph.clone();
-    let mut replaced = Vec::new();
+    let mut replaced = std::collections::BTreeSet::new();
     // Dequantized values by output (quant.rs), for the MatMuls that read two of them.
     let mut scaled: std::collections::BTreeMap<ValueId, quant::Scaled> = std::collections::BTreeMap::new();
     // Nodes rewritten in place (an operand replaced or added), not replaced.
@@ -428,7 +428,10 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
             {
                 let q = paired[&NodeId(i as u32)];
                 match quant_of(q).and_then(|quant| quant.fake_quantize(&mut e, node.output(0))) {
-                    Some(s) => scaled.insert(s.y, s).is_none(),
+                    Some(s) => {
+                        scaled.insert(s.y, s);
+                        true
+                    }
                     None => false,
                 }
             }
@@ -441,7 +444,10 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                     quant.quantize(&mut e, node.output(0))
                 } else {
                     match quant.dequantize(&mut e, node.output(0)) {
-                        Some(s) => scaled.insert(s.y, s).is_none(),
+                        Some(s) => {
+                            scaled.insert(s.y, s);
+                            true
+                        }
                         None => false,
                     }
                 }
@@ -464,7 +470,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
             _ => false,
         };
         if done {
-            replaced.push(i);
+            replaced.insert(i);
         }
     }
     // MatMuls of two dequantized operands multiply their integers and scale the result
@@ -480,7 +486,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
         let mut e = Expand { g: &mut g, name: graph.node_label(NodeId(i as u32)), n: 0 };
         let operands = (sa, sb, node.input(2));
         if quant::scale_out(&mut e, &node.op, operands, (rank(a), rank(b)), node.output(0)).is_some() {
-            replaced.push(i);
+            replaced.insert(i);
             scaled_out = true;
         }
     }

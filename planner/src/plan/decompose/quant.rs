@@ -92,6 +92,10 @@ impl Quant<'_> {
         {
             return None;
         }
+        // The spec's zero point has x's type; another is left to the refusal by name.
+        if self.ins.2.is_some_and(|z| self.dtype(z) != self.dtype(x)) {
+            return None;
+        }
         let (sb, zb) = self.broadcast_operands(e)?;
         let xf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[x]);
         let centred = match zb {
@@ -174,8 +178,11 @@ pub(super) struct Scaled {
 /// `MatMul(a, b)` (or `Gemm(a, b, c)`) of two dequantized operands computed as
 /// `MatMul(a_int, b_int) * s_a * s_b` (`+ beta c`) where the scales do not vary along the
 /// contraction (A's per tensor or per row, B's per tensor or per column or batch): the product of integers held in f32 is exact (each below
-/// 2^11, so exact in TF32 on the tensor cores too) and so is its sum below 2^24, as the integer
-/// GEMM of ONNX Runtime's QDQ kernels computes it. The scaled form rounds every product and
+/// 2^11, so exact in TF32 on the tensor cores too) and so is its sum while it stays below 2^24,
+/// as the integer GEMM of ONNX Runtime's QDQ kernels computes it (centred int8 products reach
+/// 2^14 and uint8 ones 2^16, so a contraction past 1,024 or 256 terms of extreme values can
+/// round: then it is as close as f32 accumulation gets, not exact). A per-channel B of a `trans_b` Gemm (its scale `[N, 1]`)
+/// is not scaled out and keeps the dequantized arithmetic. The scaled form rounds every product and
 /// partial sum of values that are not integers: on a fake-quantized model those differences
 /// move values across the next quantizer's rounding boundaries and cascade (GPT-2 int8 on the
 /// H200: 3,032 of 65,536 outputs more than one quantum from ONNX Runtime through 3xTF32, 88
