@@ -345,3 +345,26 @@ fn cumsum_matches_the_reference_for_every_dtype_axis_and_flag() {
         assert!(plan.contains("cumsum_"), "{what}: {plan}");
     }
 }
+
+#[test]
+fn a_gather_with_its_program_takes_int64_and_int32_indices() {
+    let mut rng = Rng::new(0x9a7e);
+    for i32s in [false, true] {
+        let mut g = Graph::new();
+        let table = g.input("table", DType::F32, known(&[50, 24]));
+        let ids = g.input("ids", if i32s { DType::I32 } else { DType::I64 }, known(&[3, 7]));
+        let pos = g.input("pos", DType::F32, known(&[7, 24]));
+        let e = g.gather(table, ids, 0);
+        let y = g.add(e, pos);
+        let y = g.relu(y);
+        g.output(y);
+        let inputs = vec![
+            ("table".to_owned(), rng.tensor(&[50, 24], -1.0, 1.0)),
+            ("ids".to_owned(), indices(&mut rng, &[3, 7], 50, i32s)),
+            ("pos".to_owned(), rng.tensor(&[7, 24], -1.0, 1.0)),
+        ];
+        let what = format!("embedding with int32 ids {i32s}");
+        let plan = compare(&what, g, &inputs, 1e-6);
+        assert!(plan.contains("gather_program_f32"), "{what}:\n{plan}");
+    }
+}

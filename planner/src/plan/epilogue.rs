@@ -157,14 +157,16 @@ pub(super) fn gemm_programs<T>(
         };
         let (Some(x), 1) = (gnode.output(0), gnode.outputs.len()) else { continue };
         // The producer must lower on its own (the fused node lowers through the same path): a
-        // GEMM as `gemm_of` takes it, a Gather of f32 data with int64 indices of known shape.
+        // GEMM as `gemm_of` takes it, a Gather of f32 data with int64 or int32 indices of known
+        // shape.
         let lowers = match producer {
             Producer::Gemm(_) => super::gemm::gemm_of(&g, NodeId(gi as u32), &values, &no_perms).is_ok(),
             Producer::Gather(_) => {
                 let (data, idx) = (gnode.input(0), gnode.input(1));
                 data.and_then(known_f32).is_some()
                     && idx.is_some_and(|i| {
-                        infos[i.index()].dtype == DType::I64 && infos[i.index()].shape.as_known().is_some()
+                        matches!(infos[i.index()].dtype, DType::I64 | DType::I32)
+                            && infos[i.index()].shape.as_known().is_some()
                     })
             }
         };

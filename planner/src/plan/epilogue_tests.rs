@@ -287,9 +287,9 @@ fn shape_inference_gives_the_fused_node_its_declared_dims() {
 fn a_gather_fuses_with_the_program_reading_it() {
     // GPT-2's embeddings: the token rows gathered, the position rows added, in one launch; the
     // gathered rows get no slot.
-    let embed = |read_twice: bool, data: DType| {
+    let embed_with = |read_twice: bool, data: DType, index: DType| {
         let mut g = Graph::new();
-        let ids = g.input("ids", DType::I64, known(&[16]));
+        let ids = g.input("ids", index, known(&[16]));
         let table = match data {
             DType::F32 => weight(&mut g, "wte", &[100, 32]),
             _ => g.initializer("wte", ConstTensor::from_i64(&[100, 32], &vec![1; 3200]).unwrap()),
@@ -304,6 +304,7 @@ fn a_gather_fuses_with_the_program_reading_it() {
         }
         (g, e)
     };
+    let embed = |read_twice: bool, data: DType| embed_with(read_twice, data, DType::I64);
     let (g, e) = embed(false, DType::F32);
     let fused = plan(&g, true);
     assert_eq!(kernels(&fused), [KernelId::GatherProgramF32], "{fused}");
@@ -315,6 +316,10 @@ fn a_gather_fuses_with_the_program_reading_it() {
     assert!(kernels(&plan(&g, true)).contains(&KernelId::GatherF32));
     let (g, _) = embed(false, DType::I64);
     assert!(!kernels(&plan(&g, true)).contains(&KernelId::GatherProgramF32));
+    // int32 indices fuse too (the launch reads 4-byte indices).
+    let (g, _) = embed_with(false, DType::F32, DType::I32);
+    let fused = plan(&g, true);
+    assert_eq!(kernels(&fused), [KernelId::GatherProgramF32], "{fused}");
 }
 
 #[test]
