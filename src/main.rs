@@ -60,6 +60,10 @@ enum Command {
         /// rounded to TF32, one product (faster, about 1e-3 relative error); other kernels stay f32.
         #[arg(long, default_value = "exact", value_name = "exact|tf32")]
         precision: String,
+        /// A GPU session option for --memory / --plan / --fusion as NAME=true|false (repeat for
+        /// each), as `run --set` takes it; `fusion=false` switches every fusion pass off.
+        #[arg(long = "set", value_name = "NAME=BOOL")]
+        options: Vec<String>,
     },
     /// Runs a model (the bundled demo when MODEL is omitted) and prints its outputs.
     Run(cli::run::RunArgs),
@@ -82,12 +86,12 @@ fn main() -> ExitCode {
     match args.command {
         Command::Doctor { device, cold } => cli::doctor::run(device, cold),
         Command::Warmup { model, binds } => report(cli::warmup::run(model.as_deref(), &binds)),
-        Command::Inspect { model, memory, plan, fusion, binds, precision } => {
+        Command::Inspect { model, memory, plan, fusion, binds, precision, options } => {
             let show = cli::inspect::Show { memory, plan, fusion };
-            report(
-                cli::precision_of(&precision)
-                    .and_then(|precision| cli::inspect::run(&model, show, &binds, precision)),
-            )
+            let options = cli::precision_of(&precision).and_then(|precision| {
+                Ok(host::SessionOptions { precision, ..cli::run::session_options(&options)? })
+            });
+            report(options.and_then(|options| cli::inspect::run(&model, show, &binds, options)))
         }
         Command::Run(args) => report(cli::run::run(args)),
         Command::Bench(args) => report(cli::bench::run(args)),

@@ -260,14 +260,7 @@ pub fn utc_timestamp(since_epoch: Duration) -> String {
 /// The session options with fusion off: every fusion pass of [`host::SessionOptions`] switched off
 /// (activations, elementwise programs, GEMM epilogue programs, LayerNorm folds, attention).
 pub fn unfused(o: host::SessionOptions) -> host::SessionOptions {
-    host::SessionOptions {
-        fuse_activations: false,
-        fuse_elementwise: false,
-        fuse_gemm_programs: false,
-        fuse_layer_norm_gemm: false,
-        fuse_attention: false,
-        ..o
-    }
+    o.with_fusion(false)
 }
 
 /// The leading size of the first input: what one run processes (the batch), for throughput.

@@ -25,7 +25,7 @@ pub struct Show {
 
 /// Prints the summary of the model at `path` and what `show` asks for (its memory plan, GPU plan
 /// or fusion under the `NAME=SIZE` bindings); fails (after printing) when ops are unsupported.
-pub fn run(path: &Path, show: Show, binds: &[String], precision: host::Precision) -> Result<()> {
+pub fn run(path: &Path, show: Show, binds: &[String], options: host::SessionOptions) -> Result<()> {
     let model = onnx::load_path(path).with_context(|| format!("loading {}", path.display()))?;
     let s = onnx::inspect(&model);
     println!("model: {}", path.display());
@@ -63,10 +63,10 @@ pub fn run(path: &Path, show: Show, binds: &[String], precision: host::Precision
             anyhow::bail!("{} declares no graph outputs: a plan would compute nothing", path.display());
         }
         if show.memory {
-            print_memory(&model, binds, precision)?;
+            print_memory(&model, binds, options)?;
         }
         if show.plan || show.fusion {
-            print_plan(&model, binds, precision, show)?;
+            print_plan(&model, binds, options, show)?;
         }
         Ok(())
     } else {
@@ -120,17 +120,17 @@ fn mib(bytes: u64) -> String {
 /// The multiprocessors `inspect` plans for (the H200's; a session plans for its own device).
 const SM_COUNT: u32 = 132;
 
-/// The plan options of a GPU session with the default options and `precision` on a Hopper
-/// device of [`SM_COUNT`] multiprocessors.
-fn session_plan_options(precision: host::Precision) -> planner::plan::PlanOptions {
-    host::session::plan_options(&host::SessionOptions { precision, ..Default::default() }, SM_COUNT, true)
+/// The plan options of a GPU session with `options` on a Hopper device of [`SM_COUNT`]
+/// multiprocessors.
+fn session_plan_options(options: host::SessionOptions) -> planner::plan::PlanOptions {
+    host::session::plan_options(&options, SM_COUNT, true)
 }
 
 /// Plans the arena and prints the statistics and the ten biggest slots.
-fn print_memory(model: &onnx::Model, binds: &[String], precision: host::Precision) -> Result<()> {
+fn print_memory(model: &onnx::Model, binds: &[String], options: host::SessionOptions) -> Result<()> {
     let graph = onnx::to_graph(model)?;
     let binding = parse_binding(binds, &graph)?;
-    let compiled = planner::plan::compile(&graph, &binding, &session_plan_options(precision))
+    let compiled = planner::plan::compile(&graph, &binding, &session_plan_options(options))
         .context("compiling the GPU plan (bind every symbolic input dim with --bind NAME=SIZE)")?;
     let names: Vec<String> = compiled.values.iter().map(|v| v.name.clone()).collect();
     let plan = compiled.memory;
@@ -186,10 +186,15 @@ fn print_memory(model: &onnx::Model, binds: &[String], precision: host::Precisio
 
 /// Compiles the GPU plan for the binding and prints what `show` asks for: its fusion, and the plan
 /// one line per step.
-fn print_plan(model: &onnx::Model, binds: &[String], precision: host::Precision, show: Show) -> Result<()> {
+fn print_plan(
+    model: &onnx::Model,
+    binds: &[String],
+    options: host::SessionOptions,
+    show: Show,
+) -> Result<()> {
     let graph = onnx::to_graph(model)?;
     let binding = parse_binding(binds, &graph)?;
-    let plan = planner::plan::compile(&graph, &binding, &session_plan_options(precision))
+    let plan = planner::plan::compile(&graph, &binding, &session_plan_options(options))
         .context("compiling the GPU plan")?;
     if show.fusion {
         print_fusion(&plan);

@@ -120,15 +120,34 @@ impl SessionOptions {
         Self::SWITCHES.iter().map(|(name, _)| *name)
     }
 
-    /// Sets the option `name` (a field name, as in [`SessionOptions::names`]) to `on`; an unknown
-    /// name is an error that lists the known ones.
+    /// Sets the option `name` (a field name, as in [`SessionOptions::names`], or `fusion`: every
+    /// fusion pass at once, [`SessionOptions::with_fusion`]) to `on`; an unknown name is an error
+    /// that lists the known ones.
     pub fn set(&mut self, name: &str, on: bool) -> Result<(), String> {
+        if name == "fusion" {
+            *self = self.with_fusion(on);
+            return Ok(());
+        }
         let Some((_, field)) = Self::SWITCHES.iter().find(|(n, _)| *n == name) else {
             let known: Vec<&str> = Self::names().collect();
-            return Err(format!("unknown session option `{name}` (known: {})", known.join(", ")));
+            return Err(format!("unknown session option `{name}` (known: fusion, {})", known.join(", ")));
         };
         *field(self) = on;
         Ok(())
+    }
+
+    /// These options with every fusion pass on or off: activations and elementwise programs,
+    /// GEMM epilogue programs, LayerNorm folds into GEMMs, attention (and with it the merged
+    /// Q / K / V projections). Lifts of exporter patterns and hoisting are not fusion and stay.
+    pub fn with_fusion(self, on: bool) -> Self {
+        SessionOptions {
+            fuse_activations: on,
+            fuse_elementwise: on,
+            fuse_gemm_programs: on,
+            fuse_layer_norm_gemm: on,
+            fuse_attention: on,
+            ..self
+        }
     }
 }
 
@@ -185,7 +204,14 @@ mod tests {
             assert!(!seen.contains(&(on, off)), "{name} sets the same field as another name");
             seen.push((on, off));
         }
-        assert!(SessionOptions::default().set("no_such_option", true).unwrap_err().contains("known:"));
+        assert!(SessionOptions::default().set("no_such_option", true).unwrap_err().contains("known: fusion"));
+        // The master switch sets every fusion pass and nothing else.
+        let mut off = SessionOptions::default();
+        off.set("fusion", false).unwrap();
+        assert_eq!(off, SessionOptions::default().with_fusion(false));
+        assert!(!off.fuse_attention && !off.fuse_elementwise && off.hoist_constants && off.cuda_graph);
+        off.set("fusion", true).unwrap();
+        assert_eq!(off, SessionOptions::default());
     }
 
     #[test]
