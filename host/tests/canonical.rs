@@ -131,3 +131,32 @@ fn causal_depthwise_convolutions_become_one_causal_conv() {
         assert_eq!(count(&d, |o| matches!(o, Op::Conv(Conv { .. }))), 1, "change {change}");
     }
 }
+
+#[test]
+fn layers_sharing_their_projection_weights_share_one_concatenation() {
+    // ALBERT-style: two attention layers with the same Q, K and V weights.
+    let g = projected_attention_graph(1, 8, Projections::Separate);
+    let mut g2 = g.clone();
+    // Feed the first layer's output to a second copy of its nodes (same initializers).
+    let (x, y) = (g.inputs[0], g.outputs[0]);
+    let mut map = std::collections::HashMap::new();
+    map.insert(x, y);
+    for n in &g.nodes {
+        let mut m = n.clone();
+        m.name = format!("{}_2", n.name);
+        for i in m.inputs.iter_mut().flatten() {
+            *i = *map.get(i).unwrap_or(i);
+        }
+        for o in m.outputs.iter_mut().flatten() {
+            let v = g2.add_value(format!("{}_2", g.value_name(*o)), None);
+            map.insert(*o, v);
+            *o = v;
+        }
+        g2.nodes.push(m);
+    }
+    g2.outputs = vec![map[&y]];
+    let d = canonical(&g2, 0x2a, "two layers");
+    assert_eq!(count(&d, |o| matches!(o, Op::Split(_))), 2);
+    let merged = d.initializers.keys().filter(|&&v| d.value_name(v).contains(".merged")).count();
+    assert_eq!(merged, 2, "one weight and one bias concatenation for both layers");
+}

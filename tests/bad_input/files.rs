@@ -127,7 +127,10 @@ fn data_dependent_ranks_are_explained() {
 #[test]
 fn unknown_or_malformed_session_options_are_named() {
     let e = crate::cli_fails(&["run", "--set", "tensor_core_attentoin=false"]);
-    assert!(e.contains("tensor_core_attentoin") && e.contains("known: cuda_graph"), "{e}");
+    assert!(e.contains("tensor_core_attentoin") && e.contains("known: fusion, cuda_graph"), "{e}");
+    // inspect takes the same options.
+    let e = crate::cli_fails(&["inspect", "--set", "fuse_atention=false", "--plan", "no-such.onnx"]);
+    assert!(e.contains("fuse_atention") && e.contains("known: fusion"), "{e}");
     let e = crate::cli_fails(&["run", "--set", "cuda_graph=maybe"]);
     assert!(e.contains("true or false"), "{e}");
     let e = crate::cli_fails(&["run", "--set", "cuda_graph"]);

@@ -79,19 +79,27 @@ impl Session<'_> {
     }
 
     /// Runs the hoisted steps of `binding` ([`planner::plan::Plan::hoisted`]: values of the
-    /// weights alone) unless the arena already holds their results, waiting after each so that a
-    /// fault names its step.
+    /// weights alone) unless the arena already holds their results; the first time for the
+    /// binding with a wait after each step, so that a fault names its step. Whatever the plan
+    /// hoists (nothing too), the arena is `binding`'s from here on: another binding's hoisted
+    /// results in it are about to be overwritten.
     pub(super) fn run_hoisted(&mut self, binding: &Key) -> Result<(), HostError> {
-        let c = &self.compiled[binding];
-        if c.plan.hoisted == 0 || self.hoisted_in_arena.as_ref() == Some(binding) {
+        if self.hoisted_in_arena.as_ref() == Some(binding) {
             return Ok(());
         }
+        self.hoisted_in_arena = None;
+        let c = &self.compiled[binding];
         let at = self.addresses(c);
         for (i, step) in c.plan.steps[..c.plan.hoisted].iter().enumerate() {
             self.launch_step(&at, i, step)?;
-            self.stream
-                .synchronize()
-                .map_err(|source| step_error(i, step, HostError::Driver { action: "", source }))?;
+            if !c.hoisted_checked {
+                self.stream
+                    .synchronize()
+                    .map_err(|source| step_error(i, step, HostError::Driver { action: "", source }))?;
+            }
+        }
+        if let Some(c) = self.compiled.get_mut(binding) {
+            c.hoisted_checked = true;
         }
         self.hoisted_in_arena = Some(binding.clone());
         Ok(())

@@ -87,6 +87,9 @@ struct Compiled {
     inputs: Vec<CudaSlice<u8>>,
     outputs: Vec<CudaSlice<u8>>,
     graph: Option<Graphed>,
+    /// Its hoisted steps have run once with a wait after each (a fault named its step): later
+    /// runs of them do not wait.
+    hoisted_checked: bool,
 }
 
 /// A model ready to run on one device.
@@ -175,6 +178,9 @@ impl<'c> Session<'c> {
     /// # Safety
     /// `ptr` must be a device allocation of at least `bytes` bytes in `ctx`'s context, 256-byte
     /// aligned, that outlives the session and that nothing else uses while the session runs.
+    /// Between runs the session keeps the results of its plans' hoisted steps in it
+    /// (`Plan::hoisted`): a caller that lets something else write the buffer between two runs
+    /// must call [`Session::arena_overwritten`] before the next one.
     pub unsafe fn with_external_arena(
         ctx: &'c Context,
         graph: Graph,
@@ -231,6 +237,13 @@ impl<'c> Session<'c> {
     pub(crate) fn charge(&self, what: impl FnOnce() -> String, bytes: u64) -> Result<(), HostError> {
         within_budget(self.options.max_memory, self.device_bytes(), bytes)
             .map_err(|(held, max)| HostError::Budget { what: what(), bytes, held, max })
+    }
+
+    /// Tells the session that something else wrote its arena (an external one shared between
+    /// sessions, [`Session::with_external_arena`]): the next run computes its plan's hoisted
+    /// steps (the values of the weights alone it keeps there between runs) again.
+    pub fn arena_overwritten(&mut self) {
+        self.hoisted_in_arena = None;
     }
 
     /// Zeroes the recurrent state of a stateful session: the next run starts a new sequence.
@@ -468,7 +481,8 @@ impl<'c> Session<'c> {
             kernels_and_upload: uploading.elapsed(),
             first_execution: None,
         });
-        self.compiled.insert(binding.clone(), Compiled { plan, weights, inputs, outputs, graph: None });
+        let compiled = Compiled { plan, weights, inputs, outputs, graph: None, hoisted_checked: false };
+        self.compiled.insert(binding.clone(), compiled);
         Ok(())
     }
 
@@ -539,7 +553,9 @@ impl<'c> Session<'c> {
     }
 
     /// Executes the last run's binding on the inputs already on the device: replays its CUDA graph
-    /// (capturing it on first use) or launches the steps one by one. Does not wait.
+    /// (capturing it on first use) or launches the steps one by one, after the plan's hoisted
+    /// steps when the arena does not hold their results. Does not wait (but for the first run of a
+    /// binding's hoisted steps, which waits after each so that a fault names its step).
     pub fn execute(&mut self) -> Result<(), HostError> {
         let binding = self.last_binding()?;
         if self.is_staged(&binding) {

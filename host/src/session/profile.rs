@@ -36,7 +36,10 @@ impl Session<'_> {
     /// runs it). The hoisted steps (which a run does not launch) are timed too: they write the
     /// same values again.
     pub fn profile_steps(&mut self, iters: usize) -> Result<Vec<f64>, HostError> {
-        let c = &self.compiled[&self.plan_binding()?];
+        let binding = self.plan_binding()?;
+        // Every step runs, the hoisted ones too: the arena is this binding's after it.
+        self.hoisted_in_arena = None;
+        let c = &self.compiled[&binding];
         let at = self.addresses(c);
         let n = c.plan.steps.len();
         let events = (0..=n).map(|_| self.ctx.event()).collect::<Result<Vec<_>, _>>()?;
@@ -57,6 +60,7 @@ impl Session<'_> {
                 s.push(ms as f64 * 1e3);
             }
         }
+        self.hoisted_in_arena = Some(binding);
         Ok(samples.into_iter().map(median).collect())
     }
 

@@ -1,7 +1,8 @@
 //! Hoisted steps (`Plan::hoisted`: values of the weights alone, run once per binding): a session
 //! matches the CPU reference on every run, also when bindings alternate in the one arena (each
 //! binding's hoisted results are overwritten by the other's steps and must be computed again),
-//! with graph replay and eager launches, and with hoisting off.
+//! with graph replay and eager launches, and with hoisting off; and when one binding's plan
+//! hoists nothing (its table is past the kept-bytes budget) but its steps overwrite the other's.
 
 use host::selftest::{Rng, position_table_graph};
 use host::{HostTensor, Session, SessionOptions};
@@ -52,5 +53,36 @@ fn hoisted_steps_are_computed_again_after_another_binding_used_the_arena() {
         } else {
             assert_eq!(plan.hoisted, 0, "{name}:\n{text}");
         }
+    }
+}
+
+/// `x [n, n]` plus `CumSum(Expand(0.5, Shape(x)), axis 1)`: the table is hoisted while it fits
+/// the 16 MiB budget (n = 300: 360 kB), computed every run past it (n = 2100: 17.6 MB).
+fn expanded_table_graph() -> planner::Graph {
+    use planner::op::{CumSum, Op, ShapeOf};
+    use planner::{ConstTensor, DType, Dim, Graph};
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Symbol("n".into()), Dim::Symbol("n".into())]);
+    let shape = g.op1(Op::Shape(ShapeOf::default()), &[x]);
+    let w = g.initializer("w", ConstTensor::scalar_f32(0.5));
+    let e = g.op1(Op::Expand, &[w, shape]);
+    let axis = g.const_i64("axis", &[], &[1]);
+    let c = g.op1(Op::CumSum(CumSum::default()), &[e, axis]);
+    let y = g.add(x, c);
+    g.output(y);
+    g
+}
+
+#[test]
+fn a_binding_that_hoists_nothing_still_takes_the_arena_from_one_that_does() {
+    let g = expanded_table_graph();
+    let mut rng = Rng::new(0x2100);
+    let mut s = Session::new(ctx(), g.clone(), SessionOptions::default()).unwrap();
+    for n in [2100, 300, 2100, 300] {
+        let inputs = vec![("x".to_string(), rng.tensor(&[n, n], -1.0, 1.0))];
+        let want = host::reference::eval(&g, &inputs).unwrap();
+        assert_close(&s.run(&inputs).unwrap(), &want, &format!("n {n}"));
+        let plan = s.last_plan().unwrap();
+        assert_eq!(plan.hoisted > 0, n == 300, "n {n}:\n{plan}");
     }
 }

@@ -11,6 +11,11 @@
 //! (or pads `[K-1, 0]` and no Slice) become `CausalConvWithState(x, w as [D, K], b)` with the
 //! SiLU as its activation: one launch, no padded result, no slice copy, no activation program.
 //! Intermediates read elsewhere keep the pattern unlifted.
+//!
+//! In a stateful session (`PlanOptions::stateful`) the lifted convolution keeps its window
+//! across runs, as the other lifted sequence ops keep theirs: a run continues the previous one's
+//! sequence instead of padding with zeros (what step-by-step decoding needs; a stateless run
+//! pads, as the exported Conv does).
 
 use crate::constant::ConstTensor;
 use crate::graph::{Graph, Node, ValueId};

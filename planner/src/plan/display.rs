@@ -55,13 +55,10 @@ impl fmt::Display for Plan {
         }
         write!(f, "arena {} bytes", self.memory.arena_bytes)?;
         if self.hoisted > 0 {
-            let mut homes: Vec<ValueId> = (self.hoisted_results().into_iter())
-                .map(|v| self.memory.home(v))
+            let kept: u64 = (self.hoisted_results().iter())
                 .filter(|v| self.memory.slots.get(v.index()).copied().flatten().is_some())
-                .collect();
-            homes.sort();
-            homes.dedup();
-            let kept: u64 = homes.iter().filter_map(|v| self.values[v.index()].bytes()).sum();
+                .filter_map(|v| self.values[v.index()].bytes())
+                .sum();
             write!(f, ", {} steps once per binding (their results kept: {kept} bytes)", self.hoisted)?;
         }
         if !self.states.is_empty() {

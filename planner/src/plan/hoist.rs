@@ -164,6 +164,33 @@ mod tests {
     }
 
     #[test]
+    fn a_hoisted_result_read_through_a_view_is_kept_and_guarded() {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, vec![Dim::Symbol("b".into()), Dim::Known(8)]);
+        let w = g.initializer("w", ConstTensor::from_f32(&[8], &[0.5; 8]).unwrap());
+        let axis = g.const_i64("axis", &[], &[0]);
+        let c = g.op1(Op::CumSum(CumSum::default()), &[w, axis]);
+        let shape = g.const_i64("shape", &[2], &[1, 8]);
+        let r = g.reshape(c, shape);
+        let s = g.sigmoid(x);
+        let y = g.add(s, r);
+        g.output(y);
+        let o = PlanOptions { fuse_elementwise: false, ..PlanOptions::default() };
+        let plan = compile(&g, &Binding::new().with("b", 3), &o).unwrap();
+        let text = plan.to_string();
+        assert_eq!(plan.hoisted, 1, "{text}");
+        let c = written(&plan.steps[0]);
+        assert_eq!(plan.hoisted_results(), vec![c], "{text}");
+        assert!(text.contains("(their results kept: 32 bytes)"), "{text}");
+        // A later step writing over the view's buffer is refused.
+        let mut bad = plan.clone();
+        let target = written(&plan.steps[1]);
+        bad.memory.slots[target.index()] = bad.memory.slots[c.index()];
+        let err = bad.validate().unwrap_err().to_string();
+        assert!(err.contains("which the hoisted steps computed once"), "{err}");
+    }
+
+    #[test]
     fn past_the_budget_the_largest_kept_results_are_computed_every_run() {
         let o = PlanOptions { fuse_elementwise: false, ..PlanOptions::default() };
         let within =

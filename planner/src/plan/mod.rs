@@ -840,14 +840,23 @@ impl Plan {
         self.validate_hoisted()
     }
 
-    /// The values the hoisted steps compute that a later step reads: what the runs read of the
-    /// hoisted steps' work (they keep their arena slots across runs).
+    /// The values the hoisted steps compute that a later step reads (itself or through a view
+    /// of it): what the runs read of the hoisted steps' work, each as the value whose buffer it
+    /// is (they keep their arena slots across runs).
     pub fn hoisted_results(&self) -> Vec<ValueId> {
+        // The value whose buffer each is, through the plan's views.
+        let mut root: Vec<ValueId> = (0..self.values.len() as u32).map(ValueId).collect();
+        for &(src, view) in &self.memory.views {
+            if let (Some(&r), true) = (root.get(src.index()), view.index() < root.len()) {
+                root[view.index()] = r;
+            }
+        }
+        let home = |v: ValueId| root.get(v.index()).copied().unwrap_or(v);
         let (before, after) = self.steps.split_at(self.hoisted.min(self.steps.len()));
         let computed: std::collections::HashSet<ValueId> =
-            before.iter().flat_map(Step::values).filter(|v| !self.weights.contains(v)).collect();
+            before.iter().flat_map(Step::values).filter(|v| !self.weights.contains(v)).map(home).collect();
         let mut out: Vec<ValueId> =
-            after.iter().flat_map(Step::values).filter(|v| computed.contains(v)).collect();
+            after.iter().flat_map(Step::values).map(home).filter(|v| computed.contains(v)).collect();
         out.sort();
         out.dedup();
         out

@@ -46,6 +46,8 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<Graph> {
     }
     let mut g = graph.clone();
     let mut changed = false;
+    // One concatenation per tuple of weights (or biases), also when layers share them.
+    let mut merged_constants: BTreeMap<Vec<ValueId>, ValueId> = BTreeMap::new();
     for ((a, _), group) in groups {
         // All with a bias or none, of one weight dtype.
         let dtype = graph.constant(group[0].weight).map(|c| c.dtype);
@@ -55,7 +57,7 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<Graph> {
         if group.len() < 2 || !same {
             continue;
         }
-        let Some(merged) = merge(graph, &mut g, a, &group) else { continue };
+        let Some(merged) = merge(graph, &mut g, a, &group, &mut merged_constants) else { continue };
         // The old nodes lose their readers (dead-node elimination removes them).
         for (p, part) in group.iter().zip(merged) {
             redirect(&mut g, p.result, part);
@@ -123,23 +125,37 @@ fn feeds_matmuls(g: &Graph, v: ValueId, depth: usize) -> bool {
 }
 
 /// Adds to `g` the merged projection of `a` by `group`'s weights (and biases), and returns the
-/// values of its `Split`, one per projection.
-fn merge(graph: &Graph, g: &mut Graph, a: ValueId, group: &[Projection]) -> Option<Vec<ValueId>> {
-    let weights: Vec<&ConstTensor> = group.iter().map(|p| graph.constant(p.weight)).collect::<Option<_>>()?;
-    let cols: Vec<usize> = weights.iter().map(|w| w.dims[1]).collect();
-    let w = concat_columns(&weights)?;
+/// values of its `Split`, one per projection. `made` holds the concatenations made so far, by the
+/// values concatenated.
+fn merge(
+    graph: &Graph,
+    g: &mut Graph,
+    a: ValueId,
+    group: &[Projection],
+    made: &mut BTreeMap<Vec<ValueId>, ValueId>,
+) -> Option<Vec<ValueId>> {
     let first = graph.value_name(group[0].weight);
-    let wv = g.initializer(&format!("{first}.merged"), w);
+    let mut concat = |g: &mut Graph, parts: Vec<ValueId>, suffix: &str| -> Option<ValueId> {
+        if let Some(&v) = made.get(&parts) {
+            return Some(v);
+        }
+        let tensors: Vec<&ConstTensor> = parts.iter().map(|&p| graph.constant(p)).collect::<Option<_>>()?;
+        let v = g.initializer(&format!("{first}.{suffix}{}", made.len()), concat_columns(&tensors)?);
+        made.insert(parts, v);
+        Some(v)
+    };
+    let cols: Vec<usize> =
+        (group.iter()).map(|p| graph.constant(p.weight).map(|w| w.dims[1])).collect::<Option<_>>()?;
+    let wv = concat(g, group.iter().map(|p| p.weight).collect(), "merged")?;
     let mut y = g.push(Op::MatMul, &[a, wv], 1)[0];
     if group[0].bias.is_some() {
-        let biases: Vec<&ConstTensor> =
-            group.iter().map(|p| p.bias.and_then(|(_, b)| graph.constant(b))).collect::<Option<_>>()?;
-        let b = concat_columns(&biases)?;
-        let bv = g.initializer(&format!("{first}.merged_bias"), b);
+        let biases: Vec<ValueId> = group.iter().map(|p| p.bias.map(|(_, b)| b)).collect::<Option<_>>()?;
+        let bv = concat(g, biases, "merged_bias")?;
         y = g.push(Op::Add, &[y, bv], 1)[0];
     }
     let sizes: Vec<i64> = cols.iter().map(|&c| c as i64).collect();
-    let split = g.const_i64(&format!("{first}.merged_split"), &[sizes.len()], &sizes);
+    // (One group per projected value: its name makes the sizes' name unique.)
+    let split = g.const_i64(&format!("{}.split_sizes", graph.value_name(a)), &[sizes.len()], &sizes);
     let split_op = Op::Split(Split { axis: -1, split: None, num_outputs: None });
     Some(g.push(split_op, &[y, split], group.len()))
 }
