@@ -129,7 +129,11 @@ fn main() -> anyhow::Result<()> {
             for len in [prompt.len(), 1] {
                 let binding = ferrofuse::planner::Binding::new().with("len", len);
                 let plan = ferrofuse::planner::plan::compile(&graph, &binding, &plan_options)?;
-                println!("GPU plan for {len} token(s): {} steps, {} state slots", plan.steps.len(), plan.states.len());
+                println!(
+                    "GPU plan for {len} token(s): {} steps, {} state slots",
+                    plan.steps.len(),
+                    plan.states.len()
+                );
             }
             let (_, mut next) = last_logits(&reference::eval(&graph, &tokens(&prompt))?)?;
             for _ in 0..steps {

@@ -411,35 +411,36 @@ fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>
         }
         None => (graph, infos),
     };
-    let (graph, infos) = match norm_lift::run(&graph, &infos) {
+    let (graph, infos) = counted_lift(graph, infos, norm_lift::run, &mut lifted, |n| {
+        format!("{n} RMS normalization(s) spelled out as elementwise ops and a mean: RMSNormalization")
+    })?;
+    let (graph, infos) = counted_lift(graph, infos, conv_lift::run, &mut lifted, |n| {
+        format!(
+            "{n} depthwise Conv(s) padded on both sides, sliced to the sequence (and SiLU): CausalConvWithState"
+        )
+    })?;
+    let (graph, infos) = counted_lift(graph, infos, gather_concat::run, &mut lifted, |n| {
+        format!("{n} concatenation(s) of rows gathered from one table: one gather of the stacked indices")
+    })?;
+    Ok((graph, infos, lifted))
+}
+
+/// `graph` after the lift `pass` (which returns the rewritten graph and how many patterns it
+/// lifted, or `None`), with its shapes inferred again and `line(count)` added to `lifted`.
+fn counted_lift(
+    graph: Graph,
+    infos: Vec<TensorInfo>,
+    pass: fn(&Graph, &[TensorInfo]) -> Option<(Graph, usize)>,
+    lifted: &mut Vec<String>,
+    line: impl Fn(usize) -> String,
+) -> Result<(Graph, Vec<TensorInfo>), PlanError> {
+    Ok(match pass(&graph, &infos) {
         Some((g, n)) => {
-            lifted.push(format!(
-                "{n} RMS normalization(s) spelled out as elementwise ops and a mean: RMSNormalization"
-            ));
+            lifted.push(line(n));
             let infos = shape_infer::infer(&g)?;
             (g, infos)
         }
         None => (graph, infos),
-    };
-    let (graph, infos) = match conv_lift::run(&graph, &infos) {
-        Some((g, n)) => {
-            lifted.push(format!(
-                "{n} depthwise Conv(s) padded on both sides, sliced to the sequence (and SiLU): CausalConvWithState"
-            ));
-            let infos = shape_infer::infer(&g)?;
-            (g, infos)
-        }
-        None => (graph, infos),
-    };
-    Ok(match gather_concat::run(&graph, &infos) {
-        Some((g, n)) => {
-            lifted.push(format!(
-                "{n} concatenation(s) of rows gathered from one table: one gather of the stacked indices"
-            ));
-            let infos = shape_infer::infer(&g)?;
-            (g, infos, lifted)
-        }
-        None => (graph, infos, lifted),
     })
 }
 
