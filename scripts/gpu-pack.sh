@@ -46,6 +46,10 @@ for line in sys.stdin:
 
 cargo build --release --bin ferrofuse
 cp target/release/ferrofuse "$pack/bin/"
+# The stateful decode example: run by run.sh, it checks step-by-step decoding against one
+# reference run over the whole sequence.
+cargo build --release --example decode
+cp target/release/examples/decode "$pack/bin/"
 
 cargo test -p host --release --features gpu --no-run --message-format=json 2>/dev/null \
   | executables | while read -r kind name path; do
@@ -108,6 +112,9 @@ for t in tests/*; do
   grep -E "^test result|panicked|FAILED|failed" "$logs/$name.log" | sed "s/^/  [$name] /" | head -20
   record "$name" "$status"
 done
+if [ "$tests" = 1 ]; then
+  ./bin/decode 2>&1 | tee "$logs/decode.log"; record example-decode "${PIPESTATUS[0]}"
+fi
 if [ "$sanitize" = 1 ]; then
   for tool in memcheck racecheck; do
     for t in tests/gpu_kernels-*; do

@@ -1,9 +1,13 @@
 //! `compile`: Graph -> Plan, the contract the GPU session executes.
 //!
-//! Reads like its stages: bind the symbolic input dims and infer shapes, fuse activations into the
-//! GEMM that feeds them, size the scratch buffers some lowerings need, plan the arena, pack the
-//! weights of the tensor-core GEMMs (`tc_pack`), then lower each node (in the memory plan's order)
-//! to kernel launches or a device copy. Every node without a kernel is reported at once
+//! Reads like its stages: bind the symbolic input dims and infer shapes, lift exporter patterns
+//! to the operators they spell (`lifts`: scans, rolled-up maps, RMS norms, causal convolutions,
+//! concatenated gathers), make exporter spellings canonical (`canon`) and merge sibling
+//! projections (`siblings`), fuse activations into the GEMM that feeds them (and the other fusion
+//! passes), size the scratch buffers some lowerings need, order the steps of the weights alone
+//! first (`hoist`: run once per binding, [`Plan::hoisted`]), plan the arena, pack the weights of
+//! the tensor-core GEMMs (`tc_pack`), then lower each node (in the memory plan's order) to kernel
+//! launches or a device copy. Every node without a kernel is reported at once
 //! ([`PlanError::NoKernel`]); nothing falls back to the CPU silently. The plan is plain serde data
 //! and prints one line per step.
 //!
