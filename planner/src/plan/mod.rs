@@ -429,12 +429,15 @@ fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>
     Ok((graph, infos, lifted))
 }
 
-/// `graph` after the lift `pass` (which returns the rewritten graph and how many patterns it
-/// lifted, or `None`), with its shapes inferred again and `line(count)` added to `lifted`.
+/// A lift that returns the rewritten graph and how many patterns it lifted (`None`: none).
+type CountedLift = fn(&Graph, &[TensorInfo]) -> Option<(Graph, usize)>;
+
+/// `graph` after the lift `pass`, with its shapes inferred again and `line(count)` added to
+/// `lifted`.
 fn counted_lift(
     graph: Graph,
     infos: Vec<TensorInfo>,
-    pass: fn(&Graph, &[TensorInfo]) -> Option<(Graph, usize)>,
+    pass: CountedLift,
     lifted: &mut Vec<String>,
     line: impl Fn(usize) -> String,
 ) -> Result<(Graph, Vec<TensorInfo>), PlanError> {
