@@ -8,8 +8,8 @@ use crate::graph::ValueId;
 
 impl Plan {
     /// One line per step, in step order: `#i label kernel grid block [arguments and where they
-    /// live]`, or `#i copy ...`, with `once` after the index of a hoisted step (the step lines of the plan's `Display`, without the lifted
-    /// patterns before them and the arena line after).
+    /// live]`, or `#i copy ...`, with `once` after the index of a hoisted step (the step lines of
+    /// the plan's `Display`, without the lifted patterns before them and the arena line after).
     pub fn step_lines(&self) -> Vec<String> {
         let place = |v: ValueId| match self.memory.slots.get(v.index()).copied().flatten() {
             Some(s) => format!("{v}@arena+{:#x}", s.offset),

@@ -139,6 +139,16 @@ mod tests {
         }
     }
 
+    /// `plan` with step 1's result moved onto the slot of step 0's (hoisted) result fails
+    /// validation.
+    fn assert_overwrite_refused(plan: &crate::plan::Plan) {
+        let mut bad = plan.clone();
+        let (c, target) = (written(&plan.steps[0]), written(&plan.steps[1]));
+        bad.memory.slots[target.index()] = bad.memory.slots[c.index()];
+        let err = bad.validate().unwrap_err().to_string();
+        assert!(err.contains("which the hoisted steps computed once"), "{err}");
+    }
+
     #[test]
     fn steps_of_the_weights_alone_come_first_and_keep_their_results_for_the_runs() {
         // Unfused (and at b = 1, c's size), the Add could write over c in place (c dies there):
@@ -183,11 +193,7 @@ mod tests {
         assert_eq!(plan.hoisted_results(), vec![c], "{text}");
         assert!(text.contains("(their results kept: 32 bytes)"), "{text}");
         // A later step writing over the view's buffer is refused.
-        let mut bad = plan.clone();
-        let target = written(&plan.steps[1]);
-        bad.memory.slots[target.index()] = bad.memory.slots[c.index()];
-        let err = bad.validate().unwrap_err().to_string();
-        assert!(err.contains("which the hoisted steps computed once"), "{err}");
+        assert_overwrite_refused(&plan);
     }
 
     #[test]
@@ -211,13 +217,7 @@ mod tests {
         let err = bad.validate().unwrap_err().to_string();
         assert!(err.contains("hoisted step 1 reads"), "{err}");
         // A later step writing where the hoisted result lies.
-        let mut bad = plan.clone();
-        let c = written(&plan.steps[0]);
-        let last = plan.steps.len() - 1;
-        let target = written(&plan.steps[1]);
-        bad.memory.slots[target.index()] = bad.memory.slots[c.index()];
-        let err = bad.validate().unwrap_err().to_string();
-        assert!(err.contains("which the hoisted steps computed once"), "{err} (last step {last})");
+        assert_overwrite_refused(&plan);
     }
 
     #[test]

@@ -383,13 +383,8 @@ pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
 /// one line per lift; shapes are inferred again only after a lift.
 fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>, Vec<String>), PlanError> {
     // Ops that change nothing would hide a loop's steps from the walks below.
-    let (graph, infos) = match noop::run(&graph, &infos) {
-        Some(g) => {
-            let infos = shape_infer::infer(&g)?;
-            (g, infos)
-        }
-        None => (graph, infos),
-    };
+    let without_noops = noop::run(&graph, &infos);
+    let (graph, infos) = reinferred((graph, infos), without_noops)?;
     let (graph, infos, mut lifted) = match scan_lift::run(&graph, &infos) {
         Some((g, lifted)) => {
             let infos = shape_infer::infer(&g)?;
@@ -398,23 +393,17 @@ fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>
         None => (graph, infos, Vec::new()),
     };
     // Unrolled recurrences of elementwise steps with any carried states, as Scans.
-    let (graph, infos) = match scan_lift::recurrence::run(&graph, &infos) {
-        Some((g, scans)) => {
-            lifted.extend(scans);
-            let infos = shape_infer::infer(&g)?;
-            (g, infos)
-        }
-        None => (graph, infos),
-    };
+    let scans = scan_lift::recurrence::run(&graph, &infos).map(|(g, scans)| {
+        lifted.extend(scans);
+        g
+    });
+    let (graph, infos) = reinferred((graph, infos), scans)?;
     // The steps' other reads (now of the scans' outputs) and every other unrolled map.
-    let (graph, infos) = match reroll::run(&graph, &infos) {
-        Some((g, rolled)) => {
-            lifted.extend(rolled);
-            let infos = shape_infer::infer(&g)?;
-            (g, infos)
-        }
-        None => (graph, infos),
-    };
+    let rolled = reroll::run(&graph, &infos).map(|(g, rolled)| {
+        lifted.extend(rolled);
+        g
+    });
+    let (graph, infos) = reinferred((graph, infos), rolled)?;
     let (graph, infos) = counted_lift(graph, infos, norm_lift::run, &mut lifted, |n| {
         format!("{n} RMS normalization(s) spelled out as elementwise ops and a mean: RMSNormalization")
     })?;
@@ -441,13 +430,24 @@ fn counted_lift(
     lifted: &mut Vec<String>,
     line: impl Fn(usize) -> String,
 ) -> Result<(Graph, Vec<TensorInfo>), PlanError> {
-    Ok(match pass(&graph, &infos) {
-        Some((g, n)) => {
-            lifted.push(line(n));
+    let rewritten = pass(&graph, &infos).map(|(g, n)| {
+        lifted.push(line(n));
+        g
+    });
+    reinferred((graph, infos), rewritten)
+}
+
+/// `rewritten` with its shapes inferred, when a pass rewrote the graph; else `current` as it is.
+fn reinferred(
+    current: (Graph, Vec<TensorInfo>),
+    rewritten: Option<Graph>,
+) -> Result<(Graph, Vec<TensorInfo>), PlanError> {
+    Ok(match rewritten {
+        Some(g) => {
             let infos = shape_infer::infer(&g)?;
             (g, infos)
         }
-        None => (graph, infos),
+        None => current,
     })
 }
 
@@ -481,22 +481,11 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     // Exporter patterns as the operators they spell (before fusion would split them up).
     let (bound, infos, mut lifted) = lifts(bound, infos)?;
     lifted.splice(0..0, widened);
-    let (bound, infos) = match canon::run(&bound, &infos) {
-        Some(g) => {
-            let infos = shape_infer::infer(&g)?;
-            (g, infos)
-        }
-        None => (bound, infos),
-    };
+    let canonical = canon::run(&bound, &infos);
+    let (bound, infos) = reinferred((bound, infos), canonical)?;
     // Q, K and V projections of one value as one GEMM, read by the attention through a Split.
     let sibling = if options.fuse_attention { siblings::run(&bound, &infos) } else { None };
-    let (bound, infos) = match sibling {
-        Some(g) => {
-            let infos = shape_infer::infer(&g)?;
-            (g, infos)
-        }
-        None => (bound, infos),
-    };
+    let (bound, infos) = reinferred((bound, infos), sibling)?;
     let (fused, epilogues) =
         if options.fuse_activations { fuse::activations(&bound, &infos) } else { (bound, Vec::new()) };
     let infos = shape_infer::infer(&fused)?;
@@ -786,6 +775,11 @@ impl Plan {
         for &v in &self.weights {
             once[v.index()] = true;
         }
+        // The arena bytes of the hoisted results the runs read: no step after the hoisted ones
+        // writes over them (the runs read what the hoisted steps wrote once).
+        let slot = |v: ValueId| self.memory.slots.get(self.memory.home(v).index()).copied().flatten();
+        let kept: Vec<(ValueId, crate::memory::BufferSlot)> =
+            self.hoisted_results().into_iter().filter_map(|v| slot(v).map(|s| (v, s))).collect();
         for (i, step) in self.steps.iter().enumerate() {
             let (reads, writes): (Vec<ValueId>, Vec<ValueId>) = match step {
                 Step::Kernel { kernel, args, .. } => {
@@ -833,6 +827,16 @@ impl Plan {
                 if !homed {
                     return Err(bad(format!("step {i} writes {w}, which has no buffer")));
                 }
+                let over = |ws: crate::memory::BufferSlot| {
+                    kept.iter().find(|(_, s)| {
+                        s.offset < ws.offset + ws.bytes.max(1) && ws.offset < s.offset + s.bytes.max(1)
+                    })
+                };
+                if let Some((k, _)) = slot(w).filter(|_| i >= self.hoisted).and_then(over) {
+                    return Err(bad(format!(
+                        "step {i} writes {w} over {k}, which the hoisted steps computed once"
+                    )));
+                }
                 ready[w.index()] = true;
             }
             // Views (in schedule order, so chains resolve in one pass) are ready with their source.
@@ -845,7 +849,7 @@ impl Plan {
                 return Err(bad(format!("output {o} is never written")));
             }
         }
-        self.validate_hoisted()
+        Ok(())
     }
 
     /// The values the hoisted steps compute that a later step reads (itself or through a view
@@ -868,42 +872,6 @@ impl Plan {
         out.sort();
         out.dedup();
         out
-    }
-
-    /// No step after the hoisted ones writes over the arena bytes of a hoisted result (the runs
-    /// read what the hoisted steps wrote once).
-    fn validate_hoisted(&self) -> Result<(), PlanError> {
-        let slot = |v: ValueId| self.memory.slots.get(self.memory.home(v).index()).copied().flatten();
-        let kept: Vec<(ValueId, crate::memory::BufferSlot)> =
-            self.hoisted_results().into_iter().filter_map(|v| slot(v).map(|s| (v, s))).collect();
-        let after = &self.steps[self.hoisted..];
-        for (i, step) in after.iter().enumerate() {
-            let written: Vec<ValueId> = match step {
-                Step::Kernel { kernel, args, .. } => {
-                    let split = args.len().saturating_sub(kernel.written_args());
-                    (args[split..].iter().filter_map(|a| if let Arg::Value(v) = a { Some(*v) } else { None }))
-                        .chain(
-                            args.iter().filter_map(|a| if let Arg::Output(v) = a { Some(*v) } else { None }),
-                        )
-                        .collect()
-                }
-                Step::Copy { dst, .. } => vec![*dst],
-            };
-            for w in written {
-                let Some(ws) = slot(w) else { continue };
-                if let Some((k, _)) = kept.iter().find(|(_, s)| {
-                    s.offset < ws.offset + ws.bytes.max(1) && ws.offset < s.offset + s.bytes.max(1)
-                }) {
-                    return Err(PlanError::Memory {
-                        detail: format!(
-                            "plan: step {} writes {w} over {k}, which the hoisted steps computed once",
-                            self.hoisted + i
-                        ),
-                    });
-                }
-            }
-        }
-        Ok(())
     }
 
     /// The state invariants of [`Plan::validate`].
