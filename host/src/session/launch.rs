@@ -89,15 +89,7 @@ impl Session<'_> {
         }
         self.hoisted_in_arena = None;
         let c = &self.compiled[binding];
-        let at = self.addresses(c);
-        for (i, step) in c.plan.steps[..c.plan.hoisted].iter().enumerate() {
-            self.launch_step(&at, i, step)?;
-            if !c.hoisted_checked {
-                self.stream
-                    .synchronize()
-                    .map_err(|source| step_error(i, step, HostError::Driver { action: "", source }))?;
-            }
-        }
+        self.launch_range(binding, 0..c.plan.hoisted, None, !c.hoisted_checked)?;
         if let Some(c) = self.compiled.get_mut(binding) {
             c.hoisted_checked = true;
         }
@@ -114,9 +106,21 @@ impl Session<'_> {
         skip: Option<usize>,
         sync_each: bool,
     ) -> Result<(), HostError> {
+        let plan = &self.compiled[binding].plan;
+        self.launch_range(binding, plan.hoisted..plan.steps.len(), skip, sync_each)
+    }
+
+    /// Launches the steps `range` of `binding`'s plan but `skip`, as [`Self::launch_steps`].
+    fn launch_range(
+        &self,
+        binding: &Key,
+        range: std::ops::Range<usize>,
+        skip: Option<usize>,
+        sync_each: bool,
+    ) -> Result<(), HostError> {
         let c = &self.compiled[binding];
         let at = self.addresses(c);
-        let steps = c.plan.steps.iter().enumerate().skip(c.plan.hoisted);
+        let steps = c.plan.steps.iter().enumerate().skip(range.start).take(range.len());
         for (i, step) in steps.filter(|&(i, _)| Some(i) != skip) {
             self.launch_step(&at, i, step)?;
             if sync_each {
