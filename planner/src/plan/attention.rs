@@ -83,9 +83,7 @@ impl Ctx<'_> {
             Op::Gather(ga) if slot == 0 => self.trace_back(x).and_then(|(xv, nodes)| {
                 let index = self.g.constant(node.inputs.get(1).copied().flatten()?)?;
                 let [k] = index.to_i64s()?[..] else { return None };
-                let rank = xv.dims.len() as i64;
-                let axis = if ga.axis < 0 { ga.axis + rank } else { ga.axis };
-                let axis = usize::try_from(axis).ok().filter(|&a| a < xv.dims.len())?;
+                let axis = super::reduce::axis_index(ga.axis, xv.dims.len()).ok()?;
                 let len = xv.dims[axis] as i64;
                 let k = if k < 0 { k + len } else { k };
                 if !(0..len).contains(&k) || index.dims.len() > 1 {

@@ -18,7 +18,7 @@
 //! pads, as the exported Conv does).
 
 use crate::constant::ConstTensor;
-use crate::graph::{Graph, Node, ValueId};
+use crate::graph::{Graph, Node, NodeId, ValueId};
 use crate::op::{CausalConvWithState, ConvActivation, Op};
 use crate::tensor_info::{DType, TensorInfo};
 
@@ -29,13 +29,15 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, usize)>
         return None;
     }
     let readers = super::fuse::reader_counts(graph);
+    let consumers = graph.consumers();
     let mut g = graph.clone();
     let mut count = 0;
     for (i, n) in graph.nodes.iter().enumerate() {
-        let Some((x, weight, bias, last, out, activation)) = causal(graph, infos, &readers, i) else {
+        let Some((x, weight, bias, last, out, activation)) = causal(graph, infos, (&readers, &consumers), i)
+        else {
             continue;
         };
-        let w = graph.constant(weight)?;
+        let Some(w) = graph.constant(weight) else { continue };
         let (d, k) = (w.dims[0], w.dims[2]);
         let Ok(w2) = ConstTensor::new(w.dtype, vec![d, k], w.bytes.clone()) else { continue };
         let wv = g.add_value(format!("{}:causal_weight", n.name), Some(w2.info()));
@@ -56,7 +58,7 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, usize)>
 fn causal(
     g: &Graph,
     infos: &[TensorInfo],
-    readers: &[usize],
+    (readers, consumers): (&[usize], &[Vec<NodeId>]),
     i: usize,
 ) -> Option<(ValueId, ValueId, Option<ValueId>, usize, ValueId, ConvActivation)> {
     let n = &g.nodes[i];
@@ -82,13 +84,12 @@ fn causal(
     if !plain {
         return None;
     }
-    let index = |v: ValueId| g.nodes.iter().position(|m| m.inputs.contains(&Some(v)));
     // The padded form is sliced back to its first L positions.
     let (last, s) = if c.pads == [k - 1, k - 1] {
         if readers[y.index()] != 1 || g.outputs.contains(&y) {
             return None;
         }
-        let si = index(y)?;
+        let si = consumers[y.index()].first()?.index();
         let sn = &g.nodes[si];
         let (Op::Slice(_), Some(s)) = (&sn.op, sn.output(0)) else { return None };
         let int = |i: usize| sn.inputs.get(i).copied().flatten().and_then(|v| g.constant(v)?.to_i64s());
@@ -107,10 +108,7 @@ fn causal(
     };
     // `s * sigmoid(s)` after, when that is all that reads s.
     if readers[s.index()] == 2 && !g.outputs.contains(&s) {
-        let users: Vec<usize> = (g.nodes.iter().enumerate())
-            .filter(|(_, m)| m.inputs.contains(&Some(s)))
-            .map(|(i, _)| i)
-            .collect();
+        let users: Vec<usize> = consumers[s.index()].iter().map(|n| n.index()).collect();
         let sig = users.iter().copied().find(|&i| matches!(g.nodes[i].op, Op::Sigmoid))?;
         let sv = g.nodes[sig].output(0)?;
         let mul = users.iter().copied().find(|&i| i != sig)?;

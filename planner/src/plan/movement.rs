@@ -271,14 +271,7 @@ impl MoveNode<'_> {
     }
 }
 
-pub(super) fn axis_of(axis: i64, rank: usize) -> Result<usize, String> {
-    let a = if axis < 0 { axis + rank as i64 } else { axis };
-    if (0..rank as i64).contains(&a) {
-        Ok(a as usize)
-    } else {
-        Err(format!("axis {axis} is out of range for rank {rank}"))
-    }
-}
+pub(super) use super::reduce::axis_index as axis_of;
 
 /// ONNX Slice (starts, ends, axes, steps constant after folding).
 pub(super) fn slice(n: &MoveNode, s: &Slice, g: &Graph, values: &[PlannedValue], o: &PlanOptions) -> Lowered {

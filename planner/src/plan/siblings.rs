@@ -27,6 +27,7 @@ struct Projection {
 /// `graph` with every group of sibling projections merged (module doc); `None` when it has none.
 pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<Graph> {
     let readers = super::fuse::reader_counts(graph);
+    let consumers = graph.consumers();
     let dims = |v: ValueId| infos.get(v.index()).and_then(|i| i.shape.as_known());
     let mut groups: BTreeMap<(ValueId, usize), Vec<Projection>> = BTreeMap::new();
     for n in &graph.nodes {
@@ -37,9 +38,12 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<Graph> {
         if wc.dims.len() != 2 || ad.len() < 2 || ad.last() != Some(&wc.dims[0]) || graph.inputs.contains(w) {
             continue;
         }
-        let bias = bias_of(graph, &readers, y, wc.dims[1]);
+        let bias = bias_of(graph, (&readers, &consumers), y, wc.dims[1]);
         let result = bias.map_or(y, |(ai, _)| graph.nodes[ai].output(0).unwrap_or(y));
-        if graph.outputs.contains(&y) || graph.outputs.contains(&result) || !feeds_matmuls(graph, result, 0) {
+        if graph.outputs.contains(&y)
+            || graph.outputs.contains(&result)
+            || !feeds_matmuls(graph, &consumers, result, 0)
+        {
             continue;
         }
         groups.entry((*a, wc.dims[0])).or_default().push(Projection { weight: *w, bias, result });
@@ -77,11 +81,17 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<Graph> {
 
 /// The bias `Add` that alone reads `y` (`[.., n]`), adding a constant of dims `[n]`: its node
 /// index and the bias.
-fn bias_of(g: &Graph, readers: &[usize], y: ValueId, n: usize) -> Option<(usize, ValueId)> {
+fn bias_of(
+    g: &Graph,
+    (readers, consumers): (&[usize], &[Vec<NodeId>]),
+    y: ValueId,
+    n: usize,
+) -> Option<(usize, ValueId)> {
     if readers[y.index()] != 1 {
         return None;
     }
-    let (i, node) = g.nodes.iter().enumerate().find(|(_, node)| node.inputs.contains(&Some(y)))?;
+    let i = consumers[y.index()].first()?.index();
+    let node = &g.nodes[i];
     let (Op::Add, [Some(l), Some(r)]) = (&node.op, node.inputs.as_slice()) else { return None };
     let b = if *l == y { *r } else { *l };
     let c = g.constant(b)?;
@@ -90,18 +100,18 @@ fn bias_of(g: &Graph, readers: &[usize], y: ValueId, n: usize) -> Option<(usize,
 
 /// Whether every reader of `v` is a `MatMul`, or a Transpose / reshape whose result does the
 /// same (the operands of an attention, read through views); `v` has readers and is no output.
-fn feeds_matmuls(g: &Graph, v: ValueId, depth: usize) -> bool {
+fn feeds_matmuls(g: &Graph, consumers: &[Vec<NodeId>], v: ValueId, depth: usize) -> bool {
     if depth > 8 || g.outputs.contains(&v) {
         return false;
     }
     let mut any = false;
-    for n in g.nodes.iter().filter(|n| n.uses().contains(&v)) {
+    for n in consumers[v.index()].iter().map(|id| &g.nodes[id.index()]) {
         any = true;
         let ok = match &n.op {
             Op::MatMul => true,
             Op::Transpose(_) | Op::Reshape(_) | Op::Unsqueeze(_) | Op::Squeeze(_) => {
                 n.inputs.first() == Some(&Some(v))
-                    && n.output(0).is_some_and(|o| feeds_matmuls(g, o, depth + 1))
+                    && n.output(0).is_some_and(|o| feeds_matmuls(g, consumers, o, depth + 1))
             }
             // A scale by a constant scalar (scaled-dot-product attention's, on Q and K).
             Op::Mul | Op::Div => {
@@ -113,7 +123,7 @@ fn feeds_matmuls(g: &Graph, v: ValueId, depth: usize) -> bool {
                     _ => return false,
                 };
                 let scalar = g.constant(other).is_some_and(|c| c.dims.iter().product::<usize>() == 1);
-                scalar && n.output(0).is_some_and(|o| feeds_matmuls(g, o, depth + 1))
+                scalar && n.output(0).is_some_and(|o| feeds_matmuls(g, consumers, o, depth + 1))
             }
             _ => false,
         };
