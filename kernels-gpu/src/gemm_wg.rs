@@ -26,8 +26,10 @@
 //! selects them only for the Hopper flavour.
 
 #[cfg(ferrofuse_hopper)]
+use crate::abi::ConvParams;
+#[cfg(ferrofuse_hopper)]
 use crate::abi::ConvTap;
-use crate::abi::{ConvParams, EwProgramParams, GemmCatParams, GemmParams};
+use crate::abi::{EwProgramParams, GemmCatParams, GemmParams};
 #[cfg(ferrofuse_hopper)]
 use crate::abi::{GEMM_TILE_BK, GEMM_WG_STAGES};
 #[cfg(ferrofuse_hopper)]
@@ -570,6 +572,7 @@ wg_cat_entries! {
 }
 
 /// A [`GemmCatParams`] operand with its tables and indices.
+#[cfg(ferrofuse_hopper)]
 #[derive(Clone, Copy)]
 pub(crate) struct CatOperand {
     pub s: GemmCatParams,
@@ -577,6 +580,7 @@ pub(crate) struct CatOperand {
     pub index: [*const u8; 2],
 }
 
+#[cfg(ferrofuse_hopper)]
 impl CatOperand {
     /// No segments (the entries that read A as one strided matrix).
     pub const NONE: CatOperand = CatOperand {

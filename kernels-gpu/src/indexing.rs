@@ -8,7 +8,7 @@
 //! and read the parameter arrays through `movement::at`, so nothing is copied to local memory.
 
 use crate::abi::{CumSumParams, ElementsParams, MAX_RANK, ScatterNdParams, TriluParams, scatter_reduction};
-use crate::intrinsics::{atomic_add_f32, atomic_cas_u32, global_thread_x, grid_threads_x};
+use crate::intrinsics::{F32x4, atomic_cas_u32, global_thread_x, grid_threads_x, red_add_f32, red_add_f32x4};
 use crate::math;
 use crate::movement::{at, unravel};
 
@@ -53,7 +53,7 @@ unsafe fn element_offset(p: &ElementsParams, idx: *const u8, i: u64) -> Option<u
     Some(off)
 }
 
-/// `*dst (reduction)= u` ([`scatter_reduction`]): add is `atom.add.f32`; mul, max and min are
+/// `*dst (reduction)= u` ([`scatter_reduction`]): add is `red.add.f32`; mul, max and min are
 /// compare-and-swap loops; none stores.
 ///
 /// # Safety
@@ -63,9 +63,7 @@ unsafe fn scatter_update(reduction: u32, dst: *mut f32, u: f32) {
     // SAFETY: the caller's contract.
     unsafe {
         match reduction {
-            scatter_reduction::ADD => {
-                atomic_add_f32(dst, u);
-            }
+            scatter_reduction::ADD => red_add_f32(dst, u),
             scatter_reduction::MUL => atomic_update(dst, |v| v * u),
             scatter_reduction::MAX => atomic_update(dst, |v| math::max(v, u)),
             scatter_reduction::MIN => atomic_update(dst, |v| math::min(v, u)),
@@ -99,34 +97,73 @@ pub unsafe extern "ptx-kernel" fn scatter_nd_f32(
     if p.k == 0 || p.k as usize > MAX_RANK || p.slice == 0 {
         return;
     }
+    // Additions of slices of whole 16-byte lanes (a GNN's `index_add` of message rows) go four
+    // elements at a time: one index lookup, one 16-byte load and one vector reduction per lane
+    // (`red.global.v4.f32.add` on Hopper, four scalar reductions elsewhere) instead of four.
+    let lanes = p.reduction == scatter_reduction::ADD
+        && p.slice % 4 == 0
+        && (upd as usize | y as usize) % 16 == 0
+        && (0..MAX_RANK).all(|d| d >= p.k as usize || at(&p.strides, d) % 4 == 0);
     let (mut i, stride) = (global_thread_x(), grid_threads_x());
-    // u32 division where the updates fit (two u64 divisions per element cost more than the
-    // atomic itself).
-    let narrow = p.elems <= u32::MAX as u64;
-    while i < p.elems {
-        let (t, e) = if narrow {
-            let (ii, s) = (i as u32, p.slice as u32);
-            ((ii / s) as u64, (ii % s) as u64)
-        } else {
-            (i / p.slice, i % p.slice)
-        };
-        let mut off = Some(e);
-        for d in 0..MAX_RANK {
-            if d < p.k as usize {
-                // SAFETY: tuple t holds k indices (the contract).
-                let raw = unsafe { load_index(idx, p.index_bytes, t * p.k as u64 + d as u64) };
-                let n = at(&p.dims, d);
-                let a = if raw < 0 { raw.wrapping_add(n as i64) } else { raw };
-                off = off.filter(|_| a >= 0 && (a as u64) < n).map(|o| o + a as u64 * at(&p.strides, d));
+    if lanes {
+        let (elems, slice) = (p.elems / 4, p.slice / 4);
+        while i < elems {
+            let (t, e) = split_index(i, slice, elems);
+            // SAFETY: tuple t < elems / slice exists (the contract).
+            if let Some(off) = unsafe { tuple_offset(&p, idx, t) } {
+                // SAFETY: the tuple's slice is inside `y`, 16-byte aligned (slice, strides and
+                // both bases checked above); lane i of the updates exists (the contract).
+                unsafe {
+                    let u = *upd.cast::<F32x4>().add(i as usize);
+                    red_add_f32x4(y.add((off + e * 4) as usize), u.0);
+                }
             }
+            i += stride;
         }
-        if let Some(off) = off {
+        return;
+    }
+    while i < p.elems {
+        let (t, e) = split_index(i, p.slice, p.elems);
+        // SAFETY: tuple t exists (the contract).
+        if let Some(off) = unsafe { tuple_offset(&p, idx, t) } {
             // SAFETY: an in-range tuple's element is inside `y` and i < elems updates (the
             // contract).
-            unsafe { scatter_update(p.reduction, y.add(off as usize), *upd.add(i as usize)) };
+            unsafe { scatter_update(p.reduction, y.add((off + e) as usize), *upd.add(i as usize)) };
         }
         i += stride;
     }
+}
+
+/// `(i / slice, i % slice)`, in u32 arithmetic where `elems` fits (two u64 divisions per
+/// element cost more than the atomic itself).
+#[inline(always)]
+fn split_index(i: u64, slice: u64, elems: u64) -> (u64, u64) {
+    if elems <= u32::MAX as u64 {
+        let (ii, s) = (i as u32, slice as u32);
+        ((ii / s) as u64, (ii % s) as u64)
+    } else {
+        (i / slice, i % slice)
+    }
+}
+
+/// The offset in `y` of ScatterND tuple `t`'s slice, or `None` when one of its indices is out
+/// of range (negative indices count from the end).
+///
+/// # Safety
+/// `idx` holds more than `t` tuples of `p.k` indices of `p.index_bytes` bytes.
+#[inline(always)]
+unsafe fn tuple_offset(p: &ScatterNdParams, idx: *const u8, t: u64) -> Option<u64> {
+    let mut off = Some(0u64);
+    for d in 0..MAX_RANK {
+        if d < p.k as usize {
+            // SAFETY: tuple t holds k indices (the contract).
+            let raw = unsafe { load_index(idx, p.index_bytes, t * p.k as u64 + d as u64) };
+            let n = at(&p.dims, d);
+            let a = if raw < 0 { raw.wrapping_add(n as i64) } else { raw };
+            off = off.filter(|_| a >= 0 && (a as u64) < n).map(|o| o + a as u64 * at(&p.strides, d));
+        }
+    }
+    off
 }
 
 /// # Safety

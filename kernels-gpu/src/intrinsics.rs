@@ -280,6 +280,45 @@ pub fn warp_max_f32(mut v: f32) -> f32 {
     v
 }
 
+/// Atomically adds `v` to `*addr` (global or shared, generic address), returning nothing: a
+/// reduction the thread does not wait for, unlike [`atomic_add_f32`].
+///
+/// # Safety
+/// As [`atomic_add_f32`].
+#[inline(always)]
+pub unsafe fn red_add_f32(addr: *mut f32, v: f32) {
+    // SAFETY: the caller guarantees `addr` is valid and aligned (contract above).
+    unsafe { asm!("red.add.f32 [{a}], {v};", a = in(reg64) addr, v = in(reg32) v, options(nostack)) };
+}
+
+/// Atomically adds `v[j]` to `addr[j]` for `j < 4`, each element on its own: one 16-byte vector
+/// reduction on Hopper (`red.global.v4.f32.add`, sm_90), four [`red_add_f32`] elsewhere.
+///
+/// # Safety
+/// `addr` is a 16-byte aligned location of four f32 in global memory, each updated by
+/// concurrent writers only through atomics.
+#[inline(always)]
+pub unsafe fn red_add_f32x4(addr: *mut f32, v: [f32; 4]) {
+    #[cfg(ferrofuse_hopper)]
+    // SAFETY: the caller guarantees a global, 16-byte aligned location (contract above).
+    unsafe {
+        asm!(
+            "red.global.v4.f32.add [{a}], {{{v0}, {v1}, {v2}, {v3}}};",
+            a = in(reg64) addr,
+            v0 = in(reg32) v[0],
+            v1 = in(reg32) v[1],
+            v2 = in(reg32) v[2],
+            v3 = in(reg32) v[3],
+            options(nostack)
+        )
+    };
+    #[cfg(not(ferrofuse_hopper))]
+    for (j, &x) in v.iter().enumerate() {
+        // SAFETY: as above, element by element.
+        unsafe { red_add_f32(addr.add(j), x) };
+    }
+}
+
 /// Atomically adds `v` to `*addr` (global or shared, generic address) and returns the old value.
 ///
 /// # Safety

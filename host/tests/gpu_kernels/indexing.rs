@@ -254,9 +254,20 @@ fn scatter_nd_matches_the_reference_for_every_reduction() {
     use planner::op::ScatterReduction as R;
     let mut rng = Rng::new(0x5c4d);
     for reduction in [R::None, R::Add, R::Mul, R::Max, R::Min] {
-        for (data_dims, k, tuples) in
-            [(vec![4, 5, 6], 1usize, 3usize), (vec![4, 5, 6], 2, 7), (vec![3, 8], 2, 5), (vec![9], 1, 4)]
-        {
+        // The last three add whole 16-byte lanes (slices of 8, 4 and 64 elements: the kernel's
+        // vector path for reduction add; a GNN's index_add of message rows is the third).
+        for (data_dims, k, tuples) in [
+            (vec![4, 5, 6], 1usize, 3usize),
+            (vec![4, 5, 6], 2, 7),
+            (vec![3, 8], 2, 5),
+            (vec![9], 1, 4),
+            (vec![6, 8], 1, 10),
+            (vec![5, 3, 4], 2, 9),
+            (vec![50, 64], 1, 400),
+        ] {
+            // Reduction none takes distinct tuples: at most as many as there are.
+            let distinct: usize = data_dims[..k].iter().product();
+            let tuples = if reduction == R::None { tuples.min(distinct) } else { tuples };
             let mut g = Graph::new();
             let x = g.input("x", DType::F32, known(&data_dims));
             // Distinct tuples for reduction none (duplicates are undefined there); repeats

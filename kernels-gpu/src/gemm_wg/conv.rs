@@ -8,6 +8,7 @@ use crate::abi::{
     Activation, ConvTap, GemmParams, conv_depth, conv_k_chunk, conv_wg_table_at, gemm_wg_packed_ld,
     gemm_wg_packed_len,
 };
+#[cfg(not(ferrofuse_hopper))]
 use crate::intrinsics::trap;
 #[cfg(ferrofuse_hopper)]
 use crate::intrinsics::{block_idx_z, sync_threads};

@@ -72,6 +72,7 @@ fn offset(o: &crate::abi::ScanOperand, base: u64, t: u64) -> usize {
 
 /// The element offsets of channel `c` into each input and output (`ScanOperand::strides`).
 #[inline(always)]
+#[allow(unused_assignments)] // the quotient after the outermost dim is not read
 fn channel_offsets(p: &ScanProgramParams, c: u64) -> ([u64; SCAN_PROG_INPUTS], [u64; SCAN_PROG_OUTPUTS]) {
     let mut xo = [0u64; SCAN_PROG_INPUTS];
     let mut yo = [0u64; SCAN_PROG_OUTPUTS];
