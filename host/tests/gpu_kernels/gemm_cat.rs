@@ -96,6 +96,28 @@ fn gemms_read_gathered_and_concatenated_rows_where_they_lie() {
     g.output(y);
     case("stacked gather", &g, &feeds, ("gemm_wg64_cat_f32", "gemm_tc64_k_f32"));
 
+    // The same edge MLP as a user writes it, `cat([h[ei[0]], h[ei[1]]], -1)` of an `[2, m]` edge
+    // index: `gather_concat` stacks the two index rows, and the GEMM reads each row of `ei`
+    // where it lies (offsets 0 and m) instead of the stacked copy.
+    let mut g = Graph::new();
+    let mut feeds = Vec::new();
+    let h = f32_input(&mut g, &mut rng, &mut feeds, "h", &[rows, 64]);
+    let ei = index_input(&mut g, &mut rng, &mut feeds, ("ei", &[2, m], rows, DType::I64));
+    let rows_of: Vec<ValueId> = [0i64, -1]
+        .iter()
+        .map(|&r| {
+            let k = g.initializer(&format!("k{r}"), ConstTensor::from_i64(&[], &[r]).unwrap());
+            let ix = g.op1(Op::Gather(op::Gather { axis: 0 }), &[ei, k]);
+            g.op1(Op::Gather(op::Gather { axis: 0 }), &[h, ix])
+        })
+        .collect();
+    let a = g.op1(Op::Concat(op::Concat { axis: -1 }), &rows_of);
+    let w = weight(&mut g, &mut rng, "w", &[64, 128]);
+    let c = weight(&mut g, &mut rng, "c", &[64]);
+    let y = g.push(Op::Gemm(Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: true }), &[a, w, c], 1)[0];
+    g.output(y);
+    case("edge index rows", &g, &feeds, ("gemm_wg64_cat_f32", "gemm_tc64_k_f32"));
+
     // A node update: `cat([h, z], -1) · W` of two values of their own, widths 64 and 36.
     let mut g = Graph::new();
     let mut feeds = Vec::new();

@@ -268,47 +268,54 @@ fn scatter_nd_matches_the_reference_for_every_reduction() {
             // Reduction none takes distinct tuples: at most as many as there are.
             let distinct: usize = data_dims[..k].iter().product();
             let tuples = if reduction == R::None { tuples.min(distinct) } else { tuples };
-            let mut g = Graph::new();
-            let x = g.input("x", DType::F32, known(&data_dims));
-            // Distinct tuples for reduction none (duplicates are undefined there); repeats
-            // otherwise. Every other index negative.
-            let mut picks: Vec<Vec<i64>> = Vec::new();
-            while picks.len() < tuples {
-                let t: Vec<i64> = data_dims[..k]
-                    .iter()
-                    .enumerate()
-                    .map(|(d, &n)| {
-                        let i = (rng.next_u64() % n as u64) as i64;
-                        if (picks.len() + d) % 2 == 1 { i - n as i64 } else { i }
-                    })
-                    .collect();
-                let norm = |t: &Vec<i64>| {
-                    t.iter().zip(&data_dims).map(|(&i, &n)| i.rem_euclid(n as i64)).collect::<Vec<_>>()
-                };
-                if reduction != R::None || !picks.iter().any(|p| norm(p) == norm(&t)) {
-                    picks.push(t);
+            // The data a graph input (copied to the output first) or a value computed here, which
+            // the scatter then updates in place (no copy).
+            for computed in [false, true] {
+                let mut g = Graph::new();
+                let x = g.input("x", DType::F32, known(&data_dims));
+                let data = if computed { g.op1(Op::Neg, &[x]) } else { x };
+                // Distinct tuples for reduction none (duplicates are undefined there); repeats
+                // otherwise. Every other index negative.
+                let mut picks: Vec<Vec<i64>> = Vec::new();
+                while picks.len() < tuples {
+                    let t: Vec<i64> = data_dims[..k]
+                        .iter()
+                        .enumerate()
+                        .map(|(d, &n)| {
+                            let i = (rng.next_u64() % n as u64) as i64;
+                            if (picks.len() + d) % 2 == 1 { i - n as i64 } else { i }
+                        })
+                        .collect();
+                    let norm = |t: &Vec<i64>| {
+                        t.iter().zip(&data_dims).map(|(&i, &n)| i.rem_euclid(n as i64)).collect::<Vec<_>>()
+                    };
+                    if reduction != R::None || !picks.iter().any(|p| norm(p) == norm(&t)) {
+                        picks.push(t);
+                    }
                 }
+                let idx = HostTensor::new(vec![tuples, k], picks.concat()).unwrap();
+                let mut ud = vec![tuples];
+                ud.extend_from_slice(&data_dims[k..]);
+                let i = g.input("i", DType::I64, known(&[tuples, k]));
+                let u = g.input("u", DType::F32, known(&ud));
+                let y = g.op1(Op::ScatterNd(op::ScatterNd { reduction }), &[data, i, u]);
+                g.output(y);
+                // Small integers: sums and products of repeats are exact in any order.
+                let ints = |rng: &mut Rng, d: &[usize]| {
+                    let v: Vec<f32> =
+                        (0..d.iter().product()).map(|_| (rng.next_u64() % 5) as f32 - 2.0).collect();
+                    HostTensor::new(d.to_vec(), v).unwrap()
+                };
+                let inputs = vec![
+                    ("x".into(), ints(&mut rng, &data_dims)),
+                    ("i".into(), idx),
+                    ("u".into(), ints(&mut rng, &ud)),
+                ];
+                let what = format!("ScatterND {reduction:?} {data_dims:?} k {k} computed {computed}");
+                let plan = compare(&what, g, &inputs, 0.0);
+                assert!(plan.contains("scatter_nd_f32"), "{plan}");
+                assert_eq!(plan.contains(" copy "), !computed, "{what}:\n{plan}");
             }
-            let idx = HostTensor::new(vec![tuples, k], picks.concat()).unwrap();
-            let mut ud = vec![tuples];
-            ud.extend_from_slice(&data_dims[k..]);
-            let i = g.input("i", DType::I64, known(&[tuples, k]));
-            let u = g.input("u", DType::F32, known(&ud));
-            let y = g.op1(Op::ScatterNd(op::ScatterNd { reduction }), &[x, i, u]);
-            g.output(y);
-            // Small integers: sums and products of repeats are exact in any order.
-            let ints = |rng: &mut Rng, d: &[usize]| {
-                let v: Vec<f32> =
-                    (0..d.iter().product()).map(|_| (rng.next_u64() % 5) as f32 - 2.0).collect();
-                HostTensor::new(d.to_vec(), v).unwrap()
-            };
-            let inputs = vec![
-                ("x".into(), ints(&mut rng, &data_dims)),
-                ("i".into(), idx),
-                ("u".into(), ints(&mut rng, &ud)),
-            ];
-            let plan = compare(&format!("ScatterND {reduction:?} {data_dims:?} k {k}"), g, &inputs, 0.0);
-            assert!(plan.contains("scatter_nd_f32"), "{plan}");
         }
     }
 }

@@ -100,7 +100,12 @@ fn writes_in_place(op: &Op) -> bool {
 /// kernel reads each output element's program inputs in the thread that writes it, right before),
 /// but never one of its GEMM operands, which other threads read while outputs are written. A
 /// program input of the output's size is read without broadcast, so it maps element to element.
+/// A scatter's data (its output before the updates land: the copy that puts it there is then
+/// dropped), never its indices or updates, which the kernel reads while it writes.
 fn in_place_sources(node: &crate::graph::Node) -> Vec<ValueId> {
+    if matches!(node.op, Op::ScatterNd(_) | Op::ScatterElements(_)) {
+        return node.input(0).into_iter().collect();
+    }
     if let Some(n) = node.op.fused_operands() {
         let operands: Vec<Option<ValueId>> = node.inputs.iter().take(n).copied().collect();
         return node

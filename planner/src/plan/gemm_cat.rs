@@ -57,12 +57,15 @@ pub(super) struct CatOperands {
     pub reads: Vec<(NodeId, ValueId)>,
 }
 
+/// An index read by a segment: the tensor, its stride and its offset (elements).
+type IndexRead = (ValueId, u32, u32);
+
 /// One segment as found: table, its `[rows, width]`, and the index with its stride and offset.
 struct Segment {
     table: ValueId,
     rows: usize,
     width: usize,
-    index: Option<(ValueId, u32, u32)>,
+    index: Option<IndexRead>,
 }
 
 /// The GEMMs of `g` (of planned `values`) whose A operands are read as segments; `skip` names
@@ -204,10 +207,17 @@ fn segments_of(
             if !(1..=2).contains(&groups) || groups * width != k || dims(x)? != [m, groups, width] {
                 return None;
             }
-            let segments = (0..groups)
-                .map(|j| Segment { table: t, rows: n, width, index: Some((ix, groups as u32, j as u32)) })
-                .collect();
-            Some((segments, vec![producer, gid]))
+            let mut absorbed = vec![producer, gid];
+            let index: Vec<IndexRead> = match unstacked(g, ix, m, groups, values, &sole) {
+                Some((parts, nodes)) => {
+                    absorbed.extend(nodes);
+                    parts
+                }
+                None => (0..groups).map(|j| (ix, groups as u32, j as u32)).collect(),
+            };
+            let segments =
+                index.into_iter().map(|ix| Segment { table: t, rows: n, width, index: Some(ix) }).collect();
+            Some((segments, absorbed))
         }
         Op::Gather(op::Gather { axis: 0 }) => {
             let (t, ix, n) = gather(producer)?;
@@ -217,6 +227,64 @@ fn segments_of(
         }
         _ => None,
     }
+}
+
+/// The parts `ix` (`[m, groups]` or `[m, groups, 1]` indices) was stacked from, when it is
+/// `Concat` along its second axis of `groups` `Reshape`s of `[m]` (or `[m, 1]`) indices, each
+/// read only there (what `gather_concat` builds of `cat([x[src], x[dst]], -1)`): each part read
+/// where it lies (stride 1), or at its row of the `[r, m]` tensor it is `Gather`ed from by a
+/// constant along axis 0 (`edge_index[0]`, `edge_index[1]`: offset `row · m`), and the nodes
+/// that then need not run (the Concat, the Reshapes, the Gathers read nowhere else).
+fn unstacked(
+    g: &Graph,
+    ix: ValueId,
+    m: usize,
+    groups: usize,
+    values: &[PlannedValue],
+    sole: &impl Fn(ValueId) -> Option<NodeId>,
+) -> Option<(Vec<IndexRead>, Vec<NodeId>)> {
+    let dims = |v: ValueId| values[v.index()].dims.clone();
+    let cid = sole(ix)?;
+    let cn = &g.nodes[cid.index()];
+    let rank = dims(ix)?.len();
+    let Op::Concat(c) = &cn.op else { return None };
+    if cn.inputs.len() != groups || (c.axis != 1 && c.axis != 1 - rank as i64) {
+        return None;
+    }
+    let mut nodes = vec![cid];
+    let mut parts = Vec::new();
+    for p in &cn.inputs {
+        let rid = sole((*p)?)?;
+        let rn = &g.nodes[rid.index()];
+        let x = rn.input(0)?;
+        let xd = dims(x)?;
+        if !matches!(rn.op, Op::Reshape(_) | Op::Unsqueeze(_)) || (xd != [m] && xd != [m, 1]) {
+            return None;
+        }
+        nodes.push(rid);
+        // `x` gathered as one row of a `[r, m]` tensor: read that row where it lies.
+        let row = sole(x).and_then(|gid| {
+            let gn = &g.nodes[gid.index()];
+            let (Op::Gather(op::Gather { axis: 0 }), Some(t), Some(kv)) = (&gn.op, gn.input(0), gn.input(1))
+            else {
+                return None;
+            };
+            let [r, mm] = dims(t)?[..] else { return None };
+            let [k] = super::movement::const_ints(g, kv, "").ok()?[..] else { return None };
+            let k = if k < 0 { k + r as i64 } else { k };
+            let offset = u32::try_from(k.checked_mul(m as i64)?).ok()?;
+            (xd == [m] && mm == m && (0..r as i64).contains(&k) && dims(kv)?.is_empty())
+                .then_some((gid, (t, 1, offset)))
+        });
+        match row {
+            Some((gid, part)) => {
+                nodes.push(gid);
+                parts.push(part);
+            }
+            None => parts.push((x, 1, 0)),
+        }
+    }
+    Some((parts, nodes))
 }
 
 #[cfg(test)]
@@ -311,6 +379,45 @@ mod tests {
             assert!(!kernels.iter().any(|k| format!("{k:?}").contains("Cat")), "{kernels:?}");
             assert!(kernels.iter().any(|k| format!("{k:?}").contains("GatherNd")), "{kernels:?}");
         }
+    }
+
+    /// `cat([h[ei[0]], h[ei[-1]]], -1) · W` of an `[2, m]` edge index, as a user writes it: after
+    /// `gather_concat` stacks the two index rows, the GEMM reads each row of `ei` where it lies
+    /// (stride 1, offsets 0 and m) and neither the index gathers nor the stacking runs.
+    #[test]
+    fn the_rows_of_an_edge_index_are_read_where_they_lie() {
+        let (m, rows, w) = (20_000, 5_000, 64);
+        let mut g = Graph::new();
+        let h = g.input("h", DType::F32, known(&[rows, w]));
+        let ei = g.input("ei", DType::I64, known(&[2, m]));
+        let gathered: Vec<ValueId> = [0i64, -1]
+            .iter()
+            .map(|&r| {
+                let k = g.initializer(&format!("k{r}"), ConstTensor::from_i64(&[], &[r]).unwrap());
+                let ix = g.op1(Op::Gather(op::Gather { axis: 0 }), &[ei, k]);
+                g.op1(Op::Gather(op::Gather { axis: 0 }), &[h, ix])
+            })
+            .collect();
+        let a = g.op1(Op::Concat(op::Concat { axis: -1 }), &gathered);
+        let we = weight(&mut g, "we", &[2 * w, w]);
+        let y = g.matmul(a, we);
+        g.output(y);
+        let steps = launches(&g, &PlanOptions::default());
+        let kernels: Vec<KernelId> = steps.iter().map(|s| s.0).collect();
+        assert_eq!(kernels, [KernelId::GemmWg64CatF32], "{steps:?}");
+        let edge = &steps[0].1;
+        assert_eq!(edge[3..7], [Arg::Value(h), Arg::Value(h), Arg::Value(ei), Arg::Value(ei)]);
+        let Arg::Params(bytes) = &edge[2] else { panic!("{edge:?}") };
+        let want = GemmCatParams {
+            ld: [64, 64],
+            rows: [5_000, 5_000],
+            width: [64, 64],
+            index_stride: [1, 1],
+            index_offset: [0, m as u32],
+            index_bytes: 8,
+            _pad: 0,
+        };
+        assert_eq!(bytes, &kernels_gpu::abi::Params::as_bytes(&want).to_vec());
     }
 
     /// A residual node update, `softmax(cat([h, agg]) · W + h)` with `h` dying there: the GEMM reads

@@ -658,8 +658,12 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         };
         match lowered {
             Ok(s) => {
-                // A view shares its source's slot: its copy would move bytes onto themselves.
-                let is_view = |st: &Step| matches!(st, Step::Copy { src, dst, .. } if memory.views.contains(&(*src, *dst)));
+                // A view shares its source's slot, and so does a scatter's output written over its
+                // data in place: their copies would move bytes onto themselves.
+                let is_view = |st: &Step| {
+                    matches!(st, Step::Copy { src, dst, .. }
+                        if memory.views.contains(&(*src, *dst)) || memory.in_place.contains(&(*src, *dst)))
+                };
                 steps.extend(s.into_iter().filter(|st| !is_view(st)));
                 if hoisted.contains(&id) {
                     hoisted_steps = steps.len();

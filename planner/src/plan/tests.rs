@@ -428,3 +428,26 @@ fn an_f16_gelu_tanh_runs_as_the_built_in_activation_once_widened() {
     let wide = gelu(DType::F32);
     assert!(!wide.contains("GeluTanh"), "{wide}");
 }
+
+/// A scatter whose data is computed in the plan and read nowhere else writes its updates over
+/// that data in place: no copy of the data to the output; a graph input's data is still copied.
+#[test]
+fn a_scatter_updates_computed_data_in_place() {
+    use crate::op::{ScatterNd, ScatterReduction};
+    for computed in [false, true] {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, vec![Dim::Known(100), Dim::Known(64)]);
+        let i = g.input("i", DType::I64, vec![Dim::Known(400), Dim::Known(1)]);
+        let u = g.input("u", DType::F32, vec![Dim::Known(400), Dim::Known(64)]);
+        let data = if computed { g.relu(x) } else { x };
+        let y = g.op1(Op::ScatterNd(ScatterNd { reduction: ScatterReduction::Add }), &[data, i, u]);
+        let y = g.sigmoid(y);
+        g.output(y);
+        let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+        let copies = plan.steps.iter().filter(|s| matches!(s, Step::Copy { .. })).count();
+        assert_eq!(copies, usize::from(!computed), "{plan}");
+        if computed {
+            assert!(plan.memory.in_place.iter().any(|&(s, _)| s == data), "{plan}");
+        }
+    }
+}
