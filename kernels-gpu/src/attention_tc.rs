@@ -212,7 +212,7 @@ pub(crate) unsafe fn attention_tc<const TILES: usize, const SMALL: bool>(
         // SAFETY: the kernel's contract.
         let vv = unsafe { grp.values::<TILES>(p, v) };
         // SAFETY: the kernel's contract.
-        let bad_rows = unsafe { grp.program(p, &mut s, &x1s, x2, x3) };
+        let bad_rows = unsafe { grp.program::<SMALL>(p, &mut s, &x1s, x2, x3) };
         bad[0] |= bad_rows[0];
         bad[1] |= bad_rows[1];
         let alpha = online_softmax(&mut s, &mut m, &mut l);
@@ -323,12 +323,14 @@ impl Group {
         let mut x1s = [[0.0f32; 4]; NT];
         if p.n_inputs > 1 {
             let e = &p.extra[0];
+            // Each row's offset once (a full four-stride offset per score was most of the
+            // kernel's integer work).
+            let at_rows = [at(e, self.b, self.h, self.rows[0], 0), at(e, self.b, self.h, self.rows[1], 0)];
             unroll!(J in [0, 1, 2, 3] {
                 unroll!(C in [0, 1, 2, 3] {
                     let kk = self.key(J, C % 2).min(last_key) as u64;
-                    let at_row = at(e, self.b, self.h, self.rows[C / 2], 0);
                     // SAFETY: (b, h, row, key) inside the extents: inside input 1 (the contract).
-                    x1s[J][C] = unsafe { *x1.add((at_row + kk * e.strides[3]) as usize) };
+                    x1s[J][C] = unsafe { *x1.add((at_rows[C / 2] + kk * e.strides[3]) as usize) };
                 });
             });
         }
@@ -347,13 +349,34 @@ impl Group {
         v: *const f32,
     ) -> [[[f32; 2]; TILES]; NT] {
         let mut vv = [[[0.0f32; 2]; TILES]; NT];
+        if TILES > 2 {
+            // The full offset per value: the eight-tile kernel has no registers to hold the keys'
+            // row offsets across their loads (ptxas spills).
+            unroll!(J in [0, 1, 2, 3] {
+                unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
+                    unroll!(E in [0, 1] {
+                        let (key, col) = (self.key(J, E), 8 * N as u32 + self.g);
+                        if N < TILES && col < p.dv && key < p.kv_len {
+                            let at = at(&p.v, self.b, self.hk, key as u64, col as u64) as usize;
+                            // SAFETY: key below kv_len, column below dv: inside V's view.
+                            vv[J][N][E] = unsafe { *v.add(at) };
+                        }
+                    });
+                });
+            });
+            return vv;
+        }
+        let (head, s2, s3) = (at(&p.v, self.b, self.hk, 0, 0), p.v.strides[2], p.v.strides[3]);
         unroll!(J in [0, 1, 2, 3] {
-            unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
-                unroll!(E in [0, 1] {
-                    let (key, col) = (self.key(J, E), 8 * N as u32 + self.g);
+            unroll!(E in [0, 1] {
+                let key = self.key(J, E);
+                // The key's row offset once, then a column stride per value.
+                let row = head + key as u64 * s2;
+                unroll!(N in [0, 1, 2, 3, 4, 5, 6, 7] {
+                    let col = 8 * N as u32 + self.g;
                     if N < TILES && col < p.dv && key < p.kv_len {
                         // SAFETY: key below kv_len, column below dv: inside V's view.
-                        vv[J][N][E] = unsafe { *v.add(at(&p.v, self.b, self.hk, key as u64, col as u64) as usize) };
+                        vv[J][N][E] = unsafe { *v.add((row + col as u64 * s3) as usize) };
                     }
                 });
             });
@@ -361,15 +384,17 @@ impl Group {
         vv
     }
 
-    /// The lane's 16 scores through the score program (one copy of the interpreter, in a rolled
-    /// loop, staged through a flat array; `x0 · imm`, a scale, inline), the causal mask applied;
+    /// The lane's 16 scores through the score program (with `INLINE_SCALE`, `x0 · imm`, a scale,
+    /// unrolled in place: the small-head kernel has the registers for it; any other program
+    /// through one copy of the interpreter, in a rolled loop, staged through a flat array), the
+    /// causal mask applied;
     /// keys past kv_len score -inf. Returns whether each of the lane's rows met a NaN or +inf
     /// score.
     ///
     /// # Safety
     /// The attention launch contract for the program's inputs 2 and 3.
     #[inline(always)]
-    pub(crate) unsafe fn program(
+    pub(crate) unsafe fn program<const INLINE_SCALE: bool>(
         &self,
         p: &AttentionParams,
         s: &mut [[f32; 4]; NT],
@@ -377,13 +402,35 @@ impl Group {
         x2: *const f32,
         x3: *const f32,
     ) -> [bool; 2] {
+        let scale = scale_of(p);
+        if let (true, Some(scale)) = (INLINE_SCALE, scale) {
+            // A scale (the usual `1 / √d`) or nothing: every score in place, no staging array
+            // (a rolled loop over one would live in local memory).
+            let mut bad_rows = [false; 2];
+            unroll!(J in [0, 1, 2, 3] {
+                unroll!(C in [0, 1, 2, 3] {
+                    let (hh, kk) = (C / 2, self.key(J, C % 2));
+                    let mut sc = f32::NEG_INFINITY;
+                    if kk < p.kv_len {
+                        sc = s[J][C] * scale;
+                        if causal_masked(p, self.rows[hh], kk as u64) {
+                            sc += f32::NEG_INFINITY;
+                        }
+                        if sc.is_nan() || sc == f32::INFINITY {
+                            bad_rows[hh] = true;
+                        }
+                    }
+                    s[J][C] = sc;
+                });
+            });
+            return bad_rows;
+        }
         let (mut sf, mut xf) = ([0.0f32; 16], [0.0f32; 16]);
         unroll!(J in [0, 1, 2, 3] {
             unroll!(C in [0, 1, 2, 3] {
                 (sf[4 * J + C], xf[4 * J + C]) = (s[J][C], x1s[J][C]);
             });
         });
-        let scale = scale_of(p);
         let mut bad_rows = [false; 2];
         let mut idx = 0u32;
         while idx < 16 {
