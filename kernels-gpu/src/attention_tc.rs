@@ -97,8 +97,9 @@ fn quad_sum(x: f32) -> f32 {
 /// / heads, % heads` and query rows `(x % q_blocks) * ATTN_TC_ROWS + r`, `r < 16`. Warp `w` takes
 /// the 32-key groups `w, w + ATTN_TC_WARPS, ...` (those starting below `key_end`); lane `l`
 /// (`g = l / 4`, `t = l % 4`) holds rows `g` and `g + 8` of the fragments: scores of keys
-/// `8j + 2t + {0, 1}` (`j < 4`), outputs of columns `8n + 2t + {0, 1}`. One block barrier
-/// (before the merge), reached by every warp; thread `x` then merges outputs `x, x +
+/// `8j + 2t + {0, 1}` (`j < 4`), outputs of columns `8n + 2t + {0, 1}`. Two block barriers
+/// (before the merge) and a second after each row's weights over the warps (thread `r < 16`
+/// for row `r`), both reached by every warp; thread `x` then merges outputs `x, x +
 /// ATTN_TC_THREADS, ...` of the block's `16 x dv`.
 ///
 /// Shared memory (f32): per warp and row, `dv + 3` (maximum, sum, NaN flag, outputs).
@@ -246,34 +247,58 @@ pub(crate) unsafe fn attention_tc<const TILES: usize, const SMALL: bool>(
         }
     });
     sync_threads();
+    // Each row's weights over the warps once (a thread per row), not once per output: warp w's
+    // factor `exp(m_w - max)` replaces its maximum (-1: the warp saw no finite score), the row's
+    // sum its sum, and the NaN decision its flag.
+    if tid < ATTN_TC_ROWS {
+        let r = tid;
+        let (mut big, mut nan_seen) = (f32::NEG_INFINITY, false);
+        for w in 0..ATTN_TC_WARPS {
+            // SAFETY: written before the barrier.
+            let (mw, flag) = unsafe { (*slot(w, r), *slot(w, r).add(2)) };
+            if mw > big {
+                big = mw;
+            }
+            nan_seen |= flag != 0.0;
+        }
+        let mut sum = 0.0f32;
+        for w in 0..ATTN_TC_WARPS {
+            let s = slot(w, r);
+            // SAFETY: written before the barrier; this thread alone rewrites row r's slots.
+            unsafe {
+                let (mw, lw) = (*s, *s.add(1));
+                let f = if mw == f32::NEG_INFINITY { -1.0 } else { math::exp(mw - big) };
+                if f >= 0.0 {
+                    sum = fma_rn(lw, f, sum);
+                }
+                *s = f;
+            }
+        }
+        // No keys: an empty sum, as the reference gives.
+        let nan = p.kv_len > 0 && (nan_seen || big == f32::NEG_INFINITY);
+        // SAFETY: as above.
+        unsafe {
+            *slot(0, r).add(1) = sum;
+            *slot(0, r).add(2) = if nan { 1.0 } else { 0.0 };
+        }
+    }
+    sync_threads();
     let mut idx = tid;
     while idx < ATTN_TC_ROWS * dv {
         let (r, c) = (idx / dv, idx % dv);
         let i = row0 + r;
         if i < p.q_len {
-            let (mut big, mut nan_seen) = (f32::NEG_INFINITY, false);
-            for w in 0..ATTN_TC_WARPS {
-                // SAFETY: written before the barrier.
-                let (mw, flag) = unsafe { (*slot(w, r), *slot(w, r).add(2)) };
-                if mw > big {
-                    big = mw;
-                }
-                nan_seen |= flag != 0.0;
-            }
-            let (mut sum, mut acc) = (0.0f32, 0.0f32);
+            let mut acc = 0.0f32;
             for w in 0..ATTN_TC_WARPS {
                 let s = slot(w, r);
-                // SAFETY: written before the barrier (c < dv).
-                let (mw, lw, ow) = unsafe { (*s, *s.add(1), *s.add(3 + c as usize)) };
-                if mw == f32::NEG_INFINITY {
-                    continue;
+                // SAFETY: written before the barriers (c < dv).
+                let (f, ow) = unsafe { (*s, *s.add(3 + c as usize)) };
+                if f >= 0.0 {
+                    acc = fma_rn(ow, f, acc);
                 }
-                let f = math::exp(mw - big);
-                sum = fma_rn(lw, f, sum);
-                acc = fma_rn(ow, f, acc);
             }
-            // No keys: an empty sum, as the reference gives.
-            let nan = p.kv_len > 0 && (nan_seen || big == f32::NEG_INFINITY);
+            // SAFETY: written before the last barrier.
+            let (sum, nan) = unsafe { (*slot(0, r).add(1), *slot(0, r).add(2) != 0.0) };
             let out = if nan {
                 if p.causal & ATTN_NAN_ROWS_ZERO != 0 { 0.0 } else { f32::NAN }
             } else if p.kv_len == 0 {
