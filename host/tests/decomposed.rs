@@ -580,14 +580,12 @@ fn f16_and_bf16_graphs_widened_to_f32_compute_what_the_reference_does() {
 #[test]
 fn quantize_dequantize_become_the_arithmetic_that_defines_them() {
     let mut rng = Rng::new(0x9d9);
-    for gemm in [false, true] {
-        let (g, feeds) = if gemm {
-            host::selftest::qdq_gemm_graph(&mut rng)
-        } else {
-            host::selftest::qdq_matmul_graph(&mut rng)
-        };
-        quantize_dequantize_case(&g, &feeds, if gemm { "QDQ Gemm" } else { "QDQ MatMul" });
-    }
+    let (g, feeds) = host::selftest::qdq_matmul_graph(&mut rng);
+    quantize_dequantize_case(&g, &feeds, "QDQ MatMul");
+    let (g, feeds) = host::selftest::qdq_gemm_graph(&mut rng);
+    quantize_dequantize_case(&g, &feeds, "QDQ Gemm");
+    let (g, feeds) = host::selftest::qdq_gemm_per_channel_graph(&mut rng);
+    quantize_dequantize_case(&g, &feeds, "QDQ Gemm, per-channel transposed weight");
 }
 
 fn quantize_dequantize_case(g: &Graph, feeds: &[(String, HostTensor)], what: &str) {

@@ -37,17 +37,23 @@ pub fn narrow_float_block(dtype: DType, rng: &mut Rng) -> (Graph, Vec<(String, H
 /// DequantizeLinear pair on the `[3, 8]` input, int8 weights dequantized per column, a MatMul, and
 /// its result quantized to int8 (an output, beside the MatMul's f32 result); with a random input.
 pub fn qdq_matmul_graph(rng: &mut Rng) -> (Graph, Vec<(String, HostTensor)>) {
-    qdq_graph(rng, false)
+    qdq_graph(rng, false, false)
 }
 
 /// [`qdq_matmul_graph`] with its MatMul a `Gemm` (B transposed, per-tensor int8 weights, an
 /// int32 bias dequantized at the product's scale, beta 0.5), as `quantize_static` writes a
 /// Linear exported as Gemm.
 pub fn qdq_gemm_graph(rng: &mut Rng) -> (Graph, Vec<(String, HostTensor)>) {
-    qdq_graph(rng, true)
+    qdq_graph(rng, true, false)
 }
 
-fn qdq_graph(rng: &mut Rng, gemm: bool) -> (Graph, Vec<(String, HostTensor)>) {
+/// [`qdq_gemm_graph`] with the transposed weight `[N, K]` quantized per output channel (axis 0,
+/// one scale per row), as `onnxruntime.quantization` writes a `Linear` with `per_channel=True`.
+pub fn qdq_gemm_per_channel_graph(rng: &mut Rng) -> (Graph, Vec<(String, HostTensor)>) {
+    qdq_graph(rng, true, true)
+}
+
+fn qdq_graph(rng: &mut Rng, gemm: bool, per_channel: bool) -> (Graph, Vec<(String, HostTensor)>) {
     let mut g = Graph::new();
     let x = g.input("x", DType::F32, [3, 8].map(Dim::Known));
     let s = g.initializer("s", ConstTensor::from_f32(&[], &[0.02]).expect("a scalar"));
@@ -58,8 +64,13 @@ fn qdq_graph(rng: &mut Rng, gemm: bool) -> (Graph, Vec<(String, HostTensor)>) {
     let wdims: &[usize] = if gemm { &[4, 8] } else { &[8, 4] };
     let wq = g.initializer("wq", ConstTensor::from_i64s_as(DType::I8, wdims, &wq).expect("sizes match"));
     let h = if gemm {
-        let ws = g.initializer("ws", ConstTensor::from_f32(&[], &[0.015]).expect("a scalar"));
-        let w = g.op1(Op::DequantizeLinear(Quantize::default()), &[wq, ws]);
+        let (ws, axis) = if per_channel {
+            let ws = ConstTensor::from_f32(&[4], &[0.015, 0.03, 0.0075, 0.02]).expect("sizes match");
+            (g.initializer("ws", ws), 0)
+        } else {
+            (g.initializer("ws", ConstTensor::from_f32(&[], &[0.015]).expect("a scalar")), 1)
+        };
+        let w = g.op1(Op::DequantizeLinear(Quantize { axis, ..Quantize::default() }), &[wq, ws]);
         let bq: Vec<i64> = (0..4).map(|_| (rng.next_u64() % 2001) as i64 - 1000).collect();
         let bq = g.initializer("bq", ConstTensor::from_i64s_as(DType::I32, &[4], &bq).expect("sizes match"));
         let bs = g.initializer("bs", ConstTensor::from_f32(&[], &[0.02 * 0.015]).expect("a scalar"));

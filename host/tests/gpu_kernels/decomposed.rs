@@ -626,3 +626,20 @@ fn qdq_graphs_run_as_their_arithmetic_and_match_the_reference() {
     let (g, feeds) = host::selftest::qdq_matmul_graph(&mut rng);
     compare("QDQ MatMul", g, &feeds, 1e-5);
 }
+
+/// QDQ MatMul and Gemm graphs as `onnxruntime.quantization` writes them (per-tensor activations
+/// quantized and dequantized in pairs; per-column, per-tensor and per-output-channel transposed
+/// weights), the products of integers scaled after (`quant::scale_out`): the quantized output
+/// exactly as the reference computes it.
+#[test]
+fn qdq_matmul_and_gemm_match_the_reference() {
+    let mut rng = Rng::new(0x9d9);
+    let cases = [
+        ("QDQ MatMul", host::selftest::qdq_matmul_graph(&mut rng)),
+        ("QDQ Gemm", host::selftest::qdq_gemm_graph(&mut rng)),
+        ("QDQ Gemm, per-channel transposed weight", host::selftest::qdq_gemm_per_channel_graph(&mut rng)),
+    ];
+    for (what, (g, feeds)) in cases {
+        compare(what, g, &feeds, 1e-6);
+    }
+}

@@ -177,17 +177,17 @@ pub(super) struct Scaled {
 
 /// `MatMul(a, b)` (or `Gemm(a, b, c)`) of two dequantized operands computed as
 /// `MatMul(a_int, b_int) * s_a * s_b` (`+ beta c`) where the scales do not vary along the
-/// contraction (A's per tensor or per row, B's per tensor or per column or batch): the product of integers held in f32 is exact (each below
+/// contraction (A's per tensor or per row; B's per tensor, per column or batch, or per output
+/// column of a transposed Gemm B): the product of integers held in f32 is exact (each below
 /// 2^11, so exact in TF32 on the tensor cores too) and so is its sum while it stays below 2^24,
 /// as the integer GEMM of ONNX Runtime's QDQ kernels computes it (centred int8 products reach
 /// 2^14 and uint8 ones 2^16, so a contraction past 1,024 or 256 terms of extreme values can
-/// round: then it is as close as f32 accumulation gets, not exact). A per-channel B of a `trans_b` Gemm (its scale `[N, 1]`)
-/// is not scaled out and keeps the dequantized arithmetic. The scaled form rounds every product and
-/// partial sum of values that are not integers: on a fake-quantized model those differences
-/// move values across the next quantizer's rounding boundaries and cascade (GPT-2 int8 on the
-/// H200: 3,032 of 65,536 outputs more than one quantum from ONNX Runtime through 3xTF32, 88
-/// through f32 FMA). Returns the nodes that replace `node` (into `e`); `None` when it does not
-/// apply.
+/// round: then it is as close as f32 accumulation gets, not exact). The dequantized form would
+/// round every product and partial sum of values that are not integers: on a fake-quantized
+/// model those differences move values across the next quantizer's rounding boundaries and
+/// cascade (GPT-2 int8 on the H200: 3,032 of 65,536 outputs more than one quantum from ONNX
+/// Runtime through 3xTF32, 88 through f32 FMA). Returns the nodes that replace `node` (into
+/// `e`); `None` when it does not apply.
 pub(super) fn scale_out(
     e: &mut Expand,
     op: &Op,
@@ -202,14 +202,28 @@ pub(super) fn scale_out(
         Op::MatMul if ra >= 2 && rb >= 2 && a.scale_rank != 1 && b.scale_rank != 2 && c.is_none() => {
             e.op(Op::MatMul, &[a.centred, b.centred])
         }
-        // Gemm: A's scale per tensor, B's per tensor or (B not transposed) per column; C added
-        // after the scaling, times beta.
-        Op::Gemm(g) if a.scale_rank == 0 && (b.scale_rank == 0 || (b.scale_rank == 1 && !g.trans_b)) => {
+        // Gemm: A's scale per tensor, B's per tensor or per output column (B `[K, N]` per slice
+        // of axis 1, or transposed, `[N, K]`, per slice of axis 0: its scale `[N, 1]`, read as
+        // `[N]`); C added after the scaling, times beta.
+        Op::Gemm(g)
+            if a.scale_rank == 0
+                && (b.scale_rank == 0
+                    || (b.scale_rank == 1 && !g.trans_b)
+                    || (b.scale_rank == 2 && g.trans_b)) =>
+        {
             let attrs = op::Gemm { beta: 1.0, ..g.clone() };
             e.op(Op::Gemm(attrs), &[a.centred, b.centred])
         }
         _ => return None,
     };
+    let b_scale = match op {
+        Op::Gemm(_) if b.scale_rank == 2 => {
+            let flat = e.i64s(&[-1]);
+            e.op(Op::Reshape(op::Reshape::default()), &[b.scale, flat])
+        }
+        _ => b.scale,
+    };
+    let b = &Scaled { scale: b_scale, ..*b };
     let u = e.op(Op::Mul, &[t, a.scale]);
     Some(match (op, c) {
         (Op::Gemm(g), Some(c)) => {
