@@ -12,7 +12,10 @@
 //!   `Gather` along axis 0 of a `[N, W]` table by `[M]` indices that only the Concat reads;
 //! - a `Reshape` `[M, G, W] -> [M, G W]` (G at most two) of a `GatherND` (no batch dims) of a
 //!   `[N, W]` table by `[M, G, 1]` indices or of a `Gather` along axis 0 by `[M, G]` indices
-//!   (what `gather_concat` makes of `cat([x[src], x[dst]], -1)`);
+//!   (what `gather_concat` makes of `cat([x[src], x[dst]], -1)`); when those indices are the
+//!   stacking of `[M]` parts that only it reads, each segment reads its part where it lies (and a
+//!   part gathered as a row of an `[R, M]` edge index by a constant, that row of it), so neither
+//!   the stacking nor those gathers run;
 //! - a `Gather` along axis 0 of a `[N, K]` table by `[M]` indices.
 //!
 //! Each segment's width is a multiple of four (16-byte copies). Only GEMMs that run the `wgmma`
