@@ -74,8 +74,8 @@ unsafe fn scatter_update(reduction: u32, dst: *mut f32, u: f32) {
 
 /// ONNX ScatterND of f32 ([`ScatterNdParams`]), the update pass: every update element goes to
 /// its tuple's slice of `y` (`reduction` as in [`scatter_elements_f32`], with the same caveats on
-/// duplicates); a tuple with an out-of-range index drops its slice. The host copies `data` into
-/// `y` first.
+/// duplicates); a tuple with an out-of-range index drops its slice. `y` holds `data` before the
+/// launch: the host copies it there first, or `y` is `data`'s own buffer (updated in place).
 ///
 /// # Safety
 /// `idx` holds `p.elems / p.slice` tuples of `p.k` indices of `p.index_bytes` bytes, `upd`

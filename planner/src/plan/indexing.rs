@@ -122,7 +122,8 @@ fn reduction_code(r: ScatterReduction) -> u32 {
     }
 }
 
-/// ONNX ScatterND of f32: the data copied to the output, then the update slices applied.
+/// ONNX ScatterND of f32: the data copied to the output (a copy `compile` drops when the output
+/// takes the data's buffer in place), then the update slices applied.
 pub(super) fn scatter_nd(
     n: &MoveNode,
     reduction: ScatterReduction,
