@@ -660,11 +660,11 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
             Ok(s) => {
                 // A view shares its source's slot, and so does a scatter's output written over its
                 // data in place: their copies would move bytes onto themselves.
-                let is_view = |st: &Step| {
+                let moves_nothing = |st: &Step| {
                     matches!(st, Step::Copy { src, dst, .. }
                         if memory.views.contains(&(*src, *dst)) || memory.in_place.contains(&(*src, *dst)))
                 };
-                steps.extend(s.into_iter().filter(|st| !is_view(st)));
+                steps.extend(s.into_iter().filter(|st| !moves_nothing(st)));
                 if hoisted.contains(&id) {
                     hoisted_steps = steps.len();
                 }

@@ -216,6 +216,7 @@ pub(super) fn scale_out(
         }
         _ => return None,
     };
+    // B's scale as the result's columns read it (a transposed Gemm B's `[N, 1]` as `[N]`).
     let b_scale = match op {
         Op::Gemm(_) if b.scale_rank == 2 => {
             let flat = e.i64s(&[-1]);
@@ -223,15 +224,14 @@ pub(super) fn scale_out(
         }
         _ => b.scale,
     };
-    let b = &Scaled { scale: b_scale, ..*b };
     let u = e.op(Op::Mul, &[t, a.scale]);
     Some(match (op, c) {
         (Op::Gemm(g), Some(c)) => {
-            let v = e.op(Op::Mul, &[u, b.scale]);
+            let v = e.op(Op::Mul, &[u, b_scale]);
             let bc = e.scale(g.beta, c);
             e.op_into(Op::Add, &[v, bc], out)
         }
-        _ => e.op_into(Op::Mul, &[u, b.scale], out),
+        _ => e.op_into(Op::Mul, &[u, b_scale], out),
     })
 }
 
