@@ -31,7 +31,7 @@ use crate::abi::ConvParams;
 use crate::abi::ConvTap;
 use crate::abi::{EwProgramParams, GemmCatParams, GemmParams};
 #[cfg(ferrofuse_hopper)]
-use crate::abi::{GEMM_TILE_BK, GEMM_WG_RES_INDEX_TILES, GEMM_WG_RES_MAX_K, GEMM_WG_STAGES};
+use crate::abi::{GEMM_TILE_BK, GEMM_WG_STAGES};
 #[cfg(ferrofuse_hopper)]
 use crate::gemm::{Program, program};
 #[cfg(ferrofuse_hopper)]
@@ -41,11 +41,10 @@ use crate::gemm_tile::unroll4;
 use crate::intrinsics::trap;
 #[cfg(ferrofuse_hopper)]
 use crate::intrinsics::{
-    block_dim_x, block_idx_x, block_idx_y, block_idx_z, cp_async_4_zfill, cp_async_8_zfill,
-    cp_async_16_zfill, cp_async_commit, cp_async_wait_group, cvt_rna_tf32, dynamic_shared_addr,
-    dynamic_shared_ptr, fence_proxy_async_shared, grid_dim_y, ld_shared_u32, sync_threads, thread_idx_x,
-    wgmma_commit_group, wgmma_fence, wgmma_m64n32k8_tf32_rs, wgmma_m64n64k8_tf32_rs, wgmma_m64n128k8_tf32_rs,
-    wgmma_wait_all, wgmma_wait_group,
+    block_dim_x, block_idx_x, block_idx_y, block_idx_z, cp_async_4_zfill, cp_async_16_zfill, cp_async_commit,
+    cp_async_wait_group, cvt_rna_tf32, dynamic_shared_addr, dynamic_shared_ptr, fence_proxy_async_shared,
+    ld_shared_u32, sync_threads, thread_idx_x, wgmma_commit_group, wgmma_fence, wgmma_m64n32k8_tf32_rs,
+    wgmma_m64n64k8_tf32_rs, wgmma_m64n128k8_tf32_rs, wgmma_wait_all, wgmma_wait_group,
 };
 #[cfg(ferrofuse_hopper)]
 use conv::{ConvRow, conv_row, conv_store};
@@ -83,23 +82,22 @@ fn operand<const EXACT: bool>(x: f32) -> (u32, u32) {
     if EXACT { split(x) } else { (cvt_rna_tf32(x), 0) }
 }
 
-/// `acc += a · B` over one k step (`acc = a · B` when not `accumulate`): the `m64nBNk8` product
-/// for `BN = 2 ACC`.
+/// `acc += a · B` over one k step: the `m64nBNk8` product for `BN = 2 ACC`.
 ///
 /// # Safety
 /// As [`wgmma_m64n128k8_tf32_rs`].
 #[cfg(ferrofuse_hopper)]
 #[inline(always)]
-unsafe fn product<const ACC: usize>(acc: &mut [f32; ACC], a: [u32; 4], desc: u64, accumulate: bool) {
+unsafe fn product<const ACC: usize>(acc: &mut [f32; ACC], a: [u32; 4], desc: u64) {
     // SAFETY: `ACC` is the accumulator count of the product chosen (checked by the const test);
     // the rest is the caller's contract.
     unsafe {
         if ACC == 64 {
-            wgmma_m64n128k8_tf32_rs(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), a, desc, accumulate)
+            wgmma_m64n128k8_tf32_rs(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), a, desc)
         } else if ACC == 32 {
-            wgmma_m64n64k8_tf32_rs(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), a, desc, accumulate)
+            wgmma_m64n64k8_tf32_rs(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), a, desc)
         } else if ACC == 16 {
-            wgmma_m64n32k8_tf32_rs(&mut *(acc.as_mut_ptr() as *mut [f32; 16]), a, desc, accumulate)
+            wgmma_m64n32k8_tf32_rs(&mut *(acc.as_mut_ptr() as *mut [f32; 16]), a, desc)
         } else {
             trap()
         }
@@ -122,7 +120,6 @@ unsafe fn gemm_wg<
     const EXACT: bool,
     const CONV: bool,
     const CAT: bool,
-    const RES: bool,
 >(
     p: &GemmParams,
     a: *const f32,
@@ -135,7 +132,6 @@ unsafe fn gemm_wg<
     cat: &CatOperand,
 ) {
     const { assert!(2 * ACC == BN as usize && (BN == 32 || BN == 64 || BN == 128) && (WGS == 1 || WGS == 2)) };
-    const { assert!(!RES || (WGS == 1 && BN == 64 && !CONV)) };
     let p = *p;
     let bm = 64 * WGS;
     let threads = 128 * WGS;
@@ -145,7 +141,6 @@ unsafe fn gemm_wg<
         || (splits > 1 && (p.k_chunk == 0 || p.k_chunk % BK != 0))
         || (!CONV && !CAT && (p.a_cs != 1 || !aligned(a, p.a_rs, p.a_bs | p.a_bs2)))
         || (CAT && !cat.fits(p.k, p.batch))
-        || (RES && (splits > 1 || p.k == 0 || p.k > GEMM_WG_RES_MAX_K))
         || p.b_rs != 1
         || !p.b_shared()
         || p.b_cs < p.k as u64
@@ -160,64 +155,19 @@ unsafe fn gemm_wg<
     let (warp, lane) = (tid / 32, tid % 32);
     let (g, t) = (lane / 4, lane % 4);
     let z = block_idx_z();
-    let col0 = block_idx_x() * BN;
+    let (row0, col0) = (block_idx_y() * bm, block_idx_x() * BN);
     let (batch, split, k_begin, k_end) = crate::gemm_split::split_of(&p, z);
     let a_at = p.a_at(batch);
     let k_tiles = k_end.saturating_sub(k_begin).div_ceil(BK);
-    // The block's row tiles: its own (`blockIdx.y`), or (RES) every `gridDim.y`-th from it. The
-    // pipeline runs through k tile after k tile of each in turn: pipeline tile `i` is k tile
-    // `i % k_tiles` of the block's row tile `i / k_tiles`.
-    let m_tiles = p.m.div_ceil(bm);
-    let (tile_first, tile_step) = (block_idx_y(), if RES { grid_dim_y() } else { 1 });
-    let my_tiles = match RES {
-        false => 1,
-        true if tile_first < m_tiles => (m_tiles - tile_first).div_ceil(tile_step),
-        true => return,
-    };
-    let tile_row0 = |j: u32| (tile_first + j * tile_step) * bm;
-    let row0 = tile_row0(0);
-    let total = my_tiles * k_tiles;
     let planes = crate::abi::gemm_wg_planes(EXACT);
     // Stage `s`: B's big-part tile, (EXACT) its small-part tile, then A's tile; each a multiple
-    // of 1 KiB, from a 1 KiB boundary. With RES, B stays: its k tiles (big parts, then small
-    // parts) come first and are copied once, the stages hold A's tiles only, and the epilogue's
-    // half tile follows them.
+    // of 1 KiB, from a 1 KiB boundary.
     let b_tile = BN * BK * 4;
-    let a_tile = bm * BK * 4;
-    let stage_bytes = if RES { a_tile } else { planes * b_tile + a_tile };
-    let plane_bytes = if RES { k_tiles * b_tile } else { b_tile };
+    let stage_bytes = planes * b_tile + bm * BK * 4;
     let window = dynamic_shared_addr();
     let smem = window.next_multiple_of(1024);
-    let a_stages = smem + if RES { planes * plane_bytes } else { planes * b_tile };
-    // Shared addresses of pipeline tile `i`'s A tile and B tile (plane of big parts).
-    let a_addr = |i: u32| a_stages + (i % STAGES) * stage_bytes;
-    let b_addr = |i: u32| if RES { smem + (i % k_tiles) * b_tile } else { smem + (i % STAGES) * stage_bytes };
     // The plane of small parts follows the `n` rows of big parts.
     let small_plane = p.n as u64 * p.b_cs;
-    // (RES, CAT) A ring of row tiles' indices after the epilogue's half tile: tile `j`'s at
-    // `idx_addr(j)`, the first segment's 64 then the second's, 8 bytes each (an int32 index in
-    // the low four). Tile j + 2's are copied with tile j's first k tile, so that no load of A
-    // waits for an index from global memory.
-    let idx_base = a_stages + STAGES * stage_bytes + bm * 40 * 4;
-    let idx_addr = |j: u32| idx_base + (j % GEMM_WG_RES_INDEX_TILES) * 2 * 64 * 8;
-    let copy_idx = #[inline(always)]
-    |j: u32| {
-        // Thread `tid` copies the index of the tile's row `tid % 64` in segment `tid / 64`.
-        let (second, rr) = (tid >= 64, tid % 64);
-        let r = tile_row0(j) + rr;
-        let ok = j < my_tiles && r < p.m && cat.indexed(second);
-        let src = if ok { cat.index_addr(second, r) } else { a.cast::<u8>() };
-        let dst = idx_addr(j) + second as u32 * 512 + rr * 8;
-        // SAFETY: `src` is row r's index (r < m: the launch contract) or nothing is read; the
-        // slot is inside the ring (`abi::gemm_wg_res_shared_bytes`), 8-byte aligned.
-        unsafe {
-            if cat.s.index_bytes == 4 {
-                cp_async_4_zfill(dst, src, if ok { 4 } else { 0 })
-            } else {
-                cp_async_8_zfill(dst, src, if ok { 8 } else { 0 })
-            }
-        }
-    };
 
     // The copies of k tile `kt` into its stage. Every thread copies chunk `kc = tid % 8` (k
     // `4 kc ..`) of rows `tid / 8 + pass j` (j = 0..4) of each tile: B's rows (output columns,
@@ -231,6 +181,7 @@ unsafe fn gemm_wg<
     let (kc, r_first) = (tid % 8, tid / 8);
     let dst_first = (r_first * BK + 4 * swizzle(r_first, kc)) * 4;
     let b_first = (col0 + r_first) as u64 * p.b_cs + 4 * kc as u64;
+    let a_first = a_at + (row0 + r_first) as u64 * p.a_rs + 4 * kc as u64;
     let (b_pass, a_pass) = (pass as u64 * p.b_cs, pass as u64 * p.a_rs);
     // A convolution's rows are output positions, gathered element by element: thread `tid` fills
     // row `tid % bm` of A's tile (a warp, 32 consecutive positions: one transaction per element
@@ -238,84 +189,40 @@ unsafe fn gemm_wg<
     let conv_r = tid % bm;
     let conv_chunk0 = 4 * (tid / bm);
     let row = if CONV { conv_row(conv, row0 + conv_r, p.m, batch as u32) } else { ConvRow::OUTSIDE };
-    // The bytes of the thread's chunks of k tile `kt` that lie inside its k range, and their
-    // first k.
-    let k_of = |kt: u32| {
-        let k = k_begin + kt * BK + 4 * kc;
-        (k, if k >= k_end { 0 } else { (k_end - k).min(4) * 4 })
-    };
-    // The copies of B's k tile `kt` into the tile whose big-part plane starts at `b_dst`.
     // (The closures are inlined at every call: outlined, their arrays would pass through memory.)
-    let copy_b = #[inline(always)]
-    |kt: u32, b_dst: u32| {
-        let (k, k_bytes) = k_of(kt);
+    let load = #[inline(always)]
+    |kt: u32| {
+        let k0 = k_begin + kt * BK;
+        let base = smem + (kt % STAGES) * stage_bytes + dst_first;
+        // The bytes of the thread's chunks that lie inside its k range.
+        let k = k0 + 4 * kc;
+        let k_bytes = if k >= k_end { 0 } else { (k_end - k).min(4) * 4 };
         unroll4!(J => {
             let j = J as u32;
+            let in_n = col0 + r_first + pass * j < p.n;
+            let n_bytes = if in_n { k_bytes } else { 0 };
+            let at = b_first + J as u64 * b_pass + k0 as u64;
+            let dst = base + j * pass * BK * 4;
             if j * pass < BN {
-                let in_n = col0 + r_first + pass * j < p.n;
-                let n_bytes = if in_n { k_bytes } else { 0 };
-                let at = b_first + J as u64 * b_pass + (k - 4 * kc) as u64;
-                let dst = b_dst + dst_first + j * pass * BK * 4;
                 for plane in 0..planes {
                     let src =
                         if n_bytes == 0 { b } else { b.wrapping_add((at + plane as u64 * small_plane) as usize) };
                     // SAFETY: `src` holds `n_bytes` bytes of the packed B (column < n, k < k_end
-                    // <= b_cs) or nothing is read; the destination is inside the tile of the
-                    // plane (row `r_first + j pass < BN`), 16-byte aligned.
-                    unsafe { cp_async_16_zfill(dst + plane * plane_bytes, src.cast(), n_bytes) };
+                    // <= b_cs) or nothing is read; the destination is inside this stage's tile of
+                    // the plane (row `r_first + j pass < BN`), 16-byte aligned.
+                    unsafe { cp_async_16_zfill(dst + plane * b_tile, src.cast(), n_bytes) };
                 }
             }
-        });
-    };
-    // The copies of pipeline tile `i` into its stage (and with RES, its row tile's rows).
-    let load = #[inline(always)]
-    |i: u32| {
-        let (kt, jt) = if RES { (i % k_tiles, i / k_tiles) } else { (i, 0) };
-        let row0 = tile_row0(jt);
-        let k0 = k_begin + kt * BK;
-        if !RES {
-            copy_b(kt, b_addr(i));
-        }
-        if RES && CAT && kt == 0 {
-            copy_idx(jt + 2);
-        }
-        let (k, k_bytes) = k_of(kt);
-        let a_first = a_at + (row0 + r_first) as u64 * p.a_rs + 4 * kc as u64;
-        unroll4!(J => {
-            let j = J as u32;
-            let dst = a_addr(i) + dst_first + j * pass * BK * 4;
             if CAT {
                 let r = row0 + r_first + pass * j;
-                let source = if r >= p.m || k_bytes == 0 {
-                    None
-                } else if RES {
-                    // The row's index from the ring (copied two row tiles ahead).
-                    let second = cat.second(k);
-                    let row = if cat.indexed(second) {
-                        let slot = idx_addr(jt) + second as u32 * 512 + (r - row0) * 8;
-                        // SAFETY: the slot was copied in a group waited for before a barrier.
-                        let lo = unsafe { ld_shared_u32(slot) };
-                        let raw = if cat.s.index_bytes == 4 {
-                            lo as i32 as i64
-                        } else {
-                            // SAFETY: as above.
-                            ((unsafe { ld_shared_u32(slot + 4) } as u64) << 32 | lo as u64) as i64
-                        };
-                        cat.row_of(second, raw)
-                    } else {
-                        Some(r as u64)
-                    };
-                    row.map(|row| cat.at(second, row, k))
-                } else {
-                    cat.source(r, k)
-                };
+                let source = if r < p.m && k_bytes > 0 { cat.source(r, k) } else { None };
                 let (src, n_bytes) = match source {
                     Some(src) => (src, k_bytes),
                     None => (a, 0),
                 };
                 // SAFETY: `src` is inside row `row_s(r)` of the segment's table (`fits`, an
                 // index in range) or nothing is read; the destination as below.
-                unsafe { cp_async_16_zfill(dst, src.cast(), n_bytes) };
+                unsafe { cp_async_16_zfill(dst + planes * b_tile, src.cast(), n_bytes) };
             } else if !CONV {
                 let in_m = row0 + r_first + pass * j < p.m;
                 let n_bytes = if in_m { k_bytes } else { 0 };
@@ -324,16 +231,14 @@ unsafe fn gemm_wg<
                 } else {
                     a.wrapping_add((a_first + J as u64 * a_pass + k0 as u64) as usize)
                 };
-                // SAFETY: `src` holds `n_bytes` bytes of A (row < m, k < k_end <= k, the
-                // planner's strides); the destination is inside the stage's A tile (row
-                // `r_first + j pass < bm`), 16-byte aligned.
-                unsafe { cp_async_16_zfill(dst, src.cast(), n_bytes) };
+                // SAFETY: as for B (row < m, k < k_end <= k, the planner's strides).
+                unsafe { cp_async_16_zfill(dst + planes * b_tile, src.cast(), n_bytes) };
             }
         });
         if CONV {
             // The thread's sixteen depths of its row: one f32 per copy, zero in the padding and
             // past k or m.
-            let a_row = a_addr(i) + conv_r * BK * 4;
+            let a_row = smem + (kt % STAGES) * stage_bytes + planes * b_tile + conv_r * BK * 4;
             // (A rolled loop over the chunks: unrolled, the sixteen table loads were hoisted
             // together and the two-warpgroup exact entry spilled.)
             for c in 0..4 {
@@ -364,11 +269,11 @@ unsafe fn gemm_wg<
     // The lane's rows of A: `16 w + g` and 8 below it within its warpgroup's 64 (both `g`
     // modulo 8, so their swizzle is the XOR with `g`).
     let a_row = (warp / 4) * 64 + (warp % 4) * 16 + g;
-    // The lane's A fragments of pipeline tile `i`'s four k steps, split into (big, small) parts.
+    // The lane's A fragments of k tile `kt`'s four k steps, split into (big, small) parts.
     // (Steps and elements const-indexed: a rolled loop would move the arrays to local memory.)
     let fragments = #[inline(always)]
-    |i: u32| {
-        let a_s = a_addr(i);
+    |kt: u32| {
+        let a_s = smem + (kt % STAGES) * stage_bytes + planes * b_tile;
         let ld = |at: u32| {
             // SAFETY: inside the stage's A tile, written by copies waited for before a barrier.
             f32::from_bits(unsafe { ld_shared_u32(a_s + 4 * at) })
@@ -386,29 +291,23 @@ unsafe fn gemm_wg<
         });
         f
     };
-    // Issues pipeline tile `i`'s products as one wgmma group: per k step, small(A)·big(B),
+    // Issues k tile `kt`'s products as one wgmma group: per k step, small(A)·big(B),
     // big(A)·small(B), then big(A)·big(B) (small terms first, as `gemm_tc`).
-    // With RES, a row tile's first product overwrites the accumulators (`fresh`) instead of
-    // adding to the last tile's, which the epilogue has read: written by nothing but `wgmma`,
-    // they never have to wait for the products to finish (ptxas serializes every `wgmma` of a
-    // kernel where other instructions touch their accumulators while they may be in flight).
     let issue = #[inline(always)]
-    |acc: &mut [f32; ACC], i: u32, f: &[[[u32; 4]; 4]; 2]| {
-        let stage = b_addr(i);
-        let fresh = RES && i % k_tiles == 0;
+    |acc: &mut [f32; ACC], kt: u32, f: &[[[u32; 4]; 4]; 2]| {
+        let stage = smem + (kt % STAGES) * stage_bytes;
         wgmma_fence();
         unroll4!(S => {
             let big_b = descriptor(stage + 32 * S as u32);
-            let first = S == 0 && fresh;
             // SAFETY: the whole warpgroup issues the same products on a stage whose copies were
             // waited for and handed to the async proxy before a barrier; the accumulators are
             // read only after the final wait.
             unsafe {
                 if EXACT {
-                    product(acc, f[1][S], big_b, !first);
-                    product(acc, f[0][S], descriptor(stage + plane_bytes + 32 * S as u32), true);
+                    product(acc, f[1][S], big_b);
+                    product(acc, f[0][S], descriptor(stage + b_tile + 32 * S as u32));
                 }
-                product(acc, f[0][S], big_b, !(first && !EXACT));
+                product(acc, f[0][S], big_b);
             }
         });
         wgmma_commit_group();
@@ -427,99 +326,28 @@ unsafe fn gemm_wg<
     // the loop made its copy at the back edge overwrite group kt's operands while it ran (wrong
     // results from ptxas 13.0's offline build; host/src/device/ptx.rs checks every entry).
     const { assert!(STAGES == 4) };
-    if RES && CAT {
-        // The first two row tiles' indices, before any load of A reads them.
-        copy_idx(0);
-        copy_idx(1);
-        cp_async_commit();
-        cp_async_wait_group::<0>();
-        sync_threads();
-    }
-    if RES {
-        // B's k tiles, once (in the first group of copies).
-        for kt in 0..k_tiles {
-            copy_b(kt, b_addr(kt));
-        }
-    }
     for st in 0..2 {
-        if st < total {
+        if st < k_tiles {
             load(st);
         } else {
             cp_async_commit();
         }
     }
-    // With RES, the epilogue of row tile `j` once its products are done: the tile's two halves
-    // of 32 columns in turn staged in shared memory, row stride 40, after the A stages, and
-    // finished as `gemm_tile.rs` does (the stages keep the next tiles' copies in flight).
-    let res_epilogue = #[inline(always)]
-    |acc: &[f32; ACC], j: u32| {
-        let half = ACC / 8;
-        let ld_half = 32 + 8;
-        // SAFETY: the half tile (64 x 40 f32) follows the stages inside the launch's shared
-        // memory (`abi::gemm_wg_res_shared_bytes`).
-        let tile = unsafe { dynamic_shared_ptr().add((a_stages + STAGES * stage_bytes - window) as usize) }
-            as *mut f32;
-        let stage_half = #[inline(always)]
-        |h: usize| {
-            for q in 0..half {
-                let jj = h * half + q;
-                // Accumulator `4 jj + e` is row `a_row + 8 (e / 2)`, column `8 jj + 2t + e % 2`.
-                let c = 8 * q as u32 + 2 * t;
-                // SAFETY: inside the half tile.
-                unsafe {
-                    let at = tile.add((a_row * ld_half + c) as usize);
-                    *at = acc[4 * jj];
-                    *at.add(1) = acc[4 * jj + 1];
-                    let at = at.add(8 * ld_half as usize);
-                    *at = acc[4 * jj + 2];
-                    *at.add(1) = acc[4 * jj + 3];
-                }
-            }
-        };
-        for h in 0..2u32 {
-            if h == 0 {
-                stage_half(0)
-            } else {
-                stage_half(1)
-            }
-            sync_threads();
-            // SAFETY: forwarded (the half tile and the launch contract).
-            unsafe {
-                crate::gemm_tile::finish_tile(
-                    &p,
-                    c_ptr,
-                    program,
-                    y,
-                    tile,
-                    (tile_row0(j), col0 + 32 * h, z, batch),
-                    (bm, 32, ld_half),
-                    tid,
-                    threads,
-                )
-            };
-            sync_threads();
-        }
-    };
-    // Issues pipeline tile `i`'s group on `f`, starts tile i + 2's copies, (RES) finishes the
-    // row tile whose last k tile `i` is, and unless `i` is the last tile waits until tile i + 1
-    // has landed and group i - 1 has finished (the barrier hands the stages over; only tile
-    // i + 2's copies and group i may still be in flight). Evaluates to whether `i` was the last
-    // tile. (A macro: a closure called twice is outlined, and the accumulators would then cross
-    // a call in memory.)
+    // Issues tile `kt`'s group on `f`, starts tile kt + 2's copies, and unless kt is the last
+    // tile waits until tile kt + 1 has landed and group kt - 1 has finished (the barrier hands
+    // the stages over; only tile kt + 2's copies and group kt may still be in flight). Evaluates
+    // to whether kt was the last tile. (A macro: a closure called twice is outlined, and the
+    // accumulators would then cross a call in memory.)
     macro_rules! step {
         ($kt:expr, $f:expr) => {{
             let kt = $kt;
             issue(&mut acc, kt, $f);
-            if kt + 2 < total {
+            if kt + 2 < k_tiles {
                 load(kt + 2);
             } else {
                 cp_async_commit();
             }
-            if RES && (kt + 1) % k_tiles == 0 {
-                wgmma_wait_all();
-                res_epilogue(&acc, kt / k_tiles);
-            }
-            let last = kt + 1 == total;
+            let last = kt + 1 == k_tiles;
             if !last {
                 cp_async_wait_group::<1>();
                 wgmma_wait_group::<1>();
@@ -529,7 +357,7 @@ unsafe fn gemm_wg<
             last
         }};
     }
-    if total > 0 {
+    if k_tiles > 0 {
         cp_async_wait_group::<1>();
         fence_proxy_async_shared();
         sync_threads();
@@ -554,9 +382,6 @@ unsafe fn gemm_wg<
     // `gemm_tile.rs` does: one rolled loop, one copy of the epilogue (finishing each accumulator
     // from registers would inline it, activations and program, once per accumulator).
     cp_async_wait_group::<0>();
-    if RES {
-        return;
-    }
     sync_threads();
     if CONV {
         // SAFETY: `smem - window` is below 1 KiB; the transposed tile fits the stages.
@@ -613,7 +438,7 @@ unsafe fn gemm_wg<
 }
 
 macro_rules! wg_entries {
-    ($($(#[$doc:meta])* $name:ident: $wgs:literal warpgroups, $bn:literal columns, $exact:literal, $res:literal;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident: $wgs:literal warpgroups, $bn:literal columns, $exact:literal;)*) => {$(
         $(#[$doc])*
         ///
         /// # Safety
@@ -646,7 +471,7 @@ macro_rules! wg_entries {
             #[cfg(ferrofuse_hopper)]
             // SAFETY: forwarded (the kernel's contract).
             unsafe {
-                gemm_wg::<$wgs, $bn, { $bn / 2 }, $exact, false, false, $res>(
+                gemm_wg::<$wgs, $bn, { $bn / 2 }, $exact, false, false>(
                     &p,
                     a,
                     b,
@@ -669,25 +494,17 @@ macro_rules! wg_entries {
 
 wg_entries! {
     /// Tensor-core f32 GEMM through `wgmma` (3xTF32), 128 x 128 block tiles (two warpgroups).
-    gemm_wg128_f32: 2 warpgroups, 128 columns, true, false;
+    gemm_wg128_f32: 2 warpgroups, 128 columns, true;
     /// Tensor-core f32 GEMM through `wgmma` (3xTF32), 64 x 64 block tiles (one warpgroup).
-    gemm_wg64_f32: 1 warpgroups, 64 columns, true, false;
+    gemm_wg64_f32: 1 warpgroups, 64 columns, true;
     /// `gemm_wg128_f32` in TF32: A rounded to TF32, B packed rounded, one product per step.
-    gemm_wg128_tf32: 2 warpgroups, 128 columns, false, false;
+    gemm_wg128_tf32: 2 warpgroups, 128 columns, false;
     /// `gemm_wg64_f32` in TF32.
-    gemm_wg64_tf32: 1 warpgroups, 64 columns, false, false;
-    /// `gemm_wg64_f32` for k up to [`crate::abi::GEMM_WG_RES_MAX_K`], persistent over the rows:
-    /// the block keeps its 64 columns of B (every k tile) in shared memory and computes row tile
-    /// `blockIdx.y`, then every `gridDim.y`-th after it, the copies of the next tile's rows in
-    /// flight while it finishes one ([`crate::abi::gemm_wg_res_shared_bytes`] of dynamic shared
-    /// memory; no split-K).
-    gemm_wg64_res_f32: 1 warpgroups, 64 columns, true, true;
-    /// `gemm_wg64_res_f32` in TF32.
-    gemm_wg64_res_tf32: 1 warpgroups, 64 columns, false, true;
+    gemm_wg64_tf32: 1 warpgroups, 64 columns, false;
 }
 
 macro_rules! wg_cat_entries {
-    ($($(#[$doc:meta])* $name:ident: $wgs:literal warpgroups, $bn:literal columns, $exact:literal, $res:literal;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident: $wgs:literal warpgroups, $bn:literal columns, $exact:literal;)*) => {$(
         $(#[$doc])*
         ///
         /// # Safety
@@ -722,7 +539,7 @@ macro_rules! wg_cat_entries {
             #[cfg(ferrofuse_hopper)]
             // SAFETY: forwarded (the kernel's contract).
             unsafe {
-                gemm_wg::<$wgs, $bn, { $bn / 2 }, $exact, false, true, $res>(
+                gemm_wg::<$wgs, $bn, { $bn / 2 }, $exact, false, true>(
                     &p,
                     t0,
                     b,
@@ -745,17 +562,13 @@ macro_rules! wg_cat_entries {
 
 wg_cat_entries! {
     /// `gemm_wg128_f32` with A read as segments of row tables (`GemmCatParams`).
-    gemm_wg128_cat_f32: 2 warpgroups, 128 columns, true, false;
+    gemm_wg128_cat_f32: 2 warpgroups, 128 columns, true;
     /// `gemm_wg64_f32` with A read as segments of row tables.
-    gemm_wg64_cat_f32: 1 warpgroups, 64 columns, true, false;
+    gemm_wg64_cat_f32: 1 warpgroups, 64 columns, true;
     /// `gemm_wg128_cat_f32` in TF32.
-    gemm_wg128_cat_tf32: 2 warpgroups, 128 columns, false, false;
+    gemm_wg128_cat_tf32: 2 warpgroups, 128 columns, false;
     /// `gemm_wg64_cat_f32` in TF32.
-    gemm_wg64_cat_tf32: 1 warpgroups, 64 columns, false, false;
-    /// `gemm_wg64_res_f32` with A read as segments of row tables.
-    gemm_wg64_res_cat_f32: 1 warpgroups, 64 columns, true, true;
-    /// `gemm_wg64_res_cat_f32` in TF32.
-    gemm_wg64_res_cat_tf32: 1 warpgroups, 64 columns, false, true;
+    gemm_wg64_cat_tf32: 1 warpgroups, 64 columns, false;
 }
 
 /// A [`GemmCatParams`] operand with its tables and indices.
@@ -800,66 +613,34 @@ impl CatOperand {
         batch == 1 && s.width[0] as u64 + s.width[1] as u64 == k as u64 && seg_ok(0) && seg_ok(1)
     }
 
-    /// Whether A's column `k` lies in the second segment.
-    #[inline(always)]
-    fn second(&self, k: u32) -> bool {
-        k >= self.s.width[0]
-    }
-
-    /// Whether the rows of segment `second` come through an index (else A's row `r` is the
-    /// table's row `r`).
-    #[inline(always)]
-    fn indexed(&self, second: bool) -> bool {
-        (if second { self.s.index_stride[1] } else { self.s.index_stride[0] }) != 0
-    }
-
-    /// The address of the index of A's row `r` in segment `second` (an indexed one).
-    #[inline(always)]
-    fn index_addr(&self, second: bool, r: u32) -> *const u8 {
-        // (Selected field by field: an array indexed by the segment would go through memory.)
-        let s = &self.s;
-        let (stride, offset) = if second {
-            (s.index_stride[1], s.index_offset[1])
-        } else {
-            (s.index_stride[0], s.index_offset[0])
-        };
-        let index = if second { self.index[1] } else { self.index[0] };
-        index.wrapping_add(((r as u64 * stride as u64 + offset as u64) * s.index_bytes as u64) as usize)
-    }
-
-    /// The table row that index `raw` of segment `second` names (negative ones count from the
-    /// end); `None` outside the table (the row reads zeros).
-    #[inline(always)]
-    fn row_of(&self, second: bool, raw: i64) -> Option<u64> {
-        let rows = if second { self.s.rows[1] } else { self.s.rows[0] };
-        let i = if raw < 0 { raw.wrapping_add(rows as i64) } else { raw };
-        if i < 0 || i as u64 >= rows { None } else { Some(i as u64) }
-    }
-
-    /// Where table row `row` of segment `second` starts at A's column `k` (a multiple of four).
-    #[inline(always)]
-    fn at(&self, second: bool, row: u64, k: u32) -> *const f32 {
-        let s = &self.s;
-        let (table, ld, column) =
-            if second { (self.tables[1], s.ld[1], k - s.width[0]) } else { (self.tables[0], s.ld[0], k) };
-        table.wrapping_add((row * ld + column as u64) as usize)
-    }
-
     /// Where A's row `r` at column `k` (a multiple of four) starts: its segment's table row and
     /// the column in it; `None` for an index outside the table (the row reads zeros).
     #[cfg_attr(not(ferrofuse_hopper), allow(dead_code))]
     #[inline(always)]
     fn source(&self, r: u32, k: u32) -> Option<*const f32> {
-        let second = self.second(k);
-        let row = if self.indexed(second) {
-            // SAFETY: the launch contract (an index per row of A).
-            let raw =
-                unsafe { crate::indexing::load_index(self.index_addr(second, r), self.s.index_bytes, 0) };
-            self.row_of(second, raw)?
-        } else {
+        let s = &self.s;
+        // (Selected field by field: an array indexed by the segment would go through memory.)
+        let second = k >= s.width[0];
+        let pick = |x: [u64; 2]| if second { x[1] } else { x[0] };
+        let pick32 = |x: [u32; 2]| if second { x[1] } else { x[0] };
+        let column = k - if second { s.width[0] } else { 0 };
+        let stride = pick32(s.index_stride);
+        let row = if stride == 0 {
             r as u64
+        } else {
+            let at = r as u64 * stride as u64 + pick32(s.index_offset) as u64;
+            let index = if second { self.index[1] } else { self.index[0] };
+            // SAFETY: the launch contract (an index per row of A).
+            let raw = unsafe { crate::indexing::load_index(index, s.index_bytes, at) };
+            let rows = pick(s.rows);
+            let i = if raw < 0 { raw.wrapping_add(rows as i64) } else { raw };
+            if i < 0 || i as u64 >= rows {
+                return None;
+            }
+            i as u64
         };
-        Some(self.at(second, row, k))
+        let table = if second { self.tables[1] } else { self.tables[0] };
+        Some(table.wrapping_add((row * pick(s.ld) + column as u64) as usize))
     }
 }
 

@@ -479,20 +479,6 @@ pub unsafe fn cp_async_4_zfill(dst_shared: u32, src: *const u8, src_bytes: u32) 
     };
 }
 
-/// [`cp_async_4_zfill`] for 8 bytes (`cp.async.ca ... 8, src_bytes`): an int64 index.
-///
-/// # Safety
-/// `src` must be an 8-byte aligned global address with `src_bytes` (0 or 8) readable bytes;
-/// `dst_shared` an 8-byte aligned shared-window address inside the launch's shared memory.
-#[inline(always)]
-pub unsafe fn cp_async_8_zfill(dst_shared: u32, src: *const u8, src_bytes: u32) {
-    // SAFETY: the caller guarantees both addresses and the readable length (contract above).
-    unsafe {
-        asm!("cp.async.ca.shared.global [{d}], [{s}], 8, {n};", d = in(reg32) dst_shared, s = in(reg64) src,
-             n = in(reg32) src_bytes, options(nostack))
-    };
-}
-
 /// Waits until at most `N` of this thread's committed `cp.async` groups are still in flight (the
 /// older ones have landed). Other threads' copies become visible only after a following barrier.
 #[inline(always)]

@@ -31,7 +31,6 @@ pub fn plan_options(options: &SessionOptions, sm_count: u32, hopper: bool) -> Pl
         pair_gemm: options.pair_gemm && hopper,
         wgmma_gemm: options.wgmma_gemm && hopper,
         split_k_wgmma: options.split_k_wgmma,
-        persistent_gemm: options.persistent_gemm,
         skip_hidden_keys: options.skip_hidden_keys,
         precision: options.precision,
         widen_narrow_floats: options.widen_narrow_floats,

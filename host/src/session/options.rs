@@ -54,10 +54,6 @@ pub struct SessionOptions {
     /// multiprocessor into chunks reduced by a second launch, as the `mma.sync` tiles do
     /// (default off: measured slower).
     pub split_k_wgmma: bool,
-    /// On Hopper, run a `wgmma` GEMM of k at most 128 with many row tiles persistent: each
-    /// block keeps its columns of the weight in shared memory and streams the rows (default off:
-    /// measured slower).
-    pub persistent_gemm: bool,
     /// Mark the weights' accesses as persisting in L2 (an access-policy window on every launch,
     /// with L2 set aside for the context where the device has it), so that they stay cached from
     /// one run to the next (default on).
@@ -97,7 +93,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 20] = [
+    const SWITCHES: [Switch; 19] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -113,7 +109,6 @@ impl SessionOptions {
         ("pair_gemm", |o| &mut o.pair_gemm),
         ("wgmma_gemm", |o| &mut o.wgmma_gemm),
         ("split_k_wgmma", |o| &mut o.split_k_wgmma),
-        ("persistent_gemm", |o| &mut o.persistent_gemm),
         ("l2_persist_weights", |o| &mut o.l2_persist_weights),
         ("skip_hidden_keys", |o| &mut o.skip_hidden_keys),
         ("widen_narrow_floats", |o| &mut o.widen_narrow_floats),
@@ -174,7 +169,6 @@ impl Default for SessionOptions {
             pair_gemm: true,
             wgmma_gemm: true,
             split_k_wgmma: false,
-            persistent_gemm: false,
             l2_persist_weights: true,
             skip_hidden_keys: true,
             widen_narrow_floats: true,

@@ -55,19 +55,9 @@ fn i64s(g: &mut Graph, name: &str, v: &[i64]) -> ValueId {
 
 /// Runs `g` with `wgmma` on and off (module doc); on Hopper the first run's plan must name
 /// `kernel` and no `gather`.
-fn case(what: &str, g: &Graph, feeds: &[(String, HostTensor)], kernels: (&str, &str)) {
-    case_with(what, g, feeds, kernels, SessionOptions::default())
-}
-
-/// [`case`] with the session options `on` for the `wgmma` run.
-fn case_with(
-    what: &str,
-    g: &Graph,
-    feeds: &[(String, HostTensor)],
-    (kernel, mma): (&str, &str),
-    on: SessionOptions,
-) {
+fn case(what: &str, g: &Graph, feeds: &[(String, HostTensor)], (kernel, mma): (&str, &str)) {
     let hopper = ctx().flavour() == host::PtxFlavour::Hopper;
+    let on = SessionOptions::default();
     let got = check_within(what, g, feeds, on, if hopper { kernel } else { mma }, 2e-6);
     let off = SessionOptions { wgmma_gemm: false, ..on };
     let want = check_within(what, g, feeds, off, mma, 2e-6);
@@ -106,31 +96,6 @@ fn gemms_read_gathered_and_concatenated_rows_where_they_lie() {
     let y = g.op1(Op::Relu, &[y]);
     g.output(y);
     case("stacked gather", &g, &feeds, ("gemm_wg64_cat_f32", "gemm_tc64_k_f32"));
-
-    // With four row tiles per multiprocessor or more (40,003 edges: 626 tiles), the persistent
-    // entry (`persistent_gemm`, off by default): B held in shared memory, the row tiles streamed; the same products, so the same
-    // bits as the mma.sync path.
-    let big = 40_003;
-    let mut g = Graph::new();
-    let mut feeds = Vec::new();
-    let h = f32_input(&mut g, &mut rng, &mut feeds, "h", &[rows, 64]);
-    let ix = index_input(&mut g, &mut rng, &mut feeds, ("ix", &[big, 2, 1], rows, DType::I64));
-    let gathered = g.op1(Op::GatherNd(op::GatherNd { batch_dims: 0 }), &[h, ix]);
-    let shape = i64s(&mut g, "shape", &[big as i64, 128]);
-    let a = g.op1(Op::Reshape(op::Reshape::default()), &[gathered, shape]);
-    let w = weight(&mut g, &mut rng, "w", &[64, 128]);
-    let c = weight(&mut g, &mut rng, "c", &[64]);
-    let y = g.push(Op::Gemm(Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: true }), &[a, w, c], 1)[0];
-    let y = g.op1(Op::Relu, &[y]);
-    g.output(y);
-    let persistent = SessionOptions { persistent_gemm: true, ..SessionOptions::default() };
-    case_with(
-        "stacked gather, persistent",
-        &g,
-        &feeds,
-        ("gemm_wg64_res_cat_f32", "gemm_tc64_k_f32"),
-        persistent,
-    );
 
     // The same edge MLP as a user writes it, `cat([h[ei[0]], h[ei[1]]], -1)` of an `[2, m]` edge
     // index: `gather_concat` stacks the two index rows, and the GEMM reads each row of `ei`

@@ -23,10 +23,7 @@ fn relative_error(
     kernel: &str,
 ) -> f64 {
     let want = host::reference::eval(g, feeds).unwrap();
-    // (The persistent entries, `_res`, run only when asked.)
-    let persistent_gemm = kernel.contains("_res");
-    let options =
-        SessionOptions { precision, wgmma_gemm: wgmma, persistent_gemm, ..SessionOptions::default() };
+    let options = SessionOptions { precision, wgmma_gemm: wgmma, ..SessionOptions::default() };
     let mut s = Session::new(ctx(), g.clone(), options).unwrap();
     let got = s.run(feeds).unwrap();
     let plan = s.last_plan().unwrap();
@@ -71,16 +68,6 @@ fn tf32_rounds_the_tensor_core_products_and_exact_keeps_f32_accuracy() {
             let wg = kernel.replace("gemm_tc", "gemm_wg");
             let wg = wg.trim_end_matches("_n").trim_end_matches("_k");
             tf32_against_exact(&format!("{what} (wgmma)"), g, feeds, true, wg);
-        }
-    }
-    // The persistent wgmma entries (k at most 128, four row tiles or more per multiprocessor):
-    // three k tiles (k 96, the last one partial) and two column tiles (n 100, the second
-    // partial) over 626 row tiles, some blocks streaming three and some two; and k 128 with C.
-    if hopper {
-        for ((m, k, n), op) in [((40_003, 96, 100), 0), ((35_000, 128, 64), 2)] {
-            let (g, feeds) = weight_gemm(&mut rng, (m, k, n), op);
-            let what = format!("persistent {m}x{k}x{n}");
-            tf32_against_exact(&what, &g, &feeds, true, "gemm_wg64_res");
         }
     }
     // The small-m kernels stay exact in tf32 (their TF32 entries are not built yet).

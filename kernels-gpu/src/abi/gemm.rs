@@ -268,10 +268,6 @@ impl super::KernelId {
             Self::GemmWg64CatF32 => Some(GemmTile::SMALL.wg_shared_bytes(true)),
             Self::GemmWg128CatTf32 => Some(GemmTile::LARGE.wg_shared_bytes(false)),
             Self::GemmWg64CatTf32 => Some(GemmTile::SMALL.wg_shared_bytes(false)),
-            Self::GemmWg64ResF32 => Some(gemm_wg_res_shared_bytes(true, false)),
-            Self::GemmWg64ResTf32 => Some(gemm_wg_res_shared_bytes(false, false)),
-            Self::GemmWg64ResCatF32 => Some(gemm_wg_res_shared_bytes(true, true)),
-            Self::GemmWg64ResCatTf32 => Some(gemm_wg_res_shared_bytes(false, true)),
             Self::ConvWg128F32 => Some(GemmTile::LARGE.wg_shared_bytes(true)),
             Self::ConvWg64F32 => Some(GemmTile::SMALL.wg_shared_bytes(true)),
             Self::ConvWg128Tf32 => Some(GemmTile::LARGE.wg_shared_bytes(false)),
@@ -285,28 +281,6 @@ impl super::KernelId {
 
 /// Pipeline stages of the `wgmma` GEMMs (`gemm_wg.rs`).
 pub const GEMM_WG_STAGES: u32 = 4;
-
-/// Longest k of the persistent `wgmma` GEMMs (`gemm_wg64_res_*`), which hold their 64 columns
-/// of B, every k tile, in shared memory.
-pub const GEMM_WG_RES_MAX_K: u32 = 128;
-
-/// Row tiles whose indices the persistent `wgmma` GEMMs reading A as segments (`_res_cat_`)
-/// hold in shared memory: the tile being loaded, and up to two ahead whose index copies are in
-/// flight (a ring of four, so that a tile's slots are rewritten only after a barrier).
-pub const GEMM_WG_RES_INDEX_TILES: u32 = 4;
-
-/// Dynamic shared memory of a persistent `wgmma` GEMM launch (`gemm_wg64_res_*`): B's 64
-/// columns over [`GEMM_WG_RES_MAX_K`] per plane, [`GEMM_WG_STAGES`] stages of A's 64-row tile,
-/// the epilogue's half tile (64 x 40 f32), (`cat`) [`GEMM_WG_RES_INDEX_TILES`] row tiles' indices
-/// of both segments (8 bytes each), and 1 KiB to align to the 128-byte swizzle's 1 KiB. 107 or
-/// 111 KiB exact, 75 or 79 KiB in TF32: two blocks per multiprocessor (three of the plain TF32).
-pub const fn gemm_wg_res_shared_bytes(exact: bool, cat: bool) -> u32 {
-    let t = GemmTile::SMALL;
-    let indices = if cat { GEMM_WG_RES_INDEX_TILES * 2 * t.m * 8 } else { 0 };
-    (gemm_wg_planes(exact) * t.n * GEMM_WG_RES_MAX_K + GEMM_WG_STAGES * t.m * GEMM_TILE_BK + t.m * 40) * 4
-        + indices
-        + 1024
-}
 
 /// The planes of a weight packed for the `wgmma` GEMMs: the TF32 big parts, and (`exact`, the
 /// 3xTF32 entries) the small parts.

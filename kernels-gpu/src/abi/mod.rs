@@ -230,16 +230,6 @@ kernel_ids! {
     GemmWg128CatTf32 => "gemm_wg128_cat_tf32",
     /// `gemm_wg::gemm_wg64_cat_tf32`: `gemm_wg64_cat_f32` in TF32
     GemmWg64CatTf32 => "gemm_wg64_cat_tf32",
-    /// `gemm_wg::gemm_wg64_res_f32`: `gemm_wg64_f32` for k up to [`GEMM_WG_RES_MAX_K`],
-    /// persistent over the row tiles with its columns of B held in shared memory
-    GemmWg64ResF32 => "gemm_wg64_res_f32",
-    /// `gemm_wg::gemm_wg64_res_tf32`: `gemm_wg64_res_f32` in TF32
-    GemmWg64ResTf32 => "gemm_wg64_res_tf32",
-    /// `gemm_wg::gemm_wg64_res_cat_f32`: `gemm_wg64_res_f32` reading A as [`GemmCatParams`]
-    /// segments
-    GemmWg64ResCatF32 => "gemm_wg64_res_cat_f32",
-    /// `gemm_wg::gemm_wg64_res_cat_tf32`: `gemm_wg64_res_cat_f32` in TF32
-    GemmWg64ResCatTf32 => "gemm_wg64_res_cat_tf32",
     // rows
     /// `rows::softmax_f32`: softmax along one axis
     SoftmaxF32 => "softmax_f32",

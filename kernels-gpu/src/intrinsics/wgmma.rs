@@ -9,15 +9,13 @@ use core::arch::asm;
 /// f32 bits whose low 13 mantissa bits the tensor cores ignore) and B through the shared-memory
 /// matrix descriptor `b_desc` (K-major). `acc[4j + e]` is row `16w + g + 8 (e / 2)`, column
 /// `8j + 2t + e % 2` of the warp's rows. Asynchronous: issue after [`super::wgmma_fence`], close with
-/// [`super::wgmma_commit_group`], read `acc` only after [`super::wgmma_wait_all`]. Without
-/// `accumulate` (the scale-d predicate false) `acc = A * B`: a persistent kernel's first product
-/// of a tile, so that no instruction but `wgmma` writes the accumulators between its tiles.
+/// [`super::wgmma_commit_group`], read `acc` only after [`super::wgmma_wait_all`].
 ///
 /// # Safety
 /// Warpgroup-collective (4 consecutive warps from a multiple of 4, all lanes, the same `b_desc`);
 /// the descriptor addresses shared memory written and made visible to the async proxy before.
 #[inline(always)]
-pub unsafe fn wgmma_m64n32k8_tf32_rs(acc: &mut [f32; 16], a: [u32; 4], b_desc: u64, accumulate: bool) {
+pub unsafe fn wgmma_m64n32k8_tf32_rs(acc: &mut [f32; 16], a: [u32; 4], b_desc: u64) {
     // SAFETY: the caller's contract above.
     unsafe {
         asm!(
@@ -42,7 +40,7 @@ pub unsafe fn wgmma_m64n32k8_tf32_rs(acc: &mut [f32; 16], a: [u32; 4], b_desc: u
             d15 = inout(reg32) acc[15],
             a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
             b = in(reg64) b_desc,
-            one = in(reg32) accumulate as u32,
+            one = in(reg32) 1u32,
             options(nostack)
         )
     };
@@ -54,15 +52,13 @@ pub unsafe fn wgmma_m64n32k8_tf32_rs(acc: &mut [f32; 16], a: [u32; 4], b_desc: u
 /// f32 bits whose low 13 mantissa bits the tensor cores ignore) and B through the shared-memory
 /// matrix descriptor `b_desc` (K-major). `acc[4j + e]` is row `16w + g + 8 (e / 2)`, column
 /// `8j + 2t + e % 2` of the warp's rows. Asynchronous: issue after [`super::wgmma_fence`], close with
-/// [`super::wgmma_commit_group`], read `acc` only after [`super::wgmma_wait_all`]. Without
-/// `accumulate` (the scale-d predicate false) `acc = A * B`: a persistent kernel's first product
-/// of a tile, so that no instruction but `wgmma` writes the accumulators between its tiles.
+/// [`super::wgmma_commit_group`], read `acc` only after [`super::wgmma_wait_all`].
 ///
 /// # Safety
 /// Warpgroup-collective (4 consecutive warps from a multiple of 4, all lanes, the same `b_desc`);
 /// the descriptor addresses shared memory written and made visible to the async proxy before.
 #[inline(always)]
-pub unsafe fn wgmma_m64n64k8_tf32_rs(acc: &mut [f32; 32], a: [u32; 4], b_desc: u64, accumulate: bool) {
+pub unsafe fn wgmma_m64n64k8_tf32_rs(acc: &mut [f32; 32], a: [u32; 4], b_desc: u64) {
     // SAFETY: the caller's contract above.
     unsafe {
         asm!(
@@ -103,7 +99,7 @@ pub unsafe fn wgmma_m64n64k8_tf32_rs(acc: &mut [f32; 32], a: [u32; 4], b_desc: u
             d31 = inout(reg32) acc[31],
             a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
             b = in(reg64) b_desc,
-            one = in(reg32) accumulate as u32,
+            one = in(reg32) 1u32,
             options(nostack)
         )
     };
@@ -115,15 +111,13 @@ pub unsafe fn wgmma_m64n64k8_tf32_rs(acc: &mut [f32; 32], a: [u32; 4], b_desc: u
 /// f32 bits whose low 13 mantissa bits the tensor cores ignore) and B through the shared-memory
 /// matrix descriptor `b_desc` (K-major). `acc[4j + e]` is row `16w + g + 8 (e / 2)`, column
 /// `8j + 2t + e % 2` of the warp's rows. Asynchronous: issue after [`super::wgmma_fence`], close with
-/// [`super::wgmma_commit_group`], read `acc` only after [`super::wgmma_wait_all`]. Without
-/// `accumulate` (the scale-d predicate false) `acc = A * B`: a persistent kernel's first product
-/// of a tile, so that no instruction but `wgmma` writes the accumulators between its tiles.
+/// [`super::wgmma_commit_group`], read `acc` only after [`super::wgmma_wait_all`].
 ///
 /// # Safety
 /// Warpgroup-collective (4 consecutive warps from a multiple of 4, all lanes, the same `b_desc`);
 /// the descriptor addresses shared memory written and made visible to the async proxy before.
 #[inline(always)]
-pub unsafe fn wgmma_m64n128k8_tf32_rs(acc: &mut [f32; 64], a: [u32; 4], b_desc: u64, accumulate: bool) {
+pub unsafe fn wgmma_m64n128k8_tf32_rs(acc: &mut [f32; 64], a: [u32; 4], b_desc: u64) {
     // SAFETY: the caller's contract above.
     unsafe {
         asm!(
@@ -196,7 +190,7 @@ pub unsafe fn wgmma_m64n128k8_tf32_rs(acc: &mut [f32; 64], a: [u32; 4], b_desc: 
             d63 = inout(reg32) acc[63],
             a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
             b = in(reg64) b_desc,
-            one = in(reg32) accumulate as u32,
+            one = in(reg32) 1u32,
             options(nostack)
         )
     };

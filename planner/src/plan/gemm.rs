@@ -13,8 +13,8 @@
 use kernels_gpu::abi::{
     Activation, EW_MAX_INPUTS, EwProgramParams, GEMM_SHARED_BYTES, GEMM_TC_KC, GEMM_TC_M, GEMM_TC_MAX_WARPS,
     GEMM_TC_N, GEMM_TC_NORM_SHARED_BYTES, GEMM_TC_PAIR_NORM_SHARED_BYTES, GEMM_TC_PAIR_SHARED_BYTES,
-    GEMM_TC_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMM_WG_RES_MAX_K, GEMV_MAX_M, GEMV_WARPS, GemmNormParams,
-    GemmParams, GemmTile, KernelId, gemm_wg_packed_ld, gemm_wg_res_shared_bytes,
+    GEMM_TC_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_MAX_M, GEMV_WARPS, GemmNormParams, GemmParams,
+    GemmTile, KernelId, gemm_wg_packed_ld,
 };
 
 use super::elementwise::broadcast_strides;
@@ -231,43 +231,6 @@ fn wg_kernel(tile: GemmTile, exact: bool, cat: bool) -> KernelId {
         (true, false, true) => K::GemmWg128CatTf32,
         (false, true, true) => K::GemmWg64CatF32,
         (false, false, true) => K::GemmWg64CatTf32,
-    }
-}
-
-/// Fewest 64 x 64 output tiles per multiprocessor for which a `wgmma` GEMM runs persistent
-/// ([`resident`]): below it, each block would stream only a tile or two and B's copy is not
-/// worth keeping.
-const RES_MIN_TILES_PER_SM: u64 = 4;
-
-/// The grid of the persistent `wgmma` GEMM (`gemm_wg64_res_*`) for `p` when it takes the
-/// GEMM: k of at most [`GEMM_WG_RES_MAX_K`] (B's 64 columns fit in shared memory, every k
-/// tile) and at least [`RES_MIN_TILES_PER_SM`] 64 x 64 tiles per multiprocessor. Each block keeps
-/// its columns of B and computes every `gridDim.y`-th row tile: as many blocks over the rows as
-/// make the blocks that fit on the device at once (by shared memory: two per multiprocessor,
-/// three for the plain TF32 entry). The GNN's edge GEMMs (800k x 128 x 64) re-read the 64 KB packed B in every
-/// one of 12,500 blocks of the plain entry, over four k tiles each.
-pub(super) fn resident(p: &GemmParams, cat: bool, o: &PlanOptions) -> Option<[u32; 3]> {
-    let t = GemmTile::SMALL;
-    let (n_tiles, m_tiles) = (p.n.div_ceil(t.n), p.m.div_ceil(t.m));
-    let sms = o.sm_count as u64;
-    let tiles = n_tiles as u64 * m_tiles as u64 * p.batch as u64;
-    if !o.persistent_gemm || p.k == 0 || p.k > GEMM_WG_RES_MAX_K || tiles < RES_MIN_TILES_PER_SM * sms {
-        return None;
-    }
-    let per_sm = if o.precision == Precision::Exact || cat { 2 } else { 3 };
-    let rows = (per_sm * sms).div_ceil(n_tiles as u64 * p.batch as u64).clamp(1, m_tiles.min(65535) as u64);
-    Some([n_tiles, rows as u32, p.batch])
-}
-
-/// The persistent `wgmma` entry ([`resident`]), exact (3xTF32) or TF32, reading A as one
-/// matrix or as segments (`cat`).
-fn res_kernel(exact: bool, cat: bool) -> KernelId {
-    use KernelId as K;
-    match (exact, cat) {
-        (true, false) => K::GemmWg64ResF32,
-        (false, false) => K::GemmWg64ResTf32,
-        (true, true) => K::GemmWg64ResCatF32,
-        (false, true) => K::GemmWg64ResCatTf32,
     }
 }
 
@@ -701,23 +664,11 @@ pub(super) fn gemm_steps(
         };
         // A weight packed for `wgmma` (`tc_pack::takes_wg_packed`): the entry of the same tile,
         // reading the packed transpose.
-        let mut block = [tile.threads, 1, 1];
         let (kernel, q, b, shared) = match packed_b {
             Some(pb) => {
                 let q = GemmParams { b_rs: 1, b_cs: gemm_wg_packed_ld(q.k) as u64, b_bs: 0, ..q };
                 let exact = o.precision == Precision::Exact;
-                match resident(&p, cat.is_some(), o).filter(|_| split.is_none()) {
-                    Some(res_grid) => {
-                        (grid, block) = (res_grid, [GemmTile::SMALL.threads, 1, 1]);
-                        (
-                            res_kernel(exact, cat.is_some()),
-                            q,
-                            pb,
-                            gemm_wg_res_shared_bytes(exact, cat.is_some()),
-                        )
-                    }
-                    None => (wg_kernel(tile, exact, cat.is_some()), q, pb, tile.wg_shared_bytes(exact)),
-                }
+                (wg_kernel(tile, exact, cat.is_some()), q, pb, tile.wg_shared_bytes(exact))
             }
             None => (kernel, q, b, tile.shared_bytes()),
         };
@@ -734,6 +685,7 @@ pub(super) fn gemm_steps(
         args.extend([Arg::Value(b), c]);
         args.extend(xs.iter().cloned());
         args.push(Arg::Value(y));
+        let block = [tile.threads, 1, 1];
         let Some((_, ws)) = split else {
             grid[2] = p.batch;
             return vec![launch(label, kernel, grid, block, shared, args)];

@@ -384,21 +384,6 @@ mod tests {
         }
     }
 
-    /// Past four row tiles per multiprocessor (k 128), both GEMMs read their segments on the
-    /// persistent entry, with the same operands.
-    #[test]
-    fn many_edges_read_their_segments_on_the_persistent_gemm() {
-        let g = layer(40_000, 40_000, 64);
-        let steps = launches(&g, &PlanOptions { persistent_gemm: true, ..PlanOptions::default() });
-        let kernels: Vec<KernelId> = steps.iter().map(|s| s.0).collect();
-        assert_eq!(kernels, [KernelId::GemmWg64ResCatF32, KernelId::GemmWg64ResCatF32], "{steps:?}");
-        let (h, ix) = (ValueId(0), ValueId(1));
-        assert_eq!(steps[0].1[3..7], [Arg::Value(h), Arg::Value(h), Arg::Value(ix), Arg::Value(ix)]);
-        let o = PlanOptions { persistent_gemm: false, ..PlanOptions::default() };
-        let kernels: Vec<KernelId> = launches(&g, &o).iter().map(|s| s.0).collect();
-        assert_eq!(kernels, [KernelId::GemmWg64CatF32, KernelId::GemmWg64CatF32]);
-    }
-
     /// `cat([h[ei[0]], h[ei[-1]]], -1) · W` of an `[2, m]` edge index, as a user writes it: after
     /// `gather_concat` stacks the two index rows, the GEMM reads each row of `ei` where it lies
     /// (stride 1, offsets 0 and m) and neither the index gathers nor the stacking runs.

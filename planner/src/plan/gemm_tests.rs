@@ -285,65 +285,6 @@ fn a_wgmma_gemm_reads_its_weight_packed_transposed_and_split() {
 }
 
 #[test]
-fn a_short_k_with_many_row_tiles_runs_the_persistent_wgmma_gemm() {
-    use crate::plan::{Precision, Step};
-    use crate::tensor_info::{DType, Dim};
-    use crate::{ConstTensor, Graph};
-    use kernels_gpu::abi::{KernelId, gemm_wg_res_shared_bytes};
-    let o = PlanOptions { persistent_gemm: true, ..PlanOptions::default() };
-    // The GNN's edge GEMM (800k x 128 x 64): two blocks per multiprocessor, each over every
-    // 264th of the 12,500 row tiles; three in TF32.
-    assert_eq!(resident(&p(800_000, 64, 128, 1), false, &o), Some([1, 264, 1]));
-    let tf32 = PlanOptions { precision: Precision::Tf32, ..o };
-    assert_eq!(resident(&p(800_000, 64, 128, 1), false, &tf32), Some([1, 396, 1]));
-    // (Reading A as segments, the row tiles' indices take shared memory too: two in TF32.)
-    assert_eq!(resident(&p(800_000, 64, 128, 1), true, &tf32), Some([1, 264, 1]));
-    // Column tiles and batches share the blocks; never more rows of blocks than row tiles.
-    assert_eq!(resident(&p(100_000, 200, 100, 1), false, &o), Some([4, 66, 1]));
-    assert_eq!(resident(&p(4096, 64, 64, 16), false, &o), Some([1, 17, 16]));
-    assert_eq!(resident(&p(33_792, 64, 128, 1), false, &o), Some([1, 264, 1]));
-    // Too long a k for B to stay, too few tiles (under four per multiprocessor), k 0, or off.
-    assert_eq!(resident(&p(800_000, 64, 129, 1), false, &o), None);
-    assert_eq!(resident(&p(33_728, 64, 128, 1), false, &o), None);
-    assert_eq!(resident(&p(800_000, 64, 0, 1), false, &o), None);
-    assert_eq!(resident(&p(800_000, 64, 128, 1), false, &PlanOptions { persistent_gemm: false, ..o }), None);
-
-    // Lowered: x [40000, 96] · w [96, 100] + the fused Relu: the persistent entry on the packed
-    // weight, 128 threads, its own shared memory; with the option off the 128 x 128 tiles.
-    let (m, k, n) = (40_000usize, 96usize, 100usize);
-    let data: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.37).sin()).collect();
-    let mut g = Graph::new();
-    let x = g.input("x", DType::F32, vec![Dim::Known(m), Dim::Known(k)]);
-    let w = g.initializer("w", ConstTensor::from_f32(&[k, n], &data).unwrap());
-    let y = g.matmul(x, w);
-    let y = g.op1(crate::op::Op::Relu, &[y]);
-    g.output(y);
-    let launch = |o: &PlanOptions| {
-        let plan = crate::plan::compile(&g, &crate::Binding::new(), o).unwrap();
-        let launches: Vec<_> = (plan.steps.iter())
-            .filter_map(|s| match s {
-                Step::Kernel { kernel, grid, block, shared_bytes, .. } => {
-                    Some((*kernel, *grid, *block, *shared_bytes))
-                }
-                _ => None,
-            })
-            .collect();
-        assert_eq!(launches.len(), 1, "{plan}");
-        launches[0]
-    };
-    assert_eq!(
-        launch(&o),
-        (KernelId::GemmWg64ResF32, [2, 132, 1], [128, 1, 1], gemm_wg_res_shared_bytes(true, false))
-    );
-    assert_eq!(
-        launch(&tf32),
-        (KernelId::GemmWg64ResTf32, [2, 198, 1], [128, 1, 1], gemm_wg_res_shared_bytes(false, false))
-    );
-    let off = PlanOptions { persistent_gemm: false, ..o };
-    assert_eq!(launch(&off).0, KernelId::GemmWg128F32);
-}
-
-#[test]
 fn a_short_reduction_with_few_rows_runs_on_the_tiled_kernel_not_the_gemv() {
     use crate::plan::Step;
     use crate::tensor_info::{DType, Dim};

@@ -147,12 +147,6 @@ pub struct PlanOptions {
     /// k into chunks reduced by a second launch, as the `mma.sync` tiles do (`gemm::tile_launch`);
     /// off (the default), it runs unsplit (`gemm::splits_of`).
     pub split_k_wgmma: bool,
-    /// A `wgmma` GEMM with k of at most `GEMM_WG_RES_MAX_K` whose 64 x 64 tiles number at least
-    /// four per multiprocessor runs persistent (`gemm_wg64_res_*`): each block holds its columns
-    /// of B in shared memory and streams row tile after row tile (`gemm::resident`). Off by
-    /// default: measured slower on the H100 (GNN 100k 3924 against 3300 µs, MLP batch 16384 188
-    /// against 173 µs; `benches/results/2026-12-05-h100-persistent-gemm-int8.md`).
-    pub persistent_gemm: bool,
     /// Attention whose mask hides every key past a diagonal (the ONNX `is_causal` flag, or a
     /// constant additive mask of `-inf` or the f32 minimum above it) does not read the hidden
     /// keys (`ATTN_CAUSAL_SKIP`). A NaN or infinite key at a hidden position then no longer turns
@@ -200,7 +194,6 @@ impl Default for PlanOptions {
             pair_gemm: true,
             wgmma_gemm: true,
             split_k_wgmma: false,
-            persistent_gemm: false,
             tensor_core_attention: true,
             skip_hidden_keys: true,
             precision: Precision::Exact,
