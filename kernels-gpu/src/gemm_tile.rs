@@ -20,7 +20,7 @@
 //! k with row and batch strides multiples of four and a 16-byte aligned base; B likewise along its
 //! contiguous axis. Any m, n, k.
 
-use crate::abi::{EwProgramParams, GEMM_TILE_BK, GEMM_TILE_STAGES, GemmParams};
+use crate::abi::{Activation, EwProgramParams, GEMM_TILE_BK, GEMM_TILE_STAGES, GemmParams};
 use crate::gemm::{Program, finish, program};
 use crate::gemm_tc::split;
 use crate::intrinsics::{
@@ -277,13 +277,115 @@ pub(crate) unsafe fn finish_tile(
 ) {
     let y_batch = if p.splits > 1 { z as u64 } else { batch };
     let plain = program.is_none_or(|(e, _)| e.n_instr == 0);
+    let at = (row0, col0, y_batch);
     // SAFETY: forwarded (the caller's contract).
     unsafe {
         if plain {
-            store_tile(p, c_ptr, None, y, tile, (row0, col0, y_batch), dims, tid, threads);
+            // The activation fixed per launch for the common ones (no per-element dispatch).
+            match Activation::from_code(p.act) {
+                Activation::None => {
+                    store_plain::<{ Activation::None as u32 }>(p, c_ptr, y, tile, at, dims, tid, threads)
+                }
+                Activation::Relu => {
+                    store_plain::<{ Activation::Relu as u32 }>(p, c_ptr, y, tile, at, dims, tid, threads)
+                }
+                _ => store_plain::<ANY_ACTIVATION>(p, c_ptr, y, tile, at, dims, tid, threads),
+            }
         } else {
             store_tile(p, c_ptr, program, y, tile, (row0, col0, y_batch), dims, tid, threads);
         }
+    }
+}
+
+/// [`store_plain`]'s activation code for "the launch's, `p.act`".
+const ANY_ACTIVATION: u32 = u32::MAX;
+
+/// Four f32 that a load or store moves as one 16-byte access.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct F4([f32; 4]);
+
+/// [`store_tile`] without a program: alpha, beta C and the activation `ACT` (an
+/// [`Activation`] code, or [`ANY_ACTIVATION`]: `p.act`), four columns per thread and step where
+/// Y's rows are contiguous and 16-byte aligned (one 16-byte read of the staged tile, one 16-byte
+/// store), element by element at the tile's right edge and for other layouts. The plain epilogue
+/// was a fifth of a `wgmma` GEMM's instructions at k 128 (the GNN's edge GEMM), element by
+/// element with the activation chosen at each.
+///
+/// # Safety
+/// As [`store_tile`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn store_plain<const ACT: u32>(
+    p: &GemmParams,
+    c_ptr: *const f32,
+    y: *mut f32,
+    tile: *const f32,
+    (row0, col0, batch): (u32, u32, u64),
+    (bm, bn, ld_tile): (u32, u32, u32),
+    tid: u32,
+    threads: u32,
+) {
+    let yv = match p.splits > 1 {
+        true => crate::abi::YView { at: p.y_at(batch), rs: p.n as u64, cs: 1 },
+        false => p.y_view(batch),
+    };
+    let cb = crate::gemm::c_of(p, c_ptr, batch);
+    let act = if ACT == ANY_ACTIVATION { Activation::from_code(p.act) } else { Activation::from_code(ACT) };
+    let finish = |v: f32, i: u32, j: u32| {
+        let mut v = p.alpha * v;
+        if p.has_c != 0 {
+            // SAFETY: C covers every output element through its strides (the launch contract).
+            v = crate::math::fma(
+                p.beta,
+                unsafe { *cb.add((i as u64 * p.c_rs + j as u64 * p.c_cs) as usize) },
+                v,
+            );
+        }
+        crate::math::activate(act, v, p.act_alpha)
+    };
+    let aligned = |x: u64| x.is_multiple_of(4);
+    let vector = bn.is_multiple_of(4)
+        && ld_tile.is_multiple_of(4)
+        && (tile as usize).is_multiple_of(16)
+        && yv.cs == 1
+        && aligned(yv.rs)
+        && aligned(yv.at)
+        && (y as usize).is_multiple_of(16);
+    if !vector {
+        // SAFETY: forwarded.
+        unsafe { store_tile(p, c_ptr, None, y, tile, (row0, col0, batch), (bm, bn, ld_tile), tid, threads) };
+        return;
+    }
+    let quads = bn / 4;
+    let mut q = tid;
+    while q < bm * quads {
+        let (r, c) = (q / quads, 4 * (q % quads));
+        let (row, col) = (row0 + r, col0 + c);
+        if row < p.m {
+            // SAFETY: inside the staged tile (16-byte aligned: checked above), written before the
+            // caller's barrier.
+            let v = unsafe { *(tile.add((r * ld_tile + c) as usize) as *const F4) }.0;
+            let at = yv.offset(row, col) as usize;
+            if col + 4 <= p.n {
+                let out = F4([
+                    finish(v[0], row, col),
+                    finish(v[1], row, col + 1),
+                    finish(v[2], row, col + 2),
+                    finish(v[3], row, col + 3),
+                ]);
+                // SAFETY: four output elements of a contiguous, 16-byte aligned row (checked).
+                unsafe { *(y.add(at) as *mut F4) = out };
+            } else {
+                for e in 0..4 {
+                    if col + e < p.n {
+                        // SAFETY: an output element.
+                        unsafe { *y.add(at + e as usize) = finish(v[e as usize], row, col + e) };
+                    }
+                }
+            }
+        }
+        q += threads;
     }
 }
 
