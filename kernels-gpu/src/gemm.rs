@@ -36,6 +36,12 @@ const _: () = assert!(
 
 #[inline(always)]
 fn epilogue(p: &GemmParams, c: *const f32, i: u32, j: u32, acc: f32) -> f32 {
+    epilogue_with(p, Activation::from_code(p.act), c, i, j, acc)
+}
+
+/// [`epilogue`] with the activation `act` (fixed by the caller, e.g. per launch).
+#[inline(always)]
+pub(crate) fn epilogue_with(p: &GemmParams, act: Activation, c: *const f32, i: u32, j: u32, acc: f32) -> f32 {
     let mut v = p.alpha * acc;
     if p.has_c != 0 {
         let at = i as u64 * p.c_rs + j as u64 * p.c_cs;
@@ -43,7 +49,7 @@ fn epilogue(p: &GemmParams, c: *const f32, i: u32, j: u32, acc: f32) -> f32 {
         // strides (the launch contract).
         v = math::fma(p.beta, unsafe { *c.add(at as usize) }, v);
     }
-    math::activate(Activation::from_code(p.act), v, p.act_alpha)
+    math::activate(act, v, p.act_alpha)
 }
 
 /// C's matrix `batch` (its first element); `c` itself when C is not read.

@@ -297,6 +297,16 @@ pub(crate) unsafe fn finish_tile(
     }
 }
 
+/// Where a tile epilogue writes matrix `batch`: split-K partials fill the workspace row by row;
+/// the output goes through Y's strides.
+#[inline(always)]
+fn tile_y_view(p: &GemmParams, batch: u64) -> crate::abi::YView {
+    match p.splits > 1 {
+        true => crate::abi::YView { at: p.y_at(batch), rs: p.n as u64, cs: 1 },
+        false => p.y_view(batch),
+    }
+}
+
 /// [`store_plain`]'s activation code for "the launch's, `p.act`".
 const ANY_ACTIVATION: u32 = u32::MAX;
 
@@ -326,24 +336,10 @@ unsafe fn store_plain<const ACT: u32>(
     tid: u32,
     threads: u32,
 ) {
-    let yv = match p.splits > 1 {
-        true => crate::abi::YView { at: p.y_at(batch), rs: p.n as u64, cs: 1 },
-        false => p.y_view(batch),
-    };
+    let yv = tile_y_view(p, batch);
     let cb = crate::gemm::c_of(p, c_ptr, batch);
     let act = if ACT == ANY_ACTIVATION { Activation::from_code(p.act) } else { Activation::from_code(ACT) };
-    let finish = |v: f32, i: u32, j: u32| {
-        let mut v = p.alpha * v;
-        if p.has_c != 0 {
-            // SAFETY: C covers every output element through its strides (the launch contract).
-            v = crate::math::fma(
-                p.beta,
-                unsafe { *cb.add((i as u64 * p.c_rs + j as u64 * p.c_cs) as usize) },
-                v,
-            );
-        }
-        crate::math::activate(act, v, p.act_alpha)
-    };
+    let finish = |v: f32, i: u32, j: u32| crate::gemm::epilogue_with(p, act, cb, i, j, v);
     let aligned = |x: u64| x.is_multiple_of(4);
     let vector = bn.is_multiple_of(4)
         && ld_tile.is_multiple_of(4)
@@ -410,11 +406,7 @@ unsafe fn store_tile(
     tid: u32,
     threads: u32,
 ) {
-    // Split-K partials fill the workspace row by row; the output goes through Y's strides.
-    let yv = match p.splits > 1 {
-        true => crate::abi::YView { at: p.y_at(batch), rs: p.n as u64, cs: 1 },
-        false => p.y_view(batch),
-    };
+    let yv = tile_y_view(p, batch);
     let cb = crate::gemm::c_of(p, c_ptr, batch);
     let mut q = tid;
     while q < bm * bn {
