@@ -292,7 +292,7 @@ pub(crate) unsafe fn finish_tile(
                 _ => store_plain::<ANY_ACTIVATION>(p, c_ptr, y, tile, at, dims, tid, threads),
             }
         } else {
-            store_tile(p, c_ptr, program, y, tile, (row0, col0, y_batch), dims, tid, threads);
+            store_tile(p, c_ptr, program, y, tile, at, dims, tid, threads);
         }
     }
 }

@@ -185,9 +185,11 @@ pub(super) struct Scaled {
 /// round: then it is as close as f32 accumulation gets, not exact). The dequantized form would
 /// round every product and partial sum of values that are not integers: on a fake-quantized
 /// model those differences move values across the next quantizer's rounding boundaries and
-/// cascade (GPT-2 int8 on the H200: 3,032 of 65,536 outputs more than one quantum from ONNX
-/// Runtime through 3xTF32, 88 through f32 FMA). Returns the nodes that replace `node` (into
-/// `e`); `None` when it does not apply.
+/// cascade. On the CPU the scaled form matches ONNX Runtime's default session on GPT-2 int8 (2 of
+/// 65,536 outputs more than one quantum apart); on the GPU the same plan is still 3,028 apart
+/// from it through the tensor-core GEMMs and 86 with them off (H100, session 30: cause open, see
+/// `benches/results/2026-12-05-h100-persistent-gemm-epilogue-int8.md`). Returns the nodes that
+/// replace `node` (into `e`); `None` when it does not apply.
 pub(super) fn scale_out(
     e: &mut Expand,
     op: &Op,
