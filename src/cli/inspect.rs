@@ -128,7 +128,8 @@ fn session_plan_options(options: host::SessionOptions) -> planner::plan::PlanOpt
 
 /// Plans the arena and prints the statistics and the ten biggest slots.
 fn print_memory(model: &onnx::Model, binds: &[String], options: host::SessionOptions) -> Result<()> {
-    let graph = onnx::to_graph(model)?;
+    // The graph a session compiles: its constants folded first.
+    let graph = host::fold_constants(onnx::to_graph(model)?);
     let binding = parse_binding(binds, &graph)?;
     let compiled = planner::plan::compile(&graph, &binding, &session_plan_options(options))
         .context("compiling the GPU plan (bind every symbolic input dim with --bind NAME=SIZE)")?;
@@ -192,7 +193,8 @@ fn print_plan(
     options: host::SessionOptions,
     show: Show,
 ) -> Result<()> {
-    let graph = onnx::to_graph(model)?;
+    // The graph a session compiles: its constants folded first.
+    let graph = host::fold_constants(onnx::to_graph(model)?);
     let binding = parse_binding(binds, &graph)?;
     let plan = planner::plan::compile(&graph, &binding, &session_plan_options(options))
         .context("compiling the GPU plan")?;

@@ -40,6 +40,11 @@ pub struct RunArgs {
     /// Write each output to DIR/<output name>.npy.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// On the GPU, after the run: launch every step of the plan alone, wait for it and write the
+    /// values it wrote to DIR/<step>-<value name>.npy (what `inspect --plan` lists as its
+    /// output), to find the first step where two runs part.
+    #[arg(long, value_name = "DIR")]
+    pub dump_steps: Option<PathBuf>,
     /// A GPU session option as NAME=true|false (repeat for each), e.g.
     /// `tensor_core_attention=false` (an unknown NAME lists the known ones).
     #[arg(long = "set", value_name = "NAME=BOOL")]
@@ -102,7 +107,7 @@ fn run_cuda(
     (ctx, opened): (host::Context, std::time::Duration),
     graph: planner::Graph,
     inputs: &[(String, HostTensor)],
-    (repeat, profile): (usize, bool),
+    (repeat, profile, dump): (usize, bool, Option<&std::path::Path>),
     options: host::SessionOptions,
     ahead: Option<host::session::PlanAhead>,
 ) -> Result<Vec<(String, HostTensor)>> {
@@ -117,6 +122,9 @@ fn run_cuda(
         other => other.into(),
     })?;
     let first = first.elapsed();
+    if let Some(dir) = dump {
+        dump_steps(&mut session, dir)?;
+    }
     if let Some(p) = session.prepare_report() {
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         let in_run = if adopted { std::time::Duration::ZERO } else { p.plan };
@@ -202,6 +210,17 @@ fn run_cuda(
     std::mem::forget(session);
     std::mem::forget(ctx);
     Ok(outputs)
+}
+
+/// Writes the value each step of the session's last plan writes to `dir/<step>-<value>.npy`
+/// ([`host::Session::dump_steps`]).
+fn dump_steps(session: &mut host::Session, dir: &std::path::Path) -> Result<()> {
+    let values = session.dump_steps()?;
+    for (i, name, t) in &values {
+        super::tensor_io::write_output(dir, &format!("{i:04}-{}", super::tensor_io::file_stem(name)), t)?;
+    }
+    println!("wrote {} step values to {}", values.len(), dir.display());
+    Ok(())
 }
 
 /// Plans of at most this many steps also get the in-graph profile (one capture per step).
@@ -364,6 +383,9 @@ pub fn run(args: RunArgs) -> Result<()> {
             if args.repeat > 0 {
                 bail!("--repeat times the GPU session; the CPU reference is not a performance path");
             }
+            if args.dump_steps.is_some() {
+                bail!("--dump-steps writes the GPU plan's step values; the CPU reference has no plan");
+            }
             // The planner's type and shape checks first (a GPU run makes them too): a model that
             // declares an output of another dtype or shape than it computes is refused here as
             // well. What shape inference cannot follow (data-dependent ranks) the reference runs.
@@ -388,7 +410,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
         Device::Cuda => {
             let (ctx, t) = opened.expect("a GPU run opens the context");
-            run_cuda((ctx?, t), graph, &inputs, (args.repeat, args.profile), options, ahead)?
+            let modes = (args.repeat, args.profile, args.dump_steps.as_deref());
+            run_cuda((ctx?, t), graph, &inputs, modes, options, ahead)?
         }
     };
     let elapsed = start.elapsed();

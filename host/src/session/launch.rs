@@ -64,7 +64,7 @@ impl Session<'_> {
 
     /// The device address of `v`: an input, an output, a weight or an arena slot (checked against
     /// the arena's size).
-    fn address(&self, at: &Addresses, v: ValueId) -> Result<u64, HostError> {
+    pub(super) fn address(&self, at: &Addresses, v: ValueId) -> Result<u64, HostError> {
         if let Some(p) = at.input(v).or_else(|| at.output(v)).or_else(|| at.weight(v)) {
             return Ok(p);
         }
@@ -199,7 +199,7 @@ impl Session<'_> {
     }
 }
 
-fn step_error(i: usize, step: &Step, e: HostError) -> HostError {
+pub(super) fn step_error(i: usize, step: &Step, e: HostError) -> HostError {
     match step {
         Step::Kernel { label, kernel, .. } => {
             let detail = match e {

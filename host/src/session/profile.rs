@@ -1,6 +1,9 @@
 //! Timing and profiling of a session's steps: whole executions, each step launched alone, and what
 //! each step adds to the replayed CUDA graph.
 
+use cudarc::driver::result;
+use planner::plan::{Arg, Step};
+
 use super::Session;
 use crate::error::HostError;
 use crate::specialize::Key;
@@ -145,6 +148,58 @@ impl Session<'_> {
             d2h.push(ms as f64 * 1e3);
         }
         Ok((h2d, d2h))
+    }
+
+    /// The values each step of the last run's binding writes, as that step leaves them, in step
+    /// order as (step index, value name, tensor): every step (the hoisted ones too) is launched
+    /// alone and waited for, and what it wrote is copied to the host before a later step can
+    /// reuse the memory. It finds the first step where two runs part (`ferrofuse run
+    /// --dump-steps`: two session options, or the GPU against values computed elsewhere). The
+    /// steps run as an execution does: the outputs end as a run leaves them, and the recurrent
+    /// state of a stateful plan advances once.
+    pub fn dump_steps(&mut self) -> Result<Vec<(usize, String, HostTensor)>, HostError> {
+        let binding = self.plan_binding()?;
+        // Every step runs, the hoisted ones too: the arena is this binding's after it.
+        self.hoisted_in_arena = None;
+        let c = &self.compiled[&binding];
+        let at = self.addresses(c);
+        let mut out = Vec::new();
+        for (i, step) in c.plan.steps.iter().enumerate() {
+            self.launch_step(&at, i, step)?;
+            let wait = self.stream.synchronize();
+            wait.map_err(|source| {
+                super::launch::step_error(i, step, HostError::Driver { action: "", source })
+            })?;
+            let written = match step {
+                Step::Kernel { args, .. } => {
+                    let last =
+                        args.iter().rev().find_map(|a| if let Arg::Value(v) = a { Some(*v) } else { None });
+                    let extra =
+                        args.iter().filter_map(|a| if let Arg::Output(v) = a { Some(*v) } else { None });
+                    last.into_iter().chain(extra).collect()
+                }
+                Step::Copy { dst, .. } => vec![*dst],
+            };
+            for v in written {
+                let pv = &c.plan.values[v.index()];
+                let (Some(dims), Some(bytes)) = (pv.dims.clone(), pv.bytes()) else { continue };
+                let ptr = self.address(&at, v)?;
+                let mut host = vec![0u8; bytes as usize];
+                if !host.is_empty() {
+                    // SAFETY: `ptr` addresses the value's buffer of at least `bytes` (the plan's
+                    // sizes); the copy is ordered on the session's stream and waited for.
+                    unsafe { result::memcpy_dtoh_async(&mut host, ptr, self.stream.cu_stream()) }
+                        .map_err(HostError::driver("copying a step's value to the host"))?;
+                    self.stream
+                        .synchronize()
+                        .map_err(HostError::driver("synchronizing the session stream"))?;
+                }
+                let t = HostTensor::from_const(&planner::ConstTensor::new(pv.dtype, dims, host)?)?;
+                out.push((i, pv.name.clone(), t));
+            }
+        }
+        self.hoisted_in_arena = Some(binding);
+        Ok(out)
     }
 
     /// The last run's binding when it compiled to one plan (not a staged model).

@@ -91,6 +91,38 @@ fn a_warm_binding_allocates_nothing_and_replay_matches_eager() {
     assert!(times.iter().all(|t| *t > 0.0));
 }
 
+/// `dump_steps` gives each step's value as the step left it: at batch 100 the MLP runs as its
+/// unfused steps, the last step's value is the output (same bits as the run), and the first
+/// layer's value is that layer's reference result within f32 GEMM rounding.
+#[test]
+fn dumped_steps_hold_each_steps_value() {
+    let mut rng = Rng::new(0xd0);
+    let g = mlp(&mut rng);
+    let mut s = Session::new(ctx(), g.clone(), SessionOptions::default()).unwrap();
+    let inputs = vec![input(&mut rng, "x", &[100, 64])];
+    let out = s.run(&inputs).unwrap();
+    let steps = s.last_plan().unwrap().steps.len();
+    let dumped = s.dump_steps().unwrap();
+    assert!(dumped.len() >= steps, "{} values for {steps} steps", dumped.len());
+    assert!(dumped.windows(2).all(|w| w[0].0 <= w[1].0), "in step order");
+    let (last_step, _, last) = dumped.last().unwrap();
+    assert_eq!(*last_step, steps - 1);
+    assert_eq!(last, &out[0].1, "the last step's value is the output");
+    // The first layer alone on the reference: x W0 + b0, then Relu (fused into the GEMM).
+    let mut first = Graph::new();
+    let x = first.input("x", DType::F32, vec![Dim::Known(100), Dim::Known(64)]);
+    let (w0, b0) = (g.initializers[&ValueId(1)].clone(), g.initializers[&ValueId(2)].clone());
+    let (w0, b0) = (first.initializer("w0", w0), first.initializer("b0", b0));
+    let h = gemm(&mut first, x, w0, Some(b0), Gemm::default());
+    let a = first.relu(h);
+    first.output(a);
+    let want = host::reference::eval(&first, &inputs).unwrap();
+    let got = dumped.iter().find(|(_, _, t)| t.shape() == [100, 256]).expect("the first layer's value");
+    assert_close(&[(want[0].0.clone(), got.2.clone())], &want);
+    // The run's result is unchanged by the dump.
+    assert_eq!(s.run(&inputs).unwrap(), out);
+}
+
 #[test]
 fn arena_growth_drops_the_graphs_that_point_into_the_old_arena() {
     let mut rng = Rng::new(0xa7e4a);
