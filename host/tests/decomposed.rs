@@ -588,6 +588,27 @@ fn quantize_dequantize_become_the_arithmetic_that_defines_them() {
     quantize_dequantize_case(&g, &feeds, "QDQ Gemm, per-channel transposed weight");
 }
 
+/// A quantize / dequantize pair after a data-movement op, of the scale and zero point its input
+/// was dequantized with (`selftest::qdq_views_graph`: after a Reshape and after a Transpose, the
+/// constants repeated under other names), gives its input back and is dropped; a pair of another
+/// scale stays. The MatMul's operand is the reference's bit for bit (its product, of the
+/// integers scaled after, agrees within f32 rounding).
+#[test]
+fn quantize_dequantize_pairs_that_give_back_their_input_are_dropped() {
+    let mut rng = Rng::new(0x9da);
+    let (g, feeds) = host::selftest::qdq_views_graph(&mut rng);
+    let d = planner::plan::decomposed(&g).unwrap();
+    // Of the four activation pairs, the input's and the other scale's are computed (each one
+    // Round); the two after the views are gone.
+    let rounds = d.nodes.iter().filter(|n| matches!(n.op, Op::Round)).count();
+    assert_eq!(rounds, 2, "{:?}", d.nodes.iter().map(|n| n.op.name()).collect::<Vec<_>>());
+    let want = host::reference::eval(&g, &feeds).unwrap();
+    let got = host::reference::eval(&d, &feeds).unwrap();
+    assert_eq!(got[0], want[0], "the MatMul's operand");
+    assert_agree("QDQ views", &got[1..], &want[1..]);
+    planner::plan::compile(&g, &planner::Binding::new(), &planner::plan::PlanOptions::default()).unwrap();
+}
+
 fn quantize_dequantize_case(g: &Graph, feeds: &[(String, HostTensor)], what: &str) {
     let (g, feeds) = (g.clone(), feeds.to_vec());
     let d = planner::plan::decomposed(&g).unwrap();

@@ -638,6 +638,7 @@ fn qdq_matmul_and_gemm_match_the_reference() {
         ("QDQ MatMul", host::selftest::qdq_matmul_graph(&mut rng)),
         ("QDQ Gemm", host::selftest::qdq_gemm_graph(&mut rng)),
         ("QDQ Gemm, per-channel transposed weight", host::selftest::qdq_gemm_per_channel_graph(&mut rng)),
+        ("QDQ around views (pairs dropped)", host::selftest::qdq_views_graph(&mut rng)),
     ];
     for (what, (g, feeds)) in cases {
         compare(what, g, &feeds, 1e-6);

@@ -135,6 +135,10 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
     if !graph.nodes.iter().any(covered) {
         return Ok(None);
     }
+    // Quantize -> dequantize pairs that give back their input go first (quant.rs).
+    if let Some(g) = quant::drop_identity_pairs(graph) {
+        return Ok(Some(run(&g)?.unwrap_or(g)));
+    }
     let infos = shape_infer::infer(graph)?;
     let f32_in = |n: &Node, slots: std::ops::Range<usize>| {
         slots.into_iter().all(|s| n.input(s).is_some_and(|v| infos[v.index()].dtype == DType::F32))

@@ -9,6 +9,9 @@
 //!   activations of every QDQ model) is the pair's composition, computed in f32 without the
 //!   integer between (exact: the integer is the f32 value `clip(...)` holds):
 //!   `(clip(round(x / s) + f32(z), lo, hi) - f32(z)) * s`.
+//! - A pair whose input already lies on its grid (dequantized with the same scale and zero point,
+//!   then only moved: a Reshape, Transpose, Split...) gives that input back and goes
+//!   ([`drop_identity_pairs`]).
 
 use std::collections::BTreeMap;
 
@@ -186,9 +189,9 @@ pub(super) struct Scaled {
 /// round every product and partial sum of values that are not integers: on a fake-quantized
 /// model those differences move values across the next quantizer's rounding boundaries and
 /// cascade. On the CPU the scaled form matches ONNX Runtime's default session on GPT-2 int8 (2 of
-/// 65,536 outputs more than one quantum apart); on the GPU the same plan is still 3,028 apart
-/// from it through the tensor-core GEMMs and 86 with them off (H100, session 30: cause open, see
-/// `benches/results/2026-12-05-h100-persistent-gemm-epilogue-int8.md`). Returns the nodes that
+/// 65,536 outputs more than one quantum apart), and on the GPU it is bit-identical to ONNX
+/// Runtime CPU (H100, session 31), once the session's constant folding leaves the weights'
+/// DequantizeLinear to this pass (`host::fold_constants`). Returns the nodes that
 /// replace `node` (into `e`); `None` when it does not apply.
 pub(super) fn scale_out(
     e: &mut Expand,
@@ -264,4 +267,130 @@ pub(super) fn pairs(g: &Graph) -> BTreeMap<NodeId, NodeId> {
         }
     }
     out
+}
+
+/// Ops whose outputs hold only values of their first input (moved, selected or repeated): a value
+/// on a quantization grid stays on it through them.
+fn moves_values(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Identity
+            | Op::Reshape(_)
+            | Op::Flatten(_)
+            | Op::Squeeze(_)
+            | Op::Unsqueeze(_)
+            | Op::Transpose(_)
+            | Op::Split(_)
+            | Op::Slice(_)
+            | Op::Gather(_)
+            | Op::Expand
+            | Op::Tile
+            | Op::DepthToSpace(_)
+            | Op::SpaceToDepth(_)
+    )
+}
+
+/// The QuantizeLinear -> DequantizeLinear pairs that give back their input bit for bit, as ONNX
+/// Runtime's QDQ clean-up drops them: the pair's input comes, through ops that only move or
+/// select values ([`moves_values`]), from a DequantizeLinear of the same per-tensor scale and
+/// zero point, so each value is already `(q - z) * s` for an integer `q` in the type's range.
+/// Quantizing it divides by `s` (within two ulps of the integer `q - z`, far below the half
+/// that `round` tolerates at `|q - z| <= 255`) and gives `q` back; dequantizing recomputes the
+/// same product. `quantize_static` writes such a pair after every data-movement op (the
+/// output's range is its input's), and each costs a pass over the tensor. Returns the graph with
+/// every reader of such a pair's DequantizeLinear reading the pair's input instead and the pair
+/// removed; `None` when there is none. Pairs whose values leave the graph (a graph output, a
+/// subgraph's capture) stay.
+pub(super) fn drop_identity_pairs(g: &Graph) -> Option<Graph> {
+    let consumers = g.consumers();
+    let mut producer = vec![None; g.values.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        for v in n.outputs.iter().flatten() {
+            producer[v.index()] = Some(i);
+        }
+    }
+    // One value of a constant (not an input's default), as its dtype and bytes.
+    let scalar = |v: ValueId| {
+        let c = g.initializers.get(&v).filter(|_| !g.defaults.contains_key(&v))?;
+        (c.dims.iter().product::<usize>() == 1).then_some((c.dtype, c.bytes.as_slice()))
+    };
+    let same = |a: ValueId, b: ValueId| a == b || scalar(a).is_some_and(|x| scalar(b) == Some(x));
+    // The (scale, zero point) of the DequantizeLinear whose values `v` holds, through the ops
+    // that move them.
+    let grid = |mut v: ValueId| {
+        for _ in 0..g.nodes.len() {
+            let n = &g.nodes[producer[v.index()]?];
+            match &n.op {
+                Op::DequantizeLinear(q) if q.block_size == 0 => {
+                    let (s, z) = (n.input(1)?, n.input(2)?);
+                    let int8 = scalar(z).is_some_and(|(t, _)| matches!(t, DType::U8 | DType::I8));
+                    return (int8 && scalar(s).is_some()).then_some((s, z));
+                }
+                op if moves_values(op) => v = n.input(0)?,
+                _ => return None,
+            }
+        }
+        None
+    };
+    let mut replace: BTreeMap<ValueId, ValueId> = BTreeMap::new();
+    let mut dropped = std::collections::BTreeSet::new();
+    for (i, q) in g.nodes.iter().enumerate() {
+        let (Op::QuantizeLinear(qa), Some(x), Some(s), Some(z), Some(y)) =
+            (&q.op, q.input(0), q.input(1), q.input(2), q.output(0))
+        else {
+            continue;
+        };
+        if qa.block_size != 0 || g.outputs.contains(&y) {
+            continue;
+        }
+        let Some((gs, gz)) = grid(x) else { continue };
+        if !same(gs, s) || !same(gz, z) {
+            continue;
+        }
+        let readers = &consumers[y.index()];
+        let identity = |r: &NodeId| {
+            let d = &g.nodes[r.index()];
+            matches!(&d.op, Op::DequantizeLinear(da) if da.block_size == 0)
+                && d.input(0) == Some(y)
+                && d.input(1).is_some_and(|ds| same(ds, s))
+                && d.input(2).is_some_and(|dz| same(dz, z))
+                && d.output(0).is_some_and(|o| !g.outputs.contains(&o))
+                && d.output(0).is_some_and(|o| {
+                    consumers[o.index()].iter().all(|c| g.nodes[c.index()].op.subgraphs().is_empty())
+                })
+        };
+        if readers.is_empty() || !readers.iter().all(identity) {
+            continue;
+        }
+        for r in readers {
+            let d = &g.nodes[r.index()];
+            replace.insert(d.output(0).expect("checked"), x);
+            dropped.insert(r.index());
+        }
+        dropped.insert(i);
+    }
+    if dropped.is_empty() {
+        return None;
+    }
+    // A pair's input may itself be a dropped pair's output: follow the replacements to the end.
+    let resolve = |mut v: ValueId| {
+        while let Some(&w) = replace.get(&v) {
+            v = w;
+        }
+        v
+    };
+    let mut out = g.clone();
+    out.nodes = Vec::with_capacity(g.nodes.len() - dropped.len());
+    for (i, n) in g.nodes.iter().enumerate() {
+        if dropped.contains(&i) {
+            continue;
+        }
+        let mut n = n.clone();
+        for v in n.inputs.iter_mut().flatten() {
+            *v = resolve(*v);
+        }
+        out.nodes.push(n);
+    }
+    // The dropped pairs' values are defined by nothing now: drop them.
+    Some(crate::dce::eliminate(&out))
 }
