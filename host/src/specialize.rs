@@ -275,8 +275,6 @@ mod tests {
     fn shape_operands_are_specialized_through_shape_arithmetic_and_token_ids_never_are() {
         use planner::op::{self, Op};
         use planner::{ConstTensor, DType, Graph};
-
-        use crate::HostTensor;
         let mut g = Graph::new();
         // Token ids [2, 16] into an embedding table, then a CumSum: data, however small.
         let ids = g.input("ids", DType::I64, [2usize, 16]);
@@ -298,7 +296,7 @@ mod tests {
         g.output(sum);
         let i64s = |dims: Vec<usize>| {
             let n = dims.iter().product();
-            HostTensor::new(dims, vec![1i64; n]).unwrap()
+            crate::HostTensor::new(dims, vec![1i64; n]).unwrap()
         };
         assert!(!super::specializable(&g, "ids", &i64s(vec![2, 16])));
         assert!(!super::specializable(&g, "mask", &i64s(vec![2, 16])));
@@ -351,8 +349,6 @@ mod tests {
     #[test]
     fn constant_subgraphs_fold_into_initializers_and_the_rest_stays() {
         use planner::{ConstTensor, DType, Graph};
-
-        use crate::HostTensor;
         let mut g = Graph::new();
         let x = g.input("x", DType::F32, [2usize, 3]);
         let c = |g: &mut Graph, name: &str, v: [f32; 3]| {
@@ -378,14 +374,7 @@ mod tests {
         let r =
             folded.values.iter().position(|v| &v.name == name).map(|i| planner::ValueId(i as u32)).unwrap();
         assert_eq!(folded.initializers.get(&r).map(|c| c.bytes.clone()), Some(want));
-        // Same results as the original graph.
-        let feeds = vec![(
-            "x".to_string(),
-            HostTensor::new(vec![2, 3], vec![1.0f32, -2.0, 3.0, 4.0, 5.0, 6.0]).unwrap(),
-        )];
-        let (a, b) =
-            (crate::reference::eval(&g, &feeds).unwrap(), crate::reference::eval(&folded, &feeds).unwrap());
-        assert_eq!(a, b);
+        same_results(&g, &folded);
     }
 
     /// A quantized weight's DequantizeLinear stays in the graph (its int8 data too), and so does
@@ -393,8 +382,6 @@ mod tests {
     #[test]
     fn dequantized_weights_stay_quantized() {
         use planner::{ConstTensor, DType, Graph, Op, op};
-
-        use crate::HostTensor;
         let mut g = Graph::new();
         let x = g.input("x", DType::F32, [2usize, 3]);
         let w = g
@@ -409,12 +396,15 @@ mod tests {
         assert_eq!(folded.nodes.len(), 2, "the DequantizeLinear was folded");
         assert!(folded.nodes.iter().any(|n| matches!(n.op, Op::DequantizeLinear(_))));
         assert!(folded.initializers.values().any(|c| c.dtype == DType::I8 && c.bytes.len() == 6));
-        let feeds = vec![(
-            "x".to_string(),
-            HostTensor::new(vec![2, 3], vec![1.0f32, -2.0, 3.0, 4.0, 5.0, 6.0]).unwrap(),
-        )];
+        same_results(&g, &folded);
+    }
+
+    /// `folded` gives the bits `g` gives on a `[2, 3]` input `x`.
+    fn same_results(g: &planner::Graph, folded: &planner::Graph) {
+        let x = crate::HostTensor::new(vec![2, 3], vec![1.0f32, -2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+        let feeds = vec![("x".to_string(), x)];
         let (a, b) =
-            (crate::reference::eval(&g, &feeds).unwrap(), crate::reference::eval(&folded, &feeds).unwrap());
-        assert_eq!(a, b);
+            (crate::reference::eval(g, &feeds).unwrap(), crate::reference::eval(folded, &feeds).unwrap());
+        assert_eq!(a, b, "folding changed a result");
     }
 }

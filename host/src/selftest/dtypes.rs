@@ -95,9 +95,9 @@ fn qdq_graph(rng: &mut Rng, gemm: bool, per_channel: bool) -> (Graph, Vec<(Strin
 /// QDQ around data-movement ops as `quantize_static` writes them (a view's output has its input's
 /// range, so its pair gets the same scale and zero point): the uint8 input pair, a Reshape and a
 /// Transpose each followed by a pair of the same scale and zero point (which gives its input back:
-/// the planner drops it), a pair of another scale after them (which requantizes: kept), and a
-/// MatMul with int8 weights; outputs: the MatMul's operand and its result; with a random `[4, 6]`
-/// input.
+/// the planner drops it), then a pair of another scale (which requantizes: kept, an output) and
+/// a MatMul of the transposed values with int8 weights (the second output); with a random
+/// `[4, 6]` input.
 pub fn qdq_views_graph(rng: &mut Rng) -> (Graph, Vec<(String, HostTensor)>) {
     let mut g = Graph::new();
     let x = g.input("x", DType::F32, [4, 6].map(Dim::Known));
@@ -118,13 +118,13 @@ pub fn qdq_views_graph(rng: &mut Rng) -> (Graph, Vec<(String, HostTensor)>) {
     let r = pair(&mut g, r, s_again, z_again);
     let t = g.op1(Op::Transpose(planner::op::Transpose { perm: Some(vec![1, 0]) }), &[r]);
     let t = pair(&mut g, t, s, z);
-    let t = pair(&mut g, t, s2, z);
+    let t2 = pair(&mut g, t, s2, z);
     let wq: Vec<i64> = (0..3 * 5).map(|_| (rng.next_u64() % 255) as i64 - 127).collect();
     let wq = g.initializer("wq", ConstTensor::from_i64s_as(DType::I8, &[3, 5], &wq).expect("sizes match"));
     let ws = g.initializer("ws", ConstTensor::from_f32(&[], &[0.01]).expect("a scalar"));
     let w = g.op1(Op::DequantizeLinear(Quantize::default()), &[wq, ws]);
     let y = g.op1(Op::MatMul, &[t, w]);
-    g.output(t);
+    g.output(t2);
     g.output(y);
     (g, vec![("x".to_string(), rng.tensor(&[4, 6], -3.0, 3.0))])
 }

@@ -646,12 +646,13 @@ fn qdq_matmul_and_gemm_match_the_reference() {
 }
 
 /// A session does not fold a quantized weight's DequantizeLinear on the host (its constant
-/// folding leaves it, as ONNX Runtime's does): the plan uploads the weights as int8 and the GPU
-/// multiplies their integers. Folded, they reached the device as f32 dequantized values and
-/// every QDQ GEMM became a float GEMM (GPT-2 int8: 3,028 of 65,536 outputs more than a quantum
-/// from ONNX Runtime; none since).
+/// folding leaves it, as ONNX Runtime's does): the GEMM reads the weight's integers (the int8
+/// weight, or its integers less the zero point as f32, which the planner may fold for a small
+/// weight) and scales the product after. Folded by the session, the weights reached the device
+/// dequantized and every QDQ GEMM multiplied rounded non-integers (GPT-2 int8: 3,028 of 65,536
+/// outputs more than a quantum from ONNX Runtime; none since).
 #[test]
-fn qdq_weights_reach_the_device_as_int8() {
+fn qdq_weights_reach_the_gemm_as_integers() {
     let mut rng = Rng::new(0x9d8);
     let cases = [
         ("QDQ MatMul", host::selftest::qdq_matmul_graph(&mut rng)),
@@ -662,7 +663,21 @@ fn qdq_weights_reach_the_device_as_int8() {
         let mut s = host::Session::new(crate::ctx(), g, host::SessionOptions::default()).unwrap();
         s.run(&feeds).unwrap();
         let plan = s.last_plan().expect("one plan");
-        let int8 = plan.weights.iter().filter(|v| plan.values[v.index()].dtype == DType::I8).count();
-        assert!(int8 > 0, "{what}: no int8 weight in the plan:\n{plan}");
+        // The weight matrix (8 x 4) as the plan holds it.
+        let held: Vec<&planner::ConstTensor> = (plan.weights.iter())
+            .filter_map(|v| plan.constants.get(v))
+            .filter(|c| c.dims.iter().product::<usize>() == 32)
+            .collect();
+        assert!(!held.is_empty(), "{what}: no weight matrix in the plan:\n{plan}");
+        for c in held {
+            let integers = c.dtype == DType::I8
+                || (c.dtype == DType::F32
+                    && c.bytes.chunks(4).all(|b| f32::from_le_bytes(b.try_into().unwrap()).fract() == 0.0));
+            assert!(
+                integers,
+                "{what}: a {} weight of non-integers (dequantized) in the plan:\n{plan}",
+                c.dtype
+            );
+        }
     }
 }

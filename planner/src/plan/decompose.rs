@@ -477,6 +477,35 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
             replaced.insert(i);
         }
     }
+    // A per-tensor dequantized value only moved (a Reshape, a Transpose, a Split...: what is left
+    // where `quant::drop_identity_pairs` dropped a pair after the move) is still `centred *
+    // scale`: the same move of its integers, scaled. The MatMuls reading it then multiply
+    // integers too (the moves of `centred` no MatMul reads are dropped below).
+    let mut moved = false;
+    if !scaled.is_empty()
+        && let Ok(order) = crate::validate::topo_order(graph)
+    {
+        for id in order {
+            let node = &graph.nodes[id.index()];
+            let Some(src) = node.input(0).and_then(|x| scaled.get(&x)).copied() else { continue };
+            if src.scale_rank != 0 || !quant::moves_values(&node.op) || replaced.contains(&id.index()) {
+                continue;
+            }
+            let name = format!("{}:integers", graph.node_label(id));
+            let outs: Vec<Option<ValueId>> = (node.outputs.iter().enumerate())
+                .map(|(k, o)| o.map(|_| g.add_value(format!("{name}:{k}"), None)))
+                .collect();
+            let mut inputs = node.inputs.clone();
+            inputs[0] = Some(src.centred);
+            g.add_node(Node { name, op: node.op.clone(), inputs, outputs: outs.clone() });
+            for (o, c) in node.outputs.iter().zip(&outs) {
+                if let (Some(y), Some(centred)) = (o, c) {
+                    scaled.insert(*y, quant::Scaled { y: *y, centred: *centred, ..src });
+                }
+            }
+            moved = true;
+        }
+    }
     // MatMuls of two dequantized operands multiply their integers and scale the result
     // (`quant::scale_out`).
     let mut scaled_out = false;
@@ -501,12 +530,12 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
             kept.push(n);
         }
     }
-    if replaced.is_empty() && !touched {
+    if replaced.is_empty() && !touched && !moved {
         return Ok(None);
     }
     g.nodes = kept;
     // A composed QuantizeLinear's integer output is defined by nothing now: drop it.
-    let g = if composed.is_empty() && !scaled_out { g } else { crate::dce::eliminate(&g) };
+    let g = if composed.is_empty() && !scaled_out && !moved { g } else { crate::dce::eliminate(&g) };
     crate::validate::graph(&g)?;
     Ok(Some(g))
 }

@@ -271,7 +271,7 @@ pub(super) fn pairs(g: &Graph) -> BTreeMap<NodeId, NodeId> {
 
 /// Ops whose outputs hold only values of their first input (moved, selected or repeated): a value
 /// on a quantization grid stays on it through them.
-fn moves_values(op: &Op) -> bool {
+pub(super) fn moves_values(op: &Op) -> bool {
     matches!(
         op,
         Op::Identity
