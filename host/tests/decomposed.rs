@@ -624,6 +624,28 @@ fn quantize_dequantize_pairs_that_give_back_their_input_are_dropped() {
     planner::plan::compile(&g, &planner::Binding::new(), &planner::plan::PlanOptions::default()).unwrap();
 }
 
+/// A pair after a move is kept where its scale gives no integer back (zero here: `x / 0`).
+#[test]
+fn quantize_dequantize_pairs_of_a_zero_scale_stay() {
+    use planner::op::Quantize;
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, [2, 3].map(planner::Dim::Known));
+    let s = g.initializer("s", planner::ConstTensor::from_f32(&[], &[0.0]).unwrap());
+    let z = g.initializer("z", planner::ConstTensor::from_i64s_as(DType::U8, &[], &[3]).unwrap());
+    let pair = |g: &mut Graph, v| {
+        let q = g.op1(Op::QuantizeLinear(Quantize::default()), &[v, s, z]);
+        g.op1(Op::DequantizeLinear(Quantize::default()), &[q, s, z])
+    };
+    let a = pair(&mut g, x);
+    let shape = g.const_i64("shape", &[1], &[6]);
+    let r = g.op1(Op::Reshape(Default::default()), &[a, shape]);
+    let y = pair(&mut g, r);
+    g.output(y);
+    let d = planner::plan::decomposed(&g).unwrap();
+    let rounds = d.nodes.iter().filter(|n| matches!(n.op, Op::Round)).count();
+    assert_eq!(rounds, 2, "{:?}", d.nodes.iter().map(|n| n.op.name()).collect::<Vec<_>>());
+}
+
 fn quantize_dequantize_case(g: &Graph, feeds: &[(String, HostTensor)], what: &str) {
     let (g, feeds) = (g.clone(), feeds.to_vec());
     let d = planner::plan::decomposed(&g).unwrap();

@@ -324,7 +324,13 @@ pub(super) fn drop_identity_pairs(g: &Graph) -> Option<Graph> {
                 Op::DequantizeLinear(q) if q.block_size == 0 => {
                     let (s, z) = (n.input(1)?, n.input(2)?);
                     let int8 = scalar(z).is_some_and(|(t, _)| matches!(t, DType::U8 | DType::I8));
-                    return (int8 && scalar(s).is_some()).then_some((s, z));
+                    // An f32 scale that is a positive normal number: the division lands within
+                    // two ulps of the integer (a zero, infinite or NaN scale gives no integer back).
+                    let scale = scalar(s).and_then(|(t, b)| {
+                        let v = f32::from_le_bytes(b.try_into().ok()?);
+                        (t == DType::F32 && v.is_normal() && v > 0.0).then_some(())
+                    });
+                    return (int8 && scale.is_some()).then_some((s, z));
                 }
                 op if moves_values(op) => v = n.input(0)?,
                 _ => return None,
