@@ -72,6 +72,15 @@ fn a_model_without_outputs_is_an_error() {
     assert!(stderr.contains("no graph outputs"), "{stderr}");
 }
 
+/// `--dump-steps` writes the GPU plan's step values; on the CPU reference, which has no plan, it
+/// is an error saying so, not an option silently ignored.
+#[test]
+fn dump_steps_on_the_cpu_is_an_error() {
+    let dir = scratch("dump-cpu");
+    let stderr = cli_fails(&["run", "--device", "cpu", "--dump-steps", path_str(&dir)]);
+    assert!(stderr.contains("--dump-steps") && stderr.contains("CPU reference"), "{stderr}");
+}
+
 #[test]
 fn bind_names_that_bind_nothing_or_twice_are_warned_about() {
     let demo = support::repo_dir().join("models/demo/physics_mlp.onnx");
