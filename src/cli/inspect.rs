@@ -126,10 +126,15 @@ fn session_plan_options(options: host::SessionOptions) -> planner::plan::PlanOpt
     host::session::plan_options(&options, SM_COUNT, true)
 }
 
+/// The graph a GPU session compiles for `model`: its constants folded first
+/// ([`host::fold_constants`]), so that `inspect` prints the plan a session runs.
+fn session_graph(model: &onnx::Model) -> Result<planner::Graph> {
+    Ok(host::fold_constants(onnx::to_graph(model)?))
+}
+
 /// Plans the arena and prints the statistics and the ten biggest slots.
 fn print_memory(model: &onnx::Model, binds: &[String], options: host::SessionOptions) -> Result<()> {
-    // The graph a session compiles: its constants folded first.
-    let graph = host::fold_constants(onnx::to_graph(model)?);
+    let graph = session_graph(model)?;
     let binding = parse_binding(binds, &graph)?;
     let compiled = planner::plan::compile(&graph, &binding, &session_plan_options(options))
         .context("compiling the GPU plan (bind every symbolic input dim with --bind NAME=SIZE)")?;
@@ -193,8 +198,7 @@ fn print_plan(
     options: host::SessionOptions,
     show: Show,
 ) -> Result<()> {
-    // The graph a session compiles: its constants folded first.
-    let graph = host::fold_constants(onnx::to_graph(model)?);
+    let graph = session_graph(model)?;
     let binding = parse_binding(binds, &graph)?;
     let plan = planner::plan::compile(&graph, &binding, &session_plan_options(options))
         .context("compiling the GPU plan")?;

@@ -2,7 +2,6 @@
 //! each step adds to the replayed CUDA graph.
 
 use cudarc::driver::result;
-use planner::plan::{Arg, Step};
 
 use super::Session;
 use crate::error::HostError;
@@ -170,16 +169,8 @@ impl Session<'_> {
             wait.map_err(|source| {
                 super::launch::step_error(i, step, HostError::Driver { action: "", source })
             })?;
-            let written = match step {
-                Step::Kernel { args, .. } => {
-                    let last =
-                        args.iter().rev().find_map(|a| if let Arg::Value(v) = a { Some(*v) } else { None });
-                    let extra =
-                        args.iter().filter_map(|a| if let Arg::Output(v) = a { Some(*v) } else { None });
-                    last.into_iter().chain(extra).collect()
-                }
-                Step::Copy { dst, .. } => vec![*dst],
-            };
+            // (The plan was validated: every step's arguments cover what it writes.)
+            let written = step.reads_writes().map(|(_, w)| w).unwrap_or_default();
             for v in written {
                 let pv = &c.plan.values[v.index()];
                 let (Some(dims), Some(bytes)) = (pv.dims.clone(), pv.bytes()) else { continue };

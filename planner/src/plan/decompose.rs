@@ -488,7 +488,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
         for id in order {
             let node = &graph.nodes[id.index()];
             let Some(src) = node.input(0).and_then(|x| scaled.get(&x)).copied() else { continue };
-            if src.scale_rank != 0 || !quant::moves_values(&node.op) || replaced.contains(&id.index()) {
+            if src.scale_rank != 0 || !quant::moves_values(&node.op) {
                 continue;
             }
             let name = format!("{}:integers", graph.node_label(id));

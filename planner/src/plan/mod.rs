@@ -223,6 +223,23 @@ pub enum Arg {
 }
 
 impl Step {
+    /// What the step reads and what it writes: a kernel writes the [`Arg::Value`]s among its last
+    /// `written_args()` arguments and every [`Arg::Output`], and only reads its other values; a
+    /// copy reads its source and writes its destination. `None` for a kernel with fewer arguments
+    /// than it writes.
+    pub fn reads_writes(&self) -> Option<(Vec<ValueId>, Vec<ValueId>)> {
+        match self {
+            Step::Kernel { kernel, args, .. } => {
+                let split = args.len().checked_sub(kernel.written_args())?;
+                let value = |a: &Arg| if let Arg::Value(v) = a { Some(*v) } else { None };
+                let output = |a: &Arg| if let Arg::Output(v) = a { Some(*v) } else { None };
+                let writes = args[split..].iter().filter_map(value).chain(args.iter().filter_map(output));
+                Some((args[..split].iter().filter_map(value).collect(), writes.collect()))
+            }
+            Step::Copy { src, dst, .. } => Some((vec![*src], vec![*dst])),
+        }
+    }
+
     /// The values the step reads or writes.
     pub fn values(&self) -> Vec<ValueId> {
         match self {
@@ -785,27 +802,13 @@ impl Plan {
         let kept: Vec<(ValueId, crate::memory::BufferSlot)> =
             self.hoisted_results().into_iter().filter_map(|v| slot(v).map(|s| (v, s))).collect();
         for (i, step) in self.steps.iter().enumerate() {
-            let (reads, writes): (Vec<ValueId>, Vec<ValueId>) = match step {
-                Step::Kernel { kernel, args, .. } => {
-                    // A kernel writes its last `written_args()` arguments and every `Arg::Output`,
-                    // and only reads the others.
-                    let split = args.len().checked_sub(kernel.written_args()).ok_or_else(|| {
-                        bad(format!("step {i} has fewer arguments than {} writes", kernel.symbol()))
-                    })?;
-                    let value = |a: &Arg| if let Arg::Value(v) = a { Some(*v) } else { None };
-                    let output = |a: &Arg| if let Arg::Output(v) = a { Some(*v) } else { None };
-                    let writes: Vec<ValueId> = args[split..]
-                        .iter()
-                        .filter_map(value)
-                        .chain(args.iter().filter_map(output))
-                        .collect();
-                    if writes.is_empty() {
-                        return Err(bad(format!("step {i} writes nothing")));
-                    }
-                    (args[..split].iter().filter_map(value).collect(), writes)
-                }
-                Step::Copy { src, dst, .. } => (vec![*src], vec![*dst]),
-            };
+            let (reads, writes) = step.reads_writes().ok_or_else(|| {
+                let what = if let Step::Kernel { kernel, .. } = step { kernel.symbol() } else { "a copy" };
+                bad(format!("step {i} has fewer arguments than {what} writes"))
+            })?;
+            if writes.is_empty() {
+                return Err(bad(format!("step {i} writes nothing")));
+            }
             for r in &reads {
                 if !ready[r.index()] {
                     return Err(bad(format!("step {i} reads {r} before anything writes it")));

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 
 use super::Expand;
-use crate::graph::{Graph, NodeId, ValueId};
+use crate::graph::{Definition, Graph, NodeId, ValueId};
 use crate::op::{self, Op};
 use crate::tensor_info::{DType, TensorInfo};
 
@@ -303,12 +303,11 @@ pub(super) fn moves_values(op: &Op) -> bool {
 /// subgraph's capture) stay.
 pub(super) fn drop_identity_pairs(g: &Graph) -> Option<Graph> {
     let consumers = g.consumers();
-    let mut producer = vec![None; g.values.len()];
-    for (i, n) in g.nodes.iter().enumerate() {
-        for v in n.outputs.iter().flatten() {
-            producer[v.index()] = Some(i);
-        }
-    }
+    let defs = g.definitions();
+    let producer = |v: ValueId| match defs.get(v.index()).copied().flatten() {
+        Some(Definition::Node { node, .. }) => Some(&g.nodes[node.index()]),
+        _ => None,
+    };
     // One value of a constant (not an input's default), as its dtype and bytes.
     let scalar = |v: ValueId| {
         let c = g.initializers.get(&v).filter(|_| !g.defaults.contains_key(&v))?;
@@ -319,7 +318,7 @@ pub(super) fn drop_identity_pairs(g: &Graph) -> Option<Graph> {
     // that move them.
     let grid = |mut v: ValueId| {
         for _ in 0..g.nodes.len() {
-            let n = &g.nodes[producer[v.index()]?];
+            let n = producer(v)?;
             match &n.op {
                 Op::DequantizeLinear(q) if q.block_size == 0 => {
                     let (s, z) = (n.input(1)?, n.input(2)?);
@@ -360,9 +359,9 @@ pub(super) fn drop_identity_pairs(g: &Graph) -> Option<Graph> {
                 && d.input(0) == Some(y)
                 && d.input(1).is_some_and(|ds| same(ds, s))
                 && d.input(2).is_some_and(|dz| same(dz, z))
-                && d.output(0).is_some_and(|o| !g.outputs.contains(&o))
                 && d.output(0).is_some_and(|o| {
-                    consumers[o.index()].iter().all(|c| g.nodes[c.index()].op.subgraphs().is_empty())
+                    !g.outputs.contains(&o)
+                        && consumers[o.index()].iter().all(|c| g.nodes[c.index()].op.subgraphs().is_empty())
                 })
         };
         if readers.is_empty() || !readers.iter().all(identity) {
