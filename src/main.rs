@@ -56,9 +56,10 @@ enum Command {
         /// Size of a symbolic dimension for --memory / --plan / --fusion, as NAME=SIZE (repeat for each symbol).
         #[arg(long = "bind", value_name = "NAME=SIZE")]
         binds: Vec<String>,
-        /// exact (f32 accuracy, 3xTF32) or tf32: the large-tile tensor-core GEMMs with operands
-        /// rounded to TF32, one product (faster, about 1e-3 relative error); other kernels stay f32.
-        #[arg(long, default_value = "exact", value_name = "exact|tf32")]
+        /// exact (f32 accuracy, 3xTF32), tf32, f16 or bf16: the large-tile tensor-core GEMMs with
+        /// operands rounded to that type, one product, f32 accumulation (faster; about 1e-3 relative
+        /// error in tf32 and f16, 1e-2 in bf16); other kernels stay f32.
+        #[arg(long, default_value = "exact", value_name = "exact|tf32|f16|bf16")]
         precision: String,
         /// A GPU session option for --memory / --plan / --fusion as NAME=true|false (repeat for
         /// each), as `run --set` takes it; `fusion=false` switches every fusion pass off.

@@ -25,8 +25,8 @@ use crate::gemm::{Program, finish, program};
 use crate::gemm_tc::split;
 use crate::intrinsics::{
     block_dim_x, block_idx_x, block_idx_y, block_idx_z, cp_async_16_zfill, cp_async_commit,
-    cp_async_wait_group, cvt_rna_tf32, dynamic_shared_addr, dynamic_shared_ptr, ld_shared_u32,
-    mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x, trap,
+    cp_async_wait_group, cvt_rn_half2, cvt_rna_tf32, dynamic_shared_addr, dynamic_shared_ptr, ld_shared_u32,
+    mma_m16n8k8_tf32_f32, mma_m16n8k16_half_f32, sync_threads, thread_idx_x, trap,
 };
 
 /// Expands `$body` for `$i` = 0, 1, 2, 3, each a constant: arrays indexed by it stay in registers
@@ -67,11 +67,30 @@ const fn swizzle_k(r: u32, c: u32) -> u32 {
     c ^ (r & 7)
 }
 
-/// `x` as the operand of a product: split into its TF32 parts ([`split`]) when `EXACT`, else
-/// rounded to TF32 (the remainder zero, unused).
+/// The products a tile entry forms (the session's precision, one entry each so that each compiles
+/// to its own register allocation): 3xTF32 (f32 accuracy), operands rounded to TF32, to f16 or to
+/// bf16 (one product each, f32 accumulation).
+pub(crate) mod mode {
+    /// 3xTF32.
+    pub const EXACT: u32 = 0;
+    /// One TF32 product.
+    pub const TF32: u32 = 1;
+    /// Operands rounded to f16, `m16n8k16` products.
+    pub const F16: u32 = 2;
+    /// Operands rounded to bf16, `m16n8k16` products.
+    pub const BF16: u32 = 3;
+}
+
+/// `x` as the operand of a product: split into its TF32 parts ([`split`]) in 3xTF32, rounded to
+/// TF32 in TF32 (the remainder zero, unused), its f32 bits for the half modes (rounded in pairs
+/// when packed, [`k_tile`]).
 #[inline(always)]
-fn operand<const EXACT: bool>(x: f32) -> (u32, u32) {
-    if EXACT { split(x) } else { (cvt_rna_tf32(x), 0) }
+fn operand<const MODE: u32>(x: f32) -> (u32, u32) {
+    match MODE {
+        mode::EXACT => split(x),
+        mode::TF32 => (cvt_rna_tf32(x), 0),
+        _ => (x.to_bits(), 0),
+    }
 }
 
 /// The chunk where chunk `c` of k row `k` of an n-contiguous B tile is stored: the four k rows
@@ -94,7 +113,7 @@ unsafe fn gemm_tile<
     const MT: usize,
     const NT: usize,
     const KB: bool,
-    const EXACT: bool,
+    const MODE: u32,
 >(
     p: &GemmParams,
     a: *const f32,
@@ -214,7 +233,7 @@ unsafe fn gemm_tile<
         let a_s = smem + (kt % STAGES) * stage_bytes;
         let b_s = a_s + bm * BK * 4;
         // SAFETY: every address is inside this stage's tiles, written by the copies waited for.
-        unsafe { k_tile::<MT, NT, KB, EXACT>(&mut acc, a_s, b_s, bn, (g, t), &a_row, &b_col, wn0) };
+        unsafe { k_tile::<MT, NT, KB, MODE>(&mut acc, a_s, b_s, bn, (g, t), &a_row, &b_col, wn0) };
         kt += 1;
     }
 
@@ -425,14 +444,21 @@ unsafe fn store_tile(
     }
 }
 
-/// The four k8 steps of one staged k tile: `acc += A B` in 3xTF32 from the stage's A tile at
-/// shared address `a_s` and B tile at `b_s` (row length `bn` when n-contiguous).
+/// The four k8 steps of one staged k tile: `acc += A B` in the entry's precision ([`mode`]) from
+/// the stage's A tile at shared address `a_s` and B tile at `b_s` (row length `bn` when
+/// n-contiguous).
+///
+/// The half modes form one `m16n8k16` product per pair of k8 steps from the fragments the TF32
+/// modes load, without loading them again: a lane's k8 fragments hold k `t` and `t + 4` of each
+/// step, and packed as the halves of the `m16n8k16` fragments (k `2t`, `2t + 1` of the first step,
+/// `2t + 8`, `2t + 9` of the second) they put A's and B's k in the same permuted order, which the
+/// sum over k does not see.
 ///
 /// # Safety
 /// The stage's tiles were written and ordered by a barrier before this.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn k_tile<const MT: usize, const NT: usize, const KB: bool, const EXACT: bool>(
+unsafe fn k_tile<const MT: usize, const NT: usize, const KB: bool, const MODE: u32>(
     acc: &mut [[[f32; 4]; NT]; MT],
     a_s: u32,
     b_s: u32,
@@ -446,6 +472,10 @@ unsafe fn k_tile<const MT: usize, const NT: usize, const KB: bool, const EXACT: 
         // SAFETY: forwarded (inside the stage's tiles, the caller's contract).
         unsafe { ld_shared_u32(base + 4 * at) }
     };
+    const { assert!(MODE <= mode::BF16) };
+    let (exact, half, bf16) = (MODE == mode::EXACT, MODE >= mode::F16, MODE == mode::BF16);
+    // The half modes' packed fragments of a pair of k8 steps.
+    let (mut half_a, mut half_b) = ([[0u32; 4]; MT], [[0u32; 2]; NT]);
     unroll4!(S => {
         let s = S as u32;
         // Fragment k `t` of step `s` is chunk `2s` of the row, k `t + 4` chunk `2s + 1`; the
@@ -462,7 +492,7 @@ unsafe fn k_tile<const MT: usize, const NT: usize, const KB: bool, const EXACT: 
                     (ld(b_s, at), ld(b_s, at + 4 * bn))
                 };
                 let ((b0, b0s), (b1, b1s)) =
-                    (operand::<EXACT>(f32::from_bits(v0)), operand::<EXACT>(f32::from_bits(v1)));
+                    (operand::<MODE>(f32::from_bits(v0)), operand::<MODE>(f32::from_bits(v1)));
                 bf[J] = ([b0, b1], [b0s, b1s]);
             }
         });
@@ -471,18 +501,56 @@ unsafe fn k_tile<const MT: usize, const NT: usize, const KB: bool, const EXACT: 
             if I < MT {
                 let (r0, r1) = (a_row(I), a_row(I) + 8 * BK);
                 let v = [ld(a_s, r0 + x0), ld(a_s, r1 + x0), ld(a_s, r0 + x1), ld(a_s, r1 + x1)];
-                let (a0, a0s) = operand::<EXACT>(f32::from_bits(v[0]));
-                let (a1, a1s) = operand::<EXACT>(f32::from_bits(v[1]));
-                let (a2, a2s) = operand::<EXACT>(f32::from_bits(v[2]));
-                let (a3, a3s) = operand::<EXACT>(f32::from_bits(v[3]));
+                let (a0, a0s) = operand::<MODE>(f32::from_bits(v[0]));
+                let (a1, a1s) = operand::<MODE>(f32::from_bits(v[1]));
+                let (a2, a2s) = operand::<MODE>(f32::from_bits(v[2]));
+                let (a3, a3s) = operand::<MODE>(f32::from_bits(v[3]));
                 af[I] = ([a0, a1, a2, a3], [a0s, a1s, a2s, a3s]);
             }
         });
+        // The half modes: the even step's halves packed, then at the odd step its halves and one
+        // m16n8k16 product per tile.
+        if half {
+            let pack = |lo: u32, hi: u32| {
+                let (lo, hi) = (f32::from_bits(lo), f32::from_bits(hi));
+                if bf16 { cvt_rn_half2::<true>(lo, hi) } else { cvt_rn_half2::<false>(lo, hi) }
+            };
+            let h = S % 2;
+            unroll4!(J => {
+                if J < NT {
+                    half_b[J][h] = pack(bf[J].0[0], bf[J].0[1]);
+                }
+            });
+            unroll4!(I => {
+                if I < MT {
+                    half_a[I][2 * h] = pack(af[I].0[0], af[I].0[2]);
+                    half_a[I][2 * h + 1] = pack(af[I].0[1], af[I].0[3]);
+                }
+            });
+            if h == 1 {
+                unroll4!(I => {
+                    if I < MT {
+                        unroll4!(J => {
+                            if J < NT {
+                                // (A's registers in the fragment order: rows g, g + 8 of the
+                                // first k pair, then of the second.)
+                                let a = [half_a[I][0], half_a[I][1], half_a[I][2], half_a[I][3]];
+                                acc[I][J] = if bf16 {
+                                    mma_m16n8k16_half_f32::<true>(a, half_b[J], acc[I][J])
+                                } else {
+                                    mma_m16n8k16_half_f32::<false>(a, half_b[J], acc[I][J])
+                                };
+                            }
+                        });
+                    }
+                });
+            }
+        }
         // The three products of every tile in turn (small terms first, as `gemm_tc`; only the
-        // last without `EXACT`): the `MT * NT` accumulators are independent, so consecutive mma
-        // do not wait on each other.
+        // last in TF32): the `MT * NT` accumulators are independent, so consecutive mma do not
+        // wait on each other.
         unroll4!(I => {
-            if EXACT && I < MT {
+            if exact && I < MT {
                 unroll4!(J => {
                     if J < NT {
                         acc[I][J] = mma_m16n8k8_tf32_f32(af[I].1, bf[J].0, acc[I][J]);
@@ -491,7 +559,7 @@ unsafe fn k_tile<const MT: usize, const NT: usize, const KB: bool, const EXACT: 
             }
         });
         unroll4!(I => {
-            if EXACT && I < MT {
+            if exact && I < MT {
                 unroll4!(J => {
                     if J < NT {
                         acc[I][J] = mma_m16n8k8_tf32_f32(af[I].0, bf[J].1, acc[I][J]);
@@ -500,7 +568,7 @@ unsafe fn k_tile<const MT: usize, const NT: usize, const KB: bool, const EXACT: 
             }
         });
         unroll4!(I => {
-            if I < MT {
+            if !half && I < MT {
                 unroll4!(J => {
                     if J < NT {
                         acc[I][J] = mma_m16n8k8_tf32_f32(af[I].0, bf[J].0, acc[I][J]);
@@ -512,7 +580,7 @@ unsafe fn k_tile<const MT: usize, const NT: usize, const KB: bool, const EXACT: 
 }
 
 macro_rules! tile_entries {
-    ($($(#[$doc:meta])* $name:ident: $wm:literal x $wn:literal warps, $mt:literal x $nt:literal, $kb:literal, $exact:literal;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident: $wm:literal x $wn:literal warps, $mt:literal x $nt:literal, $kb:literal, $mode:ident;)*) => {$(
         $(#[$doc])*
         ///
         /// # Safety
@@ -545,26 +613,43 @@ macro_rules! tile_entries {
             y: *mut f32,
         ) {
             // SAFETY: forwarded (the kernel's contract).
-            unsafe { gemm_tile::<$wm, $wn, $mt, $nt, $kb, $exact>(&p, a, b, c, y, program(&e, x1, x2, x3)) }
+            unsafe { gemm_tile::<$wm, $wn, $mt, $nt, $kb, { mode::$mode }>(&p, a, b, c, y, program(&e, x1, x2, x3)) }
         }
     )*};
 }
 
 tile_entries! {
     /// Tensor-core f32 GEMM (3xTF32), 128 x 128 block tiles, B n-contiguous.
-    gemm_tc128_n_f32: 2 x 4 warps, 4 x 4, false, true;
+    gemm_tc128_n_f32: 2 x 4 warps, 4 x 4, false, EXACT;
     /// Tensor-core f32 GEMM (3xTF32), 128 x 128 block tiles, B k-contiguous.
-    gemm_tc128_k_f32: 2 x 4 warps, 4 x 4, true, true;
+    gemm_tc128_k_f32: 2 x 4 warps, 4 x 4, true, EXACT;
     /// Tensor-core f32 GEMM (3xTF32), 64 x 64 block tiles, B n-contiguous.
-    gemm_tc64_n_f32: 2 x 2 warps, 2 x 4, false, true;
+    gemm_tc64_n_f32: 2 x 2 warps, 2 x 4, false, EXACT;
     /// Tensor-core f32 GEMM (3xTF32), 64 x 64 block tiles, B k-contiguous.
-    gemm_tc64_k_f32: 2 x 2 warps, 2 x 4, true, true;
+    gemm_tc64_k_f32: 2 x 2 warps, 2 x 4, true, EXACT;
     /// `gemm_tc128_n_f32` in TF32: operands rounded to TF32, one product per tile.
-    gemm_tc128_n_tf32: 2 x 4 warps, 4 x 4, false, false;
+    gemm_tc128_n_tf32: 2 x 4 warps, 4 x 4, false, TF32;
     /// `gemm_tc128_k_f32` in TF32.
-    gemm_tc128_k_tf32: 2 x 4 warps, 4 x 4, true, false;
+    gemm_tc128_k_tf32: 2 x 4 warps, 4 x 4, true, TF32;
     /// `gemm_tc64_n_f32` in TF32.
-    gemm_tc64_n_tf32: 2 x 2 warps, 2 x 4, false, false;
+    gemm_tc64_n_tf32: 2 x 2 warps, 2 x 4, false, TF32;
     /// `gemm_tc64_k_f32` in TF32.
-    gemm_tc64_k_tf32: 2 x 2 warps, 2 x 4, true, false;
+    gemm_tc64_k_tf32: 2 x 2 warps, 2 x 4, true, TF32;
+    /// `gemm_tc128_n_f32` in f16: operands rounded to f16, one `m16n8k16` product per pair of k8
+    /// steps, f32 accumulation.
+    gemm_tc128_n_f16: 2 x 4 warps, 4 x 4, false, F16;
+    /// `gemm_tc128_k_f32` in f16.
+    gemm_tc128_k_f16: 2 x 4 warps, 4 x 4, true, F16;
+    /// `gemm_tc64_n_f32` in f16.
+    gemm_tc64_n_f16: 2 x 2 warps, 2 x 4, false, F16;
+    /// `gemm_tc64_k_f32` in f16.
+    gemm_tc64_k_f16: 2 x 2 warps, 2 x 4, true, F16;
+    /// `gemm_tc128_n_f32` in bf16: operands rounded to bf16, as the f16 entries.
+    gemm_tc128_n_bf16: 2 x 4 warps, 4 x 4, false, BF16;
+    /// `gemm_tc128_k_f32` in bf16.
+    gemm_tc128_k_bf16: 2 x 4 warps, 4 x 4, true, BF16;
+    /// `gemm_tc64_n_f32` in bf16.
+    gemm_tc64_n_bf16: 2 x 2 warps, 2 x 4, false, BF16;
+    /// `gemm_tc64_k_f32` in bf16.
+    gemm_tc64_k_bf16: 2 x 2 warps, 2 x 4, true, BF16;
 }

@@ -105,6 +105,33 @@ pub fn floor_f64(x: f64) -> f64 {
     r
 }
 
+/// `x` rounded to an integral value in f32 by `cvt.{MODE}.f32.f32`: `rni` to nearest even, `rmi`
+/// down, `rpi` up (exact, as `libm`'s `rintf`, `floorf`, `ceilf`; NaN stays NaN, infinities and
+/// signed zeros stay).
+macro_rules! round_f32 {
+    ($(#[$doc:meta] $name:ident $mode:literal)*) => {$(
+        #[$doc]
+        #[inline(always)]
+        pub fn $name(x: f32) -> f32 {
+            let r: f32;
+            // SAFETY: a pure register-to-register conversion.
+            unsafe {
+                asm!(concat!("cvt.", $mode, ".f32.f32 {r}, {x};"), r = out(reg32) r, x = in(reg32) x,
+                     options(pure, nomem, nostack))
+            };
+            r
+        }
+    )*};
+}
+round_f32! {
+    /// `x` rounded to the nearest integer, ties to even (`cvt.rni.f32.f32`).
+    rint_f32 "rni"
+    /// `floor(x)` (`cvt.rmi.f32.f32`).
+    floor_f32 "rmi"
+    /// `ceil(x)` (`cvt.rpi.f32.f32`).
+    ceil_f32 "rpi"
+}
+
 /// Loads 16 bytes at `src` as one vector load (`ld.global.v4.u32`; rustc moves a 16-byte value
 /// as two 8-byte halves). Read-only, so loads of several vectors issue back to back.
 ///
@@ -601,6 +628,56 @@ pub fn mma_m16n8k8_tf32_f32(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
              b0 = in(reg32) b[0], b1 = in(reg32) b[1],
              c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
              options(pure, nomem, nostack))
+    };
+    [d0, d1, d2, d3]
+}
+
+/// `lo` and `hi` rounded to nearest even and packed as two halves of one register, `lo` in the low
+/// 16 bits: `cvt.rn.f16x2.f32` when `BF16` is false, `cvt.rn.bf16x2.f32` when true (NaN stays
+/// NaN; beyond the format's range, infinity for f16, the rounded value for bf16).
+#[inline(always)]
+pub fn cvt_rn_half2<const BF16: bool>(lo: f32, hi: f32) -> u32 {
+    let r: u32;
+    // SAFETY: register-only conversion (PTX takes the high half's source first).
+    unsafe {
+        if BF16 {
+            asm!("cvt.rn.bf16x2.f32 {r}, {h}, {l};", r = out(reg32) r, h = in(reg32) hi, l = in(reg32) lo,
+                 options(pure, nomem, nostack))
+        } else {
+            asm!("cvt.rn.f16x2.f32 {r}, {h}, {l};", r = out(reg32) r, h = in(reg32) hi, l = in(reg32) lo,
+                 options(pure, nomem, nostack))
+        }
+    };
+    r
+}
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32` (bf16 when `BF16`):
+/// `D = A (16x16) * B (16x8) + C` with f32 accumulation, each register two halves (the lower k in
+/// the low bits), lane `l`, `g = l / 4`, `t = l % 4`: `a = [A[g][2t..], A[g+8][2t..],
+/// A[g][2t+8..], A[g+8][2t+8..]]`, `b = [B[2t..][g], B[2t+8..][g]]`, `c` as in
+/// [`mma_m16n8k8_tf32_f32`]. Warp-collective.
+#[inline(always)]
+pub fn mma_m16n8k16_half_f32<const BF16: bool>(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    let (d0, d1, d2, d3): (f32, f32, f32, f32);
+    // SAFETY: register-only tensor-core operation; every lane participates (contract above).
+    unsafe {
+        if BF16 {
+            asm!("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{d0}, {d1}, {d2}, {d3}}}, \
+                  {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+                 d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+                 a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+                 b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+                 c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+                 options(pure, nomem, nostack))
+        } else {
+            asm!("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{d0}, {d1}, {d2}, {d3}}}, \
+                  {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+                 d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+                 a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+                 b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+                 c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+                 options(pure, nomem, nostack))
+        }
     };
     [d0, d1, d2, d3]
 }

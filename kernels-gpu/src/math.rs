@@ -400,6 +400,12 @@ pub fn f32_to_bf16(x: f32) -> u16 {
     (u.wrapping_add(0x7fff + ((u >> 16) & 1)) >> 16) as u16
 }
 
+// Rounding to integers: `cvt` on the device, `libm` on the host (both exact).
+#[cfg(target_arch = "nvptx64")]
+use crate::intrinsics::{ceil_f32, floor_f32, rint_f32};
+#[cfg(not(target_arch = "nvptx64"))]
+use libm::{ceilf as ceil_f32, floorf as floor_f32, rintf as rint_f32};
+
 /// `op(a, b)` of an elementwise-program instruction (`abi::EwInstr`; NaN for an unknown code):
 /// each arm is the function the op's single-op kernel applies. Out of line on the device (the
 /// program calls it from each unrolled instruction); the planner evaluates programs with it on
@@ -428,9 +434,9 @@ pub fn ew_op(op: u32, a: f32, b: f32, imm: f32) -> f32 {
         27 => gelu_tanh(a),
         28 => silu(a),
         29 => softplus(a),
-        30 => libm::floorf(a),
-        31 => libm::ceilf(a),
-        32 => libm::rintf(a),
+        30 => floor_f32(a),
+        31 => ceil_f32(a),
+        32 => rint_f32(a),
         33 => div(1.0, a),
         34 => libm::sinf(a),
         35 => libm::cosf(a),

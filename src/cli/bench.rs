@@ -57,8 +57,9 @@ pub struct BenchArgs {
     /// A GPU session option as NAME=true|false (repeat for each), as for `run`.
     #[arg(long = "set", value_name = "NAME=BOOL")]
     pub options: Vec<String>,
-    /// exact (f32 accuracy, 3xTF32) or tf32 (the large-tile tensor-core GEMMs in TF32).
-    #[arg(long, default_value = "exact", value_name = "exact|tf32")]
+    /// exact (f32 accuracy, 3xTF32), tf32, f16 or bf16 (the large-tile tensor-core GEMMs with
+    /// operands rounded to that type).
+    #[arg(long, default_value = "exact", value_name = "exact|tf32|f16|bf16")]
     pub precision: String,
     /// Seed of the drawn inputs.
     #[arg(long, default_value_t = 0)]

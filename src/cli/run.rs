@@ -52,9 +52,10 @@ pub struct RunArgs {
     /// Most iterations one Loop node may run before the run fails naming it (GPU and CPU).
     #[arg(long, default_value_t = host::reference::MAX_LOOP_ITERATIONS, value_name = "N")]
     pub max_loop_iterations: u64,
-    /// exact (f32 accuracy, 3xTF32) or tf32: the large-tile tensor-core GEMMs with operands
-    /// rounded to TF32, one product (faster, about 1e-3 relative error); other kernels stay f32.
-    #[arg(long, default_value = "exact", value_name = "exact|tf32")]
+    /// exact (f32 accuracy, 3xTF32), tf32, f16 or bf16: the large-tile tensor-core GEMMs with
+    /// operands rounded to that type, one product, f32 accumulation (faster; about 1e-3 relative
+    /// error in tf32 and f16, 1e-2 in bf16); other kernels stay f32.
+    #[arg(long, default_value = "exact", value_name = "exact|tf32|f16|bf16")]
     pub precision: String,
     /// Most memory the run may hold, e.g. 512M or 8G (K, M, G, T are powers of 1024): on the
     /// CPU reference its tensors (default: three quarters of the machine's memory), on the GPU

@@ -34,6 +34,7 @@ pub fn plan_options(options: &SessionOptions, sm_count: u32, hopper: bool) -> Pl
         skip_hidden_keys: options.skip_hidden_keys,
         precision: options.precision,
         widen_narrow_floats: options.widen_narrow_floats,
+        narrow_gemms: options.narrow_gemms,
         hoist_constants: options.hoist_constants,
         ..PlanOptions::default()
     }

@@ -62,6 +62,10 @@ pub struct SessionOptions {
     /// plan is made, inputs cast up and outputs cast down on the device; default on, until
     /// native f16 / bf16 kernels take them); off refuses the nodes without such kernels by name.
     pub widen_narrow_floats: bool,
+    /// The GEMMs of an f16 / bf16 model (every MatMul / Gemm operand of that type) multiply in
+    /// its type on the large-tile tensor cores when `precision` is the default exact (default
+    /// on; `PlanOptions::narrow_gemms`).
+    pub narrow_gemms: bool,
     /// Skip the keys that an attention's causal mask hides (the ONNX `is_causal` flag, or a
     /// constant additive mask of `-inf` or the f32 minimum past a diagonal) instead of reading
     /// and masking them (default on). A NaN or infinite key at a hidden position then no longer
@@ -93,7 +97,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 19] = [
+    const SWITCHES: [Switch; 20] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -112,6 +116,7 @@ impl SessionOptions {
         ("l2_persist_weights", |o| &mut o.l2_persist_weights),
         ("skip_hidden_keys", |o| &mut o.skip_hidden_keys),
         ("widen_narrow_floats", |o| &mut o.widen_narrow_floats),
+        ("narrow_gemms", |o| &mut o.narrow_gemms),
         ("hoist_constants", |o| &mut o.hoist_constants),
     ];
 
@@ -172,6 +177,7 @@ impl Default for SessionOptions {
             l2_persist_weights: true,
             skip_hidden_keys: true,
             widen_narrow_floats: true,
+            narrow_gemms: true,
             hoist_constants: true,
             precision: Precision::Exact,
             max_loop_iterations: crate::reference::MAX_LOOP_ITERATIONS,

@@ -2,7 +2,8 @@
 //! Hopper their `wgmma` twins): `tf32` (their `_tf32` entries)
 //! within TF32 error of the reference (‖gpu − ref‖ / ‖ref‖ ≤ 1e-3) and measurably coarser than
 //! `exact` (so the mode reached the kernels), `exact` within f32 GEMM error; the small-m kernels
-//! stay exact in both.
+//! stay exact in both. `f16` and `bf16` (the tiles' `_f16` / `_bf16` entries, on every device)
+//! within their rounding's error (≤ 2e-3 and ≤ 1.5e-2), bf16 coarser than f16.
 
 use host::selftest::Rng;
 use host::{HostTensor, Precision, Session, SessionOptions};
@@ -69,6 +70,17 @@ fn tf32_rounds_the_tensor_core_products_and_exact_keeps_f32_accuracy() {
             let wg = wg.trim_end_matches("_n").trim_end_matches("_k");
             tf32_against_exact(&format!("{what} (wgmma)"), g, feeds, true, wg);
         }
+    }
+    // f16 and bf16 on the tiles (no `wgmma` entries: the tiles even where Hopper's apply).
+    for (what, g, feeds, kernel) in &cases {
+        let exact = relative_error(what, g, feeds, (Precision::Exact, false), &format!("{kernel}_f32"));
+        let f16 = relative_error(what, g, feeds, (Precision::F16, hopper), &format!("{kernel}_f16"));
+        let bf16 = relative_error(what, g, feeds, (Precision::Bf16, hopper), &format!("{kernel}_bf16"));
+        // Operands rounded to 11 (f16) and 8 (bf16) significant bits: about 3e-4 and 2e-3 here.
+        // A fragment whose k order differed between A and B would pair the wrong products:
+        // errors of order 1.
+        assert!(f16 <= 2e-3 && f16 > 20.0 * exact, "{what}: f16 relative error {f16:e} vs exact {exact:e}");
+        assert!(bf16 <= 1.5e-2 && bf16 > 2.0 * f16, "{what}: bf16 relative error {bf16:e} vs f16 {f16:e}");
     }
     // The small-m kernels stay exact in tf32 (their TF32 entries are not built yet).
     let mut g = Graph::new();

@@ -257,9 +257,14 @@ impl super::KernelId {
     /// the host allows the function when it loads it (the 128 x 128 large-tile GEMMs).
     pub const fn large_shared_bytes(self) -> Option<u32> {
         match self {
-            Self::GemmTc128NF32 | Self::GemmTc128KF32 | Self::GemmTc128NTf32 | Self::GemmTc128KTf32 => {
-                Some(GemmTile::LARGE.shared_bytes())
-            }
+            Self::GemmTc128NF32
+            | Self::GemmTc128KF32
+            | Self::GemmTc128NTf32
+            | Self::GemmTc128KTf32
+            | Self::GemmTc128NF16
+            | Self::GemmTc128KF16
+            | Self::GemmTc128NBf16
+            | Self::GemmTc128KBf16 => Some(GemmTile::LARGE.shared_bytes()),
             Self::GemmWg128F32 => Some(GemmTile::LARGE.wg_shared_bytes(true)),
             Self::GemmWg64F32 => Some(GemmTile::SMALL.wg_shared_bytes(true)),
             Self::GemmWg128Tf32 => Some(GemmTile::LARGE.wg_shared_bytes(false)),

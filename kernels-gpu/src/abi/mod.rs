@@ -211,6 +211,23 @@ kernel_ids! {
     GemmTc64NTf32 => "gemm_tc64_n_tf32",
     /// `gemm_tile::gemm_tc64_k_tf32`: `gemm_tc64_k_f32` in TF32
     GemmTc64KTf32 => "gemm_tc64_k_tf32",
+    /// `gemm_tile::gemm_tc128_n_f16`: `gemm_tc128_n_f32` with operands rounded to f16 (one
+    /// `m16n8k16` product, f32 accumulation)
+    GemmTc128NF16 => "gemm_tc128_n_f16",
+    /// `gemm_tile::gemm_tc128_k_f16`: `gemm_tc128_k_f32` in f16
+    GemmTc128KF16 => "gemm_tc128_k_f16",
+    /// `gemm_tile::gemm_tc64_n_f16`: `gemm_tc64_n_f32` in f16
+    GemmTc64NF16 => "gemm_tc64_n_f16",
+    /// `gemm_tile::gemm_tc64_k_f16`: `gemm_tc64_k_f32` in f16
+    GemmTc64KF16 => "gemm_tc64_k_f16",
+    /// `gemm_tile::gemm_tc128_n_bf16`: `gemm_tc128_n_f32` with operands rounded to bf16
+    GemmTc128NBf16 => "gemm_tc128_n_bf16",
+    /// `gemm_tile::gemm_tc128_k_bf16`: `gemm_tc128_k_f32` in bf16
+    GemmTc128KBf16 => "gemm_tc128_k_bf16",
+    /// `gemm_tile::gemm_tc64_n_bf16`: `gemm_tc64_n_f32` in bf16
+    GemmTc64NBf16 => "gemm_tc64_n_bf16",
+    /// `gemm_tile::gemm_tc64_k_bf16`: `gemm_tc64_k_f32` in bf16
+    GemmTc64KBf16 => "gemm_tc64_k_bf16",
     /// `gemm_wg::gemm_wg128_f32`: f32 GEMM on the Hopper tensor cores through `wgmma` (3xTF32),
     /// 128 x 128 block tiles, B a weight packed at plan time (`gemm_wg_packed_len`); optional
     /// program epilogue. Hopper flavour only (traps on the portable one)

@@ -281,10 +281,11 @@ pub(super) fn wg_launch(p: &ConvParams, o: &PlanOptions) -> Option<WgConv> {
         return None;
     }
     use KernelId as K;
+    // (No half-precision convolution entry yet: f16 and bf16 plans convolve in f32.)
     let kernel = match (tile.n, o.precision) {
-        (128, Precision::Exact) => K::ConvWg128F32,
-        (64, Precision::Exact) => K::ConvWg64F32,
-        (_, Precision::Exact) => K::ConvWg32F32,
+        (128, Precision::Exact | Precision::F16 | Precision::Bf16) => K::ConvWg128F32,
+        (64, Precision::Exact | Precision::F16 | Precision::Bf16) => K::ConvWg64F32,
+        (_, Precision::Exact | Precision::F16 | Precision::Bf16) => K::ConvWg32F32,
         (128, Precision::Tf32) => K::ConvWg128Tf32,
         (64, Precision::Tf32) => K::ConvWg64Tf32,
         (_, Precision::Tf32) => K::ConvWg32Tf32,

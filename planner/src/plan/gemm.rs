@@ -187,14 +187,19 @@ pub(super) fn tile_launch(p: &GemmParams, o: &PlanOptions) -> Option<TileLaunch>
         (p.k.div_ceil(chunk), chunk)
     };
     use KernelId as K;
-    // The entry for the tile and B's contiguous axis: exact, or TF32.
-    let [exact, tf32] = match (tile == GemmTile::LARGE, b_n) {
-        (true, true) => [K::GemmTc128NF32, K::GemmTc128NTf32],
-        (true, false) => [K::GemmTc128KF32, K::GemmTc128KTf32],
-        (false, true) => [K::GemmTc64NF32, K::GemmTc64NTf32],
-        (false, false) => [K::GemmTc64KF32, K::GemmTc64KTf32],
+    // The entry for the tile and B's contiguous axis, by precision.
+    let [exact, tf32, f16, bf16] = match (tile == GemmTile::LARGE, b_n) {
+        (true, true) => [K::GemmTc128NF32, K::GemmTc128NTf32, K::GemmTc128NF16, K::GemmTc128NBf16],
+        (true, false) => [K::GemmTc128KF32, K::GemmTc128KTf32, K::GemmTc128KF16, K::GemmTc128KBf16],
+        (false, true) => [K::GemmTc64NF32, K::GemmTc64NTf32, K::GemmTc64NF16, K::GemmTc64NBf16],
+        (false, false) => [K::GemmTc64KF32, K::GemmTc64KTf32, K::GemmTc64KF16, K::GemmTc64KBf16],
     };
-    let kernel = if o.precision == Precision::Tf32 { tf32 } else { exact };
+    let kernel = match o.precision {
+        Precision::Exact => exact,
+        Precision::Tf32 => tf32,
+        Precision::F16 => f16,
+        Precision::Bf16 => bf16,
+    };
     let grid = [p.n.div_ceil(tile.n), p.m.div_ceil(tile.m), p.batch * splits];
     Some(TileLaunch { kernel, tile, grid, splits, k_chunk })
 }

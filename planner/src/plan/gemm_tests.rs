@@ -196,13 +196,22 @@ fn the_precision_picks_the_tile_entries_and_is_recorded_in_the_plan() {
     for v in [y, yt, z] {
         g.output(v);
     }
-    for (precision, suffix) in [(Precision::Exact, "f32"), (Precision::Tf32, "tf32")] {
+    for (precision, suffix) in [
+        (Precision::Exact, "f32"),
+        (Precision::Tf32, "tf32"),
+        (Precision::F16, "f16"),
+        (Precision::Bf16, "bf16"),
+    ] {
         // Without wgmma the `mma.sync` tiles (B read as stored), with it (the Hopper default)
-        // their `wgmma` twins on the packed weights.
-        for (wgmma_gemm, want) in [
-            (false, [format!("gemm_tc128_n_{suffix}"), format!("gemm_tc128_k_{suffix}")]),
-            (true, [format!("gemm_wg128_{suffix}"), format!("gemm_wg128_{suffix}")]),
-        ] {
+        // their `wgmma` twins on the packed weights; f16 and bf16 have no `wgmma` entries and
+        // keep the tiles.
+        let tiles = [format!("gemm_tc128_n_{suffix}"), format!("gemm_tc128_k_{suffix}")];
+        let wg = if precision.has_wgmma() {
+            [format!("gemm_wg128_{suffix}"), format!("gemm_wg128_{suffix}")]
+        } else {
+            tiles.clone()
+        };
+        for (wgmma_gemm, want) in [(false, tiles), (true, wg)] {
             let o = PlanOptions { precision, wgmma_gemm, ..PlanOptions::default() };
             let plan = crate::plan::compile(&g, &crate::Binding::new(), &o).unwrap();
             assert_eq!(plan.precision, precision);
@@ -356,4 +365,68 @@ fn operand_views_reshaped_and_batches_of_two_levels() {
     // Three levels do not walk.
     let a = operand_view(&[2, 3, 5, 4, 4], Some(&[20, 160, 4, 40, 1]), true);
     assert!(matmul_params(a, operand_view(&[2, 3, 5, 4, 4], None, false), None).is_err());
+}
+
+/// An f16 / bf16 model's GEMMs take the precision of its type (`PlanOptions::narrow_gemms`): the
+/// plan records it and names the tiles' `_f16` / `_bf16` entries; a chosen precision, the switch
+/// off, or a GEMM of f32 operands keeps the plan as it was.
+#[test]
+fn a_narrow_models_gemms_multiply_in_its_type() {
+    use crate::plan::{Precision, Step};
+    use crate::tensor_info::{DType, Dim};
+    use crate::{ConstTensor, Graph};
+    // x [4096, 256] · w [256, 1024] in `dtype`; `wide`: both cast to f32 first.
+    let model = |dtype: DType, wide: bool| {
+        let mut g = Graph::new();
+        let x = g.input("x", dtype, vec![Dim::Known(4096), Dim::Known(256)]);
+        let data: Vec<f64> = (0..256 * 1024).map(|i| ((i % 7) as f64 - 3.0) / 8.0).collect();
+        let w = g.initializer("w", ConstTensor::from_f64s(dtype, &[256, 1024], &data).unwrap());
+        let (x, w) = if wide {
+            let up = |g: &mut Graph, v| g.op1(Op::Cast(crate::op::Cast::to(DType::F32)), &[v]);
+            (up(&mut g, x), up(&mut g, w))
+        } else {
+            (x, w)
+        };
+        let y = g.matmul(x, w);
+        g.output(y);
+        g
+    };
+    let gemm_kernels = |plan: &crate::plan::Plan| -> Vec<&'static str> {
+        (plan.steps.iter())
+            .filter_map(|s| match s {
+                Step::Kernel { kernel, .. } if kernel.symbol().starts_with("gemm") => Some(kernel.symbol()),
+                _ => None,
+            })
+            .collect()
+    };
+    for (dtype, precision, suffix) in
+        [(DType::F16, Precision::F16, "_f16"), (DType::BF16, Precision::Bf16, "_bf16")]
+    {
+        let plan =
+            crate::plan::compile(&model(dtype, false), &crate::Binding::new(), &PlanOptions::default())
+                .unwrap();
+        assert_eq!(plan.precision, precision, "{plan}");
+        let kernels = gemm_kernels(&plan);
+        assert!(
+            kernels.len() == 1 && kernels[0].starts_with("gemm_tc128") && kernels[0].ends_with(suffix),
+            "{plan}"
+        );
+        assert!(
+            plan.lifted.iter().any(|l| l.starts_with(&format!("GEMMs in {precision}"))),
+            "{:?}",
+            plan.lifted
+        );
+        // Switched off, or another precision chosen: as asked.
+        for (o, want) in [
+            (PlanOptions { narrow_gemms: false, ..PlanOptions::default() }, Precision::Exact),
+            (PlanOptions { precision: Precision::Tf32, ..PlanOptions::default() }, Precision::Tf32),
+        ] {
+            let plan = crate::plan::compile(&model(dtype, false), &crate::Binding::new(), &o).unwrap();
+            assert_eq!(plan.precision, want, "{plan}");
+        }
+        // The operands cast up to f32 first: the model multiplies f32.
+        let plan = crate::plan::compile(&model(dtype, true), &crate::Binding::new(), &PlanOptions::default())
+            .unwrap();
+        assert_eq!(plan.precision, Precision::Exact, "{plan}");
+    }
 }

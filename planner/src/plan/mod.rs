@@ -154,6 +154,11 @@ pub struct PlanOptions {
     pub skip_hidden_keys: bool,
     /// How the tensor-core GEMMs form their products ([`Precision`]).
     pub precision: Precision,
+    /// A graph widened from f16 / bf16 whose MatMul / Gemm operands all have one of those types
+    /// (`widen::Widened::gemms`) plans its GEMMs in that precision when `precision` is the
+    /// default exact (default on): the model asks for products of f16 / bf16 operands, and the
+    /// plan records the precision it took.
+    pub narrow_gemms: bool,
     /// Compute graphs with f16 / bf16 values in f32 (`widen.rs`; default on); off, the nodes
     /// without an f16 / bf16 kernel of their own are refused by name.
     pub widen_narrow_floats: bool,
@@ -197,6 +202,7 @@ impl Default for PlanOptions {
             tensor_core_attention: true,
             skip_hidden_keys: true,
             precision: Precision::Exact,
+            narrow_gemms: true,
             widen_narrow_floats: true,
             activation_tolerance: epilogue::F32_ACTIVATION_TOLERANCE,
             hoist_constants: true,
@@ -382,7 +388,7 @@ pub struct Plan {
 /// itself when there are none. The CPU reference computes both alike, which is how the expansions
 /// are tested.
 pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
-    let widened = widen::run(graph)?.map(|(g, ..)| g);
+    let widened = widen::run(graph)?.map(|w| w.graph);
     let graph = widened.as_ref().unwrap_or(graph);
     let g = contract::run(graph).unwrap_or_else(|| graph.clone());
     let g = decompose::run(&g)?.unwrap_or(g);
@@ -474,15 +480,33 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     // f16 / bf16 values computed in f32, until kernels take them natively.
     let widening = if options.widen_narrow_floats { widen::run(&folded)? } else { None };
     let (folded, widened, options) = match widening {
-        Some((g, line, narrow)) => {
+        Some(w) => {
             // (A caller who tightened the tolerance keeps it.)
             let loose = options.activation_tolerance >= epilogue::F32_ACTIVATION_TOLERANCE;
             let tolerance = if loose {
-                options.activation_tolerance.max(widen::rounding(narrow))
+                options.activation_tolerance.max(widen::rounding(w.coarsest))
             } else {
                 options.activation_tolerance
             };
-            (g, Some(line), &PlanOptions { activation_tolerance: tolerance, ..*options })
+            // An f16 / bf16 model's GEMMs multiply in its type, as it asks (unless the caller
+            // chose a precision or switched this off).
+            let narrow = match w.gemms {
+                Some(DType::F16) => Some(Precision::F16),
+                Some(DType::BF16) => Some(Precision::Bf16),
+                _ => None,
+            };
+            let precision = match narrow {
+                Some(p) if options.narrow_gemms && options.precision == Precision::Exact => p,
+                _ => options.precision,
+            };
+            let mut lines = vec![w.line];
+            if precision != options.precision {
+                lines.push(format!(
+                    "GEMMs in {precision}: every MatMul / Gemm operand of the model is {precision} \
+                     (the large-tile tensor-core products round to it, f32 accumulation)"
+                ));
+            }
+            (w.graph, Some(lines), &PlanOptions { activation_tolerance: tolerance, precision, ..*options })
         }
         None => (folded, None, options),
     };
@@ -497,7 +521,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     logic::native_dtypes(&bound, &infos)?;
     // Exporter patterns as the operators they spell (before fusion would split them up).
     let (bound, infos, mut lifted) = lifts(bound, infos)?;
-    lifted.splice(0..0, widened);
+    lifted.splice(0..0, widened.into_iter().flatten());
     let canonical = canon::run(&bound, &infos);
     let (bound, infos) = reinferred((bound, infos), canonical)?;
     // Q, K and V projections of one value as one GEMM, read by the attention through a Split.

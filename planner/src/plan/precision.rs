@@ -7,9 +7,11 @@ use serde::{Deserialize, Serialize};
 
 /// The precision of a plan's tensor-core products (`PlanOptions::precision`, `Plan::precision`).
 /// It selects the large-tile GEMM entries (`gemm_tc128_*` / `gemm_tc64_*`: `_f32` exact, `_tf32`
-/// TF32); every other kernel computes in f32 whatever it is: the CUDA-core ones (small GEMMs,
-/// convolutions, the batch-1 MLP) and, for now, the small-`m` tensor-core GEMMs (`gemm_tc_*`) and
-/// the tensor-core attention, whose TF32 entries are not built yet.
+/// TF32, `_f16` and `_bf16`) and, exact or TF32, the `wgmma` ones and the convolutions'; every
+/// other kernel computes in f32 whatever it is: the CUDA-core ones (small GEMMs, the batch-1 MLP)
+/// and, for now, the small-`m` tensor-core GEMMs (`gemm_tc_*`) and the tensor-core attention,
+/// whose reduced-precision entries are not built yet. In f16 and bf16 the large GEMMs run on the
+/// `mma.sync` tiles (there is no half-precision `wgmma` entry yet) and the convolutions in f32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum Precision {
     /// f32 accuracy (the default): each operand split into a TF32 part and its TF32 remainder,
@@ -20,17 +22,33 @@ pub enum Precision {
     /// accumulation: what cuBLAS and PyTorch (`allow_tf32`) call TF32; a relative error near
     /// 2^-11 per product.
     Tf32,
+    /// Operands rounded to f16 (to nearest even), one product, f32 accumulation: a relative error
+    /// near 2^-11 per product, and operands beyond f16's range (65504) become infinite.
+    F16,
+    /// Operands rounded to bf16 (to nearest even), one product, f32 accumulation: f32's range, a
+    /// relative error near 2^-8 per product.
+    Bf16,
+}
+
+impl Precision {
+    /// Whether the `wgmma` GEMMs and the convolutions have entries of this precision (exact and
+    /// TF32); in the others the large GEMMs take the `mma.sync` tiles and convolutions stay f32.
+    pub fn has_wgmma(self) -> bool {
+        matches!(self, Precision::Exact | Precision::Tf32)
+    }
 }
 
 impl Precision {
     /// Every precision, in the order `--precision` lists them.
-    pub const ALL: [Precision; 2] = [Precision::Exact, Precision::Tf32];
+    pub const ALL: [Precision; 4] = [Precision::Exact, Precision::Tf32, Precision::F16, Precision::Bf16];
 
     /// The name `--precision` takes.
     pub fn name(self) -> &'static str {
         match self {
             Precision::Exact => "exact",
             Precision::Tf32 => "tf32",
+            Precision::F16 => "f16",
+            Precision::Bf16 => "bf16",
         }
     }
 }
@@ -49,9 +67,7 @@ impl FromStr for Precision {
             return Ok(p);
         }
         let known: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
-        let later =
-            if matches!(s, "bf16" | "f16") { " (bf16 and f16 products are not implemented yet)" } else { "" };
-        Err(format!("unknown precision `{s}`{later}; known: {}", known.join(", ")))
+        Err(format!("unknown precision `{s}`; known: {}", known.join(", ")))
     }
 }
 
@@ -65,8 +81,7 @@ mod tests {
             assert_eq!(p.name().parse::<Precision>(), Ok(p));
         }
         assert_eq!(Precision::default(), Precision::Exact);
-        let e = "bf16".parse::<Precision>().unwrap_err();
-        assert!(e.contains("`bf16`") && e.contains("not implemented") && e.contains("exact, tf32"), "{e}");
-        assert!("fp64".parse::<Precision>().unwrap_err().contains("`fp64`"));
+        let e = "fp64".parse::<Precision>().unwrap_err();
+        assert!(e.contains("`fp64`") && e.contains("exact, tf32, f16, bf16"), "{e}");
     }
 }

@@ -199,7 +199,8 @@ fn pack_conv_node(
     super::conv::wg_launch(&p, o)?;
     let w = node.inputs.get(1).copied().flatten()?;
     let c = g.initializers.get(&w).filter(|c| c.dtype == DType::F32)?;
-    let bits = pack_conv(&f32s(&c.bytes), &p, o.precision == Precision::Exact)?;
+    // (Every precision but TF32 convolves exactly, in two planes.)
+    let bits = pack_conv(&f32s(&c.bytes), &p, o.precision != Precision::Tf32)?;
     Some((format!("{}/conv-packed", values[w.index()].name), bits))
 }
 
@@ -243,7 +244,7 @@ fn packable(g: &Graph, p: &GemmParams, b: ValueId) -> bool {
 /// Hopper flavour): it takes a large-tile kernel ([`tile_launch`]), B is an f32 weight, one for
 /// the whole batch, and k is not empty.
 pub(super) fn takes_wg_packed(g: &Graph, p: &GemmParams, b: ValueId, o: &PlanOptions) -> bool {
-    o.wgmma_gemm && packable(g, p, b) && tile_launch(p, o).is_some()
+    o.wgmma_gemm && o.precision.has_wgmma() && packable(g, p, b) && tile_launch(p, o).is_some()
 }
 
 /// Little-endian f32 bytes as values.

@@ -41,9 +41,23 @@ pub(crate) fn rounding(d: DType) -> f32 {
     }
 }
 
-/// `graph` with its f16 / bf16 values widened to f32, a line saying so, and the coarser of the
-/// two dtypes it had; `None` when it has none (or cannot be widened, see the module docs).
-pub(crate) fn run(graph: &Graph) -> Result<Option<(Graph, String, DType)>, PlanError> {
+/// A graph widened from f16 / bf16 ([`run`]).
+pub(crate) struct Widened {
+    /// The graph, computed in f32.
+    pub graph: Graph,
+    /// A line saying what was widened.
+    pub line: String,
+    /// The coarser of the two narrow dtypes it had.
+    pub coarsest: DType,
+    /// The narrow dtype of every MatMul / Gemm operand (A and B) when they all have the same one
+    /// (an f16 or bf16 model's projections): its GEMMs may multiply in that type
+    /// (`PlanOptions::narrow_gemms`), which is what the model asks for.
+    pub gemms: Option<DType>,
+}
+
+/// `graph` with its f16 / bf16 values widened to f32 ([`Widened`]); `None` when it has none (or
+/// cannot be widened, see the module docs).
+pub(crate) fn run(graph: &Graph) -> Result<Option<Widened>, PlanError> {
     // Narrow values start at a narrow input, weight, declared value or attribute: without one,
     // no shape inference is spent here (every f32 plan comes this way).
     let declared = graph.values.iter().any(|v| v.info.as_ref().is_some_and(|i| narrow(i.dtype)));
@@ -144,7 +158,16 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<(Graph, String, DType)>, PlanE
         "{widened} float16 / bfloat16 value(s) computed in float32 (no GPU kernels for them yet): \
          weights widened when planned, inputs cast up and outputs cast down on the GPU"
     );
-    Ok(Some((g, line, coarsest)))
+    // The one narrow dtype of every GEMM operand, if there is one.
+    let mut operand_dtypes = (graph.nodes.iter())
+        .filter(|n| matches!(n.op, Op::MatMul | Op::Gemm(_)))
+        .flat_map(|n| n.inputs.iter().take(2))
+        .map(|v| v.map(|v| infos[v.index()].dtype));
+    let gemms = match operand_dtypes.next() {
+        Some(Some(d)) if narrow(d) && operand_dtypes.all(|o| o == Some(d)) => Some(d),
+        _ => None,
+    };
+    Ok(Some(Widened { graph: g, line, coarsest, gemms }))
 }
 
 /// The narrow float a `Cast` / `CastLike` node makes when it rounds: its result is f16 / bf16
@@ -217,8 +240,10 @@ mod tests {
         let h = g.op1(Op::Cast(op::Cast::to(DType::BF16)), &[y]);
         let r = g.op1(Op::Relu, &[h]);
         g.output(r);
-        let (wide, line, coarsest) = run(&g).unwrap().expect("widened");
+        let Widened { graph: wide, line, coarsest, gemms } = run(&g).unwrap().expect("widened");
         assert_eq!(coarsest, DType::BF16);
+        // The one MatMul multiplies f16 by f16.
+        assert_eq!(gemms, Some(DType::F16));
         assert!(line.starts_with("5 float16 / bfloat16 value(s)"), "{line}");
         let infos = shape_infer::infer(&wide).unwrap();
         assert_eq!(infos[x.index()].dtype, DType::F16);
@@ -249,7 +274,7 @@ mod tests {
         let like = g.op1(Op::CastLike(op::CastLike::default()), &[x, same]);
         let y = g.op1(Op::Cast(op::Cast::to(DType::F32)), &[like]);
         g.output(y);
-        let (wide, ..) = run(&g).unwrap().expect("widened");
+        let wide = run(&g).unwrap().expect("widened").graph;
         let casts: Vec<DType> = (wide.nodes.iter())
             .filter_map(|n| match &n.op {
                 Op::Cast(c) => Some(c.to),
@@ -271,7 +296,7 @@ mod tests {
         let r = g.op1(Op::Relu, &[x]);
         g.output(r);
         g.output(r);
-        let (wide, ..) = run(&g).unwrap().expect("widened");
+        let wide = run(&g).unwrap().expect("widened").graph;
         assert_eq!(wide.nodes.iter().filter(|n| matches!(n.op, Op::Cast(_))).count(), 2);
     }
 
