@@ -135,9 +135,9 @@ fn unknown_or_malformed_session_options_are_named() {
     assert!(e.contains("true or false"), "{e}");
     let e = crate::cli_fails(&["run", "--set", "cuda_graph"]);
     assert!(e.contains("NAME=true"), "{e}");
-    // Precisions: the known ones listed; bf16 and f16 named as not implemented yet.
-    let e = crate::cli_fails(&["run", "--precision", "bf16"]);
-    assert!(e.contains("bf16") && e.contains("not implemented") && e.contains("exact, tf32"), "{e}");
+    // Precisions: an unknown one named, the known ones listed.
+    let e = crate::cli_fails(&["run", "--precision", "fp4"]);
+    assert!(e.contains("`fp4`") && e.contains("exact, tf32, f16, bf16"), "{e}");
     let e = crate::cli_fails(&["inspect", "x.onnx", "--precision", "fp8"]);
     assert!(e.contains("fp8") && e.contains("exact, tf32"), "{e}");
 }

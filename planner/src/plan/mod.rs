@@ -25,6 +25,7 @@ mod clip_tests;
 mod contract;
 mod conv;
 mod conv_lift;
+mod dead;
 mod decompose;
 mod display;
 mod elementwise;
@@ -742,6 +743,9 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
             steps.push(Step::Copy { node, src: o, dst: o, bytes });
         }
     }
+    // Steps whose results nothing reads (a Split's unread parts).
+    let aliases: Vec<(ValueId, ValueId)> = memory.views.iter().chain(&memory.in_place).copied().collect();
+    let (steps, hoisted_steps) = dead::drop(steps, hoisted_steps, &fused.outputs, &aliases, values.len());
     let mut read = vec![false; values.len()];
     for step in &steps {
         if let Step::Kernel { args, .. } = step {
