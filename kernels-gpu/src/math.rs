@@ -400,6 +400,32 @@ pub fn f32_to_bf16(x: f32) -> u16 {
     (u.wrapping_add(0x7fff + ((u >> 16) & 1)) >> 16) as u16
 }
 
+/// The centred integer of an 8-bit QuantizeLinear of `x` at scale `s`
+/// ([`crate::abi::ew_extra::QUANTIZE`], `aux` as [`crate::abi::quantize_aux`] packs it): the
+/// spelled-out ops `x / s`, round to nearest even, `+ z`, `max(lo)`, `min(hi)`, `- z`, each as
+/// its own instruction computes it, so the same bits (NaN and signed zeros included).
+#[inline(always)]
+pub fn quantize_centred(x: f32, s: f32, aux: u32) -> f32 {
+    let z = aux as u16 as i16 as f32;
+    let (lo, hi) = if aux >> 16 & 1 != 0 { (0.0, 255.0) } else { (-128.0, 127.0) };
+    let has_z = aux >> 17 & 1 != 0;
+    let r = rint_f32(div(x, s));
+    let r = if has_z { add(r, z) } else { r };
+    let c = min(max(r, lo), hi);
+    if has_z { sub(c, z) } else { c }
+}
+
+/// Instruction `ins` of an elementwise program on operands `a` and `b`: [`ew_op`], or
+/// [`quantize_centred`] for the op that also reads [`crate::abi::EwInstr::aux`]. What the
+/// planner evaluates programs with on the host.
+pub fn ew_instr(ins: &crate::abi::EwInstr, a: f32, b: f32) -> f32 {
+    if ins.op == crate::abi::ew_extra::QUANTIZE {
+        quantize_centred(a, b, ins.aux)
+    } else {
+        ew_op(ins.op, a, b, ins.imm)
+    }
+}
+
 // Rounding to integers: `cvt` on the device, `libm` on the host (both exact).
 #[cfg(target_arch = "nvptx64")]
 use crate::intrinsics::{ceil_f32, floor_f32, rint_f32};

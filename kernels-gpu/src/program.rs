@@ -72,7 +72,14 @@ impl EwState {
         let (a, b) = (self.src(ins.a, ins), self.src(ins.b, ins));
         // The arithmetic ops inline (a residual or bias add, a scale): no call. The same
         // functions as `math::ew_op`'s, so the results are the same bits.
-        let v = if ARITH || ins.op <= 3 { arith(ins.op, a, b) } else { math::ew_op(ins.op, a, b, ins.imm) };
+        let v = if ARITH || ins.op <= 3 {
+            arith(ins.op, a, b)
+        } else if ins.op == crate::abi::ew_extra::QUANTIZE {
+            // Inline: a QDQ model quantizes after nearly every op.
+            math::quantize_centred(a, b, ins.aux)
+        } else {
+            math::ew_op(ins.op, a, b, ins.imm)
+        };
         self.set(ins.dst, v);
     }
 

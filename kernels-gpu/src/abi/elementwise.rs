@@ -207,8 +207,17 @@ pub struct EwInstr {
     pub b: u32,
     /// Immediate operand (a folded scalar constant, or LeakyRelu's slope).
     pub imm: f32,
-    /// Explicit padding; always 0.
-    pub _pad: u32,
+    /// The constants of an op that takes more than `imm` ([`ew_extra::QUANTIZE`]:
+    /// [`quantize_aux`]); 0 for the others.
+    pub aux: u32,
+}
+
+/// The [`EwInstr::aux`] of a [`ew_extra::QUANTIZE`] instruction: the zero point `z` in bits
+/// 0..16 (as i16), bit 16 set for an unsigned 8-bit integer (`[0, 255]`, else `[-128, 127]`),
+/// bit 17 set when the zero point is added and taken off (a QuantizeLinear with one; without,
+/// `z` is 0 and neither happens).
+pub const fn quantize_aux(z: i16, unsigned: bool, has_zero_point: bool) -> u32 {
+    (z as u16 as u32) | (unsigned as u32) << 16 | (has_zero_point as u32) << 17
 }
 
 /// Whether the first `n` instructions of a program use only the arithmetic ops (add, sub, mul,
@@ -312,6 +321,12 @@ pub mod ew_extra {
     /// `fmod(x, b)`: the remainder of `x / b` truncated toward zero, with `x`'s sign, exact (Mod
     /// with `fmod = 1`; a binary instruction)
     pub const FMOD: u32 = 54;
+    /// `clip(round(x / b) + z, lo, hi) - z`, `round` to nearest even: the integer an 8-bit
+    /// QuantizeLinear of scale `b` and zero point `z` makes, less `z` (the centred integer a QDQ
+    /// pair's dequantization scales; a binary instruction, `z` and the range in
+    /// [`super::EwInstr::aux`], [`super::quantize_aux`]). The ops it stands for, in their order
+    /// (`kernels_gpu::math::quantize_centred`): the same bits as their instructions one by one.
+    pub const QUANTIZE: u32 = 55;
 }
 
 /// Parameters of `program::ew_program_f32`: a fused chain of f32 elementwise ops. For each
@@ -345,7 +360,7 @@ pub struct EwProgramParams {
 unsafe impl Params for BinaryParams {}
 // SAFETY: #[repr(C)], u64 then f32 and an explicit `_pad`.
 unsafe impl Params for UnaryParams {}
-// SAFETY: #[repr(C)], four u32 then an f32 and an explicit `_pad`: 24 bytes, no padding.
+// SAFETY: #[repr(C)], four u32, an f32 and a u32: 24 bytes, no padding.
 unsafe impl Params for EwInstr {}
 // SAFETY: #[repr(C)], u64, four u32, u64 arrays, then 24-byte instructions: no padding.
 unsafe impl Params for EwProgramParams {}

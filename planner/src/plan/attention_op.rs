@@ -74,7 +74,7 @@ fn score_program(scale: f32, softcap: f32, masked: bool) -> (Vec<EwInstr>, u32) 
     let mut instrs = Vec::new();
     let mut cur = ew_src::INPUT0;
     let mut push = |op: u32, a: u32, b: u32, imm: f32| {
-        instrs.push(EwInstr { op, dst: 0, a, b, imm, _pad: 0 });
+        instrs.push(EwInstr { op, dst: 0, a, b, imm, aux: 0 });
         0
     };
     if scale != 1.0 {

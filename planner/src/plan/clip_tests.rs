@@ -27,8 +27,7 @@ fn eval(program: &EwProgram, inputs: &[f32]) -> f32 {
         _ => imm,
     };
     for i in &program.instrs {
-        regs[i.dst as usize] =
-            kernels_gpu::math::ew_op(i.op, src(&regs, i.a, i.imm), src(&regs, i.b, i.imm), i.imm);
+        regs[i.dst as usize] = kernels_gpu::math::ew_instr(i, src(&regs, i.a, i.imm), src(&regs, i.b, i.imm));
     }
     src(&regs, program.out_reg, 0.0)
 }

@@ -60,7 +60,7 @@ pub(super) fn as_activation(program: &EwProgram, tolerance: f32) -> Option<Activ
             _ => imm,
         };
         for i in &program.instrs {
-            let v = math::ew_op(i.op, src(&regs, i.a, i.imm), src(&regs, i.b, i.imm), i.imm);
+            let v = math::ew_instr(i, src(&regs, i.a, i.imm), src(&regs, i.b, i.imm));
             *regs.get_mut(i.dst as usize)? = v;
         }
         Some(src(&regs, program.out_reg, 0.0))

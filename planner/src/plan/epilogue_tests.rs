@@ -140,7 +140,7 @@ fn spelled_out_activations_are_recognized_and_others_are_not() {
         Activation, EwInstr,
         ew_src::{IMM, INPUT0},
     };
-    let ins = |op: u32, dst: u32, a: u32, b: u32, imm: f32| EwInstr { op, dst, a, b, imm, _pad: 0 };
+    let ins = |op: u32, dst: u32, a: u32, b: u32, imm: f32| EwInstr { op, dst, a, b, imm, aux: 0 };
     let program = |instrs: Vec<EwInstr>, out_reg| super::fuse::EwProgram { instrs, out_reg };
     // x * sigmoid(x): SiLU; sigmoid alone; 0.5 x (1 + erf(x / sqrt 2)): GELU-erf.
     let silu = program(vec![ins(18, 0, INPUT0, 0, 0.0), ins(2, 0, INPUT0, 0, 0.0)], 0);
@@ -375,7 +375,7 @@ fn loosened_tolerances_apply_to_narrow_constants_only_and_stop_short_of_other_fu
         Activation, EwInstr,
         ew_src::{IMM, INPUT0},
     };
-    let ins = |op: u32, dst: u32, a: u32, b: u32, imm: f32| EwInstr { op, dst, a, b, imm, _pad: 0 };
+    let ins = |op: u32, dst: u32, a: u32, b: u32, imm: f32| EwInstr { op, dst, a, b, imm, aux: 0 };
     let bf = |v: f32| half::bf16::from_f32(v).to_f32();
     // x · sigmoid(k x), k = 1.702 rounded to bf16 (Mul by an immediate = op 2, Sigmoid = 18).
     let quick = super::fuse::EwProgram {

@@ -60,7 +60,7 @@ pub(super) enum Variadic {
 }
 
 fn instr(op: u32, dst: u32, a: u32, b: u32, imm: f32) -> EwInstr {
-    EwInstr { op, dst, a, b, imm, _pad: 0 }
+    EwInstr { op, dst, a, b, imm, aux: 0 }
 }
 
 /// The programs of a variadic op over `n` inputs: each folds up to [`EW_MAX_INPUTS`] operands

@@ -50,6 +50,8 @@ mod norm;
 mod norm_gemm;
 mod norm_lift;
 mod precision;
+#[cfg(test)]
+mod quantize_tests;
 mod recurrent;
 mod reduce;
 mod reroll;

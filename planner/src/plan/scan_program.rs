@@ -188,7 +188,7 @@ fn compile(body: &Graph, input_shapes: &[Vec<usize>]) -> Result<Program, String>
                     return Err(format!("body node {label}: two different constant operands"));
                 }
                 let imm = if a == SCAN_PROG_REGS { x } else { y };
-                instrs.push(EwInstr { op, dst, a, b, imm, _pad: 0 });
+                instrs.push(EwInstr { op, dst, a, b, imm, aux: 0 });
             }
             EwNode::Chain(steps) => {
                 let Some(&Slot::Reg(mut a)) = in_slots.first() else {
@@ -206,7 +206,7 @@ fn compile(body: &Graph, input_shapes: &[Vec<usize>]) -> Result<Program, String>
                             }
                         }
                     };
-                    instrs.push(EwInstr { op, dst, a, b, imm, _pad: 0 });
+                    instrs.push(EwInstr { op, dst, a, b, imm, aux: 0 });
                     a = dst;
                 }
             }

@@ -87,7 +87,7 @@ mod tests {
     use kernels_gpu::abi::ew_src::{IMM, INPUT0};
 
     fn instr(op: BinaryOp, dst: u32, a: u32, b: u32) -> EwInstr {
-        EwInstr { op: ew_binary_code(op), dst, a, b, imm: 0.125, _pad: 0 }
+        EwInstr { op: ew_binary_code(op), dst, a, b, imm: 0.125, aux: 0 }
     }
 
     /// GPT-2's score program: `x0 * imm + x1`.

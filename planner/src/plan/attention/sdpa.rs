@@ -70,7 +70,7 @@ pub(super) fn scaled_program(program: &EwProgram, scale: f32) -> Option<EwProgra
         return None;
     }
     let swap = |code: u32| if code == x0 { reg } else { code };
-    let mut instrs = vec![EwInstr { op: mul, dst: reg, a: x0, b: imm, imm: scale, _pad: 0 }];
+    let mut instrs = vec![EwInstr { op: mul, dst: reg, a: x0, b: imm, imm: scale, aux: 0 }];
     instrs.extend(p.instrs.iter().map(|i| EwInstr { a: swap(i.a), b: swap(i.b), ..*i }));
     Some(EwProgram { instrs, out_reg: swap(p.out_reg) })
 }
