@@ -63,8 +63,9 @@ pub struct SessionOptions {
     /// native f16 / bf16 kernels take them); off refuses the nodes without such kernels by name.
     pub widen_narrow_floats: bool,
     /// The GEMMs of an f16 / bf16 model (every MatMul / Gemm operand of that type) multiply in
-    /// its type on the large-tile tensor cores when `precision` is the default exact (default
-    /// on; `PlanOptions::narrow_gemms`).
+    /// its type on the large-tile tensor cores when `precision` is the default exact and the
+    /// device has no `wgmma` GEMMs (default on; on Hopper the exact `wgmma` entries are as fast
+    /// and more accurate; `PlanOptions::narrow_gemms`).
     pub narrow_gemms: bool,
     /// Skip the keys that an attention's causal mask hides (the ONNX `is_causal` flag, or a
     /// constant additive mask of `-inf` or the f32 minimum past a diagonal) instead of reading

@@ -367,9 +367,10 @@ fn operand_views_reshaped_and_batches_of_two_levels() {
     assert!(matmul_params(a, operand_view(&[2, 3, 5, 4, 4], None, false), None).is_err());
 }
 
-/// An f16 / bf16 model's GEMMs take the precision of its type (`PlanOptions::narrow_gemms`): the
-/// plan records it and names the tiles' `_f16` / `_bf16` entries; a chosen precision, the switch
-/// off, or a GEMM of f32 operands keeps the plan as it was.
+/// An f16 / bf16 model's GEMMs take the precision of its type without `wgmma`
+/// (`PlanOptions::narrow_gemms`): the plan records it and names the tiles' `_f16` / `_bf16`
+/// entries; a chosen precision, the switch off, `wgmma` GEMMs (exact: as fast, more accurate),
+/// or a GEMM of f32 operands keep the plan as it was.
 #[test]
 fn a_narrow_models_gemms_multiply_in_its_type() {
     use crate::plan::{Precision, Step};
@@ -399,12 +400,11 @@ fn a_narrow_models_gemms_multiply_in_its_type() {
             })
             .collect()
     };
+    let tiles = PlanOptions { wgmma_gemm: false, ..PlanOptions::default() };
     for (dtype, precision, suffix) in
         [(DType::F16, Precision::F16, "_f16"), (DType::BF16, Precision::Bf16, "_bf16")]
     {
-        let plan =
-            crate::plan::compile(&model(dtype, false), &crate::Binding::new(), &PlanOptions::default())
-                .unwrap();
+        let plan = crate::plan::compile(&model(dtype, false), &crate::Binding::new(), &tiles).unwrap();
         assert_eq!(plan.precision, precision, "{plan}");
         let kernels = gemm_kernels(&plan);
         assert!(
@@ -418,15 +418,15 @@ fn a_narrow_models_gemms_multiply_in_its_type() {
         );
         // Switched off, or another precision chosen: as asked.
         for (o, want) in [
-            (PlanOptions { narrow_gemms: false, ..PlanOptions::default() }, Precision::Exact),
-            (PlanOptions { precision: Precision::Tf32, ..PlanOptions::default() }, Precision::Tf32),
+            (PlanOptions { narrow_gemms: false, ..tiles }, Precision::Exact),
+            (PlanOptions { precision: Precision::Tf32, ..tiles }, Precision::Tf32),
+            (PlanOptions::default(), Precision::Exact),
         ] {
             let plan = crate::plan::compile(&model(dtype, false), &crate::Binding::new(), &o).unwrap();
             assert_eq!(plan.precision, want, "{plan}");
         }
         // The operands cast up to f32 first: the model multiplies f32.
-        let plan = crate::plan::compile(&model(dtype, true), &crate::Binding::new(), &PlanOptions::default())
-            .unwrap();
+        let plan = crate::plan::compile(&model(dtype, true), &crate::Binding::new(), &tiles).unwrap();
         assert_eq!(plan.precision, Precision::Exact, "{plan}");
     }
 }
