@@ -659,26 +659,20 @@ pub fn cvt_rn_half2<const BF16: bool>(lo: f32, hi: f32) -> u32 {
 #[inline(always)]
 pub fn mma_m16n8k16_half_f32<const BF16: bool>(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
     let (d0, d1, d2, d3): (f32, f32, f32, f32);
+    // The instruction for operand type `$t`.
+    macro_rules! mma {
+        ($t:literal) => {
+            asm!(concat!("mma.sync.aligned.m16n8k16.row.col.f32.", $t, ".", $t, ".f32 {{{d0}, {d1}, {d2}, {d3}}}, \
+                  {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};"),
+                 d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+                 a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+                 b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+                 c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+                 options(pure, nomem, nostack))
+        };
+    }
     // SAFETY: register-only tensor-core operation; every lane participates (contract above).
-    unsafe {
-        if BF16 {
-            asm!("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{d0}, {d1}, {d2}, {d3}}}, \
-                  {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
-                 d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
-                 a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
-                 b0 = in(reg32) b[0], b1 = in(reg32) b[1],
-                 c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
-                 options(pure, nomem, nostack))
-        } else {
-            asm!("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{d0}, {d1}, {d2}, {d3}}}, \
-                  {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
-                 d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
-                 a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
-                 b0 = in(reg32) b[0], b1 = in(reg32) b[1],
-                 c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
-                 options(pure, nomem, nostack))
-        }
-    };
+    unsafe { if BF16 { mma!("bf16") } else { mma!("f16") } };
     [d0, d1, d2, d3]
 }
 
