@@ -5,8 +5,10 @@
 //! or 32 x 32 tile of `mma.sync` m16n8k8 TF32 products in 3xTF32 (each operand split into a TF32
 //! part and its TF32 remainder, `small·big + big·small + big·big`: f32 accuracy, as in
 //! `gemm_tc.rs`, whose [`split`] this shares). The `_tf32` entries round the operands to TF32
-//! instead and form one product per tile (the session's `tf32` precision); each precision is an
-//! entry of its own, so that each compiles to its own register allocation.
+//! instead and form one product per tile (the session's `tf32` precision), the `_f16` / `_bf16`
+//! entries round them to f16 / bf16 and form one `m16n8k16` product per pair of k8 steps
+//! ([`k_tile`]); each precision is an entry of its own, so that each compiles to its own register
+//! allocation.
 //!
 //! Shared memory holds, per stage, the A tile `[BM][32]` (k contiguous) and the B tile, either
 //! `[32][BN]` (B's columns contiguous in memory: MatMul with a `[k, n]` weight) or `[BN][32]` (B's
