@@ -19,7 +19,7 @@ fn known(dims: &[usize]) -> Vec<Dim> {
 }
 
 /// `program` on the host for one element whose inputs are `inputs`, with the device's functions.
-fn eval(program: &EwProgram, inputs: &[f32]) -> f32 {
+pub(super) fn eval(program: &EwProgram, inputs: &[f32]) -> f32 {
     let mut regs = [0f32; EW_REGS as usize];
     let src = |regs: &[f32], s: u32, imm: f32| match s {
         s if s < ew_src::INPUT0 => regs[s as usize],

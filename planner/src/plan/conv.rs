@@ -9,7 +9,7 @@ use kernels_gpu::abi::{
     PoolParams,
 };
 
-use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Precision, Step, capped_grid};
+use super::{Arg, GRID_STRIDE_THREADS as THREADS, PlanOptions, PlannedValue, Step, capped_grid};
 use crate::graph::{NodeId, ValueId};
 use crate::op::{AutoPad, AveragePool, Conv, ConvTranspose, LpPool, MaxPool};
 use crate::tensor_info::DType;
@@ -281,14 +281,13 @@ pub(super) fn wg_launch(p: &ConvParams, o: &PlanOptions) -> Option<WgConv> {
         return None;
     }
     use KernelId as K;
-    // (No half-precision convolution entry yet: f16 and bf16 plans convolve in f32.)
-    let kernel = match (tile.n, o.precision) {
-        (128, Precision::Exact | Precision::F16 | Precision::Bf16) => K::ConvWg128F32,
-        (64, Precision::Exact | Precision::F16 | Precision::Bf16) => K::ConvWg64F32,
-        (_, Precision::Exact | Precision::F16 | Precision::Bf16) => K::ConvWg32F32,
-        (128, Precision::Tf32) => K::ConvWg128Tf32,
-        (64, Precision::Tf32) => K::ConvWg64Tf32,
-        (_, Precision::Tf32) => K::ConvWg32Tf32,
+    let kernel = match (tile.n, o.precision.tf32_convolutions()) {
+        (128, false) => K::ConvWg128F32,
+        (64, false) => K::ConvWg64F32,
+        (_, false) => K::ConvWg32F32,
+        (128, true) => K::ConvWg128Tf32,
+        (64, true) => K::ConvWg64Tf32,
+        (_, true) => K::ConvWg32Tf32,
     };
     let grid = [per_group.div_ceil(tile.n as u64) as u32, y as u32, (groups * splits) as u32];
     Some(WgConv { kernel, tile, grid, splits: splits as u32 })

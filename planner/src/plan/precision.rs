@@ -36,6 +36,13 @@ impl Precision {
     pub fn has_wgmma(self) -> bool {
         matches!(self, Precision::Exact | Precision::Tf32)
     }
+
+    /// Whether the `wgmma` convolutions run in TF32; in every other precision they run exact
+    /// (3xTF32, their weights packed in two planes): there are no half-precision convolution
+    /// entries yet. The entry (`conv::wg_launch`) and its packed weight (`tc_pack`) both follow it.
+    pub fn tf32_convolutions(self) -> bool {
+        self == Precision::Tf32
+    }
 }
 
 impl Precision {

@@ -2,25 +2,15 @@
 //! the same bits as the instructions they replace, and only where the sequence's registers are
 //! its own.
 
-use super::fuse::{compile_program, fold_quantize};
+use super::fuse::{EwProgram, compile_program, fold_quantize};
 use crate::op::{self, Op};
 use crate::tensor_info::{DType, Dim};
 use crate::{ConstTensor, Graph};
-use kernels_gpu::abi::{BinaryOp as B, EW_REGS, EwInstr, ew_binary_code as code, ew_extra, ew_src};
-use kernels_gpu::math;
+use kernels_gpu::abi::{BinaryOp as B, EwInstr, ew_binary_code as code, ew_extra, ew_src};
 
-/// The program on the host for one element `x` (input 0), by [`math::ew_instr`].
+/// The program of `instrs` (result in `out_reg`) on the host for one element `x` (input 0).
 fn eval(instrs: &[EwInstr], out_reg: u32, x: f32) -> f32 {
-    let mut regs = [0f32; EW_REGS as usize];
-    let src = |regs: &[f32], s: u32, imm: f32| match s {
-        s if s < ew_src::INPUT0 => regs[s as usize],
-        s if s < ew_src::IMM => x,
-        _ => imm,
-    };
-    for i in instrs {
-        regs[i.dst as usize] = math::ew_instr(i, src(&regs, i.a, i.imm), src(&regs, i.b, i.imm));
-    }
-    src(&regs, out_reg, 0.0)
+    super::clip_tests::eval(&EwProgram { instrs: instrs.to_vec(), out_reg }, &[x])
 }
 
 fn instr(op: u32, dst: u32, a: u32, b: u32, imm: f32) -> EwInstr {

@@ -199,8 +199,7 @@ fn pack_conv_node(
     super::conv::wg_launch(&p, o)?;
     let w = node.inputs.get(1).copied().flatten()?;
     let c = g.initializers.get(&w).filter(|c| c.dtype == DType::F32)?;
-    // (Every precision but TF32 convolves exactly, in two planes.)
-    let bits = pack_conv(&f32s(&c.bytes), &p, o.precision != Precision::Tf32)?;
+    let bits = pack_conv(&f32s(&c.bytes), &p, !o.precision.tf32_convolutions())?;
     Some((format!("{}/conv-packed", values[w.index()].name), bits))
 }
 
