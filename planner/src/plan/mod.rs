@@ -50,6 +50,7 @@ mod norm;
 mod norm_gemm;
 mod norm_lift;
 mod precision;
+mod quantize_fold;
 #[cfg(test)]
 mod quantize_tests;
 mod recurrent;

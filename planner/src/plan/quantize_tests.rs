@@ -1,8 +1,9 @@
-//! Spelled-out 8-bit quantizations folded into one program instruction (`fuse::fold_quantize`):
+//! Spelled-out 8-bit quantizations folded into one program instruction (`quantize_fold`):
 //! the same bits as the instructions they replace, and only where the sequence's registers are
 //! its own.
 
-use super::fuse::{EwProgram, compile_program, fold_quantize};
+use super::fuse::{EwProgram, compile_program};
+use super::quantize_fold::fold_quantize;
 use crate::op::{self, Op};
 use crate::tensor_info::{DType, Dim};
 use crate::{ConstTensor, Graph};
