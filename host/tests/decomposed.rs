@@ -670,3 +670,71 @@ fn quantize_dequantize_case(g: &Graph, feeds: &[(String, HostTensor)], what: &st
     assert_agree(what, &got[1..], &want[1..]);
     planner::plan::compile(&g, &planner::Binding::new(), &planner::plan::PlanOptions::default()).unwrap();
 }
+
+/// The kernels of `plan`'s steps with the values each reads and writes, and whether it is hoisted.
+fn kernel_steps(
+    plan: &planner::plan::Plan,
+) -> Vec<(kernels_gpu::abi::KernelId, Vec<planner::ValueId>, Vec<planner::ValueId>, bool)> {
+    (plan.steps.iter().enumerate())
+        .filter_map(|(i, st)| match st {
+            planner::plan::Step::Kernel { kernel, .. } => {
+                let (r, w) = st.reads_writes()?;
+                Some((*kernel, r, w, i < plan.hoisted))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Weights the model dequantizes (`selftest::dequantized_gemms_graph`, `dequantized_conv_graph`)
+/// are packed for the tensor cores on the device, in a hoisted step right after the one that
+/// dequantizes them: the `wgmma` GEMMs (m 4096) and convolution, and the small-m tensor-core
+/// GEMMs (m 64) read the packed values, never the dequantized ones, which die at
+/// the packing (only the packed values stay across runs); a GEMV (m 2) reads the dequantized
+/// weight itself and nothing is packed for it.
+#[test]
+fn dequantized_weights_are_packed_on_the_device_once_per_binding() {
+    use kernels_gpu::abi::KernelId as K;
+    let mut rng = Rng::new(0xd9ac);
+    let gemms = host::selftest::dequantized_gemms_graph(&mut rng);
+    let conv = host::selftest::dequantized_conv_graph(&mut rng);
+    let wgmma = |k: K| format!("{k:?}").starts_with("GemmWg") || format!("{k:?}").starts_with("ConvWg");
+    let tc = |k: K| format!("{k:?}").starts_with("GemmTcPacked");
+    for (what, g, symbol, size, packs, packed_readers) in [
+        ("m 4096", &gemms, "m", 4096, 2, [wgmma as fn(K) -> bool, wgmma].as_slice()),
+        ("m 64", &gemms, "m", 64, 2, [tc as fn(K) -> bool, tc].as_slice()),
+        ("m 2", &gemms, "m", 2, 0, [].as_slice()),
+        ("conv", &conv, "b", 8, 1, [wgmma as fn(K) -> bool].as_slice()),
+        ("conv b 1", &conv, "b", 1, 1, [wgmma as fn(K) -> bool].as_slice()),
+    ] {
+        let binding = planner::Binding::new().with(symbol, size);
+        let plan = planner::plan::compile(g, &binding, &planner::plan::PlanOptions::default())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let text = plan.to_string();
+        let steps = kernel_steps(&plan);
+        let pack_steps: Vec<_> = steps.iter().filter(|s| s.0 == K::PackWeightsF32).collect();
+        assert_eq!(pack_steps.len(), packs, "{what}:\n{text}");
+        let kept = plan.hoisted_results();
+        for (i, (_, reads, writes, hoisted)) in pack_steps.iter().enumerate() {
+            assert!(hoisted, "{what}: packing {i} is not hoisted:\n{text}");
+            let (source, packed) = (reads[0], writes[0]);
+            // The packed value is read by the GEMM / Conv the test expects, the source by no step
+            // after the packing, and only the packed value is kept across runs.
+            let readers: Vec<K> = steps.iter().filter(|s| s.1.contains(&packed)).map(|s| s.0).collect();
+            assert!(
+                readers.len() == 1 && packed_readers[i](readers[0]),
+                "{what}: packed value {i} read by {readers:?}:\n{text}"
+            );
+            let later = steps.iter().filter(|s| s.0 != K::PackWeightsF32 && s.1.contains(&source)).count();
+            assert_eq!(later, 0, "{what}: the dequantized weight {source} is still read:\n{text}");
+            assert!(kept.contains(&packed) && !kept.contains(&source), "{what}: kept {kept:?}:\n{text}");
+        }
+        if packs == 0 {
+            assert!(steps.iter().any(|s| s.0 == K::GemvF32 || s.0 == K::GemvProgramF32), "{what}:\n{text}");
+        }
+        // Switched off: nothing is packed.
+        let off = planner::plan::PlanOptions { pack_computed_weights: false, ..Default::default() };
+        let plan = planner::plan::compile(g, &binding, &off).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(kernel_steps(&plan).iter().all(|s| s.0 != K::PackWeightsF32), "{what} off:\n{plan}");
+    }
+}

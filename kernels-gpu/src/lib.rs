@@ -63,6 +63,8 @@ mod nms;
 #[cfg(target_arch = "nvptx64")]
 mod norm;
 #[cfg(target_arch = "nvptx64")]
+mod pack;
+#[cfg(target_arch = "nvptx64")]
 mod probe;
 #[cfg(target_arch = "nvptx64")]
 mod program;

@@ -128,3 +128,50 @@ pub fn qdq_views_graph(rng: &mut Rng) -> (Graph, Vec<(String, HostTensor)>) {
     g.output(y);
     (g, vec![("x".to_string(), rng.tensor(&[4, 6], -3.0, 3.0))])
 }
+
+/// Int8 weights `[dims]` as `quantize_static` writes them with `per_channel=True`: random int8
+/// values dequantized along `axis` (one scale per slice, no zero point).
+fn int8_weight(g: &mut Graph, rng: &mut Rng, name: &str, dims: &[usize], axis: usize) -> planner::ValueId {
+    let len: usize = dims.iter().product();
+    let q: Vec<i64> = (0..len).map(|_| (rng.next_u64() % 255) as i64 - 127).collect();
+    let q = g.initializer(name, ConstTensor::from_i64s_as(DType::I8, dims, &q).expect("sizes match"));
+    let scales: Vec<f32> = (0..dims[axis]).map(|_| rng.uniform(0.002, 0.02)).collect();
+    let s = g.initializer(
+        &format!("{name}_scale"),
+        ConstTensor::from_f32(&[dims[axis]], &scales).expect("sizes match"),
+    );
+    g.op1(Op::DequantizeLinear(Quantize { axis: axis as i64, ..Quantize::default() }), &[q, s])
+}
+
+/// Float GEMMs of weights the model dequantizes (the planner packs them on the device, once per
+/// binding): `x [m, 256]` (`m` symbolic) times the per-column dequantized int8 `[256, 384]`
+/// (MatMul), then a Gemm (transB) with the per-row dequantized int8 `[128, 384]`; output
+/// `[m, 128]`.
+pub fn dequantized_gemms_graph(rng: &mut Rng) -> Graph {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Symbol("m".into()), Dim::Known(256)]);
+    let w1 = int8_weight(&mut g, rng, "w1", &[256, 384], 1);
+    let h = g.op1(Op::MatMul, &[x, w1]);
+    let w2 = int8_weight(&mut g, rng, "w2", &[128, 384], 0);
+    let attrs = planner::op::Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: true };
+    let y = g.op1(Op::Gemm(attrs), &[h, w2]);
+    g.output(y);
+    g
+}
+
+/// A convolution of weights the model dequantizes: `x [b, 32, 12, 12]` (`b` symbolic), a 3x3
+/// Conv (padding 1) with the per-output-channel dequantized int8 `[64, 32, 3, 3]` and an f32
+/// bias, then a Relu; output `[b, 64, 12, 12]`.
+pub fn dequantized_conv_graph(rng: &mut Rng) -> Graph {
+    let mut g = Graph::new();
+    let dims = vec![Dim::Symbol("b".into()), Dim::Known(32), Dim::Known(12), Dim::Known(12)];
+    let x = g.input("x", DType::F32, dims);
+    let w = int8_weight(&mut g, rng, "w", &[64, 32, 3, 3], 0);
+    let bias: Vec<f32> = (0..64).map(|_| rng.uniform(-0.5, 0.5)).collect();
+    let bias = g.initializer("bias", ConstTensor::from_f32(&[64], &bias).expect("sizes match"));
+    let attrs = planner::op::Conv { pads: vec![1, 1, 1, 1], ..Default::default() };
+    let c = g.op1(Op::Conv(attrs), &[x, w, bias]);
+    let y = g.op1(Op::Relu, &[c]);
+    g.output(y);
+    g
+}

@@ -34,6 +34,10 @@ pub struct SessionOptions {
     /// in the order the kernel reads it (`gemm_tc_packed_f32`), instead of the weight itself
     /// (default on).
     pub pack_gemm_weights: bool,
+    /// With `pack_gemm_weights`, also pack such a weight that the device computes from the
+    /// model's weights (an int8 model's dequantized weights), on the device once per binding
+    /// (default on).
+    pub pack_computed_weights: bool,
     /// Launch each kernel as a programmatic dependent of the previous one where the loaded kernels
     /// support it (Hopper): its launch overlaps the previous kernel's completion and its blocks
     /// wait for that kernel on the device, which shortens the gaps between steps (default on).
@@ -98,7 +102,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 20] = [
+    const SWITCHES: [Switch; 21] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -108,6 +112,7 @@ impl SessionOptions {
         ("tile_gemm", |o| &mut o.tile_gemm),
         ("fuse_layer_norm_gemm", |o| &mut o.fuse_layer_norm_gemm),
         ("pack_gemm_weights", |o| &mut o.pack_gemm_weights),
+        ("pack_computed_weights", |o| &mut o.pack_computed_weights),
         ("programmatic_launch", |o| &mut o.programmatic_launch),
         ("tensor_core_attention", |o| &mut o.tensor_core_attention),
         ("fuse_attention", |o| &mut o.fuse_attention),
@@ -169,6 +174,7 @@ impl Default for SessionOptions {
             tile_gemm: true,
             fuse_layer_norm_gemm: true,
             pack_gemm_weights: true,
+            pack_computed_weights: true,
             programmatic_launch: true,
             tensor_core_attention: true,
             fuse_attention: true,

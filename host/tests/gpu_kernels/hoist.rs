@@ -86,3 +86,64 @@ fn a_binding_that_hoists_nothing_still_takes_the_arena_from_one_that_does() {
         assert_eq!(plan.hoisted > 0, n == 300, "n {n}:\n{plan}");
     }
 }
+
+/// Weights the model dequantizes (`selftest::dequantized_gemms_graph`, `dequantized_conv_graph`)
+/// are packed on the device for the tensor cores (`pack_weights_f32`, hoisted): the `wgmma` GEMMs
+/// and convolution (on Hopper) and the small-m tensor-core GEMMs match the reference, on every
+/// run, as bindings alternate in one arena (each binding packs again), with graph replay, eager
+/// launches and hoisting off (the packing then runs every run); and in TF32 (one plane packed,
+/// rounded) within TF32 error.
+#[test]
+fn weights_the_device_dequantizes_are_packed_on_the_device_and_match_the_reference() {
+    let mut rng = Rng::new(0x9ac4);
+    let gemms = host::selftest::dequantized_gemms_graph(&mut rng);
+    let conv = host::selftest::dequantized_conv_graph(&mut rng);
+    let eager = SessionOptions { cuda_graph: false, ..SessionOptions::default() };
+    let off = SessionOptions { hoist_constants: false, ..SessionOptions::default() };
+    let tf32 = SessionOptions { precision: host::Precision::Tf32, ..SessionOptions::default() };
+    let unpacked = SessionOptions { pack_computed_weights: false, ..SessionOptions::default() };
+    let cases = [
+        ("graph replay", SessionOptions::default()),
+        ("eager", eager),
+        ("hoisting off", off),
+        ("tf32", tf32),
+    ];
+    for (name, options) in cases.into_iter().chain([("not packed", unpacked)]) {
+        for (what, g, sizes, width) in
+            [("gemms", &gemms, [4096, 64, 2, 4096, 64], 256), ("conv", &conv, [8, 1, 8, 2, 8], 0)]
+        {
+            let mut s = Session::new(ctx(), g.clone(), options).unwrap();
+            for size in sizes {
+                let shape = if width > 0 { vec![size, width] } else { vec![size, 32, 12, 12] };
+                let inputs = vec![("x".to_string(), rng.tensor(&shape, -1.0, 1.0))];
+                let want = host::reference::eval(g, &inputs).unwrap();
+                let what = format!("{name}, {what} {size}");
+                for again in [false, true] {
+                    let got = s.run(&inputs).unwrap();
+                    if options.precision == host::Precision::Tf32 {
+                        let (gv, wv) = (got[0].1.data().to_f64s(), want[0].1.data().to_f64s());
+                        let diff: f64 = gv.iter().zip(&wv).map(|(a, b)| (a - b).powi(2)).sum();
+                        let norm: f64 = wv.iter().map(|b| b * b).sum();
+                        let error = (diff / norm).sqrt();
+                        assert!(error <= 3e-3, "{what} (again {again}): relative error {error:e}");
+                    } else {
+                        assert_close(&got, &want, &format!("{what} (again {again})"));
+                    }
+                }
+                let plan = s.last_plan().unwrap();
+                let packs = plan.steps.iter().filter(|st| {
+                    matches!(st, Step::Kernel { kernel, .. } if *kernel == kernels_gpu::abi::KernelId::PackWeightsF32)
+                });
+                // Nothing packs for the GEMVs of m 2; the rest packs each weight.
+                let expect = if what.ends_with("gemms 2") {
+                    0
+                } else if what.contains("conv") {
+                    1
+                } else {
+                    2
+                };
+                assert_eq!(packs.count(), expect, "{what}:\n{plan}");
+            }
+        }
+    }
+}

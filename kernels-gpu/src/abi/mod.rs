@@ -36,6 +36,7 @@ mod logic;
 mod loss;
 mod movement;
 mod norm;
+mod pack;
 mod probe;
 mod recurrent;
 mod reduce;
@@ -55,6 +56,7 @@ pub use logic::*;
 pub use loss::*;
 pub use movement::*;
 pub use norm::*;
+pub use pack::*;
 pub use probe::*;
 pub use recurrent::*;
 pub use reduce::*;
@@ -480,6 +482,10 @@ kernel_ids! {
     // loss
     /// `loss::nll_loss_f32`: NegativeLogLikelihoodLoss (every reduction, weights, ignore_index)
     NllLossF32 => "nll_loss_f32",
+    // pack
+    /// `pack::pack_weights_f32`: a weight the device computed, packed for the tensor-core GEMMs
+    /// and convolutions (`abi::pack`)
+    PackWeightsF32 => "pack_weights_f32",
     // probe
     /// `probe::probe_warp`: indices, barriers, shuffles, votes, atomics, dynamic shared memory
     ProbeWarp => "probe_warp",
@@ -563,6 +569,8 @@ mod tests {
         assert_eq!(core::mem::size_of::<CausalConvParams>(), 6 * 4);
         assert_eq!(core::mem::size_of::<ReduceParams>(), 2 * 8 + 4 * 8 * MAX_RANK + 6 * 4);
         assert_eq!(core::mem::size_of::<ConvParams>(), 26 * 4);
+        assert_eq!(core::mem::size_of::<PackParams>(), 5 * 8 + 6 * 4 + 26 * 4);
+        assert_eq!(core::mem::align_of::<PackParams>(), 8);
         assert_eq!(core::mem::size_of::<PoolParams>(), 8 + 26 * 4);
         assert_eq!(core::mem::align_of::<PoolParams>(), 8);
         assert_eq!(core::mem::size_of::<BatchNormParams>(), 3 * 8 + 2 * 4);

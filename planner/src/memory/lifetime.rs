@@ -55,6 +55,8 @@ pub struct LifetimeAnalysis {
     pub dynamic: Vec<ValueId>,
     /// Buffers to place.
     pub groups: Vec<Group>,
+    /// How many nodes of `order` (its first) are hoisted.
+    pub hoisted: usize,
 }
 
 /// Elementwise ops whose kernels may write their output over an input of the same shape and dtype
@@ -137,7 +139,7 @@ fn checked_bytes(dtype: crate::tensor_info::DType, dims: &[usize]) -> Option<u64
 /// already be bound (see `bind_inputs`). Graph outputs are excluded: the caller owns them, and so
 /// are `elided` values (results a fused kernel keeps on chip: no buffer).
 pub fn analyse_lifetimes(g: &Graph, in_place: bool, extras: Extras) -> Result<LifetimeAnalysis, PlanError> {
-    let Extras { views: extra_views, elided, reads, hoisted, .. } = extras;
+    let Extras { views: extra_views, elided, reads, unread, hoisted, .. } = extras;
     let infos = shape_infer::infer(g)?;
     // The hoisted nodes first (they read only weights and each other: still a topological order).
     let mut is_hoisted = vec![false; g.nodes.len()];
@@ -182,7 +184,8 @@ pub fn analyse_lifetimes(g: &Graph, in_place: bool, extras: Extras) -> Result<Li
     // What each node's step reads: its uses and the extra reads the lowering names.
     let uses = |id: NodeId| {
         let extra = reads.iter().filter(move |(n, _)| *n == id).map(|&(_, v)| v);
-        g.nodes[id.index()].uses().into_iter().chain(extra)
+        let read = move |v: &ValueId| !unread.contains(&(id, *v));
+        g.nodes[id.index()].uses().into_iter().filter(read).chain(extra)
     };
     for (s, id) in order.iter().enumerate() {
         for u in uses(*id) {
@@ -302,18 +305,38 @@ pub fn analyse_lifetimes(g: &Graph, in_place: bool, extras: Extras) -> Result<Li
         grp.life.first_step = grp.life.first_step.min(life.first_step);
         grp.life.last_step = grp.life.last_step.max(life.last_step);
     }
-    Ok(LifetimeAnalysis { order, lifetimes, bytes, in_place: pairs, views, dynamic, groups })
+    Ok(LifetimeAnalysis {
+        order,
+        lifetimes,
+        bytes,
+        in_place: pairs,
+        views,
+        dynamic,
+        groups,
+        hoisted: n_hoisted,
+    })
 }
 
 /// Appends the scratch buffers to `life`: value ids after the graph's, one buffer each, live at
 /// their node's step only.
 pub(super) fn add_scratch(life: &mut LifetimeAnalysis, scratch: &[Scratch]) -> Result<(), PlanError> {
+    let step_of = |n: NodeId| {
+        life.order.iter().position(|&m| m == n).ok_or_else(|| PlanError::Memory {
+            detail: format!("scratch for node {n}, which is not in the execution order"),
+        })
+    };
     for s in scratch {
-        let step = life.order.iter().position(|&n| n == s.node).ok_or_else(|| PlanError::Memory {
-            detail: format!("scratch for node {}, which is not in the execution order", s.node),
-        })?;
+        let step = step_of(s.node)?;
+        let mut last = step;
+        for &r in &s.readers {
+            last = last.max(step_of(r)?);
+        }
+        // Written by a hoisted node for a later one: read by every run.
+        if step < life.hoisted && last >= life.hoisted {
+            last = life.order.len() - 1;
+        }
         let v = ValueId(life.lifetimes.len() as u32);
-        let l = Lifetime { first_step: step, last_step: step };
+        let l = Lifetime { first_step: step, last_step: last };
         life.lifetimes.push(Some(l));
         life.bytes.push(Some(s.bytes));
         life.groups.push(Group { members: vec![v], bytes: s.bytes, life: l });

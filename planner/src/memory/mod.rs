@@ -89,13 +89,17 @@ impl Default for MemoryOptions {
     }
 }
 
-/// A scratch buffer node `node` needs while it runs, and only then.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A scratch buffer node `node` needs while it runs, and only then, or that its steps write for
+/// `readers` to read: then it lives through the last of them (to the end of the order when `node`
+/// is hoisted and a reader is not: written once, read by every run).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scratch {
-    /// The node whose steps use the buffer.
+    /// The node whose steps use (or write) the buffer.
     pub node: NodeId,
     /// Its size.
     pub bytes: u64,
+    /// Nodes whose steps read what `node`'s wrote into it.
+    pub readers: Vec<NodeId>,
 }
 
 /// Plans the arena of `graph` with its symbolic input dims bound by `binding`.
@@ -138,6 +142,8 @@ pub struct Extras<'a> {
     /// Values a node's step reads beyond its inputs (a GEMM reading the tables its A operand
     /// was gathered from): live until that node.
     pub reads: &'a [(NodeId, ValueId)],
+    /// Inputs a node's step does not read (a GEMM reading its weight packed, a scratch buffer).
+    pub unread: &'a [(NodeId, ValueId)],
     /// Nodes that read only weights and each other's results (`plan::hoist`): ordered first, in
     /// the given order's relative order, and their results that later nodes read live to the end
     /// of the order (computed once, read by every run).

@@ -215,17 +215,23 @@ fn scratch_buffers_live_at_their_node_only() {
     let c = g.add(b, x);
     g.output(c);
     let n = g.values.len();
-    let scratch = [Scratch { node: NodeId(1), bytes: 5000 }, Scratch { node: NodeId(2), bytes: 100 }];
+    let scratch = [
+        Scratch { node: NodeId(1), bytes: 5000, readers: Vec::new() },
+        Scratch { node: NodeId(2), bytes: 100, readers: Vec::new() },
+        // Written by the first node for the last to read.
+        Scratch { node: NodeId(0), bytes: 64, readers: vec![NodeId(2), NodeId(1)] },
+    ];
     let p = plan_with_scratch(&g, &Binding::new(), &MemoryOptions::default(), &scratch).unwrap();
-    assert_eq!(p.slots.len(), n + 2);
+    assert_eq!(p.slots.len(), n + 3);
     for (i, s) in scratch.iter().enumerate() {
-        let step = p.order.iter().position(|&id| id == s.node).unwrap();
-        assert_eq!(p.lifetimes[n + i], Some(Lifetime { first_step: step, last_step: step }));
+        let step = |n: NodeId| p.order.iter().position(|&id| id == n).unwrap();
+        let last = s.readers.iter().map(|&r| step(r)).max().unwrap_or(step(s.node));
+        assert_eq!(p.lifetimes[n + i], Some(Lifetime { first_step: step(s.node), last_step: last }));
         assert_eq!(p.slots[n + i].map(|s| s.bytes), Some(s.bytes));
     }
     // The first scratch is live with `a`/`b` (one in-place buffer), so the arena holds both.
     assert!(p.arena_bytes >= 4096 + 5120, "{p:?}");
     check_independently(&p);
-    let missing = [Scratch { node: NodeId(7), bytes: 1 }];
+    let missing = [Scratch { node: NodeId(7), bytes: 1, readers: Vec::new() }];
     assert!(plan_with_scratch(&g, &Binding::new(), &MemoryOptions::default(), &missing).is_err());
 }

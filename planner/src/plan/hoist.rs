@@ -29,6 +29,7 @@ pub(super) fn nodes(
     options: &PlanOptions,
     skip: impl Fn(NodeId) -> bool,
     reads: &[(NodeId, ValueId)],
+    unread: &[(NodeId, ValueId)],
 ) -> Vec<NodeId> {
     if !options.hoist_constants {
         return Vec::new();
@@ -45,7 +46,7 @@ pub(super) fn nodes(
     // The nodes each value is read by (inputs, captures and the lowering's extra reads).
     let mut readers: Vec<Vec<NodeId>> = vec![Vec::new(); g.values.len()];
     for (i, node) in g.nodes.iter().enumerate() {
-        for u in node.uses() {
+        for u in node.uses().into_iter().filter(|&u| !unread.contains(&(NodeId(i as u32), u))) {
             readers[u.index()].push(NodeId(i as u32));
         }
     }
@@ -105,6 +106,34 @@ pub(super) fn nodes(
 
 /// Rounds of [`nodes`]' budget at most; a graph that needs more hoists nothing.
 const MAX_BUDGET_ROUNDS: usize = 64;
+
+/// Whether `v` is computed by the device from the model's weights alone (not a weight itself): a
+/// node's result whose inputs are weights or such results, through nodes that have inputs and
+/// are no control flow. A superset of what [`nodes`] hoists (which also weighs its budget and
+/// what the lowering skips): such a value is the same on every run, whenever it is computed.
+pub(super) fn from_weights(g: &Graph, v: ValueId) -> bool {
+    use crate::graph::Definition;
+    let defs = g.definitions();
+    let weight = |x: ValueId| g.initializers.contains_key(&x) && !g.inputs.contains(&x);
+    if weight(v) {
+        return false;
+    }
+    let mut seen = vec![false; g.values.len()];
+    let mut stack = vec![v];
+    while let Some(x) = stack.pop() {
+        if std::mem::replace(&mut seen[x.index()], true) || weight(x) {
+            continue;
+        }
+        let Some(Some(Definition::Node { node, .. })) = defs.get(x.index()) else { return false };
+        let node = &g.nodes[node.index()];
+        let uses = node.uses();
+        if uses.is_empty() || matches!(node.op, Op::If(_) | Op::Loop(_) | Op::Scan(_)) {
+            return false;
+        }
+        stack.extend(uses);
+    }
+    true
+}
 
 #[cfg(test)]
 mod tests {

@@ -132,6 +132,11 @@ pub struct PlanOptions {
     /// TF32 parts and laid out as the kernel's lanes read it (`gemm_tc_packed_f32`: no B
     /// splitting, 16-byte loads); the packed constant replaces the weight on the device.
     pub pack_gemm_weights: bool,
+    /// With [`PlanOptions::pack_gemm_weights`], also pack the B (W) of such GEMMs (and `wgmma`
+    /// convolutions) that the device computes from the weights alone, as an int8 model's
+    /// dequantized weights, on the device right after computing it (once per binding where that
+    /// is hoisted; `tc_pack::DevicePack`), instead of reading it unpacked.
+    pub pack_computed_weights: bool,
     /// Fold a LayerNormalization read only by a GEMM on the packed tensor-core path into that
     /// GEMM (it normalizes A's rows as it loads them).
     pub fuse_layer_norm_gemm: bool,
@@ -179,7 +184,9 @@ pub struct PlanOptions {
     /// on). Their results that later steps read keep their arena slots for the whole run.
     pub hoist_constants: bool,
     /// Most bytes of hoisted results kept in the arena across runs (default
-    /// [`HOIST_MAX_BYTES`]): past it, the largest are computed every run again.
+    /// [`HOIST_MAX_BYTES`]): past it, the largest are computed every run again. Weights the
+    /// device packs for the tensor cores (`tc_pack::DevicePack`) stand for weights and are not
+    /// counted.
     pub hoist_max_bytes: u64,
 }
 
@@ -202,6 +209,7 @@ impl Default for PlanOptions {
             tile_gemm: true,
             fuse_layer_norm_gemm: true,
             pack_gemm_weights: true,
+            pack_computed_weights: true,
             pair_gemm: true,
             wgmma_gemm: true,
             split_k_wgmma: false,
@@ -581,8 +589,9 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
                 .map(move |v| (NodeId(i), v))
         })
         .collect();
-    let requests: Vec<Scratch> =
-        scratch.iter().map(|(node, v)| Scratch { node: *node, bytes: v.bytes().unwrap_or(0) }).collect();
+    let mut requests: Vec<Scratch> = (scratch.iter())
+        .map(|(node, v)| Scratch { node: *node, bytes: v.bytes().unwrap_or(0), readers: Vec::new() })
+        .collect();
     let chains = mlp::Chains::find(&fused, &values, &operand_perms, &epilogues, options);
     // Values no step writes: chain intermediates, and transposes of weights that a MatMul reads in
     // the weight's own layout.
@@ -613,6 +622,30 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         options,
     );
     elided.extend(cats.elided.iter().copied());
+    // Scratch buffers become values after the graph's (the memory plan numbers them the same way),
+    // then the weights the device packs (scratch too), then the weights packed on the host
+    // (constants: no arena slot).
+    let first_scratch = values.len();
+    values.extend(scratch.iter().map(|(_, v)| v.clone()));
+    let packed = if options.pack_gemm_weights {
+        let lowered: Vec<NodeId> = (crate::validate::topo_order(&fused)?.into_iter())
+            .filter(|&id| chains.of(id).is_none())
+            .filter(|&id| {
+                let outs = &fused.nodes[id.index()].outputs;
+                !outs.iter().flatten().any(|v| absorbed.contains(v) || attentions.contains_key(v))
+            })
+            .collect();
+        tc_pack::pack_weights(&fused, &lowered, &mut values, &operand_perms, options)
+    } else {
+        tc_pack::PackedWeights::default()
+    };
+    // A packed weight lives from its producer's step to its last reader's.
+    requests.extend(packed.device.iter().map(|d| Scratch {
+        node: d.producer,
+        bytes: d.params.len * 4,
+        readers: d.readers.clone(),
+    }));
+    let unread = packed.unread(&fused);
     // Steps of the weights alone, run once per binding: first in the order.
     let hoisted = hoist::nodes(
         &fused,
@@ -624,6 +657,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
                 || fused.nodes[id.index()].outputs.iter().flatten().any(|v| absorbed.contains(v))
         },
         &cats.reads,
+        &unread,
     );
     let memory = memory::plan_with(
         &fused,
@@ -634,26 +668,12 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
             scratch: &requests,
             elided: &elided,
             reads: &cats.reads,
+            unread: &unread,
             hoisted: &hoisted,
         },
     )?;
     let hoisted: std::collections::HashSet<NodeId> = hoisted.into_iter().collect();
     let mut hoisted_steps = 0;
-    let first_scratch = values.len();
-    values.extend(scratch.iter().map(|(_, v)| v.clone()));
-    // Packed weights become values after the scratch buffers (constants: no arena slot).
-    let packed = if options.pack_gemm_weights {
-        let lowered: Vec<NodeId> = (memory.order.iter().copied())
-            .filter(|&id| chains.of(id).is_none())
-            .filter(|&id| {
-                let outs = &fused.nodes[id.index()].outputs;
-                !outs.iter().flatten().any(|v| absorbed.contains(v) || attentions.contains_key(v))
-            })
-            .collect();
-        tc_pack::pack_weights(&fused, &lowered, &mut values, &operand_perms, options)
-    } else {
-        tc_pack::PackedWeights::default()
-    };
     let mut steps = Vec::new();
     let mut missing = Vec::new();
     let mut states = Vec::new();
@@ -720,6 +740,8 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
                         if memory.views.contains(&(*src, *dst)) || memory.in_place.contains(&(*src, *dst)))
                 };
                 steps.extend(s.into_iter().filter(|st| !moves_nothing(st)));
+                // The weights it computes that GEMMs and convolutions read packed.
+                steps.extend(packed.steps_after(&fused, id, options));
                 if hoisted.contains(&id) {
                     hoisted_steps = steps.len();
                 }
@@ -747,6 +769,14 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     }
     for &(src, view) in &memory.views {
         written[view.index()] |= written[src.index()];
+    }
+    // A weight packed on the device is packed by a step after its producer's (which has steps).
+    if let Some(d) = packed.device.iter().find(|d| !written[d.value.index()]) {
+        let (r, source) = (d.readers[0], &values[d.source.index()].name);
+        let why = format!("its weight `{source}` is packed by the device, but no step computes it");
+        return Err(PlanError::NoKernel {
+            nodes: vec![(fused.node_label(r), fused.nodes[r.index()].op.name(), why)],
+        });
     }
     for &o in &fused.outputs {
         let passthrough = fused.initializers.contains_key(&o) || fused.inputs.contains(&o);

@@ -1,14 +1,20 @@
-//! Plan-time packing of constant GEMM weights for the tensor-core kernel: a B that is a weight of a
-//! GEMM taking `gemm_tc_f32` is split into its TF32 big and small parts on the host and laid out
-//! in the order the kernel's lanes read it ([`kernels_gpu::abi::gemm_tc_packed_len`] documents
-//! the layout). The step then runs `gemm_tc_packed_f32` on that constant, which reads B with
-//! 16-byte loads and splits only A; the original weight is no longer read, so not uploaded.
+//! Packing of GEMM and convolution weights for the tensor-core kernels: a B that is a weight of a
+//! GEMM taking `gemm_tc_f32` is split into its TF32 big and small parts and laid out in the order
+//! the kernel's lanes read it ([`kernels_gpu::abi::gemm_tc_packed_len`] documents the layout); a
+//! B of a `wgmma` GEMM, or a W of a `wgmma` convolution, is transposed and split the same way
+//! ([`kernels_gpu::abi::gemm_wg_packed_len`], [`kernels_gpu::abi::conv_wg_packed_len`]). The step
+//! then runs the packed entry, which reads B with 16-byte loads and splits only A; the original
+//! weight is no longer read. An initializer is packed on the host at plan time (and the original
+//! not uploaded); a weight the device computes from the weights (an int8 weight the model
+//! dequantizes) is packed by the device right after it is computed ([`DevicePack`]): once per
+//! binding when that computation is hoisted. Both follow [`kernels_gpu::abi::packed_element`].
 
 use std::collections::BTreeMap;
 
 use kernels_gpu::abi::{
-    ConvParams, GEMM_TC_KC, GEMM_TC_PACK_LANE, GemmParams, conv_depth, conv_tap, conv_wg_packed_len,
-    gemm_tc_packed_len, gemm_tc_packed_offset, gemm_wg_packed_ld, gemm_wg_packed_len,
+    ConvParams, GEMM_TC_KC, GEMM_TC_PACK_LANE, GemmParams, KernelId, PackParams, conv_depth, conv_tap,
+    conv_wg_packed_len, gemm_tc_packed_len, gemm_tc_packed_offset, gemm_wg_packed_ld, gemm_wg_packed_len,
+    pack_layout, packed_len,
 };
 
 use super::gemm::{gemm_of, tensor_core, tile_launch};
@@ -19,30 +25,7 @@ use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::Op;
 use crate::tensor_info::DType;
 
-/// `x` rounded to TF32 as `cvt.rna.tf32.f32` rounds it, as f32 bits: to nearest with ties away
-/// from zero, keeping 10 explicit mantissa bits (the low 13 bits cleared); a finite value that
-/// rounds past the largest TF32 becomes infinite. Infinities are kept; a NaN is kept with its quiet
-/// bit set, so that it is still a NaN when the tensor cores ignore its low 13 bits.
-pub(crate) fn tf32(x: f32) -> u32 {
-    let bits = x.to_bits();
-    if x.is_nan() {
-        return bits | 0x0040_0000;
-    }
-    if x.is_infinite() {
-        return bits;
-    }
-    let magnitude = ((bits & 0x7fff_ffff) + 0x1000) & !0x1fff;
-    (bits & 0x8000_0000) | magnitude
-}
-
-/// `x` as the TF32 big part and the TF32 rounding of the remainder `x - big` (computed in f32),
-/// as the kernel's `split` forms them: the small part is zero where the remainder is not finite
-/// (an infinite or NaN `x`, or a finite one rounding to infinity), the big part carrying `x`.
-pub(crate) fn split(x: f32) -> (u32, u32) {
-    let big = tf32(x);
-    let rest = x - f32::from_bits(big);
-    (big, if rest.is_finite() { tf32(rest) } else { 0 })
-}
+pub(crate) use kernels_gpu::abi::{tf32_bits as tf32, tf32_split as split};
 
 /// Whether `b` holds every element of the `k x n` matrix `B[kk][j] = b[kk * rs + j * cs]`.
 fn holds(b: &[f32], k: u32, n: u32, rs: u64, cs: u64) -> bool {
@@ -107,16 +90,47 @@ pub(crate) fn pack_wg(b: &[f32], k: u32, n: u32, rs: u64, cs: u64, exact: bool) 
 /// The packed weights of a plan: for each GEMM node that reads one, the value standing for it.
 #[derive(Default)]
 pub(super) struct PackedWeights {
-    /// The packed B of each node that takes `gemm_tc_packed_f32`.
+    /// The packed B of each node that takes `gemm_tc_packed_f32` or a `wgmma` entry.
     pub by_node: BTreeMap<NodeId, ValueId>,
     /// The packed constants, by their (new) value.
     pub constants: BTreeMap<ValueId, ConstTensor>,
+    /// The weights the device computes and packs ([`DevicePack`]), their values first.
+    pub device: Vec<DevicePack>,
+}
+
+/// A weight the device computes from the model's weights ([`hoist::from_weights`]: an int8
+/// weight dequantized by the model, a transposed or scaled weight), packed by the device in a
+/// `pack_weights_f32` step right after the steps of the node computing it. When that node is
+/// hoisted, so is the packing: once per binding.
+pub(super) struct DevicePack {
+    /// The node computing the weight.
+    pub producer: NodeId,
+    /// The weight as computed.
+    pub source: ValueId,
+    /// The packed weight (an arena value).
+    pub value: ValueId,
+    /// The layout and where B lies in `source`.
+    pub params: PackParams,
+    /// The GEMM and Conv nodes reading `value` in place of `source`.
+    pub readers: Vec<NodeId>,
+}
+
+/// How one node's weight is packed.
+enum Packing {
+    /// On the host, at plan time: the constant's bits.
+    Host(Vec<u32>),
+    /// By the device, from the value computing it ([`DevicePack`]).
+    Device { producer: NodeId, source: ValueId, params: PackParams },
 }
 
 /// Packs the B of every node of `nodes` that is a Gemm, MatMul or FusedGemm lowering to the
-/// tensor-core kernel ([`tensor_core`]) with B an f32 initializer shared by the whole batch
-/// (`b_bs == 0`). Each packed B becomes a value appended to `values`, named `<B>/tc-packed`; a
-/// weight read with the same shape and strides by several GEMMs is packed once.
+/// tensor-core kernel ([`tensor_core`]) or a `wgmma` GEMM, and the W of every Conv running a
+/// `wgmma` convolution, with B (W) an f32 initializer or a value computed from the weights alone,
+/// shared by the whole batch (`b_bs == 0`). Each packed weight becomes a value appended to
+/// `values`, named `<B>/tc-packed` (`/wg-packed`, `/conv-packed`); a weight read with the same
+/// shape and strides by several GEMMs is packed once. The device's packs come first (right after
+/// the values `values` holds: the memory plan numbers them as scratch buffers), then the
+/// host's.
 pub(super) fn pack_weights(
     g: &Graph,
     nodes: &[NodeId],
@@ -124,14 +138,19 @@ pub(super) fn pack_weights(
     perms: &super::fuse::OperandPerms,
     o: &PlanOptions,
 ) -> PackedWeights {
-    let mut packed = PackedWeights::default();
-    // (B, k, n, b_rs, b_cs, for wgmma) -> its packed value.
-    let mut made: BTreeMap<(ValueId, u32, u32, u64, u64, bool), ValueId> = BTreeMap::new();
+    // (B, k, n, b_rs, b_cs, for wgmma) -> its index in `made`.
+    let mut keys: BTreeMap<(ValueId, u32, u32, u64, u64, bool), usize> = BTreeMap::new();
+    let mut made: Vec<(String, Packing, Vec<NodeId>)> = Vec::new();
     let exact = o.precision == Precision::Exact;
+    let defs = g.definitions();
+    let producer = |v: ValueId| match defs.get(v.index()) {
+        Some(Some(crate::graph::Definition::Node { node, .. })) => Some(*node),
+        _ => None,
+    };
     for &id in nodes {
         if let Op::Conv(attrs) = &g.nodes[id.index()].op {
-            if let Some((name, bits)) = pack_conv_node(g, id, attrs, values, o) {
-                packed.add(values, id, name, bits);
+            if let Some((name, packing)) = pack_conv_node(g, id, attrs, values, o, producer) {
+                made.push((name, packing, vec![id]));
             }
             continue;
         }
@@ -144,63 +163,157 @@ pub(super) fn pack_weights(
             continue;
         }
         let key = (b, p.k, p.n, p.b_rs, p.b_cs, wg);
-        if let Some(&v) = made.get(&key) {
-            packed.by_node.insert(id, v);
+        if let Some(&i) = keys.get(&key) {
+            made[i].2.push(id);
             continue;
         }
-        let Some(data) = g.initializers.get(&b).map(|c| f32s(&c.bytes)) else { continue };
-        let bits = if wg {
-            pack_wg(&data, p.k, p.n, p.b_rs, p.b_cs, exact)
-        } else {
-            pack(&data, p.k, p.n, p.b_rs, p.b_cs)
+        let layout = if wg { pack_layout::WG } else { pack_layout::TC };
+        let params = PackParams {
+            rs: p.b_rs,
+            cs: p.b_cs,
+            k: p.k,
+            n: p.n,
+            groups: 1,
+            layout,
+            exact: (!wg || exact) as u32,
+            ..PackParams::default()
         };
-        let Some(bits) = bits else { continue };
+        let packing = match g.initializers.get(&b) {
+            Some(c) => {
+                let data = f32s(&c.bytes);
+                let bits = if wg {
+                    pack_wg(&data, p.k, p.n, p.b_rs, p.b_cs, exact)
+                } else {
+                    pack(&data, p.k, p.n, p.b_rs, p.b_cs)
+                };
+                let Some(bits) = bits else { continue };
+                Packing::Host(bits)
+            }
+            None => {
+                // Through the lowering's own path only: a GEMV would still read B.
+                let Some(made_by) = producer(b).filter(|_| !wg || super::gemm::runs_tile(&p, o)) else {
+                    continue;
+                };
+                let Some(params) = device_params(params, &values[b.index()]) else { continue };
+                Packing::Device { producer: made_by, source: b, params }
+            }
+        };
         let name = format!("{}/{}", values[b.index()].name, if wg { "wg-packed" } else { "tc-packed" });
-        if let Some(v) = packed.add(values, id, name, bits) {
-            made.insert(key, v);
-        }
+        keys.insert(key, made.len());
+        made.push((name, packing, vec![id]));
+    }
+    let mut packed = PackedWeights::default();
+    // The device's packs first, then the host's.
+    for (name, packing, readers) in &made {
+        let Packing::Device { producer, source, params } = packing else { continue };
+        let value = ValueId(values.len() as u32);
+        values.push(PlannedValue {
+            name: name.clone(),
+            dtype: DType::F32,
+            dims: Some(vec![params.len as usize]),
+        });
+        readers.iter().for_each(|&r| _ = packed.by_node.insert(r, value));
+        let (producer, source, params, readers) = (*producer, *source, *params, readers.clone());
+        packed.device.push(DevicePack { producer, source, value, params, readers });
+    }
+    for (name, packing, readers) in made {
+        let Packing::Host(bits) = packing else { continue };
+        let bytes: Vec<u8> = bits.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let Ok(c) = ConstTensor::new(DType::F32, vec![bits.len()], bytes) else { continue };
+        let value = ValueId(values.len() as u32);
+        values.push(PlannedValue { name, dtype: DType::F32, dims: Some(vec![bits.len()]) });
+        readers.iter().for_each(|&r| _ = packed.by_node.insert(r, value));
+        packed.constants.insert(value, c);
     }
     packed
 }
 
+/// `params` with its lengths set from the source value `source`: `None` when B reaches past it
+/// (or its size is not known).
+fn device_params(mut params: PackParams, source: &PlannedValue) -> Option<PackParams> {
+    let src_len = source.dims.as_ref()?.iter().try_fold(1u64, |n, &d| n.checked_mul(d as u64))?;
+    let (k, n) = (params.k as u64, params.n as u64);
+    let groups = params.groups.max(1) as u64;
+    let last = (groups - 1) * params.group_stride + (k.max(1) - 1) * params.rs + (n.max(1) - 1) * params.cs;
+    if k == 0 || n == 0 || last >= src_len {
+        return None;
+    }
+    params.src_len = src_len;
+    params.len = packed_len(&params);
+    Some(params)
+}
+
 impl PackedWeights {
-    /// Adds `bits` as the packed constant of node `id`: a new f32 value named `name` appended to
-    /// `values`. `None` (nothing added) when the constant cannot be formed.
-    fn add(
-        &mut self,
-        values: &mut Vec<PlannedValue>,
-        id: NodeId,
-        name: String,
-        bits: Vec<u32>,
-    ) -> Option<ValueId> {
-        let bytes: Vec<u8> = bits.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let c = ConstTensor::new(DType::F32, vec![bits.len()], bytes).ok()?;
-        let v = ValueId(values.len() as u32);
-        values.push(PlannedValue { name, dtype: DType::F32, dims: Some(vec![bits.len()]) });
-        self.by_node.insert(id, v);
-        self.constants.insert(v, c);
-        Some(v)
+    /// The reads of the weights the device packs that their readers no longer make: `(reader,
+    /// source)` for each reader taking the source as its B (W) operand only.
+    pub fn unread(&self, g: &Graph) -> Vec<(NodeId, ValueId)> {
+        let mut out = Vec::new();
+        for d in &self.device {
+            for &r in &d.readers {
+                let node = &g.nodes[r.index()];
+                let once = node.uses().iter().filter(|&&u| u == d.source).count() == 1;
+                if once && node.inputs.get(1).copied().flatten() == Some(d.source) {
+                    out.push((r, d.source));
+                }
+            }
+        }
+        out
+    }
+
+    /// The steps packing the device's weights computed by `producer` (after its own steps).
+    pub fn steps_after(&self, g: &Graph, producer: NodeId, o: &PlanOptions) -> Vec<super::Step> {
+        let own = self.device.iter().filter(|d| d.producer == producer);
+        own.flat_map(|d| {
+            let label = format!("pack {}", g.values[d.source.index()].name);
+            let args = vec![super::Arg::Value(d.source), super::Arg::Value(d.value)];
+            super::movement::step(producer, label, KernelId::PackWeightsF32, &d.params, d.params.len, o, args)
+        })
+        .collect()
     }
 }
 
-/// The name and bits of the packed constant of Conv node `id` (`conv_wg_packed_len`: each group's
+/// The name and packing of the weights of Conv node `id` (`conv_wg_packed_len`: each group's
 /// weights packed for `wgmma`, then the tap table), when the node runs a `wgmma` convolution
-/// (`conv::wg_launch`) on an f32 weight.
+/// (`conv::wg_launch`) on an f32 weight: an initializer, or a value `producer` computes.
 fn pack_conv_node(
     g: &Graph,
     id: NodeId,
     attrs: &crate::op::Conv,
     values: &[PlannedValue],
     o: &PlanOptions,
-) -> Option<(String, Vec<u32>)> {
+    producer: impl Fn(ValueId) -> Option<NodeId>,
+) -> Option<(String, Packing)> {
     let node = &g.nodes[id.index()];
     let n = super::conv::ConvNode { id, label: String::new(), ins: &node.inputs, outs: &node.outputs };
     let p = super::conv::conv_params(&n, values, attrs).ok()?;
     super::conv::wg_launch(&p, o)?;
     let w = node.inputs.get(1).copied().flatten()?;
-    let c = g.initializers.get(&w).filter(|c| c.dtype == DType::F32)?;
-    let bits = pack_conv(&f32s(&c.bytes), &p, !o.precision.tf32_convolutions())?;
-    Some((format!("{}/conv-packed", values[w.index()].name), bits))
+    let exact = !o.precision.tf32_convolutions();
+    let name = format!("{}/conv-packed", values[w.index()].name);
+    if let Some(c) = g.initializers.get(&w) {
+        let bits = pack_conv(&f32s(&c.bytes), &p, exact).filter(|_| c.dtype == DType::F32)?;
+        return Some((name, Packing::Host(bits)));
+    }
+    if !o.pack_computed_weights || values[w.index()].dtype != DType::F32 || !super::hoist::from_weights(g, w)
+    {
+        return None;
+    }
+    let groups = p.groups.max(1);
+    let (k, n) = (conv_depth(&p), p.out_channels / groups);
+    let params = PackParams {
+        rs: 1,
+        cs: k as u64,
+        group_stride: k as u64 * n as u64,
+        k,
+        n,
+        groups,
+        layout: pack_layout::CONV_WG,
+        exact: exact as u32,
+        conv: p,
+        ..PackParams::default()
+    };
+    let params = device_params(params, &values[w.index()])?;
+    Some((name, Packing::Device { producer: producer(w)?, source: w, params }))
 }
 
 /// The constant of `conv_wg_packed_len` for Conv `p` with weights `w` (`M x C/G x taps`,
@@ -227,23 +340,27 @@ pub(crate) fn pack_conv(w: &[f32], p: &ConvParams, exact: bool) -> Option<Vec<u3
 }
 
 /// Whether a GEMM of parameters `p` reading B from `b` runs `gemm_tc_packed_f32`: it takes the
-/// tensor-core kernel, B is an f32 weight, one for the whole batch, and k is not empty.
+/// tensor-core kernel and B can be packed ([`packable`]).
 fn takes_packed(g: &Graph, p: &GemmParams, b: ValueId, o: &PlanOptions) -> bool {
-    packable(g, p, b) && tensor_core(p, o).is_some()
+    packable(g, p, b, o) && tensor_core(p, o).is_some()
 }
 
-/// Whether B of a GEMM of parameters `p`, read from `b`, can be packed: an f32 weight, one for the
+/// Whether B of a GEMM of parameters `p` (of f32 operands), read from `b`, can be packed: an f32
+/// weight or a value computed from the weights alone ([`super::hoist::from_weights`]), one for the
 /// whole batch, k and n not empty.
-fn packable(g: &Graph, p: &GemmParams, b: ValueId) -> bool {
-    let weight = g.initializers.get(&b).is_some_and(|c| c.dtype == DType::F32);
-    weight && p.b_shared() && p.k > 0 && p.n > 0
+fn packable(g: &Graph, p: &GemmParams, b: ValueId, o: &PlanOptions) -> bool {
+    let weight = match g.initializers.get(&b) {
+        Some(c) => c.dtype == DType::F32,
+        None => o.pack_computed_weights && super::hoist::from_weights(g, b),
+    };
+    p.b_shared() && p.k > 0 && p.n > 0 && weight
 }
 
 /// Whether a GEMM of parameters `p` reading B from `b` runs a `wgmma` GEMM (`gemm_wg_*`, the
-/// Hopper flavour): it takes a large-tile kernel ([`tile_launch`]), B is an f32 weight, one for
-/// the whole batch, and k is not empty.
+/// Hopper flavour): it takes a large-tile kernel ([`tile_launch`]) and B can be packed
+/// ([`packable`]).
 pub(super) fn takes_wg_packed(g: &Graph, p: &GemmParams, b: ValueId, o: &PlanOptions) -> bool {
-    o.wgmma_gemm && o.precision.has_wgmma() && packable(g, p, b) && tile_launch(p, o).is_some()
+    o.wgmma_gemm && o.precision.has_wgmma() && packable(g, p, b, o) && tile_launch(p, o).is_some()
 }
 
 /// Little-endian f32 bytes as values.
@@ -328,6 +445,67 @@ mod tests {
         }
         // Strides past the data: refused.
         assert!(pack_wg(&b, 5, 4, 1, 5, true).is_none());
+    }
+
+    /// The host's packers write, word for word, what the device's packer writes
+    /// ([`kernels_gpu::abi::packed_element`]) for every layout: the small-m kernel's lanes, the
+    /// `wgmma` transpose (split and rounded), and a grouped convolution's planes and tap table.
+    #[test]
+    fn host_packing_is_the_shared_layout() {
+        use kernels_gpu::abi::packed_bits;
+        let value = |i: usize| ((i * 37 % 101) as f32 - 50.0) * 0.0173 + i as f32 * 1e-5;
+        let device = |p: PackParams, src: &[f32]| -> Vec<u32> {
+            let p = device_params(
+                p,
+                &PlannedValue { name: String::new(), dtype: DType::F32, dims: Some(vec![src.len()]) },
+            )
+            .expect("B lies in src");
+            (0..p.len).map(|i| packed_bits(&p, src, i).expect("reads inside src")).collect()
+        };
+        for (k, n) in [(45u32, 13u32), (32, 8), (7, 70), (1, 1)] {
+            let b: Vec<f32> = (0..(k * n) as usize).map(value).collect();
+            for (rs, cs) in [(n as u64, 1u64), (1, k as u64)] {
+                let base = PackParams { rs, cs, k, n, groups: 1, ..PackParams::default() };
+                let tc = PackParams { layout: pack_layout::TC, exact: 1, ..base };
+                assert_eq!(pack(&b, k, n, rs, cs).unwrap(), device(tc, &b), "tc {k}x{n} rs {rs}");
+                for exact in [true, false] {
+                    let wg = PackParams { layout: pack_layout::WG, exact: exact as u32, ..base };
+                    let host = pack_wg(&b, k, n, rs, cs, exact).unwrap();
+                    assert_eq!(host, device(wg, &b), "wg {k}x{n} rs {rs} exact {exact}");
+                }
+            }
+        }
+        // A grouped 3x3 convolution: 2 groups of 6 output channels over 4 input channels each.
+        let p = ConvParams {
+            batch: 2,
+            in_channels: 8,
+            out_channels: 12,
+            groups: 2,
+            in_size: [1, 9, 7],
+            out_size: [1, 9, 7],
+            kernel: [1, 3, 3],
+            strides: [1; 3],
+            dilations: [1, 2, 1],
+            pad_begin: [0, 2, 1],
+            ..ConvParams::default()
+        };
+        let (k, n) = (conv_depth(&p), 6);
+        let w: Vec<f32> = (0..(2 * k * n) as usize).map(value).collect();
+        for exact in [true, false] {
+            let params = PackParams {
+                rs: 1,
+                cs: k as u64,
+                group_stride: (k * n) as u64,
+                k,
+                n,
+                groups: 2,
+                layout: pack_layout::CONV_WG,
+                exact: exact as u32,
+                conv: p,
+                ..PackParams::default()
+            };
+            assert_eq!(pack_conv(&w, &p, exact).unwrap(), device(params, &w), "conv exact {exact}");
+        }
     }
 
     /// `B[kk][j]` of the packed `bits` (a `k x n` matrix), read back through the layout.
