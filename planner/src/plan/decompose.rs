@@ -506,11 +506,11 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
             moved = true;
         }
     }
-    // MatMuls of two dequantized operands multiply their integers and scale the result
-    // (`quant::scale_out`).
+    // MatMuls (Gemms, Convs) of two dequantized operands multiply their integers and scale the
+    // result (`quant::scale_out`).
     let mut scaled_out = false;
     for (i, node) in graph.nodes.iter().enumerate() {
-        if !matches!(node.op, Op::MatMul | Op::Gemm(_)) || replaced.contains(&i) {
+        if !matches!(node.op, Op::MatMul | Op::Gemm(_) | Op::Conv(_)) || replaced.contains(&i) {
             continue;
         }
         let (Some(a), Some(b)) = (node.input(0), node.input(1)) else { continue };

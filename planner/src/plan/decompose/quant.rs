@@ -178,10 +178,11 @@ pub(super) struct Scaled {
     pub scale_rank: usize,
 }
 
-/// `MatMul(a, b)` (or `Gemm(a, b, c)`) of two dequantized operands computed as
-/// `MatMul(a_int, b_int) * s_a * s_b` (`+ beta c`) where the scales do not vary along the
-/// contraction (A's per tensor or per row; B's per tensor, per column or batch, or per output
-/// column of a transposed Gemm B): the product of integers held in f32 is exact (each below
+/// `MatMul(a, b)` (or `Gemm(a, b, c)`, `Conv(x, w, bias)`) of two dequantized operands computed
+/// as `MatMul(a_int, b_int) * s_a * s_b` (`+ beta c`; `Conv(x_int, w_int) * s_x * s_w + bias`)
+/// where the scales do not vary along the contraction (A's per tensor or per row; B's per
+/// tensor, per column or batch, or per output column of a transposed Gemm B; X's per tensor, W's
+/// per tensor or per output channel): the product of integers held in f32 is exact (each below
 /// 2^11, so exact in TF32 on the tensor cores too) and so is its sum while it stays below 2^24,
 /// as the integer GEMM of ONNX Runtime's QDQ kernels computes it (centred int8 products reach
 /// 2^14 and uint8 ones 2^16, so a contraction past 1,024 or 256 terms of extreme values can
@@ -219,7 +220,19 @@ pub(super) fn scale_out(
             let attrs = op::Gemm { beta: 1.0, ..g.clone() };
             e.op(Op::Gemm(attrs), &[a.centred, b.centred])
         }
+        // Conv: X's scale per tensor, W's (`[M, C/G, k...]`) per tensor or per output channel
+        // (axis 0: a scale of W's rank); the bias added after the scaling.
+        Op::Conv(_) if rb >= 3 && a.scale_rank == 0 && (b.scale_rank == 0 || b.scale_rank == rb) => {
+            e.op(op.clone(), &[a.centred, b.centred])
+        }
         _ => return None,
+    };
+    // A per-channel scale (or bias) of a Conv as the result's channels read it: `[M, 1, ...]`
+    // with one unit dim per spatial dim.
+    let per_channel = |e: &mut Expand, v: ValueId| {
+        let dims: Vec<i64> = std::iter::once(-1).chain((2..rb).map(|_| 1)).collect();
+        let shape = e.i64s(&dims);
+        e.op(Op::Reshape(op::Reshape::default()), &[v, shape])
     };
     // B's scale as the result's columns read it (a transposed Gemm B's `[N, 1]` as `[N]`).
     let b_scale = match op {
@@ -227,6 +240,7 @@ pub(super) fn scale_out(
             let flat = e.i64s(&[-1]);
             e.op(Op::Reshape(op::Reshape::default()), &[b.scale, flat])
         }
+        Op::Conv(_) if b.scale_rank == rb => per_channel(e, b.scale),
         _ => b.scale,
     };
     let u = e.op(Op::Mul, &[t, a.scale]);
@@ -235,6 +249,11 @@ pub(super) fn scale_out(
             let v = e.op(Op::Mul, &[u, b_scale]);
             let bc = e.scale(g.beta, c);
             e.op_into(Op::Add, &[v, bc], out)
+        }
+        (Op::Conv(_), Some(c)) => {
+            let v = e.op(Op::Mul, &[u, b_scale]);
+            let bias = per_channel(e, c);
+            e.op_into(Op::Add, &[v, bias], out)
         }
         _ => e.op_into(Op::Mul, &[u, b_scale], out),
     })
