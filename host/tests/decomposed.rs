@@ -738,3 +738,42 @@ fn dequantized_weights_are_packed_on_the_device_once_per_binding() {
         assert!(kernel_steps(&plan).iter().all(|s| s.0 != K::PackWeightsF32), "{what} off:\n{plan}");
     }
 }
+
+/// The products of a quantized model multiply integers less their zero points
+/// (`quant::scale_out`, a Conv's too), which TF32 holds exactly: an `exact` plan runs them on the
+/// TF32 `wgmma` entries (the device packing one plane of the weight) and says so, the decomposed
+/// graph still computing what the reference does; with `tf32_integer_products` off they run the
+/// exact entries, and a GEMM of float activations stays exact.
+#[test]
+fn quantized_products_run_on_the_tf32_entries_which_are_exact_for_them() {
+    use kernels_gpu::abi::KernelId as K;
+    let mut rng = Rng::new(0x1e32);
+    let float = host::selftest::dequantized_gemms_graph(&mut rng);
+    let float_feeds = vec![("x".to_string(), rng.tensor(&[4096, 256], -1.0, 1.0))];
+    for (what, (g, feeds), symbol, size, integers) in [
+        ("QDQ MatMul", host::selftest::qdq_wide_matmul_graph(&mut rng, 4096), "m", 4096, true),
+        ("QDQ Conv", host::selftest::qdq_conv_graph(&mut rng, 8), "b", 8, true),
+        ("float MatMul of dequantized weights", (float.clone(), float_feeds), "m", 4096, false),
+    ] {
+        let binding = planner::Binding::new().with(symbol, size);
+        let bound = planner::fold::run(&planner::memory::bind_inputs(&g, &binding).unwrap()).unwrap();
+        let d = planner::plan::decomposed(&bound).unwrap();
+        let want = host::reference::eval(&g, &feeds).unwrap();
+        assert_agree(what, &host::reference::eval(&d, &feeds).unwrap(), &want);
+        for on in [true, false] {
+            let options = planner::plan::PlanOptions { tf32_integer_products: on, ..Default::default() };
+            let plan =
+                planner::plan::compile(&g, &binding, &options).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let tf32 = |k: K| format!("{k:?}").ends_with("Tf32");
+            let products: Vec<K> = (kernel_steps(&plan).into_iter())
+                .map(|s| s.0)
+                .filter(|&k| format!("{k:?}").starts_with("GemmWg") || format!("{k:?}").starts_with("ConvWg"))
+                .collect();
+            assert!(!products.is_empty(), "{what}:\n{plan}");
+            let expect = on && integers;
+            assert!(products.iter().all(|&k| tf32(k) == expect), "{what} (on {on}): {products:?}\n{plan}");
+            let said = plan.lifted.iter().any(|l| l.contains("integers TF32 holds exactly"));
+            assert_eq!(said, expect, "{what} (on {on}): {:?}", plan.lifted);
+        }
+    }
+}

@@ -175,3 +175,45 @@ pub fn dequantized_conv_graph(rng: &mut Rng) -> Graph {
     g.output(y);
     g
 }
+
+/// A uint8 per-tensor QuantizeLinear / DequantizeLinear pair on `x`, as `quantize_static` writes
+/// one on an activation (scale 0.02, zero point 128).
+fn fake_quantized(g: &mut Graph, x: planner::ValueId) -> planner::ValueId {
+    let s = g.initializer("x_scale", ConstTensor::from_f32(&[], &[0.02]).expect("a scalar"));
+    let z =
+        g.initializer("x_zero_point", ConstTensor::from_i64s_as(DType::U8, &[], &[128]).expect("a scalar"));
+    let q = g.op1(Op::QuantizeLinear(Quantize::default()), &[x, s, z]);
+    g.op1(Op::DequantizeLinear(Quantize::default()), &[q, s, z])
+}
+
+/// A QDQ MatMul wide enough for the large-tile GEMMs: `x [m, 256]` (`m` symbolic) quantized and
+/// dequantized (uint8, per tensor), times the per-column dequantized int8 `[256, 384]`; with a
+/// random `[m, 256]` input for `m`. The product multiplies integers of at most 255 (`scale_out`).
+pub fn qdq_wide_matmul_graph(rng: &mut Rng, m: usize) -> (Graph, Vec<(String, HostTensor)>) {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Symbol("m".into()), Dim::Known(256)]);
+    let a = fake_quantized(&mut g, x);
+    let w = int8_weight(&mut g, rng, "w", &[256, 384], 1);
+    let y = g.op1(Op::MatMul, &[a, w]);
+    g.output(y);
+    (g, vec![("x".to_string(), rng.tensor(&[m, 256], -2.5, 2.5))])
+}
+
+/// A QDQ convolution as `quantize_static` writes one with `per_channel=True`: `x [b, 32, 12, 12]`
+/// (`b` symbolic) quantized and dequantized (uint8, per tensor), a 3x3 Conv (padding 1) with the
+/// per-output-channel dequantized int8 `[64, 32, 3, 3]` and an f32 bias, then a Relu; with a
+/// random input of batch `b`. The convolution multiplies integers of at most 255.
+pub fn qdq_conv_graph(rng: &mut Rng, b: usize) -> (Graph, Vec<(String, HostTensor)>) {
+    let mut g = Graph::new();
+    let dims = vec![Dim::Symbol("b".into()), Dim::Known(32), Dim::Known(12), Dim::Known(12)];
+    let x = g.input("x", DType::F32, dims);
+    let a = fake_quantized(&mut g, x);
+    let w = int8_weight(&mut g, rng, "w", &[64, 32, 3, 3], 0);
+    let bias: Vec<f32> = (0..64).map(|_| rng.uniform(-0.5, 0.5)).collect();
+    let bias = g.initializer("bias", ConstTensor::from_f32(&[64], &bias).expect("sizes match"));
+    let attrs = planner::op::Conv { pads: vec![1, 1, 1, 1], ..Default::default() };
+    let c = g.op1(Op::Conv(attrs), &[a, w, bias]);
+    let y = g.op1(Op::Relu, &[c]);
+    g.output(y);
+    (g, vec![("x".to_string(), rng.tensor(&[b, 32, 12, 12], -2.5, 2.5))])
+}

@@ -38,6 +38,10 @@ pub struct SessionOptions {
     /// model's weights (an int8 model's dequantized weights), on the device once per binding
     /// (default on).
     pub pack_computed_weights: bool,
+    /// In `exact` precision, run the GEMMs and convolutions whose operands are integers TF32
+    /// holds exactly (a quantized model's) on the TF32 entries: the same result, a third of the
+    /// tensor-core work (default on).
+    pub tf32_integer_products: bool,
     /// Launch each kernel as a programmatic dependent of the previous one where the loaded kernels
     /// support it (Hopper): its launch overlaps the previous kernel's completion and its blocks
     /// wait for that kernel on the device, which shortens the gaps between steps (default on).
@@ -102,7 +106,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 21] = [
+    const SWITCHES: [Switch; 22] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -113,6 +117,7 @@ impl SessionOptions {
         ("fuse_layer_norm_gemm", |o| &mut o.fuse_layer_norm_gemm),
         ("pack_gemm_weights", |o| &mut o.pack_gemm_weights),
         ("pack_computed_weights", |o| &mut o.pack_computed_weights),
+        ("tf32_integer_products", |o| &mut o.tf32_integer_products),
         ("programmatic_launch", |o| &mut o.programmatic_launch),
         ("tensor_core_attention", |o| &mut o.tensor_core_attention),
         ("fuse_attention", |o| &mut o.fuse_attention),
@@ -175,6 +180,7 @@ impl Default for SessionOptions {
             fuse_layer_norm_gemm: true,
             pack_gemm_weights: true,
             pack_computed_weights: true,
+            tf32_integer_products: true,
             programmatic_launch: true,
             tensor_core_attention: true,
             fuse_attention: true,

@@ -102,3 +102,34 @@ fn tf32_against_exact(what: &str, g: &Graph, feeds: &[(String, HostTensor)], wgm
     // TF32 keeps 10 of f32's 23 mantissa bits: about 3e-4 here, far above exact's 2e-6.
     assert!(tf32 >= 1e-5 && tf32 > 20.0 * exact, "{what}: tf32 error {tf32:e} vs exact {exact:e}");
 }
+
+/// A quantized model's products multiply integers of at most 255 (`quant::scale_out`), which
+/// TF32 holds exactly: on the TF32 `wgmma` entries (`tf32_integer_products`, on Hopper) the QDQ
+/// MatMul and Conv (`selftest::qdq_wide_matmul_graph`, `qdq_conv_graph`) give bit for bit what
+/// the exact entries give, and match the reference.
+#[test]
+fn quantized_products_on_the_tf32_entries_equal_the_exact_ones_bit_for_bit() {
+    let mut rng = Rng::new(0x1e33);
+    let hopper = ctx().flavour() == host::PtxFlavour::Hopper;
+    for (what, (g, feeds)) in [
+        ("QDQ MatMul", host::selftest::qdq_wide_matmul_graph(&mut rng, 4096)),
+        ("QDQ Conv", host::selftest::qdq_conv_graph(&mut rng, 8)),
+    ] {
+        let want = host::reference::eval(&g, &feeds).unwrap();
+        let run = |on: bool| {
+            let options = SessionOptions { tf32_integer_products: on, ..SessionOptions::default() };
+            let mut s = Session::new(ctx(), g.clone(), options).unwrap();
+            let got = s.run(&feeds).unwrap();
+            (got[0].1.f32s("gpu").unwrap().to_vec(), s.last_plan().unwrap().to_string())
+        };
+        let ((tf32, plan), (exact, _)) = (run(true), run(false));
+        if hopper {
+            assert!(plan.contains("wg64_tf32") || plan.contains("wg32_tf32"), "{what}:\n{plan}");
+        }
+        let differ = tf32.iter().zip(&exact).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(differ, 0, "{what}: {differ} outputs differ between the TF32 and exact entries");
+        for (i, (&a, b)) in tf32.iter().zip(want[0].1.data().to_f64s()).enumerate() {
+            assert!((a as f64 - b).abs() <= 1e-5 * (1.0 + b.abs()), "{what}[{i}]: gpu {a}, reference {b}");
+        }
+    }
+}

@@ -39,6 +39,7 @@ mod gemm;
 mod gemm_cat;
 mod hoist;
 mod indexing;
+mod integers;
 mod linear_attention;
 mod logic;
 mod loss;
@@ -137,6 +138,10 @@ pub struct PlanOptions {
     /// dequantized weights, on the device right after computing it (once per binding where that
     /// is hoisted; `tc_pack::DevicePack`), instead of reading it unpacked.
     pub pack_computed_weights: bool,
+    /// In `exact` precision, run the GEMMs and convolutions whose two operands hold integers that
+    /// TF32 represents exactly (`integers.rs`: a quantized model's products of integers less their
+    /// zero points) on the TF32 entries: the same result, one product instead of three.
+    pub tf32_integer_products: bool,
     /// Fold a LayerNormalization read only by a GEMM on the packed tensor-core path into that
     /// GEMM (it normalizes A's rows as it loads them).
     pub fuse_layer_norm_gemm: bool,
@@ -210,6 +215,7 @@ impl Default for PlanOptions {
             fuse_layer_norm_gemm: true,
             pack_gemm_weights: true,
             pack_computed_weights: true,
+            tf32_integer_products: true,
             pair_gemm: true,
             wgmma_gemm: true,
             split_k_wgmma: false,
@@ -549,6 +555,13 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     // Q, K and V projections of one value as one GEMM, read by the attention through a Split.
     let sibling = if options.fuse_attention { siblings::run(&bound, &infos) } else { None };
     let (bound, infos) = reinferred((bound, infos), sibling)?;
+    // The values holding integers TF32 represents exactly (by name: the fusion passes rebuild the
+    // graph), for the products of them (`integers.rs`).
+    let small_integers = if options.precision == Precision::Exact && options.tf32_integer_products {
+        integers::small_integers(&bound, &infos)
+    } else {
+        Default::default()
+    };
     let (fused, epilogues) =
         if options.fuse_activations { fuse::activations(&bound, &infos) } else { (bound, Vec::new()) };
     let infos = shape_infer::infer(&fused)?;
@@ -627,6 +640,33 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     // (constants: no arena slot).
     let first_scratch = values.len();
     values.extend(scratch.iter().map(|(_, v)| v.clone()));
+    // GEMMs and convolutions of two operands holding small integers: exact on the TF32 entries
+    // (`integers.rs`); not one that normalizes A as it loads it.
+    let integer_products: std::collections::HashSet<NodeId> = (0..fused.nodes.len() as u32)
+        .map(NodeId)
+        .filter(|&id| {
+            let node = &fused.nodes[id.index()];
+            let operands = match node.op {
+                crate::Op::Gemm(_) | crate::Op::MatMul | crate::Op::FusedGemm(_)
+                    if node.output(0).is_some_and(|o| !norms.contains_key(&o)) =>
+                {
+                    gemm::gemm_of(&fused, id, &values, &operand_perms).ok().map(|(_, a, b, _)| (a, b))
+                }
+                crate::Op::Conv(_) => node.input(0).zip(node.input(1)),
+                _ => None,
+            };
+            integers::reads_small_integers(&small_integers, &values, operands)
+        })
+        .collect();
+    let tf32_options = PlanOptions { precision: Precision::Tf32, ..*options };
+    let options_of = |id: NodeId| if integer_products.contains(&id) { tf32_options } else { *options };
+    if !integer_products.is_empty() {
+        lifted.push(format!(
+            "{} GEMMs / convolutions multiply integers TF32 holds exactly (a quantized model's): \
+             their large-tile and wgmma entries run in TF32, exact for them",
+            integer_products.len()
+        ));
+    }
     let packed = if options.pack_gemm_weights {
         let lowered: Vec<NodeId> = (crate::validate::topo_order(&fused)?.into_iter())
             .filter(|&id| chains.of(id).is_none())
@@ -635,7 +675,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
                 !outs.iter().flatten().any(|v| absorbed.contains(v) || attentions.contains_key(v))
             })
             .collect();
-        tc_pack::pack_weights(&fused, &lowered, &mut values, &operand_perms, options)
+        tc_pack::pack_weights(&fused, &lowered, &mut values, &operand_perms, &options_of)
     } else {
         tc_pack::PackedWeights::default()
     };
@@ -715,7 +755,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         let out = node.output(0);
         let lowered = match out.and_then(|o| attentions.get(&o)) {
             Some(p) => attention::lower(&fused, id, p, &values, options),
-            None => lower::node(&fused, id, &values, &own, &fusion, options),
+            None => lower::node(&fused, id, &values, &own, &fusion, &options_of(id)),
         };
         // A GEMM reading A in place computes the gathers and concatenation it took over too.
         let lowered = match (lowered, cats.by_node.get(&id)) {

@@ -136,18 +136,20 @@ pub(super) fn pack_weights(
     nodes: &[NodeId],
     values: &mut Vec<PlannedValue>,
     perms: &super::fuse::OperandPerms,
-    o: &PlanOptions,
+    options_of: &dyn Fn(NodeId) -> PlanOptions,
 ) -> PackedWeights {
-    // (B, k, n, b_rs, b_cs, for wgmma) -> its index in `made`.
-    let mut keys: BTreeMap<(ValueId, u32, u32, u64, u64, bool), usize> = BTreeMap::new();
+    // (B, k, n, b_rs, b_cs, for wgmma, exact) -> its index in `made`.
+    type Key = (ValueId, u32, u32, u64, u64, bool, bool);
+    let mut keys: BTreeMap<Key, usize> = BTreeMap::new();
     let mut made: Vec<(String, Packing, Vec<NodeId>)> = Vec::new();
-    let exact = o.precision == Precision::Exact;
     let defs = g.definitions();
     let producer = |v: ValueId| match defs.get(v.index()) {
         Some(Some(crate::graph::Definition::Node { node, .. })) => Some(*node),
         _ => None,
     };
     for &id in nodes {
+        let o = &options_of(id);
+        let exact = o.precision == Precision::Exact;
         if let Op::Conv(attrs) = &g.nodes[id.index()].op {
             if let Some((name, packing)) = pack_conv_node(g, id, attrs, values, o, producer) {
                 made.push((name, packing, vec![id]));
@@ -162,7 +164,7 @@ pub(super) fn pack_weights(
         if !wg && !takes_packed(g, &p, b, o) {
             continue;
         }
-        let key = (b, p.k, p.n, p.b_rs, p.b_cs, wg);
+        let key = (b, p.k, p.n, p.b_rs, p.b_cs, wg, exact);
         if let Some(&i) = keys.get(&key) {
             made[i].2.push(id);
             continue;
