@@ -163,9 +163,15 @@ pub fn dequantized_gemms_graph(rng: &mut Rng) -> Graph {
 /// Conv (padding 1) with the per-output-channel dequantized int8 `[64, 32, 3, 3]` and an f32
 /// bias, then a Relu; output `[b, 64, 12, 12]`.
 pub fn dequantized_conv_graph(rng: &mut Rng) -> Graph {
+    int8_conv_graph(rng, false)
+}
+
+/// [`dequantized_conv_graph`], its input quantized and dequantized first when `quantized`.
+fn int8_conv_graph(rng: &mut Rng, quantized: bool) -> Graph {
     let mut g = Graph::new();
     let dims = vec![Dim::Symbol("b".into()), Dim::Known(32), Dim::Known(12), Dim::Known(12)];
     let x = g.input("x", DType::F32, dims);
+    let x = if quantized { fake_quantized(&mut g, x) } else { x };
     let w = int8_weight(&mut g, rng, "w", &[64, 32, 3, 3], 0);
     let bias: Vec<f32> = (0..64).map(|_| rng.uniform(-0.5, 0.5)).collect();
     let bias = g.initializer("bias", ConstTensor::from_f32(&[64], &bias).expect("sizes match"));
@@ -204,16 +210,6 @@ pub fn qdq_wide_matmul_graph(rng: &mut Rng, m: usize) -> (Graph, Vec<(String, Ho
 /// per-output-channel dequantized int8 `[64, 32, 3, 3]` and an f32 bias, then a Relu; with a
 /// random input of batch `b`. The convolution multiplies integers of at most 255.
 pub fn qdq_conv_graph(rng: &mut Rng, b: usize) -> (Graph, Vec<(String, HostTensor)>) {
-    let mut g = Graph::new();
-    let dims = vec![Dim::Symbol("b".into()), Dim::Known(32), Dim::Known(12), Dim::Known(12)];
-    let x = g.input("x", DType::F32, dims);
-    let a = fake_quantized(&mut g, x);
-    let w = int8_weight(&mut g, rng, "w", &[64, 32, 3, 3], 0);
-    let bias: Vec<f32> = (0..64).map(|_| rng.uniform(-0.5, 0.5)).collect();
-    let bias = g.initializer("bias", ConstTensor::from_f32(&[64], &bias).expect("sizes match"));
-    let attrs = planner::op::Conv { pads: vec![1, 1, 1, 1], ..Default::default() };
-    let c = g.op1(Op::Conv(attrs), &[a, w, bias]);
-    let y = g.op1(Op::Relu, &[c]);
-    g.output(y);
+    let g = int8_conv_graph(rng, true);
     (g, vec![("x".to_string(), rng.tensor(&[b, 32, 12, 12], -2.5, 2.5))])
 }

@@ -22,7 +22,7 @@ use crate::tensor_info::DType;
 
 mod einsum;
 mod parts;
-mod quant;
+pub(super) mod quant;
 
 use parts::{batch_norm_training, flex_attention, mutual_batch, optimizer, tree_tables, unpooled_dims};
 

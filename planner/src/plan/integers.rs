@@ -131,19 +131,9 @@ impl Walk<'_> {
             rs.into_iter().reduce(|a, b| a.join(b, f64::max)).unwrap_or(Range::Unknown)
         };
         match &node.op {
-            // Data movement: the same elements (or some of them).
-            Op::Identity
-            | Op::Reshape(_)
-            | Op::Flatten(_)
-            | Op::Squeeze(_)
-            | Op::Unsqueeze(_)
-            | Op::Transpose(_)
-            | Op::Expand
-            | Op::Slice(_)
-            | Op::Split(_)
-            | Op::Tile
-            | Op::Gather(_)
-            | Op::GatherElements(_)
+            // Data movement: the same elements (or some of them), or their magnitudes.
+            op if super::decompose::quant::moves_values(op) => input(0, self),
+            Op::GatherElements(_)
             | Op::GatherNd(_)
             | Op::ReduceMax(_)
             | Op::ReduceMin(_)

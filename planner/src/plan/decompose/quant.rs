@@ -290,7 +290,7 @@ pub(super) fn pairs(g: &Graph) -> BTreeMap<NodeId, NodeId> {
 
 /// Ops whose outputs hold only values of their first input (moved, selected or repeated): a value
 /// on a quantization grid stays on it through them.
-pub(super) fn moves_values(op: &Op) -> bool {
+pub(in crate::plan) fn moves_values(op: &Op) -> bool {
     matches!(
         op,
         Op::Identity
