@@ -17,7 +17,7 @@ pub mod pack_layout {
     /// The `wgmma` GEMMs' B ([`super::super::gemm_wg_packed_len`]), once per group.
     pub const WG: u32 = 1;
     /// A `wgmma` convolution's W ([`super::super::conv_wg_packed_len`]): [`WG`] per group, then
-    /// the tap table of [`PackParams::conv`].
+    /// the tap table of [`super::PackParams::conv`].
     pub const CONV_WG: u32 = 2;
 }
 

@@ -212,18 +212,39 @@ fn exact_integers(dtype: DType) -> Option<f64> {
     })
 }
 
-/// Whether GEMM or Conv node `id` of the fused graph `g` reads two operands named in `small`
-/// ([`small_integers`]): `operands` gives them (A and B of a GEMM as it reads them, X and W of a
-/// Conv).
-pub(super) fn reads_small_integers(
-    small: &HashSet<String>,
+/// The GEMM (MatMul, Gemm, FusedGemm) and Conv nodes of the fused graph `g` whose two operands
+/// (A and B as the GEMM reads them, through the transposes it walks; X and W) are named in `small`
+/// ([`small_integers`]) and f32; not a GEMM that normalizes A as it loads it (`norms`: its A is
+/// the normalization's input).
+pub(super) fn products(
+    g: &Graph,
     values: &[super::PlannedValue],
-    operands: Option<(ValueId, ValueId)>,
-) -> bool {
+    perms: &super::fuse::OperandPerms,
+    norms: &super::norm_gemm::NormGemms,
+    small: &HashSet<String>,
+) -> HashSet<NodeId> {
     let named = |v: ValueId| {
         values.get(v.index()).is_some_and(|pv| pv.dtype == DType::F32 && small.contains(&pv.name))
     };
-    operands.is_some_and(|(a, b)| named(a) && named(b))
+    if small.is_empty() {
+        return HashSet::new();
+    }
+    (0..g.nodes.len() as u32)
+        .map(NodeId)
+        .filter(|&id| {
+            let node = &g.nodes[id.index()];
+            let operands = match node.op {
+                Op::Gemm(_) | Op::MatMul | Op::FusedGemm(_)
+                    if node.output(0).is_some_and(|o| !norms.contains_key(&o)) =>
+                {
+                    super::gemm::gemm_of(g, id, values, perms).ok().map(|(_, a, b, _)| (a, b))
+                }
+                Op::Conv(_) => node.input(0).zip(node.input(1)),
+                _ => None,
+            };
+            operands.is_some_and(|(a, b)| named(a) && named(b))
+        })
+        .collect()
 }
 
 #[cfg(test)]

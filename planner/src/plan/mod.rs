@@ -640,24 +640,8 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     // (constants: no arena slot).
     let first_scratch = values.len();
     values.extend(scratch.iter().map(|(_, v)| v.clone()));
-    // GEMMs and convolutions of two operands holding small integers: exact on the TF32 entries
-    // (`integers.rs`); not one that normalizes A as it loads it.
-    let integer_products: std::collections::HashSet<NodeId> = (0..fused.nodes.len() as u32)
-        .map(NodeId)
-        .filter(|&id| {
-            let node = &fused.nodes[id.index()];
-            let operands = match node.op {
-                crate::Op::Gemm(_) | crate::Op::MatMul | crate::Op::FusedGemm(_)
-                    if node.output(0).is_some_and(|o| !norms.contains_key(&o)) =>
-                {
-                    gemm::gemm_of(&fused, id, &values, &operand_perms).ok().map(|(_, a, b, _)| (a, b))
-                }
-                crate::Op::Conv(_) => node.input(0).zip(node.input(1)),
-                _ => None,
-            };
-            integers::reads_small_integers(&small_integers, &values, operands)
-        })
-        .collect();
+    // GEMMs and convolutions of two operands holding small integers: exact on the TF32 entries.
+    let integer_products = integers::products(&fused, &values, &operand_perms, &norms, &small_integers);
     let tf32_options = PlanOptions { precision: Precision::Tf32, ..*options };
     let options_of = |id: NodeId| if integer_products.contains(&id) { tf32_options } else { *options };
     if !integer_products.is_empty() {
