@@ -777,3 +777,47 @@ fn quantized_products_run_on_the_tf32_entries_which_are_exact_for_them() {
         }
     }
 }
+
+/// One dequantized weight read by three GEMMs of different paths (`wgmma` at m 4096, the small-m
+/// tensor-core kernel at m 64, a GEMV at m 2): packed twice on the device, both right after the
+/// dequantization; the GEMV reads the dequantized weight itself, which therefore lives on. With
+/// hoisting off, the packing runs every run (after the dequantization, before the GEMMs).
+#[test]
+fn a_dequantized_weight_read_on_three_paths_is_packed_per_layout_and_kept_for_the_gemv() {
+    use kernels_gpu::abi::KernelId as K;
+    use planner::op::Quantize;
+    use planner::{ConstTensor, Dim};
+    let mut rng = Rng::new(0x3a7);
+    let mut g = Graph::new();
+    let q: Vec<i64> = (0..256 * 384).map(|_| (rng.next_u64() % 255) as i64 - 127).collect();
+    let wq = g.initializer("wq", ConstTensor::from_i64s_as(DType::I8, &[256, 384], &q).unwrap());
+    let s = g.initializer("s", ConstTensor::from_f32(&[], &[0.01]).unwrap());
+    let w = g.op1(Op::DequantizeLinear(Quantize::default()), &[wq, s]);
+    for (name, m) in [("x1", 4096), ("x2", 64), ("x3", 2)] {
+        let x = g.input(name, DType::F32, vec![Dim::Known(m), Dim::Known(256)]);
+        let y = g.op1(Op::MatMul, &[x, w]);
+        g.output(y);
+    }
+    for hoist in [true, false] {
+        let options = planner::plan::PlanOptions { hoist_constants: hoist, ..Default::default() };
+        let plan = planner::plan::compile(&g, &planner::Binding::new(), &options).unwrap();
+        let steps = kernel_steps(&plan);
+        let packs: Vec<usize> = (0..steps.len()).filter(|&i| steps[i].0 == K::PackWeightsF32).collect();
+        assert_eq!(packs.len(), 2, "hoist {hoist}:\n{plan}");
+        let source = steps[packs[0]].1[0];
+        assert_eq!(steps[packs[1]].1[0], source, "hoist {hoist}:\n{plan}");
+        // The dequantization's last step comes right before the packings.
+        let made = (0..steps.len()).filter(|&i| steps[i].2.contains(&source)).max().unwrap();
+        assert_eq!(packs, [made + 1, made + 2], "hoist {hoist}:\n{plan}");
+        for &i in &packs {
+            assert_eq!(steps[i].3, hoist, "hoist {hoist}: packing hoisted?\n{plan}");
+            let packed = steps[i].2[0];
+            assert!(steps.iter().any(|s| s.0 != K::PackWeightsF32 && s.1.contains(&packed)), "{plan}");
+        }
+        let gemv = steps.iter().find(|s| s.0 == K::GemvF32).expect("a GEMV");
+        assert!(gemv.1.contains(&source), "hoist {hoist}: the GEMV reads the weight:\n{plan}");
+        if hoist {
+            assert!(plan.hoisted_results().contains(&source), "kept for the GEMV:\n{plan}");
+        }
+    }
+}
