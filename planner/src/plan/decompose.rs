@@ -11,7 +11,9 @@
 //! that have kernels (and that the elementwise pass then fuses), computing the reference's
 //! formulas in f32. Runs on a bound graph before shape inference; a node whose operands are not
 //! f32 (or whose shapes are unknown) stays as it is, and is refused later by name. QuantizeLinear /
-//! DequantizeLinear (per tensor and per axis, 8-bit) become their defining arithmetic (`quant.rs`).
+//! DequantizeLinear (per tensor and per axis, 8-bit; DequantizeLinear also blocked, and of weights
+//! of the coded types, decoded from their codes by a table) become their defining arithmetic
+//! (`quant.rs`).
 
 use crate::constant::ConstTensor;
 use crate::error::PlanError;
@@ -132,13 +134,34 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                     | Op::DequantizeLinear(_)
             )
     };
-    if !graph.nodes.iter().any(covered) {
+    let coded_weights = graph.initializers.values().any(|c| matches!(c.dtype, DType::Coded(_)));
+    if !graph.nodes.iter().any(|n| covered(n) || coded_weights && matches!(n.op, Op::Cast(_))) {
         return Ok(None);
     }
     // Quantize -> dequantize pairs that give back their input go first (quant.rs).
     if let Some(g) = quant::drop_identity_pairs(graph) {
         return Ok(Some(run(&g)?.unwrap_or(g)));
     }
+    // Coded weights only moved and decoded are held as their codes (quant.rs); should a decode
+    // of them stay unexpanded, the graph is expanded without that.
+    if coded_weights
+        && let Some((retyped, codes)) = quant::retype_codes(graph, &shape_infer::infer(graph)?)
+        && let Some(g) = expand(&retyped, &codes, |n| covered(n) || matches!(n.op, Op::Cast(_)))?
+    {
+        return Ok(Some(g));
+    }
+    expand(graph, &Default::default(), covered)
+}
+
+/// [`run`]'s expansions of the nodes `covered` selects, `codes` the values holding codes of a
+/// coded type in uint8 (`quant::retype_codes`); `None` when nothing is expanded, or when a node
+/// other than a data move that reads such codes was not expanded (it would read the codes as
+/// numbers).
+fn expand(
+    graph: &Graph,
+    codes: &std::collections::BTreeMap<ValueId, crate::coded::Coded>,
+    covered: impl Fn(&Node) -> bool,
+) -> Result<Option<Graph>, PlanError> {
     let infos = shape_infer::infer(graph)?;
     let f32_in = |n: &Node, slots: std::ops::Range<usize>| {
         slots.into_iter().all(|s| n.input(s).is_some_and(|v| infos[v.index()].dtype == DType::F32))
@@ -149,7 +172,7 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
         let node = &graph.nodes[n.index()];
         let Op::QuantizeLinear(q) = &node.op else { return None };
         let (x, s) = (node.input(0)?, node.input(1)?);
-        Some(quant::Quant { attrs: q, ins: (x, s, node.input(2)), infos: &infos })
+        Some(quant::Quant { attrs: q, ins: (x, s, node.input(2)), infos: &infos, coded: None })
     };
     let composed: std::collections::BTreeSet<NodeId> =
         paired.values().copied().filter(|&q| quant_of(q).is_some_and(|q| q.quantizable())).collect();
@@ -443,18 +466,27 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                 if node.input(0).is_some() && node.input(1).is_some() =>
             {
                 let (x, s) = (ins[0], ins[1]);
-                let quant = quant::Quant { attrs: q, ins: (x, s, node.input(2)), infos: &infos };
+                let coded = codes.get(&x).copied();
+                let quant = quant::Quant { attrs: q, ins: (x, s, node.input(2)), infos: &infos, coded };
                 if matches!(node.op, Op::QuantizeLinear(_)) {
                     quant.quantize(&mut e, node.output(0))
                 } else {
                     match quant.dequantize(&mut e, node.output(0)) {
-                        Some(s) => {
+                        Some(Some(s)) => {
                             scaled.insert(s.y, s);
                             true
                         }
+                        Some(None) => true,
                         None => false,
                     }
                 }
+            }
+            // A cast of codes to a float type: their values, from the table.
+            Op::Cast(c) if codes.contains_key(&ins[0]) && c.to.is_float() => {
+                let values = quant::decode(&mut e, ins[0], codes[&ins[0]]);
+                let to = if c.to == DType::F32 { Op::Identity } else { Op::Cast(op::Cast::to(c.to)) };
+                e.op_into(to, &[values], node.output(0));
+                true
             }
             Op::FlexAttention(fa) if f32_in(node, 0..3) => {
                 let shape = |v: ValueId| infos[v.index()].shape.as_known();
@@ -531,6 +563,13 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
         }
     }
     if replaced.is_empty() && !touched && !moved {
+        return Ok(None);
+    }
+    // Codes read as numbers by a node left as it is: not this expansion.
+    let misread = (graph.nodes.iter().enumerate()).filter(|(i, _)| !replaced.contains(i)).any(|(_, n)| {
+        !quant::moves_values(&n.op) && n.inputs.iter().flatten().any(|v| codes.contains_key(v))
+    });
+    if misread {
         return Ok(None);
     }
     g.nodes = kept;

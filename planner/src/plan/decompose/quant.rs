@@ -12,10 +12,20 @@
 //! - A pair whose input already lies on its grid (dequantized with the same scale and zero point,
 //!   then only moved: a Reshape, Transpose, Split...) gives that input back and goes
 //!   ([`drop_identity_pairs`]).
+//! - A blocked DequantizeLinear repeats its scale and zero point over their blocks (reshape,
+//!   expand, reshape, slice) and is then the same arithmetic.
+//! - Weights of the coded types (int4 / uint4 / int2 / uint2, float8, float4: one code per byte)
+//!   that are only moved and then dequantized or cast to a float type are held as their codes in
+//!   uint8, which the GPU's byte kernels move ([`retype_codes`]), and decoded where they are
+//!   used: a gather from the table of the 256 codes' values ([`decode`], exact in f32). Weight-only
+//!   quantized models (int4 blocked, float8) thus run on the GPU; codes that are not weights (an
+//!   input) stay refused by name.
 
 use std::collections::BTreeMap;
 
 use super::Expand;
+use crate::coded::Coded;
+use crate::constant::ConstTensor;
 use crate::graph::{Definition, Graph, NodeId, ValueId};
 use crate::op::{self, Op};
 use crate::tensor_info::{DType, TensorInfo};
@@ -28,6 +38,9 @@ pub(super) struct Quant<'a> {
     /// x, scale, zero point.
     pub ins: (ValueId, ValueId, Option<ValueId>),
     pub infos: &'a [TensorInfo],
+    /// The coded type of a DequantizeLinear's x and zero point, held as their codes in uint8
+    /// ([`retype_codes`]); `None` for the machine integer types.
+    pub coded: Option<Coded>,
 }
 
 impl Quant<'_> {
@@ -54,9 +67,50 @@ impl Quant<'_> {
         Some(e.op(Op::Reshape(op::Reshape::default()), &[p, shape]))
     }
 
-    /// The scale and the zero point (if any) reshaped to broadcast against `x`.
+    /// `p` (a scale or zero point of x's rank whose `axis` dim counts blocks of `block_size`)
+    /// repeated along `axis` to x's shape: `[.., nb, ..]` reshaped to `[.., nb, 1, ..]`,
+    /// expanded to `[.., nb, bs, ..]`, reshaped to `[.., nb·bs, ..]` and sliced to x's length.
+    fn blocked(&self, e: &mut Expand, p: ValueId) -> Option<ValueId> {
+        let x = self.infos[self.ins.0.index()].shape.as_known()?;
+        let ps = self.infos[p.index()].shape.as_known()?;
+        let (rank, bs) = (x.len() as i64, self.attrs.block_size);
+        let axis = if self.attrs.axis < 0 { self.attrs.axis + rank } else { self.attrs.axis };
+        if !(0..rank).contains(&axis) || ps.len() != x.len() || bs == 0 {
+            return None;
+        }
+        let a = axis as usize;
+        let nb = x[a].div_ceil(bs);
+        if ps[a] != nb || (0..x.len()).any(|d| d != a && ps[d] != x[d]) {
+            return None;
+        }
+        let dims = |inner: &[usize]| -> Vec<i64> {
+            ps[..a].iter().chain(inner).chain(&ps[a + 1..]).map(|&d| d as i64).collect()
+        };
+        let (one, full, flat) = (dims(&[nb, 1]), dims(&[nb, bs]), dims(&[nb * bs]));
+        let one = e.i64s(&one);
+        let u = e.op(Op::Reshape(op::Reshape::default()), &[p, one]);
+        let full = e.i64s(&full);
+        let ex = e.op(Op::Expand, &[u, full]);
+        let flat = e.i64s(&flat);
+        let r = e.op(Op::Reshape(op::Reshape::default()), &[ex, flat]);
+        if nb * bs == x[a] {
+            return Some(r);
+        }
+        let (starts, ends, axes) = (e.i64s(&[0]), e.i64s(&[x[a] as i64]), e.i64s(&[axis]));
+        Some(e.op(Op::Slice(op::Slice::default()), &[r, starts, ends, axes]))
+    }
+
+    /// The scale and the zero point (if any) reshaped to broadcast against `x` (repeated over
+    /// their blocks when blocked).
     fn broadcast_operands(&self, e: &mut Expand) -> Option<(ValueId, Option<ValueId>)> {
         let (_, s, z) = self.ins;
+        if self.attrs.block_size > 0 {
+            let zb = match z {
+                Some(z) => Some(self.blocked(e, z)?),
+                None => None,
+            };
+            return Some((self.blocked(e, s)?, zb));
+        }
         let sb = self.broadcast(e, s)?;
         let zb = match z {
             Some(z) => Some(self.broadcast(e, z)?),
@@ -87,29 +141,40 @@ impl Quant<'_> {
             && z.is_none_or(|z| ints.contains(&self.dtype(z)))
     }
 
-    /// DequantizeLinear into `out`; `None` when not covered.
-    pub fn dequantize(&self, e: &mut Expand, out: Option<ValueId>) -> Option<Scaled> {
-        let x = self.ins.0;
-        if !self.covered(&[DType::U8, DType::I8, DType::I32])
-            || !matches!(self.dtype(x), DType::U8 | DType::I8 | DType::I32)
-        {
+    /// DequantizeLinear into `out` (per tensor, per axis or blocked; x of a machine integer type
+    /// or coded), and the dequantized value as [`Scaled`] when its integers may be multiplied
+    /// before their scale (not blocked, not a float8 / float4 code); `None` when not covered.
+    pub fn dequantize(&self, e: &mut Expand, out: Option<ValueId>) -> Option<Option<Scaled>> {
+        let (x, s, z) = self.ins;
+        let ints = matches!(self.dtype(x), DType::U8 | DType::I8 | DType::I32);
+        let blocked = self.attrs.block_size > 0;
+        if self.dtype(s) != DType::F32 || !(ints || self.coded.is_some() && self.dtype(x) == DType::U8) {
             return None;
         }
         // The spec's zero point has x's type; another is left to the refusal by name.
-        if self.ins.2.is_some_and(|z| self.dtype(z) != self.dtype(x)) {
+        if z.is_some_and(|z| self.dtype(z) != self.dtype(x)) {
             return None;
         }
         let (sb, zb) = self.broadcast_operands(e)?;
-        let xf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[x]);
+        let xf = self.to_f32(e, x);
         let centred = match zb {
             Some(zb) => {
-                let zf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[zb]);
+                let zf = self.to_f32(e, zb);
                 e.sub(xf, zf)
             }
             None => xf,
         };
         let y = e.op_into(Op::Mul, &[centred, sb], out);
-        self.scaled(y, centred, sb)
+        let integers = self.coded.is_none_or(|c| !c.is_float());
+        Some(if blocked || !integers { None } else { self.scaled(y, centred, sb) })
+    }
+
+    /// `v` (x or its zero point) as f32: cast, or decoded from its codes ([`decode`]).
+    fn to_f32(&self, e: &mut Expand, v: ValueId) -> ValueId {
+        match self.coded {
+            Some(c) => decode(e, v, c),
+            None => e.op(Op::Cast(op::Cast::to(DType::F32)), &[v]),
+        }
     }
 
     /// `y = centred * scale` as [`Scaled`].
@@ -417,4 +482,81 @@ pub(super) fn drop_identity_pairs(g: &Graph) -> Option<Graph> {
     }
     // The dropped pairs' values are defined by nothing now: drop them.
     Some(crate::dce::eliminate(&out))
+}
+
+/// The values of the codes `codes` (uint8, one code of `c` per element) as f32: a gather from
+/// the table of the 256 bytes' values (`Coded::decode`, exact in f32), indexed by the codes.
+pub(super) fn decode(e: &mut Expand, codes: ValueId, c: Coded) -> ValueId {
+    let values: Vec<f64> = (0..=255u8).map(|b| c.decode(b)).collect();
+    let name = e.fresh();
+    let table =
+        e.g.initializer(&name, ConstTensor::from_f64s(DType::F32, &[256], &values).expect("256 values"));
+    let index = e.op(Op::Cast(op::Cast::to(DType::I64)), &[codes]);
+    e.op(Op::Gather(op::Gather { axis: 0 }), &[table, index])
+}
+
+/// Whether `node` decodes its input `slot` (a value of a coded type): a Cast from it to a float
+/// type, or a DequantizeLinear of it (x or the zero point).
+fn decodes(node: &crate::graph::Node, slot: usize) -> bool {
+    match &node.op {
+        Op::Cast(c) => slot == 0 && c.to.is_float() && !matches!(c.to, DType::Coded(_)),
+        Op::DequantizeLinear(_) => slot == 0 || slot == 2,
+        _ => false,
+    }
+}
+
+/// Weights of a coded type (int4 / uint4 / int2 / uint2, float8, float4: held one code per byte)
+/// that are only moved ([`moves_values`]) and decoded (cast to a float type, dequantized), held
+/// as their codes in uint8 instead, which the GPU's byte kernels move: returns the graph and the
+/// coded type of every value that now holds codes (the weights and their moves), for
+/// [`decode`]; `None` when no weight qualifies.
+pub(super) fn retype_codes(g: &Graph, infos: &[TensorInfo]) -> Option<(Graph, BTreeMap<ValueId, Coded>)> {
+    let mut readers: Vec<Vec<(NodeId, usize)>> = vec![Vec::new(); g.values.len()];
+    for (i, node) in g.nodes.iter().enumerate() {
+        for (slot, v) in node.inputs.iter().enumerate() {
+            if let Some(v) = v {
+                readers[v.index()].push((NodeId(i as u32), slot));
+            }
+        }
+    }
+    let mut out = g.clone();
+    let mut codes = BTreeMap::new();
+    for (&w, c) in &g.initializers {
+        let DType::Coded(coded) = c.dtype else { continue };
+        if g.inputs.contains(&w) {
+            continue;
+        }
+        // Every value the weight's codes reach, through moves only, ends in decodes.
+        let mut reached = vec![w];
+        let mut ok = true;
+        let mut k = 0;
+        while ok && k < reached.len() {
+            let v = reached[k];
+            k += 1;
+            ok &= !g.outputs.contains(&v);
+            for &(n, slot) in &readers[v.index()] {
+                let node = &g.nodes[n.index()];
+                if decodes(node, slot) {
+                    continue;
+                }
+                if slot == 0 && moves_values(&node.op) {
+                    reached.extend(node.outputs.iter().flatten().copied());
+                } else {
+                    ok = false;
+                }
+            }
+        }
+        if !ok || reached.iter().any(|v| infos[v.index()].dtype != c.dtype) {
+            continue;
+        }
+        let held = ConstTensor::new(DType::U8, c.dims.clone(), c.bytes.clone()).ok()?;
+        out.initializers.insert(w, held);
+        for v in reached {
+            codes.insert(v, coded);
+            if let Some(info) = out.values[v.index()].info.as_mut() {
+                info.dtype = DType::U8;
+            }
+        }
+    }
+    (!codes.is_empty()).then_some((out, codes))
 }
