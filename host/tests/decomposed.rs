@@ -822,47 +822,6 @@ fn a_dequantized_weight_read_on_three_paths_is_packed_per_layout_and_kept_for_th
     }
 }
 
-/// A weight `[100, 16]` of `dtype` dequantized (`block`: blocked along k by 32, a scale and a
-/// zero point per block and column; else per column) or cast to f32 (`cast`), moved (a Reshape
-/// to its own shape) and multiplied by `x [8, 100]`.
-fn coded_weight_graph(
-    rng: &mut Rng,
-    dtype: DType,
-    block: bool,
-    cast: bool,
-) -> (Graph, Vec<(String, HostTensor)>) {
-    use planner::op::{Cast, Quantize};
-    use planner::{ConstTensor, Dim};
-    let mut g = Graph::new();
-    let x = g.input("x", DType::F32, [8, 100].map(Dim::Known));
-    let float = dtype.is_float();
-    let w: Vec<f64> = (0..1600)
-        .map(|_| if float { rng.uniform(-3.0, 3.0) as f64 } else { (rng.next_u64() % 16) as f64 - 8.0 })
-        .collect();
-    let wq = g.initializer("wq", ConstTensor::from_f64s(dtype, &[100, 16], &w).unwrap());
-    let shape = g.const_i64("shape", &[2], &[100, 16]);
-    let moved = g.op1(Op::Reshape(Default::default()), &[wq, shape]);
-    let w = if cast {
-        g.op1(Op::Cast(Cast::to(DType::F32)), &[moved])
-    } else {
-        let dims: &[usize] = if block { &[4, 16] } else { &[16] };
-        let n: usize = dims.iter().product();
-        let s: Vec<f32> = (0..n).map(|_| rng.uniform(0.01, 0.1)).collect();
-        let s = g.initializer("s", ConstTensor::from_f32(dims, &s).unwrap());
-        let z: Vec<f64> = (0..n).map(|i| if float { 0.0 } else { (i % 5) as f64 - 2.0 }).collect();
-        let z = g.initializer("z", ConstTensor::from_f64s(dtype, dims, &z).unwrap());
-        let q = if block {
-            Quantize { axis: 0, block_size: 32, ..Default::default() }
-        } else {
-            Default::default()
-        };
-        g.op1(Op::DequantizeLinear(q), &[moved, s, z])
-    };
-    let y = g.op1(Op::MatMul, &[x, w]);
-    g.output(y);
-    (g, vec![("x".to_string(), rng.tensor(&[8, 100], -1.0, 1.0))])
-}
-
 /// Weights of the coded types (int4 / uint4 / int2, float8, float4) that the model only moves
 /// and decodes (DequantizeLinear per axis or blocked, Cast to f32) are held as their codes and
 /// decoded by a gather from the table of their values, and blocked DequantizeLinear (also of
@@ -886,7 +845,7 @@ fn coded_and_blocked_weights_are_decoded_on_the_device() {
     ];
     for (dtype, block, cast) in cases {
         let what = format!("{dtype} block {block} cast {cast}");
-        let (g, feeds) = coded_weight_graph(&mut rng, dtype, block, cast);
+        let (g, feeds) = host::selftest::coded_weight_graph(&mut rng, dtype, block, cast);
         let d = planner::plan::decomposed(&g).unwrap_or_else(|e| panic!("{what}: {e}"));
         let infos = planner::shape_infer::infer(&d).unwrap();
         assert!(infos.iter().all(|i| !matches!(i.dtype, DType::Coded(_))), "{what}: a coded value is left");
@@ -896,7 +855,7 @@ fn coded_and_blocked_weights_are_decoded_on_the_device() {
         planner::plan::compile(&g, &planner::Binding::new(), &Default::default())
             .unwrap_or_else(|e| panic!("{what}: {e}"));
     }
-    let (mut g, _) = coded_weight_graph(&mut rng, DType::Coded(C::I4), true, false);
+    let (mut g, _) = host::selftest::coded_weight_graph(&mut rng, DType::Coded(C::I4), true, false);
     let wq = planner::ValueId(g.values.iter().position(|v| v.name == "wq").unwrap() as u32);
     g.initializers.remove(&wq);
     g.values[wq.index()].info =

@@ -213,3 +213,42 @@ pub fn qdq_conv_graph(rng: &mut Rng, b: usize) -> (Graph, Vec<(String, HostTenso
     let g = int8_conv_graph(rng, true);
     (g, vec![("x".to_string(), rng.tensor(&[b, 32, 12, 12], -2.5, 2.5))])
 }
+
+/// A weight `[100, 16]` of `dtype` dequantized (`block`: blocked along k by 32, a scale and a
+/// zero point per block and column; else per column) or cast to f32 (`cast`), moved (a Reshape
+/// to its own shape) and multiplied by `x [8, 100]`.
+pub fn coded_weight_graph(
+    rng: &mut Rng,
+    dtype: DType,
+    block: bool,
+    cast: bool,
+) -> (Graph, Vec<(String, HostTensor)>) {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, [8, 100].map(Dim::Known));
+    let float = dtype.is_float();
+    let w: Vec<f64> = (0..1600)
+        .map(|_| if float { rng.uniform(-3.0, 3.0) as f64 } else { (rng.next_u64() % 16) as f64 - 8.0 })
+        .collect();
+    let wq = g.initializer("wq", ConstTensor::from_f64s(dtype, &[100, 16], &w).unwrap());
+    let shape = g.const_i64("shape", &[2], &[100, 16]);
+    let moved = g.op1(Op::Reshape(Default::default()), &[wq, shape]);
+    let w = if cast {
+        g.op1(Op::Cast(Cast::to(DType::F32)), &[moved])
+    } else {
+        let dims: &[usize] = if block { &[4, 16] } else { &[16] };
+        let n: usize = dims.iter().product();
+        let s: Vec<f32> = (0..n).map(|_| rng.uniform(0.01, 0.1)).collect();
+        let s = g.initializer("s", ConstTensor::from_f32(dims, &s).unwrap());
+        let z: Vec<f64> = (0..n).map(|i| if float { 0.0 } else { (i % 5) as f64 - 2.0 }).collect();
+        let z = g.initializer("z", ConstTensor::from_f64s(dtype, dims, &z).unwrap());
+        let q = if block {
+            Quantize { axis: 0, block_size: 32, ..Default::default() }
+        } else {
+            Default::default()
+        };
+        g.op1(Op::DequantizeLinear(q), &[moved, s, z])
+    };
+    let y = g.op1(Op::MatMul, &[x, w]);
+    g.output(y);
+    (g, vec![("x".to_string(), rng.tensor(&[8, 100], -1.0, 1.0))])
+}
