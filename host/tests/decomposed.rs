@@ -864,3 +864,83 @@ fn coded_and_blocked_weights_are_decoded_on_the_device() {
     let err = planner::plan::compile(&g, &planner::Binding::new(), &Default::default()).unwrap_err();
     assert!(err.to_string().contains("int4"), "{err}");
 }
+
+/// The integer analysis behind TF32 for exact products (`planner::plan::small_integer_values`)
+/// is sound: on random graphs of integer-keeping and other ops over an input, integer and
+/// fractional weights, every value it names holds, on random inputs run through the reference,
+/// only integers of magnitude at most 2048 (or NaN / infinities).
+#[test]
+fn values_proven_small_integers_hold_only_small_integers() {
+    use planner::op::{Cast, Clip, Transpose};
+    use planner::{ConstTensor, Dim};
+    let mut rng = Rng::new(0x1a7e);
+    let mut claims = 0;
+    for round in 0..400 {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, [6, 6].map(Dim::Known));
+        let q: Vec<i64> = (0..36).map(|_| (rng.next_u64() % 256) as i64 - 128).collect();
+        let wq = g.initializer("wq", ConstTensor::from_i64s_as(DType::I8, &[6, 6], &q).unwrap());
+        let ints: Vec<f32> = (0..36).map(|_| (rng.next_u64() % 41) as f32 - 20.0).collect();
+        let wi = g.initializer("wi", ConstTensor::from_f32(&[6, 6], &ints).unwrap());
+        let fr = g.initializer("wf", ConstTensor::from_f32(&[6, 6], &[0.5; 36]).unwrap());
+        let c = |g: &mut Graph, name: &str, v: f32| {
+            g.initializer(name, ConstTensor::from_f32(&[], &[v]).unwrap())
+        };
+        let (lo, hi, flo, big) = (
+            c(&mut g, "lo", -100.0),
+            c(&mut g, "hi", 255.0),
+            c(&mut g, "flo", 0.5),
+            c(&mut g, "big", 3000.0),
+        );
+        let cast = g.op1(Op::Cast(Cast::to(DType::F32)), &[wq]);
+        let mut pool = vec![x, cast, wi, fr];
+        for _ in 0..12 {
+            let a = pool[(rng.next_u64() % pool.len() as u64) as usize];
+            let b = pool[(rng.next_u64() % pool.len() as u64) as usize];
+            let v = match rng.next_u64() % 13 {
+                0 => g.op1(Op::Add, &[a, b]),
+                1 => g.op1(Op::Sub, &[a, b]),
+                2 => g.op1(Op::Mul, &[a, b]),
+                3 => g.op1(Op::Round, &[a]),
+                4 => g.op1(Op::Clip(Clip::default()), &[a, lo, hi]),
+                5 => g.op1(Op::Clip(Clip::default()), &[a, flo, hi]),
+                6 => g.op1(Op::Transpose(Transpose { perm: Some(vec![1, 0]) }), &[a]),
+                7 => g.op1(Op::Max, &[a, b]),
+                8 => g.op1(Op::Neg, &[a]),
+                9 => g.op1(Op::Div, &[a, b]),
+                10 => g.op1(Op::Cast(Cast::to(DType::F16)), &[a]),
+                11 => g.op1(Op::Mul, &[a, big]),
+                _ => g.op1(Op::Floor, &[a]),
+            };
+            let v = if g.values[v.index()].info.as_ref().is_some_and(|i| i.dtype == DType::F16)
+                || matches!(g.nodes.last().map(|n| &n.op), Some(Op::Cast(_)))
+            {
+                g.op1(Op::Cast(Cast::to(DType::F32)), &[v])
+            } else {
+                v
+            };
+            pool.push(v);
+        }
+        for &v in &pool {
+            let y = g.op1(Op::MatMul, &[v, v]);
+            g.output(y);
+            g.output(v);
+        }
+        let small = planner::plan::small_integer_values(&g).unwrap();
+        let feeds = vec![("x".to_string(), rng.tensor(&[6, 6], -400.0, 400.0))];
+        let got = host::reference::eval(&g, &feeds).unwrap();
+        for (name, t) in &got {
+            if !small.contains(name) {
+                continue;
+            }
+            claims += 1;
+            for (i, v) in t.data().to_f64s().iter().enumerate() {
+                assert!(
+                    !v.is_finite() || (v.fract() == 0.0 && v.abs() <= 2048.0),
+                    "round {round}: `{name}`[{i}] = {v}, proven a small integer"
+                );
+            }
+        }
+    }
+    assert!(claims > 300, "the analysis proved only {claims} values");
+}

@@ -149,14 +149,23 @@ impl Walk<'_> {
             Op::Round | Op::Floor | Op::Ceil => Range::Integers(None),
             Op::Clip(c) => match input(0, self) {
                 Range::Integers(b) => {
-                    let lo = self.constant(node.inputs.get(1).copied().flatten()).or(c.min.map(f64::from));
-                    let hi = self.constant(node.inputs.get(2).copied().flatten()).or(c.max.map(f64::from));
-                    match (lo, hi) {
-                        (Some(lo), Some(hi)) if lo.fract() == 0.0 && hi.fract() == 0.0 => {
-                            let clipped = lo.abs().max(hi.abs());
-                            Range::Integers(Some(b.map_or(clipped, |b| b.min(clipped))))
+                    // Each bound: absent, or an integral constant (a bound read at run time, or
+                    // a fraction, can put a non-integer in the result).
+                    let bound = |k: usize, attr: Option<f32>| match node.inputs.get(k).copied().flatten() {
+                        Some(v) => self.constant(Some(v)).map(Some),
+                        None => Some(attr.map(f64::from)),
+                    };
+                    match (bound(1, c.min), bound(2, c.max)) {
+                        (Some(lo), Some(hi)) if [lo, hi].iter().flatten().all(|v| v.fract() == 0.0) => {
+                            match (lo, hi) {
+                                (Some(lo), Some(hi)) => {
+                                    let clipped = lo.abs().max(hi.abs());
+                                    Range::Integers(Some(b.map_or(clipped, |b| b.min(clipped))))
+                                }
+                                _ => Range::Integers(b),
+                            }
                         }
-                        _ => Range::Integers(b),
+                        _ => Range::Unknown,
                     }
                 }
                 Range::Unknown => Range::Unknown,
@@ -294,6 +303,10 @@ mod tests {
         let wide16 = g.op1(Op::Mul, &[ints, ints]); // 49, fine in f32 ...
         let wide16 = g.op1(Op::Mul, &[wide16, wide16]); // ... 2401: past TF32's reach
         let in_f16 = g.op1(to(DType::F16), &[wide16]);
+        // A clip to a fractional bound, or to one read at run time.
+        let half_clipped = g.op1(Op::Clip(Clip::default()), &[centred, half, hi]);
+        let at_run = g.input("bound", DType::F32, Vec::<Dim>::new());
+        let run_clipped = g.op1(Op::Clip(Clip::default()), &[centred, lo, at_run]);
         let mut expect = Vec::new();
         for (v, small) in [
             (wt, true),
@@ -305,6 +318,8 @@ mod tests {
             (wide, false),
             (wide16, false),
             (in_f16, false),
+            (half_clipped, false),
+            (run_clipped, false),
             (fracs, false),
             (x, false),
         ] {

@@ -396,6 +396,15 @@ pub struct Plan {
     pub lifted: Vec<String>,
 }
 
+/// The names of the values of `graph` (every input dim known) that its MatMuls, Gemms and
+/// Convs read, or that those operands are moved from, proven to hold integers of magnitude at most
+/// 2048 (or NaN / infinities), which TF32 represents exactly (`integers.rs`): the operands whose
+/// products an exact plan runs on the TF32 entries.
+pub fn small_integer_values(graph: &Graph) -> Result<std::collections::HashSet<String>, PlanError> {
+    let infos = shape_infer::infer(graph)?;
+    Ok(integers::small_integers(graph, &infos))
+}
+
 /// `graph` (every input dim known) with its f16 / bf16 values widened to f32 (`widen.rs`), the
 /// operators that have no GPU kernel of their own
 /// replaced by the simpler ones the plan computes them with (`decompose.rs`: Einsum as batched
