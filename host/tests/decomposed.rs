@@ -832,18 +832,7 @@ fn a_dequantized_weight_read_on_three_paths_is_packed_per_layout_and_kept_for_th
 fn coded_and_blocked_weights_are_decoded_on_the_device() {
     use planner::Coded as C;
     let mut rng = Rng::new(0xc0de);
-    let cases = [
-        (DType::Coded(C::I4), true, false),
-        (DType::Coded(C::U4), false, false),
-        (DType::Coded(C::I2), true, false),
-        (DType::Coded(C::F8E4M3FN), false, false),
-        (DType::Coded(C::F8E5M2), false, true),
-        (DType::Coded(C::F4E2M1), false, true),
-        (DType::Coded(C::F8E8M0), false, true),
-        (DType::I8, true, false),
-        (DType::U8, true, false),
-    ];
-    for (dtype, block, cast) in cases {
+    for (dtype, block, cast) in host::selftest::CODED_WEIGHT_CASES {
         let what = format!("{dtype} block {block} cast {cast}");
         let (g, feeds) = host::selftest::coded_weight_graph(&mut rng, dtype, block, cast);
         let d = planner::plan::decomposed(&g).unwrap_or_else(|e| panic!("{what}: {e}"));

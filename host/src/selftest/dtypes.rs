@@ -2,7 +2,7 @@
 //! block widened to f32, and QDQ as `onnxruntime.quantization` writes it; and inputs for them.
 
 use planner::op::{Cast, Quantize};
-use planner::{ConstTensor, DType, Dim, Graph, Op};
+use planner::{Coded, ConstTensor, DType, Dim, Graph, Op};
 
 use super::Rng;
 use crate::tensor::HostTensor;
@@ -213,6 +213,20 @@ pub fn qdq_conv_graph(rng: &mut Rng, b: usize) -> (Graph, Vec<(String, HostTenso
     let g = int8_conv_graph(rng, true);
     (g, vec![("x".to_string(), rng.tensor(&[b, 32, 12, 12], -2.5, 2.5))])
 }
+
+/// The cases of [`coded_weight_graph`] the tests run: `(dtype, block, cast)` for every coded type
+/// (blocked and per-column dequantization, casts) and blocked int8 / uint8.
+pub const CODED_WEIGHT_CASES: [(DType, bool, bool); 9] = [
+    (DType::Coded(Coded::I4), true, false),
+    (DType::Coded(Coded::U4), false, false),
+    (DType::Coded(Coded::I2), true, false),
+    (DType::Coded(Coded::F8E4M3FN), false, false),
+    (DType::Coded(Coded::F8E5M2), false, true),
+    (DType::Coded(Coded::F4E2M1), false, true),
+    (DType::Coded(Coded::F8E8M0), false, true),
+    (DType::I8, true, false),
+    (DType::U8, true, false),
+];
 
 /// A weight `[100, 16]` of `dtype` dequantized (`block`: blocked along k by 32, a scale and a
 /// zero point per block and column; else per column) or cast to f32 (`cast`), moved (a Reshape

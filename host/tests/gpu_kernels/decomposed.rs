@@ -687,19 +687,8 @@ fn qdq_weights_reach_the_gemm_as_integers() {
 /// device and decoded by a table gather, the MatMul matches the reference.
 #[test]
 fn coded_and_blocked_weights_decode_on_the_device_and_match_the_reference() {
-    use planner::Coded as C;
     let mut rng = Rng::new(0xc0df);
-    for (dtype, block, cast) in [
-        (DType::Coded(C::I4), true, false),
-        (DType::Coded(C::U4), false, false),
-        (DType::Coded(C::I2), true, false),
-        (DType::Coded(C::F8E4M3FN), false, false),
-        (DType::Coded(C::F8E5M2), false, true),
-        (DType::Coded(C::F4E2M1), false, true),
-        (DType::Coded(C::F8E8M0), false, true),
-        (DType::I8, true, false),
-        (DType::U8, true, false),
-    ] {
+    for (dtype, block, cast) in host::selftest::CODED_WEIGHT_CASES {
         let (g, feeds) = host::selftest::coded_weight_graph(&mut rng, dtype, block, cast);
         let plan = compare(&format!("{dtype} block {block} cast {cast}"), g, &feeds, 1e-5);
         if matches!(dtype, DType::Coded(_)) {
