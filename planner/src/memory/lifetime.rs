@@ -318,7 +318,8 @@ pub fn analyse_lifetimes(g: &Graph, in_place: bool, extras: Extras) -> Result<Li
 }
 
 /// Appends the scratch buffers to `life`: value ids after the graph's, one buffer each, live at
-/// their node's step only.
+/// their node's step, or through their last reader's (to the end of the order when the node is
+/// hoisted and a reader is not).
 pub(super) fn add_scratch(life: &mut LifetimeAnalysis, scratch: &[Scratch]) -> Result<(), PlanError> {
     let step_of = |n: NodeId| {
         life.order.iter().position(|&m| m == n).ok_or_else(|| PlanError::Memory {

@@ -142,7 +142,7 @@ pub struct Extras<'a> {
     /// Values a node's step reads beyond its inputs (a GEMM reading the tables its A operand
     /// was gathered from): live until that node.
     pub reads: &'a [(NodeId, ValueId)],
-    /// Inputs a node's step does not read (a GEMM reading its weight packed, a scratch buffer).
+    /// Inputs a node's step does not read (a GEMM or Conv reading its weight packed instead).
     pub unread: &'a [(NodeId, ValueId)],
     /// Nodes that read only weights and each other's results (`plan::hoist`): ordered first, in
     /// the given order's relative order, and their results that later nodes read live to the end

@@ -462,8 +462,11 @@ fn expand(
                     None => false,
                 }
             }
+            // (A zero point held as codes of another type than x's is left to the refusal.)
             Op::QuantizeLinear(q) | Op::DequantizeLinear(q)
-                if node.input(0).is_some() && node.input(1).is_some() =>
+                if node.input(0).is_some()
+                    && node.input(1).is_some()
+                    && node.input(2).is_none_or(|z| codes.get(&z) == codes.get(&ins[0])) =>
             {
                 let (x, s) = (ins[0], ins[1]);
                 let coded = codes.get(&x).copied();
@@ -482,7 +485,7 @@ fn expand(
                 }
             }
             // A cast of codes to a float type: their values, from the table.
-            Op::Cast(c) if codes.contains_key(&ins[0]) && c.to.is_float() => {
+            Op::Cast(c) if codes.contains_key(&ins[0]) && quant::decodes(node, 0) => {
                 let values = quant::decode(&mut e, ins[0], codes[&ins[0]]);
                 let to = if c.to == DType::F32 { Op::Identity } else { Op::Cast(op::Cast::to(c.to)) };
                 e.op_into(to, &[values], node.output(0));

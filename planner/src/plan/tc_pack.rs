@@ -169,17 +169,6 @@ pub(super) fn pack_weights(
             made[i].2.push(id);
             continue;
         }
-        let layout = if wg { pack_layout::WG } else { pack_layout::TC };
-        let params = PackParams {
-            rs: p.b_rs,
-            cs: p.b_cs,
-            k: p.k,
-            n: p.n,
-            groups: 1,
-            layout,
-            exact: (!wg || exact) as u32,
-            ..PackParams::default()
-        };
         let packing = match g.initializers.get(&b) {
             Some(c) => {
                 let data = f32s(&c.bytes);
@@ -195,6 +184,16 @@ pub(super) fn pack_weights(
                 // Through the lowering's own path only: a GEMV would still read B.
                 let Some(made_by) = producer(b).filter(|_| !wg || super::gemm::runs_tile(&p, o)) else {
                     continue;
+                };
+                let params = PackParams {
+                    rs: p.b_rs,
+                    cs: p.b_cs,
+                    k: p.k,
+                    n: p.n,
+                    groups: 1,
+                    layout: if wg { pack_layout::WG } else { pack_layout::TC },
+                    exact: (!wg || exact) as u32,
+                    ..PackParams::default()
                 };
                 let Some(params) = device_params(params, &values[b.index()]) else { continue };
                 Packing::Device { producer: made_by, source: b, params }
@@ -293,7 +292,10 @@ fn pack_conv_node(
     let exact = !o.precision.tf32_convolutions();
     let name = format!("{}/conv-packed", values[w.index()].name);
     if let Some(c) = g.initializers.get(&w) {
-        let bits = pack_conv(&f32s(&c.bytes), &p, exact).filter(|_| c.dtype == DType::F32)?;
+        if c.dtype != DType::F32 {
+            return None;
+        }
+        let bits = pack_conv(&f32s(&c.bytes), &p, exact)?;
         return Some((name, Packing::Host(bits)));
     }
     if !o.pack_computed_weights || values[w.index()].dtype != DType::F32 || !super::hoist::from_weights(g, w)

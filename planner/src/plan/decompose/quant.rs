@@ -497,7 +497,7 @@ pub(super) fn decode(e: &mut Expand, codes: ValueId, c: Coded) -> ValueId {
 
 /// Whether `node` decodes its input `slot` (a value of a coded type): a Cast from it to a float
 /// type, or a DequantizeLinear of it (x or the zero point).
-fn decodes(node: &crate::graph::Node, slot: usize) -> bool {
+pub(super) fn decodes(node: &crate::graph::Node, slot: usize) -> bool {
     match &node.op {
         Op::Cast(c) => slot == 0 && c.to.is_float() && !matches!(c.to, DType::Coded(_)),
         Op::DequantizeLinear(_) => slot == 0 || slot == 2,
