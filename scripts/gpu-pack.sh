@@ -108,7 +108,7 @@ fi
 for t in tests/*; do
   [ "$tests" = 1 ] || break
   name=$(basename "$t")
-  "$t" --nocapture 2>&1 > "$logs/$name.log"; status=$?
+  "$t" --nocapture > "$logs/$name.log" 2>&1; status=$?
   grep -E "^test result|panicked|FAILED|failed" "$logs/$name.log" | sed "s/^/  [$name] /" | head -20
   record "$name" "$status"
 done

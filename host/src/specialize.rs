@@ -176,14 +176,33 @@ const FOLD_MAX_BYTES: u64 = 64 << 20;
 /// exactly and scale after; folded, every GEMM of a QDQ model became a float GEMM of the
 /// dequantized weights, rounded differently from the reference's integer products (GPT-2 int8:
 /// 3,028 of 65,536 outputs more than one quantum off on the GPU, session 31).
+///
+/// A Cast (CastLike) of quantized codes (an 8-bit or narrower integer or float weight: int8,
+/// int4, float8, ...) is a dequantization spelled out, and is left alone for the same reasons:
+/// folded, the weight was stored widened (four times the bytes of int8, eight of int4) and a
+/// coded weight never reached the device as its codes.
 pub fn fold_constants(graph: Graph) -> Graph {
     use std::collections::BTreeSet;
     let mut known: BTreeSet<planner::ValueId> = graph.initializers.keys().copied().collect();
+    // The element types inference gives (an initializer's own where it fails): a weight moved
+    // (reshaped, transposed) before its cast is still codes.
+    let dtypes: Vec<Option<planner::DType>> = match planner::shape_infer::infer(&graph) {
+        Ok(infos) => infos.iter().map(|i| Some(i.dtype)).collect(),
+        Err(_) => (0..graph.values.len() as u32)
+            .map(|v| graph.initializers.get(&planner::ValueId(v)).map(|c| c.dtype))
+            .collect(),
+    };
+    let codes = |v: &Option<planner::ValueId>| {
+        let dtype = v.and_then(|v| dtypes.get(v.index()).copied().flatten());
+        dtype.is_some_and(|d| d != planner::DType::Bool && d.size_bytes() == 1)
+    };
     let mut picked = Vec::new();
     for (i, n) in graph.nodes.iter().enumerate() {
         let outputs: Vec<_> = n.outputs.iter().flatten().copied().collect();
         if !n.op.subgraphs().is_empty()
             || matches!(n.op, planner::Op::DequantizeLinear(_))
+            || (matches!(n.op, planner::Op::Cast(_) | planner::Op::CastLike(_))
+                && n.inputs.first().is_some_and(codes))
             || outputs.is_empty()
             || outputs.iter().any(|v| graph.outputs.contains(v))
             || !n.inputs.iter().flatten().all(|v| known.contains(v))
@@ -397,6 +416,40 @@ mod tests {
         assert!(folded.nodes.iter().any(|n| matches!(n.op, Op::DequantizeLinear(_))));
         assert!(folded.initializers.values().any(|c| c.dtype == DType::I8 && c.bytes.len() == 6));
         same_results(&g, &folded);
+    }
+
+    /// A Cast of quantized codes (int8, float8 e5m2, int4) stays in the graph with its codes, as
+    /// a DequantizeLinear does; a Cast of an f32 or a bool constant still folds.
+    #[test]
+    fn casts_of_codes_stay_and_other_casts_fold() {
+        use planner::{Coded, ConstTensor, DType, Graph, Op, op};
+        for (dtype, folds) in [
+            (DType::I8, false),
+            (DType::U8, false),
+            (DType::Coded(Coded::F8E5M2), false),
+            (DType::Coded(Coded::I4), false),
+            (DType::F32, true),
+            (DType::Bool, true),
+        ] {
+            let mut g = Graph::new();
+            let x = g.input("x", DType::F32, [2usize, 3]);
+            let bytes = if dtype == DType::F32 {
+                [1.0f32, -2.0, 0.5, 3.0, 0.0, 4.0].iter().flat_map(|v| v.to_le_bytes()).collect()
+            } else if dtype == DType::Bool {
+                vec![1, 0, 1, 1, 0, 0]
+            } else {
+                vec![1, 0x35, 3, 0x80, 0x7a, 0]
+            };
+            let w = g.initializer("w", ConstTensor::new(dtype, vec![3, 2], bytes).unwrap());
+            let c = g.op1(Op::Cast(op::Cast::to(DType::F32)), &[w]);
+            let y = g.op1(Op::MatMul, &[x, c]);
+            g.output(y);
+            let folded = super::fold_constants(g.clone());
+            let cast_left = folded.nodes.iter().any(|n| matches!(n.op, Op::Cast(_)));
+            assert_eq!(cast_left, !folds, "{dtype}");
+            assert_eq!(folded.initializers.values().any(|c| c.dtype == dtype), !folds || dtype == DType::F32);
+            same_results(&g, &folded);
+        }
     }
 
     /// `folded` gives the bits `g` gives on a `[2, 3]` input `x`.

@@ -843,6 +843,18 @@ fn coded_and_blocked_weights_are_decoded_on_the_device() {
         assert_agree(&what, &host::reference::eval(&d, &feeds).unwrap(), &want);
         planner::plan::compile(&g, &planner::Binding::new(), &Default::default())
             .unwrap_or_else(|e| panic!("{what}: {e}"));
+        // As a session plans it (its constants folded on the host first): the codes still reach
+        // the device and are decoded there.
+        let options = host::SessionOptions::default();
+        let ahead = host::session::PlanAhead::compile(&g, &feeds, &options, (132, true))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        if matches!(dtype, DType::Coded(_)) {
+            assert!(
+                ahead.plan.to_string().contains("gather"),
+                "{what}: decoded by a gather:\n{}",
+                ahead.plan
+            );
+        }
     }
     let (mut g, _) = host::selftest::coded_weight_graph(&mut rng, DType::Coded(C::I4), true, false);
     let wq = planner::ValueId(g.values.iter().position(|v| v.name == "wq").unwrap() as u32);
