@@ -425,8 +425,8 @@ unsafe fn gemm_wg<
                 BN,
                 c_ptr,
                 y,
-                tid,
-                threads,
+                (tid, threads),
+                program,
             )
         };
         return;
