@@ -16,76 +16,78 @@ out = [
     "use core::arch::asm;",
     "",
 ]
-for n in WIDTHS:
+
+
+def entry(n, doc, signature, a_operand, a_inputs):
+    """One product of width `n`: its doc lines, signature, A operand text and A's asm inputs."""
     regs = n // 2
     d_list = ", ".join(f"{{d{i}}}" for i in range(regs))
-    out += [
-        f"/// `wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32`: `acc += A (64x8) * B (8x{n})` with A",
-        "/// from registers (warp `w` of the warpgroup holds rows `16w..16w+16` in the `mma.m16n8k8` A",
-        "/// fragment: lane `l`, `g = l / 4`, `t = l % 4`: `a = [A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]]`,",
-        "/// f32 bits whose low 13 mantissa bits the tensor cores ignore) and B through the shared-memory",
-        "/// matrix descriptor `b_desc` (K-major). `acc[4j + e]` is row `16w + g + 8 (e / 2)`, column",
-        "/// `8j + 2t + e % 2` of the warp's rows. Asynchronous: issue after [`super::wgmma_fence`], close with",
-        "/// [`super::wgmma_commit_group`], read `acc` only after [`super::wgmma_wait_all`].",
-        "///",
-        "/// # Safety",
-        "/// Warpgroup-collective (4 consecutive warps from a multiple of 4, all lanes, the same `b_desc`);",
-        "/// the descriptor addresses shared memory written and made visible to the async proxy before.",
+    lines = doc + [
         "#[inline(always)]",
-        f"pub unsafe fn wgmma_m64n{n}k8_tf32_rs(acc: &mut [f32; {regs}], a: [u32; 4], b_desc: u64) {{",
+        signature,
         "    // SAFETY: the caller's contract above.",
         "    unsafe {",
         "        asm!(",
         "            \"{{ .reg .pred p; setp.ne.b32 p, {one}, 0;\",",
         f"            \"wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{{{{d_list}}}}},\",",
-        "            \"{{{a0}, {a1}, {a2}, {a3}}}, {b}, p, 1, 1; }}\",",
+        f"            \"{a_operand}, {{b}}, p, 1, 1; }}}}\",",
     ]
-    for i in range(regs):
-        out.append(f"            d{i} = inout(reg32) acc[{i}],")
-    out += [
+    lines += [f"            d{i} = inout(reg32) acc[{i}]," for i in range(regs)]
+    return lines + [
+        a_inputs,
+        "            b = in(reg64) b_desc,",
+        "            one = in(reg32) 1u32,",
+        "            options(nostack)",
+        "        )",
+        "    };",
+        "}",
+        "",
+    ]
+
+
+ASYNC = [
+    "/// [`super::wgmma_commit_group`], read `acc` only after [`super::wgmma_wait_all`].",
+    "///",
+    "/// # Safety",
+]
+for n in WIDTHS:
+    out += entry(
+        n,
+        [
+            f"/// `wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32`: `acc += A (64x8) * B (8x{n})` with A",
+            "/// from registers (warp `w` of the warpgroup holds rows `16w..16w+16` in the `mma.m16n8k8` A",
+            "/// fragment: lane `l`, `g = l / 4`, `t = l % 4`: `a = [A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]]`,",
+            "/// f32 bits whose low 13 mantissa bits the tensor cores ignore) and B through the shared-memory",
+            "/// matrix descriptor `b_desc` (K-major). `acc[4j + e]` is row `16w + g + 8 (e / 2)`, column",
+            "/// `8j + 2t + e % 2` of the warp's rows. Asynchronous: issue after [`super::wgmma_fence`], close with",
+        ]
+        + ASYNC
+        + [
+            "/// Warpgroup-collective (4 consecutive warps from a multiple of 4, all lanes, the same `b_desc`);",
+            "/// the descriptor addresses shared memory written and made visible to the async proxy before.",
+        ],
+        f"pub unsafe fn wgmma_m64n{n}k8_tf32_rs(acc: &mut [f32; {n // 2}], a: [u32; 4], b_desc: u64) {{",
+        "{{{a0}, {a1}, {a2}, {a3}}}",
         "            a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],",
-        "            b = in(reg64) b_desc,",
-        "            one = in(reg32) 1u32,",
-        "            options(nostack)",
-        "        )",
-        "    };",
-        "}",
-        "",
-    ]
+    )
 for n in WIDTHS:
-    regs = n // 2
-    d_list = ", ".join(f"{{d{i}}}" for i in range(regs))
-    out += [
-        f"/// `wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32`: `acc += A (64x8) * B (8x{n})` with A",
-        "/// and B through the shared-memory matrix descriptors `a_desc` and `b_desc` (both K-major; f32",
-        "/// bits whose low 13 mantissa bits the tensor cores ignore). Accumulators as",
-        f"/// [`wgmma_m64n{n}k8_tf32_rs`]. Asynchronous: issue after [`super::wgmma_fence`], close with",
-        "/// [`super::wgmma_commit_group`], read `acc` only after [`super::wgmma_wait_all`].",
-        "///",
-        "/// # Safety",
-        "/// Warpgroup-collective (4 consecutive warps from a multiple of 4, all lanes, the same",
-        "/// descriptors); they address shared memory written and made visible to the async proxy before.",
-        "#[inline(always)]",
-        f"pub unsafe fn wgmma_m64n{n}k8_tf32_ss(acc: &mut [f32; {regs}], a_desc: u64, b_desc: u64) {{",
-        "    // SAFETY: the caller's contract above.",
-        "    unsafe {",
-        "        asm!(",
-        "            \"{{ .reg .pred p; setp.ne.b32 p, {one}, 0;\",",
-        f"            \"wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{{{{d_list}}}}},\",",
-        "            \"{a}, {b}, p, 1, 1; }}\",",
-    ]
-    for i in range(regs):
-        out.append(f"            d{i} = inout(reg32) acc[{i}],")
-    out += [
+    out += entry(
+        n,
+        [
+            f"/// `wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32`: `acc += A (64x8) * B (8x{n})` with A",
+            "/// and B through the shared-memory matrix descriptors `a_desc` and `b_desc` (both K-major; f32",
+            "/// bits whose low 13 mantissa bits the tensor cores ignore). Accumulators as",
+            f"/// [`wgmma_m64n{n}k8_tf32_rs`]. Asynchronous: issue after [`super::wgmma_fence`], close with",
+        ]
+        + ASYNC
+        + [
+            "/// Warpgroup-collective (4 consecutive warps from a multiple of 4, all lanes, the same",
+            "/// descriptors); they address shared memory written and made visible to the async proxy before.",
+        ],
+        f"pub unsafe fn wgmma_m64n{n}k8_tf32_ss(acc: &mut [f32; {n // 2}], a_desc: u64, b_desc: u64) {{",
+        "{a}",
         "            a = in(reg64) a_desc,",
-        "            b = in(reg64) b_desc,",
-        "            one = in(reg32) 1u32,",
-        "            options(nostack)",
-        "        )",
-        "    };",
-        "}",
-        "",
-    ]
+    )
 path = "kernels-gpu/src/intrinsics/wgmma.rs"
 open(path, "w").write("\n".join(out).rstrip("\n") + "\n")
 subprocess.run(["rustfmt", "--edition", "2024", "--config-path", ".", path], check=True)
