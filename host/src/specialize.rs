@@ -185,14 +185,17 @@ pub fn fold_constants(graph: Graph) -> Graph {
     use std::collections::BTreeSet;
     let mut known: BTreeSet<planner::ValueId> = graph.initializers.keys().copied().collect();
     // The element types inference gives (an initializer's own where it fails): a weight moved
-    // (reshaped, transposed) before its cast is still codes.
-    let dtypes: Vec<Option<planner::DType>> = match planner::shape_infer::infer(&graph) {
-        Ok(infos) => infos.iter().map(|i| Some(i.dtype)).collect(),
-        Err(_) => (0..graph.values.len() as u32)
-            .map(|v| graph.initializers.get(&planner::ValueId(v)).map(|c| c.dtype))
-            .collect(),
-    };
+    // (reshaped, transposed) before its cast is still codes. Inferred once, and only for a graph
+    // with a cast of constants.
+    let dtypes = std::cell::OnceCell::new();
     let codes = |v: &Option<planner::ValueId>| {
+        let dtypes: &Vec<Option<planner::DType>> =
+            dtypes.get_or_init(|| match planner::shape_infer::infer(&graph) {
+                Ok(infos) => infos.iter().map(|i| Some(i.dtype)).collect(),
+                Err(_) => (0..graph.values.len() as u32)
+                    .map(|v| graph.initializers.get(&planner::ValueId(v)).map(|c| c.dtype))
+                    .collect(),
+            });
         let dtype = v.and_then(|v| dtypes.get(v.index()).copied().flatten());
         dtype.is_some_and(|d| d != planner::DType::Bool && d.size_bytes() == 1)
     };
@@ -201,11 +204,11 @@ pub fn fold_constants(graph: Graph) -> Graph {
         let outputs: Vec<_> = n.outputs.iter().flatten().copied().collect();
         if !n.op.subgraphs().is_empty()
             || matches!(n.op, planner::Op::DequantizeLinear(_))
-            || (matches!(n.op, planner::Op::Cast(_) | planner::Op::CastLike(_))
-                && n.inputs.first().is_some_and(codes))
             || outputs.is_empty()
             || outputs.iter().any(|v| graph.outputs.contains(v))
             || !n.inputs.iter().flatten().all(|v| known.contains(v))
+            || (matches!(n.op, planner::Op::Cast(_) | planner::Op::CastLike(_))
+                && n.inputs.first().is_some_and(codes))
         {
             continue;
         }
