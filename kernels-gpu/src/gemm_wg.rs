@@ -9,13 +9,17 @@
 //! or two warpgroups computes a `64 WGS x BN` output tile; per k tile of 32, a four-stage
 //! `cp.async` pipeline brings B's planes (`BN` rows of 128 bytes each) and A's rows into shared
 //! memory, each row's 16-byte chunks permuted by an XOR with the row (the 128-byte swizzle that
-//! `wgmma`'s K-major operand layout reads: the stages sit on 1 KiB boundaries). Every warpgroup
-//! takes its 64 rows of A from shared memory into registers in the `m16n8k8` fragment layout,
-//! splits them into TF32 big and small parts there, and issues per k step of 8 the products
-//! `small(A)·big(B) + big(A)·small(B) + big(A)·big(B)` as `m64nBNk8` operations reading B
-//! through a matrix descriptor (f32 accuracy, as `gemm_tc.rs`; the `_tf32` entries one product
-//! with A rounded and B packed rounded). One k tile's group of products runs while the next
-//! tile's fragments are loaded and split and the copies of the two after it are in flight.
+//! `wgmma`'s K-major operand layout reads: the stages sit on 1 KiB boundaries). In the exact
+//! entries every warpgroup takes its 64 rows of A from shared memory into registers in the
+//! `m16n8k8` fragment layout, splits them into TF32 big and small parts there, and issues per k
+//! step of 8 the products `small(A)·big(B) + big(A)·small(B) + big(A)·big(B)` as `m64nBNk8`
+//! operations reading B through a matrix descriptor (f32 accuracy, as `gemm_tc.rs`); one k
+//! tile's group of products runs while the next tile's fragments are loaded and split and the
+//! copies of the two after it are in flight. The `_tf32` entries issue one product per k step
+//! with both operands read through descriptors, A as it lies in shared memory (the tensor cores
+//! ignore its low 13 mantissa bits: truncated to TF32, as cuBLAS's TF32 GEMMs read f32 operands)
+//! and B packed rounded to nearest: no instruction of the warpgroup touches A, so the products
+//! issue back to back (with A in registers, ptxas serialized them: warning C7513).
 //! The epilogue (`alpha`, `beta * C`, the activation and the elementwise program) stages the
 //! tile in shared memory and finishes it as `gemm_tile.rs` does, split-K partials included.
 //!
@@ -35,16 +39,15 @@ use crate::abi::{GEMM_TILE_BK, GEMM_WG_STAGES};
 #[cfg(ferrofuse_hopper)]
 use crate::gemm::{Program, program};
 #[cfg(ferrofuse_hopper)]
-use crate::gemm_tc::split;
-#[cfg(ferrofuse_hopper)]
 use crate::gemm_tile::unroll4;
 use crate::intrinsics::trap;
 #[cfg(ferrofuse_hopper)]
 use crate::intrinsics::{
     block_dim_x, block_idx_x, block_idx_y, block_idx_z, cp_async_4_zfill, cp_async_16_zfill, cp_async_commit,
-    cp_async_wait_group, cvt_rna_tf32, dynamic_shared_addr, dynamic_shared_ptr, fence_proxy_async_shared,
-    ld_shared_u32, sync_threads, thread_idx_x, wgmma_commit_group, wgmma_fence, wgmma_m64n32k8_tf32_rs,
-    wgmma_m64n64k8_tf32_rs, wgmma_m64n128k8_tf32_rs, wgmma_wait_all, wgmma_wait_group,
+    cp_async_wait_group, dynamic_shared_addr, dynamic_shared_ptr, fence_proxy_async_shared, ld_shared_u32,
+    sync_threads, thread_idx_x, wgmma_commit_group, wgmma_fence, wgmma_m64n32k8_tf32_rs,
+    wgmma_m64n32k8_tf32_ss, wgmma_m64n64k8_tf32_rs, wgmma_m64n64k8_tf32_ss, wgmma_m64n128k8_tf32_rs,
+    wgmma_m64n128k8_tf32_ss, wgmma_wait_all, wgmma_wait_group,
 };
 #[cfg(ferrofuse_hopper)]
 use conv::{ConvRow, conv_row, conv_store};
@@ -75,13 +78,6 @@ fn descriptor(addr: u32) -> u64 {
     ((addr as u64 & 0x3_ffff) >> 4) | (1 << 16) | ((1024u64 >> 4) << 32) | (1 << 62)
 }
 
-/// `x` as the A operand of a product: split into its TF32 parts when `EXACT`, else rounded.
-#[cfg(ferrofuse_hopper)]
-#[inline(always)]
-fn operand<const EXACT: bool>(x: f32) -> (u32, u32) {
-    if EXACT { split(x) } else { (cvt_rna_tf32(x), 0) }
-}
-
 /// `acc += a · B` over one k step: the `m64nBNk8` product for `BN = 2 ACC`.
 ///
 /// # Safety
@@ -98,6 +94,28 @@ unsafe fn product<const ACC: usize>(acc: &mut [f32; ACC], a: [u32; 4], desc: u64
             wgmma_m64n64k8_tf32_rs(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), a, desc)
         } else if ACC == 16 {
             wgmma_m64n32k8_tf32_rs(&mut *(acc.as_mut_ptr() as *mut [f32; 16]), a, desc)
+        } else {
+            trap()
+        }
+    }
+}
+
+/// `acc += A · B` over one k step with A through the descriptor `a_desc`: the `m64nBNk8` product
+/// for `BN = 2 ACC`.
+///
+/// # Safety
+/// As [`wgmma_m64n128k8_tf32_ss`].
+#[cfg(ferrofuse_hopper)]
+#[inline(always)]
+unsafe fn product_ss<const ACC: usize>(acc: &mut [f32; ACC], a_desc: u64, b_desc: u64) {
+    // SAFETY: as `product`.
+    unsafe {
+        if ACC == 64 {
+            wgmma_m64n128k8_tf32_ss(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), a_desc, b_desc)
+        } else if ACC == 32 {
+            wgmma_m64n64k8_tf32_ss(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), a_desc, b_desc)
+        } else if ACC == 16 {
+            wgmma_m64n32k8_tf32_ss(&mut *(acc.as_mut_ptr() as *mut [f32; 16]), a_desc, b_desc)
         } else {
             trap()
         }
@@ -269,16 +287,20 @@ unsafe fn gemm_wg<
     // The lane's rows of A: `16 w + g` and 8 below it within its warpgroup's 64 (both `g`
     // modulo 8, so their swizzle is the XOR with `g`).
     let a_row = (warp / 4) * 64 + (warp % 4) * 16 + g;
-    // The lane's A fragments of k tile `kt`'s four k steps, split into (big, small) parts.
+    // The lane's A fragments of k tile `kt`'s four k steps, split into (big, small) parts (exact
+    // entries; the TF32 ones read A through descriptors and take none).
     // (Steps and elements const-indexed: a rolled loop would move the arrays to local memory.)
     let fragments = #[inline(always)]
     |kt: u32| {
+        let mut f = [[[0u32; 4]; 4]; 2];
+        if !EXACT {
+            return f;
+        }
         let a_s = smem + (kt % STAGES) * stage_bytes + planes * b_tile;
         let ld = |at: u32| {
             // SAFETY: inside the stage's A tile, written by copies waited for before a barrier.
             f32::from_bits(unsafe { ld_shared_u32(a_s + 4 * at) })
         };
-        let mut f = [[[0u32; 4]; 4]; 2];
         unroll4!(S => {
             let s = S as u32;
             // Fragment k `t` of step `s` is chunk `2s` of the row, k `t + 4` chunk `2s + 1`.
@@ -286,16 +308,19 @@ unsafe fn gemm_wg<
             let (r0, r1) = (a_row * BK, (a_row + 8) * BK);
             let v = [ld(r0 + x0), ld(r1 + x0), ld(r0 + x1), ld(r1 + x1)];
             unroll4!(E => {
-                (f[0][S][E], f[1][S][E]) = operand::<EXACT>(v[E]);
+                (f[0][S][E], f[1][S][E]) = crate::gemm_tc::split(v[E]);
             });
         });
         f
     };
-    // Issues k tile `kt`'s products as one wgmma group: per k step, small(A)·big(B),
-    // big(A)·small(B), then big(A)·big(B) (small terms first, as `gemm_tc`).
+    // Issues k tile `kt`'s products as one wgmma group: per k step, exact: small(A)·big(B),
+    // big(A)·small(B), then big(A)·big(B) (small terms first, as `gemm_tc`); TF32: A·B with A
+    // through a descriptor of the warpgroup's 64 rows of the stage's A tile (8 KiB apart, on
+    // 1 KiB boundaries, so their swizzle is the tile's).
     let issue = #[inline(always)]
     |acc: &mut [f32; ACC], kt: u32, f: &[[[u32; 4]; 4]; 2]| {
         let stage = smem + (kt % STAGES) * stage_bytes;
+        let a_rows = stage + planes * b_tile + (warp / 4) * 64 * BK * 4;
         wgmma_fence();
         unroll4!(S => {
             let big_b = descriptor(stage + 32 * S as u32);
@@ -306,8 +331,10 @@ unsafe fn gemm_wg<
                 if EXACT {
                     product(acc, f[1][S], big_b);
                     product(acc, f[0][S], descriptor(stage + b_tile + 32 * S as u32));
+                    product(acc, f[0][S], big_b);
+                } else {
+                    product_ss(acc, descriptor(a_rows + 32 * S as u32), big_b);
                 }
-                product(acc, f[0][S], big_b);
             }
         });
         wgmma_commit_group();
@@ -398,8 +425,8 @@ unsafe fn gemm_wg<
                 BN,
                 c_ptr,
                 y,
-                tid,
-                threads,
+                (tid, threads),
+                program,
             )
         };
         return;
@@ -497,7 +524,8 @@ wg_entries! {
     gemm_wg128_f32: 2 warpgroups, 128 columns, true;
     /// Tensor-core f32 GEMM through `wgmma` (3xTF32), 64 x 64 block tiles (one warpgroup).
     gemm_wg64_f32: 1 warpgroups, 64 columns, true;
-    /// `gemm_wg128_f32` in TF32: A rounded to TF32, B packed rounded, one product per step.
+    /// `gemm_wg128_f32` in TF32: A read from shared memory (truncated to TF32), B packed rounded,
+    /// one product per step.
     gemm_wg128_tf32: 2 warpgroups, 128 columns, false;
     /// `gemm_wg64_f32` in TF32.
     gemm_wg64_tf32: 1 warpgroups, 64 columns, false;

@@ -228,7 +228,7 @@ pub fn node(
         Op::DequantizeLinear(a) => return nn::dequantize_linear(ctx, a, inputs),
         Op::DynamicQuantizeLinear => return nn::dynamic_quantize_linear(ctx, &(), inputs),
         Op::Gemm(a) => return nn::gemm(ctx, a, inputs),
-        Op::FusedGemm(_) | Op::FusedGather(_) => {
+        Op::FusedGemm(_) | Op::FusedGather(_) | Op::FusedConv(_) => {
             return Err(ctx.err(format!(
                 "{} is made by the planner's fusion; the reference runs unfused graphs",
                 node.op.name()

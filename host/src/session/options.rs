@@ -86,7 +86,7 @@ pub struct SessionOptions {
     /// per binding instead of every run (default on). Their results keep their arena slots.
     pub hoist_constants: bool,
     /// How the tensor-core GEMMs form their products (default [`Precision::Exact`]: f32
-    /// accuracy; [`Precision::Tf32`]: operands rounded to TF32, one product instead of three).
+    /// accuracy; [`Precision::Tf32`]: operands reduced to TF32, one product instead of three).
     pub precision: Precision,
     /// Most iterations one Loop node may run before the run fails naming it (default
     /// [`MAX_LOOP_ITERATIONS`](crate::reference::MAX_LOOP_ITERATIONS), as on the CPU reference):

@@ -449,3 +449,47 @@ fn lp_pool_matches_the_reference() {
         check_pool(&mut rng, &format!("case {case}: {attrs:?}"), Op::LpPool(attrs), &x_shape);
     }
 }
+
+/// `y = relu(conv(x) · s + r)` with `s` a per-channel scale `[1, M, 1, 1]` and `r` a residual of
+/// the output's shape computed from `x` (so it lives in the arena): the program after the
+/// convolution (`Conv+Sum[..]`, an `Op::FusedConv`).
+fn conv_with_program_graph(rng: &mut Rng, (batch, c, m, side): (usize, usize, usize, usize)) -> Graph {
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[batch, c, side, side]));
+    let w = weight(&mut g, rng, "w", &[m, c, 3, 3], 0.2);
+    let b = weight(&mut g, rng, "b", &[m], 0.5);
+    let y = g.op1(Op::Conv(op::Conv { pads: vec![1; 4], ..op::Conv::default() }), &[x, w, b]);
+    let s = weight(&mut g, rng, "s", &[1, m, 1, 1], 2.0);
+    let scaled = g.op1(Op::Mul, &[y, s]);
+    // The residual: a 1x1 convolution of x to m channels (an arena value of Y's shape).
+    let wr = weight(&mut g, rng, "wr", &[m, c, 1, 1], 0.5);
+    let r = g.op1(Op::Conv(op::Conv::default()), &[x, wr]);
+    let sum = g.add(scaled, r);
+    let out = g.relu(sum);
+    g.output(out);
+    g
+}
+
+/// A Conv whose result feeds an elementwise program (a per-channel scale, a residual add and a
+/// Relu) applies the program in its epilogue on the `wgmma` tensor cores, also split over k (the
+/// reduction applies it), and as a program step after the CUDA-core kernels; each matches the
+/// reference.
+#[test]
+fn a_program_after_a_conv_runs_in_its_epilogue_and_matches_the_reference() {
+    let mut rng = Rng::new(0xc0f7);
+    let portable = SessionOptions { wgmma_gemm: false, ..SessionOptions::default() };
+    // (batch, input channels, output channels, side): many tiles; few tiles (split over k).
+    for (shape, split) in [((4, 16, 64, 20), false), ((1, 128, 128, 16), true)] {
+        let g = conv_with_program_graph(&mut rng, shape);
+        let x = rng.tensor(&[shape.0, shape.1, shape.3, shape.3], -1.0, 1.0);
+        let plan = check_with(&format!("{shape:?}"), false, g.clone(), x.clone(), SessionOptions::default());
+        assert!(plan.contains("Conv+"), "{plan}");
+        if hopper() {
+            assert!(plan.contains("conv_wg"), "{plan}");
+            assert_eq!(plan.contains("gemm_reduce_program_f32"), split, "{plan}");
+            assert!(!plan.contains("ew_program_f32"), "{plan}");
+        }
+        let plan = check_with(&format!("{shape:?} portable"), false, g, x, portable);
+        assert!(plan.contains("conv_gemm_f32") && plan.contains("ew_program_f32"), "{plan}");
+    }
+}

@@ -2,12 +2,14 @@
 //! rows of A, gathered through the tap table ([`ConvRow`]), and an epilogue that stores Y's planes
 //! ([`conv_store`]); the entries, which read the packed weights of their group.
 
-use crate::abi::ConvParams;
 #[cfg(ferrofuse_hopper)]
 use crate::abi::{
     Activation, ConvTap, GemmParams, conv_depth, conv_k_chunk, conv_wg_table_at, gemm_wg_packed_ld,
     gemm_wg_packed_len,
 };
+use crate::abi::{ConvParams, EwProgramParams};
+#[cfg(ferrofuse_hopper)]
+use crate::gemm::Program;
 #[cfg(not(ferrofuse_hopper))]
 use crate::intrinsics::trap;
 #[cfg(ferrofuse_hopper)]
@@ -69,12 +71,15 @@ pub(super) fn conv_row(p: &ConvParams, row: u32, rows: u32, group: u32) -> ConvR
 /// memory at `tile` (column-major, `bm + 4` apart: the lanes of a fragment store hit 32 banks),
 /// then thread `tid` finishes outputs `tid, tid + threads, ...` in column-major order (consecutive
 /// threads, consecutive output positions of one channel: coalesced stores into Y's planes), each
-/// with its channel's bias and the activation; split over k, the raw sums of split `split` go to
-/// partial `image · splits + split` of the workspace `y` ([`ConvParams::splits`]).
+/// with its channel's bias, the activation and the epilogue program (over Y's flat index; none
+/// when it has no instruction); split over k, the raw sums of split `split` go to partial
+/// `image · splits + split` of the workspace `y` ([`ConvParams::splits`]), and the reduction
+/// finishes them.
 ///
 /// # Safety
 /// `tile` has `BN (bm + 4)` f32 of shared memory no copy still writes; the conv launch contract for
-/// `bias` and `y`; every thread of the block calls it.
+/// `bias` and `y`, and the program's inputs hold every element their strides address for Y's
+/// elements; every thread of the block calls it.
 #[cfg(ferrofuse_hopper)]
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
@@ -88,9 +93,10 @@ pub(super) unsafe fn conv_store<const ACC: usize>(
     bn: u32,
     bias: *const f32,
     y: *mut f32,
-    tid: u32,
-    threads: u32,
+    (tid, threads): (u32, u32),
+    program: Program,
 ) {
+    let program = program.filter(|(e, _)| e.n_instr > 0);
     let ld = bm + 4;
     for j in 0..ACC / 4 {
         // Accumulator `4j + e` is row `a_row + 8 (e / 2)`, column `8j + 2t + e % 2`.
@@ -128,10 +134,15 @@ pub(super) unsafe fn conv_store<const ACC: usize>(
                     v
                 } else {
                     let v = if p.has_bias != 0 { v + *bias.add(channel as usize) } else { v };
-                    match p.act {
+                    let v = match p.act {
                         a if a == Activation::None as u32 => v,
                         a if a == Activation::Relu as u32 => crate::math::relu(v),
                         _ => crate::conv::activate(p.act, p.act_alpha, v),
+                    };
+                    match program {
+                        None => v,
+                        // Y's flat index is the program's output index.
+                        Some((e, x)) => crate::program::ew_element(e, out, Some(v), x),
                     }
                 };
                 *y.add(out as usize) = v;
@@ -155,6 +166,7 @@ pub(super) unsafe fn conv_store<const ACC: usize>(
 #[inline(always)]
 unsafe fn conv_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: bool>(
     p: &ConvParams,
+    program: Program,
     x: *const f32,
     w: *const f32,
     bias: *const f32,
@@ -195,7 +207,7 @@ unsafe fn conv_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
             b,
             bias,
             y,
-            None,
+            program,
             p,
             taps,
             &super::CatOperand::NONE,
@@ -209,10 +221,13 @@ macro_rules! conv_wg_entries {
         ///
         /// # Safety
         /// As `conv_wg` (module `gemm_wg`): the conv launch contract, `w` the packed weights and
-        /// tap table of [`crate::abi::conv_wg_packed_len`].
+        /// tap table of [`crate::abi::conv_wg_packed_len`]; the program's inputs `x1..x3` hold
+        /// every element their strides address for Y's elements and do not overlap Y.
         ///
         /// # Parameters
-        /// [`ConvParams`]; `x` the input, `w` the packed constant, `b` the bias (null without),
+        /// [`ConvParams`]; [`EwProgramParams`], the epilogue program over Y (input 0 the
+        /// convolution's result; no instruction: none); `x` the input, `w` the packed constant,
+        /// `b` the bias (null without), `x1..x3` the program's other inputs (null where unused),
         /// `y` the output.
         ///
         /// # Thread mapping
@@ -221,21 +236,27 @@ macro_rules! conv_wg_entries {
         /// GEMM's (`gemm_wg128_f32`), with output positions as rows and output channels as
         /// columns.
         #[unsafe(no_mangle)]
+        #[allow(clippy::too_many_arguments)]
         pub unsafe extern "ptx-kernel" fn $name(
             p: ConvParams,
+            e: EwProgramParams,
             x: *const f32,
             w: *const f32,
             b: *const f32,
+            x1: *const f32,
+            x2: *const f32,
+            x3: *const f32,
             y: *mut f32,
         ) {
             #[cfg(ferrofuse_hopper)]
             // SAFETY: forwarded (the kernel's contract).
             unsafe {
-                conv_wg::<$wgs, $bn, { $bn / 2 }, $exact>(&p, x, w, b, y)
+                let program = crate::gemm::program(&e, x1, x2, x3);
+                conv_wg::<$wgs, $bn, { $bn / 2 }, $exact>(&p, program, x, w, b, y)
             }
             #[cfg(not(ferrofuse_hopper))]
             {
-                let _ = (p, x, w, b, y);
+                let _ = (p, e, x, w, b, x1, x2, x3, y);
                 trap()
             }
         }

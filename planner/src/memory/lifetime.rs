@@ -103,10 +103,15 @@ fn writes_in_place(op: &Op) -> bool {
 /// but never one of its GEMM operands, which other threads read while outputs are written. A
 /// program input of the output's size is read without broadcast, so it maps element to element.
 /// A scatter's data (its output before the updates land: the copy that puts it there is then
-/// dropped), never its indices or updates, which the kernel reads while it writes.
+/// dropped), never its indices or updates, which the kernel reads while it writes. Nothing for a
+/// [`Op::FusedConv`]: where its convolution has no program epilogue, the convolution writes the
+/// output before a program step reads the inputs.
 fn in_place_sources(node: &crate::graph::Node) -> Vec<ValueId> {
     if matches!(node.op, Op::ScatterNd(_) | Op::ScatterElements(_)) {
         return node.input(0).into_iter().collect();
+    }
+    if matches!(node.op, Op::FusedConv(_)) {
+        return Vec::new();
     }
     if let Some(n) = node.op.fused_operands() {
         let operands: Vec<Option<ValueId>> = node.inputs.iter().take(n).copied().collect();

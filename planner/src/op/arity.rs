@@ -175,6 +175,7 @@ impl Op {
             // A, B, optional C, then up to three program inputs.
             Op::FusedGemm(_) => Arity::new(2, 6, 1, 1),
             Op::FusedGather(_) => Arity::new(2, 5, 1, 1),
+            Op::FusedConv(_) => Arity::new(2, 6, 1, 1),
             Op::MaxPool(_) => Arity::new(1, 1, 1, 2),
             Op::BatchNormalization(_) => Arity::new(5, 5, 1, 3),
             Op::LayerNormalization(_) => Arity::new(2, 3, 1, 3),

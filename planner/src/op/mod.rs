@@ -208,6 +208,8 @@ pub enum Op {
     Einsum(Einsum),
     /// N-D convolution; inputs X, W, B?.
     Conv(Conv),
+    /// See [`FusedConv`].
+    FusedConv(FusedConv),
     /// N-D transposed convolution; inputs X, W, B?.
     ConvTranspose(ConvTranspose),
     /// Max pooling; outputs Y, Indices?.
@@ -458,11 +460,11 @@ impl Op {
     }
 
     /// Inputs of a fused node (made by the planner's epilogue fusion) that are its producer's
-    /// operands (A, B, C of a [`FusedGemm`]; data and indices of a [`FusedGather`]); the program's
-    /// other inputs follow them. `None` for every other op.
+    /// operands (A, B, C of a [`FusedGemm`]; data and indices of a [`FusedGather`]; X, W, B of a
+    /// [`FusedConv`]); the program's other inputs follow them. `None` for every other op.
     pub fn fused_operands(&self) -> Option<usize> {
         match self {
-            Op::FusedGemm(_) => Some(3),
+            Op::FusedGemm(_) | Op::FusedConv(_) => Some(3),
             Op::FusedGather(_) => Some(2),
             _ => None,
         }

@@ -92,6 +92,7 @@ impl Op {
             Op::Gemm(_) => "Gemm",
             Op::FusedGemm(_) => "FusedGemm",
             Op::FusedGather(_) => "FusedGather",
+            Op::FusedConv(_) => "FusedConv",
             Op::Einsum(_) => "Einsum",
             Op::Conv(_) => "Conv",
             Op::ConvTranspose(_) => "ConvTranspose",

@@ -52,6 +52,19 @@ impl Default for Conv {
     }
 }
 
+/// Planner-internal, made by the epilogue fusion (no ONNX op_type): a Conv (f32) whose result
+/// feeds an elementwise program that the convolution applies to each output element as it stores
+/// it (a QDQ model's requantization, a residual add). Inputs: X, W, B (optional), then the
+/// program's other inputs (each broadcastable to the output). Output: the program's result, of
+/// shape `dims`. The program lives in the plan's fusion tables.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FusedConv {
+    /// The Conv's attributes.
+    pub conv: Conv,
+    /// Output dims.
+    pub dims: Vec<usize>,
+}
+
 /// `ConvTranspose`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConvTranspose {

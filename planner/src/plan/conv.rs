@@ -315,16 +315,19 @@ pub(super) fn scratch(
 }
 
 /// ONNX Conv of f32; `act` is an activation fused into the epilogue; `packed` the weights packed
-/// for the `wgmma` kernels with their tap table (`tc_pack`), when the planner packed them;
-/// `workspace` the split-K partials ([`scratch`]).
+/// for the `wgmma` kernels with their tap table (`tc_pack`), when the planner packed them, and
+/// `workspace` the split-K partials ([`scratch`]); `program` the epilogue program of a
+/// [`crate::op::FusedConv`] and its inputs after input 0 (the convolution's result): the `wgmma`
+/// convolutions (or their split-K reduction) apply it as they store, the other kernels write the
+/// convolution to the output and a program step finishes it there.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn conv(
     n: ConvNode,
     values: &[PlannedValue],
     a: &Conv,
     act: Option<(Activation, f32)>,
-    packed: Option<ValueId>,
-    workspace: Option<ValueId>,
+    (packed, workspace): (Option<ValueId>, Option<ValueId>),
+    program: Option<(&super::fuse::EwProgram, &[ValueId])>,
     o: &PlanOptions,
 ) -> Lowered {
     let (mut p, g, b) = conv_geometry(&n, values, a)?;
@@ -344,10 +347,32 @@ pub(super) fn conv(
         ]
     };
     if let (Some(packed), Some(l)) = (packed, wg_launch(&p, o)) {
+        use kernels_gpu::abi::EW_MAX_INPUTS;
+        // The program's parameters over Y and its inputs after input 0 (null where unused); the
+        // identity program (no instruction) without one.
+        let (e, xs) = match program {
+            Some((prog, extras)) => {
+                let e = super::lower::fused_program_params(prog, out, extras, values)?;
+                let xs: Vec<Arg> = (0..EW_MAX_INPUTS - 1)
+                    .map(|k| extras.get(k).map_or(Arg::Null, |&v| Arg::Value(v)))
+                    .collect();
+                (e, xs)
+            }
+            None => (super::gemm::identity_program(), vec![Arg::Null; EW_MAX_INPUTS - 1]),
+        };
+        // `[p, e, x, w, b, x1, x2, x3, y]`; the partials of a split convolution are raw (the
+        // kernel applies neither the bias, the activation nor the program to them).
+        let wg_args = |p: &ConvParams, y: ValueId| {
+            let mut v = vec![Arg::Params(p.as_bytes().to_vec()), Arg::Params(e.as_bytes().to_vec())];
+            v.extend([Arg::Value(x), Arg::Value(packed), b.map_or(Arg::Null, Arg::Value)]);
+            v.extend(xs.iter().cloned());
+            v.push(Arg::Value(y));
+            v
+        };
         let split = |y: ValueId| {
             let p = ConvParams { splits: l.splits, ..p };
             let shared_bytes = l.kernel.large_shared_bytes().unwrap_or(0);
-            let (block, args) = ([l.tile.threads, 1, 1], args(&p, packed, y));
+            let (block, args) = ([l.tile.threads, 1, 1], wg_args(&p, y));
             Step::Kernel {
                 nodes: vec![n.id],
                 label: label.clone(),
@@ -362,9 +387,29 @@ pub(super) fn conv(
             return Ok(vec![split(out)]);
         }
         let ws = workspace.ok_or("the split-K workspace was not planned")?;
-        return Ok(vec![split(ws), split_reduce(&n, &p, l.splits, b, ws, out, &label)]);
+        let program = program.map(|_| (e, xs.clone()));
+        return Ok(vec![split(ws), split_reduce(&n, &p, l.splits, (b, ws, out), program, &label)]);
     }
-    let args = args(&p, w, out);
+    // The other kernels write the convolution to Y; the program, if any, then runs over Y in
+    // place (input 0 read and written by the same thread).
+    let mut steps = conv_cuda_cores(&n, &p, &g, args(&p, w, out), label.clone(), o)?;
+    if let Some((prog, extras)) = program {
+        let inputs: Vec<ValueId> = std::iter::once(out).chain(extras.iter().copied()).collect();
+        steps.extend(super::lower::ew_program(n.id, label, prog, &inputs, out, values, o)?);
+    }
+    Ok(steps)
+}
+
+/// The CUDA-core launch of a Conv of parameters `p` and geometry `g` (`args`: `[p, x, w, b, y]`):
+/// the implicit GEMM from [`GEMM_MIN_CHANNELS`] output channels per group, else the direct kernel.
+fn conv_cuda_cores(
+    n: &ConvNode,
+    p: &ConvParams,
+    g: &Window,
+    args: Vec<Arg>,
+    label: String,
+    o: &PlanOptions,
+) -> Lowered {
     let (batch, maps, group) = (p.batch as usize, p.out_channels as usize, p.groups as usize);
     let maps_per_group = maps / group;
     let out_plane: usize = g.out.iter().product();
@@ -399,14 +444,14 @@ pub(super) fn conv(
 
 /// The reduction of a split `wgmma` convolution's partials (`ws`, `splits` outputs' worth) into
 /// `out` with the bias and the activation: `gemm_reduce_f32` over `batch` matrices of `out_channels
-/// x out_plane` (the bias a column, one per row).
+/// x out_plane` (the bias a column, one per row); with `program` (its parameters over Y and its
+/// inputs after input 0), `gemm_reduce_program_f32`, whose output index is Y's flat index.
 fn split_reduce(
     n: &ConvNode,
     p: &ConvParams,
     splits: u32,
-    b: Option<ValueId>,
-    ws: ValueId,
-    out: ValueId,
+    (b, ws, out): (Option<ValueId>, ValueId, ValueId),
+    program: Option<(kernels_gpu::abi::EwProgramParams, Vec<Arg>)>,
     label: &str,
 ) -> Step {
     let plane = p.out_size.iter().product::<u32>();
@@ -424,19 +469,25 @@ fn split_reduce(
         y_bs: p.out_channels as u64 * plane as u64,
         ..Default::default()
     };
+    let (bias, g_bytes) = (b.map_or(Arg::Null, Arg::Value), Arg::Params(g.as_bytes().to_vec()));
+    let (kernel, args) = match program {
+        // `[p, e, c, ws, x1, x2, x3, y]`.
+        Some((e, xs)) => {
+            let mut args = vec![g_bytes, Arg::Params(e.as_bytes().to_vec()), bias, Arg::Value(ws)];
+            args.extend(xs);
+            args.push(Arg::Value(out));
+            (KernelId::GemmReduceProgramF32, args)
+        }
+        None => (KernelId::GemmReduceF32, vec![g_bytes, bias, Arg::Value(ws), Arg::Value(out)]),
+    };
     Step::Kernel {
         nodes: vec![n.id],
         label: format!("{label} split-k reduce"),
-        kernel: KernelId::GemmReduceF32,
+        kernel,
         grid: super::gemm::reduce_grid(&g),
         block: [THREADS, 1, 1],
         shared_bytes: 0,
-        args: vec![
-            Arg::Params(g.as_bytes().to_vec()),
-            b.map_or(Arg::Null, Arg::Value),
-            Arg::Value(ws),
-            Arg::Value(out),
-        ],
+        args,
     }
 }
 

@@ -169,7 +169,7 @@ fn a_small_cnn_lowers_to_conv_pool_and_reduce_kernels() {
     let Step::Kernel { kernel, grid, block, shared_bytes, args, .. } = steps[2].1 else { unreachable!() };
     assert_eq!((*kernel, *grid, *block), (KernelId::ConvWg64F32, [1, 2, 1], [128, 1, 1]), "{plan}");
     assert_eq!(Some(*shared_bytes), KernelId::ConvWg64F32.large_shared_bytes());
-    let Arg::Value(packed) = args[2] else { panic!("{args:?}") };
+    let Arg::Value(packed) = args[3] else { panic!("{args:?}") };
     let p = conv_params(steps[2].1);
     assert_eq!(plan.constants[&packed].dims, [kernels_gpu::abi::conv_wg_packed_len(&p, true) as usize]);
     // The first Conv (16 output channels, 3 input channels) takes wgmma too, in 64 x 32 tiles:
@@ -390,7 +390,7 @@ fn a_conv_of_few_tiles_splits_its_depth_and_reduces_with_the_epilogue() {
     // 256 positions x 128 channels in 64 x 64 tiles, 9 splits of 128 depths (1152 in all).
     let p = conv_params(steps[0].1);
     assert_eq!((*grid, p.splits, kernels_gpu::abi::conv_k_chunk(&p)), ([2, 4, 9], 9, 128), "{plan}");
-    let (Arg::Value(ws), Step::Kernel { args: reduce, label, .. }) = (&args[4], steps[1].1) else {
+    let (Arg::Value(ws), Step::Kernel { args: reduce, label, .. }) = (&args[8], steps[1].1) else {
         panic!("{plan}")
     };
     assert_eq!(plan.values[ws.index()].dims, Some(vec![9 * 128 * 256]));
@@ -400,4 +400,74 @@ fn a_conv_of_few_tiles_splits_its_depth_and_reduces_with_the_epilogue() {
     let portable = PlanOptions { wgmma_gemm: false, ..PlanOptions::default() };
     let plan = compile(&g, &Binding::new(), &portable).unwrap();
     assert_eq!(kernel_steps(&plan).iter().map(|s| s.0).collect::<Vec<_>>(), [KernelId::ConvGemmF32]);
+}
+
+/// A Conv whose result an elementwise program reads (a per-channel scale, a residual and a Relu)
+/// becomes an `Op::FusedConv`: on Hopper one `wgmma` launch carrying the program (split over k,
+/// the reduction carries it), elsewhere the CUDA-core kernel writing Y and the program over Y in
+/// place.
+#[test]
+fn a_program_after_a_conv_fuses_into_its_epilogue() {
+    for (batch, c, m, side, split) in [(4, 16, 64, 20, false), (1, 128, 128, 16, true)] {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(&[batch, c, side, side]));
+        let (w, b) = (weight(&mut g, "w", &[m, c, 3, 3]), weight(&mut g, "b", &[m]));
+        let y = g.op1(Op::Conv(op::Conv { pads: vec![1; 4], ..op::Conv::default() }), &[x, w, b]);
+        let s = weight(&mut g, "s", &[1, m, 1, 1]);
+        let scaled = g.op1(Op::Mul, &[y, s]);
+        let wr = weight(&mut g, "wr", &[m, c, 1, 1]);
+        let r = g.op1(Op::Conv(op::Conv::default()), &[x, wr]);
+        let sum = g.add(scaled, r);
+        let out = g.relu(sum);
+        let w2 = weight(&mut g, "w2", &[m, m, 1, 1]);
+        let y2 = g.op1(Op::Conv(op::Conv::default()), &[out, w2]);
+        g.output(y2);
+        let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+        let steps = kernel_steps(&plan);
+        let fused: Vec<_> = steps
+            .iter()
+            .filter(|s| matches!(s.1, Step::Kernel { label, .. } if label.starts_with("Conv+")))
+            .collect();
+        let kinds: Vec<KernelId> = fused.iter().map(|s| s.0).collect();
+        let want = if split {
+            vec![KernelId::ConvWg128F32, KernelId::GemmReduceProgramF32]
+        } else {
+            vec![KernelId::ConvWg64F32]
+        };
+        assert_eq!(kinds.len(), want.len(), "{plan}");
+        assert!(kinds[0] == KernelId::ConvWg64F32 || kinds[0] == KernelId::ConvWg128F32, "{plan}");
+        assert_eq!(kinds[1..], want[1..], "{plan}");
+        assert!(steps.iter().all(|s| s.0 != KernelId::EwProgramF32), "{plan}");
+        // `[p, e, x, w, b, x1, x2, x3, y]` (split: the partials take the identity program, the
+        // reduction `[p, e, c, ws, x1, x2, x3, y]` the program): its instructions, the scale and
+        // the residual as x1 and x2.
+        let (Step::Kernel { args, .. }, x1) = (if split { (fused[1].1, 4) } else { (fused[0].1, 5) }) else {
+            unreachable!()
+        };
+        let Arg::Params(e) = &args[1] else { panic!("{args:?}") };
+        // `EwProgramParams::n_instr`: after `elems` (u64) and `rank` (u32).
+        let n_instr = u32::from_le_bytes(e[12..16].try_into().unwrap());
+        assert!(n_instr > 0, "{plan}");
+        assert!(
+            matches!(args[x1..x1 + 3], [Arg::Value(_), Arg::Value(_), Arg::Null]),
+            "the scale and the residual as x1, x2:\n{plan}"
+        );
+        // Portable: the CUDA-core kernel, then the program over its output in place.
+        let portable = PlanOptions { wgmma_gemm: false, ..PlanOptions::default() };
+        let plan = compile(&g, &Binding::new(), &portable).unwrap();
+        let steps = kernel_steps(&plan);
+        let i = steps.iter().position(|s| s.0 == KernelId::EwProgramF32).expect("a program step");
+        assert!(matches!(steps[i - 1].1, Step::Kernel { label, .. } if label.starts_with("Conv+")), "{plan}");
+        let (Step::Kernel { args: conv_args, .. }, Step::Kernel { args: prog_args, .. }) =
+            (steps[i - 1].1, steps[i].1)
+        else {
+            unreachable!()
+        };
+        let (Some(Arg::Value(y)), Some(Arg::Value(x0)), Some(Arg::Value(o))) =
+            (conv_args.last(), prog_args.get(1), prog_args.last())
+        else {
+            panic!("{plan}")
+        };
+        assert!(y == x0 && y == o, "the program runs over the convolution's output in place:\n{plan}");
+    }
 }

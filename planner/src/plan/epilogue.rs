@@ -5,7 +5,9 @@
 //! bias row) become inputs of the fused node, read at their broadcast offsets over the output. The
 //! GEMM's result and the views of it are dropped from the value table, so they get no buffer. A
 //! Gather of f32 data fuses the same way into an [`Op::FusedGather`] (an embedding lookup and the
-//! position embedding added to it: one launch, `gather_program_f32`).
+//! position embedding added to it: one launch, `gather_program_f32`), and a Conv into an
+//! [`Op::FusedConv`] (a QDQ model's requantization after each convolution, a residual add: the
+//! `wgmma` convolutions apply the program as they store; the others run it as a step after).
 //!
 //! Runs after [`super::fuse::elementwise_programs`]. Anything unusual keeps the unfused pair: a
 //! non-f32 or data-dependent value, a GEMM result that is a graph output or read elsewhere, a
@@ -20,7 +22,7 @@ use kernels_gpu::abi::{Activation, EW_MAX_INPUTS, MAX_RANK, ew_src};
 use super::PlannedValue;
 use super::fuse::{EwProgram, Programs, compile_program, drop_values_mapped, ew_node, remove_nodes};
 use crate::graph::{Graph, NodeId, ValueId};
-use crate::op::{FusedGather, FusedGemm, Op};
+use crate::op::{FusedConv, FusedGather, FusedGemm, Op};
 use crate::tensor_info::{DType, TensorInfo};
 
 /// The program a [`Op::FusedGemm`] applies in its epilogue: input 0 is the GEMM result, inputs
@@ -153,6 +155,7 @@ pub(super) fn gemm_programs<T>(
             Op::Gemm(a) => Producer::Gemm(Some(a.clone())),
             Op::MatMul => Producer::Gemm(None),
             Op::Gather(a) => Producer::Gather(a.axis),
+            Op::Conv(a) => Producer::Conv(a.clone()),
             _ => continue,
         };
         let (Some(x), 1) = (gnode.output(0), gnode.outputs.len()) else { continue };
@@ -168,6 +171,16 @@ pub(super) fn gemm_programs<T>(
                         matches!(infos[i.index()].dtype, DType::I64 | DType::I32)
                             && infos[i.index()].shape.as_known().is_some()
                     })
+            }
+            // A Conv of f32 operands of static shapes (its parameters check them).
+            Producer::Conv(ref a) => {
+                let n = super::conv::ConvNode {
+                    id: NodeId(gi as u32),
+                    label: String::new(),
+                    ins: &gnode.inputs,
+                    outs: &gnode.outputs,
+                };
+                super::conv::conv_params(&n, &values, a).is_ok()
             }
         };
         if taken[gi] || !lowers {
@@ -194,8 +207,10 @@ pub(super) fn gemm_programs<T>(
         node.op = match f.producer {
             Producer::Gemm(gemm) => Op::FusedGemm(FusedGemm { gemm, dims: f.dims }),
             Producer::Gather(axis) => Op::FusedGather(FusedGather { axis, dims: f.dims }),
+            Producer::Conv(conv) => Op::FusedConv(FusedConv { conv, dims: f.dims }),
         };
-        // The producer's operands (A, B, C; data, indices), then the program's other inputs.
+        // The producer's operands (A, B, C; data, indices; X, W, B), then the program's other
+        // inputs.
         let mut inputs: Vec<Option<ValueId>> = node.inputs.clone();
         inputs.resize(node.op.fused_operands().unwrap_or(inputs.len()), None);
         if let Some(bias) = f.bias {
@@ -231,6 +246,8 @@ enum Producer {
     Gemm(Option<crate::op::Gemm>),
     /// A Gather (its axis).
     Gather(i64),
+    /// A Conv (its attributes).
+    Conv(crate::op::Conv),
 }
 
 /// One producer-program fusion, in the ids of the graph it was found in.

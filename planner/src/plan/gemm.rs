@@ -241,7 +241,7 @@ fn wg_kernel(tile: GemmTile, exact: bool, cat: bool) -> KernelId {
 
 /// The identity elementwise program (one input, no instructions): the program parameters of a
 /// large-tile GEMM without an epilogue program.
-fn identity_program() -> EwProgramParams {
+pub(super) fn identity_program() -> EwProgramParams {
     EwProgramParams { n_inputs: 1, out_reg: kernels_gpu::abi::ew_src::INPUT0, ..EwProgramParams::default() }
 }
 

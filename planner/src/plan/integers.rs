@@ -248,7 +248,7 @@ pub(super) fn products(
                 {
                     super::gemm::gemm_of(g, id, values, perms).ok().map(|(_, a, b, _)| (a, b))
                 }
-                Op::Conv(_) => node.input(0).zip(node.input(1)),
+                Op::Conv(_) | Op::FusedConv(_) => node.input(0).zip(node.input(1)),
                 _ => None,
             };
             operands.is_some_and(|(a, b)| named(a) && named(b))

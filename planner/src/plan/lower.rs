@@ -130,7 +130,7 @@ pub(super) fn scratch(
                 _ => Vec::new(),
             }
         }
-        Op::Conv(a) => {
+        Op::Conv(a) | Op::FusedConv(crate::op::FusedConv { conv: a, .. }) => {
             let n = &g.nodes[id.index()];
             conv::scratch(&conv_node(id, g.node_label(id), n), values, a, o).into_iter().collect()
         }
@@ -432,7 +432,16 @@ pub(super) fn node(
         | Op::Wkv6(_)
         | Op::CausalConvWithState(_) => sequence::lower(g, id, values, o),
         Op::Conv(a) => {
-            conv::conv(conv_node(id, label, n), values, a, act, fusion.packed_b, scratch.first().copied(), o)
+            let operands = (fusion.packed_b, scratch.first().copied());
+            conv::conv(conv_node(id, label, n), values, a, act, operands, None, o)
+        }
+        Op::FusedConv(f) => {
+            let fused = fusion.gemm_programs.get(&out).ok_or("a FusedConv without its program")?;
+            let extras = fused_extras(n, &ins);
+            let label = format!("Conv+{}", fused.label);
+            let operands = (fusion.packed_b, scratch.first().copied());
+            let program = Some((&fused.program, extras.as_slice()));
+            conv::conv(conv_node(id, label, n), values, &f.conv, act, operands, program, o)
         }
         Op::ConvTranspose(a) => conv::conv_transpose(conv_node(id, label, n), values, a, o),
         Op::MaxPool(a) => conv::max_pool(conv_node(id, label, n), values, a, o),
@@ -566,7 +575,7 @@ fn fused_extras(n: &crate::graph::Node, ins: &[Option<ValueId>]) -> Vec<ValueId>
 
 /// The parameters of a fused node's epilogue `program` over its output `out`, input 0 being the
 /// producer's result and `extras` the other inputs.
-fn fused_program_params(
+pub(super) fn fused_program_params(
     program: &super::fuse::EwProgram,
     out: ValueId,
     extras: &[ValueId],

@@ -18,9 +18,12 @@ pub enum Precision {
     /// three products (3xTF32), within f32 GEMM error of the CPU reference.
     #[default]
     Exact,
-    /// Operands rounded to TF32 (10 explicit mantissa bits, to nearest), one product, f32
-    /// accumulation: what cuBLAS and PyTorch (`allow_tf32`) call TF32; a relative error near
-    /// 2^-11 per product.
+    /// Operands reduced to TF32 (10 explicit mantissa bits), one product, f32 accumulation: what
+    /// cuBLAS and PyTorch (`allow_tf32`) call TF32; a relative error near 2^-11 per product (up
+    /// to 2^-10). Weights are rounded to nearest when packed; the `mma.sync` tiles round A to
+    /// nearest too, while the `wgmma` entries read A from shared memory as it lies and the tensor
+    /// cores drop its low 13 mantissa bits (truncation, as cuBLAS's TF32 GEMMs on f32 data).
+    /// Integers of magnitude up to 2048 are exact either way.
     Tf32,
     /// Operands rounded to f16 (to nearest even), one product, f32 accumulation: a relative error
     /// near 2^-11 per product, and operands beyond f16's range (65504) become infinite.

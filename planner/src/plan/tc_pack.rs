@@ -150,7 +150,9 @@ pub(super) fn pack_weights(
     for &id in nodes {
         let o = &options_of(id);
         let exact = o.precision == Precision::Exact;
-        if let Op::Conv(attrs) = &g.nodes[id.index()].op {
+        if let Op::Conv(attrs) | Op::FusedConv(crate::op::FusedConv { conv: attrs, .. }) =
+            &g.nodes[id.index()].op
+        {
             if let Some((name, packing)) = pack_conv_node(g, id, attrs, values, o, producer) {
                 made.push((name, packing, vec![id]));
             }

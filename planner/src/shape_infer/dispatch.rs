@@ -78,6 +78,7 @@ pub(crate) fn infer_node(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
         Op::MatMul => nn::matmul(ctx),
         Op::Gemm(g) => nn::gemm(ctx, g),
         Op::FusedGemm(f) => nn::fused_gemm(ctx, f),
+        Op::FusedConv(f) => nn::fused_conv(ctx, f),
         Op::Einsum(e) => einsum::einsum(ctx, &e.equation),
         Op::Conv(c) => nn::conv(ctx, c),
         Op::ConvTranspose(c) => nn::conv_transpose(ctx, c),

@@ -7,7 +7,7 @@ use super::Ctx;
 use super::dims::Window;
 use super::elementwise::{broadcast_infos, unidirectional};
 use crate::error::PlanError;
-use crate::op::{AutoPad, AveragePool, Conv, ConvTranspose, FusedGemm, Gemm, LpPool, MaxPool};
+use crate::op::{AutoPad, AveragePool, Conv, ConvTranspose, FusedConv, FusedGemm, Gemm, LpPool, MaxPool};
 use crate::tensor_info::{DType, Dim, Shape, TensorInfo};
 
 /// NumPy `matmul`: 1-D operands are promoted and the added dim removed; batch dims broadcast.
@@ -143,6 +143,13 @@ pub(crate) fn fused_gemm(ctx: &mut Ctx, f: &FusedGemm) -> Result<Vec<TensorInfo>
         None => matmul(ctx)?,
     };
     fused_output(ctx, &gemm_out[0], 3, &f.dims)
+}
+
+/// A [`FusedConv`]: its Conv's operands checked as the Conv would be, its program inputs of the
+/// same dtype, and the output `dims` (holding the Conv result's elements).
+pub(crate) fn fused_conv(ctx: &mut Ctx, f: &FusedConv) -> Result<Vec<TensorInfo>, PlanError> {
+    let conv_out = conv(ctx, &f.conv)?;
+    fused_output(ctx, &conv_out[0], 3, &f.dims)
 }
 
 /// The output of a fused node whose producer made `y` and whose program reads inputs
