@@ -511,5 +511,39 @@ pub fn ew_op(op: u32, a: f32, b: f32, imm: f32) -> f32 {
     }
 }
 
+/// Division of unsigned indices below 2^31 by a fixed divisor through a multiply-high and a shift
+/// (Granlund and Montgomery's method, as CUTLASS's `FastDivmod`): the divisor's multiplier and
+/// shift are computed once ([`FastDiv::new`], on the host for `ew_program_f32`), and each quotient
+/// then costs a few instructions instead of the tens of a 32-bit `div` or the ~100 of a 64-bit one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FastDiv {
+    /// The divisor (1 when built from 0).
+    pub d: u32,
+    /// `ceil(2^(31 + l) / d)` with `l = ceil(log2 d)`; 0 for `d == 1`.
+    pub m: u32,
+    /// `l - 1`, the shift after taking the high word; 0 for `d == 1`.
+    pub s: u32,
+}
+
+impl FastDiv {
+    /// The divisor `d` (0 is taken as 1: a dim of 0 has no index to divide).
+    pub fn new(d: u32) -> Self {
+        let d = d.max(1);
+        if d == 1 {
+            return Self { d, m: 0, s: 0 };
+        }
+        let l = 32 - (d - 1).leading_zeros(); // ceil(log2 d) >= 1
+        let m = ((1u64 << (31 + l)).div_ceil(d as u64)) as u32;
+        Self { d, m, s: l - 1 }
+    }
+
+    /// `(n / d, n % d)` for `n < 2^31`.
+    #[inline(always)]
+    pub fn divmod(self, n: u32) -> (u32, u32) {
+        let q = if self.d == 1 { n } else { (((n as u64 * self.m as u64) >> 32) as u32) >> self.s };
+        (q, n - q * self.d)
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,7 @@
 //! applies the same scalar function as its single-op kernel, so a program gives the same bits.
 
 use crate::abi::{EW_MAX_INSTRS, EwInstr, EwProgramParams, MAX_RANK};
-use crate::intrinsics::{global_thread_x, grid_threads_x};
+use crate::intrinsics::global_thread_x;
 use crate::math;
 use crate::movement::{at, unravel};
 
@@ -17,6 +17,25 @@ fn arith(op: u32, a: f32, b: f32) -> f32 {
         2 => math::mul(a, b),
         _ => math::div(a, b),
     }
+}
+
+/// The ops of `math::ew_op` that are one or two instructions (a ReLU or clamp after a
+/// convolution, the rounding of a requantization), inline rather than through its call; the same
+/// functions, so the same bits.
+#[inline(always)]
+fn one_instruction(op: u32, a: f32, b: f32) -> Option<f32> {
+    use crate::abi::ew_extra;
+    Some(match op {
+        5 => math::max(a, b),
+        6 => math::min(a, b),
+        16 => math::relu(a),
+        23 => math::abs(a),
+        24 => math::neg(a),
+        ew_extra::FLOOR => crate::intrinsics::floor_f32(a),
+        ew_extra::CEIL => crate::intrinsics::ceil_f32(a),
+        ew_extra::ROUND => crate::intrinsics::rint_f32(a),
+        _ => return None,
+    })
 }
 
 /// The registers and inputs of one element of an elementwise program (scalars, not arrays, so
@@ -77,6 +96,8 @@ impl EwState {
         } else if ins.op == crate::abi::ew_extra::QUANTIZE {
             // Inline: a QDQ model quantizes after nearly every op.
             math::quantize_centred(a, b, ins.aux)
+        } else if let Some(v) = one_instruction(ins.op, a, b) {
+            v
         } else {
             math::ew_op(ins.op, a, b, ins.imm)
         };
@@ -237,8 +258,13 @@ pub(crate) unsafe fn ew_element_at(
 /// `p`: shape, strides and the program; `x0`..`x3`: inputs; `y`: the output.
 ///
 /// # Thread mapping
-/// 1-D grid of 1-D blocks, any size: a grid-stride loop over the output elements; the program's
-/// instructions are unrolled (each checks `k < n_instr`, a uniform branch).
+/// 1-D grid of 1-D blocks of at most 256 threads covering `p.elems` threads: one output element a
+/// thread. Straight-line code, not a grid-stride loop: in a loop the compiler hoists every
+/// parameter the program reads (each instruction's fields, each dim's divisor and strides) into
+/// registers (102 to 188 a thread); straight-line, each is read from the parameter bank where it
+/// is used (54). The program's instructions are unrolled (each checks `k < n_instr`, a uniform
+/// branch). Below 2^31 elements with broadcast inputs the offsets are 32-bit, through the host's
+/// divisors ([`EwProgramParams::with_fast_division`]); otherwise 64-bit.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn ew_program_f32(
     p: EwProgramParams,
@@ -248,15 +274,14 @@ pub unsafe extern "ptx-kernel" fn ew_program_f32(
     x3: *const f32,
     y: *mut f32,
 ) {
-    if p.rank as usize > MAX_RANK {
+    let i = global_thread_x();
+    if p.rank as usize > MAX_RANK || i >= p.elems {
         return;
     }
-    let (mut i, stride) = (global_thread_x(), grid_threads_x());
-    while i < p.elems {
-        // SAFETY: the kernel's contract covers every input for every output index below elems.
-        let out = unsafe { ew_element(&p, i, None, [x0, x1, x2, x3]) };
-        // SAFETY: i < elems.
-        unsafe { *y.add(i as usize) = out };
-        i += stride;
-    }
+    let o = if p.fast_div != 0 { p.fast_offsets(i as u32).map(u64::from) } else { ew_offsets(&p, i) };
+    // SAFETY: the contract covers every input for every output index below elems; `o` are the
+    // offsets of element i.
+    let out = unsafe { ew_element_at(&p, o, None, [x0, x1, x2, x3]) };
+    // SAFETY: i < elems.
+    unsafe { *y.add(i as usize) = out };
 }

@@ -354,6 +354,63 @@ pub struct EwProgramParams {
     pub strides: [[u64; MAX_RANK]; EW_MAX_INPUTS],
     /// The program.
     pub instrs: [EwInstr; EW_MAX_INSTRS],
+    /// 1 when `elems < 2^31` and [`EwProgramParams::div_m`] / [`EwProgramParams::div_s`] hold the
+    /// [`crate::math::FastDiv`] of each used dim of `out_shape`
+    /// ([`EwProgramParams::with_fast_division`]): `ew_program_f32` then computes 32-bit offsets
+    /// with a multiply-high and a shift a dim instead of two 64-bit divisions.
+    pub fast_div: u32,
+    /// Padding (0).
+    pub _pad: u32,
+    /// The multiplier of each dim's [`crate::math::FastDiv`].
+    pub div_m: [u32; MAX_RANK],
+    /// The shift of each dim's [`crate::math::FastDiv`].
+    pub div_s: [u32; MAX_RANK],
+}
+
+impl EwProgramParams {
+    /// These parameters with the divisors of their used output dims recomputed:
+    /// [`EwProgramParams::fast_div`] set and [`EwProgramParams::div_m`] / [`EwProgramParams::div_s`]
+    /// filled when there are broadcast dims (`rank > 0`) and every output index is below 2^31,
+    /// all three cleared otherwise.
+    pub fn with_fast_division(mut self) -> Self {
+        (self.fast_div, self.div_m, self.div_s) = (0, [0; MAX_RANK], [0; MAX_RANK]);
+        let (rank, big) = (self.rank as usize, |d: u64| d > i32::MAX as u64);
+        if rank == 0 || rank > MAX_RANK || big(self.elems) || self.out_shape.iter().any(|&d| big(d)) {
+            return self;
+        }
+        for d in MAX_RANK - rank..MAX_RANK {
+            let f = crate::math::FastDiv::new(self.out_shape[d] as u32);
+            (self.div_m[d], self.div_s[d]) = (f.m, f.s);
+        }
+        self.fast_div = 1;
+        self
+    }
+
+    /// The element offsets of output index `i` into the four inputs, 32-bit, through the divisors
+    /// of [`EwProgramParams::with_fast_division`] (`fast_div` set, so `i < elems < 2^31` and each
+    /// input's offset is below its element count, at most the output's). What `ew_program_f32`
+    /// computes; the dims are unrolled, so each parameter is read at a constant offset.
+    #[inline(always)]
+    pub fn fast_offsets(&self, i: u32) -> [u32; EW_MAX_INPUTS] {
+        let first = MAX_RANK - self.rank as usize;
+        let (mut rem, mut o) = (i, [0u32; EW_MAX_INPUTS]);
+        macro_rules! dim {
+            ($($d:literal)*) => {$(
+                if $d >= first {
+                    let div = crate::math::FastDiv { d: self.out_shape[$d] as u32, m: self.div_m[$d], s: self.div_s[$d] };
+                    let (q, r) = div.divmod(rem);
+                    rem = q;
+                    o[0] = o[0].wrapping_add(r.wrapping_mul(self.strides[0][$d] as u32));
+                    o[1] = o[1].wrapping_add(r.wrapping_mul(self.strides[1][$d] as u32));
+                    o[2] = o[2].wrapping_add(r.wrapping_mul(self.strides[2][$d] as u32));
+                    o[3] = o[3].wrapping_add(r.wrapping_mul(self.strides[3][$d] as u32));
+                }
+            )*};
+        }
+        dim!(7 6 5 4 3 2 1 0);
+        let _ = rem; // the quotient after the outermost dim: 0 for an index below elems
+        o
+    }
 }
 
 // SAFETY: #[repr(C)], u64/u32 fields with the padding spelled out as `_pad`.
@@ -362,5 +419,6 @@ unsafe impl Params for BinaryParams {}
 unsafe impl Params for UnaryParams {}
 // SAFETY: #[repr(C)], four u32, an f32 and a u32: 24 bytes, no padding.
 unsafe impl Params for EwInstr {}
-// SAFETY: #[repr(C)], u64, four u32, u64 arrays, then 24-byte instructions: no padding.
+// SAFETY: #[repr(C)], u64, four u32, u64 arrays, 24-byte instructions, two u32 and u32 arrays:
+// no padding.
 unsafe impl Params for EwProgramParams {}

@@ -175,3 +175,31 @@ fn half_conversions_match_the_hosts() {
     assert_eq!(f32_to_f16(-65520.0), 0xfc00);
     assert_eq!(f32_to_f16(65519.0), 0x7bff);
 }
+
+#[test]
+fn fast_division_equals_integer_division_below_two_to_the_31() {
+    let mut divisors: std::vec::Vec<u32> = (1..=4100).collect();
+    for k in 1..31 {
+        let p = 1u32 << k;
+        divisors.extend([p - 1, p, p + 1, 3 * (p / 2) + 1]);
+    }
+    divisors.extend([0x7fff_ffff, 46_341, 65_536 * 3, 1_000_003]);
+    let mut x = 0x9e37_79b9u32;
+    for &d in &divisors {
+        let f = FastDiv::new(d);
+        let mut check = |n: u32| assert_eq!(f.divmod(n), (n / d, n % d), "{n} / {d}");
+        for n in (0..2000)
+            .chain([d - 1, d, d + 1, 2 * d.min(1 << 29) - 1, 0x7fff_fffe, 0x7fff_ffff])
+            .filter(|&n| n < 1 << 31)
+        {
+            check(n);
+        }
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            check(x & 0x7fff_ffff);
+        }
+    }
+    assert_eq!(FastDiv::new(0).divmod(7), (7, 0));
+}

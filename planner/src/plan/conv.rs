@@ -395,7 +395,7 @@ pub(super) fn conv(
     let mut steps = conv_cuda_cores(&n, &p, &g, args(&p, w, out), label.clone(), o)?;
     if let Some((prog, extras)) = program {
         let inputs: Vec<ValueId> = std::iter::once(out).chain(extras.iter().copied()).collect();
-        steps.extend(super::lower::ew_program(n.id, label, prog, &inputs, out, values, o)?);
+        steps.extend(super::lower::ew_program(n.id, label, prog, &inputs, out, values)?);
     }
     Ok(steps)
 }

@@ -106,7 +106,6 @@ pub(super) fn variadic(
     ins: &[Option<ValueId>],
     out: ValueId,
     values: &[PlannedValue],
-    o: &PlanOptions,
 ) -> Lowered {
     let inputs: Vec<ValueId> =
         ins.iter().map(|v| v.ok_or("an input is omitted")).collect::<Result<_, _>>()?;
@@ -125,7 +124,7 @@ pub(super) fn variadic(
         let mut operands = if next > 0 { vec![out] } else { Vec::new() };
         operands.extend_from_slice(&inputs[next..next + take]);
         next += take;
-        steps.extend(ew_program(id, label.clone(), &program, &operands, out, values, o)?);
+        steps.extend(ew_program(id, label.clone(), &program, &operands, out, values)?);
     }
     Ok(steps)
 }
@@ -137,7 +136,6 @@ pub(super) fn prelu(
     (x, slope): (ValueId, ValueId),
     out: ValueId,
     values: &[PlannedValue],
-    o: &PlanOptions,
 ) -> Lowered {
     f32_only(values, &[x, slope, out])?;
     if dims(values, x)?.0 != dims(values, out)?.0 {
@@ -147,7 +145,7 @@ pub(super) fn prelu(
         instrs: vec![instr(ew_extra::PRELU, 0, ew_src::INPUT0, ew_src::INPUT0 + 1, 0.0)],
         out_reg: 0,
     };
-    ew_program(id, label, &p, &[x, slope], out, values, o)
+    ew_program(id, label, &p, &[x, slope], out, values)
 }
 
 /// Mod with `fmod = 1` on f32: `fmod(a, b)`, broadcast.
@@ -157,14 +155,13 @@ pub(super) fn fmod(
     (a, b): (ValueId, ValueId),
     out: ValueId,
     values: &[PlannedValue],
-    o: &PlanOptions,
 ) -> Lowered {
     f32_only(values, &[a, b, out])?;
     let p = EwProgram {
         instrs: vec![instr(ew_extra::FMOD, 0, ew_src::INPUT0, ew_src::INPUT0 + 1, 0.0)],
         out_reg: 0,
     };
-    ew_program(id, label, &p, &[a, b], out, values, o)
+    ew_program(id, label, &p, &[a, b], out, values)
 }
 
 /// Shrink: `x < -lambd ? x + bias : x > lambd ? x - bias : 0` (register 1 holds the bias).
@@ -176,7 +173,6 @@ pub(super) fn shrink(
     out: ValueId,
     (lambd, bias): (f32, f32),
     values: &[PlannedValue],
-    o: &PlanOptions,
 ) -> Lowered {
     f32_only(values, &[x, out])?;
     let p = EwProgram {
@@ -186,7 +182,7 @@ pub(super) fn shrink(
         ],
         out_reg: 0,
     };
-    ew_program(id, label, &p, &[x], out, values, o)
+    ew_program(id, label, &p, &[x], out, values)
 }
 
 #[cfg(test)]

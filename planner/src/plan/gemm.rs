@@ -517,7 +517,7 @@ pub(super) fn gemm_aligned(e: EwProgramParams, batch: u32, m: u32, n: u32) -> Ew
             out.strides[k][MAX_RANK - 3 + a] = axis[k];
         }
     }
-    out
+    out.with_fast_division()
 }
 
 /// What a GEMM applies after `alpha A B + beta C`.

@@ -128,6 +128,68 @@ fn gemm_aligned_programs_address_what_the_flat_unravel_does() {
     }
 }
 
+/// `ew_program_f32`'s 32-bit offsets (`EwProgramParams::fast_offsets`, through the divisors the
+/// planner fills in) address what the flat 64-bit unravel does, for broadcasts of every rank the
+/// collapse leaves, also after `gemm_aligned` reshapes the dims; at 2^31 elements and more the
+/// divisors are left out (64-bit offsets). The program launch covers every element, one a thread.
+#[test]
+fn programs_32_bit_offsets_address_what_the_flat_unravel_does() {
+    use crate::plan::fuse::EwProgram;
+    let program = EwProgram { instrs: vec![kernels_gpu::abi::EwInstr::default()], out_reg: 0 };
+    type Case<'a> = (&'a [usize], &'a [&'a [usize]]);
+    let cases: [Case; 7] = [
+        (&[2, 3, 5, 7], &[&[2, 3, 5, 7], &[3, 1, 7], &[5, 1], &[]]),
+        (&[4, 1, 6], &[&[4, 1, 6], &[1, 1, 6]]),
+        (&[7], &[&[7], &[1]]),
+        (&[3, 1000, 3], &[&[1, 1000, 1], &[3, 1, 3]]),
+        (&[2, 3, 2, 3, 2, 3, 2, 3], &[&[2, 1, 2, 1, 2, 1, 2, 1], &[1, 3, 1, 3, 1, 3, 1, 3]]),
+        // A requantization after a convolution of batch 64: a per-channel scale.
+        (&[64, 32, 64, 64], &[&[64, 32, 64, 64], &[32, 1, 1]]),
+        (&[1, 1 << 30], &[&[1, 1 << 30], &[1]]),
+    ];
+    for (od, shapes) in cases {
+        let e = crate::plan::lower::program_params(&program, shapes, od).unwrap();
+        assert_eq!(e.fast_div, u32::from(e.rank > 0), "{od:?} {shapes:?}: {e:?}");
+        let grid = crate::plan::lower::one_thread_each(e.elems).unwrap();
+        assert!(grid[0] as u64 * crate::plan::GRID_STRIDE_THREADS as u64 >= e.elems, "{od:?}: {grid:?}");
+        let check = |p: &EwProgramParams, i: u64| {
+            if p.fast_div != 0 {
+                let fast = p.fast_offsets(i as u32).map(u64::from);
+                assert_eq!(fast[..shapes.len()], unravel(p, i)[..shapes.len()], "{od:?} {shapes:?} at {i}");
+            }
+        };
+        let last = e.elems - 1;
+        let sample: Vec<u64> = if e.elems <= 1 << 16 {
+            (0..e.elems).collect()
+        } else {
+            (0..1 << 16)
+                .chain((0..1 << 14).map(|k| last - k))
+                .chain((1..1 << 12).map(|k| k * (last / 4096)))
+                .collect()
+        };
+        for &i in &sample {
+            check(&e, i);
+        }
+        if let [b, m, n] = od[..] {
+            let a = gemm_aligned(e, b as u32, m as u32, n as u32);
+            for &i in &sample {
+                check(&a, i);
+            }
+        }
+    }
+    let big = crate::plan::lower::program_params(
+        &program,
+        &[&[1 << 16, 1 << 15, 2], &[1 << 15, 1]],
+        &[1 << 16, 1 << 15, 2],
+    );
+    assert_eq!(
+        big.map(|e| (e.fast_div, e.div_m, e.elems)),
+        Ok((0, [0; kernels_gpu::abi::MAX_RANK], 1 << 32))
+    );
+    assert_eq!(crate::plan::lower::one_thread_each(257), Ok([2, 1, 1]));
+    assert!(crate::plan::lower::one_thread_each(1 << 40).is_err());
+}
+
 /// Options with the tensor-core GEMM off (the CUDA-core kernel and its split-K).
 fn cuda_cores() -> PlanOptions {
     PlanOptions { tensor_core_gemm: false, ..PlanOptions::default() }

@@ -70,6 +70,15 @@ pub(super) fn f32_only(values: &[PlannedValue], vs: &[ValueId]) -> Result<(), St
     Ok(())
 }
 
+/// The grid of a kernel that computes one element a thread (blocks of [`THREADS`]) over `elems`
+/// elements: all of them, not capped as a grid-stride loop's.
+pub(super) fn one_thread_each(elems: u64) -> Result<[u32; 3], String> {
+    match u32::try_from(elems.div_ceil(THREADS as u64).max(1)) {
+        Ok(blocks) if blocks < i32::MAX as u32 => Ok([blocks, 1, 1]),
+        _ => Err(format!("{elems} elements need more thread blocks than a grid holds")),
+    }
+}
+
 pub(super) fn linear_grid(o: &PlanOptions, work: u64) -> [u32; 3] {
     capped_grid(o.sm_count, work.div_ceil(THREADS as u64))
 }
@@ -194,7 +203,7 @@ pub(super) fn node(
     let out = n.output(0).ok_or("the node's first output is omitted")?;
     if let Some(program) = fusion.programs.get(&out) {
         let inputs: Vec<ValueId> = ins.iter().flatten().copied().collect();
-        return ew_program(id, label, program, &inputs, out, values, o);
+        return ew_program(id, label, program, &inputs, out, values);
     }
     if let Some(code) = logic::int_arith_code(&n.op, ins.len())
         && logic::is_int_arith_type(values[out.index()].dtype)
@@ -216,7 +225,7 @@ pub(super) fn node(
         _ => None,
     };
     if let Some(v) = variadic {
-        return ew_ops::variadic(id, label, v, &ins, out, values, o);
+        return ew_ops::variadic(id, label, v, &ins, out, values);
     }
     if let Some(b) = binary_op(&n.op) {
         let [Some(x), Some(y)] = ins.as_slice() else {
@@ -354,15 +363,15 @@ pub(super) fn node(
         }
         Op::PRelu => {
             let [Some(x), Some(slope)] = ins.as_slice() else { return Err("missing input".into()) };
-            ew_ops::prelu(id, label, (*x, *slope), out, values, o)
+            ew_ops::prelu(id, label, (*x, *slope), out, values)
         }
         Op::Mod(m) if m.fmod && values[out.index()].dtype == DType::F32 => {
             let [Some(a), Some(b)] = ins.as_slice() else { return Err("missing input".into()) };
-            ew_ops::fmod(id, label, (*a, *b), out, values, o)
+            ew_ops::fmod(id, label, (*a, *b), out, values)
         }
         Op::Shrink(a) => {
             let x = ins.first().copied().flatten().ok_or("missing input")?;
-            ew_ops::shrink(id, label, x, out, (a.lambd, a.bias), values, o)
+            ew_ops::shrink(id, label, x, out, (a.lambd, a.bias), values)
         }
         Op::NegativeLogLikelihoodLoss(a) => {
             let ln = loss_node(id, label, n, a.reduction, a.ignore_index);
@@ -498,7 +507,7 @@ pub(super) fn node(
             f32_only(values, &all)?;
             let (program, inputs) = super::fuse::compile_program(g, &[id.index()])
                 .ok_or("the node's operands do not fit an elementwise program")?;
-            ew_program(id, label, &program, &inputs, out, values, o)
+            ew_program(id, label, &program, &inputs, out, values)
         }
         _ => Err("no GPU kernel for this operator yet".into()),
     }
@@ -543,7 +552,6 @@ pub(super) fn ew_program(
     inputs: &[ValueId],
     out: ValueId,
     values: &[PlannedValue],
-    o: &PlanOptions,
 ) -> Lowered {
     use kernels_gpu::abi::EW_MAX_INPUTS;
     let od = dims(values, out)?.0;
@@ -561,7 +569,7 @@ pub(super) fn ew_program(
         nodes: vec![id],
         label,
         kernel: kernels_gpu::abi::KernelId::EwProgramF32,
-        grid: linear_grid(o, elems),
+        grid: one_thread_each(elems)?,
         block: [THREADS, 1, 1],
         shared_bytes: 0,
         args,
@@ -638,5 +646,5 @@ pub(super) fn program_params(
             }
         }
     }
-    Ok(p)
+    Ok(p.with_fast_division())
 }
