@@ -546,7 +546,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<EwInstr>(), 24);
         assert_eq!(
             core::mem::size_of::<EwProgramParams>(),
-            24 + 8 * MAX_RANK * (1 + EW_MAX_INPUTS) + 24 * EW_MAX_INSTRS
+            24 + 8 * MAX_RANK * (1 + EW_MAX_INPUTS) + 24 * EW_MAX_INSTRS + 8 + 2 * 4 * MAX_RANK
         );
         assert_eq!(core::mem::size_of::<CompareParams>(), core::mem::size_of::<BinaryParams>() + 8);
         assert_eq!(core::mem::size_of::<WhereParams>(), 16 + 4 * 8 * MAX_RANK);

@@ -187,7 +187,7 @@ fn fast_division_equals_integer_division_below_two_to_the_31() {
     let mut x = 0x9e37_79b9u32;
     for &d in &divisors {
         let f = FastDiv::new(d);
-        let mut check = |n: u32| assert_eq!(f.divmod(n), (n / d, n % d), "{n} / {d}");
+        let check = |n: u32| assert_eq!(f.divmod(n), (n / d, n % d), "{n} / {d}");
         for n in (0..2000)
             .chain([d - 1, d, d + 1, 2 * d.min(1 << 29) - 1, 0x7fff_fffe, 0x7fff_ffff])
             .filter(|&n| n < 1 << 31)
