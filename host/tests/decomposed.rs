@@ -732,6 +732,18 @@ fn dequantized_weights_are_packed_on_the_device_once_per_binding() {
         if packs == 0 {
             assert!(steps.iter().any(|s| s.0 == K::GemvF32 || s.0 == K::GemvProgramF32), "{what}:\n{text}");
         }
+        // The small-m tensor-core GEMMs load a packed constant B before waiting for the previous
+        // kernel (programmatic dependent launch); one the device packs they are told to load after.
+        for st in &plan.steps {
+            let planner::plan::Step::Kernel { kernel, args, .. } = st else { continue };
+            if !tc(*kernel) {
+                continue;
+            }
+            let planner::plan::Arg::Params(p) = &args[0] else { panic!("{what}: {args:?}") };
+            let at = std::mem::offset_of!(kernels_gpu::abi::GemmParams, b_computed);
+            let flag = u32::from_le_bytes(p[at..at + 4].try_into().unwrap());
+            assert_eq!(flag, 1, "{what}: {kernel:?} reads a B the device packs:\n{text}");
+        }
         // Switched off: nothing is packed.
         let off = planner::plan::PlanOptions { pack_computed_weights: false, ..Default::default() };
         let plan = planner::plan::compile(g, &binding, &off).unwrap_or_else(|e| panic!("{what}: {e}"));

@@ -341,9 +341,10 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
     let mut r = slot;
     // The first round's loads issue before the LayerNorm statistics' (they do not need them).
     // Weights (a packed B, the LayerNorm's scale and bias) do not depend on the previous kernel:
-    // they load before waiting for it (programmatic dependent launch), A after.
+    // they load before waiting for it (programmatic dependent launch), A after; a B the run
+    // computes (`b_computed`: packed on the device from a dequantized weight) loads after.
     // SAFETY (the loads): the operands cover every k below p.k (the contract).
-    let mut first = if PACKED && r < rounds {
+    let mut first = if PACKED && p.b_computed == 0 && r < rounds {
         Some(unsafe { load_rest::<PACKED, NORM>(&ops, r * GEMM_TC_KC, &ln) })
     } else {
         None

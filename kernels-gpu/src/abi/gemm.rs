@@ -118,6 +118,13 @@ pub struct GemmParams {
     pub y_rs: u64,
     /// Y column stride (0: contiguous rows, see [`GemmParams::y_rs`]).
     pub y_cs: u64,
+    /// Nonzero when B is computed by an earlier step of the same run (a weight the device
+    /// dequantizes and packs with hoisting off, or in the step right before): the packed
+    /// tensor-core entries then load it only after waiting for the previous kernel
+    /// (programmatic dependent launch), not before as they load weights.
+    pub b_computed: u32,
+    /// Padding (0).
+    pub _pad: u32,
 }
 
 /// One output matrix of a GEMM in Y: its offset and its row and column strides.

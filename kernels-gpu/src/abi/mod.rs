@@ -530,7 +530,7 @@ mod tests {
         assert_eq!(core::mem::align_of::<BinaryParams>(), 8);
         assert_eq!(core::mem::size_of::<UnaryParams>(), 16);
         assert_eq!(core::mem::size_of::<ProbeParams>(), 8);
-        assert_eq!(core::mem::size_of::<GemmParams>(), 16 + 16 * 8 + 32);
+        assert_eq!(core::mem::size_of::<GemmParams>(), 16 + 16 * 8 + 32 + 8);
         assert_eq!(core::mem::size_of::<GemmCatParams>(), 4 * 8 + 8 * 4);
         assert_eq!(core::mem::size_of::<MlpLayer>(), 64);
         assert_eq!(core::mem::size_of::<MlpParams>(), 16 + 64 * MLP_MAX_LAYERS);

@@ -4,13 +4,12 @@
 
 #[cfg(ferrofuse_hopper)]
 use crate::abi::{
-    Activation, ConvTap, GemmParams, conv_depth, conv_k_chunk, conv_wg_table_at, gemm_wg_packed_ld,
+    Activation, ConvTap, GemmParams, MAX_RANK, conv_depth, conv_k_chunk, conv_wg_table_at, gemm_wg_packed_ld,
     gemm_wg_packed_len,
 };
 use crate::abi::{ConvParams, EwProgramParams};
 #[cfg(ferrofuse_hopper)]
 use crate::gemm::Program;
-#[cfg(not(ferrofuse_hopper))]
 use crate::intrinsics::trap;
 #[cfg(ferrofuse_hopper)]
 use crate::intrinsics::{block_idx_z, sync_threads};
@@ -97,6 +96,14 @@ pub(super) unsafe fn conv_store<const ACC: usize>(
     program: Program,
 ) {
     let program = program.filter(|(e, _)| e.n_instr > 0);
+    let plane = p.out_size[0] * p.out_size[1] * p.out_size[2];
+    if let Some((e, _)) = program {
+        let r = MAX_RANK - 3;
+        let dims = [p.batch, p.out_channels, plane].map(u64::from);
+        if e.rank != 0 && !(e.rank == 3 && e.out_shape[r..] == dims) {
+            trap(); // not the planner's aligned parameters
+        }
+    }
     let ld = bm + 4;
     for j in 0..ACC / 4 {
         // Accumulator `4j + e` is row `a_row + 8 (e / 2)`, column `8j + 2t + e % 2`.
@@ -111,7 +118,6 @@ pub(super) unsafe fn conv_store<const ACC: usize>(
         }
     }
     sync_threads();
-    let plane = p.out_size[0] * p.out_size[1] * p.out_size[2];
     let rows = p.batch * plane;
     let per_group = p.out_channels / p.groups.max(1);
     let splits = p.splits.max(1);
@@ -141,8 +147,20 @@ pub(super) unsafe fn conv_store<const ACC: usize>(
                     };
                     match program {
                         None => v,
-                        // Y's flat index is the program's output index.
-                        Some((e, x)) => crate::program::ew_element(e, out, Some(v), x),
+                        // The program over Y is aligned to [batch, out_channels, out_plane] (or
+                        // its inputs have Y's shape): the offsets without dividing.
+                        Some((e, x)) => {
+                            let o = if e.rank == 0 {
+                                [out; 4]
+                            } else {
+                                let r = MAX_RANK - 3;
+                                let at = |s: &[u64; MAX_RANK]| {
+                                    image * s[r] + channel as u64 * s[r + 1] + pos as u64 * s[r + 2]
+                                };
+                                [at(&e.strides[0]), at(&e.strides[1]), at(&e.strides[2]), at(&e.strides[3])]
+                            };
+                            crate::program::ew_element_at(e, o, Some(v), x)
+                        }
                     }
                 };
                 *y.add(out as usize) = v;

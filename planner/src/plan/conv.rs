@@ -346,20 +346,44 @@ pub(super) fn conv(
             Arg::Value(y),
         ]
     };
+    // The wgmma convolutions apply a program whose inputs' offsets are linear in the image, the
+    // channel and the output position (its parameters aligned to them, `gemm::gemm_aligned`) or
+    // which reads inputs of Y's shape; any other program runs as a step after the convolution
+    // (over Y in place: input 0 read and written by the same thread), as after the CUDA-core ones.
+    let plane = p.out_size.iter().product::<u32>();
+    let aligned = |prog: &super::fuse::EwProgram, extras: &[ValueId]| {
+        let e = super::lower::fused_program_params(prog, out, extras, values)?;
+        let e = super::gemm::gemm_aligned(e, p.batch, p.out_channels, plane);
+        let r = kernels_gpu::abi::MAX_RANK - 3;
+        let dims = [p.batch, p.out_channels, plane].map(u64::from);
+        Ok::<_, String>((e.rank == 0 || (e.rank == 3 && e.out_shape[r..] == dims)).then_some(e))
+    };
+    let program_after = |mut steps: Vec<Step>, program: Option<(&super::fuse::EwProgram, &[ValueId])>| {
+        if let Some((prog, extras)) = program {
+            let inputs: Vec<ValueId> = std::iter::once(out).chain(extras.iter().copied()).collect();
+            steps.extend(super::lower::ew_program(n.id, label.clone(), prog, &inputs, out, values)?);
+        }
+        Ok::<_, String>(steps)
+    };
     if let (Some(packed), Some(l)) = (packed, wg_launch(&p, o)) {
         use kernels_gpu::abi::EW_MAX_INPUTS;
         // The program's parameters over Y and its inputs after input 0 (null where unused); the
-        // identity program (no instruction) without one.
-        let (e, xs) = match program {
-            Some((prog, extras)) => {
-                let e = super::lower::fused_program_params(prog, out, extras, values)?;
-                let xs: Vec<Arg> = (0..EW_MAX_INPUTS - 1)
-                    .map(|k| extras.get(k).map_or(Arg::Null, |&v| Arg::Value(v)))
-                    .collect();
-                (e, xs)
-            }
-            None => (super::gemm::identity_program(), vec![Arg::Null; EW_MAX_INPUTS - 1]),
+        // identity program (no instruction) without one or with one run after.
+        let (epilogue, after) = match program {
+            Some((prog, extras)) => match aligned(prog, extras)? {
+                Some(e) => {
+                    let xs: Vec<Arg> = (0..EW_MAX_INPUTS - 1)
+                        .map(|k| extras.get(k).map_or(Arg::Null, |&v| Arg::Value(v)))
+                        .collect();
+                    (Some((e, xs)), None)
+                }
+                None => (None, program),
+            },
+            None => (None, None),
         };
+        let (e, xs) = epilogue
+            .clone()
+            .unwrap_or_else(|| (super::gemm::identity_program(), vec![Arg::Null; EW_MAX_INPUTS - 1]));
         // `[p, e, x, w, b, x1, x2, x3, y]`; the partials of a split convolution are raw (the
         // kernel applies neither the bias, the activation nor the program to them).
         let wg_args = |p: &ConvParams, y: ValueId| {
@@ -384,20 +408,15 @@ pub(super) fn conv(
             }
         };
         if l.splits <= 1 {
-            return Ok(vec![split(out)]);
+            return program_after(vec![split(out)], after);
         }
         let ws = workspace.ok_or("the split-K workspace was not planned")?;
-        let program = program.map(|_| (e, xs.clone()));
-        return Ok(vec![split(ws), split_reduce(&n, &p, l.splits, (b, ws, out), program, &label)]);
+        let steps = vec![split(ws), split_reduce(&n, &p, l.splits, (b, ws, out), epilogue, &label)];
+        return program_after(steps, after);
     }
-    // The other kernels write the convolution to Y; the program, if any, then runs over Y in
-    // place (input 0 read and written by the same thread).
-    let mut steps = conv_cuda_cores(&n, &p, &g, args(&p, w, out), label.clone(), o)?;
-    if let Some((prog, extras)) = program {
-        let inputs: Vec<ValueId> = std::iter::once(out).chain(extras.iter().copied()).collect();
-        steps.extend(super::lower::ew_program(n.id, label, prog, &inputs, out, values)?);
-    }
-    Ok(steps)
+    // The other kernels write the convolution to Y; the program, if any, then runs over Y.
+    let steps = conv_cuda_cores(&n, &p, &g, args(&p, w, out), label.clone(), o)?;
+    program_after(steps, program)
 }
 
 /// The CUDA-core launch of a Conv of parameters `p` and geometry `g` (`args`: `[p, x, w, b, y]`):

@@ -448,6 +448,9 @@ fn a_program_after_a_conv_fuses_into_its_epilogue() {
         // `EwProgramParams::n_instr`: after `elems` (u64) and `rank` (u32).
         let n_instr = u32::from_le_bytes(e[12..16].try_into().unwrap());
         assert!(n_instr > 0, "{plan}");
+        // Aligned to [batch, out_channels, out_plane]: the kernels compute its offsets without
+        // dividing (`conv_store` traps on any other rank).
+        assert_eq!(u32::from_le_bytes(e[8..12].try_into().unwrap()), 3, "{plan}");
         assert!(
             matches!(args[x1..x1 + 3], [Arg::Value(_), Arg::Value(_), Arg::Null]),
             "the scale and the residual as x1, x2:\n{plan}"
@@ -470,4 +473,24 @@ fn a_program_after_a_conv_fuses_into_its_epilogue() {
         };
         assert!(y == x0 && y == o, "the program runs over the convolution's output in place:\n{plan}");
     }
+}
+
+/// A program whose inputs' offsets are not linear in the image, the channel and the output
+/// position (a scale per channel and output row) is not applied in the `wgmma` convolution's
+/// epilogue: the convolution writes Y and a program step finishes it in place.
+#[test]
+fn a_program_not_aligned_to_the_output_runs_after_the_wgmma_convolution() {
+    let (c, m, side) = (16, 64, 20);
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[4, c, side, side]));
+    let w = weight(&mut g, "w", &[m, c, 3, 3]);
+    let y = g.op1(Op::Conv(op::Conv { pads: vec![1; 4], ..op::Conv::default() }), &[x, w]);
+    let s = weight(&mut g, "s", &[1, m, side, 1]);
+    let scaled = g.op1(Op::Mul, &[y, s]);
+    let out = g.relu(scaled);
+    g.output(out);
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let kinds: Vec<KernelId> = kernel_steps(&plan).iter().map(|s| s.0).collect();
+    assert_eq!(kinds.last(), Some(&KernelId::EwProgramF32), "{plan}");
+    assert!(matches!(kinds[kinds.len() - 2], KernelId::ConvWg64F32 | KernelId::ConvWg32F32), "{plan}");
 }

@@ -172,6 +172,9 @@ pub(super) struct Fusion<'a> {
     pub gemm_programs: &'a super::epilogue::GemmPrograms,
     /// The packed B of a GEMM that runs `gemm_tc_packed_f32` (`tc_pack`).
     pub packed_b: Option<ValueId>,
+    /// Whether that B is packed by the device from a value it computes (`tc_pack::DevicePack`),
+    /// not uploaded: the GEMM then reads it only after waiting for the previous kernel.
+    pub packed_b_computed: bool,
     /// The LayerNormalization the GEMM applies to its A rows (`norm_gemm`).
     pub norm: Option<super::norm_gemm::NormGemm>,
     /// The segments the GEMM reads A from (`gemm_cat`).
@@ -250,13 +253,15 @@ pub(super) fn node(
     }
     match &n.op {
         Op::Gemm(_) | Op::MatMul => {
-            let (p, a, b, c) = gemm_of(g, id, values, perms)?;
+            let (mut p, a, b, c) = gemm_of(g, id, values, perms)?;
+            p.b_computed = fusion.packed_b_computed as u32;
             let epi = Epilogue { act, program: None, norm: fusion.norm, cat: cat_of(&p, fusion, o)? };
             let b = (b, fusion.packed_b);
             Ok(gemm_steps(id, label, p, (a, b, c), out, epi, scratch.first().copied(), o))
         }
         Op::FusedGemm(f) => {
-            let (p, a, b, c) = gemm_of(g, id, values, perms)?;
+            let (mut p, a, b, c) = gemm_of(g, id, values, perms)?;
+            p.b_computed = fusion.packed_b_computed as u32;
             let b = (b, fusion.packed_b);
             let fused = fusion.gemm_programs.get(&out).ok_or("a FusedGemm without its program")?;
             let cat = cat_of(&p, fusion, o)?;

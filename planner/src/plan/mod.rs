@@ -742,6 +742,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
             programs: &programs,
             gemm_programs: &gemm_programs,
             packed_b: packed.by_node.get(&id).copied(),
+            packed_b_computed: packed.device.iter().any(|d| d.readers.contains(&id)),
             norm: node.output(0).and_then(|o| norms.get(&o).copied()),
             cat: cats.by_node.get(&id),
         };
