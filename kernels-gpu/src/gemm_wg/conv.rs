@@ -95,12 +95,19 @@ pub(super) unsafe fn conv_store<const ACC: usize>(
     (tid, threads): (u32, u32),
     program: Program,
 ) {
-    let program = program.filter(|(e, _)| e.n_instr > 0);
+    // Whether a program applies, as a flag: `Option::filter` would select between the
+    // parameters' address and null, and a pointer that may be null cannot be read from the
+    // parameter space (the compiler then copies all 800 bytes of them to local memory).
+    let apply = program.is_some_and(|(e, _)| e.n_instr > 0);
     let plane = p.out_size[0] * p.out_size[1] * p.out_size[2];
-    if let Some((e, _)) = program {
-        let r = MAX_RANK - 3;
-        let dims = [p.batch, p.out_channels, plane].map(u64::from);
-        if e.rank != 0 && !(e.rank == 3 && e.out_shape[r..] == dims) {
+    if let Some((e, _)) = program
+        && apply
+    {
+        // Constant indices only (a slice comparison would need the parameters' address).
+        let (r, dims) = (MAX_RANK - 3, [p.batch, p.out_channels, plane].map(u64::from));
+        let shaped =
+            e.out_shape[r] == dims[0] && e.out_shape[r + 1] == dims[1] && e.out_shape[r + 2] == dims[2];
+        if e.rank != 0 && !(e.rank == 3 && shaped) {
             trap(); // not the planner's aligned parameters
         }
     }
@@ -146,10 +153,9 @@ pub(super) unsafe fn conv_store<const ACC: usize>(
                         _ => crate::conv::activate(p.act, p.act_alpha, v),
                     };
                     match program {
-                        None => v,
                         // The program over Y is aligned to [batch, out_channels, out_plane] (or
                         // its inputs have Y's shape): the offsets without dividing.
-                        Some((e, x)) => {
+                        Some((e, x)) if apply => {
                             let o = if e.rank == 0 {
                                 [out; 4]
                             } else {
@@ -161,6 +167,7 @@ pub(super) unsafe fn conv_store<const ACC: usize>(
                             };
                             crate::program::ew_element_at(e, o, Some(v), x)
                         }
+                        _ => v,
                     }
                 };
                 *y.add(out as usize) = v;
