@@ -27,6 +27,7 @@ pub fn plan_options(options: &SessionOptions, sm_count: u32, hopper: bool) -> Pl
         pack_gemm_weights: options.pack_gemm_weights,
         pack_computed_weights: options.pack_computed_weights,
         tf32_integer_products: options.tf32_integer_products,
+        conv_program_epilogue: options.conv_program_epilogue,
         tensor_core_attention: options.tensor_core_attention,
         fuse_attention: options.fuse_attention,
         cluster_mlp: hopper,

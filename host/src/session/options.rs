@@ -42,6 +42,9 @@ pub struct SessionOptions {
     /// holds exactly (a quantized model's) on the TF32 entries: the same result, a third of the
     /// tensor-core work (default on).
     pub tf32_integer_products: bool,
+    /// Apply an elementwise program after a `wgmma` convolution in its epilogue rather than as a
+    /// step after it (default off: slower on the H100, the interpreter in the convolution).
+    pub conv_program_epilogue: bool,
     /// Launch each kernel as a programmatic dependent of the previous one where the loaded kernels
     /// support it (Hopper): its launch overlaps the previous kernel's completion and its blocks
     /// wait for that kernel on the device, which shortens the gaps between steps (default on).
@@ -106,7 +109,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 22] = [
+    const SWITCHES: [Switch; 23] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -118,6 +121,7 @@ impl SessionOptions {
         ("pack_gemm_weights", |o| &mut o.pack_gemm_weights),
         ("pack_computed_weights", |o| &mut o.pack_computed_weights),
         ("tf32_integer_products", |o| &mut o.tf32_integer_products),
+        ("conv_program_epilogue", |o| &mut o.conv_program_epilogue),
         ("programmatic_launch", |o| &mut o.programmatic_launch),
         ("tensor_core_attention", |o| &mut o.tensor_core_attention),
         ("fuse_attention", |o| &mut o.fuse_attention),
@@ -181,6 +185,7 @@ impl Default for SessionOptions {
             pack_gemm_weights: true,
             pack_computed_weights: true,
             tf32_integer_products: true,
+            conv_program_epilogue: false,
             programmatic_launch: true,
             tensor_core_attention: true,
             fuse_attention: true,

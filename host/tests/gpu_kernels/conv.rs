@@ -471,23 +471,30 @@ fn conv_with_program_graph(rng: &mut Rng, (batch, c, m, side): (usize, usize, us
 }
 
 /// A Conv whose result feeds an elementwise program (a per-channel scale, a residual add and a
-/// Relu) applies the program in its epilogue on the `wgmma` tensor cores, also split over k (the
-/// reduction applies it), and as a program step after the CUDA-core kernels; each matches the
-/// reference.
+/// Relu) applies the program in its epilogue on the `wgmma` tensor cores when asked
+/// (`conv_program_epilogue`), also split over k (the reduction applies it), and otherwise (the
+/// default) as a program step after the convolution, as after the CUDA-core kernels; each matches
+/// the reference.
 #[test]
 fn a_program_after_a_conv_runs_in_its_epilogue_and_matches_the_reference() {
     let mut rng = Rng::new(0xc0f7);
     let portable = SessionOptions { wgmma_gemm: false, ..SessionOptions::default() };
+    let epilogue = SessionOptions { conv_program_epilogue: true, ..SessionOptions::default() };
     // (batch, input channels, output channels, side): many tiles; few tiles (split over k).
     for (shape, split) in [((4, 16, 64, 20), false), ((1, 128, 128, 16), true)] {
         let g = conv_with_program_graph(&mut rng, shape);
         let x = rng.tensor(&[shape.0, shape.1, shape.3, shape.3], -1.0, 1.0);
-        let plan = check_with(&format!("{shape:?}"), false, g.clone(), x.clone(), SessionOptions::default());
+        let plan = check_with(&format!("{shape:?}"), false, g.clone(), x.clone(), epilogue);
         assert!(plan.contains("Conv+"), "{plan}");
         if hopper() {
             assert!(plan.contains("conv_wg"), "{plan}");
             assert_eq!(plan.contains("gemm_reduce_program_f32"), split, "{plan}");
             assert!(!plan.contains("ew_program_f32"), "{plan}");
+        }
+        let plan =
+            check_with(&format!("{shape:?} after"), false, g.clone(), x.clone(), SessionOptions::default());
+        if hopper() {
+            assert!(plan.contains("conv_wg") && plan.contains("ew_program_f32"), "{plan}");
         }
         let plan = check_with(&format!("{shape:?} portable"), false, g, x, portable);
         assert!(plan.contains("conv_gemm_f32") && plan.contains("ew_program_f32"), "{plan}");

@@ -370,6 +370,7 @@ pub(super) fn conv(
         // The program's parameters over Y and its inputs after input 0 (null where unused); the
         // identity program (no instruction) without one or with one run after.
         let (epilogue, after) = match program {
+            Some(_) if !o.conv_program_epilogue => (None, program),
             Some((prog, extras)) => match aligned(prog, extras)? {
                 Some(e) => {
                     let xs: Vec<Arg> = (0..EW_MAX_INPUTS - 1)

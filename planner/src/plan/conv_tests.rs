@@ -422,7 +422,11 @@ fn a_program_after_a_conv_fuses_into_its_epilogue() {
         let w2 = weight(&mut g, "w2", &[m, m, 1, 1]);
         let y2 = g.op1(Op::Conv(op::Conv::default()), &[out, w2]);
         g.output(y2);
-        let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+        // By default the program runs after the convolution; asked, in its epilogue.
+        let after = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+        assert!(kernel_steps(&after).iter().any(|s| s.0 == KernelId::EwProgramF32), "{after}");
+        let asked = PlanOptions { conv_program_epilogue: true, ..PlanOptions::default() };
+        let plan = compile(&g, &Binding::new(), &asked).unwrap();
         let steps = kernel_steps(&plan);
         let fused: Vec<_> = steps
             .iter()
@@ -489,7 +493,8 @@ fn a_program_not_aligned_to_the_output_runs_after_the_wgmma_convolution() {
     let scaled = g.op1(Op::Mul, &[y, s]);
     let out = g.relu(scaled);
     g.output(out);
-    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let asked = PlanOptions { conv_program_epilogue: true, ..PlanOptions::default() };
+    let plan = compile(&g, &Binding::new(), &asked).unwrap();
     let kinds: Vec<KernelId> = kernel_steps(&plan).iter().map(|s| s.0).collect();
     assert_eq!(kinds.last(), Some(&KernelId::EwProgramF32), "{plan}");
     assert!(matches!(kinds[kinds.len() - 2], KernelId::ConvWg64F32 | KernelId::ConvWg32F32), "{plan}");
