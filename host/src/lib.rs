@@ -27,6 +27,6 @@ pub mod tensor;
 
 pub use device::{Context, DeviceInfo, DeviceTensor, PtxFlavour};
 pub use error::HostError;
-pub use session::{Precision, PrepareReport, Session, SessionOptions};
+pub use session::{PlanAhead, Precision, PrepareReport, Session, SessionOptions};
 pub use specialize::fold_constants;
 pub use tensor::{HostTensor, TensorData};

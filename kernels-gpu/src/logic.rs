@@ -6,18 +6,21 @@
 //! thread handles one output element at a time, so writes are coalesced.
 
 use crate::abi::{
-    CastParams, CompareParams, MAX_RANK, OneHotParams, WhereParams, compare_op, int_op, scalar,
+    CastParams, CompareParams, MAX_RANK, OneHotParams, WhereParams, compare_op, int_op, round_mode, scalar,
 };
 use crate::elementwise::broadcast_offsets;
 use crate::intrinsics::{global_thread_x, grid_threads_x};
 use crate::math;
+use crate::math::coded;
 use crate::movement::unravel;
 
-/// An element type as read: widened to f64 (floats) or i64 (integers, bools).
+/// An element type as read: widened to f64 (floats), i64 (integers of up to 32 bits, signed
+/// 64-bit integers, bools, the coded integers) or u64 (unsigned 64-bit integers).
 #[derive(Clone, Copy)]
 enum Wide {
     F(f64),
     I(i64),
+    U(u64),
 }
 
 impl Wide {
@@ -26,6 +29,7 @@ impl Wide {
         match self {
             Wide::F(v) => v,
             Wide::I(v) => v as f64,
+            Wide::U(v) => v as f64,
         }
     }
 
@@ -34,6 +38,7 @@ impl Wide {
         match self {
             Wide::F(v) => v as i64,
             Wide::I(v) => v,
+            Wide::U(v) => v as i64,
         }
     }
 
@@ -42,9 +47,21 @@ impl Wide {
         match self {
             Wide::F(v) => v != 0.0,
             Wide::I(v) => v != 0,
+            Wide::U(v) => v != 0,
         }
     }
 }
+
+/// How a store converts to a coded float type: Cast's `saturate` and `round_mode`
+/// ([`crate::abi::round_mode`]).
+#[derive(Clone, Copy)]
+struct Rules {
+    saturate: bool,
+    round: u32,
+}
+
+/// The rules that store a value read from the same coded type as its own code again.
+const EXACT: Rules = Rules { saturate: false, round: round_mode::NEAREST };
 
 /// Element `i` of `x` (element type `ty`), widened.
 ///
@@ -63,35 +80,65 @@ unsafe fn load(ty: u32, x: *const u8, i: usize) -> Wide {
             scalar::U8 => Wide::I(*x.add(i) as i64),
             scalar::BOOL => Wide::I((*x.add(i) != 0) as i64),
             scalar::F16 => Wide::F(math::f16_to_f32(*x.cast::<u16>().add(i)) as f64),
-            _ => Wide::F(math::bf16_to_f32(*x.cast::<u16>().add(i)) as f64),
+            scalar::BF16 => Wide::F(math::bf16_to_f32(*x.cast::<u16>().add(i)) as f64),
+            scalar::I16 => Wide::I(*x.cast::<i16>().add(i) as i64),
+            scalar::U16 => Wide::I(*x.cast::<u16>().add(i) as i64),
+            scalar::U32 => Wide::I(*x.cast::<u32>().add(i) as i64),
+            scalar::U64 => Wide::U(*x.cast::<u64>().add(i)),
+            ty if coded::is_float(ty) => Wide::F(coded::decode(ty, *x.add(i))),
+            ty => Wide::I(coded::decode_int(ty, *x.add(i))),
         }
     }
 }
 
-/// Stores `v` as element `i` of `y` (element type `ty`).
+/// `v` converted to the integer type `$t`: floats truncate toward zero and saturate (NaN gives
+/// 0), integers wrap.
+macro_rules! to_int {
+    ($v:expr, $t:ty) => {
+        match $v {
+            Wide::F(f) => f as $t,
+            Wide::I(n) => n as $t,
+            Wide::U(n) => n as $t,
+        }
+    };
+}
+
+/// Stores `v` as element `i` of `y` (element type `ty`; a coded float type encodes by `rules`).
 ///
 /// # Safety
 /// `y` holds more than `i` elements of type `ty`.
 #[inline(always)]
-unsafe fn store(ty: u32, y: *mut u8, i: usize, v: Wide) {
+unsafe fn store(ty: u32, y: *mut u8, i: usize, v: Wide, rules: Rules) {
     // SAFETY: the caller's contract; each arm writes one element of its size at index i.
     unsafe {
         match ty {
-            // f64 -> f32 rounds once; an i64 source goes straight to f32 (one rounding).
+            // f64 -> f32 rounds once; an integer source goes straight to f32 (one rounding).
             scalar::F32 => {
                 *y.cast::<f32>().add(i) = match v {
                     Wide::F(f) => f as f32,
                     Wide::I(n) => n as f32,
+                    Wide::U(n) => n as f32,
                 }
             }
             scalar::F64 => *y.cast::<f64>().add(i) = v.f64(),
-            scalar::I64 => *y.cast::<i64>().add(i) = v.i64(),
-            scalar::I32 => *y.cast::<i32>().add(i) = v.i64() as i32,
-            scalar::I8 => *y.cast::<i8>().add(i) = v.i64() as i8,
-            scalar::U8 => *y.add(i) = v.i64() as u8,
+            scalar::I64 => *y.cast::<i64>().add(i) = to_int!(v, i64),
+            scalar::I32 => *y.cast::<i32>().add(i) = to_int!(v, i32),
+            scalar::I8 => *y.cast::<i8>().add(i) = to_int!(v, i8),
+            scalar::U8 => *y.add(i) = to_int!(v, u8),
             scalar::BOOL => *y.add(i) = v.nonzero() as u8,
             scalar::F16 => *y.cast::<u16>().add(i) = math::f32_to_f16(narrow(v)),
-            _ => *y.cast::<u16>().add(i) = math::f32_to_bf16(narrow(v)),
+            scalar::BF16 => *y.cast::<u16>().add(i) = math::f32_to_bf16(narrow(v)),
+            scalar::I16 => *y.cast::<i16>().add(i) = to_int!(v, i16),
+            scalar::U16 => *y.cast::<u16>().add(i) = to_int!(v, u16),
+            scalar::U32 => *y.cast::<u32>().add(i) = to_int!(v, u32),
+            scalar::U64 => *y.cast::<u64>().add(i) = to_int!(v, u64),
+            ty if coded::is_float(ty) => *y.add(i) = coded::encode(ty, v.f64(), rules.saturate, rules.round),
+            ty => {
+                *y.add(i) = match v {
+                    Wide::F(f) => coded::encode(ty, f, rules.saturate, rules.round),
+                    _ => coded::encode_int(ty, v.i64()),
+                }
+            }
         }
     }
 }
@@ -102,49 +149,54 @@ fn narrow(v: Wide) -> f32 {
     match v {
         Wide::F(f) => f as f32,
         Wide::I(n) => n as f32,
+        Wide::U(n) => n as f32,
     }
 }
 
 /// # Safety
-/// The [`cast`] contract, with `FROM` equal to `p.from`.
+/// The [`cast`] contract, with `from` equal to `p.from` (a constant where the caller
+/// monomorphizes the loop for one source type).
 #[inline(always)]
-unsafe fn cast_from<const FROM: u32>(p: &CastParams, x: *const u8, y: *mut u8) {
+unsafe fn cast_from(from: u32, p: &CastParams, x: *const u8, y: *mut u8) {
+    let rules = Rules { saturate: p.saturate != 0, round: p.round };
     let (mut i, stride) = (global_thread_x(), grid_threads_x());
     while i < p.elems {
         // SAFETY: i < elems, the length of both buffers. (`p.to` is uniform across the launch, so
         // its branch in `store` costs no divergence.)
-        unsafe { store(p.to, y, i as usize, load(FROM, x, i as usize)) };
+        unsafe { store(p.to, y, i as usize, load(from, x, i as usize), rules) };
         i += stride;
     }
 }
 
-/// ONNX Cast: `y[i] = x[i]` converted from `p.from` to `p.to` ([`CastParams`]).
+/// ONNX Cast: `y[i] = x[i]` converted from `p.from` to `p.to` ([`CastParams`]), between every
+/// type of [`scalar`] (the coded ones by [`coded`], with Cast's `saturate` and `round_mode`).
 ///
 /// # Safety
 /// `x` holds `p.elems` elements of type `p.from`, `y` holds `p.elems` of type `p.to` and does not
 /// overlap `x` unless both types have the same size (then `y == x` is allowed: each thread reads
-/// its element before writing it). Unknown type codes write nothing.
+/// its element before writing it). Unknown type codes read and write as the integer coded types.
 ///
 /// # Parameters
-/// `p`: count and types; `x`: the input; `y`: the output.
+/// `p`: count, types and rules; `x`: the input; `y`: the output.
 ///
 /// # Thread mapping
 /// 1-D grid of 1-D blocks, any size: a grid-stride loop over the elements.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn cast(p: CastParams, x: *const u8, y: *mut u8) {
-    // SAFETY: forwarded from the contract.
+    // SAFETY: forwarded from the contract. The common source types get a loop of their own; the
+    // rest share one that branches on the (uniform) source type per element.
     unsafe {
         match p.from {
-            scalar::F32 => cast_from::<{ scalar::F32 }>(&p, x, y),
-            scalar::F64 => cast_from::<{ scalar::F64 }>(&p, x, y),
-            scalar::I64 => cast_from::<{ scalar::I64 }>(&p, x, y),
-            scalar::I32 => cast_from::<{ scalar::I32 }>(&p, x, y),
-            scalar::I8 => cast_from::<{ scalar::I8 }>(&p, x, y),
-            scalar::U8 => cast_from::<{ scalar::U8 }>(&p, x, y),
-            scalar::BOOL => cast_from::<{ scalar::BOOL }>(&p, x, y),
-            scalar::F16 => cast_from::<{ scalar::F16 }>(&p, x, y),
-            scalar::BF16 => cast_from::<{ scalar::BF16 }>(&p, x, y),
-            _ => {}
+            scalar::F32 => cast_from(scalar::F32, &p, x, y),
+            scalar::F64 => cast_from(scalar::F64, &p, x, y),
+            scalar::I64 => cast_from(scalar::I64, &p, x, y),
+            scalar::I32 => cast_from(scalar::I32, &p, x, y),
+            scalar::I8 => cast_from(scalar::I8, &p, x, y),
+            scalar::U8 => cast_from(scalar::U8, &p, x, y),
+            scalar::BOOL => cast_from(scalar::BOOL, &p, x, y),
+            scalar::F16 => cast_from(scalar::F16, &p, x, y),
+            scalar::BF16 => cast_from(scalar::BF16, &p, x, y),
+            from => cast_from(from, &p, x, y),
         }
     }
 }
@@ -164,10 +216,11 @@ unsafe fn one_hot_typed<const IDX: u32>(p: &OneHotParams, idx: *const u8, values
         let raw = match unsafe { load(IDX, idx, (o * p.inner + k) as usize) } {
             Wide::F(v) => libm::trunc(v) as i64,
             Wide::I(v) => v,
+            Wide::U(v) => v as i64,
         };
         let a = if raw < 0 { raw.wrapping_add(p.depth as i64) } else { raw };
         // SAFETY: i < elems, the output's length. (`value_type` is uniform over the launch.)
-        unsafe { store(p.value_type, y, i as usize, if a == d as i64 { on } else { off }) };
+        unsafe { store(p.value_type, y, i as usize, if a == d as i64 { on } else { off }, EXACT) };
         i += stride;
     }
 }
@@ -219,23 +272,30 @@ fn offsets(p: &CompareParams, i: u64) -> (u64, u64) {
     }
 }
 
+/// `op(x, y)` of a comparison or logic op on integers of one kind (`zero`: that kind's 0).
+#[inline(always)]
+fn int_compare<T: Ord>(op: u32, x: T, y: T, zero: T) -> bool {
+    match op {
+        compare_op::EQUAL => x == y,
+        compare_op::LESS => x < y,
+        compare_op::GREATER => x > y,
+        compare_op::LESS_OR_EQUAL => x <= y,
+        compare_op::GREATER_OR_EQUAL => x >= y,
+        compare_op::AND => x != zero && y != zero,
+        compare_op::OR => x != zero || y != zero,
+        compare_op::XOR => (x != zero) != (y != zero),
+        compare_op::NOT => x == zero,
+        compare_op::TRUE => true,
+        _ => false,
+    }
+}
+
 /// `op(a, b)` on widened operands.
 #[inline(always)]
 fn apply(op: u32, a: Wide, b: Wide) -> bool {
     match (a, b) {
-        (Wide::I(x), Wide::I(y)) => match op {
-            compare_op::EQUAL => x == y,
-            compare_op::LESS => x < y,
-            compare_op::GREATER => x > y,
-            compare_op::LESS_OR_EQUAL => x <= y,
-            compare_op::GREATER_OR_EQUAL => x >= y,
-            compare_op::AND => x != 0 && y != 0,
-            compare_op::OR => x != 0 || y != 0,
-            compare_op::XOR => (x != 0) != (y != 0),
-            compare_op::NOT => x == 0,
-            compare_op::TRUE => true,
-            _ => false,
-        },
+        (Wide::I(x), Wide::I(y)) => int_compare(op, x, y, 0),
+        (Wide::U(x), Wide::U(y)) => int_compare(op, x, y, 0),
         _ => {
             let (x, y) = (a.f64(), b.f64());
             match op {
@@ -260,16 +320,17 @@ fn apply(op: u32, a: Wide, b: Wide) -> bool {
 }
 
 /// # Safety
-/// The [`compare`] contract, with `TY` equal to `p.dtype`.
+/// The [`compare`] contract, with `ty` equal to `p.dtype` (a constant where the caller
+/// monomorphizes the loop for one type).
 #[inline(always)]
-unsafe fn compare_typed<const TY: u32>(p: &CompareParams, a: *const u8, b: *const u8, y: *mut u8) {
+unsafe fn compare_typed(ty: u32, p: &CompareParams, a: *const u8, b: *const u8, y: *mut u8) {
     let (mut i, stride) = (global_thread_x(), grid_threads_x());
     while i < p.bin.elems {
         let (ia, ib) = offsets(p, i);
         // SAFETY: the offsets lie inside the operands and i < elems (the contract). `p.op` is
         // uniform across the launch.
         unsafe {
-            let r = apply(p.op, load(TY, a, ia as usize), load(TY, b, ib as usize));
+            let r = apply(p.op, load(ty, a, ia as usize), load(ty, b, ib as usize));
             *y.add(i as usize) = r as u8;
         }
         i += stride;
@@ -277,8 +338,8 @@ unsafe fn compare_typed<const TY: u32>(p: &CompareParams, a: *const u8, b: *cons
 }
 
 /// Comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual), boolean logic (And, Or,
-/// Xor, Not) and the float classes (IsNaN, IsInf) with NumPy broadcasting; the output is bool
-/// bytes ([`CompareParams`]).
+/// Xor, Not) and the float classes (IsNaN, IsInf) with NumPy broadcasting, on operands of any
+/// [`scalar`] type; the output is bool bytes ([`CompareParams`]).
 ///
 /// # Safety
 /// `a` and `b` hold every element the shape and strides of `p.bin` address, of type `p.dtype`;
@@ -295,24 +356,39 @@ pub unsafe extern "ptx-kernel" fn compare(p: CompareParams, a: *const u8, b: *co
     if p.bin.rank as usize > MAX_RANK {
         return;
     }
-    // SAFETY: forwarded from the contract.
+    // SAFETY: forwarded from the contract. The common types get a loop of their own; the rest
+    // share one that branches on the (uniform) type per element.
     unsafe {
         match p.dtype {
-            scalar::F32 => compare_typed::<{ scalar::F32 }>(&p, a, b, y),
-            scalar::F64 => compare_typed::<{ scalar::F64 }>(&p, a, b, y),
-            scalar::I64 => compare_typed::<{ scalar::I64 }>(&p, a, b, y),
-            scalar::I32 => compare_typed::<{ scalar::I32 }>(&p, a, b, y),
-            scalar::I8 => compare_typed::<{ scalar::I8 }>(&p, a, b, y),
-            scalar::U8 => compare_typed::<{ scalar::U8 }>(&p, a, b, y),
-            scalar::BOOL => compare_typed::<{ scalar::BOOL }>(&p, a, b, y),
-            _ => {}
+            scalar::F32 => compare_typed(scalar::F32, &p, a, b, y),
+            scalar::F64 => compare_typed(scalar::F64, &p, a, b, y),
+            scalar::I64 => compare_typed(scalar::I64, &p, a, b, y),
+            scalar::I32 => compare_typed(scalar::I32, &p, a, b, y),
+            scalar::I8 => compare_typed(scalar::I8, &p, a, b, y),
+            scalar::U8 => compare_typed(scalar::U8, &p, a, b, y),
+            scalar::BOOL => compare_typed(scalar::BOOL, &p, a, b, y),
+            ty => compare_typed(ty, &p, a, b, y),
         }
     }
 }
 
-/// `op(x, y)` of integers ([`int_op`]), wrapping.
+/// The width in bits of integer type `ty` (64 for the 64-bit ones and unknown codes).
 #[inline(always)]
-fn int_apply(op: u32, x: i64, y: i64) -> i64 {
+fn int_bits(ty: u32) -> i64 {
+    match ty {
+        scalar::I8 | scalar::U8 => 8,
+        scalar::I16 | scalar::U16 => 16,
+        scalar::I32 | scalar::U32 => 32,
+        _ => 64,
+    }
+}
+
+/// `op(x, y)` of integers ([`int_op`]), wrapping; `bits`: the operands' width (the shifts give 0
+/// past it). Operands of up to 32 bits arrive sign- or zero-extended, so every op but the
+/// shifts is the i64 one wrapped to the width when stored; the shifts take unsigned operands,
+/// zero-extended, so the right shift is logical.
+#[inline(always)]
+fn int_apply(op: u32, x: i64, y: i64, bits: i64) -> i64 {
     match op {
         int_op::ADD => x.wrapping_add(y),
         int_op::SUB => x.wrapping_sub(y),
@@ -327,7 +403,41 @@ fn int_apply(op: u32, x: i64, y: i64) -> i64 {
         int_op::POW => int_pow(x, y),
         int_op::NEG => x.wrapping_neg(),
         int_op::ABS => x.wrapping_abs(),
+        int_op::AND => x & y,
+        int_op::OR => x | y,
+        int_op::XOR => x ^ y,
+        int_op::NOT => !x,
+        int_op::SHL if (0..bits).contains(&y) => ((x as u64) << y) as i64,
+        int_op::SHR if (0..bits).contains(&y) => ((x as u64) >> y) as i64,
         _ => 0,
+    }
+}
+
+/// `op(x, y)` of unsigned 64-bit integers ([`int_op`]), wrapping.
+#[inline(always)]
+fn u64_apply(op: u32, x: u64, y: u64) -> u64 {
+    match op {
+        int_op::DIV if y != 0 => x / y,
+        int_op::MOD | int_op::FMOD if y != 0 => x % y,
+        int_op::MAX => x.max(y),
+        int_op::MIN => x.min(y),
+        int_op::ABS => x,
+        int_op::SHL if y < 64 => x << y,
+        int_op::SHR if y < 64 => x >> y,
+        int_op::SHL | int_op::SHR | int_op::DIV | int_op::MOD | int_op::FMOD => 0,
+        int_op::POW => {
+            let (mut result, mut b, mut e) = (1u64, x, y);
+            while e > 0 {
+                if e & 1 == 1 {
+                    result = result.wrapping_mul(b);
+                }
+                b = b.wrapping_mul(b);
+                e >>= 1;
+            }
+            result
+        }
+        // Add, Sub, Mul, Neg and the bitwise ops: the two's-complement bits are the same.
+        _ => int_apply(op, x as i64, y as i64, 64) as u64,
     }
 }
 
@@ -354,32 +464,37 @@ fn int_pow(base: i64, exp: i64) -> i64 {
 }
 
 /// # Safety
-/// The [`int_arith`] contract, with `TY` equal to `p.dtype`.
+/// The [`int_arith`] contract, with `ty` equal to `p.dtype` (a constant where the caller
+/// monomorphizes the loop for one type).
 #[inline(always)]
-unsafe fn int_arith_typed<const TY: u32>(p: &CompareParams, a: *const u8, b: *const u8, y: *mut u8) {
+unsafe fn int_arith_typed(ty: u32, p: &CompareParams, a: *const u8, b: *const u8, y: *mut u8) {
+    let bits = int_bits(ty);
     let (mut i, stride) = (global_thread_x(), grid_threads_x());
     while i < p.bin.elems {
         let (ia, ib) = offsets(p, i);
         // SAFETY: the offsets lie inside the operands and i < elems (the contract). Each thread
         // reads its operands before writing its element.
         unsafe {
-            let (x, z) = (load(TY, a, ia as usize).i64(), load(TY, b, ib as usize).i64());
-            store(TY, y, i as usize, Wide::I(int_apply(p.op, x, z)));
+            let r = match (load(ty, a, ia as usize), load(ty, b, ib as usize)) {
+                (Wide::U(x), Wide::U(z)) => Wide::U(u64_apply(p.op, x, z)),
+                (x, z) => Wide::I(int_apply(p.op, x.i64(), z.i64(), bits)),
+            };
+            store(ty, y, i as usize, r, EXACT);
         }
         i += stride;
     }
 }
 
-/// Integer arithmetic ([`int_op`]: Add, Sub, Mul, Div, Mod, Max, Min, Pow, Neg, Abs) with NumPy
-/// broadcasting, computed in i64 with wrap-around and stored in the operands' type
-/// ([`CompareParams`]). A zero divisor gives 0 (the planner launches Div and Mod only for constant
-/// divisors without zeros).
+/// Integer arithmetic ([`int_op`]: Add, Sub, Mul, Div, Mod, Max, Min, Pow, Neg, Abs, the bitwise
+/// ops and the shifts) with NumPy broadcasting, computed in i64 (u64 for unsigned 64-bit
+/// operands) with wrap-around and stored in the operands' type ([`CompareParams`]). A zero
+/// divisor gives 0 (the planner launches Div and Mod only for constant divisors without zeros).
 ///
 /// # Safety
 /// `a` and `b` hold every element the shape and strides of `p.bin` address, of type `p.dtype`
-/// (I64, I32, I8 or U8); `y` holds `p.bin.elems` elements of that type and does not overlap the
-/// operands, except that it may equal an operand whose layout is the output's (each thread reads
-/// its operands before writing). For Neg and Abs, `b` is `a`.
+/// (an integer type of [`scalar`]); `y` holds `p.bin.elems` elements of that type and does not
+/// overlap the operands, except that it may equal an operand whose layout is the output's (each
+/// thread reads its operands before writing). For Neg, Abs and Not, `b` is `a`.
 ///
 /// # Parameters
 /// `p`: shape, strides, op and type; `a`, `b`: the operands; `y`: the output.
@@ -391,14 +506,15 @@ pub unsafe extern "ptx-kernel" fn int_arith(p: CompareParams, a: *const u8, b: *
     if p.bin.rank as usize > MAX_RANK {
         return;
     }
-    // SAFETY: forwarded from the contract.
+    // SAFETY: forwarded from the contract. The common types get a loop of their own; the rest
+    // share one that branches on the (uniform) type per element.
     unsafe {
         match p.dtype {
-            scalar::I64 => int_arith_typed::<{ scalar::I64 }>(&p, a, b, y),
-            scalar::I32 => int_arith_typed::<{ scalar::I32 }>(&p, a, b, y),
-            scalar::I8 => int_arith_typed::<{ scalar::I8 }>(&p, a, b, y),
-            scalar::U8 => int_arith_typed::<{ scalar::U8 }>(&p, a, b, y),
-            _ => {}
+            scalar::I64 => int_arith_typed(scalar::I64, &p, a, b, y),
+            scalar::I32 => int_arith_typed(scalar::I32, &p, a, b, y),
+            scalar::I8 => int_arith_typed(scalar::I8, &p, a, b, y),
+            scalar::U8 => int_arith_typed(scalar::U8, &p, a, b, y),
+            ty => int_arith_typed(ty, &p, a, b, y),
         }
     }
 }

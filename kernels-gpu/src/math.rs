@@ -545,5 +545,7 @@ impl FastDiv {
     }
 }
 
+pub mod coded;
+
 #[cfg(test)]
 mod tests;

@@ -89,6 +89,13 @@ pub enum Executor {
     Reference,
     /// A GPU session on this context (the GPU conformance run).
     Gpu(&'static host::Context),
+    /// Only the GPU plan, compiled on the CPU for an H200 (132 multiprocessors, Hopper) as a
+    /// session would compile it (specialized on its small integer inputs; a graph the session
+    /// runs in stages is refused here); once it compiles, the outputs are the reference's of the
+    /// graph as the plan decomposed it (f16 widened, QuantizeLinear expanded, ...), so the
+    /// expansions are checked too. Surveys which cases the GPU path refuses without a device; a
+    /// compiled plan is no GPU pass.
+    PlanOnly,
 }
 
 impl Executor {
@@ -101,6 +108,21 @@ impl Executor {
             Executor::Reference => host::reference::eval(graph, inputs),
             Executor::Gpu(ctx) => {
                 host::Session::new(ctx, graph.clone(), host::SessionOptions::default())?.run(inputs)
+            }
+            Executor::PlanOnly => {
+                let ahead = host::PlanAhead::compile_specialized(
+                    graph,
+                    inputs,
+                    &host::SessionOptions::default(),
+                    (132, true),
+                )?;
+                // The graph as the plan decomposed it (widened, expanded), on the reference.
+                let decomposed = planner::plan::decomposed(&ahead.graph)?;
+                let names: Vec<&str> =
+                    decomposed.inputs.iter().map(|v| decomposed.values[v.index()].name.as_str()).collect();
+                let kept: Vec<(String, HostTensor)> =
+                    inputs.iter().filter(|(n, _)| names.contains(&n.as_str())).cloned().collect();
+                host::reference::eval(&decomposed, &kept)
             }
         }
     }

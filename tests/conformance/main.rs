@@ -80,3 +80,43 @@ fn onnx_node_tests_on_the_reference_executor() {
         regressions.join("\n")
     );
 }
+
+/// Which expected-pass cases the GPU planner refuses, grouped by the refusal (compiled on the
+/// CPU for an H200, [`Executor::PlanOnly`]); a survey, run by hand:
+/// `cargo test --release --test conformance -- --ignored --nocapture gpu_plan_survey`.
+#[test]
+#[ignore = "a survey printed for a developer, not a check"]
+fn gpu_plan_survey() {
+    let dir = data_dir();
+    let expected = std::fs::read_to_string(expected_pass_path()).expect("reading expected-pass.txt");
+    let names: Vec<&str> =
+        expected.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    let mut groups: std::collections::BTreeMap<String, Vec<&str>> = Default::default();
+    let (mut planned, mut every) = (0, String::new());
+    for name in &names {
+        match run_case(&dir.join(name), Executor::PlanOnly) {
+            Outcome::Pass { .. } => planned += 1,
+            other => {
+                every += &format!("{name}\t{other}\n");
+                let key: String = other.to_string().chars().take(120).collect();
+                groups.entry(key).or_default().push(name);
+            }
+        }
+    }
+    let every_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/gpu-plan-survey.tsv");
+    std::fs::write(&every_path, every).expect("writing the survey");
+    println!(
+        "the GPU planner compiles {planned} of {} expected-pass cases (each refusal: {})",
+        names.len(),
+        every_path.display()
+    );
+    let mut groups: Vec<_> = groups.into_iter().collect();
+    groups.sort_by_key(|(_, c)| std::cmp::Reverse(c.len()));
+    for (why, cases) in groups {
+        println!(
+            "{:4} {why}\n       {}",
+            cases.len(),
+            cases.iter().take(4).copied().collect::<Vec<_>>().join(" ")
+        );
+    }
+}

@@ -137,4 +137,25 @@ impl PlanAhead {
         let plan = compile(&graph, &dims, &options)?;
         Ok(PlanAhead { options, dims, graph, plan, took: start.elapsed() })
     }
+
+    /// As [`compile`](Self::compile), but with the small integer inputs a session specializes on
+    /// pinned to their values in `inputs` first, as that session's first run would. A session
+    /// cannot adopt it (its key holds values); it tells, without a device, whether the GPU would
+    /// plan the graph whole (the conformance harness's survey). A graph a session runs in stages
+    /// (data-dependent shapes, control flow) fails here though the session runs it.
+    pub fn compile_specialized(
+        graph: &Graph,
+        inputs: &[(String, HostTensor)],
+        options: &SessionOptions,
+        (sm_count, hopper): (u32, bool),
+    ) -> Result<Self, HostError> {
+        let start = std::time::Instant::now();
+        let options = plan_options(options, sm_count, hopper);
+        let dims = binding_of(graph, inputs)?;
+        let key =
+            crate::specialize::Key { dims: dims.clone(), values: crate::specialize::values(graph, inputs) };
+        let graph = crate::specialize::fold_constants(crate::specialize::graph(graph, &key));
+        let plan = compile(&graph, &dims, &options)?;
+        Ok(PlanAhead { options, dims, graph, plan, took: start.elapsed() })
+    }
 }

@@ -22,11 +22,55 @@ pub mod scalar {
     pub const F16: u32 = 7;
     /// bfloat16.
     pub const BF16: u32 = 8;
+    /// Signed 16-bit integer.
+    pub const I16: u32 = 9;
+    /// Unsigned 16-bit integer.
+    pub const U16: u32 = 10;
+    /// Unsigned 32-bit integer.
+    pub const U32: u32 = 11;
+    /// Unsigned 64-bit integer.
+    pub const U64: u32 = 12;
+    /// float8 E4M3FN, one code a byte (the coded types, [`crate::math::coded`]).
+    pub const F8E4M3FN: u32 = 13;
+    /// float8 E4M3FNUZ.
+    pub const F8E4M3FNUZ: u32 = 14;
+    /// float8 E5M2.
+    pub const F8E5M2: u32 = 15;
+    /// float8 E5M2FNUZ.
+    pub const F8E5M2FNUZ: u32 = 16;
+    /// float8 E8M0 (a power of two).
+    pub const F8E8M0: u32 = 17;
+    /// float4 E2M1, one code a byte (low four bits).
+    pub const F4E2M1: u32 = 18;
+    /// Signed 4-bit integer, one code a byte (low four bits).
+    pub const I4: u32 = 19;
+    /// Unsigned 4-bit integer, one code a byte.
+    pub const U4: u32 = 20;
+    /// Signed 2-bit integer, one code a byte (low two bits).
+    pub const I2: u32 = 21;
+    /// Unsigned 2-bit integer, one code a byte.
+    pub const U2: u32 = 22;
+
+    /// True for the coded types (one code a byte, [`crate::math::coded`]).
+    pub const fn is_coded(ty: u32) -> bool {
+        ty >= F8E4M3FN && ty <= U2
+    }
+}
+
+/// How a conversion to float8 E8M0 rounds (ONNX Cast's `round_mode`; `CastParams::round`).
+pub mod round_mode {
+    /// Up to the next power of two when any mantissa bit is set (ONNX's default).
+    pub const UP: u32 = 0;
+    /// Down to the value's own power of two.
+    pub const DOWN: u32 = 1;
+    /// To the nearer power of two, ties to even.
+    pub const NEAREST: u32 = 2;
 }
 
 /// Parameters of `logic::cast`: `y[i] = x[i] as to` over `elems` contiguous elements, element
 /// types from [`scalar`]. Floats to integers truncate toward zero and saturate (NaN gives 0);
-/// anything to bool is `x != 0`; to f16 / bf16 rounds to nearest even.
+/// integers to integers wrap; anything to bool is `x != 0`; to f16 / bf16 rounds to nearest even;
+/// to a coded type as [`crate::math::coded::encode`] (ONNX Cast's rules).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CastParams {
@@ -36,6 +80,10 @@ pub struct CastParams {
     pub from: u32,
     /// Destination element type ([`scalar`]).
     pub to: u32,
+    /// 1: a float8 target saturates past its largest finite value (Cast's `saturate`, default 1).
+    pub saturate: u32,
+    /// How a float8 E8M0 target rounds ([`round_mode`]).
+    pub round: u32,
 }
 
 /// `CompareParams::op`: the comparison or logic function.
@@ -97,12 +145,24 @@ pub mod int_op {
     pub const NEG: u32 = 9;
     /// `|a|` (`b` is ignored).
     pub const ABS: u32 = 10;
+    /// `a & b`.
+    pub const AND: u32 = 11;
+    /// `a | b`.
+    pub const OR: u32 = 12;
+    /// `a ^ b`.
+    pub const XOR: u32 = 13;
+    /// `!a` (`b` is ignored).
+    pub const NOT: u32 = 14;
+    /// `a << b` of unsigned integers (0 when `b` is the width or more).
+    pub const SHL: u32 = 15;
+    /// `a >> b` of unsigned integers, logical (0 when `b` is the width or more).
+    pub const SHR: u32 = 16;
 }
 
 /// Parameters of `logic::compare` and `logic::int_arith`: `y[i] = op(a[ia], b[ib])`, with the
 /// broadcast layout of [`BinaryParams`] (rank 0: contiguous, same shape). Operands have element
-/// type `dtype` ([`scalar`]: F32, F64, I64, I32, I8, U8 or BOOL for `compare`, whose output is a
-/// bool byte; I64, I32, I8 or U8 for `int_arith`, whose output has the operands' type).
+/// type `dtype` ([`scalar`]: any type for `compare`, whose output is a bool byte; an integer type
+/// for `int_arith`, whose output has the operands' type).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CompareParams {

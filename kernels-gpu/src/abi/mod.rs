@@ -542,7 +542,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<GatherNdParams>(), 40 + 2 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<ResizeAxis>(), 8 * 8);
         assert_eq!(core::mem::size_of::<ResizeParams>(), 40 + 2 * 8 * MAX_RANK + 64 * RESIZE_MAX_AXES);
-        assert_eq!(core::mem::size_of::<CastParams>(), 16);
+        assert_eq!(core::mem::size_of::<CastParams>(), 24);
         assert_eq!(core::mem::size_of::<EwInstr>(), 24);
         assert_eq!(
             core::mem::size_of::<EwProgramParams>(),

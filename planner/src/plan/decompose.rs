@@ -175,7 +175,7 @@ fn expand(
         Some(quant::Quant { attrs: q, ins: (x, s, node.input(2)), infos: &infos, coded: None })
     };
     let composed: std::collections::BTreeSet<NodeId> =
-        paired.values().copied().filter(|&q| quant_of(q).is_some_and(|q| q.quantizable())).collect();
+        paired.values().copied().filter(|&q| quant_of(q).is_some_and(|q| q.composes())).collect();
     let mut g = graph.clone();
     let mut replaced = std::collections::BTreeSet::new();
     // Dequantized values by output (quant.rs), for the MatMuls that read two of them.

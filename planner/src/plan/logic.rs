@@ -3,15 +3,16 @@
 
 use kernels_gpu::abi::{
     CastParams, CompareParams, KernelId, MAX_RANK, OneHotParams, Params, WhereParams, compare_op, int_op,
-    scalar,
+    round_mode, scalar,
 };
 
 use super::elementwise::{binary_params, broadcast_strides_i64, collapse_dims};
 use super::lower::{Lowered, dims};
 use super::{Arg, PlanOptions, PlannedValue};
+use crate::coded::RoundMode;
 use crate::error::PlanError;
 use crate::graph::{Graph, NodeId, ValueId};
-use crate::op::Op;
+use crate::op::{Bitwise, Op, ShiftDirection};
 use crate::tensor_info::{DType, TensorInfo};
 
 /// The kernels' code for `dtype`; the dtypes without GPU kernels are refused.
@@ -26,15 +27,20 @@ pub fn scalar_code(dtype: DType) -> Result<u32, String> {
         DType::Bool => scalar::BOOL,
         DType::F16 => scalar::F16,
         DType::BF16 => scalar::BF16,
-        DType::I16 | DType::U16 | DType::U32 | DType::U64 | DType::Coded(_) | DType::String => {
-            return Err(no_gpu_dtype(dtype));
-        }
+        DType::I16 => scalar::I16,
+        DType::U16 => scalar::U16,
+        DType::U32 => scalar::U32,
+        DType::U64 => scalar::U64,
+        DType::Coded(c) => c.scalar(),
+        DType::String => return Err(no_gpu_dtype(dtype)),
     })
 }
 
-/// Refuses, all at once, the nodes that read or write a dtype no GPU kernel takes (int16,
-/// uint16 / 32 / 64, float8, int4, ...): the CPU reference runs them, the GPU plan does not
-/// pretend to.
+/// Refuses, all at once, the nodes that read or write a dtype their GPU kernels do not take.
+/// Strings have no kernel; int16, uint16 / 32 / 64 and the coded types (float8, float4, int4,
+/// int2, one code a byte) run in the type-generic kernels ([`held_anywhere`]) and nowhere else:
+/// the other lowerings assume the native types, so a node of theirs reading one is refused here
+/// rather than computed wrongly.
 pub(super) fn native_dtypes(g: &Graph, infos: &[TensorInfo]) -> Result<(), PlanError> {
     let mut missing = Vec::new();
     for (id, node) in g.nodes.iter().enumerate() {
@@ -44,12 +50,32 @@ pub(super) fn native_dtypes(g: &Graph, infos: &[TensorInfo]) -> Result<(), PlanE
             .flatten()
             .chain(node.outputs.iter().flatten())
             .map(|v| infos[v.index()].dtype)
-            .find(|d| !d.is_native());
+            .find(|&d| !d.is_native() && !held_anywhere(&node.op, node.inputs.len(), d));
         if let Some(d) = foreign {
             missing.push((g.node_label(NodeId(id as u32)), node.op.name(), no_gpu_dtype(d)));
         }
     }
     if missing.is_empty() { Ok(()) } else { Err(PlanError::NoKernel { nodes: missing }) }
+}
+
+/// Whether `op`'s GPU lowering takes values of `dtype` whatever it is (but strings): Cast and
+/// CastLike, comparisons and boolean logic (the `logic` kernels, by [`scalar_code`]), integer
+/// arithmetic, bitwise ops and shifts on integers of every width (`int_arith`), and the views
+/// and BitCast, which copy bytes.
+fn held_anywhere(op: &Op, inputs: usize, dtype: DType) -> bool {
+    dtype != DType::String
+        && (matches!(
+            op,
+            Op::Cast(_)
+                | Op::CastLike(_)
+                | Op::BitCast(_)
+                | Op::Identity
+                | Op::Reshape(_)
+                | Op::Flatten(_)
+                | Op::Squeeze(_)
+                | Op::Unsqueeze(_)
+        ) || compare_code(op).is_some()
+            || (int_arith_code(op, inputs).is_some() && is_int_arith_type(dtype)))
 }
 
 /// Why a value of `dtype` (one the CPU reference holds but no GPU kernel) cannot be planned.
@@ -96,13 +122,23 @@ pub fn int_arith_code(op: &Op, inputs: usize) -> Option<u32> {
         Op::Pow => int_op::POW,
         Op::Neg => int_op::NEG,
         Op::Abs => int_op::ABS,
+        Op::Bitwise(Bitwise::And) => int_op::AND,
+        Op::Bitwise(Bitwise::Or) => int_op::OR,
+        Op::Bitwise(Bitwise::Xor) => int_op::XOR,
+        Op::BitwiseNot => int_op::NOT,
+        Op::BitShift(s) if s.direction == ShiftDirection::Left => int_op::SHL,
+        Op::BitShift(_) => int_op::SHR,
         _ => return None,
     })
 }
 
-/// Whether `dtype` is one `int_arith` computes.
+/// Whether `dtype` is one `int_arith` computes (every integer width; the shifts only take the
+/// unsigned ones, as ONNX's BitShift does).
 pub fn is_int_arith_type(dtype: DType) -> bool {
-    matches!(dtype, DType::I64 | DType::I32 | DType::I8 | DType::U8)
+    matches!(
+        dtype,
+        DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U64 | DType::U32 | DType::U16 | DType::U8
+    )
 }
 
 /// Integer arithmetic `y = op(a, b)` (`code` from [`int_arith_code`]; Neg and Abs pass `a`
@@ -122,6 +158,11 @@ pub(super) fn int_arith(
     let ((ad, dtype), (bd, btype), (yd, ytype)) = (dims(values, a)?, dims(values, b)?, dims(values, y)?);
     if btype != dtype || ytype != dtype {
         return Err(format!("integer arithmetic on {dtype} and {btype} into {ytype}"));
+    }
+    if matches!(code, int_op::SHL | int_op::SHR)
+        && !matches!(dtype, DType::U8 | DType::U16 | DType::U32 | DType::U64)
+    {
+        return Err(format!("BitShift takes unsigned integers, not {dtype}"));
     }
     if matches!(code, int_op::DIV | int_op::MOD | int_op::FMOD) {
         let nonzero = g.constant(b).and_then(|c| c.to_i64s()).is_some_and(|v| v.iter().all(|&x| x != 0));
@@ -151,18 +192,30 @@ fn launch(
     Ok(super::movement::step(id, label, kernel, p, work, o, args.iter().map(|&v| Arg::Value(v)).collect()))
 }
 
-/// Cast / CastLike of `x` into `y` (the output's dtype is the target).
+/// Cast / CastLike of `x` into `y` (the output's dtype is the target), with Cast's `saturate`
+/// and `round_mode` for the coded float targets.
 pub(super) fn cast(
     id: NodeId,
     label: String,
-    x: ValueId,
-    y: ValueId,
+    (x, y): (ValueId, ValueId),
+    (saturate, round): (bool, RoundMode),
     values: &[PlannedValue],
     o: &PlanOptions,
 ) -> Lowered {
     let ((xd, from), (_, to)) = (dims(values, x)?, dims(values, y)?);
     let elems = xd.iter().product::<usize>() as u64;
-    let p = CastParams { elems, from: scalar_code(from)?, to: scalar_code(to)? };
+    let round = match round {
+        RoundMode::Up => round_mode::UP,
+        RoundMode::Down => round_mode::DOWN,
+        RoundMode::Nearest => round_mode::NEAREST,
+    };
+    let p = CastParams {
+        elems,
+        from: scalar_code(from)?,
+        to: scalar_code(to)?,
+        saturate: saturate as u32,
+        round,
+    };
     launch(id, label, KernelId::Cast, &p, elems, o, &[x, y])
 }
 

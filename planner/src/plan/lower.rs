@@ -212,7 +212,7 @@ pub(super) fn node(
         && logic::is_int_arith_type(values[out.index()].dtype)
     {
         let a = ins.first().copied().flatten().ok_or("missing input")?;
-        let unary = matches!(n.op, Op::Neg | Op::Abs);
+        let unary = matches!(n.op, Op::Neg | Op::Abs | Op::BitwiseNot);
         let b = if unary { a } else { ins.get(1).copied().flatten().ok_or("missing input")? };
         return logic::int_arith(g, id, label, code, (a, b), out, values, o);
     }
@@ -294,6 +294,7 @@ pub(super) fn node(
             Ok(gemm_steps(id, label, p, (a, b, c), out, epi, scratch.first().copied(), o))
         }
         Op::Identity
+        | Op::BitCast(_)
         | Op::Dropout(_)
         | Op::Reshape(_)
         | Op::Flatten(_)
@@ -416,7 +417,12 @@ pub(super) fn node(
         }
         Op::Cast(_) | Op::CastLike(_) => {
             let x = ins.first().copied().flatten().ok_or("missing input")?;
-            logic::cast(id, label, x, out, values, o)
+            let (saturate, round) = match &n.op {
+                Op::Cast(c) => (c.saturate, c.round_mode),
+                Op::CastLike(c) => (c.saturate, c.round_mode),
+                _ => unreachable!("matched above"),
+            };
+            logic::cast(id, label, (x, out), (saturate, round), values, o)
         }
         Op::OneHot(a) => {
             let [Some(i), Some(_), Some(v)] = ins.as_slice() else { return Err("missing input".into()) };

@@ -119,26 +119,57 @@ impl Quant<'_> {
         Some((sb, zb))
     }
 
-    /// True when the expansion covers this QuantizeLinear (see the module docs).
+    /// The QuantizeLinear's output type: its zero point's, else its `output_dtype` (uint8).
+    fn target(&self) -> DType {
+        self.ins.2.map_or(self.attrs.output_dtype.unwrap_or(DType::U8), |z| self.dtype(z))
+    }
+
+    /// Whether `p` (the scale or the zero point) broadcasts against x: one value, one per slice
+    /// of the axis, or (blocked) one per block.
+    fn fits(&self, p: ValueId) -> bool {
+        if self.attrs.block_size == 0 {
+            return self.broadcast_dims(p).is_some();
+        }
+        let (Some(x), Some(ps)) =
+            (self.infos[self.ins.0.index()].shape.as_known(), self.infos[p.index()].shape.as_known())
+        else {
+            return false;
+        };
+        let rank = x.len() as i64;
+        let axis = if self.attrs.axis < 0 { self.attrs.axis + rank } else { self.attrs.axis };
+        (0..rank).contains(&axis)
+            && ps.len() == x.len()
+            && (0..x.len()).all(|d| {
+                if d == axis as usize { ps[d] == x[d].div_ceil(self.attrs.block_size) } else { ps[d] == x[d] }
+            })
+    }
+
+    /// True when the expansion covers this QuantizeLinear to an integer type (8- or 16-bit, or
+    /// int4 / uint4 / int2 / uint2): the `clip(round(x / s) + z)` of the module docs, which a
+    /// DequantizeLinear of the same scale and zero point may compose with.
     pub fn quantizable(&self) -> bool {
+        int_bounds(self.target()).is_some() && self.quantizes()
+    }
+
+    /// True when a DequantizeLinear of the same scale and zero point composes with this
+    /// QuantizeLinear ([`Self::fake_quantize`]): an 8-bit target, whose integers the composition
+    /// may multiply before scaling (the 16-bit and narrower ones quantize and dequantize apart).
+    pub fn composes(&self) -> bool {
+        matches!(self.target(), DType::U8 | DType::I8) && self.quantizable()
+    }
+
+    /// True when x is f32, the scale f32 and both operands broadcast (per tensor, per axis or
+    /// blocked).
+    fn quantizes(&self) -> bool {
         let (x, s, z) = self.ins;
-        let to = z.map_or(self.attrs.output_dtype.unwrap_or(DType::U8), |z| self.dtype(z));
-        matches!(to, DType::U8 | DType::I8)
-            && self.covered(&[DType::U8, DType::I8])
-            && self.dtype(x) == DType::F32
-            && self.broadcast_dims(s).is_some()
-            && z.is_none_or(|z| self.broadcast_dims(z).is_some())
+        self.dtype(x) == DType::F32
+            && self.dtype(s) == DType::F32
+            && self.fits(s)
+            && z.is_none_or(|z| self.fits(z))
     }
 
     fn dtype(&self, v: ValueId) -> DType {
         self.infos[v.index()].dtype
-    }
-
-    fn covered(&self, ints: &[DType]) -> bool {
-        let (_, s, z) = self.ins;
-        self.attrs.block_size == 0
-            && self.dtype(s) == DType::F32
-            && z.is_none_or(|z| ints.contains(&self.dtype(z)))
     }
 
     /// DequantizeLinear into `out` (per tensor, per axis or blocked; x of a machine integer type
@@ -146,9 +177,14 @@ impl Quant<'_> {
     /// before their scale (not blocked, not a float8 / float4 code); `None` when not covered.
     pub fn dequantize(&self, e: &mut Expand, out: Option<ValueId>) -> Option<Option<Scaled>> {
         let (x, s, z) = self.ins;
-        let ints = matches!(self.dtype(x), DType::U8 | DType::I8 | DType::I32);
+        let xt = self.dtype(x);
         let blocked = self.attrs.block_size > 0;
-        if self.dtype(s) != DType::F32 || !(ints || self.coded.is_some() && self.dtype(x) == DType::U8) {
+        // Machine integers and coded values (held as codes, or read as themselves: the GPU's Cast
+        // decodes them) are dequantized; the 8-bit ones (and int32) may multiply as integers.
+        let held = xt.is_int() || matches!(xt, DType::Coded(_));
+        let small = matches!(xt, DType::U8 | DType::I8 | DType::I32)
+            || matches!(xt, DType::Coded(c) if !c.is_float());
+        if self.dtype(s) != DType::F32 || !held {
             return None;
         }
         // The spec's zero point has x's type; another is left to the refusal by name.
@@ -165,7 +201,7 @@ impl Quant<'_> {
             None => xf,
         };
         let y = e.op_into(Op::Mul, &[centred, sb], out);
-        let integers = self.coded.is_none_or(|c| !c.is_float());
+        let integers = small && self.coded.is_none_or(|c| !c.is_float());
         Some(if blocked || !integers { None } else { self.scaled(y, centred, sb) })
     }
 
@@ -182,8 +218,30 @@ impl Quant<'_> {
         Some(Scaled { y, centred, scale, scale_rank: self.broadcast_dims(self.ins.1)?.len() })
     }
 
-    /// QuantizeLinear into `out`; false when not covered.
+    /// QuantizeLinear into `out`; false when not covered. To a float8 / float4 type it is
+    /// `x / s` cast with the node's `saturate` (float4 adds its zero point first; float8's is 0
+    /// and ignored, as ONNX's reference does).
     pub fn quantize(&self, e: &mut Expand, out: Option<ValueId>) -> bool {
+        let to = self.target();
+        if let DType::Coded(c) = to
+            && c.is_float()
+            && c != Coded::F8E8M0
+            && self.quantizes()
+        {
+            let Some((sb, zb)) = self.broadcast_operands(e) else { return false };
+            let q = e.div(self.ins.0, sb);
+            let q = match zb {
+                Some(zb) if c == Coded::F4E2M1 => {
+                    let zf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[zb]);
+                    e.add(q, zf)
+                }
+                _ => q,
+            };
+            let cast =
+                op::Cast { to, saturate: self.attrs.saturate, round_mode: crate::coded::RoundMode::Up };
+            e.op_into(Op::Cast(cast), &[q], out);
+            return true;
+        }
         let Some((to, clipped, _)) = self.clipped(e) else { return false };
         e.op_into(Op::Cast(op::Cast::to(to)), &[clipped], out);
         true
@@ -207,9 +265,9 @@ impl Quant<'_> {
         if !self.quantizable() {
             return None;
         }
-        let (x, _, z) = self.ins;
-        let to = z.map_or(self.attrs.output_dtype.unwrap_or(DType::U8), |z| self.dtype(z));
-        let (lo, hi) = if to == DType::U8 { (0.0, 255.0) } else { (-128.0, 127.0) };
+        let (x, _, _) = self.ins;
+        let to = self.target();
+        let (lo, hi) = int_bounds(to)?;
         let (sb, zb) = self.broadcast_operands(e)?;
         let q = e.div(x, sb);
         let r = e.op(Op::Round, &[q]);
@@ -229,6 +287,21 @@ impl Quant<'_> {
         });
         Some((to, c, (sb, zf)))
     }
+}
+
+/// The bounds a QuantizeLinear to integer type `to` clips to; `None` for the other types.
+fn int_bounds(to: DType) -> Option<(f32, f32)> {
+    Some(match to {
+        DType::U8 => (0.0, 255.0),
+        DType::I8 => (-128.0, 127.0),
+        DType::U16 => (0.0, 65535.0),
+        DType::I16 => (-32768.0, 32767.0),
+        DType::Coded(c) if !c.is_float() => {
+            let codes = (0..1u8 << c.bits()).map(|k| c.decode_int(k) as f32);
+            codes.clone().fold((0.0, 0.0), |(lo, hi): (f32, f32), v| (lo.min(v), hi.max(v)))
+        }
+        _ => return None,
+    })
 }
 
 /// A dequantized value as its expansion computes it, `y = centred * scale`: `centred` the integer
