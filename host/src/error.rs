@@ -136,6 +136,17 @@ pub enum HostError {
         /// What is wrong.
         detail: String,
     },
+    /// A GPU kernel found bad data in a node's inputs (an integer divisor of 0), reported after the
+    /// run from the session's status word ([`planner::plan::Plan::checks`]).
+    #[error("node `{node}` ({op}): {detail}")]
+    Data {
+        /// Node name, as the planner names it.
+        node: String,
+        /// ONNX op type.
+        op: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// A tensor the model asks for exceeds the executor's size limits
     /// ([`crate::reference::Limits`]); found before allocating it.
     #[error("node `{node}` ({op}): too large: {detail}")]

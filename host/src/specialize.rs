@@ -47,7 +47,7 @@ fn read_of(op: &Op, slot: usize) -> Read {
     match (op, slot) {
         (Shape(_) | Size, _) | (CastLike(_), 1) => Read::Operand,
         (Reshape(_) | Expand | Tile | Squeeze(_) | Unsqueeze(_) | Split(_) | TopK(_) | OneHot(_), 1)
-        | (CumSum(_) | Trilu(_) | CenterCropPad(_), 1)
+        | (CumSum(_) | CumProd(_) | Trilu(_) | CenterCropPad(_), 1)
         | (ConstantOfShape(_), 0)
         | (Range, 0..=2)
         | (Slice(_), 1..=4)

@@ -386,9 +386,9 @@ unsafe fn cumsum<T: Copy, A: Copy>(
 }
 
 macro_rules! cumsum_kernel {
-    ($name:ident, $t:ty, $what:literal, $zero:expr, $add:expr, $narrow:expr) => {
-        #[doc = concat!("ONNX CumSum of ", $what, " ([`CumSumParams`]): the running sum of every line")]
-        /// along the summed axis, one thread per line.
+    ($name:ident, $t:ty, $what:literal, ($zero:expr, $one:expr), ($add:expr, $mul:expr), $narrow:expr) => {
+        #[doc = concat!("ONNX CumSum and CumProd of ", $what, " ([`CumSumParams`]): the running sum")]
+        /// (or product) of every line along the summed axis, one thread per line.
         ///
         /// # Safety
         /// `x` and `y` hold `p.lines * p.len` elements (`y` may equal `x`); `p.inner` is non-zero
@@ -405,8 +405,12 @@ macro_rules! cumsum_kernel {
             if p.inner == 0 {
                 return;
             }
+            // Products for CumProd (`p.product` is uniform across the launch: no divergence).
+            let product = p.product != 0;
+            let (add, mul) = ($add, $mul);
+            let step = |a, v| if product { mul(a, v) } else { add(a, v) };
             // SAFETY: forwarded from the contract.
-            unsafe { cumsum(&p, x, y, $zero, $add, $narrow) }
+            unsafe { cumsum(&p, x, y, if product { $one } else { $zero }, step, $narrow) }
         }
     };
 }
@@ -414,11 +418,32 @@ macro_rules! cumsum_kernel {
 cumsum_kernel!(
     cumsum_f32,
     f32,
-    "f32 (an f64 running sum, as the reference)",
-    0f64,
-    |a: f64, v: f32| a + v as f64,
+    "f32 (an f64 running sum or product, as the reference)",
+    (0f64, 1f64),
+    (|a: f64, v: f32| a + v as f64, |a: f64, v: f32| a * v as f64),
     |a: f64| a as f32
 );
-cumsum_kernel!(cumsum_f64, f64, "f64", 0f64, |a: f64, v: f64| a + v, |a: f64| a);
-cumsum_kernel!(cumsum_i32, i32, "i32 (wrapping)", 0i32, |a: i32, v: i32| a.wrapping_add(v), |a: i32| a);
-cumsum_kernel!(cumsum_i64, i64, "i64 (wrapping)", 0i64, |a: i64, v: i64| a.wrapping_add(v), |a: i64| a);
+cumsum_kernel!(
+    cumsum_f64,
+    f64,
+    "f64",
+    (0f64, 1f64),
+    (|a: f64, v: f64| a + v, |a: f64, v: f64| a * v),
+    |a: f64| a
+);
+cumsum_kernel!(
+    cumsum_i32,
+    i32,
+    "i32 (wrapping)",
+    (0i32, 1i32),
+    (|a: i32, v: i32| a.wrapping_add(v), |a: i32, v: i32| a.wrapping_mul(v)),
+    |a: i32| a
+);
+cumsum_kernel!(
+    cumsum_i64,
+    i64,
+    "i64 (wrapping)",
+    (0i64, 1i64),
+    (|a: i64, v: i64| a.wrapping_add(v), |a: i64, v: i64| a.wrapping_mul(v)),
+    |a: i64| a
+);

@@ -9,7 +9,7 @@ use crate::abi::{
     CastParams, CompareParams, MAX_RANK, OneHotParams, WhereParams, compare_op, int_op, round_mode, scalar,
 };
 use crate::elementwise::broadcast_offsets;
-use crate::intrinsics::{global_thread_x, grid_threads_x};
+use crate::intrinsics::{atomic_max_u32, global_thread_x, grid_threads_x};
 use crate::math;
 use crate::math::coded;
 use crate::movement::unravel;
@@ -467,15 +467,27 @@ fn int_pow(base: i64, exp: i64) -> i64 {
 /// The [`int_arith`] contract, with `ty` equal to `p.dtype` (a constant where the caller
 /// monomorphizes the loop for one type).
 #[inline(always)]
-unsafe fn int_arith_typed(ty: u32, p: &CompareParams, a: *const u8, b: *const u8, y: *mut u8) {
+unsafe fn int_arith_typed(
+    ty: u32,
+    p: &CompareParams,
+    a: *const u8,
+    b: *const u8,
+    status: *mut u32,
+    y: *mut u8,
+) {
     let bits = int_bits(ty);
+    let divides = matches!(p.op, int_op::DIV | int_op::MOD | int_op::FMOD);
     let (mut i, stride) = (global_thread_x(), grid_threads_x());
     while i < p.bin.elems {
         let (ia, ib) = offsets(p, i);
         // SAFETY: the offsets lie inside the operands and i < elems (the contract). Each thread
         // reads its operands before writing its element.
         unsafe {
-            let r = match (load(ty, a, ia as usize), load(ty, b, ib as usize)) {
+            let (x, z) = (load(ty, a, ia as usize), load(ty, b, ib as usize));
+            if divides && !z.nonzero() && !status.is_null() {
+                atomic_max_u32(status, p.status_code);
+            }
+            let r = match (x, z) {
                 (Wide::U(x), Wide::U(z)) => Wide::U(u64_apply(p.op, x, z)),
                 (x, z) => Wide::I(int_apply(p.op, x.i64(), z.i64(), bits)),
             };
@@ -488,21 +500,30 @@ unsafe fn int_arith_typed(ty: u32, p: &CompareParams, a: *const u8, b: *const u8
 /// Integer arithmetic ([`int_op`]: Add, Sub, Mul, Div, Mod, Max, Min, Pow, Neg, Abs, the bitwise
 /// ops and the shifts) with NumPy broadcasting, computed in i64 (u64 for unsigned 64-bit
 /// operands) with wrap-around and stored in the operands' type ([`CompareParams`]). A zero
-/// divisor gives 0 (the planner launches Div and Mod only for constant divisors without zeros).
+/// divisor gives 0 and raises `*status` (the session's status word, which it reads after the run
+/// and reports as an error naming the node) to `p.status_code`.
 ///
 /// # Safety
 /// `a` and `b` hold every element the shape and strides of `p.bin` address, of type `p.dtype`
 /// (an integer type of [`scalar`]); `y` holds `p.bin.elems` elements of that type and does not
 /// overlap the operands, except that it may equal an operand whose layout is the output's (each
-/// thread reads its operands before writing). For Neg, Abs and Not, `b` is `a`.
+/// thread reads its operands before writing). For Neg, Abs and Not, `b` is `a`. `status` is null
+/// or a valid u32 that concurrent writers update only through atomics.
 ///
 /// # Parameters
-/// `p`: shape, strides, op and type; `a`, `b`: the operands; `y`: the output.
+/// `p`: shape, strides, op and type; `a`, `b`: the operands; `status`: the status word (or
+/// null); `y`: the output.
 ///
 /// # Thread mapping
 /// 1-D grid of 1-D blocks, any size: a grid-stride loop over the output elements.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn int_arith(p: CompareParams, a: *const u8, b: *const u8, y: *mut u8) {
+pub unsafe extern "ptx-kernel" fn int_arith(
+    p: CompareParams,
+    a: *const u8,
+    b: *const u8,
+    status: *mut u32,
+    y: *mut u8,
+) {
     if p.bin.rank as usize > MAX_RANK {
         return;
     }
@@ -510,11 +531,11 @@ pub unsafe extern "ptx-kernel" fn int_arith(p: CompareParams, a: *const u8, b: *
     // share one that branches on the (uniform) type per element.
     unsafe {
         match p.dtype {
-            scalar::I64 => int_arith_typed(scalar::I64, &p, a, b, y),
-            scalar::I32 => int_arith_typed(scalar::I32, &p, a, b, y),
-            scalar::I8 => int_arith_typed(scalar::I8, &p, a, b, y),
-            scalar::U8 => int_arith_typed(scalar::U8, &p, a, b, y),
-            ty => int_arith_typed(ty, &p, a, b, y),
+            scalar::I64 => int_arith_typed(scalar::I64, &p, a, b, status, y),
+            scalar::I32 => int_arith_typed(scalar::I32, &p, a, b, status, y),
+            scalar::I8 => int_arith_typed(scalar::I8, &p, a, b, status, y),
+            scalar::U8 => int_arith_typed(scalar::U8, &p, a, b, status, y),
+            ty => int_arith_typed(ty, &p, a, b, status, y),
         }
     }
 }

@@ -155,6 +155,7 @@ impl Session<'_> {
                     ptrs.push(match a {
                         Arg::Value(v) | Arg::Output(v) => Some(self.address(at, *v)?),
                         Arg::State(name) => Some(self.state.ptr(self.ctx, name)?),
+                        Arg::Status => Some(self.status_ptr()?),
                         Arg::Null => Some(0),
                         Arg::Params(_) => None,
                     });

@@ -123,6 +123,9 @@ pub struct Session<'c> {
     prepared: Option<PrepareReport>,
     /// A plan compiled ahead ([`Session::adopt_plan`]), taken by the first run of its binding.
     adopted: Option<PlanAhead>,
+    /// The status word the kernels that check their data raise ([`planner::plan::Arg::Status`]),
+    /// with its device address; allocated by the first run that needs it.
+    status: Option<(CudaSlice<u32>, u64)>,
 }
 
 /// What preparing a binding's plan cost ([`Session::prepare_report`]): where a first run spends
@@ -167,6 +170,7 @@ impl<'c> Session<'c> {
             hoisted_in_arena: None,
             prepared: None,
             adopted: None,
+            status: None,
         })
     }
 
@@ -505,8 +509,12 @@ impl<'c> Session<'c> {
         if self.is_staged(&binding) {
             self.last = Some(binding.clone());
             self.staged_inputs = inputs.to_vec();
+            // (Whether a stage checks its data is known only once its plan is compiled.)
+            self.clear_status()?;
             let held = self.run_stages(&binding, inputs)?;
-            return self.take_outputs(held);
+            let out = self.take_outputs(held)?;
+            self.read_status(&self.stage_checks())?;
+            return Ok(out);
         }
         let states: u64 = self.compiled[&binding].plan.states.iter().map(|s| s.bytes()).sum();
         if states > self.state.bytes() {
@@ -525,6 +533,10 @@ impl<'c> Session<'c> {
                 .map_err(HostError::driver("copying an input to the device"))?;
         }
         self.last = Some(binding.clone());
+        let checks = self.compiled[&binding].plan.checks.clone();
+        if !checks.is_empty() {
+            self.clear_status()?;
+        }
         self.execute()?;
         let c = &self.compiled[&binding];
         // The copies are ordered after the steps on the session's stream; the host reads the bytes
@@ -544,7 +556,56 @@ impl<'c> Session<'c> {
                 planner::ConstTensor::new(pv.dtype, dims, bytes[..want.min(bytes.len())].to_vec())?;
             out.push((pv.name.clone(), HostTensor::from_const(&constant)?));
         }
+        if !checks.is_empty() {
+            self.read_status(&checks)?;
+        }
         Ok(out)
+    }
+
+    /// Zeroes the status word on the session's stream (allocating it first).
+    fn clear_status(&mut self) -> Result<(), HostError> {
+        if self.status.is_none() {
+            self.charge(|| "the status word".into(), 4)?;
+            let buf = self.stream.alloc_zeros::<u32>(1).map_err(|source| HostError::OutOfMemory {
+                what: "the status word".into(),
+                bytes: 4,
+                source,
+            })?;
+            self.allocations += 1;
+            self.device_bytes += 4;
+            let ptr = buf.device_ptr(&self.stream).0;
+            self.status = Some((buf, ptr));
+        }
+        let (buf, _) = self.status.as_mut().expect("allocated above");
+        self.stream.memset_zeros(buf).map_err(HostError::driver("clearing the status word"))
+    }
+
+    /// The device address of the status word.
+    fn status_ptr(&self) -> Result<u64, HostError> {
+        self.status.as_ref().map(|s| s.1).ok_or_else(|| HostError::Arena {
+            detail: "a step checks its data but the session has no status word (run the model first)".into(),
+        })
+    }
+
+    /// Fails with the error of the check whose code the status word holds, after the stream's
+    /// work (does nothing before a run allocated the word).
+    fn read_status(&self, checks: &[planner::plan::Check]) -> Result<(), HostError> {
+        let Some((buf, _)) = self.status.as_ref() else { return Ok(()) };
+        let word = self.stream.clone_dtoh(buf).map_err(HostError::driver("reading the status word"))?;
+        self.stream.synchronize().map_err(HostError::driver("synchronizing the session stream"))?;
+        match word.first().copied().unwrap_or(0) {
+            0 => Ok(()),
+            code => Err(match checks.iter().find(|c| c.code == code) {
+                Some(c) => {
+                    HostError::Data { node: c.node.clone(), op: c.op.clone(), detail: c.detail.clone() }
+                }
+                None => HostError::Data {
+                    node: format!("#{}", code - 1),
+                    op: "a control-flow body's".into(),
+                    detail: "a GPU kernel found bad data (an integer divisor of 0)".into(),
+                },
+            }),
+        }
     }
 
     /// The binding of the last run.

@@ -296,6 +296,12 @@ impl Session<'_> {
         picked
     }
 
+    /// The checks of every stage plan compiled so far (a control-flow body's are not among them:
+    /// the session reports a code of theirs without naming the node).
+    pub(super) fn stage_checks(&self) -> Vec<planner::plan::Check> {
+        self.stages.values().flat_map(|sp| sp.plan.checks.iter().cloned()).collect()
+    }
+
     /// Copies the held outputs to the host and frees their blocks.
     pub(super) fn take_outputs(
         &mut self,

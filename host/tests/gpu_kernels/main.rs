@@ -10,6 +10,7 @@ mod context;
 mod control;
 mod conv;
 mod decomposed;
+mod dtypes;
 mod elementwise;
 mod ew_ops;
 mod gemm;

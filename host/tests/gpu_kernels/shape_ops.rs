@@ -1,7 +1,8 @@
 //! The type-generic movement and logic kernels through `Session` against the CPU reference, bit for
 //! bit: Slice (negative steps), Split, Concat, Expand, Tile, Pad (all four modes), GatherND (with
 //! batch dims), Cast between every supported pair, comparisons and boolean logic, Where with
-//! broadcasting — on f32, i64 and bool data.
+//! broadcasting — on f32, i64 and bool data; integer arithmetic, bitwise ops and shifts at every
+//! integer width.
 
 use host::selftest::Rng;
 use host::{HostTensor, Session, SessionOptions};
@@ -10,12 +11,12 @@ use planner::{ConstTensor, DType, Dim, Graph, ValueId};
 
 use crate::ctx;
 
-fn known(shape: &[usize]) -> Vec<Dim> {
+pub(crate) fn known(shape: &[usize]) -> Vec<Dim> {
     shape.iter().map(|&d| Dim::Known(d)).collect()
 }
 
 /// Runs `g` on the GPU and the reference, demands identical outputs; returns the plan's text.
-fn check(what: &str, g: Graph, inputs: Vec<(String, HostTensor)>) -> String {
+pub(crate) fn check(what: &str, g: Graph, inputs: Vec<(String, HostTensor)>) -> String {
     let want = host::reference::eval(&g, &inputs).unwrap_or_else(|e| panic!("{what}: reference: {e}"));
     let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
     let got = s.run(&inputs).unwrap_or_else(|e| panic!("{what}: gpu: {e}"));
@@ -31,7 +32,7 @@ fn f32_input(rng: &mut Rng, shape: &[usize]) -> HostTensor {
     rng.tensor(shape, -4.0, 4.0)
 }
 
-fn i64_input(rng: &mut Rng, shape: &[usize], lo: i64, hi: i64) -> HostTensor {
+pub(crate) fn i64_input(rng: &mut Rng, shape: &[usize], lo: i64, hi: i64) -> HostTensor {
     let n: usize = shape.iter().product();
     let v: Vec<i64> = (0..n).map(|_| lo + (rng.next_u64() % (hi - lo) as u64) as i64).collect();
     HostTensor::new(shape.to_vec(), v).unwrap()
@@ -389,21 +390,28 @@ fn logic_truth_tables() {
     }
 }
 
-/// `t` (i64 data) as `dtype` (I64, I32, I8 or U8), truncated as the reference's casts do.
-fn int_as(t: &HostTensor, dtype: DType) -> HostTensor {
+/// `t` (i64 data) as integer `dtype`, wrapped as the reference's casts do (uint64 kept below
+/// 2^62, so that sums stay where the reference computes).
+pub(crate) fn int_as(t: &HostTensor, dtype: DType) -> HostTensor {
     let v: Vec<i64> = t.data().to_f64s().iter().map(|&x| x as i64).collect();
     let shape = t.shape().to_vec();
     match dtype {
         DType::I64 => HostTensor::new(shape, v),
         DType::I32 => HostTensor::new(shape, v.iter().map(|&x| x as i32).collect::<Vec<_>>()),
+        DType::I16 => HostTensor::new(shape, v.iter().map(|&x| x as i16).collect::<Vec<_>>()),
         DType::I8 => HostTensor::new(shape, v.iter().map(|&x| x as i8).collect::<Vec<_>>()),
+        DType::U64 => {
+            HostTensor::new(shape, v.iter().map(|&x| x as u64 & ((1 << 62) - 1)).collect::<Vec<_>>())
+        }
+        DType::U32 => HostTensor::new(shape, v.iter().map(|&x| x as u32).collect::<Vec<_>>()),
+        DType::U16 => HostTensor::new(shape, v.iter().map(|&x| x as u16).collect::<Vec<_>>()),
         _ => HostTensor::new(shape, v.iter().map(|&x| x as u8).collect::<Vec<_>>()),
     }
     .unwrap()
 }
 
 #[test]
-fn integer_arithmetic_wraps_like_the_reference() {
+fn integer_arithmetic_bitwise_ops_and_shifts_wrap_like_the_reference_at_every_width() {
     let mut rng = Rng::new(0x1a7);
     let binary = [
         Op::Add,
@@ -415,34 +423,64 @@ fn integer_arithmetic_wraps_like_the_reference() {
         Op::Div,
         Op::Mod(op::Mod { fmod: false }),
         Op::Mod(op::Mod { fmod: true }),
+        Op::Bitwise(op::Bitwise::And),
+        Op::Bitwise(op::Bitwise::Or),
+        Op::Bitwise(op::Bitwise::Xor),
+        Op::BitShift(op::BitShift { direction: op::ShiftDirection::Left }),
+        Op::BitShift(op::BitShift { direction: op::ShiftDirection::Right }),
     ];
-    for dtype in [DType::I64, DType::I32, DType::I8, DType::U8] {
+    let widths =
+        [DType::I64, DType::I32, DType::I16, DType::I8, DType::U64, DType::U32, DType::U16, DType::U8];
+    for dtype in widths {
+        let unsigned = matches!(dtype, DType::U64 | DType::U32 | DType::U16 | DType::U8);
         for op in &binary {
-            let mut g = Graph::new();
-            let a = g.input("a", dtype, known(&[3, 1, 33]));
-            // Division by a constant without zeros (the GPU refuses run-time divisors); the
-            // others broadcast a second input.
-            let divides = matches!(op, Op::Div | Op::Mod(_));
-            let divisor = int_as(&HostTensor::new(vec![4, 1], vec![-3i64, 7, 2, -128]).unwrap(), dtype);
-            let b = if divides {
-                g.initializer("b", divisor.to_const())
-            } else {
-                g.input("b", dtype, known(&[4, 1]))
-            };
-            let y = g.op1(op.clone(), &[a, b]);
-            let n = g.op1(Op::Neg, &[y]);
-            let abs = g.op1(Op::Abs, &[n]);
-            g.output(y);
-            g.output(abs);
-            // Large magnitudes, so that products and powers wrap.
-            let (lo, hi) = if matches!(op, Op::Pow) { (-5, 40) } else { (-(1 << 40), 1 << 40) };
-            let mut inputs =
-                vec![("a".to_string(), int_as(&i64_input(&mut rng, &[3, 1, 33], lo, hi), dtype))];
-            if !divides {
-                inputs.push(("b".into(), int_as(&i64_input(&mut rng, &[4, 1], lo, hi), dtype)));
+            let shifts = matches!(op, Op::BitShift(_));
+            if shifts && !unsigned {
+                continue; // ONNX shifts unsigned integers only
             }
-            let plan = check(&format!("{} {dtype}", op.name()), g, inputs);
-            assert!(plan.contains("int_arith"), "{plan}");
+            let divides = matches!(op, Op::Div | Op::Mod(_));
+            // A divisor without zeros, as a constant and as a run-time input (checked on the
+            // device); the other ops broadcast a second input.
+            for constant in if divides { vec![true, false] } else { vec![false] } {
+                let mut g = Graph::new();
+                let a = g.input("a", dtype, known(&[3, 1, 33]));
+                let divisor = int_as(&HostTensor::new(vec![4, 1], vec![-3i64, 7, 2, -128]).unwrap(), dtype);
+                let b = if constant {
+                    g.initializer("b", divisor.to_const())
+                } else {
+                    g.input("b", dtype, known(&[4, 1]))
+                };
+                let y = g.op1(op.clone(), &[a, b]);
+                g.output(y);
+                if !unsigned {
+                    let n = g.op1(Op::Neg, &[y]);
+                    let abs = g.op1(Op::Abs, &[n]);
+                    g.output(abs);
+                }
+                if dtype != DType::U64 {
+                    // (The reference reads no uint64 past 2^63 - 1, which a wrapped y may be.)
+                    let not = g.op1(Op::BitwiseNot, &[y]);
+                    g.output(not);
+                }
+                // Large magnitudes, so that products and powers wrap; shifts past the width.
+                let (lo, hi) = match op {
+                    Op::Pow => (-5, 40),
+                    Op::BitShift(_) => (0, 70),
+                    _ => (-(1 << 40), 1 << 40),
+                };
+                let mut inputs = vec![(
+                    "a".to_string(),
+                    int_as(&i64_input(&mut rng, &[3, 1, 33], -(1 << 40), 1 << 40), dtype),
+                )];
+                if divides && !constant {
+                    inputs.push(("b".into(), divisor));
+                } else if !divides {
+                    inputs.push(("b".into(), int_as(&i64_input(&mut rng, &[4, 1], lo, hi), dtype)));
+                }
+                let what = format!("{} {dtype}{}", op.name(), if constant { " by a constant" } else { "" });
+                let plan = check(&what, g, inputs);
+                assert!(plan.contains("int_arith"), "{plan}");
+            }
         }
     }
 }

@@ -82,9 +82,13 @@ pub struct CumSumParams {
     pub exclusive: u32,
     /// 1: sum from the end of the line.
     pub reverse: u32,
+    /// 1: running products (CumProd; an exclusive product starts at 1), not sums.
+    pub product: u32,
+    /// Padding (zero).
+    pub _pad: u32,
 }
 
-// SAFETY: #[repr(C)], three u64 then two u32: no padding.
+// SAFETY: #[repr(C)], three u64 then four u32: no padding.
 unsafe impl Params for CumSumParams {}
 
 // SAFETY: #[repr(C)], two u64, four u32, two u64 arrays: no padding.

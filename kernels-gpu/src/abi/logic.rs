@@ -172,6 +172,11 @@ pub struct CompareParams {
     pub op: u32,
     /// Operand element type.
     pub dtype: u32,
+    /// `int_arith`: the code a zero divisor raises the status word to (an atomic max; the
+    /// planner gives each checked node its own, [`crate::abi`]'s callers map it back to the node).
+    pub status_code: u32,
+    /// Padding (zero).
+    pub _pad: u32,
 }
 
 /// Parameters of the `logic::where_b*` kernels: `y[i] = cond[ic] ? a[ia] : b[ib]` over the

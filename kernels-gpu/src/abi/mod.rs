@@ -548,7 +548,7 @@ mod tests {
             core::mem::size_of::<EwProgramParams>(),
             24 + 8 * MAX_RANK * (1 + EW_MAX_INPUTS) + 24 * EW_MAX_INSTRS + 8 + 2 * 4 * MAX_RANK
         );
-        assert_eq!(core::mem::size_of::<CompareParams>(), core::mem::size_of::<BinaryParams>() + 8);
+        assert_eq!(core::mem::size_of::<CompareParams>(), core::mem::size_of::<BinaryParams>() + 16);
         assert_eq!(core::mem::size_of::<WhereParams>(), 16 + 4 * 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<ActivationSpec>(), 12);
         assert_eq!(core::mem::size_of::<CellActivations>(), 36);

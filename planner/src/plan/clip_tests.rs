@@ -255,7 +255,7 @@ fn a_clip_result_never_overwrites_a_bound_it_still_reads() {
 }
 
 #[test]
-fn a_clip_of_another_dtype_names_the_node_and_dtype() {
+fn a_clip_of_integers_is_max_and_min_and_of_another_dtype_names_the_node_and_dtype() {
     for dtype in [DType::I8, DType::F16, DType::I32] {
         let mut g = Graph::new();
         let x = g.input("x", dtype, known(&[3, 4]));
@@ -265,13 +265,22 @@ fn a_clip_of_another_dtype_names_the_node_and_dtype() {
         g.output(y);
         // (f16 not widened to f32, so that the Clip kernel's own dtype check shows.)
         let native = PlanOptions { widen_narrow_floats: false, ..PlanOptions::default() };
-        match compile(&g, &Binding::new(), &native) {
-            Err(PlanError::NoKernel { nodes }) => {
+        match (dtype, compile(&g, &Binding::new(), &native)) {
+            (DType::F16, Err(PlanError::NoKernel { nodes })) => {
                 let [(node, op, why)] = nodes.as_slice() else { panic!("{nodes:?}") };
                 assert_eq!((node.as_str(), *op), (g.nodes[0].name.as_str(), "Clip"));
                 assert!(why.contains(&dtype.to_string()) && why.contains("f32"), "{why}");
             }
-            other => panic!("{dtype}: expected NoKernel, got {other:?}"),
+            (DType::I8 | DType::I32, Ok(p)) => {
+                let labels: Vec<String> = (p.steps.iter())
+                    .filter_map(|s| match s {
+                        Step::Kernel { kernel: KernelId::IntArith, label, .. } => Some(label.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                assert_eq!(labels, ["Max", "Min"], "{p}");
+            }
+            (_, other) => panic!("{dtype}: got {other:?}"),
         }
     }
 }

@@ -132,6 +132,10 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                     | Op::Einsum(_)
                     | Op::QuantizeLinear(_)
                     | Op::DequantizeLinear(_)
+                    | Op::Clip(_)
+                    | Op::EyeLike(_)
+                    | Op::MatMulInteger
+                    | Op::QLinearMatMul
             )
     };
     let coded_weights = graph.initializers.values().any(|c| matches!(c.dtype, DType::Coded(_)));
@@ -185,7 +189,14 @@ fn expand(
     for (i, node) in graph.nodes.iter().enumerate() {
         // (Attention's and the quantizers' optional inputs may be omitted; the others' are all
         // required here.)
-        let optional = matches!(node.op, Op::Attention(_) | Op::QuantizeLinear(_) | Op::DequantizeLinear(_));
+        let optional = matches!(
+            node.op,
+            Op::Attention(_)
+                | Op::QuantizeLinear(_)
+                | Op::DequantizeLinear(_)
+                | Op::Clip(_)
+                | Op::MatMulInteger
+        );
         if !covered(node) || (!optional && node.inputs.iter().any(Option::is_none)) {
             continue;
         }
@@ -364,19 +375,125 @@ fn expand(
                 e.op_into(Op::Cast(op::Cast::to(DType::Bool)), &[r], node.output(0));
                 true
             }
+            // Clip of integers: Max and Min (the integer kernels'), each bound where given.
+            Op::Clip(c)
+                if c.min.is_none()
+                    && c.max.is_none()
+                    && node.input(0).is_some_and(|x| infos[x.index()].dtype.is_int()) =>
+            {
+                let x = ins[0];
+                match (node.input(1), node.input(2)) {
+                    (Some(lo), Some(hi)) => {
+                        let m = e.op(Op::Max, &[x, lo]);
+                        e.op_into(Op::Min, &[m, hi], node.output(0))
+                    }
+                    (Some(lo), None) => e.op_into(Op::Max, &[x, lo], node.output(0)),
+                    (None, Some(hi)) => e.op_into(Op::Min, &[x, hi], node.output(0)),
+                    (None, None) => e.op_into(Op::Identity, &[x], node.output(0)),
+                };
+                true
+            }
+            // EyeLike: the row index plus k equal to the column index, cast to the output type.
+            Op::EyeLike(a) => {
+                let Some(&[r, c]) = infos[ins[0].index()].shape.as_known().as_deref() else { continue };
+                let to = a.dtype.unwrap_or(infos[ins[0].index()].dtype);
+                let (rn, cn) = (e.fresh(), e.fresh());
+                let rows: Vec<i64> = (0..r as i64).map(|i| i + a.k).collect();
+                let cols: Vec<i64> = (0..c as i64).collect();
+                let rows = e.g.const_i64(&rn, &[r, 1], &rows);
+                let cols = e.g.const_i64(&cn, &[1, c], &cols);
+                let eq = e.op(Op::Equal, &[rows, cols]);
+                e.op_into(Op::Cast(op::Cast::to(to)), &[eq], node.output(0));
+                true
+            }
+            // MatMulInteger and QLinearMatMul as the f32 product of the operands less their zero
+            // points (integers: exact, and on the TF32 entries, `integers.rs`), then in int32, or
+            // requantized with the operands' scales multiplied and divided in f32 (the
+            // reference's order).
+            Op::MatMulInteger | Op::QLinearMatMul => {
+                let q = matches!(node.op, Op::QLinearMatMul);
+                let (a, b) = (ins[0], if q { ins[3] } else { ins[1] });
+                let (za, zb) =
+                    if q { (node.input(2), node.input(5)) } else { (node.input(2), node.input(3)) };
+                let eight = |v: ValueId| matches!(infos[v.index()].dtype, DType::U8 | DType::I8);
+                let (Some(ad), Some(_)) =
+                    (infos[a.index()].shape.as_known(), infos[b.index()].shape.as_known())
+                else {
+                    continue;
+                };
+                if !eight(a) || !eight(b) {
+                    continue;
+                }
+                let m = if ad.len() >= 2 { ad[ad.len() - 2] } else { 1 };
+                // One value each, or one per row of A ([m, 1]) / column of B ([n]).
+                let per_row = |e: &mut Expand, v: ValueId| {
+                    let one =
+                        infos[v.index()].shape.as_known().is_some_and(|d| d.iter().product::<usize>() == 1);
+                    if one || ad.len() < 2 {
+                        return v;
+                    }
+                    let shape = e.i64s(&[m as i64, 1]);
+                    e.op(Op::Reshape(op::Reshape::default()), &[v, shape])
+                };
+                let f32_of = |e: &mut Expand, v: ValueId| e.op(Op::Cast(op::Cast::to(DType::F32)), &[v]);
+                let af = f32_of(&mut e, a);
+                let af = match za {
+                    Some(z) => {
+                        let z = per_row(&mut e, z);
+                        let zf = f32_of(&mut e, z);
+                        e.sub(af, zf)
+                    }
+                    None => af,
+                };
+                let bf = f32_of(&mut e, b);
+                let bf = match zb {
+                    Some(z) => {
+                        let zf = f32_of(&mut e, z);
+                        e.sub(bf, zf)
+                    }
+                    None => bf,
+                };
+                let acc = e.op(Op::MatMul, &[af, bf]);
+                if !q {
+                    e.op_into(Op::Cast(op::Cast::to(DType::I32)), &[acc], node.output(0));
+                    true
+                } else {
+                    let (sa, sb, sy, zy) = (ins[1], ins[4], ins[6], ins[7]);
+                    let to = infos[zy.index()].dtype;
+                    let f32s = [sa, sb, sy].iter().all(|v| infos[v.index()].dtype == DType::F32);
+                    match quant::int_bounds(to) {
+                        Some((lo, hi)) if f32s && matches!(to, DType::U8 | DType::I8) => {
+                            let sa = per_row(&mut e, sa);
+                            let scale = e.mul(sa, sb);
+                            let multiplier = e.div(scale, sy);
+                            let scaled = e.mul(acc, multiplier);
+                            let r = e.op(Op::Round, &[scaled]);
+                            let zf = f32_of(&mut e, zy);
+                            let shifted = e.add(r, zf);
+                            let (lo, hi) = (e.f32(lo), e.f32(hi));
+                            let c = e.op(Op::Clip(op::Clip::default()), &[shifted, lo, hi]);
+                            e.op_into(Op::Cast(op::Cast::to(to)), &[c], node.output(0));
+                            true
+                        }
+                        _ => false,
+                    }
+                }
+            }
             Op::Pow if ins.len() == 2 => {
                 let (tx, ty) = (infos[ins[0].index()].dtype, infos[ins[1].index()].dtype);
                 let cast = |e: &mut Expand, v: ValueId, to: DType| e.op(Op::Cast(op::Cast::to(to)), &[v]);
+                // A float base to an integer exponent (of any width) takes it as f32; an integer
+                // base to a float exponent computes in f32 and truncates back.
                 match (tx, ty) {
-                    (DType::F32, DType::I64) => {
+                    (DType::F32, y) if y.is_int() => {
                         let y = cast(&mut e, ins[1], DType::F32);
                         e.op_into(Op::Pow, &[ins[0], y], node.output(0));
                         true
                     }
-                    (DType::I64, DType::F32) => {
-                        let x = cast(&mut e, ins[0], DType::F32);
-                        let p = e.op(Op::Pow, &[x, ins[1]]);
-                        e.op_into(Op::Cast(op::Cast::to(DType::I64)), &[p], node.output(0));
+                    (x, DType::F32) if x.is_int() => {
+                        let xf = cast(&mut e, ins[0], DType::F32);
+                        let p = e.op(Op::Pow, &[xf, ins[1]]);
+                        e.op_into(Op::Cast(op::Cast::to(x)), &[p], node.output(0));
                         true
                     }
                     _ => false,

@@ -27,6 +27,7 @@ impl Plan {
                         Arg::Value(v) => Some(place(*v)),
                         Arg::Output(v) => Some(format!("out:{}", place(*v))),
                         Arg::State(name) => Some(format!("state:{name}")),
+                        Arg::Status => Some("status".into()),
                         Arg::Null | Arg::Params(_) => None,
                     })
                     .collect();

@@ -199,10 +199,11 @@ pub(super) fn trilu(n: &MoveNode, upper: bool, values: &[PlannedValue], o: &Plan
     Ok(step(n.id, n.label.clone(), kernel, &p, elems, o, args))
 }
 
-/// ONNX CumSum of f32, f64, i32 or i64 along a constant axis (input 1): one thread per line.
+/// ONNX CumSum (CumProd with `product`) of f32, f64, i32 or i64 along a constant axis (input
+/// 1): one thread per line.
 pub(super) fn cumsum(
     n: &MoveNode,
-    a: &crate::op::CumSum,
+    (a, product): (&crate::op::CumSum, bool),
     g: &crate::graph::Graph,
     values: &[PlannedValue],
     o: &PlanOptions,
@@ -219,7 +220,11 @@ pub(super) fn cumsum(
         DType::F64 => KernelId::CumSumF64,
         DType::I32 => KernelId::CumSumI32,
         DType::I64 => KernelId::CumSumI64,
-        other => return Err(format!("CumSum of {other} has no GPU kernel (f32, f64, i32, i64 do)")),
+        other => {
+            return Err(format!(
+                "a cumulative sum or product of {other} has no GPU kernel (f32, f64, i32, i64 do)"
+            ));
+        }
     };
     let (outer, len, inner) = (
         xd[..axis].iter().product::<usize>() as u64,
@@ -230,7 +235,15 @@ pub(super) fn cumsum(
     if lines == 0 || len == 0 {
         return Ok(Vec::new());
     }
-    let p = CumSumParams { lines, len, inner, exclusive: a.exclusive as u32, reverse: a.reverse as u32 };
+    let p = CumSumParams {
+        lines,
+        len,
+        inner,
+        exclusive: a.exclusive as u32,
+        reverse: a.reverse as u32,
+        product: product as u32,
+        _pad: 0,
+    };
     Ok(step(n.id, n.label.clone(), kernel, &p, lines, o, vec![Arg::Value(x), Arg::Value(y)]))
 }
 

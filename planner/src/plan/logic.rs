@@ -164,17 +164,25 @@ pub(super) fn int_arith(
     {
         return Err(format!("BitShift takes unsigned integers, not {dtype}"));
     }
-    if matches!(code, int_op::DIV | int_op::MOD | int_op::FMOD) {
-        let nonzero = g.constant(b).and_then(|c| c.to_i64s()).is_some_and(|v| v.iter().all(|&x| x != 0));
-        if !nonzero {
-            return Err("integer division needs a constant divisor without zeros on the GPU \
-                        (dividing by zero is an error the kernel cannot report)"
-                .into());
-        }
-    }
+    // A divisor not known to be free of zeros is checked on the device: a zero raises the
+    // session's status word to this node's code, which the session reports after the run as the
+    // error the reference gives (`Plan::checks`).
+    let checked = matches!(code, int_op::DIV | int_op::MOD | int_op::FMOD)
+        && !g.constant(b).and_then(|c| c.to_i64s()).is_some_and(|v| v.iter().all(|&x| x != 0));
     let bin = binary_params(ad, bd, yd).ok_or("the broadcast collapses to more than 8 dims")?;
-    let p = CompareParams { bin, op: code, dtype: scalar_code(dtype)? };
-    launch(id, label, KernelId::IntArith, &p, bin.elems, o, &[a, b, y])
+    let status_code = if checked { status_code(id) } else { 0 };
+    let p = CompareParams { bin, op: code, dtype: scalar_code(dtype)?, status_code, _pad: 0 };
+    if bin.elems == 0 {
+        return Ok(Vec::new());
+    }
+    let status = if checked { Arg::Status } else { Arg::Null };
+    let args = vec![Arg::Value(a), Arg::Value(b), status, Arg::Value(y)];
+    Ok(super::movement::step(id, label, KernelId::IntArith, &p, bin.elems, o, args))
+}
+
+/// The code a checked step of node `id` raises the status word to (never 0, which is "no error").
+pub(super) fn status_code(id: NodeId) -> u32 {
+    id.0 + 1
 }
 
 fn launch(
@@ -234,7 +242,7 @@ pub(super) fn compare(
 ) -> Lowered {
     let ((ad, dtype), (bd, _), (yd, _)) = (dims(values, a)?, dims(values, b)?, dims(values, y)?);
     let bin = binary_params(ad, bd, yd).ok_or("the broadcast collapses to more than 8 dims")?;
-    let p = CompareParams { bin, op: code, dtype: scalar_code(dtype)? };
+    let p = CompareParams { bin, op: code, dtype: scalar_code(dtype)?, status_code: 0, _pad: 0 };
     if matches!(dtype, DType::F16 | DType::BF16) {
         return Err(format!("comparisons of {dtype} have no kernel yet"));
     }

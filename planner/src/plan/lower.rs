@@ -402,7 +402,8 @@ pub(super) fn node(
             indexing::scatter_elements(&mn, a.axis, crate::op::ScatterReduction::None, values, o)
         }
         Op::Trilu(a) => indexing::trilu(&move_node(id, label, &ins, &n.outputs), a.upper, values, o),
-        Op::CumSum(a) => indexing::cumsum(&move_node(id, label, &ins, &n.outputs), a, g, values, o),
+        Op::CumSum(a) => indexing::cumsum(&move_node(id, label, &ins, &n.outputs), (a, false), g, values, o),
+        Op::CumProd(a) => indexing::cumsum(&move_node(id, label, &ins, &n.outputs), (a, true), g, values, o),
         Op::TensorScatter(a) => blocks::tensor_scatter(&move_node(id, label, &ins, &n.outputs), a, values, o),
         Op::Det => blocks::det(&move_node(id, label, &ins, &n.outputs), values, o),
         Op::TreeEnsemble(t) => blocks::tree_ensemble(&move_node(id, label, &ins, &n.outputs), t, values, o),

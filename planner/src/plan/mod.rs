@@ -252,6 +252,24 @@ pub enum Arg {
     /// The device address of a value the kernel writes besides its output (the last
     /// [`Arg::Value`]), such as a sequence op's final state.
     Output(ValueId),
+    /// The device address of the session's status word (a u32, zero before each run): a kernel
+    /// that finds bad data (a zero integer divisor) raises it to its node's code, which
+    /// [`Plan::checks`] maps back to the node for the error the session reports.
+    Status,
+}
+
+/// A node whose kernel checks its data on the device ([`Arg::Status`]): the code it raises the
+/// status word to, and the error the session reports when it finds it there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// The status word's value when this node found bad data.
+    pub code: u32,
+    /// The node, as the planner names it.
+    pub node: String,
+    /// Its operator.
+    pub op: String,
+    /// What it found.
+    pub detail: String,
 }
 
 impl Step {
@@ -400,6 +418,10 @@ pub struct Plan {
     /// unrolled maps rolled up, spelled-out RMS normalizations).
     #[serde(default)]
     pub lifted: Vec<String>,
+    /// The nodes whose kernels check their data on the device ([`Arg::Status`]); empty when none
+    /// does (the session then neither clears nor reads the status word).
+    #[serde(default)]
+    pub checks: Vec<Check>,
 }
 
 /// The names of the values of `graph` (every input dim known) that its MatMuls, Gemms and
@@ -847,6 +869,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         .map(|(v, c)| (*v, c.clone()))
         .collect();
     let weights = constants.keys().copied().collect();
+    let checks = checks_of(&fused, &steps);
     let plan = Plan {
         binding: binding.clone(),
         inputs: fused.inputs.clone(),
@@ -860,9 +883,33 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         hoisted: hoisted_steps,
         precision: options.precision,
         lifted,
+        checks,
     };
     plan.validate()?;
     Ok(plan)
+}
+
+/// The [`Check`]s of the steps that take the status word, one per node.
+fn checks_of(g: &Graph, steps: &[Step]) -> Vec<Check> {
+    let mut checks: Vec<Check> = Vec::new();
+    for step in steps {
+        let Step::Kernel { nodes, kernel, args, .. } = step else { continue };
+        let Some(&id) = nodes.last() else { continue };
+        if !args.iter().any(|a| matches!(a, Arg::Status)) {
+            continue;
+        }
+        let code = logic::status_code(id);
+        if checks.iter().any(|c| c.code == code) {
+            continue;
+        }
+        let detail = match kernel {
+            KernelId::IntArith => "integer division by zero (a divisor element is 0; found on the GPU)",
+            _ => "bad data found on the GPU",
+        };
+        let op = g.nodes[id.index()].op.name().to_string();
+        checks.push(Check { code, node: g.node_label(id), op, detail: detail.into() });
+    }
+    checks
 }
 
 impl Plan {

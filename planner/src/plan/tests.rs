@@ -87,18 +87,23 @@ fn every_node_without_a_kernel_is_listed() {
 #[test]
 fn nodes_of_dtypes_without_gpu_kernels_are_refused_naming_the_dtype() {
     let mut g = Graph::new();
+    // Integer arithmetic and casts take every width and the coded types; the float kernels do not.
     let x = g.input("x", DType::I16, vec![Dim::Known(4)]);
     let y = g.op1(Op::Add, &[x, x]);
     let f = g.op1(Op::Cast(crate::op::Cast::to(DType::Coded(crate::Coded::F8E4M3FN))), &[y]);
     let back = g.op1(Op::Cast(crate::op::Cast::to(DType::F32)), &[f]);
     let r = g.op1(Op::Relu, &[back]);
+    let s = g.op1(Op::Sigmoid, &[f]);
+    let t = g.op1(Op::Relu, &[y]);
     g.output(r);
+    g.output(s);
+    g.output(t);
     match compile(&g, &Binding::new(), &PlanOptions::default()) {
         Err(e @ PlanError::NoKernel { .. }) => {
             let text = e.to_string();
             let PlanError::NoKernel { nodes } = e else { unreachable!() };
             let ops: Vec<&str> = nodes.iter().map(|(_, op, _)| *op).collect();
-            assert_eq!(ops, ["Add", "Cast", "Cast"], "{text}");
+            assert_eq!(ops, ["Sigmoid", "Relu"], "{text}");
             assert!(
                 text.contains("int16") && text.contains("float8e4m3fn") && text.contains("--device cpu"),
                 "{text}"
@@ -252,7 +257,7 @@ fn weights_stay_unpacked_when_b_is_an_input_batched_or_packing_is_off() {
 }
 
 #[test]
-fn integer_arithmetic_lowers_to_int_arith_and_division_needs_a_constant_divisor() {
+fn integer_arithmetic_lowers_to_int_arith_and_a_run_time_divisor_is_checked_on_the_device() {
     let mut g = Graph::new();
     let a = g.input("a", DType::I64, vec![Dim::Known(4), Dim::Known(3)]);
     let b = g.input("b", DType::I64, vec![Dim::Known(3)]);
@@ -267,14 +272,28 @@ fn integer_arithmetic_lowers_to_int_arith_and_division_needs_a_constant_divisor(
         .filter_map(|s| if let Step::Kernel { kernel, .. } = s { Some(*kernel) } else { None })
         .collect();
     assert_eq!(kernels, [KernelId::IntArith; 4], "{plan}");
-    // A run-time divisor may hold a zero, an error the kernel could not report: refused.
+    // A constant divisor without zeros needs no check.
+    assert!(plan.checks.is_empty(), "{plan}");
+    // A run-time divisor may hold a zero: its kernel takes the status word, and the plan's check
+    // names the node for the error the session reports.
     let mut g = Graph::new();
     let a = g.input("a", DType::I32, vec![Dim::Known(4)]);
     let b = g.input("b", DType::I32, vec![Dim::Known(4)]);
     let q = g.div(a, b);
     g.output(q);
-    let e = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap_err().to_string();
-    assert!(e.contains("constant divisor"), "{e}");
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let [Step::Kernel { kernel: KernelId::IntArith, args, .. }] = plan.steps.as_slice() else {
+        panic!("{plan}")
+    };
+    assert!(args.iter().any(|a| matches!(a, Arg::Status)), "{plan}");
+    let [check] = plan.checks.as_slice() else { panic!("{:?}", plan.checks) };
+    assert_eq!((check.node.as_str(), check.op.as_str()), (g.nodes[0].name.as_str(), "Div"));
+    assert!(check.detail.contains("division by zero"), "{}", check.detail);
+    // The code the kernel raises the word to is the one the check holds.
+    let Some(Arg::Params(bytes)) = args.first() else { panic!("{plan}") };
+    let at = std::mem::offset_of!(kernels_gpu::abi::CompareParams, status_code);
+    let code = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    assert_eq!((code, check.code), (check.code, logic::status_code(NodeId(0))));
 }
 
 #[test]

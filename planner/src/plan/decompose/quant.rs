@@ -290,7 +290,7 @@ impl Quant<'_> {
 }
 
 /// The bounds a QuantizeLinear to integer type `to` clips to; `None` for the other types.
-fn int_bounds(to: DType) -> Option<(f32, f32)> {
+pub(super) fn int_bounds(to: DType) -> Option<(f32, f32)> {
     Some(match to {
         DType::U8 => (0.0, 255.0),
         DType::I8 => (-128.0, 127.0),
