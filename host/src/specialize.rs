@@ -48,6 +48,7 @@ fn read_of(op: &Op, slot: usize) -> Read {
         (Shape(_) | Size, _) | (CastLike(_), 1) => Read::Operand,
         (Reshape(_) | Expand | Tile | Squeeze(_) | Unsqueeze(_) | Split(_) | TopK(_) | OneHot(_), 1)
         | (CumSum(_) | CumProd(_) | Trilu(_) | CenterCropPad(_), 1)
+        | (SignalWindow(_), 0)
         | (ConstantOfShape(_), 0)
         | (Range, 0..=2)
         | (Slice(_), 1..=4)

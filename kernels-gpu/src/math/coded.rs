@@ -66,12 +66,28 @@ pub const fn is_float(ty: u32) -> bool {
 /// ones); for a float type, its value truncated toward zero (NaN gives 0).
 #[inline(always)]
 pub fn decode_int(ty: u32, code: u8) -> i64 {
+    if is_float(ty) { decode(ty, code) as i64 } else { int_of(ty, code) }
+}
+
+/// The integer of a code of an integer coded type (another code: the byte itself).
+#[inline(always)]
+fn int_of(ty: u32, code: u8) -> i64 {
     match ty {
         scalar::I4 => (((code << 4) as i8) >> 4) as i64,
         scalar::U4 => (code & 0x0f) as i64,
         scalar::I2 => (((code << 6) as i8) >> 6) as i64,
         scalar::U2 => (code & 0x03) as i64,
-        _ => decode(ty, code) as i64,
+        _ => code as i64,
+    }
+}
+
+/// `v` wrapped to an integer coded type's width (another code: its low byte).
+#[inline(always)]
+fn wrap(ty: u32, v: i64) -> u8 {
+    match ty {
+        scalar::I4 | scalar::U4 => (v as u8) & 0x0f,
+        scalar::I2 | scalar::U2 => (v as u8) & 0x03,
+        _ => v as u8,
     }
 }
 
@@ -81,7 +97,7 @@ pub fn decode(ty: u32, code: u8) -> f64 {
     if ty == scalar::F8E8M0 {
         return if code == 0xff { f64::NAN } else { pow2(code as i32 - 127) };
     }
-    let Some(f) = minifloat(ty) else { return decode_int(ty, code) as f64 };
+    let Some(f) = minifloat(ty) else { return int_of(ty, code) as f64 };
     let width = 1 + f.exp_bits + f.man_bits;
     let code = code as u32 & ((1 << width) - 1);
     let sign_bit = 1 << (width - 1);
@@ -111,11 +127,7 @@ pub fn decode(ty: u32, code: u8) -> f64 {
 /// saturation).
 #[inline(always)]
 pub fn encode_int(ty: u32, v: i64) -> u8 {
-    match ty {
-        scalar::I4 | scalar::U4 => (v as u8) & 0x0f,
-        scalar::I2 | scalar::U2 => (v as u8) & 0x03,
-        _ => encode(ty, v as f64, false, round_mode::NEAREST),
-    }
+    if is_float(ty) { encode(ty, v as f64, false, round_mode::NEAREST) } else { wrap(ty, v) }
 }
 
 /// The code of `x` in coded type `ty`, as ONNX `Cast` converts:
@@ -132,8 +144,7 @@ pub fn encode(ty: u32, x: f64, saturate: bool, round: u32) -> u8 {
         return encode_e8m0(x as f32, saturate, round);
     }
     let Some(f) = minifloat(ty) else {
-        let t = if x.is_nan() { 0 } else { x as i64 };
-        return encode_int(ty, t);
+        return wrap(ty, if x.is_nan() { 0 } else { x as i64 });
     };
     let width = 1 + f.exp_bits + f.man_bits;
     let sign_bit: u32 = 1 << (width - 1);

@@ -136,6 +136,10 @@ pub(crate) fn run(graph: &Graph) -> Result<Option<Graph>, PlanError> {
                     | Op::EyeLike(_)
                     | Op::MatMulInteger
                     | Op::QLinearMatMul
+                    | Op::ConvInteger(_)
+                    | Op::QLinearConv(_)
+                    | Op::DynamicQuantizeLinear
+                    | Op::SignalWindow(_)
             )
     };
     let coded_weights = graph.initializers.values().any(|c| matches!(c.dtype, DType::Coded(_)));
@@ -478,6 +482,156 @@ fn expand(
                         _ => false,
                     }
                 }
+            }
+            // ConvInteger and QLinearConv as the f32 Conv of the operands less their zero points (w's
+            // one per output map), plus the bias, then in int32 or requantized as QLinearMatMul.
+            Op::ConvInteger(attrs) | Op::QLinearConv(attrs) => {
+                let q = matches!(node.op, Op::QLinearConv(_));
+                let (x, w) = (ins[0], if q { ins[3] } else { ins[1] });
+                let (zx, zw) =
+                    if q { (node.input(2), node.input(5)) } else { (node.input(2), node.input(3)) };
+                let eight = |v: ValueId| matches!(infos[v.index()].dtype, DType::U8 | DType::I8);
+                let Some(wd) = infos[w.index()].shape.as_known() else { continue };
+                if !eight(x) || !eight(w) || wd.len() < 3 {
+                    continue;
+                }
+                // [M, 1, ..., 1]: one value per output map, against w or the output.
+                let per_map = |e: &mut Expand, v: ValueId, rank: usize| {
+                    let one =
+                        infos[v.index()].shape.as_known().is_some_and(|d| d.iter().product::<usize>() == 1);
+                    if one {
+                        return v;
+                    }
+                    let dims: Vec<i64> = std::iter::once(wd[0] as i64).chain((1..rank).map(|_| 1)).collect();
+                    let shape = e.i64s(&dims);
+                    e.op(Op::Reshape(op::Reshape::default()), &[v, shape])
+                };
+                let f32_of = |e: &mut Expand, v: ValueId| e.op(Op::Cast(op::Cast::to(DType::F32)), &[v]);
+                let xf = f32_of(&mut e, x);
+                let xf = match zx {
+                    Some(z) => {
+                        let zf = f32_of(&mut e, z);
+                        e.sub(xf, zf)
+                    }
+                    None => xf,
+                };
+                let wf = f32_of(&mut e, w);
+                let wf = match zw {
+                    Some(z) => {
+                        let z = per_map(&mut e, z, wd.len());
+                        let zf = f32_of(&mut e, z);
+                        e.sub(wf, zf)
+                    }
+                    None => wf,
+                };
+                let mut operands = vec![xf, wf];
+                if let Some(b) = node.input(8).filter(|_| q) {
+                    operands.push(f32_of(&mut e, b));
+                }
+                let acc = e.op(Op::Conv(attrs.clone()), &operands);
+                if !q {
+                    e.op_into(Op::Cast(op::Cast::to(DType::I32)), &[acc], node.output(0));
+                    true
+                } else {
+                    let (sx, sw, sy, zy) = (ins[1], ins[4], ins[6], ins[7]);
+                    let to = infos[zy.index()].dtype;
+                    let f32s = [sx, sw, sy].iter().all(|v| infos[v.index()].dtype == DType::F32);
+                    match quant::int_bounds(to) {
+                        Some((lo, hi)) if f32s && matches!(to, DType::U8 | DType::I8) => {
+                            // (The output's rank is w's: [N, M, spatial...].)
+                            let sw = per_map(&mut e, sw, wd.len() - 1);
+                            let scale = e.mul(sx, sw);
+                            let multiplier = e.div(scale, sy);
+                            let scaled = e.mul(acc, multiplier);
+                            let r = e.op(Op::Round, &[scaled]);
+                            let zf = f32_of(&mut e, zy);
+                            let shifted = e.add(r, zf);
+                            let (lo, hi) = (e.f32(lo), e.f32(hi));
+                            let c = e.op(Op::Clip(op::Clip::default()), &[shifted, lo, hi]);
+                            e.op_into(Op::Cast(op::Cast::to(to)), &[c], node.output(0));
+                            true
+                        }
+                        _ => false,
+                    }
+                }
+            }
+            // DynamicQuantizeLinear in f32 as the reference computes it: the range widened to
+            // hold 0, its scale over 255 levels, the zero point and the values rounded to even
+            // and saturated to uint8 (an all-zero x: 0 / 0 is NaN, which casts to 0 as the
+            // reference's zero scale gives).
+            Op::DynamicQuantizeLinear if infos[ins[0].index()].dtype == DType::F32 => {
+                let x = ins[0];
+                let all = op::Reduce { axes: None, keepdims: false, noop_with_empty_axes: false };
+                let mn = e.op(Op::ReduceMin(all.clone()), &[x]);
+                let mx = e.op(Op::ReduceMax(all), &[x]);
+                let zero = e.f32(0.0);
+                let lo = e.op(Op::Min, &[mn, zero]);
+                let hi = e.op(Op::Max, &[mx, zero]);
+                let range = e.sub(hi, lo);
+                let levels = e.f32(255.0);
+                let scale = e.div(range, levels);
+                let (z_lo, z_hi) = (e.f32(0.0), e.f32(255.0));
+                let lo_s = e.div(lo, scale);
+                let neg = e.sub(zero, lo_s);
+                let zr = e.op(Op::Round, &[neg]);
+                let zp = e.op(Op::Clip(op::Clip::default()), &[zr, z_lo, z_hi]);
+                let q = e.div(x, scale);
+                let qr = e.op(Op::Round, &[q]);
+                let shifted = e.add(qr, zp);
+                let y = e.op(Op::Clip(op::Clip::default()), &[shifted, z_lo, z_hi]);
+                e.op_into(Op::Cast(op::Cast::to(DType::U8)), &[y], node.output(0));
+                e.op_into(Op::Identity, &[scale], node.output(1));
+                e.op_into(Op::Cast(op::Cast::to(DType::U8)), &[zp], node.output(2));
+                true
+            }
+            // Hann / Hamming / Blackman windows: the angles 2πi/N of the size (a constant once the
+            // plan is specialized on it) as an f32 table, their cosines on the device.
+            Op::SignalWindow(w) => {
+                let Some(n) =
+                    graph.constant(ins[0]).and_then(|c| c.to_i64s()).and_then(|v| v.first().copied())
+                else {
+                    continue;
+                };
+                let Ok(n) = usize::try_from(n) else { continue };
+                if n == 0 {
+                    continue;
+                }
+                let intervals = if w.periodic { n as f64 } else { (n - 1) as f64 };
+                let angle = |k: f64, i: usize| {
+                    if intervals == 0.0 {
+                        0.0
+                    } else {
+                        (k * std::f64::consts::PI * i as f64 / intervals) as f32
+                    }
+                };
+                let table = |e: &mut Expand, k: f64| {
+                    let name = e.fresh();
+                    let v: Vec<f32> = (0..n).map(|i| angle(k, i)).collect();
+                    let t = e.g.initializer(&name, ConstTensor::from_f32(&[n], &v).expect("a table"));
+                    e.op(Op::Cos, &[t])
+                };
+                let c = table(&mut e, 2.0);
+                let (a0, a1) = match w.kind {
+                    op::WindowKind::Hann => (0.5, 0.5),
+                    op::WindowKind::Hamming => (25.0 / 46.0, 21.0 / 46.0),
+                    op::WindowKind::Blackman => (0.42, 0.5),
+                };
+                let (a0, a1) = (e.f32(a0 as f32), e.f32(a1 as f32));
+                let scaled = e.mul(a1, c);
+                let mut v = e.sub(a0, scaled);
+                if w.kind == op::WindowKind::Blackman {
+                    let c2 = table(&mut e, 4.0);
+                    let a2 = e.f32(0.08);
+                    let s2 = e.mul(a2, c2);
+                    v = e.add(v, s2);
+                }
+                let to = if w.output_dtype == DType::F32 {
+                    Op::Identity
+                } else {
+                    Op::Cast(op::Cast::to(w.output_dtype))
+                };
+                e.op_into(to, &[v], node.output(0));
+                true
             }
             Op::Pow if ins.len() == 2 => {
                 let (tx, ty) = (infos[ins[0].index()].dtype, infos[ins[1].index()].dtype);
