@@ -1,9 +1,12 @@
 //! Kernels on any element type: Cast, comparisons, boolean logic and IsNaN / IsInf (bool output),
-//! Where, OneHot.
+//! integer arithmetic, bitwise ops and shifts, Where, OneHot.
 //!
-//! Element types travel as [`scalar`] codes; the kernel branches on them once per launch (the
-//! branch is uniform), then runs a grid-stride loop monomorphized for the pair of types. Every
-//! thread handles one output element at a time, so writes are coalesced.
+//! Element types travel as [`scalar`] codes — every ONNX numeric type: the IEEE floats, integers
+//! of every width, bool, and the coded narrow types (float8, float4, int4, int2: one code a byte,
+//! decoded and encoded by [`crate::math::coded`], the host's own codec). The kernel branches on
+//! the source type once per launch (the branch is uniform) and runs a grid-stride loop
+//! monomorphized for the common types (one loop shared by the rest). Every thread handles one
+//! output element at a time, so writes are coalesced.
 
 use crate::abi::{
     CastParams, CompareParams, MAX_RANK, OneHotParams, WhereParams, compare_op, int_op, round_mode, scalar,
@@ -400,7 +403,7 @@ fn int_apply(op: u32, x: i64, y: i64, bits: i64) -> i64 {
         }
         int_op::MAX => x.max(y),
         int_op::MIN => x.min(y),
-        int_op::POW => int_pow(x, y),
+        int_op::POW => math::int_pow(x, y),
         int_op::NEG => x.wrapping_neg(),
         int_op::ABS => x.wrapping_abs(),
         int_op::AND => x & y,
@@ -425,42 +428,10 @@ fn u64_apply(op: u32, x: u64, y: u64) -> u64 {
         int_op::SHL if y < 64 => x << y,
         int_op::SHR if y < 64 => x >> y,
         int_op::SHL | int_op::SHR | int_op::DIV | int_op::MOD | int_op::FMOD => 0,
-        int_op::POW => {
-            let (mut result, mut b, mut e) = (1u64, x, y);
-            while e > 0 {
-                if e & 1 == 1 {
-                    result = result.wrapping_mul(b);
-                }
-                b = b.wrapping_mul(b);
-                e >>= 1;
-            }
-            result
-        }
+        int_op::POW => math::pow_u64(x, y),
         // Add, Sub, Mul, Neg and the bitwise ops: the two's-complement bits are the same.
         _ => int_apply(op, x as i64, y as i64, 64) as u64,
     }
-}
-
-/// `base ^ exp`, wrapping, by repeated squaring; a negative exponent truncates `1 / base^|exp|`.
-#[inline(always)]
-fn int_pow(base: i64, exp: i64) -> i64 {
-    if exp < 0 {
-        return match base {
-            1 => 1,
-            -1 if exp % 2 == 0 => 1,
-            -1 => -1,
-            _ => 0,
-        };
-    }
-    let (mut result, mut b, mut e) = (1i64, base, exp as u64);
-    while e > 0 {
-        if e & 1 == 1 {
-            result = result.wrapping_mul(b);
-        }
-        b = b.wrapping_mul(b);
-        e >>= 1;
-    }
-    result
 }
 
 /// # Safety

@@ -545,6 +545,37 @@ impl FastDiv {
     }
 }
 
+/// `base ^ exp` of integers, wrapping, by repeated squaring; a negative exponent truncates
+/// `1 / base^|exp|` (ONNX Pow of integers: what the GPU's `int_arith` and the CPU reference
+/// compute).
+#[inline(always)]
+pub fn int_pow(base: i64, exp: i64) -> i64 {
+    if exp < 0 {
+        return match base {
+            1 => 1,
+            -1 if exp % 2 == 0 => 1,
+            -1 => -1,
+            _ => 0,
+        };
+    }
+    pow_u64(base as u64, exp as u64) as i64
+}
+
+/// `base ^ exp` of unsigned 64-bit integers, wrapping, by repeated squaring (the same bits as
+/// [`int_pow`] of their two's-complement values for a non-negative exponent).
+#[inline(always)]
+pub fn pow_u64(base: u64, exp: u64) -> u64 {
+    let (mut result, mut b, mut e) = (1u64, base, exp);
+    while e > 0 {
+        if e & 1 == 1 {
+            result = result.wrapping_mul(b);
+        }
+        b = b.wrapping_mul(b);
+        e >>= 1;
+    }
+    result
+}
+
 pub mod coded;
 
 #[cfg(test)]

@@ -99,8 +99,9 @@ impl DType {
         }
     }
 
-    /// True for the types the GPU and the planner's kernels hold (the coded narrow formats and
-    /// the 16-bit and unsigned integer widths other than u8 run on the CPU reference only).
+    /// True for the types every GPU lowering takes (the coded narrow formats and the 16-bit and
+    /// unsigned integer widths other than u8 only the type-generic ones: Cast, comparisons,
+    /// integer arithmetic, views; strings none).
     pub const fn is_native(self) -> bool {
         !matches!(self, DType::I16 | DType::U16 | DType::U32 | DType::U64 | DType::Coded(_) | DType::String)
     }

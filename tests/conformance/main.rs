@@ -7,9 +7,12 @@
 //! worst error). The test fails when a case listed in `tests/conformance/expected-pass.txt` does not
 //! pass; `FERROFUSE_CONFORMANCE_UPDATE=1` rewrites that list from the current passes.
 //!
-//! In scope are the cases whose tensors all have a dtype the reference holds (f32, f16, bf16,
-//! f64, i64, i32, i8, u8, bool); the others (the loader reads no other dtype yet) are reported as
-//! out of scope.
+//! In scope are the cases whose tensors all have a dtype the reference holds (every ONNX tensor
+//! dtype); sequences and optionals are reported as out of scope.
+//!
+//! `gpu_plan_survey` (ignored; run by hand) compiles the GPU plan of every expected-pass case on
+//! the CPU and runs the graph as the plan decomposed it on the reference, listing each refusal:
+//! what the GPU path lacks, without a device (`target/gpu-plan-survey.tsv`).
 
 mod case;
 mod report;

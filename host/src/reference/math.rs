@@ -150,31 +150,12 @@ pub fn modulo(ctx: &NodeCtx, a: &HostTensor, b: &HostTensor, fmod: bool) -> Resu
 pub fn pow(ctx: &NodeCtx, a: &HostTensor, b: &HostTensor) -> Result<HostTensor, HostError> {
     let (shape, lanes) = broadcast_lanes(ctx, &[a, b])?;
     let out = match (&lanes[0], &lanes[1]) {
-        (Lanes::I(x), Lanes::I(y)) => Lanes::I(x.iter().zip(y).map(|(&p, &q)| int_pow(p, q)).collect()),
+        (Lanes::I(x), Lanes::I(y)) => {
+            Lanes::I(x.iter().zip(y).map(|(&p, &q)| kernels_gpu::math::int_pow(p, q)).collect())
+        }
         (x, y) => Lanes::F(x.to_f64s().iter().zip(y.to_f64s()).map(|(&p, q)| p.powf(q)).collect()),
     };
     out.into_tensor(a.dtype(), shape)
-}
-
-/// `base ^ exp` with wrapping, by repeated squaring; negative exponents truncate `1 / base^|exp|`.
-fn int_pow(base: i64, exp: i64) -> i64 {
-    if exp < 0 {
-        return match base {
-            1 => 1,
-            -1 if exp % 2 == 0 => 1,
-            -1 => -1,
-            _ => 0,
-        };
-    }
-    let (mut result, mut b, mut e) = (1i64, base, exp as u64);
-    while e > 0 {
-        if e & 1 == 1 {
-            result = result.wrapping_mul(b);
-        }
-        b = b.wrapping_mul(b);
-        e >>= 1;
-    }
-    result
 }
 
 /// ONNX `BitShift` on unsigned integers: shifting by the width or more gives 0.

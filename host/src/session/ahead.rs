@@ -128,14 +128,9 @@ impl PlanAhead {
         graph: &Graph,
         inputs: &[(String, HostTensor)],
         options: &SessionOptions,
-        (sm_count, hopper): (u32, bool),
+        target: (u32, bool),
     ) -> Result<Self, HostError> {
-        let start = std::time::Instant::now();
-        let options = plan_options(options, sm_count, hopper);
-        let dims = binding_of(graph, inputs)?;
-        let graph = crate::specialize::fold_constants(graph.clone());
-        let plan = compile(&graph, &dims, &options)?;
-        Ok(PlanAhead { options, dims, graph, plan, took: start.elapsed() })
+        Self::compile_pinned(graph, inputs, options, target, false)
     }
 
     /// As [`compile`](Self::compile), but with the small integer inputs a session specializes on
@@ -147,13 +142,23 @@ impl PlanAhead {
         graph: &Graph,
         inputs: &[(String, HostTensor)],
         options: &SessionOptions,
+        target: (u32, bool),
+    ) -> Result<Self, HostError> {
+        Self::compile_pinned(graph, inputs, options, target, true)
+    }
+
+    fn compile_pinned(
+        graph: &Graph,
+        inputs: &[(String, HostTensor)],
+        options: &SessionOptions,
         (sm_count, hopper): (u32, bool),
+        pin: bool,
     ) -> Result<Self, HostError> {
         let start = std::time::Instant::now();
         let options = plan_options(options, sm_count, hopper);
         let dims = binding_of(graph, inputs)?;
-        let key =
-            crate::specialize::Key { dims: dims.clone(), values: crate::specialize::values(graph, inputs) };
+        let values = if pin { crate::specialize::values(graph, inputs) } else { Vec::new() };
+        let key = crate::specialize::Key { dims: dims.clone(), values };
         let graph = crate::specialize::fold_constants(crate::specialize::graph(graph, &key));
         let plan = compile(&graph, &dims, &options)?;
         Ok(PlanAhead { options, dims, graph, plan, took: start.elapsed() })

@@ -323,7 +323,7 @@ fn scatter_nd_matches_the_reference_for_every_reduction() {
 }
 
 #[test]
-fn cumsum_matches_the_reference_for_every_dtype_axis_and_flag() {
+fn cumsum_and_cumprod_match_the_reference_for_every_dtype_axis_and_flag() {
     let mut rng = Rng::new(0xc5);
     // Lines of whole 16-element chunks and a rest (the kernel loads a chunk before summing it).
     let long: [&[usize]; 4] = [&[64], &[5, 17], &[16, 3], &[2, 100, 3]];
@@ -354,13 +354,18 @@ fn cumsum_matches_the_reference_for_every_dtype_axis_and_flag() {
         } else {
             g.initializer("axis", planner::ConstTensor::from_i64s_as(DType::I64, &[], &[axis]).unwrap())
         };
-        let y = g.op1(Op::CumSum(op::CumSum { exclusive, reverse }), &[xv, a]);
+        // Products on every other case (CumProd runs on the same kernels).
+        let attrs = op::CumSum { exclusive, reverse };
+        let product = case % 2 == 1;
+        let y = g.op1(if product { Op::CumProd(attrs) } else { Op::CumSum(attrs) }, &[xv, a]);
         g.output(y);
         let mut inputs = vec![("x".to_string(), x)];
         if case % 3 == 0 {
             inputs.push(("axis".into(), HostTensor::new(vec![], vec![axis]).unwrap()));
         }
-        let what = format!("cumsum {dtype} {shape:?} axis {axis} exclusive {exclusive} reverse {reverse}");
+        let what = format!(
+            "cum (product {product}) {dtype} {shape:?} axis {axis} exclusive {exclusive} reverse {reverse}"
+        );
         let plan = compare(&what, g, &inputs, 0.0);
         assert!(plan.contains("cumsum_"), "{what}: {plan}");
     }

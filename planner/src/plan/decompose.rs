@@ -20,7 +20,7 @@ use crate::error::PlanError;
 use crate::graph::{Graph, Node, NodeId, ValueId};
 use crate::op::{self, MomentumMode, Op};
 use crate::shape_infer;
-use crate::tensor_info::DType;
+use crate::tensor_info::{DType, TensorInfo};
 
 mod einsum;
 mod parts;
@@ -105,6 +105,65 @@ impl Expand<'_> {
         let nx = self.scale(norm, x);
         self.add(nx, g)
     }
+}
+
+/// Whether every value of `vs` is uint8 or int8.
+fn eight_bit(infos: &[TensorInfo], vs: &[ValueId]) -> bool {
+    vs.iter().all(|v| matches!(infos[v.index()].dtype, DType::U8 | DType::I8))
+}
+
+/// The integer `v` as f32, less its zero point `z` (shaped to broadcast) when there is one.
+fn less_zero(e: &mut Expand, v: ValueId, z: Option<ValueId>) -> ValueId {
+    let vf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[v]);
+    match z {
+        Some(z) => {
+            let zf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[z]);
+            e.sub(vf, zf)
+        }
+        None => vf,
+    }
+}
+
+/// `v` (one value, or `n`) reshaped to `[n, 1, ..., 1]` of `rank` dims: one value per row or
+/// output map, broadcast against an operand of that rank; one value stays as it is.
+fn leading(e: &mut Expand, infos: &[TensorInfo], v: ValueId, n: usize, rank: usize) -> ValueId {
+    if infos[v.index()].shape.as_known().is_some_and(|d| d.iter().product::<usize>() == 1) {
+        return v;
+    }
+    let dims: Vec<i64> = std::iter::once(n as i64).chain((1..rank).map(|_| 1)).collect();
+    let shape = e.i64s(&dims);
+    e.op(Op::Reshape(op::Reshape::default()), &[v, shape])
+}
+
+/// QLinearMatMul's and QLinearConv's requantization of the integer product `acc` into `out`, as
+/// the reference computes it: the operands' scales multiplied and divided by y's in f32, then
+/// `clip(round(acc · multiplier) + y_zero_point)` cast to the zero point's type (uint8 / int8).
+/// False (nothing added) for other scale or output types.
+fn requantize(
+    e: &mut Expand,
+    infos: &[TensorInfo],
+    acc: ValueId,
+    (s1, s2): (ValueId, ValueId),
+    (sy, zy): (ValueId, ValueId),
+    out: Option<ValueId>,
+) -> bool {
+    let to = infos[zy.index()].dtype;
+    let f32s = [s1, s2, sy].iter().all(|v| infos[v.index()].dtype == DType::F32);
+    let Some((lo, hi)) = quant::int_bounds(to).filter(|_| f32s && matches!(to, DType::U8 | DType::I8)) else {
+        return false;
+    };
+    let scale = e.mul(s1, s2);
+    let multiplier = e.div(scale, sy);
+    let scaled = e.mul(acc, multiplier);
+    let r = e.op(Op::Round, &[scaled]);
+    let shifted = {
+        let zf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[zy]);
+        e.add(r, zf)
+    };
+    let (lo, hi) = (e.f32(lo), e.f32(hi));
+    let c = e.op(Op::Clip(op::Clip::default()), &[shifted, lo, hi]);
+    e.op_into(Op::Cast(op::Cast::to(to)), &[c], out);
+    true
 }
 
 /// `graph` with the operators this module covers replaced by simpler ones; `None` when it has none
@@ -411,76 +470,29 @@ fn expand(
                 true
             }
             // MatMulInteger and QLinearMatMul as the f32 product of the operands less their zero
-            // points (integers: exact, and on the TF32 entries, `integers.rs`), then in int32, or
-            // requantized with the operands' scales multiplied and divided in f32 (the
-            // reference's order).
+            // points (A's one per row, B's one per column; integers: exact, and on the TF32
+            // entries, `integers.rs`), then in int32 or requantized.
             Op::MatMulInteger | Op::QLinearMatMul => {
                 let q = matches!(node.op, Op::QLinearMatMul);
                 let (a, b) = (ins[0], if q { ins[3] } else { ins[1] });
                 let (za, zb) =
                     if q { (node.input(2), node.input(5)) } else { (node.input(2), node.input(3)) };
-                let eight = |v: ValueId| matches!(infos[v.index()].dtype, DType::U8 | DType::I8);
-                let (Some(ad), Some(_)) =
-                    (infos[a.index()].shape.as_known(), infos[b.index()].shape.as_known())
-                else {
-                    continue;
-                };
-                if !eight(a) || !eight(b) {
+                let Some(ad) = infos[a.index()].shape.as_known() else { continue };
+                if !eight_bit(&infos, &[a, b]) {
                     continue;
                 }
                 let m = if ad.len() >= 2 { ad[ad.len() - 2] } else { 1 };
-                // One value each, or one per row of A ([m, 1]) / column of B ([n]).
-                let per_row = |e: &mut Expand, v: ValueId| {
-                    let one =
-                        infos[v.index()].shape.as_known().is_some_and(|d| d.iter().product::<usize>() == 1);
-                    if one || ad.len() < 2 {
-                        return v;
-                    }
-                    let shape = e.i64s(&[m as i64, 1]);
-                    e.op(Op::Reshape(op::Reshape::default()), &[v, shape])
-                };
-                let f32_of = |e: &mut Expand, v: ValueId| e.op(Op::Cast(op::Cast::to(DType::F32)), &[v]);
-                let af = f32_of(&mut e, a);
-                let af = match za {
-                    Some(z) => {
-                        let z = per_row(&mut e, z);
-                        let zf = f32_of(&mut e, z);
-                        e.sub(af, zf)
-                    }
-                    None => af,
-                };
-                let bf = f32_of(&mut e, b);
-                let bf = match zb {
-                    Some(z) => {
-                        let zf = f32_of(&mut e, z);
-                        e.sub(bf, zf)
-                    }
-                    None => bf,
-                };
+                let rows =
+                    |e: &mut Expand, v: ValueId| if ad.len() < 2 { v } else { leading(e, &infos, v, m, 2) };
+                let za = za.map(|z| rows(&mut e, z));
+                let (af, bf) = (less_zero(&mut e, a, za), less_zero(&mut e, b, zb));
                 let acc = e.op(Op::MatMul, &[af, bf]);
-                if !q {
+                if q {
+                    let sa = rows(&mut e, ins[1]);
+                    requantize(&mut e, &infos, acc, (sa, ins[4]), (ins[6], ins[7]), node.output(0))
+                } else {
                     e.op_into(Op::Cast(op::Cast::to(DType::I32)), &[acc], node.output(0));
                     true
-                } else {
-                    let (sa, sb, sy, zy) = (ins[1], ins[4], ins[6], ins[7]);
-                    let to = infos[zy.index()].dtype;
-                    let f32s = [sa, sb, sy].iter().all(|v| infos[v.index()].dtype == DType::F32);
-                    match quant::int_bounds(to) {
-                        Some((lo, hi)) if f32s && matches!(to, DType::U8 | DType::I8) => {
-                            let sa = per_row(&mut e, sa);
-                            let scale = e.mul(sa, sb);
-                            let multiplier = e.div(scale, sy);
-                            let scaled = e.mul(acc, multiplier);
-                            let r = e.op(Op::Round, &[scaled]);
-                            let zf = f32_of(&mut e, zy);
-                            let shifted = e.add(r, zf);
-                            let (lo, hi) = (e.f32(lo), e.f32(hi));
-                            let c = e.op(Op::Clip(op::Clip::default()), &[shifted, lo, hi]);
-                            e.op_into(Op::Cast(op::Cast::to(to)), &[c], node.output(0));
-                            true
-                        }
-                        _ => false,
-                    }
                 }
             }
             // ConvInteger and QLinearConv as the f32 Conv of the operands less their zero points (w's
@@ -490,69 +502,24 @@ fn expand(
                 let (x, w) = (ins[0], if q { ins[3] } else { ins[1] });
                 let (zx, zw) =
                     if q { (node.input(2), node.input(5)) } else { (node.input(2), node.input(3)) };
-                let eight = |v: ValueId| matches!(infos[v.index()].dtype, DType::U8 | DType::I8);
                 let Some(wd) = infos[w.index()].shape.as_known() else { continue };
-                if !eight(x) || !eight(w) || wd.len() < 3 {
+                if !eight_bit(&infos, &[x, w]) || wd.len() < 3 {
                     continue;
                 }
-                // [M, 1, ..., 1]: one value per output map, against w or the output.
-                let per_map = |e: &mut Expand, v: ValueId, rank: usize| {
-                    let one =
-                        infos[v.index()].shape.as_known().is_some_and(|d| d.iter().product::<usize>() == 1);
-                    if one {
-                        return v;
-                    }
-                    let dims: Vec<i64> = std::iter::once(wd[0] as i64).chain((1..rank).map(|_| 1)).collect();
-                    let shape = e.i64s(&dims);
-                    e.op(Op::Reshape(op::Reshape::default()), &[v, shape])
-                };
-                let f32_of = |e: &mut Expand, v: ValueId| e.op(Op::Cast(op::Cast::to(DType::F32)), &[v]);
-                let xf = f32_of(&mut e, x);
-                let xf = match zx {
-                    Some(z) => {
-                        let zf = f32_of(&mut e, z);
-                        e.sub(xf, zf)
-                    }
-                    None => xf,
-                };
-                let wf = f32_of(&mut e, w);
-                let wf = match zw {
-                    Some(z) => {
-                        let z = per_map(&mut e, z, wd.len());
-                        let zf = f32_of(&mut e, z);
-                        e.sub(wf, zf)
-                    }
-                    None => wf,
-                };
+                // [M, 1, ..., 1]: one value per output map, against w (and, one dim fewer, the output).
+                let zw = zw.map(|z| leading(&mut e, &infos, z, wd[0], wd.len()));
+                let (xf, wf) = (less_zero(&mut e, x, zx), less_zero(&mut e, w, zw));
                 let mut operands = vec![xf, wf];
                 if let Some(b) = node.input(8).filter(|_| q) {
-                    operands.push(f32_of(&mut e, b));
+                    operands.push(less_zero(&mut e, b, None));
                 }
                 let acc = e.op(Op::Conv(attrs.clone()), &operands);
-                if !q {
+                if q {
+                    let sw = leading(&mut e, &infos, ins[4], wd[0], wd.len() - 1);
+                    requantize(&mut e, &infos, acc, (ins[1], sw), (ins[6], ins[7]), node.output(0))
+                } else {
                     e.op_into(Op::Cast(op::Cast::to(DType::I32)), &[acc], node.output(0));
                     true
-                } else {
-                    let (sx, sw, sy, zy) = (ins[1], ins[4], ins[6], ins[7]);
-                    let to = infos[zy.index()].dtype;
-                    let f32s = [sx, sw, sy].iter().all(|v| infos[v.index()].dtype == DType::F32);
-                    match quant::int_bounds(to) {
-                        Some((lo, hi)) if f32s && matches!(to, DType::U8 | DType::I8) => {
-                            // (The output's rank is w's: [N, M, spatial...].)
-                            let sw = per_map(&mut e, sw, wd.len() - 1);
-                            let scale = e.mul(sx, sw);
-                            let multiplier = e.div(scale, sy);
-                            let scaled = e.mul(acc, multiplier);
-                            let r = e.op(Op::Round, &[scaled]);
-                            let zf = f32_of(&mut e, zy);
-                            let shifted = e.add(r, zf);
-                            let (lo, hi) = (e.f32(lo), e.f32(hi));
-                            let c = e.op(Op::Clip(op::Clip::default()), &[shifted, lo, hi]);
-                            e.op_into(Op::Cast(op::Cast::to(to)), &[c], node.output(0));
-                            true
-                        }
-                        _ => false,
-                    }
                 }
             }
             // DynamicQuantizeLinear in f32 as the reference computes it: the range widened to

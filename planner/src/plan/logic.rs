@@ -141,9 +141,10 @@ pub fn is_int_arith_type(dtype: DType) -> bool {
     )
 }
 
-/// Integer arithmetic `y = op(a, b)` (`code` from [`int_arith_code`]; Neg and Abs pass `a`
-/// twice). Div and Mod need a constant divisor without zeros: a zero divisor is an error in
-/// ONNX, which a kernel cannot report.
+/// Integer arithmetic `y = op(a, b)` (`code` from [`int_arith_code`]; Neg, Abs and BitwiseNot
+/// pass `a` twice). A Div or Mod whose divisor is not a constant without zeros takes the status
+/// word ([`Arg::Status`]): a zero divisor, an error in the reference, is reported by the session
+/// after the run, naming the node.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn int_arith(
     g: &Graph,

@@ -1,25 +1,28 @@
-//! QuantizeLinear / DequantizeLinear (per tensor and per axis, 8-bit integers, f32 scales) as the
+//! QuantizeLinear / DequantizeLinear (per tensor, per axis and blocked; f32 scales) as the
 //! elementwise arithmetic ONNX defines them by, which the GPU's f32, cast and rounding kernels
 //! compute (and the elementwise pass fuses): a QDQ model runs on the GPU in the float arithmetic
 //! its spec gives, before any int8 GEMM takes the pattern over.
-//! - `DequantizeLinear(x, s, z) = (f32(x) - f32(z)) * s`
+//! - `DequantizeLinear(x, s, z) = (f32(x) - f32(z)) * s`, x of any integer width or coded type
+//!   (the GPU's Cast decodes float8 / float4 / int4 / int2 codes exactly).
 //! - `QuantizeLinear(x, s, z) = cast(clip(round(x / s) + f32(z), lo, hi))`, `round` to nearest
-//!   even, `[lo, hi]` the output type's range.
-//! - A QuantizeLinear read only by DequantizeLinears of the same scale and zero point (the
-//!   activations of every QDQ model) is the pair's composition, computed in f32 without the
-//!   integer between (exact: the integer is the f32 value `clip(...)` holds):
+//!   even, `[lo, hi]` the output type's range (8- and 16-bit integers, int4 / uint4 / int2 /
+//!   uint2); to float8 / float4 it is `cast(x / s)` with the node's `saturate` (float4 adds its
+//!   zero point first; float8's is 0).
+//! - A QuantizeLinear to an 8-bit type read only by DequantizeLinears of the same scale and zero
+//!   point (the activations of every QDQ model) is the pair's composition, computed in f32 without
+//!   the integer between (exact: the integer is the f32 value `clip(...)` holds):
 //!   `(clip(round(x / s) + f32(z), lo, hi) - f32(z)) * s`.
 //! - A pair whose input already lies on its grid (dequantized with the same scale and zero point,
 //!   then only moved: a Reshape, Transpose, Split...) gives that input back and goes
 //!   ([`drop_identity_pairs`]).
-//! - A blocked DequantizeLinear repeats its scale and zero point over their blocks (reshape,
-//!   expand, reshape, slice) and is then the same arithmetic.
+//! - Blocked scales and zero points are repeated over their blocks (reshape, expand, reshape,
+//!   slice) and are then the same arithmetic.
 //! - Weights of the coded types (int4 / uint4 / int2 / uint2, float8, float4: one code per byte)
 //!   that are only moved and then dequantized or cast to a float type are held as their codes in
 //!   uint8, which the GPU's byte kernels move ([`retype_codes`]), and decoded where they are
 //!   used: a gather from the table of the 256 codes' values ([`decode`], exact in f32). Weight-only
 //!   quantized models (int4 blocked, float8) thus run on the GPU; codes that are not weights (an
-//!   input) stay refused by name.
+//!   input) are decoded by the GPU's Cast.
 
 use std::collections::BTreeMap;
 
