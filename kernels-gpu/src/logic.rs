@@ -26,23 +26,27 @@ enum Wide {
     U(u64),
 }
 
+/// `v` converted by `as` to the machine type `$t`: to an integer type floats truncate toward zero
+/// and saturate (NaN gives 0) and integers wrap; to a float type every value rounds once.
+macro_rules! convert {
+    ($v:expr, $t:ty) => {
+        match $v {
+            Wide::F(f) => f as $t,
+            Wide::I(n) => n as $t,
+            Wide::U(n) => n as $t,
+        }
+    };
+}
+
 impl Wide {
     #[inline(always)]
     fn f64(self) -> f64 {
-        match self {
-            Wide::F(v) => v,
-            Wide::I(v) => v as f64,
-            Wide::U(v) => v as f64,
-        }
+        convert!(self, f64)
     }
 
     #[inline(always)]
     fn i64(self) -> i64 {
-        match self {
-            Wide::F(v) => v as i64,
-            Wide::I(v) => v,
-            Wide::U(v) => v as i64,
-        }
+        convert!(self, i64)
     }
 
     #[inline(always)]
@@ -94,18 +98,6 @@ unsafe fn load(ty: u32, x: *const u8, i: usize) -> Wide {
     }
 }
 
-/// `v` converted to the integer type `$t`: floats truncate toward zero and saturate (NaN gives
-/// 0), integers wrap.
-macro_rules! to_int {
-    ($v:expr, $t:ty) => {
-        match $v {
-            Wide::F(f) => f as $t,
-            Wide::I(n) => n as $t,
-            Wide::U(n) => n as $t,
-        }
-    };
-}
-
 /// Stores `v` as element `i` of `y` (element type `ty`; a coded float type encodes by `rules`).
 ///
 /// # Safety
@@ -116,25 +108,19 @@ unsafe fn store(ty: u32, y: *mut u8, i: usize, v: Wide, rules: Rules) {
     unsafe {
         match ty {
             // f64 -> f32 rounds once; an integer source goes straight to f32 (one rounding).
-            scalar::F32 => {
-                *y.cast::<f32>().add(i) = match v {
-                    Wide::F(f) => f as f32,
-                    Wide::I(n) => n as f32,
-                    Wide::U(n) => n as f32,
-                }
-            }
+            scalar::F32 => *y.cast::<f32>().add(i) = narrow(v),
             scalar::F64 => *y.cast::<f64>().add(i) = v.f64(),
-            scalar::I64 => *y.cast::<i64>().add(i) = to_int!(v, i64),
-            scalar::I32 => *y.cast::<i32>().add(i) = to_int!(v, i32),
-            scalar::I8 => *y.cast::<i8>().add(i) = to_int!(v, i8),
-            scalar::U8 => *y.add(i) = to_int!(v, u8),
+            scalar::I64 => *y.cast::<i64>().add(i) = convert!(v, i64),
+            scalar::I32 => *y.cast::<i32>().add(i) = convert!(v, i32),
+            scalar::I8 => *y.cast::<i8>().add(i) = convert!(v, i8),
+            scalar::U8 => *y.add(i) = convert!(v, u8),
             scalar::BOOL => *y.add(i) = v.nonzero() as u8,
             scalar::F16 => *y.cast::<u16>().add(i) = math::f32_to_f16(narrow(v)),
             scalar::BF16 => *y.cast::<u16>().add(i) = math::f32_to_bf16(narrow(v)),
-            scalar::I16 => *y.cast::<i16>().add(i) = to_int!(v, i16),
-            scalar::U16 => *y.cast::<u16>().add(i) = to_int!(v, u16),
-            scalar::U32 => *y.cast::<u32>().add(i) = to_int!(v, u32),
-            scalar::U64 => *y.cast::<u64>().add(i) = to_int!(v, u64),
+            scalar::I16 => *y.cast::<i16>().add(i) = convert!(v, i16),
+            scalar::U16 => *y.cast::<u16>().add(i) = convert!(v, u16),
+            scalar::U32 => *y.cast::<u32>().add(i) = convert!(v, u32),
+            scalar::U64 => *y.cast::<u64>().add(i) = convert!(v, u64),
             ty if coded::is_float(ty) => *y.add(i) = coded::encode(ty, v.f64(), rules.saturate, rules.round),
             ty => {
                 *y.add(i) = match v {
@@ -146,14 +132,10 @@ unsafe fn store(ty: u32, y: *mut u8, i: usize, v: Wide, rules: Rules) {
     }
 }
 
-/// `v` as f32 (the half types round from it).
+/// `v` as f32, rounded once (f32 itself; the half types round from it).
 #[inline(always)]
 fn narrow(v: Wide) -> f32 {
-    match v {
-        Wide::F(f) => f as f32,
-        Wide::I(n) => n as f32,
-        Wide::U(n) => n as f32,
-    }
+    convert!(v, f32)
 }
 
 /// # Safety
@@ -218,8 +200,7 @@ unsafe fn one_hot_typed<const IDX: u32>(p: &OneHotParams, idx: *const u8, values
         // SAFETY: o < outer and k < inner: inside the `outer * inner` indices.
         let raw = match unsafe { load(IDX, idx, (o * p.inner + k) as usize) } {
             Wide::F(v) => libm::trunc(v) as i64,
-            Wide::I(v) => v,
-            Wide::U(v) => v as i64,
+            w => w.i64(),
         };
         let a = if raw < 0 { raw.wrapping_add(p.depth as i64) } else { raw };
         // SAFETY: i < elems, the output's length. (`value_type` is uniform over the launch.)

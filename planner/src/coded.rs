@@ -131,13 +131,7 @@ impl Coded {
     ///   decides `Up` and `Nearest`), ignoring the sign; NaN and infinity give NaN.
     /// - integer types: truncated toward zero, then wrapped to the width (NaN gives 0).
     pub fn encode(self, x: f64, saturate: bool, round: RoundMode) -> u8 {
-        use kernels_gpu::abi::round_mode;
-        let round = match round {
-            RoundMode::Up => round_mode::UP,
-            RoundMode::Down => round_mode::DOWN,
-            RoundMode::Nearest => round_mode::NEAREST,
-        };
-        kernels_gpu::math::coded::encode(self.scalar(), x, saturate, round)
+        kernels_gpu::math::coded::encode(self.scalar(), x, saturate, round.code())
     }
 }
 
@@ -151,6 +145,18 @@ pub enum RoundMode {
     Down,
     /// To the nearer power of two, ties to even.
     Nearest,
+}
+
+impl RoundMode {
+    /// The mode's code in the GPU kernels' [`kernels_gpu::abi::round_mode`].
+    pub const fn code(self) -> u32 {
+        use kernels_gpu::abi::round_mode;
+        match self {
+            RoundMode::Up => round_mode::UP,
+            RoundMode::Down => round_mode::DOWN,
+            RoundMode::Nearest => round_mode::NEAREST,
+        }
+    }
 }
 
 impl fmt::Display for Coded {

@@ -80,6 +80,28 @@ impl DType {
         }
     }
 
+    /// Smallest and largest value of an integer or bool dtype (the identities of Max / Min over an
+    /// empty set, a quantizer's clipping bounds); `None` for the float types and strings. uint64
+    /// ends at `i64::MAX`, where the reference's integer computations (in i64) end.
+    pub fn int_range(self) -> Option<(i64, i64)> {
+        match self {
+            DType::I64 => Some((i64::MIN, i64::MAX)),
+            DType::I32 => Some((i32::MIN as i64, i32::MAX as i64)),
+            DType::I8 => Some((i8::MIN as i64, i8::MAX as i64)),
+            DType::U8 => Some((0, u8::MAX as i64)),
+            DType::I16 => Some((i16::MIN as i64, i16::MAX as i64)),
+            DType::U16 => Some((0, u16::MAX as i64)),
+            DType::U32 => Some((0, u32::MAX as i64)),
+            DType::U64 => Some((0, i64::MAX)),
+            DType::Bool => Some((0, 1)),
+            DType::Coded(c) if !c.is_float() => {
+                let codes = (0..1u8 << c.bits()).map(|k| c.decode_int(k));
+                Some(codes.fold((0, 0), |(a, b), x| (a.min(x), b.max(x))))
+            }
+            DType::F32 | DType::F16 | DType::BF16 | DType::F64 | DType::Coded(_) | DType::String => None,
+        }
+    }
+
     /// True for the integer types (not `Bool`).
     pub const fn is_int(self) -> bool {
         match self {

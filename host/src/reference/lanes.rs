@@ -184,29 +184,6 @@ pub fn ints_to(dtype: DType, n: usize, v: impl Iterator<Item = i64>) -> Result<T
     })
 }
 
-/// Smallest and largest value of an integer or bool dtype (the identities of Max/Min over an
-/// empty set); `None` for floats.
-pub fn int_range(dtype: DType) -> Option<(i64, i64)> {
-    match dtype {
-        DType::I64 => Some((i64::MIN, i64::MAX)),
-        DType::I32 => Some((i32::MIN as i64, i32::MAX as i64)),
-        DType::I8 => Some((i8::MIN as i64, i8::MAX as i64)),
-        DType::U8 => Some((0, u8::MAX as i64)),
-        DType::I16 => Some((i16::MIN as i64, i16::MAX as i64)),
-        DType::U16 => Some((0, u16::MAX as i64)),
-        DType::U32 => Some((0, u32::MAX as i64)),
-        // The integer lanes hold uint64 up to i64::MAX (Lanes::of refuses larger values).
-        DType::U64 => Some((0, i64::MAX)),
-        DType::Bool => Some((0, 1)),
-        DType::Coded(c) if !c.is_float() => {
-            let (lo, hi) =
-                (0..1u8 << c.bits()).map(|k| c.decode_int(k)).fold((0, 0), |(a, b), x| (a.min(x), b.max(x)));
-            Some((lo, hi))
-        }
-        DType::F32 | DType::F16 | DType::BF16 | DType::F64 | DType::Coded(_) | DType::String => None,
-    }
-}
-
 /// A tensor of `shape` with every element `t[idx[i]]` (data movement in `t`'s own dtype).
 pub fn gather_elems(t: &HostTensor, idx: &[usize], shape: Vec<usize>) -> Result<HostTensor, HostError> {
     HostTensor::new(shape, t.data().take(idx.len(), idx.iter().copied())?)

@@ -15,7 +15,7 @@ use planner::op::{ArgReduce, Reduce};
 
 use crate::error::HostError;
 use crate::reference::NodeCtx;
-use crate::reference::lanes::{Lanes, floats_to, int_range};
+use crate::reference::lanes::{Lanes, floats_to};
 use crate::reference::strides::{self, axes, count, ints};
 use crate::tensor::HostTensor;
 
@@ -126,7 +126,7 @@ fn reduce_f64(kind: Reduction, xs: impl Iterator<Item = f64> + Clone) -> f64 {
 /// Integer reductions: exact where the result is an integer, via f64 otherwise.
 fn reduce_ints(kind: Reduction, dtype: DType, v: &[i64], bases: &[usize], block: &[usize]) -> Lanes {
     let members: Vec<_> = bases.iter().map(|&b| block.iter().map(move |&o| b + o)).collect();
-    let (lowest, highest) = int_range(dtype).unwrap_or((i64::MIN, i64::MAX));
+    let (lowest, highest) = dtype.int_range().unwrap_or((i64::MIN, i64::MAX));
     let exact = |f: &dyn Fn(&mut dyn Iterator<Item = i64>) -> i64| {
         Lanes::I(members.iter().map(|m| f(&mut m.clone().map(|i| v[i]))).collect())
     };

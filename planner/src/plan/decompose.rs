@@ -58,6 +58,11 @@ impl Expand<'_> {
         self.op_into(op, inputs, None)
     }
 
+    /// `v` cast to `to`.
+    fn cast(&mut self, v: ValueId, to: DType) -> ValueId {
+        self.op(Op::Cast(op::Cast::to(to)), &[v])
+    }
+
     fn f32(&mut self, v: f32) -> ValueId {
         let name = self.fresh();
         self.g.initializer(&name, ConstTensor::from_f32(&[], &[v]).expect("a scalar"))
@@ -114,10 +119,10 @@ fn eight_bit(infos: &[TensorInfo], vs: &[ValueId]) -> bool {
 
 /// The integer `v` as f32, less its zero point `z` (shaped to broadcast) when there is one.
 fn less_zero(e: &mut Expand, v: ValueId, z: Option<ValueId>) -> ValueId {
-    let vf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[v]);
+    let vf = e.cast(v, DType::F32);
     match z {
         Some(z) => {
-            let zf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[z]);
+            let zf = e.cast(z, DType::F32);
             e.sub(vf, zf)
         }
         None => vf,
@@ -149,19 +154,14 @@ fn requantize(
 ) -> bool {
     let to = infos[zy.index()].dtype;
     let f32s = [s1, s2, sy].iter().all(|v| infos[v.index()].dtype == DType::F32);
-    let Some((lo, hi)) = quant::int_bounds(to).filter(|_| f32s && matches!(to, DType::U8 | DType::I8)) else {
+    if !f32s || !matches!(to, DType::U8 | DType::I8) {
         return false;
-    };
+    }
     let scale = e.mul(s1, s2);
     let multiplier = e.div(scale, sy);
     let scaled = e.mul(acc, multiplier);
-    let r = e.op(Op::Round, &[scaled]);
-    let shifted = {
-        let zf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[zy]);
-        e.add(r, zf)
-    };
-    let (lo, hi) = (e.f32(lo), e.f32(hi));
-    let c = e.op(Op::Clip(op::Clip::default()), &[shifted, lo, hi]);
+    let zf = e.cast(zy, DType::F32);
+    let c = quant::on_grid(e, scaled, Some(zf), to).expect("8-bit types have bounds");
     e.op_into(Op::Cast(op::Cast::to(to)), &[c], out);
     true
 }
@@ -271,7 +271,7 @@ fn expand(
                 optimizer(&mut e, &ins, outs, 3, |e, r, t, v, out| {
                     let (x, g, h) = (v[0], v[1], v[2]);
                     // r' = R / (1 + T decay)
-                    let tf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[t]);
+                    let tf = e.cast(t, DType::F32);
                     let td = e.scale(a.decay_factor, tf);
                     let one = e.f32(1.0);
                     let den = e.add(one, td);
@@ -291,7 +291,7 @@ fn expand(
                 optimizer(&mut e, &ins, outs, 4, |e, r, t, v, out| {
                     let (x, g, m, h) = (v[0], v[1], v[2], v[3]);
                     // r' = R sqrt(1 - beta^T) / (1 - alpha^T) when T > 0, else R.
-                    let tf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[t]);
+                    let tf = e.cast(t, DType::F32);
                     let (alpha, beta, one) = (e.f32(a.alpha), e.f32(a.beta), e.f32(1.0));
                     let at = e.op(Op::Pow, &[alpha, tf]);
                     let bt = e.op(Op::Pow, &[beta, tf]);
@@ -431,7 +431,7 @@ fn expand(
                 false
             }
             Op::ReduceMax(_) | Op::ReduceMin(_) if infos[ins[0].index()].dtype == DType::Bool => {
-                let x = e.op(Op::Cast(op::Cast::to(DType::F32)), &ins[..1]);
+                let x = e.cast(ins[0], DType::F32);
                 let mut operands = vec![x];
                 operands.extend(&ins[1..]);
                 let r = e.op(node.op.clone(), &operands);
@@ -537,15 +537,11 @@ fn expand(
                 let range = e.sub(hi, lo);
                 let levels = e.f32(255.0);
                 let scale = e.div(range, levels);
-                let (z_lo, z_hi) = (e.f32(0.0), e.f32(255.0));
                 let lo_s = e.div(lo, scale);
                 let neg = e.sub(zero, lo_s);
-                let zr = e.op(Op::Round, &[neg]);
-                let zp = e.op(Op::Clip(op::Clip::default()), &[zr, z_lo, z_hi]);
                 let q = e.div(x, scale);
-                let qr = e.op(Op::Round, &[q]);
-                let shifted = e.add(qr, zp);
-                let y = e.op(Op::Clip(op::Clip::default()), &[shifted, z_lo, z_hi]);
+                let zp = quant::on_grid(&mut e, neg, None, DType::U8).expect("uint8 has bounds");
+                let y = quant::on_grid(&mut e, q, Some(zp), DType::U8).expect("uint8 has bounds");
                 e.op_into(Op::Cast(op::Cast::to(DType::U8)), &[y], node.output(0));
                 e.op_into(Op::Identity, &[scale], node.output(1));
                 e.op_into(Op::Cast(op::Cast::to(DType::U8)), &[zp], node.output(2));
@@ -602,17 +598,16 @@ fn expand(
             }
             Op::Pow if ins.len() == 2 => {
                 let (tx, ty) = (infos[ins[0].index()].dtype, infos[ins[1].index()].dtype);
-                let cast = |e: &mut Expand, v: ValueId, to: DType| e.op(Op::Cast(op::Cast::to(to)), &[v]);
                 // A float base to an integer exponent (of any width) takes it as f32; an integer
                 // base to a float exponent computes in f32 and truncates back.
                 match (tx, ty) {
                     (DType::F32, y) if y.is_int() => {
-                        let y = cast(&mut e, ins[1], DType::F32);
+                        let y = e.cast(ins[1], DType::F32);
                         e.op_into(Op::Pow, &[ins[0], y], node.output(0));
                         true
                     }
                     (x, DType::F32) if x.is_int() => {
-                        let xf = cast(&mut e, ins[0], DType::F32);
+                        let xf = e.cast(ins[0], DType::F32);
                         let p = e.op(Op::Pow, &[xf, ins[1]]);
                         e.op_into(Op::Cast(op::Cast::to(x)), &[p], node.output(0));
                         true

@@ -3,7 +3,7 @@
 
 use kernels_gpu::abi::{
     CastParams, CompareParams, KernelId, MAX_RANK, OneHotParams, Params, WhereParams, compare_op, int_op,
-    round_mode, scalar,
+    scalar,
 };
 
 use super::elementwise::{binary_params, broadcast_strides_i64, collapse_dims};
@@ -173,12 +173,16 @@ pub(super) fn int_arith(
     let bin = binary_params(ad, bd, yd).ok_or("the broadcast collapses to more than 8 dims")?;
     let status_code = if checked { status_code(id) } else { 0 };
     let p = CompareParams { bin, op: code, dtype: scalar_code(dtype)?, status_code, _pad: 0 };
-    if bin.elems == 0 {
-        return Ok(Vec::new());
-    }
     let status = if checked { Arg::Status } else { Arg::Null };
-    let args = vec![Arg::Value(a), Arg::Value(b), status, Arg::Value(y)];
-    Ok(super::movement::step(id, label, KernelId::IntArith, &p, bin.elems, o, args))
+    launch(
+        id,
+        label,
+        KernelId::IntArith,
+        &p,
+        bin.elems,
+        o,
+        [Arg::Value(a), Arg::Value(b), status, Arg::Value(y)],
+    )
 }
 
 /// The code a checked step of node `id` raises the status word to (never 0, which is "no error").
@@ -193,12 +197,12 @@ fn launch(
     p: &impl Params,
     work: u64,
     o: &PlanOptions,
-    args: &[ValueId],
+    args: impl IntoIterator<Item = Arg>,
 ) -> Lowered {
     if work == 0 {
         return Ok(Vec::new());
     }
-    Ok(super::movement::step(id, label, kernel, p, work, o, args.iter().map(|&v| Arg::Value(v)).collect()))
+    Ok(super::movement::step(id, label, kernel, p, work, o, args.into_iter().collect()))
 }
 
 /// Cast / CastLike of `x` into `y` (the output's dtype is the target), with Cast's `saturate`
@@ -213,19 +217,14 @@ pub(super) fn cast(
 ) -> Lowered {
     let ((xd, from), (_, to)) = (dims(values, x)?, dims(values, y)?);
     let elems = xd.iter().product::<usize>() as u64;
-    let round = match round {
-        RoundMode::Up => round_mode::UP,
-        RoundMode::Down => round_mode::DOWN,
-        RoundMode::Nearest => round_mode::NEAREST,
-    };
     let p = CastParams {
         elems,
         from: scalar_code(from)?,
         to: scalar_code(to)?,
         saturate: saturate as u32,
-        round,
+        round: round.code(),
     };
-    launch(id, label, KernelId::Cast, &p, elems, o, &[x, y])
+    launch(id, label, KernelId::Cast, &p, elems, o, [x, y].map(Arg::Value))
 }
 
 /// A comparison or logic op (`code` from [`compare_code`]); the one-operand ops (Not, IsNaN,
@@ -247,7 +246,7 @@ pub(super) fn compare(
     if matches!(dtype, DType::F16 | DType::BF16) {
         return Err(format!("comparisons of {dtype} have no kernel yet"));
     }
-    launch(id, label, KernelId::Compare, &p, bin.elems, o, &[a, b, y])
+    launch(id, label, KernelId::Compare, &p, bin.elems, o, [a, b, y].map(Arg::Value))
 }
 
 /// Where(cond, a, b) with three-way broadcasting to `y`.
@@ -292,7 +291,7 @@ pub(super) fn where_(
         8 => KernelId::WhereB8,
         _ => return Err(format!("Where of {dtype} has no kernel yet")),
     };
-    launch(id, label, kernel, &p, elems, o, &[c, a, b, y])
+    launch(id, label, kernel, &p, elems, o, [c, a, b, y].map(Arg::Value))
 }
 
 /// OneHot(indices, depth, values) along `axis` of the output; the depth is the output's extent
@@ -328,5 +327,5 @@ pub(super) fn one_hot(
         index_type: scalar_code(it)?,
         value_type: scalar_code(vt)?,
     };
-    launch(id, label, KernelId::OneHot, &p, prod(yd), o, &[idx, values_in, y])
+    launch(id, label, KernelId::OneHot, &p, prod(yd), o, [idx, values_in, y].map(Arg::Value))
 }

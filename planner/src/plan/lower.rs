@@ -416,14 +416,10 @@ pub(super) fn node(
         Op::SpaceToDepth(a) => {
             indexing::space_to_depth(&move_node(id, label, &ins, &n.outputs), a.blocksize, values, o)
         }
-        Op::Cast(_) | Op::CastLike(_) => {
+        Op::Cast(crate::op::Cast { saturate, round_mode, .. })
+        | Op::CastLike(crate::op::CastLike { saturate, round_mode }) => {
             let x = ins.first().copied().flatten().ok_or("missing input")?;
-            let (saturate, round) = match &n.op {
-                Op::Cast(c) => (c.saturate, c.round_mode),
-                Op::CastLike(c) => (c.saturate, c.round_mode),
-                _ => unreachable!("matched above"),
-            };
-            logic::cast(id, label, (x, out), (saturate, round), values, o)
+            logic::cast(id, label, (x, out), (*saturate, *round_mode), values, o)
         }
         Op::OneHot(a) => {
             let [Some(i), Some(_), Some(v)] = ins.as_slice() else { return Err("missing input".into()) };

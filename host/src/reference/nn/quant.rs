@@ -12,7 +12,7 @@ use planner::{Coded, DType, RoundMode};
 use super::operand::{OutBuf, View, axis, count, float_view, number_view, optional, required};
 use crate::error::HostError;
 use crate::reference::NodeCtx;
-use crate::reference::lanes::{floats_to_with, int_range, ints_to};
+use crate::reference::lanes::{floats_to_with, ints_to};
 use crate::reference::strides::{next_index, strides};
 use crate::tensor::{HostTensor, try_collect};
 
@@ -96,7 +96,7 @@ pub fn quantize_linear(
         None => None,
     };
     let n = count(node, x.shape)?;
-    let data = if let Some((lo, hi)) = int_range(dtype) {
+    let data = if let Some((lo, hi)) = dtype.int_range() {
         let values = scales.enumerate().map(|(i, s)| {
             let q = (x.at(i) as f32 / scale.at(s) as f32).round_ties_even() as f64;
             let z = zero.as_mut().and_then(|(d, at)| at.next().map(|o| d.int_at(o))).unwrap_or(0);
@@ -303,7 +303,7 @@ impl Requantize {
             return Err(node.err("y_scale and y_zero_point must hold one value each"));
         }
         let dtype = zy.dtype();
-        let Some((lo, hi)) = int_range(dtype).filter(|_| matches!(dtype, DType::U8 | DType::I8)) else {
+        let Some((lo, hi)) = dtype.int_range().filter(|_| matches!(dtype, DType::U8 | DType::I8)) else {
             return Err(node.err(format!("y_zero_point must be uint8 or int8, got {dtype}")));
         };
         Ok(Requantize {

@@ -74,18 +74,9 @@ impl Quant<'_> {
     /// repeated along `axis` to x's shape: `[.., nb, ..]` reshaped to `[.., nb, 1, ..]`,
     /// expanded to `[.., nb, bs, ..]`, reshaped to `[.., nb·bs, ..]` and sliced to x's length.
     fn blocked(&self, e: &mut Expand, p: ValueId) -> Option<ValueId> {
-        let x = self.infos[self.ins.0.index()].shape.as_known()?;
-        let ps = self.infos[p.index()].shape.as_known()?;
-        let (rank, bs) = (x.len() as i64, self.attrs.block_size);
-        let axis = if self.attrs.axis < 0 { self.attrs.axis + rank } else { self.attrs.axis };
-        if !(0..rank).contains(&axis) || ps.len() != x.len() || bs == 0 {
-            return None;
-        }
-        let a = axis as usize;
-        let nb = x[a].div_ceil(bs);
-        if ps[a] != nb || (0..x.len()).any(|d| d != a && ps[d] != x[d]) {
-            return None;
-        }
+        let (x, ps, a) = self.block_layout(p)?;
+        let (bs, axis) = (self.attrs.block_size, a as i64);
+        let nb = ps[a];
         let dims = |inner: &[usize]| -> Vec<i64> {
             ps[..a].iter().chain(inner).chain(&ps[a + 1..]).map(|&d| d as i64).collect()
         };
@@ -127,24 +118,29 @@ impl Quant<'_> {
         self.ins.2.map_or(self.attrs.output_dtype.unwrap_or(DType::U8), |z| self.dtype(z))
     }
 
+    /// x's shape, `p`'s and the blocked axis, when `p` (a blocked scale or zero point) holds one
+    /// value per block of `block_size` along the axis and x's extent along the others.
+    fn block_layout(&self, p: ValueId) -> Option<(Vec<usize>, Vec<usize>, usize)> {
+        let x = self.infos[self.ins.0.index()].shape.as_known()?;
+        let ps = self.infos[p.index()].shape.as_known()?;
+        let (rank, bs) = (x.len() as i64, self.attrs.block_size);
+        let axis = if self.attrs.axis < 0 { self.attrs.axis + rank } else { self.attrs.axis };
+        if !(0..rank).contains(&axis) || ps.len() != x.len() || bs == 0 {
+            return None;
+        }
+        let a = axis as usize;
+        let fits = (0..x.len()).all(|d| ps[d] == if d == a { x[d].div_ceil(bs) } else { x[d] });
+        fits.then_some((x, ps, a))
+    }
+
     /// Whether `p` (the scale or the zero point) broadcasts against x: one value, one per slice
     /// of the axis, or (blocked) one per block.
     fn fits(&self, p: ValueId) -> bool {
         if self.attrs.block_size == 0 {
-            return self.broadcast_dims(p).is_some();
+            self.broadcast_dims(p).is_some()
+        } else {
+            self.block_layout(p).is_some()
         }
-        let (Some(x), Some(ps)) =
-            (self.infos[self.ins.0.index()].shape.as_known(), self.infos[p.index()].shape.as_known())
-        else {
-            return false;
-        };
-        let rank = x.len() as i64;
-        let axis = if self.attrs.axis < 0 { self.attrs.axis + rank } else { self.attrs.axis };
-        (0..rank).contains(&axis)
-            && ps.len() == x.len()
-            && (0..x.len()).all(|d| {
-                if d == axis as usize { ps[d] == x[d].div_ceil(self.attrs.block_size) } else { ps[d] == x[d] }
-            })
     }
 
     /// True when the expansion covers this QuantizeLinear to an integer type (8- or 16-bit, or
@@ -212,7 +208,7 @@ impl Quant<'_> {
     fn to_f32(&self, e: &mut Expand, v: ValueId) -> ValueId {
         match self.coded {
             Some(c) => decode(e, v, c),
-            None => e.op(Op::Cast(op::Cast::to(DType::F32)), &[v]),
+            None => e.cast(v, DType::F32),
         }
     }
 
@@ -235,7 +231,7 @@ impl Quant<'_> {
             let q = e.div(self.ins.0, sb);
             let q = match zb {
                 Some(zb) if c == Coded::F4E2M1 => {
-                    let zf = e.op(Op::Cast(op::Cast::to(DType::F32)), &[zb]);
+                    let zf = e.cast(zb, DType::F32);
                     e.add(q, zf)
                 }
                 _ => q,
@@ -270,41 +266,34 @@ impl Quant<'_> {
         }
         let (x, _, _) = self.ins;
         let to = self.target();
-        let (lo, hi) = int_bounds(to)?;
         let (sb, zb) = self.broadcast_operands(e)?;
         let q = e.div(x, sb);
-        let r = e.op(Op::Round, &[q]);
-        let zf = zb.map(|zb| e.op(Op::Cast(op::Cast::to(DType::F32)), &[zb]));
-        let shifted = match zf {
-            Some(zf) => e.add(r, zf),
-            None => r,
-        };
-        let (lo, hi) = (e.f32(lo), e.f32(hi));
-        let name = e.fresh();
-        let c = e.g.add_value(format!("{name}:0"), None);
-        e.g.add_node(crate::graph::Node {
-            name,
-            op: Op::Clip(op::Clip::default()),
-            inputs: vec![Some(shifted), Some(lo), Some(hi)],
-            outputs: vec![Some(c)],
-        });
+        let zf = zb.map(|zb| e.cast(zb, DType::F32));
+        let c = on_grid(e, q, zf, to)?;
         Some((to, c, (sb, zf)))
     }
 }
 
+/// `clip(round(v) + zero, lo, hi)` in f32 (`round` to nearest even), `[lo, hi]` integer type
+/// `to`'s range ([`int_bounds`]): `v` quantized onto `to`'s grid, still in f32; `None` for
+/// another type.
+pub(super) fn on_grid(e: &mut Expand, v: ValueId, zero: Option<ValueId>, to: DType) -> Option<ValueId> {
+    let (lo, hi) = int_bounds(to)?;
+    let r = e.op(Op::Round, &[v]);
+    let shifted = match zero {
+        Some(z) => e.add(r, z),
+        None => r,
+    };
+    let (lo, hi) = (e.f32(lo), e.f32(hi));
+    Some(e.op(Op::Clip(op::Clip::default()), &[shifted, lo, hi]))
+}
+
 /// The bounds a QuantizeLinear to integer type `to` clips to; `None` for the other types.
 pub(super) fn int_bounds(to: DType) -> Option<(f32, f32)> {
-    Some(match to {
-        DType::U8 => (0.0, 255.0),
-        DType::I8 => (-128.0, 127.0),
-        DType::U16 => (0.0, 65535.0),
-        DType::I16 => (-32768.0, 32767.0),
-        DType::Coded(c) if !c.is_float() => {
-            let codes = (0..1u8 << c.bits()).map(|k| c.decode_int(k) as f32);
-            codes.clone().fold((0.0, 0.0), |(lo, hi): (f32, f32), v| (lo.min(v), hi.max(v)))
-        }
-        _ => return None,
-    })
+    let quantized = matches!(to, DType::U8 | DType::I8 | DType::U16 | DType::I16)
+        || matches!(to, DType::Coded(c) if !c.is_float());
+    let (lo, hi) = to.int_range().filter(|_| quantized)?;
+    Some((lo as f32, hi as f32))
 }
 
 /// A dequantized value as its expansion computes it, `y = centred * scale`: `centred` the integer
@@ -567,7 +556,7 @@ pub(super) fn decode(e: &mut Expand, codes: ValueId, c: Coded) -> ValueId {
     let name = e.fresh();
     let table =
         e.g.initializer(&name, ConstTensor::from_f64s(DType::F32, &[256], &values).expect("256 values"));
-    let index = e.op(Op::Cast(op::Cast::to(DType::I64)), &[codes]);
+    let index = e.cast(codes, DType::I64);
     e.op(Op::Gather(op::Gather { axis: 0 }), &[table, index])
 }
 
