@@ -217,6 +217,7 @@ const LAUNCH_BOUNDS: &[(&str, u32)] = &[
     ("attention_f32", 128),
     ("attention_tc_f32", 128),
     ("attention_small_f32", 128),
+    ("attention_flash_f32", 128),
     // `plan::rows::LAYER_NORM_MAX_THREADS`.
     ("layer_norm_f32", 512),
     // `RECURRENT_MAX_THREADS`: compiled through the driver's linker (the kernel cache), lstm_f32
@@ -312,6 +313,7 @@ const RELEASE_AT_EXIT: &[&str] = &[
     "deform_conv_f32",
     "attention_tc_f32",
     "attention_small_f32",
+    "attention_flash_f32",
     "attention_scores_f32",
     "linear_attention_f32",
     "lstm_f32",

@@ -49,6 +49,7 @@ macro_rules! unroll {
     }};
 }
 
+mod flash;
 mod small;
 
 /// Whether a view's rows of `(b, h)` can be read as 16-byte vectors from `ptr`: unit column

@@ -84,15 +84,8 @@ pub(crate) unsafe fn finish(
         Some((e, x)) => {
             // Parameters over [batch, m, n] (the planner writes them so when the inputs' offsets
             // are linear in the row and the column): offsets without dividing.
-            let r = MAX_RANK - 3;
-            let aligned = e.rank == 3
-                && e.out_shape[r] == p.batch as u64
-                && e.out_shape[r + 1] == p.m as u64
-                && e.out_shape[r + 2] == p.n as u64;
-            if aligned {
-                let (i, j) = (i as u64, j as u64);
-                let at = |s: &[u64; MAX_RANK]| batch * s[r] + i * s[r + 1] + j * s[r + 2];
-                let o = [at(&e.strides[0]), at(&e.strides[1]), at(&e.strides[2]), at(&e.strides[3])];
+            if e.aligned_to(p.batch as u64, p.m as u64, p.n as u64) {
+                let o = e.aligned_offsets(batch, i as u64, j as u64);
                 // SAFETY: forwarded (the caller's contract); `o` are element (batch, i, j)'s offsets.
                 return unsafe { crate::program::ew_element_at(e, o, Some(v), x) };
             }

@@ -178,7 +178,7 @@ impl EwState {
 
 /// Element offsets of output index `i` into the program's four inputs.
 #[inline(always)]
-fn ew_offsets(p: &EwProgramParams, i: u64) -> [u64; 4] {
+pub(crate) fn ew_offsets(p: &EwProgramParams, i: u64) -> [u64; 4] {
     if p.rank == 0 {
         return [i; 4];
     }

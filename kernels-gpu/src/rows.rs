@@ -28,7 +28,10 @@ fn each_row(p: &RowParams, mut f: impl FnMut(Group, u64)) {
         return;
     }
     each_item(p.outer * p.inner, p.threads_per_row, |g, r| {
-        f(g, (r / p.inner) * p.len * p.inner + r % p.inner)
+        // Contiguous rows (LayerNormalization, RMSNormalization, softmax over the last axis)
+        // without a 64-bit division a row. (One call of `f`: two would outline it.)
+        let base = if p.inner == 1 { r * p.len } else { (r / p.inner) * p.len * p.inner + r % p.inner };
+        f(g, base)
     });
 }
 

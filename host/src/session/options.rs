@@ -52,6 +52,9 @@ pub struct SessionOptions {
     /// Run attention on the tensor cores where it fits (`attention_tc_f32`, 3xTF32 with f32
     /// accuracy; default on).
     pub tensor_core_attention: bool,
+    /// Take `attention_flash_f32` where both heads are at most 64 (a warp per 16 query rows over
+    /// all their keys; default off: slower than `attention_tc_f32` on every shape measured).
+    pub flash_attention: bool,
     /// Fuse attention chains (`MatMul -> [elementwise] -> Softmax -> MatMul`) into one kernel
     /// each (default on).
     pub fuse_attention: bool,
@@ -109,7 +112,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 23] = [
+    const SWITCHES: [Switch; 24] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -124,6 +127,7 @@ impl SessionOptions {
         ("conv_program_epilogue", |o| &mut o.conv_program_epilogue),
         ("programmatic_launch", |o| &mut o.programmatic_launch),
         ("tensor_core_attention", |o| &mut o.tensor_core_attention),
+        ("flash_attention", |o| &mut o.flash_attention),
         ("fuse_attention", |o| &mut o.fuse_attention),
         ("pair_gemm", |o| &mut o.pair_gemm),
         ("wgmma_gemm", |o| &mut o.wgmma_gemm),
@@ -188,6 +192,7 @@ impl Default for SessionOptions {
             conv_program_epilogue: false,
             programmatic_launch: true,
             tensor_core_attention: true,
+            flash_attention: false,
             fuse_attention: true,
             pair_gemm: true,
             wgmma_gemm: true,

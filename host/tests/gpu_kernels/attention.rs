@@ -1,5 +1,5 @@
-//! The fused attention kernels (`attention_tc_f32` on the tensor cores and `attention_f32` on the
-//! CUDA cores, through the planner's attention fusion) against
+//! The fused attention kernels (`attention_flash_f32` and `attention_tc_f32` on the tensor cores
+//! and `attention_f32` on the CUDA cores, through the planner's attention fusion) against
 //! the CPU reference running the unfused graph: GPT-2's layout (Q, K, V split out of one
 //! projection and reshaped / transposed per head, the output transposed back, all read and written
 //! in place) with a causal mask, BERT's layout (per-head transposes of separate projections) with
@@ -30,22 +30,33 @@ fn reshape(g: &mut Graph, name: &str, x: ValueId, dims: &[usize]) -> ValueId {
     g.op1(Op::Reshape(Default::default()), &[x, shape])
 }
 
-/// Runs `g` on the GPU twice, with the default options (attention fused, on the tensor cores where
-/// the planner takes `attention_tc_f32`) and with attention on the CUDA cores (`attention_f32`),
-/// and on the reference; checks each plan has its attention launch and no `softmax_f32`, and the
-/// outputs agree. Returns whether the default plan ran on the tensor cores.
+/// Runs `g` on the GPU three times, with the default options (attention fused, on the tensor
+/// cores where the planner takes `attention_tc_f32` or `attention_small_f32`), with the flash
+/// kernel on (`attention_flash_f32` where it fits), and with attention on the CUDA cores
+/// (`attention_f32`), and on the reference; checks each plan has its attention launch and no
+/// `softmax_f32`, and the outputs agree. Returns whether the default plan ran on the tensor cores.
 fn check(what: &str, g: Graph, inputs: Vec<(String, HostTensor)>) -> bool {
     let want = host::reference::eval(&g, &inputs).unwrap_or_else(|e| panic!("{what}: reference: {e}"));
+    let flash = SessionOptions { flash_attention: true, ..SessionOptions::default() };
     let cores = SessionOptions { tensor_core_attention: false, ..SessionOptions::default() };
     let mut tensor_cores = false;
-    for (options, kernel) in [(SessionOptions::default(), "attention"), (cores, "attention_f32")] {
+    for (i, (options, kernel)) in
+        [(SessionOptions::default(), "attention"), (flash, "attention"), (cores, "attention_f32")]
+            .into_iter()
+            .enumerate()
+    {
         let mut s = Session::new(ctx(), g.clone(), options).unwrap_or_else(|e| panic!("{what}: {e}"));
         let got = s.run(&inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
         let plan = s.last_plan().unwrap().to_string();
         assert!(plan.contains(kernel) && !plan.contains("softmax_f32"), "{what}: not fused:\n{plan}");
-        let tc = plan.contains("attention_tc_f32") || plan.contains("attention_small_f32");
-        tensor_cores |= tc;
-        compare(&format!("{what} ({})", if tc { "tensor cores" } else { "CUDA cores" }), &got, &want);
+        let name = ["attention_flash_f32", "attention_tc_f32", "attention_small_f32"]
+            .into_iter()
+            .find(|k| plan.contains(k))
+            .unwrap_or("attention_f32");
+        if i == 0 {
+            tensor_cores = name != "attention_f32";
+        }
+        compare(&format!("{what} ({name})"), &got, &want);
     }
     tensor_cores
 }
@@ -212,6 +223,48 @@ fn attention_that_fills_the_device_runs_on_the_tensor_cores() {
         let what = format!("tc onnx b={b} h={h} sq={sq} skv={skv} d={d} dv={dv}");
         assert!(check(&what, g, inputs), "{what}: not on the tensor cores");
     }
+}
+
+/// `attention_flash_f32` (on by option) at each of its block sizes (1, 2 and 4 warps, picked by
+/// how many blocks fill the device) and both tile copies (16-byte rows, element by element where a head is no
+/// multiple of four or K is read transposed), heads from 3 to 64 with the value head different
+/// from the key's, query and key counts no multiple of 16 or 32, causal with fewer keys than
+/// queries, grouped heads and an additive mask with a fully masked row; every launch on the flash
+/// kernel, matching the reference, the default kernels and the CUDA cores.
+#[test]
+fn flash_attention_matches_the_reference_at_every_block_size() {
+    let mut rng = Rng::new(0xf1a5);
+    // (b, hq, hkv, sq, skv, d, dv, causal): 4 warps (b * hq * ceil(sq / 64) >= 132 blocks), 2
+    // (BERT's and GPT-2's attention at batch 16), 2, then 1.
+    for (b, hq, hkv, sq, skv, d, dv, causal) in [
+        (3, 48, 48, 70, 70, 16, 16, true),
+        (16, 4, 4, 128, 128, 64, 64, false),
+        (2, 40, 20, 33, 100, 40, 24, false),
+        (1, 4, 4, 300, 300, 8, 8, true),
+        (1, 3, 1, 45, 29, 6, 10, true),
+        (2, 2, 2, 17, 65, 3, 64, false),
+    ] {
+        let a = planner::op::Attention { is_causal: causal, ..Default::default() };
+        let shapes: [&[usize]; 3] = [&[b, hq, sq, d], &[b, hkv, skv, d], &[b, hkv, skv, dv]];
+        let (g, inputs) = onnx_attention(a, shapes, None, &mut rng);
+        let what = format!("flash b={b} hq={hq} hkv={hkv} sq={sq} skv={skv} d={d} dv={dv} causal={causal}");
+        let flash = SessionOptions { flash_attention: true, ..SessionOptions::default() };
+        let mut s = Session::new(ctx(), g.clone(), flash).unwrap();
+        s.run(&inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let plan = s.last_plan().unwrap().to_string();
+        assert!(plan.contains("attention_flash_f32"), "{what}:\n{plan}");
+        assert!(check(&what, g, inputs));
+    }
+    // An additive (B, 1, Sq, Skv) mask with -inf entries and a fully masked row (NaN).
+    let (b, h, sq, skv, d) = (2, 3, 40, 50, 32);
+    let n = b * sq * skv;
+    let mut data: Vec<f32> =
+        (0..n).map(|i| if i % 11 == 4 { f32::NEG_INFINITY } else { (i % 5) as f32 * 0.2 }).collect();
+    data[3 * skv..4 * skv].iter_mut().for_each(|x| *x = f32::NEG_INFINITY);
+    let a = planner::op::Attention { scale: Some(0.4), ..Default::default() };
+    let shapes: [&[usize]; 3] = [&[b, h, sq, d], &[b, h, skv, d], &[b, h, skv, d]];
+    let (g, inputs) = onnx_attention(a, shapes, Some((&[b, 1, sq, skv], data)), &mut rng);
+    assert!(check("flash with an additive mask", g, inputs));
 }
 
 /// BERT's attention: separate `[B, S, H·D]` projections reshaped to heads, Q and V transposed to

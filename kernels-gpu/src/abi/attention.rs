@@ -79,6 +79,30 @@ pub const fn attention_tc_shared_bytes(dv: u32) -> u32 {
     4 * ATTN_TC_WARPS * ATTN_TC_ROWS * (dv + 3)
 }
 
+/// Largest query / key and value head size of `attention_flash_f32` (its lanes hold their Q
+/// fragments and a 16 x `dv` output tile in registers).
+pub const ATTN_FLASH_MAX_D: u32 = 64;
+/// Keys per tile of `attention_flash_f32` (the block's shared K and V tiles).
+pub const ATTN_FLASH_KEYS: u32 = 32;
+/// Most warps per block of `attention_flash_f32` (16 query rows each).
+pub const ATTN_FLASH_MAX_WARPS: u32 = 4;
+
+/// Whether `attention_flash_f32` takes head sizes `dk`, `dv` (both at most [`ATTN_FLASH_MAX_D`]).
+pub const fn attention_flash_fits(dk: u32, dv: u32) -> bool {
+    dk > 0 && dv > 0 && dk <= ATTN_FLASH_MAX_D && dv <= ATTN_FLASH_MAX_D
+}
+
+/// Dynamic shared memory of an `attention_flash_f32` launch: the K tile, [`ATTN_FLASH_KEYS`] rows
+/// of `ceil8(dk) + 4` f32, then the V tile, as many rows of `ceil8(dv) + 4` (0 when it does not
+/// [`attention_flash_fits`]).
+pub const fn attention_flash_shared_bytes(dk: u32, dv: u32) -> u32 {
+    if attention_flash_fits(dk, dv) {
+        4 * ATTN_FLASH_KEYS * (dk.div_ceil(8) * 8 + 4 + dv.div_ceil(8) * 8 + 4)
+    } else {
+        0
+    }
+}
+
 /// A strided 4-D view `[batch, head, row, col]` of an f32 operand: element `(b, h, r, c)` is at
 /// `offset + b * strides[0] + h * strides[1] + r * strides[2] + c * strides[3]` from the
 /// operand's pointer (a stride of 0 broadcasts).

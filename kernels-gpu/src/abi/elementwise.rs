@@ -368,6 +368,28 @@ pub struct EwProgramParams {
 }
 
 impl EwProgramParams {
+    /// Whether the program's parameters are over `[batch, m, n]`: rank 3 with those dims, so that
+    /// element `(b, i, j)`'s offsets are linear in its indices ([`EwProgramParams::aligned_offsets`]).
+    /// The planner writes a GEMM's or a convolution's epilogue program so where it can. (Constant
+    /// indices only: a slice comparison copies the parameters to local memory.)
+    #[inline(always)]
+    pub fn aligned_to(&self, batch: u64, m: u64, n: u64) -> bool {
+        let r = MAX_RANK - 3;
+        self.rank == 3
+            && self.out_shape[r] == batch
+            && self.out_shape[r + 1] == m
+            && self.out_shape[r + 2] == n
+    }
+
+    /// The element offsets of `(b, i, j)` into the four inputs, for parameters
+    /// [`EwProgramParams::aligned_to`] `[batch, m, n]`.
+    #[inline(always)]
+    pub fn aligned_offsets(&self, b: u64, i: u64, j: u64) -> [u64; EW_MAX_INPUTS] {
+        let r = MAX_RANK - 3;
+        let at = |s: &[u64; MAX_RANK]| b * s[r] + i * s[r + 1] + j * s[r + 2];
+        [at(&self.strides[0]), at(&self.strides[1]), at(&self.strides[2]), at(&self.strides[3])]
+    }
+
     /// These parameters with the divisors of their used output dims recomputed:
     /// [`EwProgramParams::fast_div`] set and [`EwProgramParams::div_m`] / [`EwProgramParams::div_s`]
     /// filled when there are broadcast dims (`rank > 0`) and every output index is below 2^31,

@@ -419,6 +419,9 @@ kernel_ids! {
     /// `attention_tc::small::attention_small_f32`: `attention_tc_f32` for heads up to 16 (the
     /// head's k steps only, two output tiles per lane)
     AttentionSmallF32 => "attention_small_f32",
+    /// `attention_tc::flash::attention_flash_f32`: `attention_f32` on the tensor cores, a warp per
+    /// 16 query rows over all their keys, K and V tiles shared by the block (heads up to 64)
+    AttentionFlashF32 => "attention_flash_f32",
     /// `rotary::rotary_f32`: ONNX RotaryEmbedding
     RotaryF32 => "rotary_f32",
     // select

@@ -4,76 +4,54 @@
 use super::Index;
 use crate::abi::{EwProgramParams, GatherParams, MAX_RANK};
 use crate::intrinsics::{global_thread_x, grid_threads_x, trap};
-use crate::program::ew_element;
+use crate::program::{ew_element_at, ew_offsets};
 
-/// What output element `i` of a gather gets of the gathered value `v`: `v` itself, or an
-/// elementwise program's result. A trait with `#[inline(always)]` methods rather than a closure:
-/// a closure called from the two index widths was outlined, its program parameters passed through
-/// local memory.
-trait Finish<T> {
-    /// # Safety
-    /// `i` is an element of the gather's output.
-    unsafe fn finish(&self, i: u64, v: T) -> T;
-}
-
-/// The gathered value itself.
-struct Gathered;
-
-impl<T> Finish<T> for Gathered {
-    #[inline(always)]
-    unsafe fn finish(&self, _: u64, v: T) -> T {
-        v
-    }
-}
-
-/// The program `e` with inputs `x` (input 0 is the gathered value, not read from memory).
-struct Programmed<'a> {
-    e: &'a EwProgramParams,
-    x: [*const f32; 4],
-}
-
-impl Finish<f32> for Programmed<'_> {
-    #[inline(always)]
-    unsafe fn finish(&self, i: u64, v: f32) -> f32 {
-        // SAFETY: the program's inputs cover every output element (gather_program_f32's contract).
-        unsafe { ew_element(self.e, i, Some(v), self.x) }
-    }
-}
-
+/// A grid-stride loop over the output elements, the index arithmetic in `I`.
+///
 /// # Safety
-/// The [`gather_f32`] contract; `finish` is what output element `i` gets of gathered `v`.
+/// The [`gather_f32`] contract for elements of type `T` (`oob` for an index out of range).
 #[inline(always)]
-unsafe fn gather<I: Index, T: Copy>(
-    p: &GatherParams,
-    x: *const T,
-    idx: *const i64,
-    y: *mut T,
-    oob: T,
-    finish: &impl Finish<T>,
-) {
+unsafe fn gather<I: Index, T: Copy>(p: &GatherParams, x: *const T, idx: *const i64, y: *mut T, oob: T) {
     let elems = p.outer * p.n_idx * p.inner;
-    let (inner, n_idx, axis_len) = (I::cast(p.inner), I::cast(p.n_idx), I::cast(p.axis_len));
     let (mut i, stride) = (global_thread_x(), grid_threads_x());
     while i < elems {
-        let t = I::cast(i);
-        let (k, rest) = (t % inner, t / inner);
-        let (j, o) = (rest % n_idx, rest / n_idx);
-        let j: u64 = j.into();
-        // SAFETY: j < n_idx indices of `index_bytes` bytes.
-        let raw = unsafe { crate::indexing::load_index(idx.cast(), p.index_bytes, j) };
-        let a = if raw < 0 { raw.wrapping_add(p.axis_len as i64) } else { raw };
-        let v = if a >= 0 && (a as u64) < p.axis_len {
-            let off: u64 = ((o * axis_len + I::cast(a as u64)) * inner + k).into();
-            // SAFETY: o < outer, a < axis_len, k < inner: inside the `outer * axis_len * inner`
-            // elements of `x`.
-            unsafe { *x.add(off as usize) }
-        } else {
-            oob
-        };
         // SAFETY: i < elems.
-        unsafe { *y.add(i as usize) = finish.finish(i, v) };
+        unsafe { *y.add(i as usize) = gather_one::<I, T>(p, x, idx, i, oob) };
         i += stride;
     }
+}
+
+/// The gathered value of output element `i` (`oob` for an index out of range), the index
+/// arithmetic in `I`.
+///
+/// # Safety
+/// The [`gather_f32`] contract; `i` is below the output's element count, which fits `I`.
+#[inline(always)]
+unsafe fn gather_one<I: Index, T: Copy>(p: &GatherParams, x: *const T, idx: *const i64, i: u64, oob: T) -> T {
+    let (inner, n_idx, axis_len) = (I::cast(p.inner), I::cast(p.n_idx), I::cast(p.axis_len));
+    let t = I::cast(i);
+    let (k, rest) = (t % inner, t / inner);
+    let (j, o) = (rest % n_idx, rest / n_idx);
+    let j: u64 = j.into();
+    // SAFETY: j < n_idx indices of `index_bytes` bytes.
+    let raw = unsafe { crate::indexing::load_index(idx.cast(), p.index_bytes, j) };
+    let a = if raw < 0 { raw.wrapping_add(p.axis_len as i64) } else { raw };
+    if a >= 0 && (a as u64) < p.axis_len {
+        let off: u64 = ((o * axis_len + I::cast(a as u64)) * inner + k).into();
+        // SAFETY: o < outer, a < axis_len, k < inner: inside the `outer * axis_len * inner`
+        // elements of `x`.
+        unsafe { *x.add(off as usize) }
+    } else {
+        oob
+    }
+}
+
+/// Whether the gather's element counts fit u32 index arithmetic.
+#[inline(always)]
+fn fits_u32(p: &GatherParams) -> bool {
+    let elems = p.outer.saturating_mul(p.n_idx).saturating_mul(p.inner);
+    let data = p.outer.saturating_mul(p.axis_len).saturating_mul(p.inner);
+    elems <= u32::MAX as u64 && data <= u32::MAX as u64 && p.n_idx <= u32::MAX as u64
 }
 
 /// ONNX Gather of f32 data with i64 (or, `p.index_bytes` 4, i32) indices along one axis: data
@@ -100,33 +78,19 @@ unsafe fn gather<I: Index, T: Copy>(
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn gather_f32(p: GatherParams, x: *const f32, idx: *const i64, y: *mut f32) {
     // SAFETY: forwarded from the contract.
-    unsafe { gather_then(&p, x, idx, y, f32::NAN, &Gathered) }
+    unsafe { gather_then(&p, x, idx, y, f32::NAN) }
 }
 
-/// The gather of every entry (elements of type `T`, `oob` for an index out of range), output
-/// element `i` being `finish` of the gathered `v`: the index arithmetic in u32 where the sizes
-/// allow it.
+/// The gather of every entry (elements of type `T`, `oob` for an index out of range): the index
+/// arithmetic in u32 where the sizes allow it.
 ///
 /// # Safety
 /// The [`gather_f32`] contract for elements of type `T`.
 #[inline(always)]
-unsafe fn gather_then<T: Copy>(
-    p: &GatherParams,
-    x: *const T,
-    idx: *const i64,
-    y: *mut T,
-    oob: T,
-    finish: &impl Finish<T>,
-) {
-    let elems = p.outer.saturating_mul(p.n_idx).saturating_mul(p.inner);
-    let data = p.outer.saturating_mul(p.axis_len).saturating_mul(p.inner);
+unsafe fn gather_then<T: Copy>(p: &GatherParams, x: *const T, idx: *const i64, y: *mut T, oob: T) {
     // SAFETY: forwarded from the contract.
     unsafe {
-        if elems <= u32::MAX as u64 && data <= u32::MAX as u64 && p.n_idx <= u32::MAX as u64 {
-            gather::<u32, T>(p, x, idx, y, oob, finish)
-        } else {
-            gather::<u64, T>(p, x, idx, y, oob, finish)
-        }
+        if fits_u32(p) { gather::<u32, T>(p, x, idx, y, oob) } else { gather::<u64, T>(p, x, idx, y, oob) }
     }
 }
 
@@ -144,7 +108,11 @@ unsafe fn gather_then<T: Copy>(
 /// 1..3 (unused ones may be null); `y`: the output.
 ///
 /// # Thread mapping
-/// As [`gather_f32`].
+/// 1-D grid of 1-D blocks covering the output's element count: one output element a thread,
+/// straight-line, as `ew_program_f32` (in a grid-stride loop the compiler hoisted the program's
+/// parameters into registers: 190 a thread, about a thousand instructions an element for BERT's
+/// embedding sum). Below 2^31 elements the program's offsets are 32-bit, through the host's
+/// divisors ([`EwProgramParams::with_fast_division`]).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "ptx-kernel" fn gather_program_f32(
@@ -160,9 +128,23 @@ pub unsafe extern "ptx-kernel" fn gather_program_f32(
     if e.rank as usize > MAX_RANK {
         trap();
     }
-    let program = Programmed { e: &e, x: [core::ptr::null(), x1, x2, x3] };
-    // SAFETY: forwarded from the contract.
-    unsafe { gather_then(&p, x, idx, y, f32::NAN, &program) }
+    let i = global_thread_x();
+    // (The program is over the output: both counts are the output's.)
+    if i >= p.outer.saturating_mul(p.n_idx).saturating_mul(p.inner) || i >= e.elems {
+        return;
+    }
+    // SAFETY: i is an output element (the contract for x and idx).
+    let v = unsafe {
+        if fits_u32(&p) {
+            gather_one::<u32, f32>(&p, x, idx, i, f32::NAN)
+        } else {
+            gather_one::<u64, f32>(&p, x, idx, i, f32::NAN)
+        }
+    };
+    let o = if e.fast_div != 0 { e.fast_offsets(i as u32).map(u64::from) } else { ew_offsets(&e, i) };
+    // SAFETY: the program's inputs cover every output element (the contract); `o` are element
+    // i's offsets; i is an element of y.
+    unsafe { *y.add(i as usize) = ew_element_at(&e, o, Some(v), [core::ptr::null(), x1, x2, x3]) };
 }
 
 /// [`gather_f32`] for 8-byte elements (i64, f64); an out-of-range index gives 0.
@@ -178,7 +160,7 @@ pub unsafe extern "ptx-kernel" fn gather_program_f32(
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn gather_b8(p: GatherParams, x: *const u64, idx: *const i64, y: *mut u64) {
     // SAFETY: forwarded from the contract.
-    unsafe { gather_then(&p, x, idx, y, 0, &Gathered) }
+    unsafe { gather_then(&p, x, idx, y, 0) }
 }
 
 /// [`gather_f32`] for 1-byte elements (bool, i8, u8); an out-of-range index gives 0.
@@ -194,5 +176,5 @@ pub unsafe extern "ptx-kernel" fn gather_b8(p: GatherParams, x: *const u64, idx:
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn gather_b1(p: GatherParams, x: *const u8, idx: *const i64, y: *mut u8) {
     // SAFETY: forwarded from the contract.
-    unsafe { gather_then(&p, x, idx, y, 0, &Gathered) }
+    unsafe { gather_then(&p, x, idx, y, 0) }
 }

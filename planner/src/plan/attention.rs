@@ -18,10 +18,10 @@ use std::collections::BTreeMap;
 use super::PlanOptions;
 
 use kernels_gpu::abi::{
-    ATTN_CAUSAL_SKIP, ATTN_MAX_DV, ATTN_NAN_ROWS_ZERO, ATTN_ROWS, ATTN_TC_ROWS, ATTN_TC_THREADS,
-    ATTN_THREADS, Activation, AttentionParams, AttnView, EW_MAX_INPUTS, EW_MAX_INSTRS, KernelId,
-    attention_fits, attention_shared_bytes, attention_small_fits, attention_tc_fits,
-    attention_tc_shared_bytes, ew_arith_only, ew_src,
+    ATTN_CAUSAL_SKIP, ATTN_FLASH_MAX_WARPS, ATTN_MAX_DV, ATTN_NAN_ROWS_ZERO, ATTN_ROWS, ATTN_TC_ROWS,
+    ATTN_TC_THREADS, ATTN_THREADS, Activation, AttentionParams, AttnView, EW_MAX_INPUTS, EW_MAX_INSTRS,
+    KernelId, attention_fits, attention_flash_fits, attention_flash_shared_bytes, attention_shared_bytes,
+    attention_small_fits, attention_tc_fits, attention_tc_shared_bytes, ew_arith_only, ew_src,
 };
 
 use super::fuse::{EwProgram, Programs, compile_program, drop_values, ew_node, producers, remove_nodes};
@@ -554,8 +554,9 @@ pub(super) fn lower(
 }
 
 /// The attention launch of node `id` with parameters `p` and the kernel's other arguments
-/// `operands` (Q, K, V, the score program's three extra inputs, Y): `attention_tc_f32` (a block
-/// per batch, head and 16 query rows) where [`tensor_core_attention`] takes it, else
+/// `operands` (Q, K, V, the score program's three extra inputs, Y): `attention_flash_f32` where
+/// [`flash_warps`] takes it (an option, off by default), else `attention_tc_f32` (a block per
+/// batch, head and 16 query rows) where [`tensor_core_attention`] takes it, else
 /// `attention_f32` (a block per batch, head and `ATTN_ROWS` query rows). Hidden keys are skipped
 /// ([`ATTN_CAUSAL_SKIP`]) only with [`PlanOptions::skip_hidden_keys`].
 pub(super) fn launch(
@@ -570,7 +571,9 @@ pub(super) fn launch(
     }
     let p = &p;
     let args: Vec<Arg> = [Arg::Params(bytes_of(p))].into_iter().chain(operands).collect();
-    let (kernel, rows, threads, shared_bytes) = if tensor_core_attention(p, o) {
+    let (kernel, rows, threads, shared_bytes) = if let Some(warps) = flash_warps(p, o) {
+        (KernelId::AttentionFlashF32, 16 * warps, 32 * warps, attention_flash_shared_bytes(p.dk, p.dv))
+    } else if tensor_core_attention(p, o) {
         // Heads up to 16 take the entry that forms their scores from the head's k steps only.
         let small = attention_small_fits(p.dk, p.dv);
         let kernel = if small { KernelId::AttentionSmallF32 } else { KernelId::AttentionTcF32 };
@@ -588,6 +591,25 @@ pub(super) fn launch(
         shared_bytes,
         args,
     }])
+}
+
+/// The warps per block of `attention_flash_f32` for attention with parameters `p` (16 query rows
+/// each), when it takes the launch: the option is on ([`PlanOptions::flash_attention`], off by
+/// default: slower where measured), both heads fit it, and the score program is
+/// arithmetic only (a scale and an additive mask, as for `attention_tc_f32`). Four warps (64 rows
+/// sharing each K and V tile) where those blocks fill the device, else the fewest rows per block
+/// down to 16 that fill it (GPT-2 at batch 1: 4 heads at sequence 128, 32 blocks of one warp).
+pub(super) fn flash_warps(p: &AttentionParams, o: &PlanOptions) -> Option<u32> {
+    if !(o.tensor_core_attention
+        && o.flash_attention
+        && attention_flash_fits(p.dk, p.dv)
+        && ew_arith_only(&p.instrs, p.n_instr as usize))
+    {
+        return None;
+    }
+    let blocks = |warps: u32| p.batch as u64 * p.heads as u64 * p.q_len.div_ceil(16 * warps) as u64;
+    let warps = [ATTN_FLASH_MAX_WARPS, 2].into_iter().find(|&w| blocks(w) >= o.sm_count as u64).unwrap_or(1);
+    Some(warps)
 }
 
 /// Whether attention with parameters `p` runs on the tensor cores: the option is on, the value

@@ -123,6 +123,9 @@ fn a_gpt2_attention_is_one_launch_reading_the_qkv_projection_in_place() {
     assert_eq!(kernels(&compile(&g, &Binding::new(), &small).unwrap()), [KernelId::AttentionSmallF32]);
     let cores = PlanOptions { tensor_core_attention: false, ..small };
     assert_eq!(kernels(&compile(&g, &Binding::new(), &cores).unwrap()), [KernelId::AttentionF32]);
+    // With the flash kernel on, heads of 4 fit it, on any grid (here blocks of one warp).
+    let flash = PlanOptions { flash_attention: true, ..PlanOptions::default() };
+    assert_eq!(kernels(&compile(&g, &Binding::new(), &flash).unwrap()), [KernelId::AttentionFlashF32]);
     // Nothing between the input and the output needs a buffer.
     assert_eq!(plan.memory.arena_bytes, 0, "{plan}");
     let unfused =
@@ -230,6 +233,16 @@ fn gpt2_small_attention_launches_on_the_cores_that_fill_the_device() {
         })
     };
     let launch = |o: &PlanOptions| launch_of(shape, o);
+    // The flash kernel, when on: 4 heads x 128 rows fill 132 SMs with neither 64- nor 32-row
+    // blocks, so blocks of one warp (16 rows), 32 of them; K and V tiles of 32 rows of 64 + 4 f32.
+    let flash_on = PlanOptions { flash_attention: true, ..PlanOptions::default() };
+    let flash = (KernelId::AttentionFlashF32, [32, 1, 1], [32, 1, 1], 4 * 32 * 2 * 68);
+    assert_eq!(launch(&flash_on), Some(flash));
+    // At sequence 2048, 4-warp blocks: 4 * 2048 / 64 = 128 < 132 blocks, so 2-warp ones (256).
+    let long = launch_of(Shape { seq: 2048, ..shape }, &flash_on);
+    assert_eq!(long.map(|l| (l.1, l.2)), Some(([256, 1, 1], [64, 1, 1])));
+    // A value head over 64 does not fit it.
+    assert_eq!(launch_of(Shape { head: 72, ..shape }, &flash_on).map(|l| l.0), Some(KernelId::AttentionF32));
     // On the CUDA cores (32 tensor-core tiles would fill a quarter of 132 SMs): 4 * 128 / 2
     // blocks; 2 query rows of 64, then 4 warps' partial results of 64 + 3 for each row.
     let cuda = (KernelId::AttentionF32, [256, 1, 1], [ATTN_THREADS, 1, 1], 4 * (2 * 64 + 4 * 2 * 67));

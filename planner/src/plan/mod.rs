@@ -154,6 +154,13 @@ pub struct PlanOptions {
     /// accuracy) where the value head fits it, the score program is arithmetic only and the tiles
     /// fill at least half the device (`attention::tensor_core_attention`).
     pub tensor_core_attention: bool,
+    /// Take `attention_flash_f32` (a warp per 16 query rows over all their keys, K and V tiles
+    /// shared by the block) where both heads are at most 64 (`attention::flash_warps`). Off by
+    /// default: slower than `attention_tc_f32` / `attention_f32` on every shape measured (session
+    /// 37, H100: BERT and GPT-2 at batch 16 91 against 59 µs a launch, at batch 1 two to three
+    /// times slower, the TICL encoders at sequence 2048 1.9 times), its warps too few and their
+    /// chains too long for a kernel this latency-bound (see its module doc).
+    pub flash_attention: bool,
     /// The target runs the Hopper flavour (thread-block clusters): a tensor-core GEMM whose tiles
     /// fill at most half the device and want more than `GEMM_TC_MAX_WARPS` warps each splits every
     /// column tile's k rounds over a pair of blocks (`gemm_tc_*_pair_f32`).
@@ -226,6 +233,7 @@ impl Default for PlanOptions {
             wgmma_gemm: true,
             split_k_wgmma: false,
             tensor_core_attention: true,
+            flash_attention: false,
             skip_hidden_keys: true,
             precision: Precision::Exact,
             narrow_gemms: true,

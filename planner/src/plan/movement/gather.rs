@@ -65,13 +65,17 @@ pub(in crate::plan) fn gather_program(
     o: &PlanOptions,
 ) -> Lowered {
     let mut steps = gather(id, label, data, indices, out, axis, values, o)?;
-    let [Step::Kernel { kernel, args, .. }] = steps.as_mut_slice() else {
+    let [Step::Kernel { kernel, grid, args, .. }] = steps.as_mut_slice() else {
         return Err("a gather lowers to one launch".into());
     };
     if *kernel != KernelId::GatherF32 || extras.len() >= kernels_gpu::abi::EW_MAX_INPUTS {
         return Err("a fused gather takes f32 data and at most three program inputs".into());
     }
     *kernel = KernelId::GatherProgramF32;
+    // One output element a thread (the program is over the output: `e.elems` of them), with
+    // 32-bit offsets where they fit.
+    *grid = super::super::lower::one_thread_each(e.elems)?;
+    let e = e.with_fast_division();
     // (params, data, indices, out) -> (params, program, data, indices, x1, x2, x3, out)
     let out_arg = args.pop().ok_or("a gather launch without its output")?;
     args.insert(1, Arg::Params(super::super::lower::bytes_of(&e)));
