@@ -92,12 +92,18 @@ pub const fn attention_flash_fits(dk: u32, dv: u32) -> bool {
     dk > 0 && dv > 0 && dk <= ATTN_FLASH_MAX_D && dv <= ATTN_FLASH_MAX_D
 }
 
+/// Row stride (f32) of `attention_flash_f32`'s shared tile of a head of `d`: `ceil8(d) + 4` (4
+/// modulo 8 words: the rows a fragment load touches fall on distinct banks).
+pub const fn attention_flash_tile_stride(d: u32) -> u32 {
+    d.div_ceil(8) * 8 + 4
+}
+
 /// Dynamic shared memory of an `attention_flash_f32` launch: the K tile, [`ATTN_FLASH_KEYS`] rows
-/// of `ceil8(dk) + 4` f32, then the V tile, as many rows of `ceil8(dv) + 4` (0 when it does not
-/// [`attention_flash_fits`]).
+/// of [`attention_flash_tile_stride`]`(dk)` f32, then the V tile, as many rows of the `dv` stride
+/// (0 when it does not [`attention_flash_fits`]).
 pub const fn attention_flash_shared_bytes(dk: u32, dv: u32) -> u32 {
     if attention_flash_fits(dk, dv) {
-        4 * ATTN_FLASH_KEYS * (dk.div_ceil(8) * 8 + 4 + dv.div_ceil(8) * 8 + 4)
+        4 * ATTN_FLASH_KEYS * (attention_flash_tile_stride(dk) + attention_flash_tile_stride(dv))
     } else {
         0
     }

@@ -41,12 +41,12 @@
 use super::{Group, online_softmax, quad_sum, vector_rows};
 use crate::abi::{
     ATTN_FLASH_KEYS, ATTN_FLASH_MAX_D, ATTN_FLASH_MAX_WARPS, ATTN_NAN_ROWS_ZERO, AttentionParams, AttnView,
-    attention_flash_fits,
+    attention_flash_fits, attention_flash_tile_stride,
 };
 use crate::attention::{at, block_rows, key_end};
 use crate::gemm_tc::{NT, split};
 use crate::intrinsics::{
-    block_dim_x, dynamic_shared_ptr, lane_id, mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x,
+    F32x4, block_dim_x, dynamic_shared_ptr, lane_id, mma_m16n8k8_tf32_f32, sync_threads, thread_idx_x,
 };
 
 /// k8 steps of the largest query head.
@@ -55,19 +55,8 @@ const KS: usize = (ATTN_FLASH_MAX_D / 8) as usize;
 const DT: usize = (ATTN_FLASH_MAX_D / 8) as usize;
 const _: () = assert!(KS == 8 && DT == 8 && NT == 4 && ATTN_FLASH_KEYS == 32);
 
-/// Four f32 that a load or store moves as one 16-byte access.
-#[derive(Clone, Copy)]
-#[repr(C, align(16))]
-struct F4([f32; 4]);
-
-/// Row stride (f32) of a shared tile of head size `d`: `ceil8(d) + 4`.
-#[inline(always)]
-fn tile_stride(d: u32) -> u32 {
-    d.div_ceil(8) * 8 + 4
-}
-
 /// Copies rows `k0 .. k0 + 32` of the (batch `b`, head `hk`) matrix of `view` over `src`, columns
-/// below `ceil8(d)`, into the shared tile at `dst` (row stride [`tile_stride`]`(d)`): zeros past
+/// below `ceil8(d)`, into the shared tile at `dst` (row stride [`attention_flash_tile_stride`]`(d)`): zeros past
 /// `kv_len` and past `d`. Thread `tid` of `threads` copies entries `tid, tid + threads, ...`: four
 /// at a time where the view's rows are contiguous, 16-byte aligned and `d` a multiple of four.
 ///
@@ -86,7 +75,7 @@ unsafe fn load_tile(
     kv_len: u32,
     (tid, threads): (u32, u32),
 ) {
-    let (stride, width) = (tile_stride(d), d.div_ceil(8) * 8);
+    let (stride, width) = (attention_flash_tile_stride(d), d.div_ceil(8) * 8);
     let (base, rs, cs) = (at(view, b, hk, 0, 0), view.strides[2], view.strides[3]);
     if d.is_multiple_of(4) && vector_rows(src, view, b, hk) {
         let quads = width / 4;
@@ -97,13 +86,13 @@ unsafe fn load_tile(
             let val = if key < kv_len && c < d {
                 // SAFETY: key below kv_len, columns c..c + 4 below d: inside the view; 16-byte
                 // aligned (`vector_rows`, c a multiple of 4).
-                unsafe { *(src.add((base + key as u64 * rs + c as u64) as usize) as *const F4) }
+                unsafe { *(src.add((base + key as u64 * rs + c as u64) as usize) as *const F32x4) }
             } else {
-                F4([0.0; 4])
+                F32x4([0.0; 4])
             };
             // SAFETY: row r < 32, columns c..c + 4 <= width < stride: inside the tile; 16-byte
             // aligned (the stride is a multiple of four, the tile's base 16-byte aligned).
-            unsafe { *(dst.add((r * stride + c) as usize) as *mut F4) = val };
+            unsafe { *(dst.add((r * stride + c) as usize) as *mut F32x4) = val };
             i += threads;
         }
     } else {
@@ -175,7 +164,7 @@ pub unsafe extern "ptx-kernel" fn attention_flash_f32(
     let row0 = first_row + 16 * warp;
     let (dk, dv) = (p.dk, p.dv);
     let ks = dk.div_ceil(8);
-    let (k_stride, v_stride) = (tile_stride(dk), tile_stride(dv));
+    let (k_stride, v_stride) = (attention_flash_tile_stride(dk), attention_flash_tile_stride(dv));
     let k_tile = dynamic_shared_ptr().cast::<f32>();
     // SAFETY: the V tile follows the K tile's 32 rows (the shared size's layout).
     let v_tile = unsafe { k_tile.add((ATTN_FLASH_KEYS * k_stride) as usize) };
