@@ -161,8 +161,15 @@ fn sofie_mamba_scan_matches_the_reference() {
 #[test]
 fn ssd_scan_matches_the_reference() {
     let mut rng = Rng::new(0x55d);
-    // (B, H, P, G, N)
-    let shapes = [(1, 1, 1, 1, 1), (2, 4, 8, 2, 16), (1, 3, 5, 1, 33), (2, 2, 16, 2, 64), (1, 2, 3, 1, 256)];
+    // (B, H, P, G, N): the kernel's one, two, four and eight state slots a lane.
+    let shapes = [
+        (1, 1, 1, 1, 1),
+        (2, 4, 8, 2, 16),
+        (1, 3, 5, 1, 33),
+        (2, 2, 16, 2, 64),
+        (1, 2, 4, 1, 100),
+        (1, 2, 3, 1, 256),
+    ];
     for (i, &(b, h, p, groups, n)) in shapes.iter().enumerate() {
         for len in LENS {
             let full = (i + len) % 2 == 1;

@@ -19,7 +19,7 @@ use crate::abi::{
 };
 use crate::intrinsics::{
     WARP_SIZE, block_dim_x, block_idx_x, dynamic_shared_ptr, global_thread_x, grid_dim_x, grid_threads_x,
-    lane_id, shfl_xor_f32, sync_threads, thread_idx_x, trap,
+    lane_id, shfl_idx_u32, shfl_xor_f32, sync_threads, thread_idx_x, trap,
 };
 use crate::math;
 
@@ -271,87 +271,239 @@ pub unsafe extern "ptx-kernel" fn ssd_scan_f32(
     if !lanes_fit(lanes, n) || p.groups == 0 || p.heads % p.groups != 0 {
         return;
     }
-    let (len, heads, pd, nn) = (p.len as u64, p.heads as u64, p.head_dim as u64, n as u64);
-    let (groups, per_group) = (p.groups as u64, quot(heads, p.groups as u64));
+    let ops = SsdOperands { x, a, dt, bm, cm, dskip, z, dt_bias, state_in, state_out, final_state, y };
+    // Slots a lane holds (uniform over the grid): the rows' loop is specialized on them, so that
+    // a step's operands take 3 + 2·slots registers and `U` steps' fit twice over.
+    // SAFETY: the kernel's contract, passed on.
+    unsafe {
+        match n.div_ceil(lanes) {
+            1 => ssd_rows::<1, 8>(&p, &ops),
+            2 => ssd_rows::<2, 8>(&p, &ops),
+            3 | 4 => ssd_rows::<4, 4>(&p, &ops),
+            _ => ssd_rows::<8, 2>(&p, &ops),
+        }
+    }
+}
+
+/// Every row of [`ssd_scan_f32`], `S` slots a lane, `U` steps at a time.
+///
+/// # Safety
+/// As [`ssd_scan_f32`]; `S * lanes >= state`.
+#[inline(always)]
+unsafe fn ssd_rows<const S: usize, const U: usize>(p: &SsdScanParams, o: &SsdOperands) {
+    let (heads, pd) = (p.heads as u64, p.head_dim as u64);
+    let per_group = quot(heads, p.groups as u64);
     let rows = p.batch as u64 * heads * pd;
-    each_channel(rows, lanes, |ch, active, sub| {
+    each_channel(rows, p.lanes, |ch, active, sub| {
         let pi = rem(ch, pd);
         let h = rem(quot(ch, pd), heads);
-        let b = quot(ch, pd * heads);
-        let g = quot(h, per_group);
-        let mut s = [0.0f32; SLOTS];
-        unroll!(k in SLOTS => {
-            let i = sub as u64 + (k as u64) * lanes as u64;
-            if active && i < nn {
-                // SAFETY: ch < batch * heads * head_dim, i < state: inside the states.
-                s[k] = unsafe { load_or(state_in, ch * nn + i, 0.0) };
-            }
-        });
-        // SAFETY: h < heads and h * head_dim + pi < heads * head_dim (only read when active).
         let (av, bias, dv) = if active {
-            unsafe {
-                let di = if p.d_per_channel != 0 { h * pd + pi } else { h };
-                (*a.add(h as usize), load_or(dt_bias, h, 0.0), load_or(dskip, di, 0.0))
-            }
+            let di = if p.d_per_channel != 0 { h * pd + pi } else { h };
+            // SAFETY: h < heads and h * head_dim + pi < heads * head_dim (only read when active).
+            unsafe { (*o.a.add(h as usize), load_or(o.dt_bias, h, 0.0), load_or(o.dskip, di, 0.0)) }
         } else {
             (0.0, 0.0, 0.0)
         };
-        let mut t = 0;
-        while t < len {
-            let bt = b * len + t;
-            let xo = (bt * heads + h) * pd + pi;
-            // SAFETY: (b, t, h, pi) lies inside x and dt when active.
-            let (xv, dl) = if active {
-                unsafe { (*x.add(xo as usize), *dt.add((bt * heads + h) as usize)) }
-            } else {
-                (0.0, 0.0)
-            };
-            let mut d = dl + bias;
-            if p.dt_softplus != 0 {
-                d = math::softplus(d);
-            }
-            if d < p.dt_min {
-                d = p.dt_min;
-            }
-            if d > p.dt_max {
-                d = p.dt_max;
-            }
-            let decay = math::exp(d * av);
-            let dx = d * xv;
-            let bc = (bt * groups + g) * nn;
-            let mut acc = 0.0f32;
-            unroll!(k in SLOTS => {
-                let i = sub as u64 + (k as u64) * lanes as u64;
-                if active && i < nn {
-                    // SAFETY: (b, t, g, i) lies inside Bm and Cm.
-                    let (bv, cv) = unsafe { (*bm.add((bc + i) as usize), *cm.add((bc + i) as usize)) };
-                    s[k] = math::fma(decay, s[k], dx * bv);
-                    acc = math::fma(s[k], cv, acc);
-                }
-            });
-            let acc = group_sum(acc, lanes);
-            if active && sub == 0 {
-                let mut out = math::fma(dv, xv, acc);
-                if !z.is_null() {
-                    // SAFETY: z has x's shape.
-                    out *= math::silu(unsafe { *z.add(xo as usize) });
-                }
-                // SAFETY: y has x's shape.
-                unsafe { *y.add(xo as usize) = out };
-            }
-            t += 1;
+        let b = quot(ch, pd * heads);
+        let row = SsdRow { ch, b, h, g: quot(h, per_group), pi, active, sub, av, bias, dv };
+        // SAFETY: as this function's.
+        unsafe { ssd_row::<S, U>(p, o, &row) }
+    });
+}
+
+/// The pointers of [`ssd_scan_f32`] a row reads and writes.
+struct SsdOperands {
+    x: *const f32,
+    a: *const f32,
+    dt: *const f32,
+    bm: *const f32,
+    cm: *const f32,
+    dskip: *const f32,
+    z: *const f32,
+    dt_bias: *const f32,
+    state_in: *const f32,
+    state_out: *mut f32,
+    final_state: *mut f32,
+    y: *mut f32,
+}
+
+/// One state row `(b, h, pi)` of [`ssd_scan_f32`] as a lane group serves it.
+struct SsdRow {
+    ch: u64,
+    b: u64,
+    h: u64,
+    g: u64,
+    pi: u64,
+    active: bool,
+    sub: u32,
+    /// `A[h]`, `dt_bias[h]` (0 when absent) and the row's `D` (0 when absent).
+    av: f32,
+    bias: f32,
+    dv: f32,
+}
+
+/// What a lane of [`SsdRow`] reads for one step: x, dt, z (0 when absent) and its `S` slots of B
+/// and C (0 past the state or the sequence).
+#[derive(Clone, Copy)]
+struct SsdStep<const S: usize> {
+    x: f32,
+    dt: f32,
+    z: f32,
+    b: [f32; S],
+    c: [f32; S],
+}
+
+/// The recurrence of [`ssd_scan_f32`] over one row, `U` steps at a time: the next `U` steps'
+/// operands are loaded before the current ones are computed, the state chain is one FMA a slot
+/// and step, and the `U` outputs' lane sums shuffle together, so a step costs a fraction of a
+/// load's latency instead of a load and a reduction in sequence. Offsets advance by each
+/// operand's stride a step (x / y / z `heads · head_dim`, dt `heads`, B / C `groups · state`):
+/// no index is unravelled in the loop.
+///
+/// # Safety
+/// As [`ssd_scan_f32`]; `S * lanes >= state` (the slots hold the row's state).
+#[inline(always)]
+unsafe fn ssd_row<const S: usize, const U: usize>(p: &SsdScanParams, o: &SsdOperands, r: &SsdRow) {
+    let (len, heads, pd, nn) = (p.len as u64, p.heads as u64, p.head_dim as u64, p.state as u64);
+    let (groups, lanes) = (p.groups as u64, p.lanes as u64);
+    let slot = |k: usize| r.sub as u64 + k as u64 * lanes;
+    // Offsets at step 0 and per step.
+    let (x0, dt0, bc0) =
+        (((r.b * len) * heads + r.h) * pd + r.pi, r.b * len * heads + r.h, (r.b * len * groups + r.g) * nn);
+    let (xs, dts, bcs) = (heads * pd, heads, groups * nn);
+    let zero = SsdStep { x: 0.0, dt: 0.0, z: 0.0, b: [0.0; S], c: [0.0; S] };
+    // Steps `t0 .. t0 + U` (0 past the sequence).
+    let load = |t0: u64| -> [SsdStep<S>; U] {
+        let mut steps = [zero; U];
+        if !r.active {
+            return steps;
         }
-        unroll!(k in SLOTS => {
-            let i = sub as u64 + (k as u64) * lanes as u64;
-            if active && i < nn {
-                // SAFETY: inside the states.
+        let (xb, dtb, bcb) = (x0 + t0 * xs, dt0 + t0 * dts, bc0 + t0 * bcs);
+        unroll!(u in SLOTS => {
+            if u < U && t0 + (u as u64) < len {
+                let (xo, dto, bco) = (xb + u as u64 * xs, dtb + u as u64 * dts, bcb + u as u64 * bcs);
+                let st = &mut steps[u];
+                // SAFETY: (b, t, h, pi) lies inside x, z and dt; (b, t, g, i < state) inside Bm, Cm.
                 unsafe {
-                    store_if(state_out, ch * nn + i, s[k]);
-                    store_if(final_state, ch * nn + i, s[k]);
+                    st.x = *o.x.add(xo as usize);
+                    st.dt = *o.dt.add(dto as usize);
+                    st.z = load_or(o.z, xo, 0.0);
+                    unroll!(k in SLOTS => {
+                        if k < S && slot(k) < nn {
+                            st.b[k] = *o.bm.add((bco + slot(k)) as usize);
+                            st.c[k] = *o.cm.add((bco + slot(k)) as usize);
+                        }
+                    });
                 }
             }
         });
+        steps
+    };
+    let mut s = [0.0f32; S];
+    unroll!(k in SLOTS => {
+        if k < S && r.active && slot(k) < nn {
+            // SAFETY: ch < batch * heads * head_dim, slot < state: inside the states.
+            s[k] = unsafe { load_or(o.state_in, r.ch * nn + slot(k), 0.0) };
+        }
     });
+    // dt as the recurrence takes it: `dt + dt_bias`, softplus when asked, clamped.
+    let transform = |raw: f32| {
+        let mut d = raw + r.bias;
+        if p.dt_softplus != 0 {
+            d = math::softplus(d);
+        }
+        if d < p.dt_min {
+            d = p.dt_min;
+        }
+        if d > p.dt_max {
+            d = p.dt_max;
+        }
+        d
+    };
+    let shared = lanes >= U as u64;
+    let first_lane = lane_id() - r.sub;
+    let mut cur = load(0);
+    let mut t = 0;
+    while t < len {
+        let next = load(t + U as u64);
+        // With at least `U` lanes a row, lane `sub` transforms step `sub % U`'s dt and takes its
+        // decay (a softplus and an exp a lane and block, not a step), and the row's lanes read
+        // them from there.
+        let (mut d_mine, mut decay_mine) = (0.0f32, 1.0f32);
+        if shared {
+            let mine = r.sub as usize % U;
+            let mut raw = 0.0f32;
+            unroll!(u in SLOTS => {
+                if u < U && mine == u {
+                    raw = cur[u].dt;
+                }
+            });
+            d_mine = transform(raw);
+            decay_mine = math::exp(d_mine * r.av);
+        }
+        let mut acc = [0.0f32; U];
+        unroll!(u in SLOTS => {
+            // (Past the sequence the state is left as it is; the test is uniform over the warp.)
+            if u < U && t + (u as u64) < len {
+                let st = &cur[u];
+                let (d, decay) = if shared {
+                    let from = first_lane + u as u32;
+                    (f32::from_bits(shfl_idx_u32(d_mine.to_bits(), from)),
+                     f32::from_bits(shfl_idx_u32(decay_mine.to_bits(), from)))
+                } else {
+                    let d = transform(st.dt);
+                    (d, math::exp(d * r.av))
+                };
+                let dx = d * st.x;
+                unroll!(k in SLOTS => {
+                    if k < S {
+                        s[k] = math::fma(decay, s[k], dx * st.b[k]);
+                        acc[u] = math::fma(s[k], st.c[k], acc[u]);
+                    }
+                });
+            }
+        });
+        group_sums(&mut acc, p.lanes);
+        if r.active && r.sub == 0 {
+            let yb = x0 + t * xs;
+            unroll!(u in SLOTS => {
+                if u < U && t + (u as u64) < len {
+                    let st = &cur[u];
+                    let mut out = math::fma(r.dv, st.x, acc[u]);
+                    if !o.z.is_null() {
+                        out *= math::silu(st.z);
+                    }
+                    // SAFETY: y has x's shape.
+                    unsafe { *o.y.add((yb + u as u64 * xs) as usize) = out };
+                }
+            });
+        }
+        cur = next;
+        t += U as u64;
+    }
+    unroll!(k in SLOTS => {
+        if k < S && r.active && slot(k) < nn {
+            // SAFETY: inside the states.
+            unsafe {
+                store_if(o.state_out, r.ch * nn + slot(k), s[k]);
+                store_if(o.final_state, r.ch * nn + slot(k), s[k]);
+            }
+        }
+    });
+}
+
+/// [`group_sum`] of `U` values at once, their shuffles interleaved.
+#[inline(always)]
+fn group_sums<const U: usize>(v: &mut [f32; U], lanes: u32) {
+    let mut off = lanes >> 1;
+    while off > 0 {
+        unroll!(u in SLOTS => {
+            if u < U {
+                v[u] += shfl_xor_f32(v[u], off);
+            }
+        });
+        off >>= 1;
+    }
 }
 
 /// First-order linear scan over time, chunked: per channel `(b, w)`, `h <- a' h + b` with
