@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """Exports the PyTorch reference models for the end-to-end tests (tests/pytorch_models.rs):
-a GPT-2-style and a BERT-style model from transformers with random weights, and a small CNN.
+a GPT-2-style and a BERT-style model from transformers with random weights, a small CNN, and two
+small Mamba2 models (transformers' reference chunked SSD, exported with symbolic batch and
+sequence as users export them: `mamba2`, two layers, sequence 64 in chunks of 16; `mamba2_pad`,
+two groups of B / C, sequence 40, padded to whole chunks).
 
 For each model it writes NAME.onnx (torch.onnx.export, dynamo=True), the inputs as
 NAME.in.<input name>.npy and PyTorch's outputs as NAME.out.<index>.npy, plus manifest.json with the
 versions used. Everything goes into one tar.gz (the GPU machine returns at most 8 files a call).
 
 Needs torch and transformers (it runs on the GPU machine, which has them; no GPU is used):
-    python3 scripts/export_pytorch_fixtures.py OUT.tar.gz
-then, here: tar -xzf OUT.tar.gz -C tests/fixtures/pytorch
+    python3 scripts/export_pytorch_fixtures.py OUT.tar.gz [NAME ...]
+then, here: tar -xzf OUT.tar.gz -C tests/fixtures/pytorch (with NAMEs, only those models are
+exported and the tar's manifest lists only them: merge it into the checked-in one).
 """
 import io
 import json
@@ -98,6 +102,33 @@ def cnn():
     return "cnn", model, {"x": torch.randn(2, 3, 32, 32)}
 
 
+class LastHidden(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        return self.model(input_ids).last_hidden_state
+
+
+def mamba2_model(layers, groups, seq):
+    from transformers import Mamba2Config, Mamba2Model
+    torch.manual_seed(0)  # the same weights whichever models are exported with it
+    cfg = Mamba2Config(vocab_size=64, hidden_size=32, num_hidden_layers=layers, state_size=8, num_heads=4,
+                       head_dim=16, n_groups=groups, expand=2, chunk_size=16, use_cache=False)
+    model = LastHidden(Mamba2Model(cfg).eval()).eval()
+    # Exported with symbolic batch and sequence, as users export it (benches/models/export_users.py).
+    return model, {"input_ids": torch.randint(0, 64, (2, seq), dtype=torch.int64)}, {"input_ids": {0: "batch", 1: "seq"}}
+
+
+def mamba2():
+    return ("mamba2", *mamba2_model(2, 1, 64))
+
+
+def mamba2_pad():
+    return ("mamba2_pad", *mamba2_model(1, 2, 40))
+
+
 def flatten(out):
     if isinstance(out, torch.Tensor):
         return [out]
@@ -110,17 +141,22 @@ def flatten(out):
     return res
 
 
-def main(dest):
+def main(dest, names):
     files = {}
     manifest = {"torch": torch.__version__, "transformers": transformers.__version__, "models": {}}
     tmp = tempfile.mkdtemp()
-    for make in (gpt2, bert, cnn):
-        name, model, inputs = make()
+    makers = {"gpt2": gpt2, "bert": bert, "cnn": cnn, "mamba2": mamba2, "mamba2_pad": mamba2_pad}
+    for key in names or list(makers):
+        made = makers[key]()
+        name, model, inputs = made[:3]
+        dynamic = made[3] if len(made) > 3 else None
         args = tuple(inputs.values())
         with torch.no_grad():
             outs = flatten(model(*args))
         path = os.path.join(tmp, name + ".onnx")
-        prog = torch.onnx.export(model, args, input_names=list(inputs), dynamo=True)
+        shapes = None if dynamic is None else tuple(
+            {k: torch.export.Dim.AUTO for k in d} for d in dynamic.values())
+        prog = torch.onnx.export(model, args, input_names=list(inputs), dynamo=True, dynamic_shapes=shapes)
         prog.save(path)
         files[name + ".onnx"] = open(path, "rb").read()
         for k, v in inputs.items():
@@ -140,4 +176,4 @@ def main(dest):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])

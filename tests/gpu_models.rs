@@ -1,7 +1,8 @@
 //! Models on the GPU: the PyTorch-exported CNN fixture (`tests/fixtures/pytorch/cnn.onnx`: Conv +
 //! Relu, MaxPool, Conv + Relu, ReduceMean, Gemm) runs through `host::Session` and matches the CPU
 //! reference and PyTorch's own output within 1e-4 relative error (‖gpu − want‖ / ‖want‖), with no
-//! element off by more than 1e-4 · max |want|. Built only with the `gpu` feature; fails (never
+//! element off by more than 1e-4 · max |want|; so do the two small Mamba2 exports (transformers'
+//! chunked SSD lifted to `SSDScan`, symbolic batch and sequence) with the lift on and off. Built only with the `gpu` feature; fails (never
 //! skips) without a GPU.
 
 mod support;
@@ -50,4 +51,32 @@ fn small_cnn_on_the_gpu_matches_the_reference_and_pytorch() {
     let plan = session.last_plan().expect("compiled").to_string();
     let conv = if ctx.flavour() == host::PtxFlavour::Hopper { "conv_wg" } else { "conv_gemm_f32" };
     assert!(plan.contains(conv) && plan.contains("pool_f32"), "{plan}");
+}
+
+/// transformers' Mamba2 (`mamba2`: two layers, 64 steps in 4 chunks; `mamba2_pad`: two groups of
+/// B / C, 40 steps padded to 48) on the GPU, its chunked SSD lifted to `ssd_scan_f32` and (with
+/// `lift_ssd` off) as the chunked contractions: both match the reference and PyTorch.
+#[test]
+fn mamba2_on_the_gpu_matches_the_reference_and_pytorch_lifted_or_not() {
+    let ctx = Context::new(0).unwrap_or_else(|e| panic!("this test needs an NVIDIA GPU: {e}"));
+    let dir = fixtures();
+    for name in ["mamba2", "mamba2_pad"] {
+        let model = onnx::load_path(&dir.join(format!("{name}.onnx"))).expect("model loads");
+        let graph = onnx::to_graph(&model).expect("model converts");
+        let feeds = vec![("input_ids".to_owned(), npy(&dir.join(format!("{name}.in.input_ids.npy"))))];
+        let want = host::reference::eval(&graph, &feeds).expect("reference runs");
+        let torch = npy(&dir.join(format!("{name}.out.0.npy")));
+        for lift in [true, false] {
+            let options = SessionOptions { lift_ssd: lift, ..SessionOptions::default() };
+            let mut session = Session::new(&ctx, graph.clone(), options).expect("session");
+            for run in 0..2 {
+                let got = session.run(&feeds).expect("gpu run");
+                let what = format!("{name}, lift_ssd {lift}, run {run}");
+                assert_close(&format!("{what} vs reference"), &got[0].1, &want[0].1);
+                assert_close(&format!("{what} vs pytorch"), &got[0].1, &torch);
+            }
+            let plan = session.last_plan().expect("compiled").to_string();
+            assert_eq!(plan.contains("ssd_scan_f32"), lift, "{name}, lift_ssd {lift}:\n{plan}");
+        }
+    }
 }

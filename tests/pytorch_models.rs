@@ -1,5 +1,6 @@
 //! Models exported from PyTorch (`scripts/export_pytorch_fixtures.py`: a GPT-2-style and a
-//! BERT-style model from transformers with random weights, and a small CNN with batch norm) run
+//! BERT-style model from transformers with random weights, a small CNN with batch norm, and two
+//! small Mamba2 models with transformers' reference chunked SSD, symbolic batch and sequence) run
 //! through load → convert → CPU reference, and match PyTorch's own outputs within 1e-4 relative
 //! error (‖ours − torch‖ / ‖torch‖), with no element off by more than 1e-4 · max |torch|.
 
@@ -54,6 +55,46 @@ fn bert_style_matches_pytorch() {
 #[test]
 fn small_cnn_matches_pytorch() {
     check_model("cnn", &["x"], 1);
+}
+
+#[test]
+fn mamba2_matches_pytorch() {
+    check_model("mamba2", &["input_ids"], 1);
+    check_model("mamba2_pad", &["input_ids"], 1);
+}
+
+/// transformers' chunked SSD (segment sums over CumSum, exp, the chunk contractions, and for
+/// `mamba2_pad` its padding to whole chunks and two groups of B / C) lifts to one `SSDScan` per
+/// layer, with no CumSum left, and the lifted graph computes on the reference what PyTorch does.
+/// Its GPU plan keeps it, and with `lift_ssd` off plans the chunked form instead.
+#[test]
+fn mamba2_chunked_ssd_lifts_to_one_ssd_scan_a_layer_that_matches_pytorch() {
+    for (name, layers) in [("mamba2", 2), ("mamba2_pad", 1)] {
+        let dir = fixtures();
+        let model = onnx::load_path(&dir.join(format!("{name}.onnx"))).expect("model loads");
+        let graph = onnx::to_graph(&model).expect("model converts");
+        let feeds = vec![("input_ids".to_owned(), npy(&dir.join(format!("{name}.in.input_ids.npy"))))];
+        let binding = host::session::binding_of(&graph, &feeds).expect("inputs bind");
+        let bound = planner::fold::run(&planner::memory::bind_inputs(&graph, &binding).unwrap()).unwrap();
+        let lifted = planner::plan::decomposed(&bound).expect("decomposes");
+        let count =
+            |g: &planner::Graph, f: fn(&planner::Op) -> bool| g.nodes.iter().filter(|n| f(&n.op)).count();
+        assert_eq!(count(&lifted, |o| matches!(o, planner::Op::SsdScan(_))), layers, "{name}: SSDScans");
+        assert_eq!(count(&lifted, |o| matches!(o, planner::Op::CumSum(_))), 0, "{name}: CumSums left");
+        let got = host::reference::eval(&lifted, &feeds).expect("the lifted graph runs on the reference");
+        let want = npy(&dir.join(format!("{name}.out.0.npy")));
+        let (g, w) = (got[0].1.data().to_f64s(), want.data().to_f64s());
+        let rel = g.iter().zip(&w).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt()
+            / w.iter().map(|b| b * b).sum::<f64>().sqrt();
+        println!("{name} lifted: relative error {rel:.2e}");
+        assert!(rel <= 1e-5, "{name}: the lifted graph is {rel:e} from PyTorch");
+        for (lift, scans) in [(true, layers), (false, 0)] {
+            let options = planner::plan::PlanOptions { lift_ssd: lift, ..Default::default() };
+            let plan = planner::plan::compile(&graph, &binding, &options).expect("a GPU plan").to_string();
+            assert_eq!(plan.matches("ssd_scan_f32").count(), scans, "{name}, lift_ssd {lift}:\n{plan}");
+            assert_eq!(plan.contains("chunked SSD"), lift, "{name}: the lift is said\n{plan}");
+        }
+    }
 }
 
 /// The CNN (Conv+Relu, MaxPool, Conv+Relu, ReduceMean, Gemm) compiles to a GPU plan with no node

@@ -55,6 +55,8 @@ pub struct SessionOptions {
     /// Take `attention_flash_f32` where both heads are at most 64 (a warp per 16 query rows over
     /// all their keys; default off: slower than `attention_tc_f32` on every shape measured).
     pub flash_attention: bool,
+    /// Lift transformers' chunked Mamba-2 SSD to one `SSDScan` (default on).
+    pub lift_ssd: bool,
     /// Fuse attention chains (`MatMul -> [elementwise] -> Softmax -> MatMul`) into one kernel
     /// each (default on).
     pub fuse_attention: bool,
@@ -112,7 +114,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 24] = [
+    const SWITCHES: [Switch; 25] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -128,6 +130,7 @@ impl SessionOptions {
         ("programmatic_launch", |o| &mut o.programmatic_launch),
         ("tensor_core_attention", |o| &mut o.tensor_core_attention),
         ("flash_attention", |o| &mut o.flash_attention),
+        ("lift_ssd", |o| &mut o.lift_ssd),
         ("fuse_attention", |o| &mut o.fuse_attention),
         ("pair_gemm", |o| &mut o.pair_gemm),
         ("wgmma_gemm", |o| &mut o.wgmma_gemm),
@@ -193,6 +196,7 @@ impl Default for SessionOptions {
             programmatic_launch: true,
             tensor_core_attention: true,
             flash_attention: false,
+            lift_ssd: true,
             fuse_attention: true,
             pair_gemm: true,
             wgmma_gemm: true,

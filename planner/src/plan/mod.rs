@@ -66,6 +66,7 @@ pub(crate) mod scan_program;
 mod select;
 mod sequence;
 mod siblings;
+mod ssd_lift;
 mod tc_pack;
 mod vision;
 mod widen;
@@ -161,6 +162,9 @@ pub struct PlanOptions {
     /// times slower, the TICL encoders at sequence 2048 1.9 times), its warps too few and their
     /// chains too long for a kernel this latency-bound (see its module doc).
     pub flash_attention: bool,
+    /// Lift transformers' chunked Mamba-2 SSD (segment sums over `CumSum`, `exp`, the chunk
+    /// contractions) to the one `SSDScan` it computes (`ssd_lift.rs`; default on).
+    pub lift_ssd: bool,
     /// The target runs the Hopper flavour (thread-block clusters): a tensor-core GEMM whose tiles
     /// fill at most half the device and want more than `GEMM_TC_MAX_WARPS` warps each splits every
     /// column tile's k rounds over a pair of blocks (`gemm_tc_*_pair_f32`).
@@ -234,6 +238,7 @@ impl Default for PlanOptions {
             split_k_wgmma: false,
             tensor_core_attention: true,
             flash_attention: false,
+            lift_ssd: true,
             skip_hidden_keys: true,
             precision: Precision::Exact,
             narrow_gemms: true,
@@ -455,6 +460,8 @@ pub fn small_integer_values(graph: &Graph) -> Result<std::collections::HashSet<S
 pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
     let widened = widen::run(graph)?.map(|w| w.graph);
     let graph = widened.as_ref().unwrap_or(graph);
+    let ssd = ssd_lift::run(graph).map(|(g, _)| g);
+    let graph = ssd.as_ref().unwrap_or(graph);
     let g = contract::run(graph).unwrap_or_else(|| graph.clone());
     let g = decompose::run(&g)?.unwrap_or(g);
     let Ok(infos) = shape_infer::infer(&g) else { return Ok(g) };
@@ -504,6 +511,14 @@ fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>
         format!("{n} concatenation(s) of rows gathered from one table: one gather of the stacked indices")
     })?;
     Ok((graph, infos, lifted))
+}
+
+/// What `inspect --fusion` says of `n` lifted chunked SSDs.
+fn ssd_line(n: usize) -> String {
+    format!(
+        "{n} chunked SSD(s) (transformers' Mamba-2 reference scan: segment sums over CumSum, exp, \
+         the chunk contractions): SSDScan"
+    )
 }
 
 /// A lift that returns the rewritten graph and how many patterns it lifted (`None`: none).
@@ -583,6 +598,13 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         }
         None => (folded, None, options),
     };
+    // transformers' chunked Mamba-2 SSD as the scan it computes (before `contract` and the
+    // decomposition take its contractions apart).
+    let ssd = if options.lift_ssd { ssd_lift::run(&folded) } else { None };
+    let (folded, ssd) = match ssd {
+        Some((g, n)) => (g, Some(ssd_line(n))),
+        None => (folded, None),
+    };
     // Summed broadcast products as the Einsums they are, which the decomposition expands.
     let folded = contract::run(&folded).unwrap_or(folded);
     // What a decomposition adds (an inlined FlexAttention modifier's shape arithmetic) folds too.
@@ -594,7 +616,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     logic::native_dtypes(&bound, &infos)?;
     // Exporter patterns as the operators they spell (before fusion would split them up).
     let (bound, infos, mut lifted) = lifts(bound, infos)?;
-    lifted.splice(0..0, widened.into_iter().flatten());
+    lifted.splice(0..0, widened.into_iter().flatten().chain(ssd));
     let canonical = canon::run(&bound, &infos);
     let (bound, infos) = reinferred((bound, infos), canonical)?;
     // Q, K and V projections of one value as one GEMM, read by the attention through a Split.
