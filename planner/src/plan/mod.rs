@@ -163,7 +163,8 @@ pub struct PlanOptions {
     /// chains too long for a kernel this latency-bound (see its module doc).
     pub flash_attention: bool,
     /// Lift transformers' chunked Mamba-2 SSD (segment sums over `CumSum`, `exp`, the chunk
-    /// contractions) to the one `SSDScan` it computes (`ssd_lift.rs`; default on).
+    /// contractions) to the one `SSDScan` it computes, for sequences of at most 512 steps, where
+    /// the sequential scan is faster (`ssd_lift.rs`; default on).
     pub lift_ssd: bool,
     /// The target runs the Hopper flavour (thread-block clusters): a tensor-core GEMM whose tiles
     /// fill at most half the device and want more than `GEMM_TC_MAX_WARPS` warps each splits every
