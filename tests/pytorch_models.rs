@@ -19,6 +19,13 @@ fn npy(path: &Path) -> HostTensor {
     host::npy::read(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// ‖got − want‖ / ‖want‖.
+fn relative_error(got: &HostTensor, want: &HostTensor) -> f64 {
+    let (g, w) = (got.data().to_f64s(), want.data().to_f64s());
+    let diff = g.iter().zip(&w).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
+    diff / w.iter().map(|b| b * b).sum::<f64>().sqrt()
+}
+
 fn check_model(name: &str, inputs: &[&str], outputs: usize) {
     let dir = fixtures();
     let model = onnx::load_path(&dir.join(format!("{name}.onnx"))).expect("model loads");
@@ -30,10 +37,8 @@ fn check_model(name: &str, inputs: &[&str], outputs: usize) {
     for (k, (out_name, t)) in got.iter().enumerate() {
         let want = npy(&dir.join(format!("{name}.out.{k}.npy")));
         assert_eq!(t.shape(), want.shape(), "{name} output {k} `{out_name}` shape");
+        let rel = relative_error(t, &want);
         let (g, w) = (t.data().to_f64s(), want.data().to_f64s());
-        let diff = g.iter().zip(&w).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
-        let norm = w.iter().map(|b| b * b).sum::<f64>().sqrt();
-        let rel = diff / norm;
         let scale = w.iter().fold(0.0f64, |m, b| m.max(b.abs()));
         let worst = g.iter().zip(&w).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
         println!("{name} output {k} `{out_name}`: relative error {rel:.2e}, worst element {worst:.2e}");
@@ -82,10 +87,7 @@ fn mamba2_chunked_ssd_lifts_to_one_ssd_scan_a_layer_that_matches_pytorch() {
         assert_eq!(count(&lifted, |o| matches!(o, planner::Op::SsdScan(_))), layers, "{name}: SSDScans");
         assert_eq!(count(&lifted, |o| matches!(o, planner::Op::CumSum(_))), 0, "{name}: CumSums left");
         let got = host::reference::eval(&lifted, &feeds).expect("the lifted graph runs on the reference");
-        let want = npy(&dir.join(format!("{name}.out.0.npy")));
-        let (g, w) = (got[0].1.data().to_f64s(), want.data().to_f64s());
-        let rel = g.iter().zip(&w).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt()
-            / w.iter().map(|b| b * b).sum::<f64>().sqrt();
+        let rel = relative_error(&got[0].1, &npy(&dir.join(format!("{name}.out.0.npy"))));
         println!("{name} lifted: relative error {rel:.2e}");
         assert!(rel <= 1e-5, "{name}: the lifted graph is {rel:e} from PyTorch");
         for (lift, scans) in [(true, layers), (false, 0)] {

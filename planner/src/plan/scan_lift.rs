@@ -120,6 +120,27 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, Vec<Str
     Some((crate::dce::eliminate(&g), lifted))
 }
 
+/// The constant `v` repeats: itself, or the constant an `Expand` (the only output of its node,
+/// `defs` as `fuse::producers` gives them) broadcasts — how exporters spell `zeros_like` and
+/// `full_like(t)`.
+pub(super) fn repeated_constant<'g>(
+    g: &'g Graph,
+    defs: &[Option<(usize, usize)>],
+    v: ValueId,
+) -> Option<&'g ConstTensor> {
+    if let Some(c) = g.constant(v) {
+        return Some(c);
+    }
+    let n = match defs.get(v.index()).copied().flatten() {
+        Some((i, 0)) => &g.nodes[i],
+        _ => return None,
+    };
+    match (&n.op, n.input(0)) {
+        (Op::Expand, Some(src)) => g.constant(src),
+        _ => None,
+    }
+}
+
 /// The graph's producers, readers and shapes.
 struct Cx<'g> {
     g: &'g Graph,
@@ -191,17 +212,9 @@ impl<'g> Cx<'g> {
         !self.g.outputs.contains(&v) && r.len() == by.len() && by.iter().all(|b| r.contains(b))
     }
 
-    /// The elements `v` repeats: a constant's, or those of the constant an `Expand` broadcasts
-    /// (how exporters spell `zeros_like` and `full_like(t)`).
+    /// The elements `v` repeats ([`repeated_constant`]).
     fn repeated(&self, v: ValueId) -> Option<Vec<f64>> {
-        if let Some(c) = self.g.constant(v) {
-            return Some(c.to_f64s());
-        }
-        let n = self.def(v)?;
-        match (&n.op, n.input(0)) {
-            (Op::Expand, Some(src)) => Some(self.g.constant(src)?.to_f64s()),
-            _ => None,
-        }
+        repeated_constant(self.g, &self.defs, v).map(ConstTensor::to_f64s)
     }
 
     /// A constant integer scalar (or one-element tensor of rank 0).

@@ -38,6 +38,8 @@
 use std::collections::HashMap;
 
 use super::contract::reshape;
+use super::reduce::axis_index;
+use super::scan_lift::repeated_constant;
 use crate::graph::{Graph, Node, ValueId};
 use crate::op::{self, Op, PadMode};
 use crate::tensor_info::{DType, TensorInfo};
@@ -180,14 +182,7 @@ impl<'g> Cx<'g> {
 
     /// The one value every element of `v` has: a constant's, or that of a constant `Expand`ed.
     fn uniform(&self, v: ValueId) -> Option<f64> {
-        let c = match self.g.constant(v) {
-            Some(c) => c,
-            None => {
-                let n = self.def(v).filter(|n| matches!(n.op, Op::Expand))?;
-                self.g.constant(Self::arg(n, 0)?)?
-            }
-        };
-        let all = c.to_f64s();
+        let all = repeated_constant(self.g, &self.defs, v)?.to_f64s();
         let first = *all.first()?;
         all.iter().all(|&x| x == first || (x.is_nan() && first.is_nan())).then_some(first)
     }
@@ -203,12 +198,8 @@ impl<'g> Cx<'g> {
                     Some(a) => a.clone(),
                     None => self.ints(Self::arg(n, 1))?,
                 };
-                let inserted: Vec<usize> = axes
-                    .iter()
-                    .map(|&a| {
-                        usize::try_from(if a < 0 { a + rank as i64 } else { a }).ok().filter(|&a| a < rank)
-                    })
-                    .collect::<Option<_>>()?;
+                let inserted: Vec<usize> =
+                    axes.iter().map(|&a| axis_index(a, rank).ok()).collect::<Option<_>>()?;
                 let (base, inner) = self.view(Self::arg(n, 0)?)?;
                 let mut next = inner.into_iter();
                 let mut map = Vec::with_capacity(rank);
@@ -248,8 +239,7 @@ impl<'g> Cx<'g> {
         let rank = dims.len();
         let mut summed = vec![false; rank];
         for a in summed_axes {
-            let a = usize::try_from(if a < 0 { a + rank as i64 } else { a }).ok()?;
-            *summed.get_mut(a)? = true;
+            summed[axis_index(a, rank).ok()?] = true;
         }
         let operand = |slot| {
             let (base, map) = self.view(Self::arg(mul, slot)?)?;
@@ -416,26 +406,33 @@ impl<'g> Cx<'g> {
             .then_some(t)
     }
 
+    /// `v = Pad(w, pads)` padding with zeros (constant mode, no `axes`): `(w, pads)`.
+    fn zero_padded(&self, v: ValueId) -> Option<(ValueId, Vec<i64>)> {
+        let p = self
+            .def(v)
+            .filter(|n| matches!(&n.op, Op::Pad(pd) if pd.mode == PadMode::Constant && pd.pads.is_none()))?;
+        let zero_fill = Self::arg(p, 2).is_none_or(|f| self.uniform(f) == Some(0.0));
+        (zero_fill && Self::arg(p, 3).is_none()).then_some((Self::arg(p, 0)?, self.ints(Self::arg(p, 1))?))
+    }
+
     /// `v = Reshape(Pad(w))` (the Pad optional) with `w` of dims `[b, L, rest..]` padded at the
     /// end of axis 1 by `pad` and viewed as `[b, c, l, rest..]`: `(w, pad)`.
     fn chunked(&self, v: ValueId, c: usize, l: usize) -> Option<(ValueId, usize)> {
         let r = self.def(v).filter(|n| matches!(n.op, Op::Reshape(_)))?;
         let inner = Self::arg(r, 0)?;
-        let (w, pad) = match self.def(inner) {
-            Some(p) if matches!(&p.op, Op::Pad(pd) if pd.mode == PadMode::Constant && pd.pads.is_none()) => {
-                let w = Self::arg(p, 0)?;
+        let (w, pad) = match self.def(inner).filter(|n| matches!(n.op, Op::Pad(_))) {
+            Some(_) => {
+                let (w, pads) = self.zero_padded(inner)?;
                 let rank = self.dims(w)?.len();
-                let pads = self.ints(Self::arg(p, 1))?;
-                let zero_fill = Self::arg(p, 2).is_none_or(|f| self.uniform(f) == Some(0.0));
                 let only_end_of_axis_1 = pads.len() == 2 * rank
                     && pads.iter().enumerate().all(|(i, &x)| i == rank + 1 || x == 0)
                     && pads[rank + 1] >= 0;
-                if !(zero_fill && only_end_of_axis_1 && Self::arg(p, 3).is_none()) {
+                if !only_end_of_axis_1 {
                     return None;
                 }
                 (w, pads[rank + 1] as usize)
             }
-            _ => (inner, 0),
+            None => (inner, 0),
         };
         let (wd, vd) = (self.dims(w)?, self.dims(v)?);
         let ok = wd.len() >= 2
@@ -462,10 +459,9 @@ impl<'g> Cx<'g> {
             None => vec![1; axes.len()],
         };
         let [start, end, ax, step] = [&starts, &ends, &axes, &steps].map(|x| x.first().copied());
-        let ax = ax?;
-        let ax = if ax < 0 { ax + vd.len() as i64 } else { ax };
+        let ax = axis_index(ax?, vd.len()).ok()?;
         let one = starts.len() == 1 && ends.len() == 1 && axes.len() == 1 && steps.len() == 1;
-        (one && ax == axis as i64 && step == Some(1) && norm(start?) == lo as i64 && norm(end?) == hi as i64)
+        (one && ax == axis && step == Some(1) && norm(start?) == lo as i64 && norm(end?) == hi as i64)
             .then_some(v)
     }
 
@@ -578,16 +574,12 @@ impl<'g> Cx<'g> {
         let [dc, scat] = self.einsum(new, ["bhzc", "bchpn"], "bzhpn")?;
         // Dc = exp(segsum(Pad(acs[..., -1], (1, 0)))).
         let totals = self.exp_segsum(dc)?;
-        let pad = self
-            .def(totals)
-            .filter(|n| matches!(&n.op, Op::Pad(pd) if pd.mode == PadMode::Constant && pd.pads.is_none()))?;
-        let pads = self.ints(Self::arg(pad, 1))?;
-        let fill_zero = Self::arg(pad, 2).is_none_or(|f| self.uniform(f) == Some(0.0));
-        if pads != [0, 0, 1, 0, 0, 0] || !fill_zero || Self::arg(pad, 3).is_some() {
+        let (chunk_totals, pads) = self.zero_padded(totals)?;
+        if pads != [0, 0, 1, 0, 0, 0] {
             return None;
         }
         let last = self
-            .def(Self::arg(pad, 0)?)
+            .def(chunk_totals)
             .filter(|n| matches!(&n.op, Op::Gather(g) if g.axis == 3 || g.axis == -1))?;
         let index = *self.ints(Self::arg(last, 1))?.first()?;
         let scalar_index = self.dims(Self::arg(last, 1)?)?.is_empty();
@@ -631,8 +623,9 @@ impl<'g> Cx<'g> {
             .into_iter()
             .find(|&(a, dt)| self.dims(a) == Some(vec![h]) && self.dims(dt) == Some(vec![bs, len, h]))?;
         let x = self.scaled(xd, dt, &[Some(0), Some(1), Some(2), None])?;
+        // B and C in their groups when both were repeated alike, else both per head.
         let ((b, gb), (cm, gc)) = (self.groups(bh)?, self.groups(ch)?);
-        let ((b, cm), _) = if gb == gc { ((b, cm), gb) } else { ((bh, ch), h) };
+        let (b, cm) = if gb == gc { (b, cm) } else { (bh, ch) };
         let f32s = [x, dt, a, b, cm].iter().all(|&v| self.f32(v));
         (f32s && self.dims(x)? == [bs, len, h, p]).then_some(Ssd {
             x,
