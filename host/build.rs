@@ -213,6 +213,8 @@ fn compile_cubin(ptxas: &Path, arch: &str, entry: &str, module: &str, dest: &Pat
 /// requested"). The planner's launch shapes stay within these (tested there).
 const LAUNCH_BOUNDS: &[(&str, u32)] = &[
     ("wkv6_f32", 512),
+    // `SSD_CHUNK_THREADS`.
+    ("ssd_chunk_f32", 128),
     ("gemv_program_f32", 512),
     ("attention_f32", 128),
     ("attention_tc_f32", 128),
@@ -321,6 +323,7 @@ const RELEASE_AT_EXIT: &[&str] = &[
     "rnn_f32",
     "selective_scan_f32",
     "ssd_scan_f32",
+    "ssd_chunk_f32",
     "rglru_f32",
     "wkv6_f32",
     "causal_conv_f32",

@@ -161,7 +161,8 @@ fn sofie_mamba_scan_matches_the_reference() {
 #[test]
 fn ssd_scan_matches_the_reference() {
     let mut rng = Rng::new(0x55d);
-    // (B, H, P, G, N): the kernel's one, two, four and eight state slots a lane.
+    // (B, H, P, G, N): the recurrent kernel's one, two, four and eight state slots a lane; the
+    // chunked kernel's states padded to 32, 64 and 128, read 16 or 4 bytes at a time.
     let shapes = [
         (1, 1, 1, 1, 1),
         (2, 4, 8, 2, 16),
@@ -169,9 +170,14 @@ fn ssd_scan_matches_the_reference() {
         (2, 2, 16, 2, 64),
         (1, 2, 4, 1, 100),
         (1, 2, 3, 1, 256),
+        // The chunked form's wider tiles of head channels (16, 32, 64) come with larger batches.
+        (8, 8, 64, 1, 128),
+        (16, 8, 64, 2, 64),
+        (32, 8, 64, 1, 32),
     ];
     for (i, &(b, h, p, groups, n)) in shapes.iter().enumerate() {
-        for len in LENS {
+        let lens: &[usize] = if b < 8 { &LENS } else { &[40, 300] };
+        for &len in lens {
             let full = (i + len) % 2 == 1;
             let d_dims = if i % 2 == 0 { vec![h] } else { vec![h * p] };
             let dt = if full { (-3.0, 1.0) } else { (0.01, 0.5) };
@@ -192,7 +198,9 @@ fn ssd_scan_matches_the_reference() {
                 op::SsdScan::default()
             };
             let what = format!("SSD B={b} H={h} P={p} G={groups} N={n} L={len} full={full}");
-            check(&what, &mut rng, Op::SsdScan(attrs), &operands, 2, len, "ssd_scan_f32");
+            // From one chunk of steps on, states up to SSD_CHUNK_MAX_STATE run chunked.
+            let kernel = if len >= 32 && n <= 128 { "ssd_chunk_f32" } else { "ssd_scan_f32" };
+            check(&what, &mut rng, Op::SsdScan(attrs), &operands, 2, len, kernel);
         }
     }
 }

@@ -270,6 +270,52 @@ fn stateful_decoding_equals_one_run_of_the_whole_sequence() {
     }
 }
 
+/// Mamba-2 in a stateful session: chunked prefills (`ssd_chunk_f32`, the state read and written in
+/// place a tile a block) and single steps (`ssd_scan_f32`) continue each other, and equal one run
+/// of the whole sequence on the reference.
+#[test]
+fn ssd_chunked_prefills_and_steps_continue_each_other() {
+    const LONG: usize = 76;
+    let mut rng = Rng::new(0x55dc);
+    let (b, h, p, n) = (2, 3, 12, 64);
+    let u = Values::Uniform(-1.0, 1.0);
+    let mut st = Stream::new("ssd_chunk_f32");
+    let ins = vec![
+        st.input("x", &[b, LONG, h, p], 1, u),
+        st.input("dt", &[b, LONG, h], 1, Values::Uniform(-3.0, 1.0)),
+        st.constant(&mut rng, "A", &[h], -2.0, -0.1),
+        st.input("Bm", &[b, LONG, 1, n], 1, u),
+        st.input("Cm", &[b, LONG, 1, n], 1, u),
+        st.constant(&mut rng, "D", &[h * p], -1.0, 1.0),
+        st.input("z", &[b, LONG, h, p], 1, Values::Uniform(-2.0, 2.0)),
+        st.constant(&mut rng, "dt_bias", &[h], -1.0, 0.5),
+    ];
+    let attrs = op::SsdScan { dt_softplus: true, ..Default::default() };
+    st.node(Op::SsdScan(attrs), ins, &[Some(1), None]);
+    let inputs: Vec<HostTensor> = st.inputs.iter().map(|(_, dims, _, v)| draw(&mut rng, dims, *v)).collect();
+    let named: Vec<(String, HostTensor)> =
+        st.inputs.iter().zip(&inputs).map(|(i, t)| (i.0.to_string(), t.clone())).collect();
+    let want = host::reference::eval(&st.g, &named).unwrap();
+    let mut s =
+        Session::new(ctx(), st.g.clone(), SessionOptions { stateful: true, ..SessionOptions::default() })
+            .unwrap();
+    let (mut start, mut runs) = (0, Vec::new());
+    for len in [40, 1, 33, 2] {
+        let part: Vec<(String, HostTensor)> = st
+            .inputs
+            .iter()
+            .zip(&inputs)
+            .map(|((name, _, axis, _), t)| (name.to_string(), slice(t, *axis, start, len)))
+            .collect();
+        runs.push(s.run(&part).unwrap_or_else(|e| panic!("steps {start}..{}: {e}", start + len)));
+        let kernel = if len >= 32 { "ssd_chunk_f32" } else { "ssd_scan_f32" };
+        let plan = s.last_plan().unwrap().to_string();
+        assert!(plan.contains(kernel), "{len} steps: {plan}");
+        start += len;
+    }
+    assert_close("SSDScan: chunked prefills and steps", &joined(&st, &runs), &want, LONG);
+}
+
 #[test]
 fn load_state_sets_the_state_a_sequence_continues_from() {
     let mut rng = Rng::new(0x10ad);

@@ -356,6 +356,8 @@ kernel_ids! {
     SelectiveScanF32 => "selective_scan_f32",
     /// `sequence::ssd_scan_f32`: Mamba-2 SSD scan, recurrent form (SSDScan)
     SsdScanF32 => "ssd_scan_f32",
+    /// `sequence::ssd_chunk_f32`: Mamba-2 SSD scan, chunked (matrix) form (SSDScan, prefill)
+    SsdChunkF32 => "ssd_chunk_f32",
     /// `sequence::rglru_f32`: chunked first-order linear scan (RGLRU, LinearScan, SOFIE GriffinRGLRU)
     RglruF32 => "rglru_f32",
     /// `sequence::wkv6_f32`: RWKV-6 WKV (WKV6, SOFIE RWKV_WKV6)
@@ -559,6 +561,7 @@ mod tests {
         assert_eq!(core::mem::align_of::<RecurrentParams>(), 8);
         assert_eq!(core::mem::size_of::<SelectiveScanParams>(), 8 * 4);
         assert_eq!(core::mem::size_of::<SsdScanParams>(), 12 * 4);
+        assert_eq!(core::mem::size_of::<SsdChunkParams>(), 16 * 4);
         assert_eq!(core::mem::size_of::<RglruParams>(), 6 * 4);
         assert_eq!(core::mem::size_of::<Wkv6Params>(), 8 * 4);
         assert_eq!(core::mem::size_of::<ScanOperand>(), 8 * MAX_RANK + 24);

@@ -143,6 +143,112 @@ pub struct SsdScanParams {
     pub _pad: u32,
 }
 
+/// Time steps of one chunk of `sequence::ssd_chunk_f32` (a warp's lanes: the chunk's cumulative
+/// decay is one warp scan).
+pub const SSD_CHUNK: u32 = 32;
+
+/// Threads per block of `sequence::ssd_chunk_f32` (a 16 × 8 grid of threads over each product's
+/// output tile).
+pub const SSD_CHUNK_THREADS: u32 = 128;
+
+/// Largest state size N `sequence::ssd_chunk_f32` takes (larger states run on `ssd_scan_f32`).
+pub const SSD_CHUNK_MAX_STATE: u32 = 128;
+
+/// Largest `p_tile * state_pad` of `sequence::ssd_chunk_f32`: the state tile a block updates, 16
+/// values a thread in registers.
+pub const SSD_CHUNK_MAX_TILE: u32 = 2048;
+
+/// N padded for `sequence::ssd_chunk_f32`: a multiple of 32 (two 16-row passes of its thread grid).
+pub const fn ssd_chunk_state_pad(n: u32) -> u32 {
+    n.div_ceil(32) * 32
+}
+
+/// Parameters of `sequence::ssd_chunk_f32`: the SSD scan of [`SsdScanParams`] (its `lanes`
+/// unused), computed `SSD_CHUNK` steps at a time in the chunked (matrix) form; a block owns the
+/// state rows `p_tile` head channels of one `(b, h)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SsdChunkParams {
+    /// Shapes, dt's transform, D's kind: as for `ssd_scan_f32`.
+    pub scan: SsdScanParams,
+    /// Head channels a block owns: 8, 16, 32 or 64, with `p_tile * state_pad <=
+    /// SSD_CHUNK_MAX_TILE`.
+    pub p_tile: u32,
+    /// [`ssd_chunk_state_pad`]`(state)`, at most [`SSD_CHUNK_MAX_STATE`].
+    pub state_pad: u32,
+    /// 1: N is a multiple of 4, so B and C are read 16 bytes at a time where both are 16-byte
+    /// aligned.
+    pub vector: u32,
+    /// Explicit padding; always 0.
+    pub _pad: u32,
+}
+
+/// Where `sequence::ssd_chunk_f32` keeps each array in its dynamic shared memory (f32 offsets,
+/// each a multiple of 4, so every row starts 16-byte aligned). Rows over the state are
+/// `state_pad + 4` apart and rows over the chunk's steps `SSD_CHUNK + 4`: a row stride of 4 banks
+/// mod 32, so eight threads reading eight neighbouring rows 16 bytes each never conflict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SsdChunkLayout {
+    /// Row stride of rows over the state.
+    pub sn: u32,
+    /// Row stride of rows over the chunk's steps.
+    pub qs: u32,
+    /// B, two buffers `[SSD_CHUNK][sn]` (the next chunk's lands while this one is used).
+    pub b: u32,
+    /// C, two buffers `[SSD_CHUNK][sn]`.
+    pub c: u32,
+    /// x transposed, two buffers `[p_tile][qs]`.
+    pub xt: u32,
+    /// The state, two buffers `[p_tile][sn]` (read from one, the next written to the other).
+    pub s: u32,
+    /// The chunk's masked, decayed `C Bᵀ`, `[SSD_CHUNK][qs]`.
+    pub g: u32,
+    /// B transposed and weighted by each step's decay to the chunk's end, `[state_pad][qs]`.
+    pub bw: u32,
+    /// dt as read, two buffers `[SSD_CHUNK]`.
+    pub dt_raw: u32,
+    /// dt transformed, its cumulative `dt A`, `exp` of that, the steps' weights `[SSD_CHUNK]` each.
+    pub dt: u32,
+    /// Cumulative `dt A` over the chunk.
+    pub cum: u32,
+    /// `exp(cum)`.
+    pub ecum: u32,
+    /// `exp(cum[last] - cum[t]) dt[t]`.
+    pub w: u32,
+    /// Total f32 values.
+    pub floats: u32,
+}
+
+impl SsdChunkLayout {
+    /// The layout for `state_pad` and `p_tile`.
+    pub const fn new(state_pad: u32, p_tile: u32) -> Self {
+        let (q, sn, qs) = (SSD_CHUNK, state_pad + 4, SSD_CHUNK + 4);
+        let b = 0;
+        let c = b + 2 * q * sn;
+        let xt = c + 2 * q * sn;
+        let s = xt + 2 * p_tile * qs;
+        let g = s + 2 * p_tile * sn;
+        let bw = g + q * qs;
+        let dt_raw = bw + state_pad * qs;
+        let dt = dt_raw + 2 * q;
+        let (cum, ecum, w) = (dt + q, dt + 2 * q, dt + 3 * q);
+        Self { sn, qs, b, c, xt, s, g, bw, dt_raw, dt, cum, ecum, w, floats: w + q }
+    }
+
+    /// Dynamic shared memory bytes.
+    pub const fn bytes(self) -> u32 {
+        4 * self.floats
+    }
+}
+
+/// The most dynamic shared memory any launch of `sequence::ssd_chunk_f32` takes.
+pub const SSD_CHUNK_MAX_SHARED: u32 = {
+    let (a, b) = (SsdChunkLayout::new(SSD_CHUNK_MAX_STATE, 16).bytes(), SsdChunkLayout::new(64, 32).bytes());
+    let c = SsdChunkLayout::new(32, 64).bytes();
+    let m = if a > b { a } else { b };
+    if m > c { m } else { c }
+};
+
 /// `RglruParams::reset`: no reset mask.
 pub const RESET_NONE: u32 = 0;
 /// `RglruParams::reset`: an f32 mask, nonzero = reset.
@@ -222,6 +328,8 @@ pub struct CausalConvParams {
 unsafe impl Params for SelectiveScanParams {}
 // SAFETY: #[repr(C)], nine u32, two f32, one u32 `_pad`: 48 bytes, no padding.
 unsafe impl Params for SsdScanParams {}
+// SAFETY: #[repr(C)], SsdScanParams (48 bytes, no padding) then four u32: 64 bytes.
+unsafe impl Params for SsdChunkParams {}
 // SAFETY: #[repr(C)], six u32.
 unsafe impl Params for RglruParams {}
 // SAFETY: #[repr(C)], eight u32 (the last an explicit `_pad`).

@@ -1,8 +1,9 @@
 //! f32 sequence kernels, parallel over batch, channels and heads: the Mamba-1 selective scan, the
 //! Mamba-2 SSD scan (recurrent form), RWKV-6 WKV and the causal depthwise conv with a carried
-//! window (OPS.md), sequential over time; and the first-order linear scan (RG-LRU, `LinearScan`),
-//! chunked over time as well. The chunked prefill kernels of the others come later; these are
-//! the reference-faithful direct forms, and the step (L = 1) kernels.
+//! window (OPS.md), sequential over time; the first-order linear scan (RG-LRU, `LinearScan`),
+//! chunked over time as well; and the SSD scan's chunked (matrix) form for prefills
+//! (`ssd_chunk.rs`). Chunked prefills of the selective scan and WKV come later; the direct forms
+//! are the reference-faithful ones, and the step (L = 1) kernels.
 //!
 //! State pointers (see `abi::sequence`): `state_in` is read once at the start (null: zero state),
 //! `state_out` and `final_state` are written once at the end (each skipped when null). Every state
@@ -406,20 +407,7 @@ unsafe fn ssd_row<const S: usize, const U: usize>(p: &SsdScanParams, o: &SsdOper
             s[k] = unsafe { load_or(o.state_in, r.ch * nn + slot(k), 0.0) };
         }
     });
-    // dt as the recurrence takes it: `dt + dt_bias`, softplus when asked, clamped.
-    let transform = |raw: f32| {
-        let mut d = raw + r.bias;
-        if p.dt_softplus != 0 {
-            d = math::softplus(d);
-        }
-        if d < p.dt_min {
-            d = p.dt_min;
-        }
-        if d > p.dt_max {
-            d = p.dt_max;
-        }
-        d
-    };
+    let transform = |raw: f32| ssd_dt(p, raw, r.bias);
     let shared = lanes >= U as u64;
     let first_lane = lane_id() - r.sub;
     let mut cur = load(0);
@@ -490,6 +478,23 @@ unsafe fn ssd_row<const S: usize, const U: usize>(p: &SsdScanParams, o: &SsdOper
             }
         }
     });
+}
+
+/// dt as the SSD recurrence takes it: `raw + bias`, softplus when asked, clamped to
+/// `[dt_min, dt_max]`.
+#[inline(always)]
+fn ssd_dt(p: &SsdScanParams, raw: f32, bias: f32) -> f32 {
+    let mut d = raw + bias;
+    if p.dt_softplus != 0 {
+        d = math::softplus(d);
+    }
+    if d < p.dt_min {
+        d = p.dt_min;
+    }
+    if d > p.dt_max {
+        d = p.dt_max;
+    }
+    d
 }
 
 /// [`group_sum`] of `U` values at once, their shuffles interleaved.
@@ -642,6 +647,7 @@ pub unsafe extern "ptx-kernel" fn rglru_f32(
 }
 
 // After `unroll!` and the helpers above, which it uses (macros are scoped textually).
+mod ssd_chunk;
 mod wkv_conv;
 
 mod scan_program;

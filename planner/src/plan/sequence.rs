@@ -1,7 +1,9 @@
 //! Lowering of the sequence operators of OPS.md (SOFIE's `MambaScan`, `GriffinRGLRU`, `RWKV_WKV6`;
 //! ferrofuse's `SelectiveScan`, `SSDScan`, `RGLRU`, `LinearScan`, `WKV6`, `CausalConvWithState`)
 //! to the `sequence` kernels: parallel over batch, channels and heads; sequential over time but
-//! for the linear scans (RG-LRU, `LinearScan`), which are chunked over time too.
+//! for the linear scans (RG-LRU, `LinearScan`), which are chunked over time too, and `SSDScan`,
+//! which from `SSD_CHUNK` steps on (and states up to `SSD_CHUNK_MAX_STATE`) runs in its chunked
+//! matrix form (`ssd_chunk_f32`).
 //!
 //! State: every kernel takes three state pointers after its inputs, `state_in`, `state_out` and
 //! `final_state` (see `kernels_gpu::abi::sequence`), then its output:
@@ -21,8 +23,10 @@
 
 use kernels_gpu::abi::{
     CONV_MAX_WIDTH, CausalConvParams, KernelId, Params, RESET_BOOL, RESET_F32, RESET_NONE, RglruParams,
-    SCAN_MAX_STATE, SEQUENCE_THREADS, SelectiveScanParams, SsdScanParams, WKV_MAX_HEAD, Wkv6Params,
-    linear_scan_chunks, linear_scan_shared_bytes, scan_lanes, wkv_chunks, wkv_shared_bytes, wkv_threads,
+    SCAN_MAX_STATE, SEQUENCE_THREADS, SSD_CHUNK, SSD_CHUNK_MAX_STATE, SSD_CHUNK_MAX_TILE, SSD_CHUNK_THREADS,
+    SelectiveScanParams, SsdChunkLayout, SsdChunkParams, SsdScanParams, WKV_MAX_HEAD, Wkv6Params,
+    linear_scan_chunks, linear_scan_shared_bytes, scan_lanes, ssd_chunk_state_pad, wkv_chunks,
+    wkv_shared_bytes, wkv_threads,
 };
 
 use super::{Arg, PlanOptions, PlannedValue, StateSlot, Step, capped_grid};
@@ -301,7 +305,7 @@ fn ssd_scan(s: &SeqNode, attrs: &SsdScan) -> Lowered {
     let bias = s.optional(7, "dt_bias", &[h])?;
     let state = s.state_args(Some(8))?;
     let lanes = scan_lanes(n);
-    let p = SsdScanParams {
+    let scan = SsdScanParams {
         batch: u32_of(b, "B")?,
         len: u32_of(l, "L")?,
         heads: u32_of(h, "H")?,
@@ -316,7 +320,44 @@ fn ssd_scan(s: &SeqNode, attrs: &SsdScan) -> Lowered {
         _pad: 0,
     };
     let operands = [x, dt, a, bm, cm].into_iter().map(Arg::Value).chain([dskip, z, bias]).collect();
-    Ok(s.step(KernelId::SsdScanF32, &p, s.scan_shape((b * h * pd) as u64, lanes), operands, state))
+    if l < SSD_CHUNK as usize || n > SSD_CHUNK_MAX_STATE {
+        // Short sequences (decode steps) and the largest states: the recurrent form.
+        return Ok(s.step(
+            KernelId::SsdScanF32,
+            &scan,
+            s.scan_shape((b * h * pd) as u64, lanes),
+            operands,
+            state,
+        ));
+    }
+    let state_pad = ssd_chunk_state_pad(n);
+    let p_tile = ssd_chunk_tile(b * h, pd, state_pad, s.o.sm_count);
+    let p = SsdChunkParams { scan, p_tile, state_pad, vector: (n % 4 == 0) as u32, _pad: 0 };
+    let items = (b * h * pd.div_ceil(p_tile as usize)) as u64;
+    let shape = (
+        capped_grid(s.o.sm_count, items),
+        [SSD_CHUNK_THREADS, 1, 1],
+        SsdChunkLayout::new(state_pad, p_tile).bytes(),
+    );
+    Ok(s.step(KernelId::SsdChunkF32, &p, shape, operands, state))
+}
+
+/// Head channels a block of `ssd_chunk_f32` owns, for `heads` `(b, h)` pairs of `head_dim`
+/// channels: the smallest tile (8) unless a larger one still gives every multiprocessor a block;
+/// then the largest such, within `SSD_CHUNK_MAX_TILE` and the head. Each block computes its
+/// chunk's `C Bᵀ` whatever its tile, so small tiles spread a short batch over the device and
+/// large tiles save that work where blocks are plenty.
+fn ssd_chunk_tile(heads: usize, head_dim: usize, state_pad: u32, sm_count: u32) -> u32 {
+    let blocks = |tile: u32| heads * head_dim.div_ceil(tile as usize);
+    let mut tile = 8;
+    while tile < 64
+        && 2 * tile * state_pad <= SSD_CHUNK_MAX_TILE
+        && (tile as usize) < head_dim
+        && blocks(2 * tile) >= sm_count as usize
+    {
+        tile *= 2;
+    }
+    tile
 }
 
 /// The first-order linear scans `rglru_f32` computes.

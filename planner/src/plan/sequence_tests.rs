@@ -3,9 +3,9 @@
 //! the limits, and the plan's state invariants.
 
 use kernels_gpu::abi::{
-    CausalConvParams, KernelId, Params, RESET_BOOL, RglruParams, SEQUENCE_THREADS, SelectiveScanParams,
-    SsdScanParams, WKV_MAX_HEAD, WKV_ROWS, Wkv6Params, linear_scan_chunks, wkv_chunks, wkv_shared_bytes,
-    wkv_threads,
+    CausalConvParams, KernelId, Params, RESET_BOOL, RglruParams, SEQUENCE_THREADS, SSD_CHUNK_MAX_SHARED,
+    SSD_CHUNK_THREADS, SelectiveScanParams, SsdChunkLayout, SsdChunkParams, SsdScanParams, WKV_MAX_HEAD,
+    WKV_ROWS, Wkv6Params, linear_scan_chunks, wkv_chunks, wkv_shared_bytes, wkv_threads,
 };
 
 use crate::error::PlanError;
@@ -106,6 +106,86 @@ fn selective_scan_lowers_with_groups_optionals_and_states() {
     assert_eq!((grid, block, shared), ([1, 1, 1], [SEQUENCE_THREADS, 1, 1], 0));
     assert!(plan.states.is_empty());
     assert!(plan.to_string().contains("selective_scan_f32") && plan.to_string().contains("out:"), "{plan}");
+}
+
+/// An `SSDScan` of `len` steps, heads 8, head dim 64, state `n`, batch `b`, on a device of
+/// `sm_count` multiprocessors: its one kernel step.
+fn ssd_launch(
+    b: usize,
+    len: usize,
+    n: usize,
+    sm_count: u32,
+) -> (KernelId, Vec<Arg>, [u32; 3], [u32; 3], u32) {
+    let mut g = Graph::new();
+    let (h, p) = (8, 64);
+    let x = input(&mut g, "x", &[b, len, h, p]);
+    let dt = input(&mut g, "dt", &[b, len, h]);
+    let a = input(&mut g, "A", &[h]);
+    let bm = input(&mut g, "B", &[b, len, 1, n]);
+    let cm = input(&mut g, "C", &[b, len, 1, n]);
+    let z = input(&mut g, "z", &[b, len, h, p]);
+    let attrs = op::SsdScan { dt_softplus: true, dt_min: None, dt_max: Some(0.5) };
+    let y = g.push_opt(
+        Op::SsdScan(attrs),
+        vec![Some(x), Some(dt), Some(a), Some(bm), Some(cm), None, Some(z)],
+        1,
+    );
+    g.output(y[0]);
+    let plan = compile(&g, &Binding::new(), &PlanOptions { sm_count, ..PlanOptions::default() }).unwrap();
+    let ks = kernels(&plan);
+    assert_eq!(ks.len(), 1, "{plan}");
+    let (k, args, grid, block, shared) = ks[0];
+    (k, args.to_vec(), grid, block, shared)
+}
+
+#[test]
+fn ssd_scan_runs_chunked_from_one_chunk_of_steps() {
+    // Decode steps and short sequences: the recurrent form.
+    assert_eq!(ssd_launch(1, 1, 64, 132).0, KernelId::SsdScanF32);
+    assert_eq!(ssd_launch(1, 31, 64, 132).0, KernelId::SsdScanF32);
+    // The largest states too.
+    assert_eq!(ssd_launch(1, 256, 129, 132).0, KernelId::SsdScanF32);
+    // Batch 1, 8 heads of 64: tiles of 8 give 64 blocks, fewer than the multiprocessors.
+    let (k, args, grid, block, shared) = ssd_launch(1, 256, 64, 132);
+    assert_eq!(k, KernelId::SsdChunkF32);
+    let scan = SsdScanParams {
+        batch: 1,
+        len: 256,
+        heads: 8,
+        head_dim: 64,
+        groups: 1,
+        state: 64,
+        lanes: 32,
+        d_per_channel: 0,
+        dt_softplus: 1,
+        dt_min: f32::NEG_INFINITY,
+        dt_max: 0.5,
+        _pad: 0,
+    };
+    let p = SsdChunkParams { scan, p_tile: 8, state_pad: 64, vector: 1, _pad: 0 };
+    assert_eq!(args[0], Arg::Params(p.as_bytes().to_vec()));
+    assert_eq!(
+        (grid, block, shared),
+        ([64, 1, 1], [SSD_CHUNK_THREADS, 1, 1], SsdChunkLayout::new(64, 8).bytes())
+    );
+    // D absent, z present, no dt_bias, no state: x, dt, A, B, C, null, z, null, three nulls, y.
+    assert_eq!((&args[6], &args[8..12]), (&Arg::Null, &[Arg::Null, Arg::Null, Arg::Null, Arg::Null][..]));
+    assert!(matches!(args[7], Arg::Value(_)) && matches!(args[12], Arg::Value(_)) && args.len() == 13);
+    // Batch 8: tiles grow while every multiprocessor still gets a block (16: 256 blocks; 32 would
+    // leave 128 for 132), within 2048 state values a tile (N 64: at most 32).
+    let (_, args, grid, ..) = ssd_launch(8, 64, 64, 132);
+    let tile = |args: &[Arg]| match &args[0] {
+        Arg::Params(bytes) => u32::from_le_bytes(bytes[48..52].try_into().unwrap()),
+        a => panic!("{a:?}"),
+    };
+    assert_eq!((tile(&args), grid), (16, [256, 1, 1]));
+    assert_eq!(tile(&ssd_launch(64, 64, 64, 132).1), 32);
+    assert_eq!(tile(&ssd_launch(64, 64, 32, 132).1), 64);
+    // N 98 pads to 128 (tiles of at most 16) and is read four bytes at a time.
+    let (_, args, _, _, shared) = ssd_launch(64, 64, 98, 132);
+    let Arg::Params(bytes) = &args[0] else { unreachable!() };
+    assert_eq!((tile(&args), &bytes[52..60]), (16, &[128, 0, 0, 0, 0, 0, 0, 0][..]));
+    assert!(shared <= SSD_CHUNK_MAX_SHARED && shared == SsdChunkLayout::new(128, 16).bytes());
 }
 
 #[test]

@@ -29,8 +29,8 @@
 //! (`dt_softplus`, `dt_bias`, `dt_min`, `dt_max`). Anything else is left as it is and still runs,
 //! unlifted.
 //!
-//! Only sequences of at most [`MAX_STEPS`] steps lift: longer ones run faster in the chunked
-//! form until `SSDScan` has a chunked kernel.
+//! Sequences of any length lift: from 32 steps on `SSDScan` runs chunked on the GPU
+//! (`ssd_chunk_f32`, the same chunked form as one kernel), below that recurrently.
 //!
 //! It runs before `contract.rs`, which would rewrite the contractions into Einsums and the
 //! decomposition into batched MatMuls and transposes (Mamba2's 56 steps a layer).
@@ -43,15 +43,6 @@ use super::scan_lift::repeated_constant;
 use crate::graph::{Graph, Node, ValueId};
 use crate::op::{self, Op, PadMode};
 use crate::tensor_info::{DType, TensorInfo};
-
-/// The longest sequence lifted. `SSDScan` runs sequentially in time on the GPU (a chunked,
-/// tensor-core kernel is not written yet) and a step costs it ~0.33 µs however wide the batch
-/// (latency-bound: ~130 instructions a step and warp at ~4.8 cycles each, two warps a scheduler;
-/// H100, session 38), while the chunked form's contractions parallelize over the chunks.
-/// Measured on transformers' Mamba2 (4 layers, d 256, `benches/results/`): lifted 0.84 / 0.72 /
-/// 0.90 × the chunked form at sequence 256 and batch 1 / 2 / 8, but 1.49 / 1.23 × at sequence
-/// 2048 and batch 1 / 4; the costs cross near 512.
-pub(super) const MAX_STEPS: usize = 512;
 
 /// `graph` with every chunked SSD of the module doc lifted to an `SSDScan`, and how many; `None`
 /// when there is none. Shapes are inferred here (only for a graph with a `CumSum`).
@@ -613,7 +604,7 @@ impl<'g> Cx<'g> {
         }
         let (ad, pad_a) = self.chunked(tb, c, l)?;
         let len = self.dims(xd)?[1];
-        if [pad_b, pad_c, pad_a] != [pad_x; 3] || len + pad_x != c * l || len > MAX_STEPS {
+        if [pad_b, pad_c, pad_a] != [pad_x; 3] || len + pad_x != c * l {
             return None;
         }
         // x·dt = Mul(x, Unsqueeze(dt, -1)), A·dt = Mul(A, dt).
