@@ -66,6 +66,7 @@ pub(crate) mod scan_program;
 mod select;
 mod sequence;
 mod siblings;
+mod ssd_epilogue;
 mod ssd_lift;
 mod tc_pack;
 mod vision;
@@ -163,8 +164,7 @@ pub struct PlanOptions {
     /// chains too long for a kernel this latency-bound (see its module doc).
     pub flash_attention: bool,
     /// Lift transformers' chunked Mamba-2 SSD (segment sums over `CumSum`, `exp`, the chunk
-    /// contractions) to the one `SSDScan` it computes, for sequences of at most 512 steps, where
-    /// the sequential scan is faster (`ssd_lift.rs`; default on).
+    /// contractions) to the one `SSDScan` it computes (`ssd_lift.rs`; default on).
     pub lift_ssd: bool,
     /// The target runs the Hopper flavour (thread-block clusters): a tensor-core GEMM whose tiles
     /// fill at most half the device and want more than `GEMM_TC_MAX_WARPS` warps each splits every
@@ -461,7 +461,7 @@ pub fn small_integer_values(graph: &Graph) -> Result<std::collections::HashSet<S
 pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
     let widened = widen::run(graph)?.map(|w| w.graph);
     let graph = widened.as_ref().unwrap_or(graph);
-    let ssd = ssd_lift::run(graph).map(|(g, _)| g);
+    let ssd = ssd_lift::run(graph, None).map(|(g, _)| g);
     let graph = ssd.as_ref().unwrap_or(graph);
     let g = contract::run(graph).unwrap_or_else(|| graph.clone());
     let g = decompose::run(&g)?.unwrap_or(g);
@@ -507,6 +507,9 @@ fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>
         format!(
             "{n} depthwise Conv(s) padded on both sides, sliced to the sequence (and SiLU): CausalConvWithState"
         )
+    })?;
+    let (graph, infos) = counted_lift(graph, infos, ssd_epilogue::run, &mut lifted, |n| {
+        format!("{n} SSDScan skip(s) and gate(s) spelled after the scan (y + D x, y silu(z)): its D and z")
     })?;
     let (graph, infos) = counted_lift(graph, infos, gather_concat::run, &mut lifted, |n| {
         format!("{n} concatenation(s) of rows gathered from one table: one gather of the stacked indices")
@@ -601,7 +604,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     };
     // transformers' chunked Mamba-2 SSD as the scan it computes (before `contract` and the
     // decomposition take its contractions apart).
-    let ssd = if options.lift_ssd { ssd_lift::run(&folded) } else { None };
+    let ssd = if options.lift_ssd { ssd_lift::run(&folded, Some(options.sm_count)) } else { None };
     let (folded, ssd) = match ssd {
         Some((g, n)) => (g, Some(ssd_line(n))),
         None => (folded, None),

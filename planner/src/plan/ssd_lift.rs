@@ -29,8 +29,9 @@
 //! (`dt_softplus`, `dt_bias`, `dt_min`, `dt_max`). Anything else is left as it is and still runs,
 //! unlifted.
 //!
-//! Sequences of any length lift: from 32 steps on `SSDScan` runs chunked on the GPU
-//! (`ssd_chunk_f32`, the same chunked form as one kernel), below that recurrently.
+//! From 32 steps on `SSDScan` runs chunked on the GPU (`ssd_chunk_f32`, the same chunked form as
+//! one kernel), below that recurrently; sequences longer than [`LONG`] lift only where that
+//! kernel's blocks fill the device.
 //!
 //! It runs before `contract.rs`, which would rewrite the contractions into Einsums and the
 //! decomposition into batched MatMuls and transposes (Mamba2's 56 steps a layer).
@@ -44,14 +45,24 @@ use crate::graph::{Graph, Node, ValueId};
 use crate::op::{self, Op, PadMode};
 use crate::tensor_info::{DType, TensorInfo};
 
+/// Sequences longer than this lift only where the chunked kernel fills the device.
+/// `ssd_chunk_f32` runs its chunks in order, a block per `(b, h, 8 head channels)`: at batch 1 x
+/// 2048 (Mamba2, 4 layers, d 256, 64 blocks on an H100's 132 multiprocessors) the lifted model
+/// took 2654 µs against the chunked form's 2331, whose contractions run every chunk at once; at
+/// batch 4 x 2048 (256 blocks) 4607 against 6427, and at 256 steps it wins from batch 1 (465
+/// against 727; session 39, `benches/results/`).
+pub(super) const LONG: usize = 512;
+
 /// `graph` with every chunked SSD of the module doc lifted to an `SSDScan`, and how many; `None`
-/// when there is none. Shapes are inferred here (only for a graph with a `CumSum`).
-pub(super) fn run(graph: &Graph) -> Option<(Graph, usize)> {
+/// when there is none. Shapes are inferred here (only for a graph with a `CumSum`). With
+/// `sm_count`, an SSD of more than [`LONG`] steps lifts only when its scan's blocks number at
+/// least the multiprocessors.
+pub(super) fn run(graph: &Graph, sm_count: Option<u32>) -> Option<(Graph, usize)> {
     if !graph.nodes.iter().any(|n| matches!(n.op, Op::CumSum(_))) {
         return None;
     }
     let infos = crate::shape_infer::infer(graph).ok()?;
-    let cx = Cx { g: graph, infos: &infos, defs: super::fuse::producers(graph) };
+    let cx = Cx { g: graph, infos: &infos, defs: super::fuse::producers(graph), sm_count };
     let found: Vec<(usize, Ssd)> = (0..graph.nodes.len()).filter_map(|i| cx.ssd(i).map(|s| (i, s))).collect();
     if found.is_empty() {
         return None;
@@ -142,6 +153,8 @@ struct Cx<'g> {
     g: &'g Graph,
     infos: &'g [TensorInfo],
     defs: Vec<Option<(usize, usize)>>,
+    /// The device's multiprocessors, for the [`LONG`] gate (none: every length lifts).
+    sm_count: Option<u32>,
 }
 
 impl<'g> Cx<'g> {
@@ -605,6 +618,12 @@ impl<'g> Cx<'g> {
         let (ad, pad_a) = self.chunked(tb, c, l)?;
         let len = self.dims(xd)?[1];
         if [pad_b, pad_c, pad_a] != [pad_x; 3] || len + pad_x != c * l {
+            return None;
+        }
+        if let (Some(sms), &[b, _, h, p]) = (self.sm_count, self.dims(xd)?.as_slice())
+            && len > LONG
+            && b * h * p.div_ceil(8) < sms as usize
+        {
             return None;
         }
         // x·dt = Mul(x, Unsqueeze(dt, -1)), A·dt = Mul(A, dt).

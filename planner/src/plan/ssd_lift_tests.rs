@@ -38,7 +38,7 @@ fn a_summed_broadcast_product_reads_as_its_einsum() {
     g.output(gm);
     g.output(gl);
     let (infos, defs) = cx_of(&g);
-    let cx = Cx { g: &g, infos: &infos, defs };
+    let cx = Cx { g: &g, infos: &infos, defs, sm_count: None };
     assert_eq!(cx.einsum(gm, ["bclhn", "bcshn"], "bclsh"), Some([c, b]));
     assert_eq!(cx.einsum(gm, ["bcshn", "bclhn"], "bclsh"), Some([b, c]));
     // (Read with the operands swapped, l and s swap: that is the same contraction.)
@@ -60,7 +60,7 @@ fn an_einsum_node_over_views_reads_as_its_contraction() {
     let gm = g.op1(Op::Einsum(Einsum { equation: "bclhn, bcshn -> bclsh".into() }), &[c, b]);
     g.output(gm);
     let (infos, defs) = cx_of(&g);
-    let cx = Cx { g: &g, infos: &infos, defs };
+    let cx = Cx { g: &g, infos: &infos, defs, sm_count: None };
     assert_eq!(cx.einsum(gm, ["bclhn", "bcshn"], "bclsh"), None, "B's base is the transposed input");
     assert_eq!(cx.einsum(gm, ["bclhn", "bcjsn"], "bclsj"), None, "letters name axes, not sizes");
     assert_eq!(cx.einsum(gm, ["bclhn", "bchsn"], "bclsh"), Some([c, bt]));
