@@ -112,15 +112,19 @@ impl Cx<'_> {
         false
     }
 
+    /// The operand of binary node `n` (an op `is`) other than `v`, when `n` reads `v` and only
+    /// `n` reads the other.
+    fn other_operand(&self, n: &Node, is: fn(&Op) -> bool, v: ValueId) -> Option<ValueId> {
+        if !is(&n.op) || n.inputs.len() != 2 || !n.inputs.contains(&Some(v)) {
+            return None;
+        }
+        let other = if n.inputs[0] == Some(v) { n.inputs[1]? } else { n.inputs[0]? };
+        self.private(other).then_some(other)
+    }
+
     /// `y2 = Mul(y1, z * Sigmoid(z))` in either order, with `z` of `y1`'s dims: `z`.
     fn gate(&self, mul: &Node, y1: ValueId) -> Option<ValueId> {
-        if !matches!(mul.op, Op::Mul) || mul.inputs.len() != 2 {
-            return None;
-        }
-        let other = if mul.inputs[0] == Some(y1) { mul.inputs[1]? } else { mul.inputs[0]? };
-        if mul.inputs[0] != Some(y1) && mul.inputs[1] != Some(y1) || !self.private(other) {
-            return None;
-        }
+        let other = self.other_operand(mul, |o| matches!(o, Op::Mul), y1)?;
         let silu = self.def(other)?;
         if !matches!(silu.op, Op::Mul) || silu.inputs.len() != 2 {
             return None;
@@ -141,13 +145,7 @@ impl Cx<'_> {
     /// `y1 = Add(y, Mul(D, x'))` in any order, `x'` a view of `x` with `y`'s dims `[b, l, h, p]`:
     /// `D` as the scan takes it (`(h)` or `(h p)`), reshaped from the constant.
     fn skip(&self, add: &Node, y: ValueId, x: ValueId) -> Option<crate::constant::ConstTensor> {
-        if !matches!(add.op, Op::Add) || add.inputs.len() != 2 {
-            return None;
-        }
-        let other = if add.inputs[0] == Some(y) { add.inputs[1]? } else { add.inputs[0]? };
-        if add.inputs[0] != Some(y) && add.inputs[1] != Some(y) || !self.private(other) {
-            return None;
-        }
+        let other = self.other_operand(add, |o| matches!(o, Op::Add), y)?;
         let dims = self.dims(y)?;
         let &[_, _, h, p] = dims.as_slice() else { return None };
         let mul = self.def(other)?;
