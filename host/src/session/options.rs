@@ -55,8 +55,8 @@ pub struct SessionOptions {
     /// Take `attention_flash_f32` where both heads are at most 64 (a warp per 16 query rows over
     /// all their keys; default off: slower than `attention_tc_f32` on every shape measured).
     pub flash_attention: bool,
-    /// Lift transformers' chunked Mamba-2 SSD to one `SSDScan` for sequences of at most 512
-    /// steps (default on).
+    /// Lift transformers' chunked Mamba-2 SSD to one `SSDScan` (past 512 steps only where the
+    /// chunked scan kernel's blocks fill the device; default on).
     pub lift_ssd: bool,
     /// Fuse attention chains (`MatMul -> [elementwise] -> Softmax -> MatMul`) into one kernel
     /// each (default on).

@@ -154,9 +154,13 @@ pub const SSD_CHUNK_THREADS: u32 = 128;
 /// Largest state size N `sequence::ssd_chunk_f32` takes (larger states run on `ssd_scan_f32`).
 pub const SSD_CHUNK_MAX_STATE: u32 = 128;
 
-/// Largest `p_tile * state_pad` of `sequence::ssd_chunk_f32`: the state tile a block updates, 16
-/// values a thread in registers.
+/// Largest `p_tile * state_pad` of `sequence::ssd_chunk_f32`: the state tile a block keeps in
+/// shared memory (twice) and updates, 16 values a thread.
 pub const SSD_CHUNK_MAX_TILE: u32 = 2048;
+
+/// Smallest `p_tile` of `sequence::ssd_chunk_f32` (a block owns at least this many head channels
+/// of one `(b, h)`; the tiles are it times 1, 2, 4 or 8).
+pub const SSD_CHUNK_MIN_TILE: u32 = 8;
 
 /// N padded for `sequence::ssd_chunk_f32`: a multiple of 32 (two 16-row passes of its thread grid).
 pub const fn ssd_chunk_state_pad(n: u32) -> u32 {
@@ -241,12 +245,23 @@ impl SsdChunkLayout {
     }
 }
 
-/// The most dynamic shared memory any launch of `sequence::ssd_chunk_f32` takes.
+/// The most dynamic shared memory any launch of `sequence::ssd_chunk_f32` takes: the largest
+/// layout over every padded state and tile its contract allows.
 pub const SSD_CHUNK_MAX_SHARED: u32 = {
-    let (a, b) = (SsdChunkLayout::new(SSD_CHUNK_MAX_STATE, 16).bytes(), SsdChunkLayout::new(64, 32).bytes());
-    let c = SsdChunkLayout::new(32, 64).bytes();
-    let m = if a > b { a } else { b };
-    if m > c { m } else { c }
+    let mut most = 0;
+    let mut pad = 32;
+    while pad <= SSD_CHUNK_MAX_STATE {
+        let mut tile = SSD_CHUNK_MIN_TILE;
+        while tile <= 8 * SSD_CHUNK_MIN_TILE && tile * pad <= SSD_CHUNK_MAX_TILE {
+            let bytes = SsdChunkLayout::new(pad, tile).bytes();
+            if bytes > most {
+                most = bytes;
+            }
+            tile *= 2;
+        }
+        pad += 32;
+    }
+    most
 };
 
 /// `RglruParams::reset`: no reset mask.

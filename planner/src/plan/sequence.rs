@@ -23,9 +23,9 @@
 
 use kernels_gpu::abi::{
     CONV_MAX_WIDTH, CausalConvParams, KernelId, Params, RESET_BOOL, RESET_F32, RESET_NONE, RglruParams,
-    SCAN_MAX_STATE, SEQUENCE_THREADS, SSD_CHUNK, SSD_CHUNK_MAX_STATE, SSD_CHUNK_MAX_TILE, SSD_CHUNK_THREADS,
-    SelectiveScanParams, SsdChunkLayout, SsdChunkParams, SsdScanParams, WKV_MAX_HEAD, Wkv6Params,
-    linear_scan_chunks, linear_scan_shared_bytes, scan_lanes, ssd_chunk_state_pad, wkv_chunks,
+    SCAN_MAX_STATE, SEQUENCE_THREADS, SSD_CHUNK, SSD_CHUNK_MAX_STATE, SSD_CHUNK_MAX_TILE, SSD_CHUNK_MIN_TILE,
+    SSD_CHUNK_THREADS, SelectiveScanParams, SsdChunkLayout, SsdChunkParams, SsdScanParams, WKV_MAX_HEAD,
+    Wkv6Params, linear_scan_chunks, linear_scan_shared_bytes, scan_lanes, ssd_chunk_state_pad, wkv_chunks,
     wkv_shared_bytes, wkv_threads,
 };
 
@@ -343,14 +343,14 @@ fn ssd_scan(s: &SeqNode, attrs: &SsdScan) -> Lowered {
 }
 
 /// Head channels a block of `ssd_chunk_f32` owns, for `heads` `(b, h)` pairs of `head_dim`
-/// channels: the smallest tile (8) unless a larger one still gives every multiprocessor a block;
+/// channels: the smallest tile (`SSD_CHUNK_MIN_TILE`) unless a larger one still gives every multiprocessor a block;
 /// then the largest such, within `SSD_CHUNK_MAX_TILE` and the head. Each block computes its
 /// chunk's `C Bᵀ` whatever its tile, so small tiles spread a short batch over the device and
 /// large tiles save that work where blocks are plenty.
 fn ssd_chunk_tile(heads: usize, head_dim: usize, state_pad: u32, sm_count: u32) -> u32 {
     let blocks = |tile: u32| heads * head_dim.div_ceil(tile as usize);
-    let mut tile = 8;
-    while tile < 64
+    let mut tile = SSD_CHUNK_MIN_TILE;
+    while tile < 8 * SSD_CHUNK_MIN_TILE
         && 2 * tile * state_pad <= SSD_CHUNK_MAX_TILE
         && (tile as usize) < head_dim
         && blocks(2 * tile) >= sm_count as usize

@@ -38,6 +38,8 @@
 
 use std::collections::HashMap;
 
+use kernels_gpu::abi::SSD_CHUNK_MIN_TILE;
+
 use super::contract::reshape;
 use super::reduce::axis_index;
 use super::scan_lift::repeated_constant;
@@ -46,11 +48,11 @@ use crate::op::{self, Op, PadMode};
 use crate::tensor_info::{DType, TensorInfo};
 
 /// Sequences longer than this lift only where the chunked kernel fills the device.
-/// `ssd_chunk_f32` runs its chunks in order, a block per `(b, h, 8 head channels)`: at batch 1 x
-/// 2048 (Mamba2, 4 layers, d 256, 64 blocks on an H100's 132 multiprocessors) the lifted model
-/// took 2654 µs against the chunked form's 2331, whose contractions run every chunk at once; at
-/// batch 4 x 2048 (256 blocks) 4607 against 6427, and at 256 steps it wins from batch 1 (465
-/// against 727; session 39, `benches/results/`).
+/// `ssd_chunk_f32` runs its chunks in order, a block per `(b, h)` and at least
+/// `SSD_CHUNK_MIN_TILE` (8) head channels: at batch 1 x 2048 (Mamba2, 4 layers, d 256, 64 blocks
+/// on an H100's 132 multiprocessors) the lifted model took 2654 µs against the chunked form's
+/// 2331, whose contractions run every chunk at once; at batch 4 x 2048 (256 blocks) 4607 against
+/// 6427, and at 256 steps it wins from batch 1 (465 against 727; session 39, `benches/results/`).
 pub(super) const LONG: usize = 512;
 
 /// `graph` with every chunked SSD of the module doc lifted to an `SSDScan`, and how many; `None`
@@ -622,7 +624,7 @@ impl<'g> Cx<'g> {
         }
         if let (Some(sms), &[b, _, h, p]) = (self.sm_count, self.dims(xd)?.as_slice())
             && len > LONG
-            && b * h * p.div_ceil(8) < sms as usize
+            && b * h * p.div_ceil(SSD_CHUNK_MIN_TILE as usize) < sms as usize
         {
             return None;
         }
