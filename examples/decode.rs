@@ -49,7 +49,7 @@ fn model() -> Graph {
     let z = g.transpose(parts[1], &[0, 2, 1]);
     let w_conv = weight(&mut g, &mut rng, "w_conv", &[E, K], 0.5);
     let b_conv = weight(&mut g, &mut rng, "b_conv", &[E], 0.1);
-    let conv = CausalConvWithState { activation: ConvActivation::Silu };
+    let conv = CausalConvWithState { activation: ConvActivation::Silu, ..Default::default() };
     let u = g.push(Op::CausalConvWithState(conv), &[x, w_conv, b_conv], 1)[0];
     // Input-dependent step size, B and C (channels-first).
     let w_dt = weight(&mut g, &mut rng, "w_dt", &[D, E], 0.3);

@@ -327,6 +327,7 @@ const RELEASE_AT_EXIT: &[&str] = &[
     "rglru_f32",
     "wkv6_f32",
     "causal_conv_f32",
+    "causal_conv_rows_f32",
     "dft_f32",
     "stft_f32",
     "tree_ensemble_f32",

@@ -98,6 +98,16 @@ fn mamba2_chunked_ssd_lifts_to_one_ssd_scan_a_layer_that_matches_pytorch() {
             .count();
         let sigmoids = count(&lifted, |o| matches!(o, planner::Op::Sigmoid));
         assert_eq!((folded, sigmoids), if name == "mamba2" { (layers, 0) } else { (0, layers) }, "{name}");
+        // The conv runs channels-last between no transposes, and reads its input, as the scan
+        // reads x, dt, B, C and z, where the in-projection's and the conv's Splits left them (the
+        // padded form pads x, B and C to whole chunks first: those parts stay copies).
+        let windows = |o: &planner::Op| o.input_windows().map_or(0, |w| w.0.len());
+        let convs_last =
+            count(&lifted, |o| matches!(o, planner::Op::CausalConvWithState(a) if a.channels_last));
+        let windowed: usize = lifted.nodes.iter().map(|n| windows(&n.op)).sum();
+        let want = if name == "mamba2" { (layers, 6 * layers, 0) } else { (layers, 5, 2) };
+        let splits = count(&lifted, |o| matches!(o, planner::Op::Split(_)));
+        assert_eq!((convs_last, windowed, splits), want, "{name}: channels-last convs, windows, Splits");
         let got = host::reference::eval(&lifted, &feeds).expect("the lifted graph runs on the reference");
         let rel = relative_error(&got[0].1, &npy(&dir.join(format!("{name}.out.0.npy"))));
         println!("{name} lifted: relative error {rel:.2e}");

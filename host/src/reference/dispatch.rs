@@ -14,7 +14,36 @@ use crate::reference::{
 use crate::tensor::HostTensor;
 
 /// Evaluates one node on its input slots; returns one tensor per output slot it produces.
+/// Inputs the node reads through column windows (`Op::input_windows`, set by the planner) are
+/// first cut to their windows: the columns they name, viewed as the window's dims.
 pub fn node(
+    ctx: &NodeCtx,
+    node: &Node,
+    inputs: &[Option<&HostTensor>],
+    scope: Scope,
+) -> Result<Vec<HostTensor>, HostError> {
+    let Some(windows) = node.op.input_windows().filter(|w| !w.is_empty()) else {
+        return evaluate(ctx, node, inputs, scope);
+    };
+    let mut cut: Vec<Option<HostTensor>> = inputs.iter().map(|_| None).collect();
+    for (i, w) in &windows.0 {
+        let x = required(ctx, inputs, *i)?;
+        let lead = x.shape().len().checked_sub(1).ok_or_else(|| ctx.err(format!("input {i} is a scalar")))?;
+        let (start, end) = (w.start as i64, (w.start + w.width()) as i64);
+        if end > x.shape()[lead] as i64 {
+            return Err(ctx.err(format!("input {i} {:?} has no columns {start}..{end}", x.shape())));
+        }
+        let part = slice::slice(ctx, x, &[start], &[end], Some(&[-1]), None)?;
+        let shape = x.shape()[..lead].iter().chain(&w.dims).copied().collect();
+        cut[*i] = Some(HostTensor::new(shape, part.into_data())?);
+    }
+    let inputs: Vec<Option<&HostTensor>> =
+        inputs.iter().zip(&cut).map(|(given, cut)| cut.as_ref().or(*given)).collect();
+    evaluate(ctx, node, &inputs, scope)
+}
+
+/// [`node`] on inputs as the op reads them.
+fn evaluate(
     ctx: &NodeCtx,
     node: &Node,
     inputs: &[Option<&HostTensor>],

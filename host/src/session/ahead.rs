@@ -31,6 +31,7 @@ pub fn plan_options(options: &SessionOptions, sm_count: u32, hopper: bool) -> Pl
         tensor_core_attention: options.tensor_core_attention,
         flash_attention: options.flash_attention,
         lift_ssd: options.lift_ssd,
+        row_views: options.row_views,
         fuse_attention: options.fuse_attention,
         cluster_mlp: hopper,
         pair_gemm: options.pair_gemm && hopper,

@@ -58,6 +58,10 @@ pub struct SessionOptions {
     /// Lift transformers' chunked Mamba-2 SSD to one `SSDScan` (past 512 steps only where the
     /// chunked scan kernel's blocks fill the device; default on).
     pub lift_ssd: bool,
+    /// Read sequence operands where they lie through row strides: causal convs between
+    /// transposes run channels-last, `SSDScan` / conv inputs that are Split or Slice parts are
+    /// read from the split tensor (default on).
+    pub row_views: bool,
     /// Fuse attention chains (`MatMul -> [elementwise] -> Softmax -> MatMul`) into one kernel
     /// each (default on).
     pub fuse_attention: bool,
@@ -115,7 +119,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 25] = [
+    const SWITCHES: [Switch; 26] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -132,6 +136,7 @@ impl SessionOptions {
         ("tensor_core_attention", |o| &mut o.tensor_core_attention),
         ("flash_attention", |o| &mut o.flash_attention),
         ("lift_ssd", |o| &mut o.lift_ssd),
+        ("row_views", |o| &mut o.row_views),
         ("fuse_attention", |o| &mut o.fuse_attention),
         ("pair_gemm", |o| &mut o.pair_gemm),
         ("wgmma_gemm", |o| &mut o.wgmma_gemm),
@@ -198,6 +203,7 @@ impl Default for SessionOptions {
             tensor_core_attention: true,
             flash_attention: false,
             lift_ssd: true,
+            row_views: true,
             fuse_attention: true,
             pair_gemm: true,
             wgmma_gemm: true,

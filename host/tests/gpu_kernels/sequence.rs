@@ -193,7 +193,7 @@ fn ssd_scan_matches_the_reference() {
                 uniform("s0", &[b, h, p, n], -1.0, 1.0).filter(|_| full || len == 7),
             ];
             let attrs = if full {
-                op::SsdScan { dt_softplus: true, dt_min: Some(0.05), dt_max: Some(0.8) }
+                op::SsdScan { dt_softplus: true, dt_min: Some(0.05), dt_max: Some(0.8), ..Default::default() }
             } else {
                 op::SsdScan::default()
             };
@@ -290,7 +290,7 @@ fn causal_conv_matches_the_reference() {
                 uniform("s0", &[b, d, k - 1], -1.0, 1.0).filter(|_| k > 1 && (full || len == 1)),
             ];
             let activation = if full { op::ConvActivation::Silu } else { op::ConvActivation::None };
-            let attrs = op::CausalConvWithState { activation };
+            let attrs = op::CausalConvWithState { activation, ..Default::default() };
             let what = format!("causal conv B={b} D={d} K={k} L={len} full={full}");
             check(&what, &mut rng, Op::CausalConvWithState(attrs), &operands, 2, len, "causal_conv_f32");
         }
@@ -335,5 +335,77 @@ fn linear_attention_matches_the_reference_for_every_rule() {
             format!("LinearAttention {rule:?} b={b} t={t} hq={hq} hkv={hkv} dk={dk} dv={dv} past={past}");
         let plan = crate::indexing::compare(&what, g, &inputs, 1e-4);
         assert!(plan.contains("linear_attention_f32"), "{plan}");
+    }
+}
+
+/// Mamba-2's mixer as transformers writes it around the lifted ops (`planner`'s `row_views`): the
+/// in-projection's output split into z, the conv's input and dt; the conv between transposes,
+/// from an initial state, its final state an output; its output split into x, B and C, reshaped
+/// for the scan. The planner runs the conv channels-last (`causal_conv_rows_f32`) and reads every
+/// part where it lies, so no copy runs; the results equal the reference's, and the plan's with
+/// `row_views` off. Chunked and recurrent scans, 16-byte and 4-byte B / C reads (N 16 and 10),
+/// conv widths 4 and 6 (both register windows), runs of steps that split the sequence.
+#[test]
+fn mamba2_mixer_reads_its_splits_where_they_lie() {
+    let mut rng = Rng::new(0x5b1e);
+    for (b, l, groups, n, k) in [(1, 1, 1, 16, 4), (2, 7, 2, 10, 6), (1, 40, 1, 16, 4), (3, 300, 2, 10, 4)] {
+        let (h, p) = (4, 8);
+        let e = h * p;
+        let conv = e + 2 * groups * n;
+        let width = e + conv + h;
+        let mut g = Graph::new();
+        let dims = |d: &[usize]| d.iter().map(|&v| Dim::Known(v)).collect::<Vec<_>>();
+        let mut inputs = Vec::new();
+        let mut input = |g: &mut Graph, name: &str, d: &[usize], lo: f32, hi: f32| {
+            inputs.push((name.to_owned(), rng.tensor(d, lo, hi)));
+            g.input(name, DType::F32, dims(d))
+        };
+        let proj = input(&mut g, "proj", &[b, l, width], -1.0, 1.0);
+        let weight = input(&mut g, "w", &[conv, k], -0.5, 0.5);
+        let bias = input(&mut g, "bias", &[conv], -0.5, 0.5);
+        let s0 = input(&mut g, "s0", &[b, conv, k - 1], -1.0, 1.0);
+        let a = input(&mut g, "A", &[h], -2.0, -0.1);
+        let dskip = input(&mut g, "D", &[h], -1.0, 1.0);
+        let dt_bias = input(&mut g, "dt_bias", &[h], -1.0, 0.5);
+        let split = |axis| Op::Split(op::Split { axis, split: None, num_outputs: None });
+        let sizes = g.const_i64("sizes", &[3], &[e as i64, conv as i64, h as i64]);
+        let zxd = g.push(split(2), &[proj, sizes], 3);
+        let perm = || Op::Transpose(op::Transpose { perm: Some(vec![0, 2, 1]) });
+        let xt = g.op1(perm(), &[zxd[1]]);
+        let silu = op::CausalConvWithState { activation: op::ConvActivation::Silu, ..Default::default() };
+        let yc =
+            g.push_opt(Op::CausalConvWithState(silu), vec![Some(xt), Some(weight), Some(bias), Some(s0)], 2);
+        let y = g.op1(perm(), &[yc[0]]);
+        let gn = (groups * n) as i64;
+        let sizes2 = g.const_i64("sizes2", &[3], &[e as i64, gn, gn]);
+        let xbc = g.push(split(-1), &[y, sizes2], 3);
+        let (bi, li) = (b as i64, l as i64);
+        let mut reshape = |v, d: [i64; 4], name: &str| {
+            let s = g.const_i64(name, &[4], &d);
+            g.op1(Op::Reshape(op::Reshape { allowzero: false }), &[v, s])
+        };
+        let x = reshape(xbc[0], [bi, li, h as i64, p as i64], "xs");
+        let bm = reshape(xbc[1], [bi, li, groups as i64, n as i64], "bs");
+        let cm = reshape(xbc[2], [bi, li, groups as i64, n as i64], "cs");
+        let z = reshape(zxd[0], [bi, li, h as i64, p as i64], "zs");
+        let ins =
+            vec![Some(x), Some(zxd[2]), Some(a), Some(bm), Some(cm), Some(dskip), Some(z), Some(dt_bias)];
+        let scan = op::SsdScan { dt_softplus: true, ..Default::default() };
+        let out = g.push_opt(Op::SsdScan(scan), ins, 1);
+        g.output(out[0]);
+        g.output(yc[1]);
+        let what = format!("mixer B={b} L={l} G={groups} N={n} K={k}");
+        let want = host::reference::eval(&g, &inputs).unwrap_or_else(|e| panic!("{what}: reference: {e}"));
+        for row_views in [true, false] {
+            let options = SessionOptions { row_views, ..SessionOptions::default() };
+            let mut s = Session::new(ctx(), g.clone(), options).unwrap();
+            let got = s.run(&inputs).unwrap_or_else(|e| panic!("{what}: gpu: {e}"));
+            assert_close(&format!("{what}, row_views {row_views}"), &got, &want, l);
+            let plan = s.last_plan().unwrap().to_string();
+            let copies = plan.matches("strided_copy").count() + plan.matches("transpose").count();
+            assert_eq!(plan.contains("causal_conv_rows_f32"), row_views, "{what}: {plan}");
+            assert_eq!(copies == 0, row_views, "{what}: {plan}");
+            assert_close(&format!("{what} (replay)"), &s.run(&inputs).unwrap(), &want, l);
+        }
     }
 }

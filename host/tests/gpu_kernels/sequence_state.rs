@@ -172,9 +172,25 @@ fn streams(rng: &mut Rng) -> Vec<(&'static str, Stream, String, Option<usize>)> 
         s.constant(rng, "w", &[d, k], -1.0, 1.0),
         s.constant(rng, "bias", &[d], -1.0, 1.0),
     ];
-    let attrs = op::CausalConvWithState { activation: op::ConvActivation::Silu };
+    let attrs = op::CausalConvWithState { activation: op::ConvActivation::Silu, ..Default::default() };
     let name = s.node(Op::CausalConvWithState(attrs), ins, &[Some(2), None]);
     all.push(("CausalConvWithState", s, name, Some(1)));
+
+    // Channels-last (what the planner makes of a conv between transposes): x and y (B, L, D),
+    // the state updated in place by the thread of each channel's first run of steps.
+    let mut s = Stream::new("causal_conv_rows_f32");
+    let ins = vec![
+        s.input("x", &[b, L, d], 1, u),
+        s.constant(rng, "w", &[d, k], -1.0, 1.0),
+        s.constant(rng, "bias", &[d], -1.0, 1.0),
+    ];
+    let attrs = op::CausalConvWithState {
+        activation: op::ConvActivation::Silu,
+        channels_last: true,
+        ..Default::default()
+    };
+    let name = s.node(Op::CausalConvWithState(attrs), ins, &[Some(1), None]);
+    all.push(("CausalConvWithState channels-last", s, name, Some(1)));
     all
 }
 

@@ -370,6 +370,9 @@ kernel_ids! {
     /// `sequence::causal_conv_f32`: depthwise causal conv1d with a carried window
     /// (CausalConvWithState)
     CausalConvF32 => "causal_conv_f32",
+    /// `sequence::causal_conv_rows_f32`: the same in the channels-last layout, x read through a
+    /// row view (CausalConvWithState with `channels_last`)
+    CausalConvRowsF32 => "causal_conv_rows_f32",
     /// `linear_attention::linear_attention_f32`: ONNX LinearAttention (linear, gated, delta and
     /// gated-delta rules)
     LinearAttentionF32 => "linear_attention_f32",
@@ -560,8 +563,8 @@ mod tests {
         assert_eq!(core::mem::size_of::<RecurrentParams>(), 16 + 8 * 8 + 16 + 2 * 36);
         assert_eq!(core::mem::align_of::<RecurrentParams>(), 8);
         assert_eq!(core::mem::size_of::<SelectiveScanParams>(), 8 * 4);
-        assert_eq!(core::mem::size_of::<SsdScanParams>(), 12 * 4);
-        assert_eq!(core::mem::size_of::<SsdChunkParams>(), 16 * 4);
+        assert_eq!(core::mem::size_of::<SsdScanParams>(), 22 * 4);
+        assert_eq!(core::mem::size_of::<SsdChunkParams>(), 26 * 4);
         assert_eq!(core::mem::size_of::<RglruParams>(), 6 * 4);
         assert_eq!(core::mem::size_of::<Wkv6Params>(), 8 * 4);
         assert_eq!(core::mem::size_of::<ScanOperand>(), 8 * MAX_RANK + 24);
@@ -573,6 +576,7 @@ mod tests {
                 + 24 * SCAN_PROG_INSTRS
         );
         assert_eq!(core::mem::size_of::<CausalConvParams>(), 6 * 4);
+        assert_eq!(core::mem::size_of::<CausalConvRowsParams>(), 8 * 4);
         assert_eq!(core::mem::size_of::<ReduceParams>(), 2 * 8 + 4 * 8 * MAX_RANK + 6 * 4);
         assert_eq!(core::mem::size_of::<ConvParams>(), 26 * 4);
         assert_eq!(core::mem::size_of::<PackParams>(), 5 * 8 + 6 * 4 + 26 * 4);

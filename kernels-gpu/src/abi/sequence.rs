@@ -81,6 +81,10 @@ pub const fn wkv_shared_bytes(n: u32) -> u32 {
 /// registers).
 pub const CONV_MAX_WIDTH: u32 = 16;
 
+/// Largest conv width K of `causal_conv_rows_f32` (a thread keeps the window and the taps in
+/// registers; wider convs run channels-first on `causal_conv_f32`).
+pub const CONV_ROWS_MAX_WIDTH: u32 = 8;
+
 /// Parameters of `sequence::selective_scan_f32` (ferrofuse `SelectiveScan`, SOFIE `MambaScan`).
 ///
 /// u, delta, z and the output are `(batch, channels, len)`; A is `(channels, state)`; Bm and Cm
@@ -108,12 +112,59 @@ pub struct SelectiveScanParams {
     pub _pad: u32,
 }
 
+/// Where a sequence kernel reads an operand's steps: the values of step `t` of sequence `b` start
+/// at element `offset + (b * len + t) * row`. A dense operand has offset 0 and `row` its own
+/// width; a window of a wider tensor's columns (a part of a last-axis Split read where it lies)
+/// has the window's first column as offset and the wider tensor's width as `row`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowView {
+    /// Element offset of step 0 of sequence 0.
+    pub offset: u32,
+    /// Elements from one step to the next.
+    pub row: u32,
+}
+
+impl RowView {
+    /// An operand of `width` values a step, stored densely.
+    pub const fn dense(width: u32) -> Self {
+        Self { offset: 0, row: width }
+    }
+}
+
+/// Where `sequence::ssd_scan_f32` and `ssd_chunk_f32` read their per-step operands ([`RowView`]s
+/// over x's `heads * head_dim`, dt's `heads`, B's and C's `groups * state` and z's
+/// `heads * head_dim` values a step).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SsdRows {
+    /// x.
+    pub x: RowView,
+    /// dt.
+    pub dt: RowView,
+    /// Bm.
+    pub bm: RowView,
+    /// Cm.
+    pub cm: RowView,
+    /// z (ignored when z is null).
+    pub z: RowView,
+}
+
+impl SsdRows {
+    /// Every operand dense, for `heads` heads of `head_dim` and `groups` groups of `state`.
+    pub const fn dense(heads: u32, head_dim: u32, groups: u32, state: u32) -> Self {
+        let (x, bc) = (RowView::dense(heads * head_dim), RowView::dense(groups * state));
+        Self { x, dt: RowView::dense(heads), bm: bc, cm: bc, z: x }
+    }
+}
+
 /// Parameters of `sequence::ssd_scan_f32` (ferrofuse `SSDScan`, recurrent form).
 ///
 /// x, z and the output are `(batch, len, heads, head_dim)`; dt is `(batch, len, heads)`; A and
 /// dt_bias are `(heads)`; Bm and Cm are `(batch, len, groups, state)`, head h reading group
 /// `h / (heads / groups)`; D is `(heads)` or, with `d_per_channel`, `(heads * head_dim)`; the
-/// state is `(batch, heads, head_dim, state)`.
+/// state is `(batch, heads, head_dim, state)`. x, dt, Bm, Cm and z are read through `rows` (each
+/// may be a window of a wider tensor's columns); the output is dense.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SsdScanParams {
@@ -141,6 +192,8 @@ pub struct SsdScanParams {
     pub dt_max: f32,
     /// Explicit padding; always 0.
     pub _pad: u32,
+    /// Where x, dt, Bm, Cm and z are read.
+    pub rows: SsdRows,
 }
 
 /// Time steps of one chunk of `sequence::ssd_chunk_f32` (a warp's lanes: the chunk's cumulative
@@ -339,11 +392,53 @@ pub struct CausalConvParams {
     pub _pad: u32,
 }
 
+/// Parameters of `sequence::causal_conv_rows_f32` (ferrofuse `CausalConvWithState` in the
+/// channels-last layout).
+///
+/// x is read through `x` ([`RowView`] over `channels` values a step: a window of a wider tensor's
+/// columns, or dense); the output is `(batch, len, channels)`, dense; the weight is
+/// `(channels, width)`; the bias is `(channels)`; the state is `(batch, channels, width - 1)`,
+/// oldest input first (the layout of `causal_conv_f32`'s).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CausalConvRowsParams {
+    /// B.
+    pub batch: u32,
+    /// D (channels).
+    pub channels: u32,
+    /// L (time steps).
+    pub len: u32,
+    /// K (conv width), `1..=CONV_ROWS_MAX_WIDTH`.
+    pub width: u32,
+    /// 1: `y <- silu(y)`; 0: no activation.
+    pub silu: u32,
+    /// Consecutive time steps a thread computes, at least 1: [`causal_conv_rows_steps`].
+    pub steps: u32,
+    /// Where x is read.
+    pub x: RowView,
+}
+
+/// Time steps a thread of `causal_conv_rows_f32` computes for `batch * channels` channels of
+/// `len` steps on `sm_count` multiprocessors: the most, from 64 down to 4, that still give every
+/// multiprocessor two blocks of `SEQUENCE_THREADS` (each thread rereads the `width - 1` inputs
+/// before its first step, so longer runs read less).
+pub const fn causal_conv_rows_steps(channels: u64, len: u64, sm_count: u32) -> u32 {
+    let mut steps = 64u32;
+    while steps > 4 {
+        let threads = channels * len.div_ceil(steps as u64);
+        if threads >= 2 * sm_count as u64 * SEQUENCE_THREADS as u64 {
+            break;
+        }
+        steps /= 2;
+    }
+    steps
+}
+
 // SAFETY: #[repr(C)], eight u32 (the last an explicit `_pad`).
 unsafe impl Params for SelectiveScanParams {}
-// SAFETY: #[repr(C)], nine u32, two f32, one u32 `_pad`: 48 bytes, no padding.
+// SAFETY: #[repr(C)], nine u32, two f32, one u32 `_pad`, then ten u32: 88 bytes, no padding.
 unsafe impl Params for SsdScanParams {}
-// SAFETY: #[repr(C)], SsdScanParams (48 bytes, no padding) then four u32: 64 bytes.
+// SAFETY: #[repr(C)], SsdScanParams (88 bytes, no padding) then four u32: 104 bytes.
 unsafe impl Params for SsdChunkParams {}
 // SAFETY: #[repr(C)], six u32.
 unsafe impl Params for RglruParams {}
@@ -351,6 +446,8 @@ unsafe impl Params for RglruParams {}
 unsafe impl Params for Wkv6Params {}
 // SAFETY: #[repr(C)], six u32 (the last an explicit `_pad`).
 unsafe impl Params for CausalConvParams {}
+// SAFETY: #[repr(C)], six u32 then a RowView (two u32): 32 bytes, no padding.
+unsafe impl Params for CausalConvRowsParams {}
 
 /// Parameters of `linear_attention::linear_attention_f32` (ONNX LinearAttention, opset 27): query
 /// `(batch, len, q_heads * dk)`, key `(batch, len, kv_heads * dk)`, value and the output's per-head

@@ -1,9 +1,12 @@
 //! f32 sequence kernels, parallel over batch, channels and heads: the Mamba-1 selective scan, the
 //! Mamba-2 SSD scan (recurrent form), RWKV-6 WKV and the causal depthwise conv with a carried
 //! window (OPS.md), sequential over time; the first-order linear scan (RG-LRU, `LinearScan`),
-//! chunked over time as well; and the SSD scan's chunked (matrix) form for prefills
-//! (`ssd_chunk.rs`). Chunked prefills of the selective scan and WKV come later; the direct forms
-//! are the reference-faithful ones, and the step (L = 1) kernels.
+//! chunked over time as well; the SSD scan's chunked (matrix) form for prefills (`ssd_chunk.rs`);
+//! and the conv in the channels-last layout, parallel over runs of steps (`causal_conv_rows_f32`).
+//! Chunked prefills of the selective scan and WKV come later; the direct forms are the
+//! reference-faithful ones, and the step (L = 1) kernels. The SSD scans and the channels-last
+//! conv read their per-step operands through row views (`abi::RowView`), so an operand may be a
+//! window of a wider tensor's columns (a Split's part, read where it lies).
 //!
 //! State pointers (see `abi::sequence`): `state_in` is read once at the start (null: zero state),
 //! `state_out` and `final_state` are written once at the end (each skipped when null). Every state
@@ -15,8 +18,8 @@
 //! unrolled slots. Every global access is guarded by the sizes in the parameter struct.
 
 use crate::abi::{
-    RESET_BOOL, RESET_F32, RglruParams, SCAN_MAX_CHUNKS, SCAN_MAX_SLOTS, SelectiveScanParams, SsdScanParams,
-    WKV_ROWS,
+    RESET_BOOL, RESET_F32, RglruParams, RowView, SCAN_MAX_CHUNKS, SCAN_MAX_SLOTS, SelectiveScanParams,
+    SsdScanParams, WKV_ROWS,
 };
 use crate::intrinsics::{
     WARP_SIZE, block_dim_x, block_idx_x, dynamic_shared_ptr, global_thread_x, grid_dim_x, grid_threads_x,
@@ -26,13 +29,19 @@ use crate::math;
 
 const SLOTS: usize = SCAN_MAX_SLOTS as usize;
 const ROWS: usize = WKV_ROWS as usize;
-const _: () = assert!(SLOTS == 8 && ROWS == 32, "`unroll!` spells out these trip counts");
+const _: () = assert!(
+    SLOTS == 8 && ROWS == 32 && crate::abi::CONV_MAX_WIDTH == 16,
+    "`unroll!` spells out these trip counts (TAPS: the conv width)"
+);
 
 /// Expands `$body` once per index of a register array with `$k` bound to the literal index: the
 /// unrolling LLVM may decline for long bodies is done here, so the arrays never need local memory.
 macro_rules! unroll {
     ($k:ident in SLOTS => $body:block) => {
         unroll!(@ $k $body 0 1 2 3 4 5 6 7)
+    };
+    ($k:ident in TAPS => $body:block) => {
+        unroll!(@ $k $body 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
     };
     ($k:ident in ROWS => $body:block) => {
         unroll!(@ $k $body 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31)
@@ -237,9 +246,11 @@ pub unsafe extern "ptx-kernel" fn selective_scan_f32(
 /// `y = S C_g + D x`, then `y <- y silu(z)` when z is given.
 ///
 /// # Safety
-/// Shapes as [`SsdScanParams`] states, products fitting in u64: x, y (and z when non-null) hold
-/// `batch * len * heads * head_dim` f32; dt `batch * len * heads`; A and dt_bias (when non-null)
-/// `heads`; Bm, Cm `batch * len * groups * state`; D (when non-null) `heads` or, with
+/// Shapes as [`SsdScanParams`] states, products fitting in u64: y holds
+/// `batch * len * heads * head_dim` f32; x, dt, Bm, Cm and z (when non-null) hold every element
+/// their [`crate::abi::SsdRows`] views reach (`heads * head_dim`, `heads`, `groups * state`,
+/// `groups * state` and `heads * head_dim` values at each of `batch * len` steps), none of them
+/// overlapping y; A and dt_bias (when non-null) `heads`; D (when non-null) `heads` or, with
 /// `d_per_channel`, `heads * head_dim`; the states (when non-null)
 /// `batch * heads * head_dim * state`. Overlaps as for [`selective_scan_f32`]; `heads` is a
 /// multiple of `groups >= 1`.
@@ -366,12 +377,15 @@ struct SsdStep<const S: usize> {
 #[inline(always)]
 unsafe fn ssd_row<const S: usize, const U: usize>(p: &SsdScanParams, o: &SsdOperands, r: &SsdRow) {
     let (len, heads, pd, nn) = (p.len as u64, p.heads as u64, p.head_dim as u64, p.state as u64);
-    let (groups, lanes) = (p.groups as u64, p.lanes as u64);
+    let lanes = p.lanes as u64;
     let slot = |k: usize| r.sub as u64 + k as u64 * lanes;
-    // Offsets at step 0 and per step.
-    let (x0, dt0, bc0) =
-        (((r.b * len) * heads + r.h) * pd + r.pi, r.b * len * heads + r.h, (r.b * len * groups + r.g) * nn);
-    let (xs, dts, bcs) = (heads * pd, heads, groups * nn);
+    // Each operand's offset at step 0 and its step (`p.rows`); y is dense.
+    let first = |v: RowView, inner: u64| (v.offset as u64 + r.b * len * v.row as u64 + inner, v.row as u64);
+    let rows = &p.rows;
+    let ((x0, xs), (z0, zs)) = (first(rows.x, r.h * pd + r.pi), first(rows.z, r.h * pd + r.pi));
+    let ((dt0, dts), (b0, bs), (c0, cs)) =
+        (first(rows.dt, r.h), first(rows.bm, r.g * nn), first(rows.cm, r.g * nn));
+    let (y0, ys) = ((r.b * len * heads + r.h) * pd + r.pi, heads * pd);
     let zero = SsdStep { x: 0.0, dt: 0.0, z: 0.0, b: [0.0; S], c: [0.0; S] };
     // Steps `t0 .. t0 + U` (0 past the sequence).
     let load = |t0: u64| -> [SsdStep<S>; U] {
@@ -379,20 +393,21 @@ unsafe fn ssd_row<const S: usize, const U: usize>(p: &SsdScanParams, o: &SsdOper
         if !r.active {
             return steps;
         }
-        let (xb, dtb, bcb) = (x0 + t0 * xs, dt0 + t0 * dts, bc0 + t0 * bcs);
         unroll!(u in SLOTS => {
-            if u < U && t0 + (u as u64) < len {
-                let (xo, dto, bco) = (xb + u as u64 * xs, dtb + u as u64 * dts, bcb + u as u64 * bcs);
+            let t = t0 + u as u64;
+            if u < U && t < len {
                 let st = &mut steps[u];
-                // SAFETY: (b, t, h, pi) lies inside x, z and dt; (b, t, g, i < state) inside Bm, Cm.
+                let (bo, co) = (b0 + t * bs, c0 + t * cs);
+                // SAFETY: (b, t, h, pi) lies inside x, z and dt; (b, t, g, i < state) inside Bm,
+                // Cm, each through its row view.
                 unsafe {
-                    st.x = *o.x.add(xo as usize);
-                    st.dt = *o.dt.add(dto as usize);
-                    st.z = load_or(o.z, xo, 0.0);
+                    st.x = *o.x.add((x0 + t * xs) as usize);
+                    st.dt = *o.dt.add((dt0 + t * dts) as usize);
+                    st.z = load_or(o.z, z0 + t * zs, 0.0);
                     unroll!(k in SLOTS => {
                         if k < S && slot(k) < nn {
-                            st.b[k] = *o.bm.add((bco + slot(k)) as usize);
-                            st.c[k] = *o.cm.add((bco + slot(k)) as usize);
+                            st.b[k] = *o.bm.add((bo + slot(k)) as usize);
+                            st.c[k] = *o.cm.add((co + slot(k)) as usize);
                         }
                     });
                 }
@@ -453,7 +468,7 @@ unsafe fn ssd_row<const S: usize, const U: usize>(p: &SsdScanParams, o: &SsdOper
         });
         group_sums(&mut acc, p.lanes);
         if r.active && r.sub == 0 {
-            let yb = x0 + t * xs;
+            let yb = y0 + t * ys;
             unroll!(u in SLOTS => {
                 if u < U && t + (u as u64) < len {
                     let st = &cur[u];
@@ -461,8 +476,8 @@ unsafe fn ssd_row<const S: usize, const U: usize>(p: &SsdScanParams, o: &SsdOper
                     if !o.z.is_null() {
                         out *= math::silu(st.z);
                     }
-                    // SAFETY: y has x's shape.
-                    unsafe { *o.y.add((yb + u as u64 * xs) as usize) = out };
+                    // SAFETY: y holds batch * len * heads * head_dim values.
+                    unsafe { *o.y.add((yb + u as u64 * ys) as usize) = out };
                 }
             });
         }

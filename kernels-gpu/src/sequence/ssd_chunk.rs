@@ -19,7 +19,8 @@
 
 use super::{SsdOperands, load_or, ssd_dt, store_if};
 use crate::abi::{
-    SSD_CHUNK, SSD_CHUNK_MAX_STATE, SSD_CHUNK_MAX_TILE, SSD_CHUNK_THREADS, SsdChunkLayout, SsdChunkParams,
+    RowView, SSD_CHUNK, SSD_CHUNK_MAX_STATE, SSD_CHUNK_MAX_TILE, SSD_CHUNK_THREADS, SsdChunkLayout,
+    SsdChunkParams,
 };
 use crate::intrinsics::{
     F32x4, block_dim_x, block_idx_x, cp_async_4_zfill, cp_async_16_zfill, cp_async_commit, cp_async_wait_all,
@@ -38,7 +39,8 @@ const _: () = assert!(Q == 32 && THREADS == 128, "one warp scans a chunk; the th
 /// As `ssd_scan_f32` for `p.scan` (its `lanes` unused); `p.p_tile` is 8, 16, 32 or 64,
 /// `p.state_pad` is `ssd_chunk_state_pad(state)` (at most `SSD_CHUNK_MAX_STATE`), their product
 /// at most `SSD_CHUNK_MAX_TILE`; with `p.vector`, `state` is a multiple of 4 (B and C are then
-/// read 16 bytes at a time where both are 16-byte aligned). `SSD_CHUNK_THREADS` threads a block and
+/// read 16 bytes at a time where both pointers are 16-byte aligned and their row views' offsets and
+/// rows are multiples of 4). `SSD_CHUNK_THREADS` threads a block and
 /// `SsdChunkLayout::new(state_pad, p_tile).bytes()` of dynamic shared memory. Any grid: blocks
 /// stride over the `(b, h, tile)` items. Launches that break the shape rules return at once.
 ///
@@ -189,27 +191,35 @@ unsafe fn tiles<const C: usize>(p: &SsdChunkParams, o: &SsdOperands) {
                 sa + 4 * (lay.b as usize + k * Q * sn) as u32,
                 sa + 4 * (lay.c as usize + k * Q * sn) as u32,
             );
-            let row = |t: u64| ((b * len + t) * groups + g) * nn;
-            let width = if p.vector != 0 && (o.bm as usize | o.cm as usize) % 16 == 0 { 4 } else { 1 };
+            let (rb, rc) = (&s.rows.bm, &s.rows.cm);
+            // Step t's B and C rows of group g, through their row views.
+            let row = |v: &RowView, t: u64| v.offset as u64 + (b * len + t) * v.row as u64 + g * nn;
+            let aligned = (o.bm as usize | o.cm as usize) % 16 == 0
+                && (rb.offset | rb.row | rc.offset | rc.row) % 4 == 0;
+            let width = if p.vector != 0 && aligned { 4 } else { 1 };
             let per_row = np / width;
             let mut e = tid;
             while e < Q * per_row {
                 let (t, n) = (e / per_row, width * (e % per_row));
                 let ok = t0 + (t as u64) < len && (n as u64) < nn;
-                let src = if ok { row(t0 + t as u64) + n as u64 } else { 0 };
+                let (bsrc, csrc) = if ok {
+                    (row(rb, t0 + t as u64) + n as u64, row(rc, t0 + t as u64) + n as u64)
+                } else {
+                    (0, 0)
+                };
                 let d = 4 * (t * sn + n) as u32;
                 // SAFETY: when `ok`, (b, t0 + t, g, n .. n + width) lies inside Bm and Cm (width 4
-                // only with a state that is a multiple of 4 and 16-byte aligned operands); the
+                // only with a state that is a multiple of 4 and 16-byte aligned rows); the
                 // destinations lie inside buffer k; nothing is read when not `ok`.
                 unsafe {
                     if width == 4 {
                         let bytes = if ok { 16 } else { 0 };
-                        cp_async_16_zfill(bdst + d, o.bm.add(src as usize).cast(), bytes);
-                        cp_async_16_zfill(cdst + d, o.cm.add(src as usize).cast(), bytes);
+                        cp_async_16_zfill(bdst + d, o.bm.add(bsrc as usize).cast(), bytes);
+                        cp_async_16_zfill(cdst + d, o.cm.add(csrc as usize).cast(), bytes);
                     } else {
                         let bytes = if ok { 4 } else { 0 };
-                        cp_async_4_zfill(bdst + d, o.bm.add(src as usize).cast(), bytes);
-                        cp_async_4_zfill(cdst + d, o.cm.add(src as usize).cast(), bytes);
+                        cp_async_4_zfill(bdst + d, o.bm.add(bsrc as usize).cast(), bytes);
+                        cp_async_4_zfill(cdst + d, o.cm.add(csrc as usize).cast(), bytes);
                     }
                 }
                 e += THREADS;
@@ -219,7 +229,12 @@ unsafe fn tiles<const C: usize>(p: &SsdChunkParams, o: &SsdOperands) {
             while e < Q * pt {
                 let (t, pp) = (e / pt, e % pt);
                 let ok = t0 + (t as u64) < len && p0 + (pp as u64) < pd;
-                let src = if ok { ((b * len + t0 + t as u64) * heads + h) * pd + p0 + pp as u64 } else { 0 };
+                let rx = &s.rows.x;
+                let src = if ok {
+                    rx.offset as u64 + (b * len + t0 + t as u64) * rx.row as u64 + h * pd + p0 + pp as u64
+                } else {
+                    0
+                };
                 // SAFETY: when `ok`, (b, t0 + t, h, p0 + pp) lies inside x; the destination
                 // inside buffer k.
                 unsafe {
@@ -233,7 +248,9 @@ unsafe fn tiles<const C: usize>(p: &SsdChunkParams, o: &SsdOperands) {
             }
             if tid < Q {
                 let ok = t0 + (tid as u64) < len;
-                let src = if ok { (b * len + t0 + tid as u64) * heads + h } else { 0 };
+                let rd = &s.rows.dt;
+                let src =
+                    if ok { rd.offset as u64 + (b * len + t0 + tid as u64) * rd.row as u64 + h } else { 0 };
                 let d = sa + 4 * (lay.dt_raw as usize + k * Q + tid) as u32;
                 // SAFETY: when `ok`, (b, t0 + tid, h) lies inside dt.
                 unsafe { cp_async_4_zfill(d, o.dt.add(src as usize).cast(), 4 * ok as u32) };
@@ -343,13 +360,15 @@ unsafe fn tiles<const C: usize>(p: &SsdChunkParams, o: &SsdOperands) {
                     let gp = p0 + pp as u64;
                     if r < 2 && cc < C && t < len && gp < pd {
                         let at_y = ((b * len + t) * heads + h) * pd + gp;
+                        let rz = &s.rows.z;
+                        let at_z = rz.offset as u64 + (b * len + t) * rz.row as u64 + h * pd + gp;
                         // SAFETY: pp < p_tile, i < SSD_CHUNK: inside x's buffer k; (b, t, h, gp)
-                        // lies inside y and z.
+                        // lies inside y and, through its row view, z.
                         unsafe {
                             let mut out = math::fma(decay, carried[r][cc], diag[r][cc]);
                             out = math::fma(dv[cc], *xt.add(pp * qs + i), out);
                             if !o.z.is_null() {
-                                out *= math::silu(*o.z.add(at_y as usize));
+                                out *= math::silu(*o.z.add(at_z as usize));
                             }
                             *o.y.add(at_y as usize) = out;
                         }

@@ -2,7 +2,10 @@
 //! depthwise conv with a carried window (helpers and conventions: the parent module).
 
 use super::{ROWS, load_or, quot, rem, store_if};
-use crate::abi::{CONV_MAX_WIDTH, CausalConvParams, WKV_MAX_HEAD, WKV_ROWS, Wkv6Params};
+use crate::abi::{
+    CONV_MAX_WIDTH, CONV_ROWS_MAX_WIDTH, CausalConvParams, CausalConvRowsParams, WKV_MAX_HEAD, WKV_ROWS,
+    Wkv6Params,
+};
 use crate::intrinsics::{
     block_dim_x, block_idx_x, dynamic_shared_ptr, grid_dim_x, sync_threads, thread_idx_x,
 };
@@ -232,5 +235,147 @@ pub unsafe extern "ptx-kernel" fn causal_conv_f32(
             }
         }
         ch += grid_dim_x() as u64;
+    }
+}
+
+/// [`causal_conv_f32`]'s conv in the channels-last layout: x `(batch, len, channels)` read through
+/// `p.x` (a window of a wider tensor's columns or dense), y `(batch, len, channels)` dense; the
+/// weight, bias and states as there.
+///
+/// # Safety
+/// x holds every element its row view reaches (`channels` values at each of `batch * len`
+/// steps), not overlapping y; y `batch * len * channels` f32; weight `channels * width`; bias
+/// (when non-null) `channels`; the states (when non-null) `batch * channels * (width - 1)`.
+/// `state_in == state_out` is sound (below). A launch with `width` outside
+/// `1..=CONV_ROWS_MAX_WIDTH` or `steps == 0` writes nothing.
+///
+/// # Parameters
+/// As [`causal_conv_f32`].
+///
+/// # Thread mapping
+/// 1-D grid-stride over `(b, run, d)` items, `d` fastest (a warp reads 32 neighbouring channels of
+/// one step: coalesced): an item computes `p.steps` consecutive steps of channel `(b, d)`, its
+/// window of the last `width - 1` inputs in registers, reading each input once after the
+/// `width - 1` before its first step. Only the item of the first run reads `state_in`, and it
+/// alone writes the channel's new state (the last `width - 1` inputs, read again after every read
+/// of `state_in`), so a state updated in place is read before it is written.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn causal_conv_rows_f32(
+    p: CausalConvRowsParams,
+    x: *const f32,
+    weight: *const f32,
+    bias: *const f32,
+    state_in: *const f32,
+    state_out: *mut f32,
+    final_state: *mut f32,
+    y: *mut f32,
+) {
+    let kw = p.width as usize;
+    if kw == 0 || kw > CONV_ROWS_MAX_WIDTH as usize || p.steps == 0 {
+        return;
+    }
+    let io = ConvIo { x, weight, bias, state_in, state_out, final_state, y };
+    // SAFETY: the kernel's contract, passed on; the window holds `kw <= W` taps.
+    unsafe {
+        if kw <= 4 { conv_rows::<4>(&p, &io) } else { conv_rows::<{ CONV_ROWS_MAX_WIDTH as usize }>(&p, &io) }
+    }
+}
+
+/// The pointers of [`causal_conv_rows_f32`].
+struct ConvIo {
+    x: *const f32,
+    weight: *const f32,
+    bias: *const f32,
+    state_in: *const f32,
+    state_out: *mut f32,
+    final_state: *mut f32,
+    y: *mut f32,
+}
+
+/// Every item of [`causal_conv_rows_f32`], with a window of `W >= width` registers.
+///
+/// # Safety
+/// As [`causal_conv_rows_f32`], whose checks passed; `p.width <= W`.
+#[inline(always)]
+unsafe fn conv_rows<const W: usize>(p: &CausalConvRowsParams, o: &ConvIo) {
+    let kw = p.width as usize;
+    let (d_len, len, steps, carried) = (p.channels as u64, p.len as u64, p.steps as u64, (kw - 1) as u64);
+    let runs = len.div_ceil(steps);
+    let items = p.batch as u64 * runs * d_len;
+    let (x_off, x_row) = (p.x.offset as u64, p.x.row as u64);
+    let mut item = (block_idx_x() as u64) * block_dim_x() as u64 + thread_idx_x() as u64;
+    let stride = grid_dim_x() as u64 * block_dim_x() as u64;
+    while item < items {
+        let (d, run, b) = (rem(item, d_len), rem(quot(item, d_len), runs), quot(item, d_len * runs));
+        let st = (b * d_len + d) * carried;
+        // Input at step `tau` of the prefixed sequence (negative: a carried value, the oldest at
+        // `-carried`).
+        // SAFETY: for 0 <= tau < len, (b, tau, d) lies inside x through its view; a carried
+        // value's index st + carried + tau lies inside the channel's state.
+        let input = |tau: i64| unsafe {
+            if tau >= 0 {
+                *o.x.add((x_off + (b * len + tau as u64) * x_row + d) as usize)
+            } else {
+                load_or(o.state_in, (st as i64 + carried as i64 + tau) as u64, 0.0)
+            }
+        };
+        // Tap m (0 = the current input, m = the m-th previous) has weight `weight[d, kw - 1 - m]`.
+        let mut wt = [0.0f32; W];
+        // The window: win[m] is the input m steps before the current one.
+        let mut win = [0.0f32; W];
+        let t0 = run * steps;
+        unroll!(m in TAPS => {
+            if m < W && m < kw {
+                // SAFETY: d < channels, kw - 1 - m < width.
+                wt[m] = unsafe { *o.weight.add((d * kw as u64 + (kw - 1 - m) as u64) as usize) };
+                if m > 0 {
+                    win[m - 1] = input(t0 as i64 - m as i64);
+                }
+            }
+        });
+        // SAFETY: d < channels.
+        let bv = unsafe { load_or(o.bias, d, 0.0) };
+        let end = if t0 + steps < len { t0 + steps } else { len };
+        let mut t = t0;
+        while t < end {
+            // Shift the window by one step (highest tap first), then the current input.
+            unroll!(j in TAPS => {
+                let m = 15 - j;
+                if m > 0 && m < W {
+                    win[m] = win[m - 1];
+                }
+            });
+            win[0] = input(t as i64);
+            let mut acc = bv;
+            unroll!(m in TAPS => {
+                if m < W && m < kw {
+                    acc = math::fma(wt[m], win[m], acc);
+                }
+            });
+            let out = if p.silu != 0 { math::silu(acc) } else { acc };
+            // SAFETY: (b, t, d) lies inside y.
+            unsafe { *o.y.add(((b * len + t) * d_len + d) as usize) = out };
+            t += 1;
+        }
+        if run == 0 && carried > 0 {
+            // The new state: the last `carried` inputs of the prefixed sequence, every one read
+            // before any is written (in place, they may be the old state's).
+            let mut kept = [0.0f32; W];
+            unroll!(j in TAPS => {
+                if j < W && (j as u64) < carried {
+                    kept[j] = input(len as i64 - carried as i64 + j as i64);
+                }
+            });
+            unroll!(j in TAPS => {
+                if j < W && (j as u64) < carried {
+                    // SAFETY: inside the channel's state.
+                    unsafe {
+                        store_if(o.state_out, st + j as u64, kept[j]);
+                        store_if(o.final_state, st + j as u64, kept[j]);
+                    }
+                }
+            });
+        }
+        item += stride;
     }
 }

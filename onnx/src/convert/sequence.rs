@@ -110,7 +110,7 @@ pub(crate) fn ssd_scan(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
         return Err(a.invalid("dt_max", format!("{hi} is below dt_min {lo}")));
     }
     let dt_softplus = a.bool_or("dt_softplus", false)?;
-    l.emit(Op::SsdScan(op::SsdScan { dt_softplus, dt_min, dt_max }))
+    l.emit(Op::SsdScan(op::SsdScan { dt_softplus, dt_min, dt_max, ..Default::default() }))
 }
 
 /// `WKV6` (ai.ferrofuse).
@@ -132,12 +132,15 @@ pub(crate) fn onnx_causal_conv(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
     l.push("weight_2d", Op::Squeeze(op::Squeeze { axes: Some(vec![1]) }), &[Some(weight)], &[squeezed]);
     let mut inputs = l.inputs_from(0);
     inputs[1] = Some(squeezed);
-    l.emit_with_inputs(Op::CausalConvWithState(op::CausalConvWithState { activation }), inputs)
+    l.emit_with_inputs(
+        Op::CausalConvWithState(op::CausalConvWithState { activation, ..Default::default() }),
+        inputs,
+    )
 }
 
 /// `CausalConvWithState` (ai.ferrofuse).
 pub(crate) fn causal_conv(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
     use op::ConvActivation as A;
     let activation = l.attrs().choice("activation", A::None, &[("none", A::None), ("silu", A::Silu)])?;
-    l.emit(Op::CausalConvWithState(op::CausalConvWithState { activation }))
+    l.emit(Op::CausalConvWithState(op::CausalConvWithState { activation, ..Default::default() }))
 }

@@ -98,7 +98,7 @@ fn ferrofuse_operators_with_attributes() {
     assert_eq!(node(&g, "SelectiveScan").op, Op::SelectiveScan(op::SelectiveScan { delta_softplus: true }));
     assert_eq!(node(&g, "WKV6").op, Op::Wkv6(op::Wkv6 { layout: op::Wkv6Layout::Bthn }));
     assert_eq!(node(&g, "RGLRU").op, Op::Rglru);
-    let conv = op::CausalConvWithState { activation: op::ConvActivation::Silu };
+    let conv = op::CausalConvWithState { activation: op::ConvActivation::Silu, ..Default::default() };
     assert_eq!(node(&g, "CausalConvWithState").op, Op::CausalConvWithState(conv));
     assert_eq!(inferred(&g, "state"), TensorInfo::new(DType::F32, [1usize, 2, 3]));
     assert_eq!(inferred(&g, "c_state"), TensorInfo::new(DType::F32, [1usize, 2, 3]));
@@ -116,7 +116,7 @@ fn ssd_scan_dt_limits() {
     };
     let scan = || NodeBuilder::new("SSDScan", &["x", "dt", "A", "B", "B"], &["y"]);
     let g = convert(ssd(scan().attr_floats("dt_limit", &[0.001, f32::INFINITY]).attr_int("dt_softplus", 1)));
-    let want = op::SsdScan { dt_softplus: true, dt_min: Some(0.001), dt_max: None };
+    let want = op::SsdScan { dt_softplus: true, dt_min: Some(0.001), dt_max: None, ..Default::default() };
     assert_eq!(node(&g, "SSDScan").op, Op::SsdScan(want));
     assert_eq!(inferred(&g, "y"), TensorInfo::new(DType::F32, [1usize, 5, 2, 3]));
     let g = convert(ssd(scan().attr_float("dt_max", 0.1)));

@@ -470,6 +470,25 @@ impl Op {
         }
     }
 
+    /// The inputs this node reads as column windows of wider tensors ([`InputWindows`]): `Some`
+    /// for the ops whose kernels take them (`SSDScan`, `CausalConvWithState`), even when empty.
+    pub fn input_windows(&self) -> Option<&InputWindows> {
+        match self {
+            Op::SsdScan(a) => Some(&a.windows),
+            Op::CausalConvWithState(a) => Some(&a.windows),
+            _ => None,
+        }
+    }
+
+    /// [`Op::input_windows`], to set them.
+    pub fn input_windows_mut(&mut self) -> Option<&mut InputWindows> {
+        match self {
+            Op::SsdScan(a) => Some(&mut a.windows),
+            Op::CausalConvWithState(a) => Some(&mut a.windows),
+            _ => None,
+        }
+    }
+
     /// Nested graphs of control-flow operators (empty for every other op).
     pub fn subgraphs(&self) -> Vec<&Graph> {
         match self {

@@ -146,9 +146,55 @@ pub struct SelectiveScan {
     pub delta_softplus: bool,
 }
 
-/// `SSDScan` (ai.ferrofuse): Mamba-2 recurrence (sequential in time on the GPU, as on the CPU).
+/// An operand read as a window of the columns of a wider tensor: the input given is `(..., W)`,
+/// row-major, and the operand is its columns `start .. start + Π dims` of every row, those
+/// columns viewed as `dims`. A part of a last-axis `Split` read where it lies
+/// (`plan/split_views.rs`), so no copy makes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColumnWindow {
+    /// The window's first column.
+    pub start: usize,
+    /// The window's columns as the operand's trailing dims.
+    pub dims: Vec<usize>,
+}
+
+impl ColumnWindow {
+    /// Columns in the window.
+    pub fn width(&self) -> usize {
+        self.dims.iter().product()
+    }
+}
+
+/// The inputs of a node read as [`ColumnWindow`]s, by input index; empty (the default): every
+/// input as given. Only the ops whose kernels read operands through row strides carry them
+/// ([`super::Op::input_windows`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputWindows(pub Vec<(usize, ColumnWindow)>);
+
+impl InputWindows {
+    /// The window input `input` is read through, if any.
+    pub fn get(&self, input: usize) -> Option<&ColumnWindow> {
+        self.0.iter().find(|(i, _)| *i == input).map(|(_, w)| w)
+    }
+
+    /// Whether no input is windowed.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Reads input `input` through `window` (replacing any window it had).
+    pub fn set(&mut self, input: usize, window: ColumnWindow) {
+        self.0.retain(|(i, _)| *i != input);
+        self.0.push((input, window));
+        self.0.sort_by_key(|(i, _)| *i);
+    }
+}
+
+/// `SSDScan` (ai.ferrofuse): Mamba-2 recurrence (recurrent on the GPU for short sequences, in its
+/// chunked matrix form from `SSD_CHUNK` steps on; sequential on the CPU).
 /// Inputs: x `(B,L,H,P)`, dt `(B,L,H)`, A `(H)`, Bm `(B,L,G,N)`, Cm `(B,L,G,N)`, D? `(H)` or `(H*P)`,
-/// z? `(B,L,H,P)`, dt_bias? `(H)`, initial_state? `(B,H,P,N)`.
+/// z? `(B,L,H,P)`, dt_bias? `(H)`, initial_state? `(B,H,P,N)`; x, dt, Bm, Cm and z may be read
+/// through column windows (`windows`, set by the planner, never by a model).
 /// Outputs: y `(B,L,H,P)`, final_state? `(B,H,P,N)` f32.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SsdScan {
@@ -158,6 +204,8 @@ pub struct SsdScan {
     pub dt_min: Option<f32>,
     /// Upper clamp of dt after softplus.
     pub dt_max: Option<f32>,
+    /// Inputs read as column windows of wider tensors.
+    pub windows: InputWindows,
 }
 
 /// Head layout of `WKV6` tensors.
@@ -193,10 +241,16 @@ pub enum ConvActivation {
 /// with a carried window, as in Mamba's and Griffin's conv1d (decode keeps the last K-1 inputs).
 /// Inputs: x `(B,D,L)`, weight `(D,K)`, bias? `(D)`, initial_state? `(B,D,K-1)`.
 /// Outputs: y `(B,D,L)`, final_state? `(B,D,K-1)`.
+/// With `channels_last` (set by the planner when it absorbs the transposes around the conv), x
+/// and y are `(B,L,D)` and x may be read through a column window; the state keeps its layout.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CausalConvWithState {
     /// Activation after the convolution.
     pub activation: ConvActivation,
+    /// x and y are `(B,L,D)` instead of `(B,D,L)`.
+    pub channels_last: bool,
+    /// Inputs read as column windows of wider tensors (only x, only channels-last).
+    pub windows: InputWindows,
 }
 
 /// How `LinearAttention` updates its state `S` `(d_k, d_v)` per step (opset 27).

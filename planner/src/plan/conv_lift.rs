@@ -44,7 +44,7 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, usize)>
         g.initializers.insert(wv, w2);
         g.nodes[last] = Node {
             name: graph.nodes[last].name.clone(),
-            op: Op::CausalConvWithState(CausalConvWithState { activation }),
+            op: Op::CausalConvWithState(CausalConvWithState { activation, ..Default::default() }),
             inputs: vec![Some(x), Some(wv), bias],
             outputs: vec![Some(out)],
         };

@@ -59,6 +59,7 @@ mod reduce;
 mod reroll;
 mod resize;
 mod rotary;
+mod row_views;
 mod rows;
 mod sampling;
 mod scan_lift;
@@ -166,6 +167,10 @@ pub struct PlanOptions {
     /// Lift transformers' chunked Mamba-2 SSD (segment sums over `CumSum`, `exp`, the chunk
     /// contractions) to the one `SSDScan` it computes (`ssd_lift.rs`; default on).
     pub lift_ssd: bool,
+    /// Read operands where they lie through row strides (`row_views.rs`): a causal conv between
+    /// transposes to and from `(B, L, D)` runs channels-last, and the `SSDScan` / conv inputs
+    /// that are parts of a last-axis Split or Slice are read from the split tensor (default on).
+    pub row_views: bool,
     /// The target runs the Hopper flavour (thread-block clusters): a tensor-core GEMM whose tiles
     /// fill at most half the device and want more than `GEMM_TC_MAX_WARPS` warps each splits every
     /// column tile's k rounds over a pair of blocks (`gemm_tc_*_pair_f32`).
@@ -240,6 +245,7 @@ impl Default for PlanOptions {
             tensor_core_attention: true,
             flash_attention: false,
             lift_ssd: true,
+            row_views: true,
             skip_hidden_keys: true,
             precision: Precision::Exact,
             narrow_gemms: true,
@@ -454,8 +460,8 @@ pub fn small_integer_values(graph: &Graph) -> Result<std::collections::HashSet<S
 /// Einsums first), unrolled recurrences lifted to scans (`scan_lift.rs`), unrolled maps rolled
 /// up (`reroll.rs`) and spelled-out RMS
 /// normalizations to `RMSNormalization` (`norm_lift.rs`), exporter spellings made canonical
-/// (`canon.rs`) and sibling projections merged (`siblings.rs`), as [`compile`] sees
-/// it before fusion; `graph`
+/// (`canon.rs`), sibling projections merged (`siblings.rs`) and sequence operands read where they
+/// lie (`row_views.rs`), as [`compile`] sees it before fusion; `graph`
 /// itself when there are none. The CPU reference computes both alike, which is how the expansions
 /// are tested.
 pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
@@ -470,7 +476,12 @@ pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
     // The canonical spellings and merged projections the fusion passes read.
     let g = canon::run(&g, &infos).unwrap_or(g);
     let Ok(infos) = shape_infer::infer(&g) else { return Ok(g) };
-    Ok(siblings::run(&g, &infos).unwrap_or(g))
+    let g = siblings::run(&g, &infos).unwrap_or(g);
+    // Sequence operands read where they lie (`row_views.rs`, on by default).
+    let Ok(infos) = shape_infer::infer(&g) else { return Ok(g) };
+    let g = row_views::channels_last(&g, &infos).map_or(g, |(g, _)| g);
+    let Ok(infos) = shape_infer::infer(&g) else { return Ok(g) };
+    Ok(row_views::windows(&g, &infos).map_or(g, |(g, _)| g))
 }
 
 /// `graph` (of shapes `infos`) with the exporter patterns lifted to one operator each (unrolled
@@ -626,6 +637,17 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     // Q, K and V projections of one value as one GEMM, read by the attention through a Split.
     let sibling = if options.fuse_attention { siblings::run(&bound, &infos) } else { None };
     let (bound, infos) = reinferred((bound, infos), sibling)?;
+    // Sequence operands read where they lie: convs channels-last, Split parts as column windows.
+    let (bound, infos) = if options.row_views {
+        let (bound, infos) = counted_lift(bound, infos, row_views::channels_last, &mut lifted, |n| {
+            format!("{n} CausalConvWithState(s) between transposes from and to (B, L, D): channels-last")
+        })?;
+        counted_lift(bound, infos, row_views::windows, &mut lifted, |n| {
+            format!("{n} SSDScan / conv input(s) that are Split or Slice parts: read where they lie")
+        })?
+    } else {
+        (bound, infos)
+    };
     // The values holding integers TF32 represents exactly (by name: the fusion passes rebuild the
     // graph), for the products of them (`integers.rs`).
     let small_integers = if options.precision == Precision::Exact && options.tf32_integer_products {

@@ -22,16 +22,17 @@
 //! `WKV_MAX_HEAD` (WKV), conv width <= `CONV_MAX_WIDTH`; every dim fits in u32.
 
 use kernels_gpu::abi::{
-    CONV_MAX_WIDTH, CausalConvParams, KernelId, Params, RESET_BOOL, RESET_F32, RESET_NONE, RglruParams,
-    SCAN_MAX_STATE, SEQUENCE_THREADS, SSD_CHUNK, SSD_CHUNK_MAX_STATE, SSD_CHUNK_MAX_TILE, SSD_CHUNK_MIN_TILE,
-    SSD_CHUNK_THREADS, SelectiveScanParams, SsdChunkLayout, SsdChunkParams, SsdScanParams, WKV_MAX_HEAD,
-    Wkv6Params, linear_scan_chunks, linear_scan_shared_bytes, scan_lanes, ssd_chunk_state_pad, wkv_chunks,
+    CONV_MAX_WIDTH, CONV_ROWS_MAX_WIDTH, CausalConvParams, CausalConvRowsParams, KernelId, Params,
+    RESET_BOOL, RESET_F32, RESET_NONE, RglruParams, RowView, SCAN_MAX_STATE, SEQUENCE_THREADS, SSD_CHUNK,
+    SSD_CHUNK_MAX_STATE, SSD_CHUNK_MAX_TILE, SSD_CHUNK_MIN_TILE, SSD_CHUNK_THREADS, SelectiveScanParams,
+    SsdChunkLayout, SsdChunkParams, SsdRows, SsdScanParams, WKV_MAX_HEAD, Wkv6Params, causal_conv_rows_steps,
+    linear_scan_chunks, linear_scan_shared_bytes, scan_lanes, ssd_chunk_state_pad, wkv_chunks,
     wkv_shared_bytes, wkv_threads,
 };
 
 use super::{Arg, PlanOptions, PlannedValue, StateSlot, Step, capped_grid};
 use crate::graph::{Graph, NodeId, ValueId};
-use crate::op::{ConvActivation, Op, SelectiveScan, SsdScan, Wkv6Layout};
+use crate::op::{CausalConvWithState, ConvActivation, Op, SelectiveScan, SsdScan, Wkv6Layout};
 use crate::tensor_info::DType;
 
 type Lowered = Result<Vec<Step>, String>;
@@ -42,38 +43,55 @@ fn state_dims(
     ins: &[Option<ValueId>],
     values: &[PlannedValue],
 ) -> Result<Option<Vec<usize>>, String> {
-    let d = |slot: usize| -> Result<&[usize], String> {
-        let v = ins.get(slot).copied().flatten().ok_or_else(|| format!("input {slot} is missing"))?;
-        let pv = &values[v.index()];
-        pv.dims.as_deref().ok_or_else(|| format!("`{}` has a data-dependent shape", pv.name))
-    };
+    let d = |slot: usize| operand_dims(op, ins, values, slot);
     let bad = |what: &str, dims: &[usize]| format!("{what} has shape {dims:?}");
     Ok(Some(match op {
-        Op::MambaScan | Op::SelectiveScan(_) => match (d(0)?, d(2)?) {
+        Op::MambaScan | Op::SelectiveScan(_) => match (d(0)?.as_slice(), d(2)?.as_slice()) {
             (&[b, dd, _], &[_, n]) => vec![b, dd, n],
             (u, _) => return Err(bad("u", u)),
         },
-        Op::SsdScan(_) => match (d(0)?, d(3)?) {
+        Op::SsdScan(_) => match (d(0)?.as_slice(), d(3)?.as_slice()) {
             (&[b, _, h, p], &[_, _, _, n]) => vec![b, h, p, n],
             (x, _) => return Err(bad("x", x)),
         },
-        Op::GriffinRglru | Op::Rglru | Op::LinearScan => match d(0)? {
+        Op::GriffinRglru | Op::Rglru | Op::LinearScan => match d(0)?.as_slice() {
             &[b, _, w] => vec![b, w],
             x => return Err(bad("x", x)),
         },
         Op::RwkvWkv6 | Op::Wkv6(_) => {
             let layout = if let Op::Wkv6(a) = op { a.layout } else { Wkv6Layout::Bhtn };
-            match (d(0)?, layout) {
+            match (d(0)?.as_slice(), layout) {
                 (&[b, _, h, n], Wkv6Layout::Bthn) | (&[b, h, _, n], Wkv6Layout::Bhtn) => vec![b, h, n, n],
                 (r, _) => return Err(bad("r", r)),
             }
         }
-        Op::CausalConvWithState(_) => match (d(0)?, d(1)?) {
-            (&[b, dd, _], &[_, k]) if k > 0 => vec![b, dd, k - 1],
+        Op::CausalConvWithState(a) => match (d(0)?.as_slice(), d(1)?.as_slice()) {
+            (&[b, _, dd], &[_, k]) if k > 0 && a.channels_last => vec![b, dd, k - 1],
+            (&[b, dd, _], &[_, k]) if k > 0 && !a.channels_last => vec![b, dd, k - 1],
             (x, _) => return Err(bad("x", x)),
         },
         _ => return Ok(None),
     }))
+}
+
+/// Dims of input `slot` of a node of `op` as the op reads it: through its column window, if it
+/// has one (the input's leading dims, then the window's).
+fn operand_dims(
+    op: &Op,
+    ins: &[Option<ValueId>],
+    values: &[PlannedValue],
+    slot: usize,
+) -> Result<Vec<usize>, String> {
+    let v = ins.get(slot).copied().flatten().ok_or_else(|| format!("input {slot} is missing"))?;
+    let pv = &values[v.index()];
+    let dims = pv.dims.as_deref().ok_or_else(|| format!("`{}` has a data-dependent shape", pv.name))?;
+    Ok(match op.input_windows().and_then(|w| w.get(slot)) {
+        Some(w) => {
+            let lead = dims.len().saturating_sub(1);
+            dims[..lead].iter().chain(&w.dims).copied().collect()
+        }
+        None => dims.to_vec(),
+    })
 }
 
 /// The persistent state slot of node `id` under `o`: `Some` only for stateful plans, for sequence
@@ -98,6 +116,7 @@ pub(super) fn persistent_state(
 struct SeqNode<'a> {
     id: NodeId,
     label: String,
+    op: &'a Op,
     ins: &'a [Option<ValueId>],
     values: &'a [PlannedValue],
     o: &'a PlanOptions,
@@ -125,18 +144,46 @@ impl SeqNode<'_> {
         pv.dims.as_deref().ok_or_else(|| format!("`{}` has a data-dependent shape", pv.name))
     }
 
-    /// Required input `slot`, f32, with its dims.
-    fn input(&self, slot: usize, what: &str) -> Result<(ValueId, &[usize]), String> {
+    /// Required input `slot`, f32, with its dims as the op reads it (through its column window,
+    /// if it has one).
+    fn input(&self, slot: usize, what: &str) -> Result<(ValueId, Vec<usize>), String> {
         let v = self.ins.get(slot).copied().flatten().ok_or_else(|| format!("input `{what}` is missing"))?;
-        Ok((v, self.dims_of(v, &[])?))
+        self.dims_of(v, &[])?;
+        Ok((v, operand_dims(self.op, self.ins, self.values, slot)?))
     }
 
-    /// Optional f32 input `slot` whose dims must be `want` (shape inference checked them already).
+    /// Optional f32 input `slot` whose dims (as the op reads it) must be `want` (shape inference
+    /// checked them already).
     fn optional(&self, slot: usize, what: &str, want: &[usize]) -> Result<Arg, String> {
         match self.ins.get(slot).copied().flatten() {
             None => Ok(Arg::Null),
-            Some(v) if self.dims_of(v, &[])? == want => Ok(Arg::Value(v)),
-            Some(v) => Err(format!("`{what}` has shape {:?}, expected {want:?}", self.dims_of(v, &[])?)),
+            Some(v) => match self.input(slot, what)?.1 {
+                d if d == want => Ok(Arg::Value(v)),
+                d => Err(format!("`{what}` has shape {d:?}, expected {want:?}")),
+            },
+        }
+    }
+
+    /// Where the kernel reads input `slot`, `width` values a step: its column window's
+    /// ([`RowView`] with the window's first column and the input's row), or dense.
+    fn rows(&self, slot: usize, width: usize) -> Result<RowView, String> {
+        let window = self.op.input_windows().and_then(|w| w.get(slot));
+        let Some((w, v)) = window.zip(self.ins.get(slot).copied().flatten()) else {
+            return Ok(RowView::dense(u32_of(width, "a step's values")?));
+        };
+        let row = self.dims_of(v, &[])?.last().copied().unwrap_or(0);
+        Ok(RowView { offset: u32_of(w.start, "a window's column")?, row: u32_of(row, "a row")? })
+    }
+
+    /// Refuses column windows on inputs other than `slots` (kernels read only those through row
+    /// views).
+    fn windows_only_on(&self, slots: &[usize]) -> Result<(), String> {
+        let windows = self.op.input_windows().map(|w| w.0.as_slice()).unwrap_or_default();
+        match windows.iter().find(|(i, _)| !slots.contains(i)) {
+            Some((i, _)) => {
+                Err(format!("input {i} is read through a column window, which its kernel cannot do"))
+            }
+            None => Ok(()),
         }
     }
 
@@ -212,6 +259,7 @@ pub(super) fn lower(g: &Graph, id: NodeId, values: &[PlannedValue], o: &PlanOpti
     let s = SeqNode {
         id,
         label: n.op.name().to_string(),
+        op: &n.op,
         ins: &n.inputs,
         values,
         o,
@@ -221,6 +269,11 @@ pub(super) fn lower(g: &Graph, id: NodeId, values: &[PlannedValue], o: &PlanOpti
         state: state_dims(&n.op, &n.inputs, values)?.ok_or("not a sequence operator")?,
     };
     s.dims_of(out, &[])?;
+    s.windows_only_on(match &n.op {
+        Op::SsdScan(_) => &[0, 1, 3, 4, 6],
+        Op::CausalConvWithState(a) if a.channels_last => &[0],
+        _ => &[],
+    })?;
     match &n.op {
         Op::MambaScan => selective_scan(&s, None),
         Op::SelectiveScan(a) => selective_scan(&s, Some(a)),
@@ -230,7 +283,7 @@ pub(super) fn lower(g: &Graph, id: NodeId, values: &[PlannedValue], o: &PlanOpti
         Op::LinearScan => rglru(&s, LinearScanKind::Linear),
         Op::RwkvWkv6 => wkv6(&s, Wkv6Layout::Bhtn, true),
         Op::Wkv6(a) => wkv6(&s, a.layout, false),
-        Op::CausalConvWithState(a) => causal_conv(&s, a.activation),
+        Op::CausalConvWithState(a) => causal_conv(&s, a),
         _ => Err("not a sequence operator".into()),
     }
 }
@@ -248,7 +301,7 @@ fn state_limit(n: usize) -> Result<u32, String> {
 /// state) or `SelectiveScan` (inputs u, delta, A, Bm, Cm, D?, z?, delta_bias?, initial_state?).
 fn selective_scan(s: &SeqNode, attrs: Option<&SelectiveScan>) -> Lowered {
     let (u, ud) = s.input(0, "u")?;
-    let &[b, d, l] = ud else { return Err(format!("u has shape {ud:?}, expected (B, D, L)")) };
+    let &[b, d, l] = ud.as_slice() else { return Err(format!("u has shape {ud:?}, expected (B, D, L)")) };
     let (delta, _) = s.input(1, "delta")?;
     let (a, ad) = s.input(2, "A")?;
     let n = state_limit(ad.get(1).copied().unwrap_or(0))?;
@@ -261,7 +314,7 @@ fn selective_scan(s: &SeqNode, attrs: Option<&SelectiveScan>) -> Lowered {
     let (dskip, z, bias, init) = match attrs {
         None => (Arg::Value(s.input(5, "Dskip")?.0), Arg::Null, Arg::Null, None),
         Some(_) => {
-            (s.optional(5, "D", &[d])?, s.optional(6, "z", ud)?, s.optional(7, "delta_bias", &[d])?, Some(8))
+            (s.optional(5, "D", &[d])?, s.optional(6, "z", &ud)?, s.optional(7, "delta_bias", &[d])?, Some(8))
         }
     };
     let state = s.state_args(init)?;
@@ -283,12 +336,16 @@ fn selective_scan(s: &SeqNode, attrs: Option<&SelectiveScan>) -> Lowered {
 /// `SSDScan`: inputs x, dt, A, Bm, Cm, D?, z?, dt_bias?, initial_state?.
 fn ssd_scan(s: &SeqNode, attrs: &SsdScan) -> Lowered {
     let (x, xd) = s.input(0, "x")?;
-    let &[b, l, h, pd] = xd else { return Err(format!("x has shape {xd:?}, expected (B, L, H, P)")) };
+    let &[b, l, h, pd] = xd.as_slice() else {
+        return Err(format!("x has shape {xd:?}, expected (B, L, H, P)"));
+    };
     let (dt, _) = s.input(1, "dt")?;
     let (a, _) = s.input(2, "A")?;
     let (bm, bd) = s.input(3, "Bm")?;
     let (cm, _) = s.input(4, "Cm")?;
-    let &[_, _, groups, n] = bd else { return Err(format!("Bm has shape {bd:?}, expected (B, L, G, N)")) };
+    let &[_, _, groups, n] = bd.as_slice() else {
+        return Err(format!("Bm has shape {bd:?}, expected (B, L, G, N)"));
+    };
     let n = state_limit(n)?;
     if groups == 0 || h % groups != 0 {
         return Err(format!("{groups} groups of B and C do not divide {h} heads"));
@@ -301,7 +358,7 @@ fn ssd_scan(s: &SeqNode, attrs: &SsdScan) -> Lowered {
             dd => return Err(format!("D has shape {dd:?}, expected ({h}) or ({})", h * pd)),
         },
     };
-    let z = s.optional(6, "z", xd)?;
+    let z = s.optional(6, "z", &xd)?;
     let bias = s.optional(7, "dt_bias", &[h])?;
     let state = s.state_args(Some(8))?;
     let lanes = scan_lanes(n);
@@ -318,6 +375,13 @@ fn ssd_scan(s: &SeqNode, attrs: &SsdScan) -> Lowered {
         dt_min: attrs.dt_min.unwrap_or(f32::NEG_INFINITY),
         dt_max: attrs.dt_max.unwrap_or(f32::INFINITY),
         _pad: 0,
+        rows: SsdRows {
+            x: s.rows(0, h * pd)?,
+            dt: s.rows(1, h)?,
+            bm: s.rows(3, groups * n as usize)?,
+            cm: s.rows(4, groups * n as usize)?,
+            z: s.rows(6, h * pd)?,
+        },
     };
     let operands = [x, dt, a, bm, cm].into_iter().map(Arg::Value).chain([dskip, z, bias]).collect();
     if l < SSD_CHUNK as usize || n > SSD_CHUNK_MAX_STATE {
@@ -374,7 +438,7 @@ enum LinearScanKind {
 /// SOFIE `GriffinRGLRU`, `RGLRU` or `LinearScan` (see [`LinearScanKind`]).
 fn rglru(s: &SeqNode, kind: LinearScanKind) -> Lowered {
     let (x, xd) = s.input(0, "x")?;
-    let &[b, l, w] = xd else { return Err(format!("x has shape {xd:?}, expected (B, L, W)")) };
+    let &[b, l, w] = xd.as_slice() else { return Err(format!("x has shape {xd:?}, expected (B, L, W)")) };
     let (a, _) = s.input(1, "a")?;
     let (reset, reset_kind) = match s.ins.get(2).copied().flatten().filter(|_| kind == LinearScanKind::Rglru)
     {
@@ -413,7 +477,7 @@ fn rglru(s: &SeqNode, kind: LinearScanKind) -> Lowered {
 /// u, initial_state?).
 fn wkv6(s: &SeqNode, layout: Wkv6Layout, sofie: bool) -> Lowered {
     let (r, rd) = s.input(0, "r")?;
-    let (b, t, h, n) = match (rd, layout) {
+    let (b, t, h, n) = match (rd.as_slice(), layout) {
         (&[b, t, h, n], Wkv6Layout::Bthn) | (&[b, h, t, n], Wkv6Layout::Bhtn) => (b, t, h, n),
         _ => return Err(format!("r has shape {rd:?}, expected 4-D")),
     };
@@ -441,26 +505,34 @@ fn wkv6(s: &SeqNode, layout: Wkv6Layout, sofie: bool) -> Lowered {
     Ok(s.step(KernelId::Wkv6F32, &p, shape, operands, state))
 }
 
-/// `CausalConvWithState`: x, weight, bias?, initial_state?.
-fn causal_conv(s: &SeqNode, activation: ConvActivation) -> Lowered {
+/// `CausalConvWithState`: x, weight, bias?, initial_state?; channels-first on `causal_conv_f32`
+/// (a block per channel), channels-last on `causal_conv_rows_f32` (a thread per channel and run of
+/// steps, x through its row view).
+fn causal_conv(s: &SeqNode, attrs: &CausalConvWithState) -> Lowered {
     let (x, xd) = s.input(0, "x")?;
-    let &[b, d, l] = xd else { return Err(format!("x has shape {xd:?}, expected (B, D, L)")) };
+    let (b, d, l) = match (xd.as_slice(), attrs.channels_last) {
+        (&[b, d, l], false) => (b, d, l),
+        (&[b, l, d], true) => (b, d, l),
+        _ => return Err(format!("x has shape {xd:?}, expected 3-D")),
+    };
     let (weight, wd) = s.input(1, "weight")?;
     let k = wd.get(1).copied().unwrap_or(0);
-    if k == 0 || k > CONV_MAX_WIDTH as usize {
-        return Err(format!("conv width K = {k}; the direct conv kernel takes 1..={CONV_MAX_WIDTH}"));
+    let most = if attrs.channels_last { CONV_ROWS_MAX_WIDTH } else { CONV_MAX_WIDTH };
+    if k == 0 || k > most as usize {
+        return Err(format!("conv width K = {k}; the direct conv kernel takes 1..={most}"));
     }
     let bias = s.optional(2, "bias", &[d])?;
     let state = s.state_args(Some(3))?;
-    let p = CausalConvParams {
-        batch: u32_of(b, "B")?,
-        channels: u32_of(d, "D")?,
-        len: u32_of(l, "L")?,
-        width: k as u32,
-        silu: (activation == ConvActivation::Silu) as u32,
-        _pad: 0,
-    };
+    let (batch, channels, len) = (u32_of(b, "B")?, u32_of(d, "D")?, u32_of(l, "L")?);
+    let (width, silu) = (k as u32, (attrs.activation == ConvActivation::Silu) as u32);
     let operands = vec![Arg::Value(x), Arg::Value(weight), bias];
+    if attrs.channels_last {
+        let steps = causal_conv_rows_steps((b * d) as u64, l as u64, s.o.sm_count);
+        let p = CausalConvRowsParams { batch, channels, len, width, silu, steps, x: s.rows(0, d)? };
+        let threads = (b * d) as u64 * (l as u64).div_ceil(steps as u64);
+        return Ok(s.step(KernelId::CausalConvRowsF32, &p, s.threads_shape(threads), operands, state));
+    }
+    let p = CausalConvParams { batch, channels, len, width, silu, _pad: 0 };
     // A block per channel, its threads over the time steps (at least the carried window's).
     let block = (l.div_ceil(32) * 32).clamp(32, SEQUENCE_THREADS as usize) as u32;
     let shape = (capped_grid(s.o.sm_count, (b * d) as u64), [block, 1, 1], 0);

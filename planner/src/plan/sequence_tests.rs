@@ -4,8 +4,8 @@
 
 use kernels_gpu::abi::{
     CausalConvParams, KernelId, Params, RESET_BOOL, RglruParams, SEQUENCE_THREADS, SSD_CHUNK_MAX_SHARED,
-    SSD_CHUNK_THREADS, SelectiveScanParams, SsdChunkLayout, SsdChunkParams, SsdScanParams, WKV_MAX_HEAD,
-    WKV_ROWS, Wkv6Params, linear_scan_chunks, wkv_chunks, wkv_shared_bytes, wkv_threads,
+    SSD_CHUNK_THREADS, SelectiveScanParams, SsdChunkLayout, SsdChunkParams, SsdRows, SsdScanParams,
+    WKV_MAX_HEAD, WKV_ROWS, Wkv6Params, linear_scan_chunks, wkv_chunks, wkv_shared_bytes, wkv_threads,
 };
 
 use crate::error::PlanError;
@@ -124,7 +124,7 @@ fn ssd_launch(
     let bm = input(&mut g, "B", &[b, len, 1, n]);
     let cm = input(&mut g, "C", &[b, len, 1, n]);
     let z = input(&mut g, "z", &[b, len, h, p]);
-    let attrs = op::SsdScan { dt_softplus: true, dt_min: None, dt_max: Some(0.5) };
+    let attrs = op::SsdScan { dt_softplus: true, dt_min: None, dt_max: Some(0.5), ..Default::default() };
     let y = g.push_opt(
         Op::SsdScan(attrs),
         vec![Some(x), Some(dt), Some(a), Some(bm), Some(cm), None, Some(z)],
@@ -161,6 +161,7 @@ fn ssd_scan_runs_chunked_from_one_chunk_of_steps() {
         dt_min: f32::NEG_INFINITY,
         dt_max: 0.5,
         _pad: 0,
+        rows: SsdRows::dense(8, 64, 1, 64),
     };
     let p = SsdChunkParams { scan, p_tile: 8, state_pad: 64, vector: 1, _pad: 0 };
     assert_eq!(args[0], Arg::Params(p.as_bytes().to_vec()));
@@ -175,7 +176,7 @@ fn ssd_scan_runs_chunked_from_one_chunk_of_steps() {
     // leave 128 for 132), within 2048 state values a tile (N 64: at most 32).
     let (_, args, grid, ..) = ssd_launch(8, 64, 64, 132);
     let tile = |args: &[Arg]| match &args[0] {
-        Arg::Params(bytes) => u32::from_le_bytes(bytes[48..52].try_into().unwrap()),
+        Arg::Params(bytes) => u32::from_le_bytes(bytes[88..92].try_into().unwrap()),
         a => panic!("{a:?}"),
     };
     assert_eq!((tile(&args), grid), (16, [256, 1, 1]));
@@ -184,7 +185,7 @@ fn ssd_scan_runs_chunked_from_one_chunk_of_steps() {
     // N 98 pads to 128 (tiles of at most 16) and is read four bytes at a time.
     let (_, args, _, _, shared) = ssd_launch(64, 64, 98, 132);
     let Arg::Params(bytes) = &args[0] else { unreachable!() };
-    assert_eq!((tile(&args), &bytes[52..60]), (16, &[128, 0, 0, 0, 0, 0, 0, 0][..]));
+    assert_eq!((tile(&args), &bytes[92..100]), (16, &[128, 0, 0, 0, 0, 0, 0, 0][..]));
     assert!(shared <= SSD_CHUNK_MAX_SHARED && shared == SsdChunkLayout::new(128, 16).bytes());
 }
 
@@ -208,7 +209,7 @@ fn every_sequence_op_lowers_to_its_kernel() {
     let sb = input(&mut g, "sb", &[2, l2, 2, n2]);
     let sc = input(&mut g, "sc", &[2, l2, 2, n2]);
     let sd = input(&mut g, "sd", &[h * p]);
-    let attrs = op::SsdScan { dt_softplus: true, dt_min: Some(0.01), dt_max: None };
+    let attrs = op::SsdScan { dt_softplus: true, dt_min: Some(0.01), dt_max: None, ..Default::default() };
     let ssd =
         g.push_opt(Op::SsdScan(attrs), vec![Some(x), Some(dt), Some(sa), Some(sb), Some(sc), Some(sd)], 1);
     g.output(ssd[0]);
@@ -237,7 +238,7 @@ fn every_sequence_op_lowers_to_its_kernel() {
     // CausalConvWithState, width 4, SiLU, no bias.
     let cx = input(&mut g, "cx", &[2, 16, 11]);
     let cw = input(&mut g, "cw", &[16, 4]);
-    let conv = op::CausalConvWithState { activation: op::ConvActivation::Silu };
+    let conv = op::CausalConvWithState { activation: op::ConvActivation::Silu, ..Default::default() };
     let cy = g.push(Op::CausalConvWithState(conv), &[cx, cw], 1);
     g.output(cy[0]);
 
@@ -277,6 +278,7 @@ fn every_sequence_op_lowers_to_its_kernel() {
         dt_min: 0.01,
         dt_max: f32::INFINITY,
         _pad: 0,
+        rows: SsdRows::dense(4, 8, 2, 32),
     };
     assert_eq!(s[0].1[0], params(&p));
     assert_eq!(s[0].1[6..9], [Arg::Value(sd), Arg::Null, Arg::Null]);

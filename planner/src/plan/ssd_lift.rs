@@ -110,7 +110,8 @@ impl Ssd {
         let ys = g.add_value(tag("y"), None);
         let (dt, attrs, bias) = match &self.chain {
             Some(c) => {
-                let attrs = op::SsdScan { dt_softplus: true, dt_min: c.min, dt_max: c.max };
+                let attrs =
+                    op::SsdScan { dt_softplus: true, dt_min: c.min, dt_max: c.max, ..Default::default() };
                 (c.raw, attrs, Some(c.bias))
             }
             None => (self.dt, op::SsdScan::default(), None),

@@ -150,7 +150,7 @@ pub(crate) fn infer_node(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
         Op::Rglru => seq::rglru(ctx),
         Op::LinearScan => seq::linear_scan(ctx),
         Op::Wkv6(w) => seq::wkv6(ctx, w.layout),
-        Op::CausalConvWithState(_) => seq::causal_conv(ctx),
+        Op::CausalConvWithState(a) => seq::causal_conv(ctx, a.channels_last),
         Op::NegativeLogLikelihoodLoss(l) => Ok(vision::loss(ctx, l.reduction)?[..1].to_vec()),
         Op::SoftmaxCrossEntropyLoss(l) => vision::loss(ctx, l.reduction),
         Op::GridSample(_) => vision::grid_sample(ctx),

@@ -32,9 +32,9 @@ use std::collections::BTreeSet;
 
 use crate::constant::ConstTensor;
 use crate::error::PlanError;
-use crate::graph::{Graph, ValueId};
+use crate::graph::{Graph, Node, ValueId};
 use crate::op::Op;
-use crate::tensor_info::{Dim, TensorInfo};
+use crate::tensor_info::{Dim, Shape, TensorInfo};
 use crate::validate;
 
 pub(crate) use ctx::Ctx;
@@ -112,6 +112,11 @@ pub(crate) fn analyse_scope(
     for id in validate::topo_order(g)? {
         let node = &g.nodes[id.index()];
         let label = g.node_label(id);
+        // Inputs read as column windows: the op sees each window's own shape.
+        let windowed = match node.op.input_windows() {
+            Some(w) => window_infos(&label, node, w, &infos)?,
+            None => Vec::new(),
+        };
         let mut ins = Vec::with_capacity(node.inputs.len());
         for v in &node.inputs {
             ins.push(match v {
@@ -123,10 +128,15 @@ pub(crate) fn analyse_scope(
                 None => None,
             });
         }
-        let vals: Vec<Option<&PartialValue>> =
+        let mut vals: Vec<Option<&PartialValue>> =
             node.inputs.iter().map(|v| v.and_then(|v| values[v.index()].as_ref())).collect();
-        let cins: Vec<Option<&ConstTensor>> =
+        let mut cins: Vec<Option<&ConstTensor>> =
             node.inputs.iter().map(|v| v.and_then(|v| consts[v.index()].as_ref())).collect();
+        for (i, info) in &windowed {
+            ins[*i] = Some(info);
+            vals[*i] = None;
+            cins[*i] = None;
+        }
         let scope = Scope { infos: &infos, values: &values, consts: &consts };
         let mut ctx = Ctx::new(node, label, ins, vals, cins, scope, syms);
         let mut outs = dispatch::infer_node(&mut ctx)?;
@@ -165,6 +175,41 @@ pub(crate) fn analyse_scope(
         }
     }
     Ok(Inference { infos: out, values })
+}
+
+/// The shapes `node`'s windowed inputs have as operands: each input's leading dims, then its
+/// window's dims. The input's last dim must be known and hold the window.
+fn window_infos(
+    label: &str,
+    node: &Node,
+    windows: &crate::op::InputWindows,
+    infos: &[Option<TensorInfo>],
+) -> Result<Vec<(usize, TensorInfo)>, PlanError> {
+    let bad =
+        |detail: String| PlanError::ShapeMismatch { node: label.to_string(), op: node.op.name(), detail };
+    let mut out = Vec::new();
+    for (i, w) in &windows.0 {
+        let info = node.inputs.get(*i).copied().flatten().and_then(|v| infos.get(v.index())?.as_ref());
+        let Some(info) = info else {
+            return Err(bad(format!("input {i} is read through a column window but is absent")));
+        };
+        let dims = &info.shape.0;
+        let holds = match dims.last() {
+            Some(Dim::Known(cols)) => w.start.checked_add(w.width()).is_some_and(|end| end <= *cols),
+            _ => false,
+        };
+        if !holds {
+            return Err(bad(format!(
+                "input {i} ({info}) has no columns {}..{} for its window",
+                w.start,
+                w.start.saturating_add(w.width())
+            )));
+        }
+        let mut shape: Vec<Dim> = dims[..dims.len() - 1].to_vec();
+        shape.extend(w.dims.iter().map(|&d| Dim::Known(d)));
+        out.push((*i, TensorInfo { dtype: info.dtype, shape: Shape(shape) }));
+    }
+    Ok(out)
 }
 
 /// Read-only view of the enclosing scope while one node is inferred (for subgraph captures).

@@ -212,12 +212,17 @@ pub(crate) fn wkv6(ctx: &mut Ctx, layout: Wkv6Layout) -> Result<Vec<TensorInfo>,
     Ok(vec![r.clone(), f32_state(state)])
 }
 
-/// `CausalConvWithState`: y like x; final state `(B, D, K-1)` of x's dtype (as the ONNX node
+/// `CausalConvWithState`: y like x (`(B, D, L)`, or `(B, L, D)` channels-last); final state
+/// `(B, D, K-1)` of x's dtype (as the ONNX node
 /// tests expect: `test_causal_conv_with_state_fp16`).
-pub(crate) fn causal_conv(ctx: &mut Ctx) -> Result<Vec<TensorInfo>, PlanError> {
+pub(crate) fn causal_conv(ctx: &mut Ctx, channels_last: bool) -> Result<Vec<TensorInfo>, PlanError> {
     let x = ctx.input(0)?;
     ctx.require_float(x)?;
-    let xd = rank_dims(ctx, x, 3, "x")?;
+    let mut xd = rank_dims(ctx, x, 3, "x")?;
+    if channels_last {
+        // (B, L, D): the checks below read (B, D, L).
+        xd.swap(1, 2);
+    }
     let wd = rank_dims(ctx, ctx.input(1)?, 2, "weight")?;
     ctx.unify(&wd[0], &xd[1], "weight channels")?;
     let Dim::Known(k) = wd[1] else { return Err(ctx.attr("conv width must be known")) };

@@ -12,17 +12,22 @@ use crate::reference::NodeCtx;
 use crate::reference::nn::operand::{expect_shape, input, input_opt, silu, tensor};
 use crate::tensor::HostTensor;
 
-/// ferrofuse `CausalConvWithState`. Inputs x `(B,D,L)`, weight `(D,K)`, bias? `(D)`,
-/// initial_state? `(B,D,K−1)`; outputs y (x's dtype, after the activation) and the final state
-/// `(B,D,K−1)`, also of x's dtype.
+/// ferrofuse `CausalConvWithState`. Inputs x `(B,D,L)` (`(B,L,D)` with `channels_last`), weight
+/// `(D,K)`, bias? `(D)`, initial_state? `(B,D,K−1)`; outputs y (x's layout and dtype, after the
+/// activation) and the final state `(B,D,K−1)`, also of x's dtype.
 pub fn causal_conv_with_state(
     node: &NodeCtx,
     attrs: &CausalConvWithState,
     inputs: &[Option<&HostTensor>],
 ) -> Result<Vec<HostTensor>, HostError> {
     let x = input(node, inputs, 0, "x")?;
-    let [b, d, l] = <[usize; 3]>::try_from(x.shape.as_slice())
-        .map_err(|_| node.err(format!("x must be (B, D, L), got {:?}", x.shape)))?;
+    let dims = <[usize; 3]>::try_from(x.shape.as_slice())
+        .map_err(|_| node.err(format!("x must be 3-D, got {:?}", x.shape)))?;
+    // Channels-last: (B, L, D); the value of channel c at step t is at `at(row, t)` either way.
+    let [b, d, l] = if attrs.channels_last { [dims[0], dims[2], dims[1]] } else { dims };
+    let at = |row: usize, t: usize| {
+        if attrs.channels_last { ((row / d) * l + t) * d + row % d } else { row * l + t }
+    };
     let w = input(node, inputs, 1, "weight")?;
     let k = match w.shape.as_slice() {
         &[wd, k] if wd == d && k > 0 => k,
@@ -44,11 +49,11 @@ pub fn causal_conv_with_state(
             Some(s) => s.data[row * (k - 1)..(row + 1) * (k - 1)].to_vec(),
             None => vec![0.0; k - 1],
         };
-        xp.extend_from_slice(&x.data[row * l..(row + 1) * l]);
+        xp.extend((0..l).map(|t| x.data[at(row, t)]));
         for t in 0..l {
             let acc: f64 = bias.as_ref().map_or(0.0, |v| v.data[ch])
                 + (0..k).map(|j| w.data[ch * k + j] * xp[t + j]).sum::<f64>();
-            y[row * l + t] = match attrs.activation {
+            y[at(row, t)] = match attrs.activation {
                 ConvActivation::None => acc,
                 ConvActivation::Silu => silu(acc),
             };
@@ -85,7 +90,7 @@ mod tests {
         let last: Vec<f64> = x.chunks(l).flat_map(|c| c[l - (k - 1)..].to_vec()).collect();
         assert_close(&vals(&out[1]), &last, 1e-7);
         // Split the sequence at 2: the carried window makes the halves equal the whole (with SiLU).
-        let silu_attrs = CausalConvWithState { activation: ConvActivation::Silu };
+        let silu_attrs = CausalConvWithState { activation: ConvActivation::Silu, ..Default::default() };
         let part = |lo: usize, hi: usize| {
             tf(&[b, d, hi - lo], &x.chunks(l).flat_map(|c| c[lo..hi].to_vec()).collect::<Vec<_>>())
         };
@@ -111,5 +116,25 @@ mod tests {
             vals(&whole[0]).iter().zip(vals(&out[0])).any(|(a, c)| (a - c).abs() > 1e-3),
             "SiLU must apply"
         );
+        // Channels-last: the same conv of x transposed to (B, L, D), its output transposed back,
+        // the state as before.
+        let swap = |v: &[f64], rows: usize, cols: usize| -> Vec<f64> {
+            (0..b)
+                .flat_map(|bi| {
+                    (0..cols).flat_map(move |c| (0..rows).map(move |r| v[(bi * rows + r) * cols + c]))
+                })
+                .collect()
+        };
+        let last = CausalConvWithState { channels_last: true, ..silu_attrs.clone() };
+        let xl = tf(&[b, l, d], &swap(&x, d, l));
+        let init = &first[1];
+        let got = causal_conv_with_state(&node("C"), &last, &[Some(&xl), Some(&wt), Some(&bt), Some(init)])
+            .unwrap();
+        let want =
+            causal_conv_with_state(&node("C"), &silu_attrs, &[Some(&xt), Some(&wt), Some(&bt), Some(init)])
+                .unwrap();
+        assert_eq!(got[0].shape(), [b, l, d]);
+        assert_close(&swap(&vals(&got[0]), l, d), &vals(&want[0]), 1e-12);
+        assert_close(&vals(&got[1]), &vals(&want[1]), 1e-12);
     }
 }

@@ -200,7 +200,7 @@ fn one_step_by_hand_with_bias_clamp_d_and_z() {
     let (bm, cm) = (tf(&[1, 1, 1, 1], &[2.]), tf(&[1, 1, 1, 1], &[3.]));
     let (d, z, bias) = (tf(&[2], &[0.5, -1.]), tf(&[1, 1, 1, 2], &[2., 1.]), tf(&[1], &[1.]));
     let init = tf(&[1, 1, 2, 1], &[4., 0.]);
-    let attrs = SsdScan { dt_softplus: false, dt_min: None, dt_max: Some(1.25) };
+    let attrs = SsdScan { dt_softplus: false, dt_min: None, dt_max: Some(1.25), ..Default::default() };
     let ins =
         [Some(&x), Some(&dt), Some(&a), Some(&bm), Some(&cm), Some(&d), Some(&z), Some(&bias), Some(&init)];
     let out = ssd_scan(&node("SSDScan"), &attrs, &ins).unwrap();
