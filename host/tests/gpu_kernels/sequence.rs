@@ -402,7 +402,8 @@ fn mamba2_mixer_reads_its_splits_where_they_lie() {
             let got = s.run(&inputs).unwrap_or_else(|e| panic!("{what}: gpu: {e}"));
             assert_close(&format!("{what}, row_views {row_views}"), &got, &want, l);
             let plan = s.last_plan().unwrap().to_string();
-            let copies = plan.matches("strided_copy").count() + plan.matches("transpose").count();
+            let steps = plan.lines().filter(|l| l.starts_with('#'));
+            let copies = steps.filter(|l| l.contains("strided_copy") || l.contains("transpose")).count();
             assert_eq!(plan.contains("causal_conv_rows_f32"), row_views, "{what}: {plan}");
             assert_eq!(copies == 0, row_views, "{what}: {plan}");
             assert_close(&format!("{what} (replay)"), &s.run(&inputs).unwrap(), &want, l);
