@@ -215,6 +215,7 @@ const LAUNCH_BOUNDS: &[(&str, u32)] = &[
     ("wkv6_f32", 512),
     // `SSD_CHUNK_THREADS`.
     ("ssd_chunk_f32", 128),
+    ("ssd_chunk_states_f32", 128),
     ("gemv_program_f32", 512),
     ("attention_f32", 128),
     ("attention_tc_f32", 128),
@@ -324,6 +325,8 @@ const RELEASE_AT_EXIT: &[&str] = &[
     "selective_scan_f32",
     "ssd_scan_f32",
     "ssd_chunk_f32",
+    "ssd_chunk_states_f32",
+    "ssd_chunk_pass_f32",
     "rglru_f32",
     "wkv6_f32",
     "causal_conv_f32",

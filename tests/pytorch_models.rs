@@ -119,14 +119,17 @@ fn mamba2_chunked_ssd_lifts_to_one_ssd_scan_a_layer_that_matches_pytorch() {
             assert_eq!(plan.contains("chunked SSD"), lift, "{name}: the lift is said\n{plan}");
         }
     }
-    // Past 512 steps only where the chunked scan's blocks (batch x 4 heads x 2 tiles of 8 head
-    // channels) fill the 132 multiprocessors: batch 17, not 16.
+    // In one span, past 512 steps only where the chunked scan's blocks (batch x 4 heads x 2 tiles
+    // of 8 head channels) fill the 132 multiprocessors: batch 17, not 16; in spans (the default)
+    // always.
     let dir = fixtures();
     let graph = onnx::to_graph(&onnx::load_path(&dir.join("mamba2.onnx")).unwrap()).unwrap();
     let feeds = vec![("input_ids".to_owned(), npy(&dir.join("mamba2.in.input_ids.npy")))];
     let [batch, seq] = feeds[0].1.shape().try_into().unwrap();
     let traced = host::session::binding_of(&graph, &feeds).unwrap();
-    for (b, steps, scans) in [(1, 512, 2), (16, 2048, 0), (17, 2048, 2)] {
+    for (b, steps, scans, spans) in
+        [(1, 512, 2, false), (16, 2048, 0, false), (17, 2048, 2, false), (1, 2048, 2, true)]
+    {
         let mut binding = traced.clone();
         binding.0.values_mut().for_each(|v| {
             *v = if *v == seq {
@@ -137,9 +140,9 @@ fn mamba2_chunked_ssd_lifts_to_one_ssd_scan_a_layer_that_matches_pytorch() {
                 *v
             }
         });
-        let plan =
-            planner::plan::compile(&graph, &binding, &Default::default()).expect("a GPU plan").to_string();
-        assert_eq!(ssd_scans(&plan), scans, "batch {b} x {steps} steps:\n{plan}");
+        let options = planner::plan::PlanOptions { ssd_spans: spans, ..Default::default() };
+        let plan = planner::plan::compile(&graph, &binding, &options).expect("a GPU plan").to_string();
+        assert_eq!(ssd_scans(&plan), scans, "batch {b} x {steps} steps, spans {spans}:\n{plan}");
     }
 }
 

@@ -62,6 +62,9 @@ pub struct SessionOptions {
     /// transposes run channels-last, `SSDScan` / conv inputs that are Split or Slice parts are
     /// read from the split tensor (default on).
     pub row_views: bool,
+    /// Run a chunked `SSDScan` whose blocks leave the device short in spans of chunks in parallel
+    /// (default on).
+    pub ssd_spans: bool,
     /// Fuse attention chains (`MatMul -> [elementwise] -> Softmax -> MatMul`) into one kernel
     /// each (default on).
     pub fuse_attention: bool,
@@ -119,7 +122,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 26] = [
+    const SWITCHES: [Switch; 27] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -137,6 +140,7 @@ impl SessionOptions {
         ("flash_attention", |o| &mut o.flash_attention),
         ("lift_ssd", |o| &mut o.lift_ssd),
         ("row_views", |o| &mut o.row_views),
+        ("ssd_spans", |o| &mut o.ssd_spans),
         ("fuse_attention", |o| &mut o.fuse_attention),
         ("pair_gemm", |o| &mut o.pair_gemm),
         ("wgmma_gemm", |o| &mut o.wgmma_gemm),
@@ -204,6 +208,7 @@ impl Default for SessionOptions {
             flash_attention: false,
             lift_ssd: true,
             row_views: true,
+            ssd_spans: true,
             fuse_attention: true,
             pair_gemm: true,
             wgmma_gemm: true,

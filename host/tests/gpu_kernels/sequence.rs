@@ -344,7 +344,8 @@ fn linear_attention_matches_the_reference_for_every_rule() {
 /// for the scan. The planner runs the conv channels-last (`causal_conv_rows_f32`) and reads every
 /// part where it lies, so no copy runs; the results equal the reference's, and the plan's with
 /// `row_views` off. Chunked and recurrent scans, 16-byte and 4-byte B / C reads (N 16 and 10),
-/// conv widths 4 and 6 (both register windows), runs of steps that split the sequence.
+/// conv widths 4 and 6 (both register windows), runs of steps that split the sequence; the chunked
+/// scans in spans (on) and in one (off).
 #[test]
 fn mamba2_mixer_reads_its_splits_where_they_lie() {
     let mut rng = Rng::new(0x5b1e);
@@ -397,7 +398,8 @@ fn mamba2_mixer_reads_its_splits_where_they_lie() {
         let what = format!("mixer B={b} L={l} G={groups} N={n} K={k}");
         let want = host::reference::eval(&g, &inputs).unwrap_or_else(|e| panic!("{what}: reference: {e}"));
         for row_views in [true, false] {
-            let options = SessionOptions { row_views, ..SessionOptions::default() };
+            // Off: the chunked scan in one span as well (on: in spans where the batch is short).
+            let options = SessionOptions { row_views, ssd_spans: row_views, ..SessionOptions::default() };
             let mut s = Session::new(ctx(), g.clone(), options).unwrap();
             let got = s.run(&inputs).unwrap_or_else(|e| panic!("{what}: gpu: {e}"));
             assert_close(&format!("{what}, row_views {row_views}"), &got, &want, l);

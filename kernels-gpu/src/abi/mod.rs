@@ -358,6 +358,10 @@ kernel_ids! {
     SsdScanF32 => "ssd_scan_f32",
     /// `sequence::ssd_chunk_f32`: Mamba-2 SSD scan, chunked (matrix) form (SSDScan, prefill)
     SsdChunkF32 => "ssd_chunk_f32",
+    /// `sequence::ssd_chunk_states_f32`: each span's state change of a chunked SSD scan in spans
+    SsdChunkStatesF32 => "ssd_chunk_states_f32",
+    /// `sequence::ssd_chunk_pass_f32`: the spans' first states, chained
+    SsdChunkPassF32 => "ssd_chunk_pass_f32",
     /// `sequence::rglru_f32`: chunked first-order linear scan (RGLRU, LinearScan, SOFIE GriffinRGLRU)
     RglruF32 => "rglru_f32",
     /// `sequence::wkv6_f32`: RWKV-6 WKV (WKV6, SOFIE RWKV_WKV6)
@@ -510,7 +514,7 @@ impl KernelId {
     pub const fn written_args(self) -> usize {
         match self {
             KernelId::LstmF32 => 3,
-            KernelId::GruF32 | KernelId::RnnF32 => 2,
+            KernelId::GruF32 | KernelId::RnnF32 | KernelId::SsdChunkStatesF32 => 2,
             _ => 1,
         }
     }

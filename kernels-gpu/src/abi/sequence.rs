@@ -236,8 +236,31 @@ pub struct SsdChunkParams {
     /// 1: N is a multiple of 4, so B and C are read 16 bytes at a time where both are 16-byte
     /// aligned.
     pub vector: u32,
-    /// Explicit padding; always 0.
-    pub _pad: u32,
+    /// Chunks of a span, at least 1: the sequence's `ceil(len / SSD_CHUNK)` chunks fall into
+    /// `spans = ceil(chunks / span)` spans a block each ([`ssd_chunk_spans`]). With one span the
+    /// launch is the whole scan; with more, `ssd_chunk_states_f32` computes each span's state
+    /// change from zero, `ssd_chunk_pass_f32` chains them into each span's first state, and
+    /// `ssd_chunk_f32` runs every span from its own.
+    pub span: u32,
+}
+
+/// Chunks of a span of `sequence::ssd_chunk_f32` for `items` `(b, h, tile)` blocks of a
+/// sequence of `chunks` chunks on `sm_count` multiprocessors: all of them (one span) where the
+/// items give every multiprocessor four blocks; else the fewest that do (spans run in parallel;
+/// each costs a state pass and the state-only walk of its chunks first).
+pub const fn ssd_chunk_span(items: u64, chunks: u64, sm_count: u32) -> u32 {
+    let want = 4 * sm_count as u64;
+    if chunks <= 1 || items == 0 || items >= want {
+        return if chunks == 0 { 1 } else { chunks as u32 };
+    }
+    let spans = want.div_ceil(items);
+    let spans = if spans < chunks { spans } else { chunks };
+    chunks.div_ceil(spans) as u32
+}
+
+/// Spans of a sequence of `chunks` chunks in spans of `span`.
+pub const fn ssd_chunk_spans(chunks: u64, span: u32) -> u64 {
+    if span == 0 { 0 } else { chunks.div_ceil(span as u64) }
 }
 
 /// Where `sequence::ssd_chunk_f32` keeps each array in its dynamic shared memory (f32 offsets,

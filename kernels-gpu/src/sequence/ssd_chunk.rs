@@ -17,14 +17,15 @@
 //! `state_out` and `final_state` written when it ends it; the tile's elements are read and written
 //! by the same block only, so `state_in == state_out` is sound.
 
-use super::{SsdOperands, load_or, ssd_dt, store_if};
+use super::{SLOTS, SsdOperands, load_or, ssd_dt, store_if};
 use crate::abi::{
     RowView, SSD_CHUNK, SSD_CHUNK_MAX_STATE, SSD_CHUNK_MAX_TILE, SSD_CHUNK_THREADS, SsdChunkLayout,
-    SsdChunkParams,
+    SsdChunkParams, ssd_chunk_spans,
 };
 use crate::intrinsics::{
     F32x4, block_dim_x, block_idx_x, cp_async_4_zfill, cp_async_16_zfill, cp_async_commit, cp_async_wait_all,
-    dynamic_shared_addr, dynamic_shared_ptr, grid_dim_x, shfl_idx_u32, sync_threads, thread_idx_x,
+    dynamic_shared_addr, dynamic_shared_ptr, global_thread_x, grid_dim_x, grid_threads_x, shfl_idx_u32,
+    sync_threads, thread_idx_x,
 };
 use crate::math;
 
@@ -63,28 +64,154 @@ pub unsafe extern "ptx-kernel" fn ssd_chunk_f32(
     final_state: *mut f32,
     y: *mut f32,
 ) {
+    if !launch_fits(&p) {
+        return;
+    }
+    let ops = SsdOperands { x, a, dt, bm, cm, dskip, z, dt_bias, state_in, state_out, final_state, y };
+    // SAFETY: the kernel's contract, passed on.
+    unsafe { by_tile::<FULL>(&p, &ops, core::ptr::null_mut()) };
+}
+
+/// Whether a launch of [`ssd_chunk_f32`] or [`ssd_chunk_states_f32`] keeps the shape rules (the
+/// tile itself is checked by [`by_tile`]).
+#[inline(always)]
+fn launch_fits(p: &SsdChunkParams) -> bool {
     let (s, np) = (&p.scan, p.state_pad);
-    let fits = s.groups != 0
+    s.groups != 0
         && s.heads % s.groups == 0
         && s.state >= 1
         && np % 32 == 0
         && np >= s.state
         && np <= SSD_CHUNK_MAX_STATE
         && p.p_tile * np <= SSD_CHUNK_MAX_TILE
-        && block_dim_x() == SSD_CHUNK_THREADS;
-    if !fits {
-        return;
-    }
-    let ops = SsdOperands { x, a, dt, bm, cm, dskip, z, dt_bias, state_in, state_out, final_state, y };
-    // SAFETY: the kernel's contract, passed on; the tile's column count is `8 * C`.
+        && p.span >= 1
+        && block_dim_x() == SSD_CHUNK_THREADS
+}
+
+/// [`tiles`] for the launch's tile (8, 16, 32 or 64 head channels).
+///
+/// # Safety
+/// As [`tiles`].
+#[inline(always)]
+unsafe fn by_tile<const MODE: u32>(p: &SsdChunkParams, o: &SsdOperands, decays: *mut f32) {
+    // SAFETY: the caller's contract, passed on; the tile's column count is `8 * C`.
     unsafe {
         match p.p_tile {
-            8 => tiles::<1>(&p, &ops),
-            16 => tiles::<2>(&p, &ops),
-            32 => tiles::<4>(&p, &ops),
-            64 => tiles::<8>(&p, &ops),
+            8 => tiles::<1, MODE>(p, o, decays),
+            16 => tiles::<2, MODE>(p, o, decays),
+            32 => tiles::<4, MODE>(p, o, decays),
+            64 => tiles::<8, MODE>(p, o, decays),
             _ => {}
         }
+    }
+}
+
+/// [`tiles`] computes y and the state (`ssd_chunk_f32`).
+const FULL: u32 = 0;
+/// [`tiles`] computes only each span's state change from a zero state, and its decay
+/// (`ssd_chunk_states_f32`).
+const STATES: u32 = 1;
+
+/// The first phase of a scan in several spans (`SsdChunkParams::span`): per `(b, h, tile, span)`,
+/// the state the span's chunks leave from a zero state (`deltas`, `[spans, batch, heads,
+/// head_dim, state]`) and `exp(Σ dt A)` over its steps (`decays`, `[spans, batch, heads]`,
+/// written by the blocks of tile 0).
+///
+/// # Safety
+/// As [`ssd_chunk_f32`] for its inputs x, dt, A, Bm and dt_bias (C is not read); deltas
+/// and decays hold `spans` states and `spans * batch * heads` f32, overlapping nothing read.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn ssd_chunk_states_f32(
+    p: SsdChunkParams,
+    x: *const f32,
+    dt: *const f32,
+    a: *const f32,
+    bm: *const f32,
+    dt_bias: *const f32,
+    deltas: *mut f32,
+    decays: *mut f32,
+) {
+    if !launch_fits(&p) || deltas.is_null() || decays.is_null() {
+        return;
+    }
+    let null = core::ptr::null::<f32>();
+    let ops = SsdOperands {
+        x,
+        a,
+        dt,
+        bm,
+        cm: null,
+        dskip: null,
+        z: null,
+        dt_bias,
+        state_in: null,
+        state_out: deltas,
+        final_state: core::ptr::null_mut(),
+        y: core::ptr::null_mut(),
+    };
+    // SAFETY: the kernel's contract, passed on.
+    unsafe { by_tile::<STATES>(&p, &ops, decays) };
+}
+
+/// The second phase of a scan in several spans: per state element (a thread each, grid-striding),
+/// each span's first state, `starts[0] = state_in` (zero when null) and
+/// `starts[s + 1] = decays[s] starts[s] + deltas[s]`, into `starts` (`[spans, batch, heads,
+/// head_dim, state]`); the state after the last span into `state_out` and `final_state` (each
+/// skipped when null). A thread reads and writes its own elements only, so `state_in ==
+/// state_out` is sound.
+///
+/// # Safety
+/// deltas and starts hold `spans` states, decays `spans * batch * heads` f32, the states (when
+/// non-null) one; starts overlaps nothing else.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn ssd_chunk_pass_f32(
+    p: SsdChunkParams,
+    deltas: *const f32,
+    decays: *const f32,
+    state_in: *const f32,
+    state_out: *mut f32,
+    final_state: *mut f32,
+    starts: *mut f32,
+) {
+    let s = &p.scan;
+    let per_head = s.head_dim as u64 * s.state as u64;
+    let (bh, elems) = (s.batch as u64 * s.heads as u64, s.batch as u64 * s.heads as u64 * per_head);
+    let spans = ssd_chunk_spans((s.len as u64).div_ceil(Q as u64), p.span);
+    let mut e = global_thread_x();
+    while e < elems {
+        let head = e / per_head;
+        // SAFETY: e < one state's elements.
+        let mut st = unsafe { load_or(state_in, e, 0.0) };
+        let mut sp = 0u64;
+        while sp < spans {
+            // Eight spans' loads ahead of their chain of FMAs.
+            let (mut dl, mut dc) = ([0.0f32; SLOTS], [1.0f32; SLOTS]);
+            unroll!(k in SLOTS => {
+                let q = sp + k as u64;
+                if q < spans {
+                    // SAFETY: q < spans: inside deltas and decays.
+                    unsafe {
+                        dl[k] = *deltas.add((q * elems + e) as usize);
+                        dc[k] = *decays.add((q * bh + head) as usize);
+                    }
+                }
+            });
+            unroll!(k in SLOTS => {
+                let q = sp + k as u64;
+                if q < spans {
+                    // SAFETY: q < spans: inside starts.
+                    unsafe { *starts.add((q * elems + e) as usize) = st };
+                    st = math::fma(dc[k], st, dl[k]);
+                }
+            });
+            sp += SLOTS as u64;
+        }
+        // SAFETY: e < one state's elements.
+        unsafe {
+            store_if(state_out, e, st);
+            store_if(final_state, e, st);
+        }
+        e += grid_threads_x();
     }
 }
 
@@ -130,12 +257,17 @@ unsafe fn dots<const R: usize, const C: usize>(
     acc
 }
 
-/// Every `(b, h, tile)` item of [`ssd_chunk_f32`] with tiles of `8 * C` head channels.
+/// Every `(b, h, tile, span)` item of [`ssd_chunk_f32`] (`MODE` [`FULL`]) or
+/// [`ssd_chunk_states_f32`] ([`STATES`]: no y, a zero initial state, the span's end state into
+/// `o.state_out` at its span's place and its decay into `decays`) with tiles of `8 * C` head
+/// channels. A full span starts from `o.state_in`'s state of its span (`spans` of them: the
+/// pass's starts, or the scan's initial state with one span); only the last span writes the
+/// final state.
 ///
 /// # Safety
-/// As [`ssd_chunk_f32`], whose shape checks passed; `p.p_tile == 8 * C`.
+/// As [`ssd_chunk_f32`] or [`ssd_chunk_states_f32`], whose shape checks passed; `p.p_tile == 8 * C`.
 #[inline(always)]
-unsafe fn tiles<const C: usize>(p: &SsdChunkParams, o: &SsdOperands) {
+unsafe fn tiles<const C: usize, const MODE: u32>(p: &SsdChunkParams, o: &SsdOperands, decays: *mut f32) {
     let s = &p.scan;
     let (batch, len, heads, pd) = (s.batch as u64, s.len as u64, s.heads as u64, s.head_dim as u64);
     let (groups, nn, np, pt) = (s.groups as u64, s.state as u64, p.state_pad as usize, 8 * C);
@@ -149,10 +281,15 @@ unsafe fn tiles<const C: usize>(p: &SsdChunkParams, o: &SsdOperands) {
     let (ti, tj) = (tid / 8, tid % 8);
     let tiles = pd.div_ceil(pt as u64);
     let chunks = len.div_ceil(Q as u64);
+    let spans = ssd_chunk_spans(chunks, p.span);
+    let elems = batch * heads * pd * nn;
     let per_group = heads / groups;
     let mut item = block_idx_x() as u64;
-    while item < batch * heads * tiles {
-        let (tile, h, b) = (item % tiles, (item / tiles) % heads, item / (tiles * heads));
+    while item < batch * heads * tiles * spans {
+        let (span, rest) = (item % spans, item / spans);
+        let (tile, h, b) = (rest % tiles, (rest / tiles) % heads, rest / (tiles * heads));
+        let c_lo = span * p.span as u64;
+        let c_hi = if c_lo + (p.span as u64) < chunks { c_lo + p.span as u64 } else { chunks };
         let (g, p0) = (h / per_group, tile * pt as u64);
         // SAFETY: h < heads: inside A and dt_bias.
         let (av, bias) = unsafe { (*o.a.add(h as usize), load_or(o.dt_bias, h, 0.0)) };
@@ -173,9 +310,9 @@ unsafe fn tiles<const C: usize>(p: &SsdChunkParams, o: &SsdOperands) {
         while e < pt * np {
             let (pp, n) = (e / np, e % np);
             let gp = p0 + pp as u64;
-            let v = if (n as u64) < nn && gp < pd {
-                // SAFETY: (b, h, gp, n) lies inside the state.
-                unsafe { load_or(o.state_in, (state_row + gp) * nn + n as u64, 0.0) }
+            let v = if MODE == FULL && (n as u64) < nn && gp < pd {
+                // SAFETY: (b, h, gp, n) of the span's state lies inside the states.
+                unsafe { load_or(o.state_in, span * elems + (state_row + gp) * nn + n as u64, 0.0) }
             } else {
                 0.0
             };
@@ -211,15 +348,20 @@ unsafe fn tiles<const C: usize>(p: &SsdChunkParams, o: &SsdOperands) {
                 // SAFETY: when `ok`, (b, t0 + t, g, n .. n + width) lies inside Bm and Cm (width 4
                 // only with a state that is a multiple of 4 and 16-byte aligned rows); the
                 // destinations lie inside buffer k; nothing is read when not `ok`.
+                // C only for y (`FULL`; the states kernel has none).
                 unsafe {
                     if width == 4 {
                         let bytes = if ok { 16 } else { 0 };
                         cp_async_16_zfill(bdst + d, o.bm.add(bsrc as usize).cast(), bytes);
-                        cp_async_16_zfill(cdst + d, o.cm.add(csrc as usize).cast(), bytes);
+                        if MODE == FULL {
+                            cp_async_16_zfill(cdst + d, o.cm.add(csrc as usize).cast(), bytes);
+                        }
                     } else {
                         let bytes = if ok { 4 } else { 0 };
                         cp_async_4_zfill(bdst + d, o.bm.add(bsrc as usize).cast(), bytes);
-                        cp_async_4_zfill(cdst + d, o.cm.add(csrc as usize).cast(), bytes);
+                        if MODE == FULL {
+                            cp_async_4_zfill(cdst + d, o.cm.add(csrc as usize).cast(), bytes);
+                        }
                     }
                 }
                 e += THREADS;
@@ -257,21 +399,23 @@ unsafe fn tiles<const C: usize>(p: &SsdChunkParams, o: &SsdOperands) {
             }
             cp_async_commit();
         };
-        if chunks > 0 {
-            issue(0, 0);
+        if c_lo < c_hi {
+            issue(c_lo, 0);
         }
+        // Σ dt A over the span (`STATES`).
+        let mut log_decay = 0.0f32;
         let (gs, bw) = (at(lay.g as usize), at(lay.bw as usize));
         let (dts, cum, ecum, w) =
             (at(lay.dt as usize), at(lay.cum as usize), at(lay.ecum as usize), at(lay.w as usize));
-        let mut c = 0;
-        while c < chunks {
-            let k = (c % 2) as usize;
+        let mut c = c_lo;
+        while c < c_hi {
+            let k = ((c - c_lo) % 2) as usize;
             let t0 = c * Q as u64;
             // Chunk c has landed (its group is the only one in flight) and every thread is done
             // with chunk c - 1, whose buffers the next copies overwrite.
             cp_async_wait_all();
             sync_threads();
-            if c + 1 < chunks {
+            if c + 1 < c_hi {
                 issue(c + 1, 1 - k);
             }
             let (bs, cs) = (at(lay.b as usize + k * Q * sn), at(lay.c as usize + k * Q * sn));
@@ -305,12 +449,16 @@ unsafe fn tiles<const C: usize>(p: &SsdChunkParams, o: &SsdOperands) {
             for (jc, r) in brows.iter_mut().enumerate() {
                 *r = bs.wrapping_add((tj + 8 * jc) * sn);
             }
-            // SAFETY: rows < SSD_CHUNK of the landed buffer k, state_pad values each.
-            let cb = unsafe { dots::<2, 4>([cs.add(ti * sn), cs.add((ti + 16) * sn)], brows, np) };
+            let cb = if MODE == FULL {
+                // SAFETY: rows < SSD_CHUNK of the landed buffer k, state_pad values each.
+                unsafe { dots::<2, 4>([cs.add(ti * sn), cs.add((ti + 16) * sn)], brows, np) }
+            } else {
+                [[0.0; 4]; 2]
+            };
             sync_threads();
             // G, masked and decayed; B transposed and weighted.
             unroll!(r in SLOTS => {
-                if r < 2 {
+                if MODE == FULL && r < 2 {
                     let i = ti + 16 * r;
                     // SAFETY: i, j < SSD_CHUNK: inside the step arrays and G.
                     unsafe {
@@ -344,11 +492,15 @@ unsafe fn tiles<const C: usize>(p: &SsdChunkParams, o: &SsdOperands) {
             }
             // SAFETY: rows of G, C (buffer k), x (buffer k) and the state (buffer k), written
             // before the last barrier.
-            let (diag, carried) = unsafe {
-                (
-                    dots::<2, C>([gs.add(ti * qs), gs.add((ti + 16) * qs)], xrows, Q),
-                    dots::<2, C>([cs.add(ti * sn), cs.add((ti + 16) * sn)], srows, np),
-                )
+            let (diag, carried) = if MODE == FULL {
+                unsafe {
+                    (
+                        dots::<2, C>([gs.add(ti * qs), gs.add((ti + 16) * qs)], xrows, Q),
+                        dots::<2, C>([cs.add(ti * sn), cs.add((ti + 16) * sn)], srows, np),
+                    )
+                }
+            } else {
+                ([[0.0; C]; 2], [[0.0; C]; 2])
             };
             unroll!(r in SLOTS => {
                 let i = ti + 16 * r;
@@ -358,7 +510,7 @@ unsafe fn tiles<const C: usize>(p: &SsdChunkParams, o: &SsdOperands) {
                 unroll!(cc in SLOTS => {
                     let pp = tj + 8 * cc;
                     let gp = p0 + pp as u64;
-                    if r < 2 && cc < C && t < len && gp < pd {
+                    if MODE == FULL && r < 2 && cc < C && t < len && gp < pd {
                         let at_y = ((b * len + t) * heads + h) * pd + gp;
                         let rz = &s.rows.z;
                         let at_z = rz.offset as u64 + (b * len + t) * rz.row as u64 + h * pd + gp;
@@ -377,7 +529,8 @@ unsafe fn tiles<const C: usize>(p: &SsdChunkParams, o: &SsdOperands) {
             });
             // The state at the chunk's end, into the other buffer.
             // SAFETY: Q - 1 < SSD_CHUNK.
-            let end_decay = unsafe { *ecum.add(Q - 1) };
+            let (end_decay, end_cum) = unsafe { (*ecum.add(Q - 1), *cum.add(Q - 1)) };
+            log_decay += end_cum;
             let mut n0 = ti;
             while n0 < np {
                 // SAFETY: rows n0, n0 + 16 < state_pad of the weighted B; rows of x.
@@ -395,23 +548,35 @@ unsafe fn tiles<const C: usize>(p: &SsdChunkParams, o: &SsdOperands) {
             }
             c += 1;
         }
-        // The final state, from the buffer the last chunk wrote.
+        // The span's end state, from the buffer its last chunk wrote: the final state (full, last
+        // span), or the span's state change at its place (`STATES`, with its decay).
         sync_threads();
-        let s_end = at(lay.s as usize + (chunks % 2) as usize * pt * sn);
+        let s_end = at(lay.s as usize + ((c_hi - c_lo) % 2) as usize * pt * sn);
+        let (to, at_span) = match MODE {
+            FULL if span + 1 == spans => (o.final_state, 0),
+            FULL => (core::ptr::null_mut(), 0),
+            _ => (core::ptr::null_mut(), span * elems),
+        };
+        let state_out = if MODE == FULL && span + 1 < spans { core::ptr::null_mut() } else { o.state_out };
         let mut e = tid;
         while e < pt * np {
             let (pp, n) = (e / np, e % np);
             let gp = p0 + pp as u64;
             if (n as u64) < nn && gp < pd {
-                let i = (state_row + gp) * nn + n as u64;
-                // SAFETY: inside the state buffer and (b, h, gp, n) inside the states.
+                let i = at_span + (state_row + gp) * nn + n as u64;
+                // SAFETY: inside the state buffer and (b, h, gp, n) inside the states (of the
+                // span's place in the state changes, `STATES`).
                 unsafe {
                     let v = *s_end.add(pp * sn + n);
-                    store_if(o.state_out, i, v);
-                    store_if(o.final_state, i, v);
+                    store_if(state_out, i, v);
+                    store_if(to, i, v);
                 }
             }
             e += THREADS;
+        }
+        if MODE == STATES && tile == 0 && tid == 0 {
+            // SAFETY: span < spans, b * heads + h < batch * heads: inside the decays.
+            unsafe { *decays.add((span * batch * heads + b * heads + h) as usize) = math::exp(log_decay) };
         }
         // Every thread is done with the shared memory before the next item's state lands.
         sync_threads();

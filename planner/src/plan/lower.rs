@@ -129,6 +129,7 @@ pub(super) fn scratch(
     match &g.nodes[id.index()].op {
         Op::Lstm(_) | Op::Gru(_) | Op::Rnn(_) => recurrent::scratch(g, id, values).into_iter().collect(),
         Op::LinearAttention(_) => super::linear_attention::scratch(g, id, values).into_iter().collect(),
+        Op::SsdScan(_) => sequence::ssd_scratch(g, id, values, o),
         Op::SoftmaxCrossEntropyLoss(_) => {
             let n = &g.nodes[id.index()];
             match (n.inputs.first().copied().flatten(), n.outputs.get(1).copied().flatten()) {
@@ -447,7 +448,7 @@ pub(super) fn node(
         | Op::LinearScan
         | Op::RwkvWkv6
         | Op::Wkv6(_)
-        | Op::CausalConvWithState(_) => sequence::lower(g, id, values, o),
+        | Op::CausalConvWithState(_) => sequence::lower(g, id, values, scratch, o),
         Op::Conv(a) => {
             let operands = (fusion.packed_b, scratch.first().copied());
             conv::conv(conv_node(id, label, n), values, a, act, operands, None, o)

@@ -171,6 +171,10 @@ pub struct PlanOptions {
     /// transposes to and from `(B, L, D)` runs channels-last, and the `SSDScan` / conv inputs
     /// that are parts of a last-axis Split or Slice are read from the split tensor (default on).
     pub row_views: bool,
+    /// Split a chunked `SSDScan` whose blocks leave the device short into spans of chunks run in
+    /// parallel (`ssd_chunk_states_f32`, `ssd_chunk_pass_f32`, then `ssd_chunk_f32` per span;
+    /// default on).
+    pub ssd_spans: bool,
     /// The target runs the Hopper flavour (thread-block clusters): a tensor-core GEMM whose tiles
     /// fill at most half the device and want more than `GEMM_TC_MAX_WARPS` warps each splits every
     /// column tile's k rounds over a pair of blocks (`gemm_tc_*_pair_f32`).
@@ -246,6 +250,7 @@ impl Default for PlanOptions {
             flash_attention: false,
             lift_ssd: true,
             row_views: true,
+            ssd_spans: true,
             skip_hidden_keys: true,
             precision: Precision::Exact,
             narrow_gemms: true,
@@ -615,7 +620,9 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     };
     // transformers' chunked Mamba-2 SSD as the scan it computes (before `contract` and the
     // decomposition take its contractions apart).
-    let ssd = if options.lift_ssd { ssd_lift::run(&folded, Some(options.sm_count)) } else { None };
+    // In spans the chunked scan fills the device at any batch: no gate on long sequences.
+    let gate = (!options.ssd_spans).then_some(options.sm_count);
+    let ssd = if options.lift_ssd { ssd_lift::run(&folded, gate) } else { None };
     let (folded, ssd) = match ssd {
         Some((g, n)) => (g, Some(ssd_line(n))),
         None => (folded, None),

@@ -236,7 +236,7 @@ mod tests {
 
     /// Compiles `g` and returns its kernel launches: (kernel, params bytes).
     fn launches(g: &Graph, row_views: bool) -> Vec<(KernelId, Vec<u8>)> {
-        let options = PlanOptions { row_views, sm_count: 132, ..PlanOptions::default() };
+        let options = PlanOptions { row_views, sm_count: 132, ssd_spans: false, ..PlanOptions::default() };
         let plan = compile(g, &Binding::new(), &options).unwrap();
         (plan.steps.iter())
             .filter_map(|s| match s {

@@ -26,8 +26,8 @@ use kernels_gpu::abi::{
     RESET_BOOL, RESET_F32, RESET_NONE, RglruParams, RowView, SCAN_MAX_STATE, SEQUENCE_THREADS, SSD_CHUNK,
     SSD_CHUNK_MAX_STATE, SSD_CHUNK_MAX_TILE, SSD_CHUNK_MIN_TILE, SSD_CHUNK_THREADS, SelectiveScanParams,
     SsdChunkLayout, SsdChunkParams, SsdRows, SsdScanParams, WKV_MAX_HEAD, Wkv6Params, causal_conv_rows_steps,
-    linear_scan_chunks, linear_scan_shared_bytes, scan_lanes, ssd_chunk_state_pad, wkv_chunks,
-    wkv_shared_bytes, wkv_threads,
+    linear_scan_chunks, linear_scan_shared_bytes, scan_lanes, ssd_chunk_span, ssd_chunk_spans,
+    ssd_chunk_state_pad, wkv_chunks, wkv_shared_bytes, wkv_threads,
 };
 
 use super::{Arg, PlanOptions, PlannedValue, StateSlot, Step, capped_grid};
@@ -118,6 +118,8 @@ struct SeqNode<'a> {
     label: String,
     op: &'a Op,
     ins: &'a [Option<ValueId>],
+    /// The node's scratch buffers (`lower::scratch`).
+    scratch: &'a [ValueId],
     values: &'a [PlannedValue],
     o: &'a PlanOptions,
     /// The node's output y.
@@ -252,7 +254,13 @@ impl SeqNode<'_> {
 }
 
 /// Lowers sequence node `id`.
-pub(super) fn lower(g: &Graph, id: NodeId, values: &[PlannedValue], o: &PlanOptions) -> Lowered {
+pub(super) fn lower(
+    g: &Graph,
+    id: NodeId,
+    values: &[PlannedValue],
+    scratch: &[ValueId],
+    o: &PlanOptions,
+) -> Lowered {
     let n = &g.nodes[id.index()];
     let out = n.output(0).ok_or("the node's first output is omitted")?;
     let used = |v: &ValueId| g.outputs.contains(v) || g.nodes.iter().any(|m| m.uses().contains(v));
@@ -261,6 +269,7 @@ pub(super) fn lower(g: &Graph, id: NodeId, values: &[PlannedValue], o: &PlanOpti
         label: n.op.name().to_string(),
         op: &n.op,
         ins: &n.inputs,
+        scratch,
         values,
         o,
         out,
@@ -383,7 +392,7 @@ fn ssd_scan(s: &SeqNode, attrs: &SsdScan) -> Lowered {
             z: s.rows(6, h * pd)?,
         },
     };
-    let operands = [x, dt, a, bm, cm].into_iter().map(Arg::Value).chain([dskip, z, bias]).collect();
+    let operands = [x, dt, a, bm, cm].into_iter().map(Arg::Value).chain([dskip, z, bias.clone()]).collect();
     if l < SSD_CHUNK as usize || n > SSD_CHUNK_MAX_STATE {
         // Short sequences (decode steps) and the largest states: the recurrent form.
         return Ok(s.step(
@@ -394,16 +403,89 @@ fn ssd_scan(s: &SeqNode, attrs: &SsdScan) -> Lowered {
             state,
         ));
     }
+    let (p_tile, span) = ssd_chunked(b, l, h, pd, n, s.o);
     let state_pad = ssd_chunk_state_pad(n);
-    let p_tile = ssd_chunk_tile(b * h, pd, state_pad, s.o.sm_count);
-    let p = SsdChunkParams { scan, p_tile, state_pad, vector: (n % 4 == 0) as u32, _pad: 0 };
+    let p = SsdChunkParams { scan, p_tile, state_pad, vector: (n % 4 == 0) as u32, span };
     let items = (b * h * pd.div_ceil(p_tile as usize)) as u64;
+    let spans = ssd_chunk_spans(l.div_ceil(SSD_CHUNK as usize) as u64, span);
     let shape = (
-        capped_grid(s.o.sm_count, items),
+        capped_grid(s.o.sm_count, items * spans),
         [SSD_CHUNK_THREADS, 1, 1],
         SsdChunkLayout::new(state_pad, p_tile).bytes(),
     );
-    Ok(s.step(KernelId::SsdChunkF32, &p, shape, operands, state))
+    if spans == 1 {
+        return Ok(s.step(KernelId::SsdChunkF32, &p, shape, operands, state));
+    }
+    // Spans in parallel: each span's state change from zero, the spans' first states chained,
+    // then every span from its own (the pass writes the final state).
+    let &[deltas, decays, starts] = s.scratch else {
+        return Err(format!("a scan in {spans} spans needs three scratch buffers"));
+    };
+    let kernel = |kernel, shape: ([u32; 3], [u32; 3], u32), args: Vec<Arg>| Step::Kernel {
+        nodes: vec![s.id],
+        label: s.label.clone(),
+        kernel,
+        grid: shape.0,
+        block: shape.1,
+        shared_bytes: shape.2,
+        args: [Arg::Params(p.as_bytes().to_vec())].into_iter().chain(args).collect(),
+    };
+    let v = Arg::Value;
+    let states = vec![v(x), v(dt), v(a), v(bm), bias, v(deltas), v(decays)];
+    let [state_in, state_out, fin] = state;
+    let mut full = operands;
+    full.extend([v(starts), Arg::Null, Arg::Null, v(s.out)]);
+    Ok(vec![
+        kernel(KernelId::SsdChunkStatesF32, shape, states),
+        kernel(
+            KernelId::SsdChunkPassF32,
+            s.threads_shape((b * h * pd) as u64 * n as u64),
+            vec![v(deltas), v(decays), state_in, state_out, fin, v(starts)],
+        ),
+        kernel(KernelId::SsdChunkF32, shape, full),
+    ])
+}
+
+/// The chunked `SSDScan`'s tile and span (`SsdChunkParams::p_tile`, `span`) for `b` sequences of
+/// `l` steps, `h` heads of `pd` channels, state `n`: shared by the lowering and its scratch.
+fn ssd_chunked(b: usize, l: usize, h: usize, pd: usize, n: u32, o: &PlanOptions) -> (u32, u32) {
+    let p_tile = ssd_chunk_tile(b * h, pd, ssd_chunk_state_pad(n), o.sm_count);
+    let items = (b * h * pd.div_ceil(p_tile as usize)) as u64;
+    let chunks = l.div_ceil(SSD_CHUNK as usize) as u64;
+    let span = if o.ssd_spans { ssd_chunk_span(items, chunks, o.sm_count) } else { chunks.max(1) as u32 };
+    (p_tile, span)
+}
+
+/// Scratch of an `SSDScan` that runs in several spans: the spans' state changes, their decays and
+/// their first states (`[spans, B, H, P, N]`, `[spans, B, H]`, `[spans, B, H, P, N]` f32); none
+/// for one span or the recurrent form.
+pub(super) fn ssd_scratch(
+    g: &Graph,
+    id: NodeId,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Vec<PlannedValue> {
+    let n = &g.nodes[id.index()];
+    let dims = |slot| operand_dims(&n.op, &n.inputs, values, slot).ok();
+    let (Some(&[b, l, h, pd]), Some(&[_, _, _, state])) = (dims(0).as_deref(), dims(3).as_deref()) else {
+        return Vec::new();
+    };
+    if l < SSD_CHUNK as usize || state > SSD_CHUNK_MAX_STATE as usize || state == 0 {
+        return Vec::new();
+    }
+    let (_, span) = ssd_chunked(b, l, h, pd, state as u32, o);
+    let spans = ssd_chunk_spans(l.div_ceil(SSD_CHUNK as usize) as u64, span) as usize;
+    if spans <= 1 {
+        return Vec::new();
+    }
+    let label = g.node_label(id);
+    let value = |what: &str, elems: usize| PlannedValue {
+        name: format!("{label}/{what}"),
+        dtype: DType::F32,
+        dims: Some(vec![elems]),
+    };
+    let states = spans * b * h * pd * state;
+    vec![value("span-deltas", states), value("span-decays", spans * b * h), value("span-starts", states)]
 }
 
 /// Head channels a block of `ssd_chunk_f32` owns, for `heads` `(b, h)` pairs of `head_dim`

@@ -131,11 +131,57 @@ fn ssd_launch(
         1,
     );
     g.output(y[0]);
-    let plan = compile(&g, &Binding::new(), &PlanOptions { sm_count, ..PlanOptions::default() }).unwrap();
+    // One span: `a_short_batch_runs_its_chunks_in_spans` tests the spans.
+    let options = PlanOptions { sm_count, ssd_spans: false, ..PlanOptions::default() };
+    let plan = compile(&g, &Binding::new(), &options).unwrap();
     let ks = kernels(&plan);
     assert_eq!(ks.len(), 1, "{plan}");
     let (k, args, grid, block, shared) = ks[0];
     (k, args.to_vec(), grid, block, shared)
+}
+
+#[test]
+fn a_short_batch_runs_its_chunks_in_spans() {
+    // Batch 1 x 256 steps, 8 heads of 64, N 64: 64 blocks of 8 head channels, eight chunks; four
+    // blocks a multiprocessor want 528: eight spans of one chunk.
+    let mut g = Graph::new();
+    let (b, l, h, p, n) = (1, 256, 8, 64, 64);
+    let x = input(&mut g, "x", &[b, l, h, p]);
+    let dt = input(&mut g, "dt", &[b, l, h]);
+    let a = input(&mut g, "A", &[h]);
+    let bm = input(&mut g, "B", &[b, l, 1, n]);
+    let init = input(&mut g, "s0", &[b, h, p, n]);
+    let ins = vec![Some(x), Some(dt), Some(a), Some(bm), Some(bm), None, None, None, Some(init)];
+    let outs = g.push_opt(Op::SsdScan(op::SsdScan::default()), ins, 2);
+    g.output(outs[0]);
+    g.output(outs[1]);
+    let plan =
+        compile(&g, &Binding::new(), &PlanOptions { sm_count: 132, ..PlanOptions::default() }).unwrap();
+    let ks = kernels(&plan);
+    let names: Vec<KernelId> = ks.iter().map(|k| k.0).collect();
+    assert_eq!(
+        names,
+        [KernelId::SsdChunkStatesF32, KernelId::SsdChunkPassF32, KernelId::SsdChunkF32],
+        "{plan}"
+    );
+    let Arg::Params(bytes) = &ks[0].1[0] else { panic!() };
+    assert_eq!(u32::from_le_bytes(bytes[100..104].try_into().unwrap()), 1, "one chunk a span");
+    assert_eq!(ks[0].2, [512, 1, 1]);
+    // The states step reads x, dt, A, B and no dt_bias, writes the deltas and decays; the pass
+    // reads them and the initial state, writes the final state (an output) and the starts, which
+    // the full step reads as its initial states, writing no state itself.
+    let (states, pass, full) = (ks[0].1, ks[1].1, ks[2].1);
+    assert_eq!(states[1..6], [Arg::Value(x), Arg::Value(dt), Arg::Value(a), Arg::Value(bm), Arg::Null]);
+    let (deltas, decays) = (states[6].clone(), states[7].clone());
+    assert_eq!(pass[1..4], [deltas, decays, Arg::Value(init)]);
+    assert_eq!((&pass[4], &pass[5]), (&Arg::Null, &Arg::Output(outs[1])));
+    assert_eq!(
+        (&full[9], &full[10], &full[11], &full[12]),
+        (&pass[6], &Arg::Null, &Arg::Null, &Arg::Value(outs[0]))
+    );
+    // Off: one launch.
+    let off = PlanOptions { sm_count: 132, ssd_spans: false, ..PlanOptions::default() };
+    assert_eq!(kernels(&compile(&g, &Binding::new(), &off).unwrap()).len(), 1);
 }
 
 #[test]
@@ -163,7 +209,7 @@ fn ssd_scan_runs_chunked_from_one_chunk_of_steps() {
         _pad: 0,
         rows: SsdRows::dense(8, 64, 1, 64),
     };
-    let p = SsdChunkParams { scan, p_tile: 8, state_pad: 64, vector: 1, _pad: 0 };
+    let p = SsdChunkParams { scan, p_tile: 8, state_pad: 64, vector: 1, span: 8 };
     assert_eq!(args[0], Arg::Params(p.as_bytes().to_vec()));
     assert_eq!(
         (grid, block, shared),

@@ -47,8 +47,9 @@ use crate::graph::{Graph, Node, ValueId};
 use crate::op::{self, Op, PadMode};
 use crate::tensor_info::{DType, TensorInfo};
 
-/// Sequences longer than this lift only where the chunked kernel fills the device.
-/// `ssd_chunk_f32` runs its chunks in order, a block per `(b, h)` and at least
+/// Sequences longer than this lift only where the chunked kernel fills the device, unless its
+/// chunks run in spans (`PlanOptions::ssd_spans`, the default: then it always lifts).
+/// In one span `ssd_chunk_f32` runs its chunks in order, a block per `(b, h)` and at least
 /// `SSD_CHUNK_MIN_TILE` (8) head channels: at batch 1 x 2048 (Mamba2, 4 layers, d 256, 64 blocks
 /// on an H100's 132 multiprocessors) the lifted model took 2654 µs against the chunked form's
 /// 2331, whose contractions run every chunk at once; at batch 4 x 2048 (256 blocks) 4607 against
@@ -57,8 +58,8 @@ pub(super) const LONG: usize = 512;
 
 /// `graph` with every chunked SSD of the module doc lifted to an `SSDScan`, and how many; `None`
 /// when there is none. Shapes are inferred here (only for a graph with a `CumSum`). With
-/// `sm_count`, an SSD of more than [`LONG`] steps lifts only when its scan's blocks number at
-/// least the multiprocessors.
+/// `sm_count` (given when the scan runs in one span), an SSD of more than [`LONG`] steps lifts
+/// only when its scan's blocks number at least the multiprocessors.
 pub(super) fn run(graph: &Graph, sm_count: Option<u32>) -> Option<(Graph, usize)> {
     if !graph.nodes.iter().any(|n| matches!(n.op, Op::CumSum(_))) {
         return None;
