@@ -286,7 +286,7 @@ impl super::KernelId {
             Self::ConvWg64Tf32 => Some(GemmTile::SMALL.wg_shared_bytes(false)),
             Self::ConvWg32F32 => Some(GemmTile::NARROW.wg_shared_bytes(true)),
             Self::ConvWg32Tf32 => Some(GemmTile::NARROW.wg_shared_bytes(false)),
-            Self::SsdChunkF32 => Some(super::SSD_CHUNK_MAX_SHARED),
+            Self::SsdChunkF32 | Self::SsdChunkStatesF32 => Some(super::SSD_CHUNK_MAX_SHARED),
             _ => None,
         }
     }

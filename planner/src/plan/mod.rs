@@ -533,6 +533,9 @@ fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>
     Ok((graph, infos, lifted))
 }
 
+/// Dynamic shared memory any kernel may take without opting in (`KernelId::large_shared_bytes`).
+const DEFAULT_SHARED_BYTES: u32 = 48 * 1024;
+
 /// What `inspect --fusion` says of `n` lifted chunked SSDs.
 fn ssd_line(n: usize) -> String {
     format!(
@@ -875,6 +878,21 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
                 }
             }
             Err(why) => missing.push((fused.node_label(id), node.op.name(), why)),
+        }
+    }
+    // A launch past the default 48 KiB of dynamic shared memory needs its kernel opted in to as
+    // much when its module loads (`KernelId::large_shared_bytes`): else the launch fails.
+    for step in &steps {
+        if let Step::Kernel { nodes, kernel, shared_bytes, .. } = step
+            && *shared_bytes > DEFAULT_SHARED_BYTES
+            && kernel.large_shared_bytes().is_none_or(|most| *shared_bytes > most)
+        {
+            let id = nodes.first().copied().unwrap_or(NodeId(0));
+            let why = format!(
+                "`{}` takes {shared_bytes} bytes of shared memory, more than it is set up for",
+                kernel.symbol()
+            );
+            missing.push((fused.node_label(id), fused.nodes[id.index()].op.name(), why));
         }
     }
     if !missing.is_empty() {
