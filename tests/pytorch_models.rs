@@ -120,7 +120,7 @@ fn mamba2_chunked_ssd_lifts_to_one_ssd_scan_a_layer_that_matches_pytorch() {
         }
     }
     // In one span, past 512 steps only where the chunked scan's blocks (batch x 4 heads x 2 tiles
-    // of 8 head channels) fill the 132 multiprocessors: batch 17, not 16; in spans (the default)
+    // of 8 head channels) fill the 132 multiprocessors: batch 17, not 16; in spans (opt-in)
     // always.
     let dir = fixtures();
     let graph = onnx::to_graph(&onnx::load_path(&dir.join("mamba2.onnx")).unwrap()).unwrap();

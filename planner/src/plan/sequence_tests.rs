@@ -155,8 +155,12 @@ fn a_short_batch_runs_its_chunks_in_spans() {
     let outs = g.push_opt(Op::SsdScan(op::SsdScan::default()), ins, 2);
     g.output(outs[0]);
     g.output(outs[1]);
-    let plan =
-        compile(&g, &Binding::new(), &PlanOptions { sm_count: 132, ..PlanOptions::default() }).unwrap();
+    let plan = compile(
+        &g,
+        &Binding::new(),
+        &PlanOptions { sm_count: 132, ssd_spans: true, ..PlanOptions::default() },
+    )
+    .unwrap();
     let ks = kernels(&plan);
     let names: Vec<KernelId> = ks.iter().map(|k| k.0).collect();
     assert_eq!(
