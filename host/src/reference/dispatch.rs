@@ -34,8 +34,7 @@ pub fn node(
             return Err(ctx.err(format!("input {i} {:?} has no columns {start}..{end}", x.shape())));
         }
         let part = slice::slice(ctx, x, &[start], &[end], Some(&[-1]), None)?;
-        let shape = x.shape()[..lead].iter().chain(&w.dims).copied().collect();
-        cut[*i] = Some(HostTensor::new(shape, part.into_data())?);
+        cut[*i] = Some(HostTensor::new(w.operand_dims(x.shape()), part.into_data())?);
     }
     let inputs: Vec<Option<&HostTensor>> =
         inputs.iter().zip(&cut).map(|(given, cut)| cut.as_ref().or(*given)).collect();

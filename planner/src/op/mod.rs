@@ -480,6 +480,16 @@ impl Op {
         }
     }
 
+    /// The inputs this node's kernel can read through a column window (row views over their
+    /// steps): x, dt, Bm, Cm and z of `SSDScan`, x of a channels-last `CausalConvWithState`.
+    pub fn windowable_inputs(&self) -> &'static [usize] {
+        match self {
+            Op::SsdScan(_) => &[0, 1, 3, 4, 6],
+            Op::CausalConvWithState(a) if a.channels_last => &[0],
+            _ => &[],
+        }
+    }
+
     /// [`Op::input_windows`], to set them.
     pub fn input_windows_mut(&mut self) -> Option<&mut InputWindows> {
         match self {

@@ -149,7 +149,7 @@ pub struct SelectiveScan {
 /// An operand read as a window of the columns of a wider tensor: the input given is `(..., W)`,
 /// row-major, and the operand is its columns `start .. start + Π dims` of every row, those
 /// columns viewed as `dims`. A part of a last-axis `Split` read where it lies
-/// (`plan/split_views.rs`), so no copy makes it.
+/// (`plan/row_views.rs`), so no copy makes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ColumnWindow {
     /// The window's first column.
@@ -162,6 +162,13 @@ impl ColumnWindow {
     /// Columns in the window.
     pub fn width(&self) -> usize {
         self.dims.iter().product()
+    }
+
+    /// The operand's dims when the input given has dims `input`: its leading dims, then the
+    /// window's.
+    pub fn operand_dims(&self, input: &[usize]) -> Vec<usize> {
+        let lead = input.len().saturating_sub(1);
+        input[..lead].iter().chain(&self.dims).copied().collect()
     }
 }
 

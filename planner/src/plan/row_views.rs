@@ -23,15 +23,6 @@ use crate::memory::is_view;
 use crate::op::{ColumnWindow, Op};
 use crate::tensor_info::{DType, TensorInfo};
 
-/// The inputs of `op` its kernel can read through a column window.
-fn windowable(op: &Op) -> &'static [usize] {
-    match op {
-        Op::SsdScan(_) => &[0, 1, 3, 4, 6],
-        Op::CausalConvWithState(a) if a.channels_last => &[0],
-        _ => &[],
-    }
-}
-
 /// `graph` (of shapes `infos`) with every `CausalConvWithState` between transposes to and from
 /// `(B, L, D)` in the channels-last layout (module doc), and how many; `None` when none.
 pub(super) fn channels_last(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, usize)> {
@@ -107,7 +98,7 @@ pub(super) fn windows(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, usi
     let mut g = graph.clone();
     let mut count = 0;
     for (i, n) in graph.nodes.iter().enumerate() {
-        for &slot in windowable(&n.op) {
+        for &slot in n.op.windowable_inputs() {
             let already = n.op.input_windows().is_some_and(|w| w.get(slot).is_some());
             let Some(v) = n.inputs.get(slot).copied().flatten() else { continue };
             if already {

@@ -86,10 +86,7 @@ fn operand_dims(
     let pv = &values[v.index()];
     let dims = pv.dims.as_deref().ok_or_else(|| format!("`{}` has a data-dependent shape", pv.name))?;
     Ok(match op.input_windows().and_then(|w| w.get(slot)) {
-        Some(w) => {
-            let lead = dims.len().saturating_sub(1);
-            dims[..lead].iter().chain(&w.dims).copied().collect()
-        }
+        Some(w) => w.operand_dims(dims),
         None => dims.to_vec(),
     })
 }
@@ -278,11 +275,7 @@ pub(super) fn lower(
         state: state_dims(&n.op, &n.inputs, values)?.ok_or("not a sequence operator")?,
     };
     s.dims_of(out, &[])?;
-    s.windows_only_on(match &n.op {
-        Op::SsdScan(_) => &[0, 1, 3, 4, 6],
-        Op::CausalConvWithState(a) if a.channels_last => &[0],
-        _ => &[],
-    })?;
+    s.windows_only_on(n.op.windowable_inputs())?;
     match &n.op {
         Op::MambaScan => selective_scan(&s, None),
         Op::SelectiveScan(a) => selective_scan(&s, Some(a)),
@@ -403,11 +396,9 @@ fn ssd_scan(s: &SeqNode, attrs: &SsdScan) -> Lowered {
             state,
         ));
     }
-    let (p_tile, span) = ssd_chunked(b, l, h, pd, n, s.o);
+    let Chunked { p_tile, items, span, spans } = ssd_chunked(b, l, h, pd, n, s.o);
     let state_pad = ssd_chunk_state_pad(n);
     let p = SsdChunkParams { scan, p_tile, state_pad, vector: (n % 4 == 0) as u32, span };
-    let items = (b * h * pd.div_ceil(p_tile as usize)) as u64;
-    let spans = ssd_chunk_spans(l.div_ceil(SSD_CHUNK as usize) as u64, span);
     let shape = (
         capped_grid(s.o.sm_count, items * spans),
         [SSD_CHUNK_THREADS, 1, 1],
@@ -446,14 +437,25 @@ fn ssd_scan(s: &SeqNode, attrs: &SsdScan) -> Lowered {
     ])
 }
 
-/// The chunked `SSDScan`'s tile and span (`SsdChunkParams::p_tile`, `span`) for `b` sequences of
-/// `l` steps, `h` heads of `pd` channels, state `n`: shared by the lowering and its scratch.
-fn ssd_chunked(b: usize, l: usize, h: usize, pd: usize, n: u32, o: &PlanOptions) -> (u32, u32) {
+/// How a chunked `SSDScan` runs: shared by the lowering and its scratch.
+struct Chunked {
+    /// `SsdChunkParams::p_tile`.
+    p_tile: u32,
+    /// Its `(b, h, tile)` blocks.
+    items: u64,
+    /// `SsdChunkParams::span`.
+    span: u32,
+    /// Spans of the sequence (1: the whole scan in one launch).
+    spans: u64,
+}
+
+/// [`Chunked`] for `b` sequences of `l` steps, `h` heads of `pd` channels, state `n`.
+fn ssd_chunked(b: usize, l: usize, h: usize, pd: usize, n: u32, o: &PlanOptions) -> Chunked {
     let p_tile = ssd_chunk_tile(b * h, pd, ssd_chunk_state_pad(n), o.sm_count);
     let items = (b * h * pd.div_ceil(p_tile as usize)) as u64;
     let chunks = l.div_ceil(SSD_CHUNK as usize) as u64;
     let span = if o.ssd_spans { ssd_chunk_span(items, chunks, o.sm_count) } else { chunks.max(1) as u32 };
-    (p_tile, span)
+    Chunked { p_tile, items, span, spans: ssd_chunk_spans(chunks, span) }
 }
 
 /// Scratch of an `SSDScan` that runs in several spans: the spans' state changes, their decays and
@@ -473,8 +475,7 @@ pub(super) fn ssd_scratch(
     if l < SSD_CHUNK as usize || state > SSD_CHUNK_MAX_STATE as usize || state == 0 {
         return Vec::new();
     }
-    let (_, span) = ssd_chunked(b, l, h, pd, state as u32, o);
-    let spans = ssd_chunk_spans(l.div_ceil(SSD_CHUNK as usize) as u64, span) as usize;
+    let spans = ssd_chunked(b, l, h, pd, state as u32, o).spans as usize;
     if spans <= 1 {
         return Vec::new();
     }
