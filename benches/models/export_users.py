@@ -101,7 +101,8 @@ RG_SEQ = int(os.environ.get("RG_SEQ", "256"))
 # RecurrentGemma's unrolled loop it runs for more than 30 minutes at sequence 256; on RWKV's at
 # sequence 64 it did not finish in 6 minutes on the H200 machine beside another export (2026-12-04;
 # 322 s in all on a 2-core machine, 7,772 nodes; without it 86 s there and 19,395 nodes).
-UNOPTIMIZED = {"rwkv"}
+# EXPORT_UNOPTIMIZED (comma-separated families) adds to them, e.g. recurrentgemma at RG_SEQ=256.
+UNOPTIMIZED = {"rwkv", *filter(None, os.environ.get("EXPORT_UNOPTIMIZED", "").split(","))}
 
 
 def recurrentgemma():
