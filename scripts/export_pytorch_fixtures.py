@@ -3,7 +3,9 @@
 a GPT-2-style and a BERT-style model from transformers with random weights, a small CNN, and two
 small Mamba2 models (transformers' reference chunked SSD, exported with symbolic batch and
 sequence as users export them: `mamba2`, two layers, sequence 64 in chunks of 16; `mamba2_pad`,
-two groups of B / C, sequence 40, padded to whole chunks).
+two groups of B / C, sequence 40, padded to whole chunks), a small RecurrentGemma (its RG-LRU loop
+unrolled, partial rotary embedding) and a small Llama-style decoder (rotary embedding, grouped-query
+attention, symbolic batch and sequence).
 
 For each model it writes NAME.onnx (torch.onnx.export, dynamo=True), the inputs as
 NAME.in.<input name>.npy and PyTorch's outputs as NAME.out.<index>.npy, plus manifest.json with the
@@ -129,6 +131,31 @@ def mamba2_pad():
     return ("mamba2_pad", *mamba2_model(1, 2, 40))
 
 
+def recurrentgemma():
+    # Three layers (recurrent, recurrent, attention): the RG-LRU loop unrolled at export (only the
+    # batch symbolic), and the attention layer's partial rotary embedding spelled out
+    # (rotate_half: Slice, Neg, Concat) over half of each head.
+    from transformers import RecurrentGemmaConfig, RecurrentGemmaModel
+    torch.manual_seed(0)
+    cfg = RecurrentGemmaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                               num_attention_heads=2, lru_width=32, attention_window_size=64, use_cache=False)
+    model = LastHidden(RecurrentGemmaModel(cfg).eval()).eval()
+    ids = torch.randint(0, 64, (2, 12), dtype=torch.int64)
+    return "recurrentgemma", model, {"input_ids": ids}, {"input_ids": {0: "batch"}}
+
+
+def llama():
+    # Llama-style decoder (grouped-query SDPA attention, rotary embedding over whole heads, SwiGLU),
+    # symbolic batch and sequence.
+    from transformers import LlamaConfig, LlamaModel
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, use_cache=False)
+    model = LastHidden(LlamaModel(cfg).eval()).eval()
+    ids = torch.randint(0, 64, (2, 10), dtype=torch.int64)
+    return "llama", model, {"input_ids": ids}, {"input_ids": {0: "batch", 1: "seq"}}
+
+
 def flatten(out):
     if isinstance(out, torch.Tensor):
         return [out]
@@ -145,7 +172,8 @@ def main(dest, names):
     files = {}
     manifest = {"torch": torch.__version__, "transformers": transformers.__version__, "models": {}}
     tmp = tempfile.mkdtemp()
-    makers = {"gpt2": gpt2, "bert": bert, "cnn": cnn, "mamba2": mamba2, "mamba2_pad": mamba2_pad}
+    makers = {"gpt2": gpt2, "bert": bert, "cnn": cnn, "mamba2": mamba2, "mamba2_pad": mamba2_pad,
+              "recurrentgemma": recurrentgemma, "llama": llama}
     for key in names or list(makers):
         made = makers[key]()
         name, model, inputs = made[:3]

@@ -2,8 +2,9 @@
 //! Relu, MaxPool, Conv + Relu, ReduceMean, Gemm) runs through `host::Session` and matches the CPU
 //! reference and PyTorch's own output within 1e-4 relative error (‖gpu − want‖ / ‖want‖), with no
 //! element off by more than 1e-4 · max |want|; so do the two small Mamba2 exports (transformers'
-//! chunked SSD lifted to `SSDScan`, symbolic batch and sequence) with the lift on and off. Built only with the `gpu` feature; fails (never
-//! skips) without a GPU.
+//! chunked SSD lifted to `SSDScan`, symbolic batch and sequence) with the lift on and off, and a
+//! small RecurrentGemma and Llama-style decoder with their rotary embeddings lifted and not. Built
+//! only with the `gpu` feature; fails (never skips) without a GPU.
 
 mod support;
 
@@ -78,6 +79,35 @@ fn mamba2_on_the_gpu_matches_the_reference_and_pytorch_lifted_or_not() {
             let plan = session.last_plan().expect("compiled").to_string();
             // 64 and 40 steps: the chunked kernel.
             assert_eq!(plan.contains("ssd_chunk_f32"), lift, "{name}, lift_ssd {lift}:\n{plan}");
+        }
+    }
+}
+
+/// A small RecurrentGemma (its RG-LRU loop unrolled, a partial rotary embedding spelled out) and
+/// a small Llama-style decoder (rotary over whole heads, grouped-query attention) on the GPU, the
+/// rotations lifted to `rotary_f32` and (with `lift_rotary` off) spelled out: both match the
+/// reference and PyTorch.
+#[test]
+fn recurrentgemma_and_llama_on_the_gpu_match_the_reference_and_pytorch_lifted_or_not() {
+    let ctx = Context::new(0).unwrap_or_else(|e| panic!("this test needs an NVIDIA GPU: {e}"));
+    let dir = fixtures();
+    for name in ["recurrentgemma", "llama"] {
+        let model = onnx::load_path(&dir.join(format!("{name}.onnx"))).expect("model loads");
+        let graph = onnx::to_graph(&model).expect("model converts");
+        let feeds = vec![("input_ids".to_owned(), npy(&dir.join(format!("{name}.in.input_ids.npy"))))];
+        let want = host::reference::eval(&graph, &feeds).expect("reference runs");
+        let torch = npy(&dir.join(format!("{name}.out.0.npy")));
+        for lift in [true, false] {
+            let options = SessionOptions { lift_rotary: lift, ..SessionOptions::default() };
+            let mut session = Session::new(&ctx, graph.clone(), options).expect("session");
+            for run in 0..2 {
+                let got = session.run(&feeds).expect("gpu run");
+                let what = format!("{name}, lift_rotary {lift}, run {run}");
+                assert_close(&format!("{what} vs reference"), &got[0].1, &want[0].1);
+                assert_close(&format!("{what} vs pytorch"), &got[0].1, &torch);
+            }
+            let plan = session.last_plan().expect("compiled").to_string();
+            assert_eq!(plan.contains("rotary_f32"), lift, "{name}, lift_rotary {lift}:\n{plan}");
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Models exported from PyTorch (`scripts/export_pytorch_fixtures.py`: a GPT-2-style and a
 //! BERT-style model from transformers with random weights, a small CNN with batch norm, and two
-//! small Mamba2 models with transformers' reference chunked SSD, symbolic batch and sequence) run
+//! small Mamba2 models with transformers' reference chunked SSD, symbolic batch and sequence, a
+//! small RecurrentGemma and a small Llama-style decoder, their rotary embeddings spelled out) run
 //! through load → convert → CPU reference, and match PyTorch's own outputs within 1e-4 relative
 //! error (‖ours − torch‖ / ‖torch‖), with no element off by more than 1e-4 · max |torch|.
 
@@ -143,6 +144,48 @@ fn mamba2_chunked_ssd_lifts_to_one_ssd_scan_a_layer_that_matches_pytorch() {
         let options = planner::plan::PlanOptions { ssd_spans: spans, ..Default::default() };
         let plan = planner::plan::compile(&graph, &binding, &options).expect("a GPU plan").to_string();
         assert_eq!(ssd_scans(&plan), scans, "batch {b} x {steps} steps, spans {spans}:\n{plan}");
+    }
+}
+
+/// transformers' rotary embeddings as exported (`apply_rotary_pos_emb`: `x·cos + rotate_half(x)·sin`
+/// of Slices, Neg and Concats) lift to one `RotaryEmbedding` per query and key: RecurrentGemma's
+/// over half of each head (the rest concatenated back), the Llama-style decoder's over whole
+/// heads; both straight from the projection's `(B, S, H·D)` (no head transpose copied before
+/// it). The lifted graphs compute on the reference what PyTorch does, and the GPU plans launch
+/// `rotary_f32` with no Neg left (with `lift_rotary` off, the spelled-out form).
+#[test]
+fn spelled_out_rotary_embeddings_lift_to_one_op_each_and_match_pytorch() {
+    check_model("recurrentgemma", &["input_ids"], 1);
+    check_model("llama", &["input_ids"], 1);
+    for (name, rotations, rot) in [("recurrentgemma", 2, 8), ("llama", 4, 8)] {
+        let dir = fixtures();
+        let graph = onnx::to_graph(&onnx::load_path(&dir.join(format!("{name}.onnx"))).unwrap()).unwrap();
+        let feeds = vec![("input_ids".to_owned(), npy(&dir.join(format!("{name}.in.input_ids.npy"))))];
+        let binding = host::session::binding_of(&graph, &feeds).expect("inputs bind");
+        let bound = planner::fold::run(&planner::memory::bind_inputs(&graph, &binding).unwrap()).unwrap();
+        let lifted = planner::plan::decomposed(&bound).expect("decomposes");
+        let ropes: Vec<&planner::op::RotaryEmbedding> = (lifted.nodes.iter())
+            .filter_map(|n| match &n.op {
+                planner::Op::RotaryEmbedding(r) => Some(r),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ropes.len(), rotations, "{name}: RotaryEmbeddings");
+        for r in &ropes {
+            assert!(r.full_caches && r.num_heads.is_some() && r.rotary_embedding_dim == rot, "{name}: {r:?}");
+        }
+        assert!(!lifted.nodes.iter().any(|n| matches!(n.op, planner::Op::Neg)), "{name}: a Neg is left");
+        let got = host::reference::eval(&lifted, &feeds).expect("the lifted graph runs on the reference");
+        let rel = relative_error(&got[0].1, &npy(&dir.join(format!("{name}.out.0.npy"))));
+        println!("{name} lifted: relative error {rel:.2e}");
+        assert!(rel <= 1e-5, "{name}: the lifted graph is {rel:e} from PyTorch");
+        for lift in [true, false] {
+            let options = planner::plan::PlanOptions { lift_rotary: lift, ..Default::default() };
+            let plan = planner::plan::compile(&graph, &binding, &options).expect("a GPU plan").to_string();
+            let steps = |k: &str| plan.lines().filter(|l| l.starts_with('#') && l.contains(k)).count();
+            let want = if lift { (rotations, 0) } else { (0, rotations) };
+            assert_eq!((steps("rotary_f32"), steps("neg_f32")), want, "{name}, lift_rotary {lift}:\n{plan}");
+        }
     }
 }
 

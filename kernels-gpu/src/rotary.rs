@@ -11,7 +11,8 @@ use crate::math;
 /// # Safety
 /// `x` and `y` hold every element the params address (`y` does not overlap `x`: an element's pair
 /// is read by another thread); `cos` and `sin` hold the cache (`cache_rows * rot / 2` f32, or
-/// `batch * seq * rot / 2` per token); `positions` holds `batch * seq` i64 in the POSITIONS mode
+/// `batch * seq * rot / 2` per token, every element `cache_strides` address in the FULL mode);
+/// `positions` holds `batch * seq` i64 in the POSITIONS mode
 /// (it is not read otherwise); `rot` is even and at most `size`.
 ///
 /// # Parameters
@@ -51,25 +52,39 @@ pub unsafe extern "ptx-kernel" fn rotary_f32(
             } else {
                 (d - half, false, d - half)
             };
-            let row = match p.mode {
-                // SAFETY: token < batch * seq ids (the contract).
-                rotary_mode::POSITIONS => match u64::try_from(unsafe { *positions.add(token as usize) }) {
-                    Ok(r) if r < p.cache_rows => Some(r),
-                    _ => None,
-                },
-                rotary_mode::SEQUENCE => Some(s),
-                _ => Some(token),
-            };
-            match row {
-                Some(r) => {
-                    // SAFETY: r indexes a cache row of `half` entries, k < half; `other` < rot.
-                    let (c, sn, w) = unsafe {
-                        let at = (r * half + k) as usize;
-                        (*cos.add(at), *sin.add(at), *x.add(base + other as usize))
-                    };
-                    if first { math::fma(c, v, -sn * w) } else { math::fma(sn, w, c * v) }
+            if p.mode == rotary_mode::FULL {
+                // SAFETY: the caches hold every (b, h, s) the strides address, `rot` features
+                // each (the contract); d and `other` < rot.
+                let (c, sn, w) = unsafe {
+                    let at = (b * p.cache_strides[0] + h * p.cache_strides[1] + s * p.cache_strides[2] + d)
+                        as usize;
+                    (*cos.add(at), *sin.add(at), *x.add(base + other as usize))
+                };
+                let turned = if first { math::neg(w) } else { w };
+                math::add(math::mul(v, c), math::mul(turned, sn))
+            } else {
+                let row = match p.mode {
+                    // SAFETY: token < batch * seq ids (the contract).
+                    rotary_mode::POSITIONS => {
+                        match u64::try_from(unsafe { *positions.add(token as usize) }) {
+                            Ok(r) if r < p.cache_rows => Some(r),
+                            _ => None,
+                        }
+                    }
+                    rotary_mode::SEQUENCE => Some(s),
+                    _ => Some(token),
+                };
+                match row {
+                    Some(r) => {
+                        // SAFETY: r indexes a cache row of `half` entries, k < half; `other` < rot.
+                        let (c, sn, w) = unsafe {
+                            let at = (r * half + k) as usize;
+                            (*cos.add(at), *sin.add(at), *x.add(base + other as usize))
+                        };
+                        if first { math::fma(c, v, -sn * w) } else { math::fma(sn, w, c * v) }
+                    }
+                    None => f32::NAN,
                 }
-                None => f32::NAN,
             }
         };
         // SAFETY: as for the read.

@@ -32,6 +32,7 @@ pub fn plan_options(options: &SessionOptions, sm_count: u32, hopper: bool) -> Pl
         flash_attention: options.flash_attention,
         lift_ssd: options.lift_ssd,
         row_views: options.row_views,
+        lift_rotary: options.lift_rotary,
         ssd_spans: options.ssd_spans,
         fuse_attention: options.fuse_attention,
         cluster_mlp: hopper,

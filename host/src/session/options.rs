@@ -58,6 +58,9 @@ pub struct SessionOptions {
     /// Lift transformers' chunked Mamba-2 SSD to one `SSDScan` (past 512 steps only where the
     /// chunked scan kernel's blocks fill the device; default on).
     pub lift_ssd: bool,
+    /// Lift spelled-out rotary embeddings (`x·cos + rotate_half(x)·sin`) to one
+    /// `RotaryEmbedding` launch each (default on).
+    pub lift_rotary: bool,
     /// Read sequence operands where they lie through row strides: causal convs between
     /// transposes run channels-last, `SSDScan` / conv inputs that are Split or Slice parts are
     /// read from the split tensor (default on).
@@ -122,7 +125,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 27] = [
+    const SWITCHES: [Switch; 28] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -140,6 +143,7 @@ impl SessionOptions {
         ("flash_attention", |o| &mut o.flash_attention),
         ("lift_ssd", |o| &mut o.lift_ssd),
         ("row_views", |o| &mut o.row_views),
+        ("lift_rotary", |o| &mut o.lift_rotary),
         ("ssd_spans", |o| &mut o.ssd_spans),
         ("fuse_attention", |o| &mut o.fuse_attention),
         ("pair_gemm", |o| &mut o.pair_gemm),
@@ -208,6 +212,7 @@ impl Default for SessionOptions {
             flash_attention: false,
             lift_ssd: true,
             row_views: true,
+            lift_rotary: true,
             ssd_spans: false,
             fuse_attention: true,
             pair_gemm: true,

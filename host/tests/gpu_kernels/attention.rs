@@ -520,7 +520,12 @@ fn rotary_embedding_matches_the_reference() {
             let p: Vec<i64> = (0..b * s).map(|_| (rng.next_u64() % rows as u64) as i64).collect();
             inputs.push(("pos".into(), HostTensor::new(vec![b, s], p).unwrap()));
         }
-        let attrs = planner::op::RotaryEmbedding { interleaved, num_heads: heads, rotary_embedding_dim: rot };
+        let attrs = planner::op::RotaryEmbedding {
+            interleaved,
+            num_heads: heads,
+            rotary_embedding_dim: rot,
+            ..Default::default()
+        };
         let y = g.op1(Op::RotaryEmbedding(attrs), &ins);
         g.output(y);
         let plan = compare(
@@ -529,6 +534,45 @@ fn rotary_embedding_matches_the_reference() {
             &inputs,
             1e-5,
         );
+        assert!(plan.contains("rotary_f32"), "{plan}");
+    }
+}
+
+/// Full-width caches (`rotary_lift`: an exporter's spelled-out `x·cos + rotate_half(x)·sin`):
+/// caches broadcast over the heads, the batch or both, 4-D and 3-D X, whole and partial rotation.
+#[test]
+fn rotary_embedding_with_full_width_caches_matches_the_reference() {
+    use crate::indexing::{compare, known};
+    let mut rng = Rng::new(0x4f11);
+    // (X dims, num_heads, rotary dim, cache dims)
+    type Case = (&'static [usize], Option<usize>, usize, &'static [usize]);
+    let cases: [Case; 5] = [
+        (&[2, 3, 5, 8], None, 8, &[2, 1, 5, 8]),
+        (&[2, 3, 5, 8], None, 4, &[5, 4]),
+        (&[2, 5, 24], Some(3), 8, &[2, 1, 5, 8]),
+        (&[1, 64, 256], Some(4), 32, &[1, 1, 64, 32]),
+        (&[3, 2, 7, 6], None, 6, &[3, 2, 7, 6]),
+    ];
+    for (xd, heads, rot, cache_dims) in cases {
+        let n: usize = cache_dims.iter().product();
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, known(xd));
+        let mut cache = |name| {
+            let v: Vec<f32> = (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            g.initializer(name, ConstTensor::from_f32(cache_dims, &v).unwrap())
+        };
+        let (cos, sin) = (cache("cos"), cache("sin"));
+        let attrs = planner::op::RotaryEmbedding {
+            num_heads: heads,
+            rotary_embedding_dim: rot,
+            full_caches: true,
+            ..Default::default()
+        };
+        let y = g.op1(Op::RotaryEmbedding(attrs), &[x, cos, sin]);
+        g.output(y);
+        let inputs = vec![("x".to_string(), rng.tensor(xd, -1.0, 1.0))];
+        let plan =
+            compare(&format!("RotaryEmbedding {xd:?} rot {rot} caches {cache_dims:?}"), g, &inputs, 1e-6);
         assert!(plan.contains("rotary_f32"), "{plan}");
     }
 }

@@ -191,6 +191,10 @@ pub mod rotary_mode {
     pub const SEQUENCE: u32 = 1;
     /// Row `(b, s)` of a `(batch, seq, rot / 2)` cache.
     pub const PER_TOKEN: u32 = 2;
+    /// Full-width caches (a value per rotated feature, read at the feature's own index) at
+    /// `b * cache_strides[0] + h * cache_strides[1] + s * cache_strides[2] + d`: an exporter's
+    /// spelled-out `x cos + rotate_half(x) sin`, each product rounded, then the sum.
+    pub const FULL: u32 = 3;
 }
 
 /// Parameters of `rotary::rotary_f32` (ONNX RotaryEmbedding): element `(b, s, h, d)` of X and Y
@@ -218,11 +222,14 @@ pub struct RotaryParams {
     pub rot: u64,
     /// Rows of a 2-D cache.
     pub cache_rows: u64,
+    /// Element strides of b, h and s in full-width caches ([`rotary_mode::FULL`]; 0 where they
+    /// broadcast).
+    pub cache_strides: [u64; 3],
     /// One of [`rotary_mode`].
     pub mode: u32,
     /// Non-zero: interleaved pairs.
     pub interleaved: u32,
 }
 
-// SAFETY: #[repr(C)], nine u64, two u32: no padding.
+// SAFETY: #[repr(C)], twelve u64, two u32: no padding.
 unsafe impl Params for RotaryParams {}

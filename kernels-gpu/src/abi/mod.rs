@@ -598,7 +598,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<OneHotParams>(), 3 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<NonZeroParams>(), 4 * 8 + 2 * 4 + 8 * MAX_RANK);
         assert_eq!(core::mem::size_of::<TopKParams>(), 4 * 8 + 4 * 4);
-        assert_eq!(core::mem::size_of::<RotaryParams>(), 9 * 8 + 2 * 4);
+        assert_eq!(core::mem::size_of::<RotaryParams>(), 12 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<GridSampleParams>(), 6 * 8 + 4 * 4);
         assert_eq!(core::mem::size_of::<AffineGridParams>(), 5 * 8 + 2 * 4);
         assert_eq!(core::mem::size_of::<DftParams>(), 5 * 8 + 4 * 4);

@@ -208,6 +208,7 @@ pub(crate) fn rotary_embedding(l: &mut Lower<'_, '_>) -> Result<(), OnnxError> {
         interleaved: a.bool_or("interleaved", false)?,
         num_heads: a.usize("num_heads")?,
         rotary_embedding_dim: a.usize_or("rotary_embedding_dim", 0)?,
+        full_caches: false,
     };
     l.emit(Op::RotaryEmbedding(attrs))
 }

@@ -287,4 +287,34 @@ pub struct RotaryEmbedding {
     pub num_heads: Option<usize>,
     /// Rotate only the first this-many dims of each head; 0 = all (default).
     pub rotary_embedding_dim: usize,
+    /// Not ONNX (set by `plan::rotary_lift`, never by the importer): the caches hold a value per
+    /// rotated feature — their last dim is the rotary dim, not half of it — and broadcast
+    /// (right-aligned) to `(B, H, S, rot)`, read at the feature's own index, as an exporter's
+    /// spelled-out `x·cos + rotate_half(x)·sin` reads them: `y[k] = x[k]·cos[k] − x[k+r/2]·sin[k]`
+    /// and `y[k+r/2] = x[k+r/2]·cos[k+r/2] + x[k]·sin[k+r/2]`. No position ids.
+    #[serde(default)]
+    pub full_caches: bool,
+}
+
+impl RotaryEmbedding {
+    /// Full-width caches of dims `cache` (see [`RotaryEmbedding::full_caches`]) in the frame
+    /// `(B, H, S, rot)`: the element strides of b, h and s (0 where the cache broadcasts; the
+    /// feature's is 1). Fails unless the dims broadcast to the frame with the last one `rot`.
+    pub fn full_cache_strides(cache: &[usize], frame: [usize; 4]) -> Result<[usize; 3], String> {
+        let fits = cache.len() <= 4
+            && cache.last() == Some(&frame[3])
+            && cache.iter().rev().zip(frame.iter().rev()).all(|(&c, &f)| c == f || c == 1);
+        if !fits {
+            return Err(format!("caches {cache:?} do not broadcast to (B, H, S, rotary dim) = {frame:?}"));
+        }
+        let lead = 4 - cache.len();
+        let mut strides = [0usize; 3];
+        let mut step = frame[3];
+        for axis in (0..3).rev() {
+            let d = if axis >= lead { cache[axis - lead] } else { 1 };
+            strides[axis] = if d == 1 { 0 } else { step };
+            step *= d;
+        }
+        Ok(strides)
+    }
 }

@@ -59,6 +59,7 @@ mod reduce;
 mod reroll;
 mod resize;
 mod rotary;
+mod rotary_lift;
 mod row_views;
 mod rows;
 mod sampling;
@@ -167,6 +168,9 @@ pub struct PlanOptions {
     /// Lift transformers' chunked Mamba-2 SSD (segment sums over `CumSum`, `exp`, the chunk
     /// contractions) to the one `SSDScan` it computes (`ssd_lift.rs`; default on).
     pub lift_ssd: bool,
+    /// Lift spelled-out rotary embeddings (`x·cos + rotate_half(x)·sin` of Slices, Neg and
+    /// Concats) to `RotaryEmbedding` (`rotary_lift.rs`; default on).
+    pub lift_rotary: bool,
     /// Read operands where they lie through row strides (`row_views.rs`): a causal conv between
     /// transposes to and from `(B, L, D)` runs channels-last, and the `SSDScan` / conv inputs
     /// that are parts of a last-axis Split or Slice are read from the split tensor (default on).
@@ -251,6 +255,7 @@ impl Default for PlanOptions {
             flash_attention: false,
             lift_ssd: true,
             row_views: true,
+            lift_rotary: true,
             ssd_spans: false,
             skip_hidden_keys: true,
             precision: Precision::Exact,
@@ -478,7 +483,7 @@ pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
     let g = contract::run(graph).unwrap_or_else(|| graph.clone());
     let g = decompose::run(&g)?.unwrap_or(g);
     let Ok(infos) = shape_infer::infer(&g) else { return Ok(g) };
-    let (g, infos, _) = lifts(g, infos)?;
+    let (g, infos, _) = lifts(g, infos, true)?;
     // The canonical spellings and merged projections the fusion passes read.
     let g = canon::run(&g, &infos).unwrap_or(g);
     let Ok(infos) = shape_infer::infer(&g) else { return Ok(g) };
@@ -492,9 +497,14 @@ pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
 
 /// `graph` (of shapes `infos`) with the exporter patterns lifted to one operator each (unrolled
 /// recurrences as `LinearScan`s, unrolled maps as one computation over their axis, spelled-out
-/// RMS norms as `RMSNormalization`s), its shapes, and
-/// one line per lift; shapes are inferred again only after a lift.
-fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>, Vec<String>), PlanError> {
+/// RMS norms as `RMSNormalization`s, spelled-out rotary embeddings as `RotaryEmbedding`s unless
+/// `rotary` is off), its shapes, and one line per lift; shapes are inferred again only after a
+/// lift.
+fn lifts(
+    graph: Graph,
+    infos: Vec<TensorInfo>,
+    rotary: bool,
+) -> Result<(Graph, Vec<TensorInfo>, Vec<String>), PlanError> {
     // Ops that change nothing would hide a loop's steps from the walks below.
     let without_noops = noop::run(&graph, &infos);
     let (graph, infos) = reinferred((graph, infos), without_noops)?;
@@ -520,6 +530,13 @@ fn lifts(graph: Graph, infos: Vec<TensorInfo>) -> Result<(Graph, Vec<TensorInfo>
     let (graph, infos) = counted_lift(graph, infos, norm_lift::run, &mut lifted, |n| {
         format!("{n} RMS normalization(s) spelled out as elementwise ops and a mean: RMSNormalization")
     })?;
+    let (graph, infos) = if rotary {
+        counted_lift(graph, infos, rotary_lift::run, &mut lifted, |n| {
+            format!("{n} rotary embedding(s) spelled out (x·cos + rotate_half(x)·sin): RotaryEmbedding")
+        })?
+    } else {
+        (graph, infos)
+    };
     let (graph, infos) = counted_lift(graph, infos, conv_lift::run, &mut lifted, |n| {
         format!(
             "{n} depthwise Conv(s) padded on both sides, sliced to the sequence (and SiLU): CausalConvWithState"
@@ -641,7 +658,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     let infos = shape_infer::infer(&bound)?;
     logic::native_dtypes(&bound, &infos)?;
     // Exporter patterns as the operators they spell (before fusion would split them up).
-    let (bound, infos, mut lifted) = lifts(bound, infos)?;
+    let (bound, infos, mut lifted) = lifts(bound, infos, options.lift_rotary)?;
     lifted.splice(0..0, widened.into_iter().flatten().chain(ssd));
     let canonical = canon::run(&bound, &infos);
     let (bound, infos) = reinferred((bound, infos), canonical)?;

@@ -1,7 +1,8 @@
 //! Lowering of ONNX RotaryEmbedding (`rotary_f32`), with the CPU reference's shape rules: X is
 //! `(B, H, S, D)` or `(B, S, H·D)` (`num_heads` given); with position ids the caches are
 //! `(rows, r/2)` indexed by position, without them `(B, S, r/2)`, or `(rows, r/2)` indexed by the
-//! sequence index.
+//! sequence index; full-width caches (`RotaryEmbedding::full_caches`, from `rotary_lift`)
+//! broadcast to `(B, H, S, r)`.
 
 use kernels_gpu::abi::{KernelId, RotaryParams, rotary_mode};
 
@@ -43,7 +44,14 @@ pub(super) fn rotary(
         return Err(format!("rotary_embedding_dim {rot} must be even and at most the head size {size}"));
     }
     let half = rot / 2;
+    let mut cache_strides = [0u64; 3];
     let (mode, rows) = match (cd, positions) {
+        (_, Some(_)) if a.full_caches => return Err("full-width caches take no position ids".into()),
+        (c, None) if a.full_caches => {
+            let s = RotaryEmbedding::full_cache_strides(c, [batch, heads, seq, rot])?;
+            cache_strides = s.map(|v| v as u64);
+            (rotary_mode::FULL, 0)
+        }
         (&[rows, w], Some(p)) if w == half => {
             let (pd, pt) = dims(values, p)?;
             if pt != DType::I64 || pd.iter().product::<usize>() != batch * seq {
@@ -65,6 +73,7 @@ pub(super) fn rotary(
         head_stride: hs as u64,
         rot: rot as u64,
         cache_rows: rows as u64,
+        cache_strides,
         mode,
         interleaved: a.interleaved as u32,
     };

@@ -166,7 +166,7 @@ fn part_of(
 
 /// The first column of a `Slice` of the last axis (of a rank-`rank` tensor of `cols` columns)
 /// with unit steps and constant bounds; `None` for any other slice.
-fn slice_start(g: &Graph, n: &Node, rank: usize, cols: usize) -> Option<usize> {
+pub(super) fn slice_start(g: &Graph, n: &Node, rank: usize, cols: usize) -> Option<usize> {
     let int = |i: usize| n.inputs.get(i).copied().flatten().and_then(|v| g.constant(v)?.to_i64s());
     let (starts, axes) = (int(1)?, int(3)?);
     let unit = n.inputs.get(4).copied().flatten().is_none() || int(4).is_some_and(|s| s == [1]);

@@ -43,6 +43,29 @@ pub fn rotary_embedding(
     }
     let half = rot / 2;
     let positions = optional(inputs, 3).map(|p| ints(node, p, "position_ids")).transpose()?;
+    if attrs.full_caches {
+        if positions.is_some() {
+            return Err(node.err("full-width caches take no position ids"));
+        }
+        let [cb, ch, cs] = RotaryEmbedding::full_cache_strides(&cos.shape, [batch, heads, seq, rot])
+            .map_err(|e| node.err(e))?;
+        let mut y = x.data.clone();
+        for b in 0..batch {
+            for s in 0..seq {
+                for h in 0..heads {
+                    let (base, c) = (b * bs + s * ss + h * hs, b * cb + h * ch + s * cs);
+                    for k in 0..half {
+                        let (i1, i2) = if attrs.interleaved { (2 * k, 2 * k + 1) } else { (k, k + half) };
+                        let (x1, x2) = (x.data[base + i1], x.data[base + i2]);
+                        // `x·cos + rotate_half(x)·sin`, each feature with its own cos and sin.
+                        y[base + i1] = x1 * cos.data[c + i1] + -x2 * sin.data[c + i1];
+                        y[base + i2] = x2 * cos.data[c + i2] + x1 * sin.data[c + i2];
+                    }
+                }
+            }
+        }
+        return Ok(vec![tensor(node, x.dtype, x.shape.clone(), y)?]);
+    }
     if let Some(p) = &positions
         && p.len() != batch * seq
     {
@@ -136,5 +159,48 @@ mod tests {
         assert_close(&[norm(&y)], &[norm(&x)], 1e-5);
         let bad = ti(&[b, s], &[5, 0, 0, 0, 0, 0]);
         assert!(run(&attrs, &[Some(&x3), Some(&cos), Some(&sin), Some(&bad)]).is_err());
+    }
+
+    /// Full-width caches (`plan::rotary_lift`): each feature reads its own cos and sin, the caches
+    /// broadcast over the heads; equal to `x·cos + rotate_half(x)·sin` on the first `rot`
+    /// features, 4-D and 3-D X alike; misfit caches and position ids are errors.
+    #[test]
+    fn full_width_caches_are_the_spelled_out_rotation() {
+        let mut rng = Rng::new(23);
+        let (b, h, s, d, rot) = (2, 3, 4, 8, 4);
+        let x = rng.vec(b * h * s * d, -1.0, 1.0);
+        let (cos, sin) = (rng.vec(b * s * rot, -1.0, 1.0), rng.vec(b * s * rot, -1.0, 1.0));
+        let (ct, st) = (tf(&[b, 1, s, rot], &cos), tf(&[b, 1, s, rot], &sin));
+        let attrs =
+            RotaryEmbedding { rotary_embedding_dim: rot, full_caches: true, ..RotaryEmbedding::default() };
+        let y = run(&attrs, &[Some(&tf(&[b, h, s, d], &x)), Some(&ct), Some(&st)]).unwrap();
+        let half = rot / 2;
+        let mut want = x.clone();
+        for (bb, hh, ss) in (0..b).flat_map(|i| (0..h).flat_map(move |j| (0..s).map(move |k| (i, j, k)))) {
+            let o = ((bb * h + hh) * s + ss) * d;
+            let c = (bb * s + ss) * rot;
+            for j in 0..rot {
+                let turned = if j < half { -x[o + j + half] } else { x[o + j - half] };
+                want[o + j] = x[o + j] * cos[c + j] + turned * sin[c + j];
+            }
+        }
+        assert_close(&y, &want, 1e-6);
+        // The same as (B, S, H·D) with num_heads.
+        let x3: Vec<f64> = (0..b * s * h * d)
+            .map(|i| {
+                let (bb, ss, hh, j) = (i / (s * h * d), i / (h * d) % s, i / d % h, i % d);
+                x[((bb * h + hh) * s + ss) * d + j]
+            })
+            .collect();
+        let three = RotaryEmbedding { num_heads: Some(h), ..attrs.clone() };
+        let y3 = run(&three, &[Some(&tf(&[b, s, h * d], &x3)), Some(&ct), Some(&st)]).unwrap();
+        for (i, v) in y3.iter().enumerate() {
+            let (bb, ss, hh, j) = (i / (s * h * d), i / (h * d) % s, i / d % h, i % d);
+            assert_eq!(*v, y[((bb * h + hh) * s + ss) * d + j], "element {i}");
+        }
+        let narrow = tf(&[b, 1, s, rot / 2], &cos[..b * s * rot / 2]);
+        assert!(run(&attrs, &[Some(&tf(&[b, h, s, d], &x)), Some(&narrow), Some(&narrow)]).is_err());
+        let pos = ti(&[b, s], &vec![0; b * s]);
+        assert!(run(&attrs, &[Some(&tf(&[b, h, s, d], &x)), Some(&ct), Some(&st), Some(&pos)]).is_err());
     }
 }
