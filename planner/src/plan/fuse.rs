@@ -139,10 +139,11 @@ pub(super) fn drop_values_mapped(mut g: Graph, dead: &[bool]) -> (Graph, Vec<Opt
 /// strides in the transpose's output, and that output.
 pub(super) type OperandPerms = std::collections::BTreeMap<ValueId, [Option<(Vec<u64>, ValueId)>; 3]>;
 
-/// Transpose fusion: a Transpose (f32, static shape, arena source) whose only reader is one
-/// operand of a MatMul moves no data: its output becomes a view of its input (the memory plan gives
-/// both one slot) and the MatMul reads it with permuted strides (the kernels take any row, column
-/// and two-level batch strides, `gemm::matmul_params`). Both operands are absorbed where the GEMM
+/// Transpose fusion: a Transpose (f32, static shape, arena source) whose only readers are operands
+/// of MatMuls (one, or several that all take it: RecurrentGemma's block-diagonal gates read one
+/// permuted input twice) moves no data: its output becomes a view of its input (the memory plan
+/// gives both one slot) and each MatMul reads it with permuted strides (the kernels take any row,
+/// column and two-level batch strides, `gemm::matmul_params`). Both operands are absorbed where the GEMM
 /// can walk both views together, else the one it can; a MatMul's result is written through the
 /// transpose (or reshape and transpose) that is its only reader. Returns the absorbed transposes'
 /// outputs and, per MatMul output, the strides of its operands and result ([`OperandPerms`]).
@@ -166,9 +167,18 @@ pub(super) fn transposes(
         .filter(|n| matches!(n.op, Op::Reshape(_)))
         .filter_map(|n| Some((n.inputs.first().copied().flatten()?, n.output(0)?)))
         .collect();
+    let is_matmul =
+        |op: &Op| matches!(op, Op::MatMul | Op::FusedGemm(crate::op::FusedGemm { gemm: None, .. }));
+    // How many MatMul A / B operand slots read each value.
+    let mut operand_reads = vec![0usize; g.values.len()];
+    for n in g.nodes.iter().filter(|n| is_matmul(&n.op)) {
+        for v in n.inputs.iter().take(2).flatten() {
+            operand_reads[v.index()] += 1;
+        }
+    }
     for mm in &g.nodes {
-        let is_matmul = matches!(mm.op, Op::MatMul | Op::FusedGemm(crate::op::FusedGemm { gemm: None, .. }));
-        let (true, Some(y), [Some(a), Some(b), ..]) = (is_matmul, mm.output(0), mm.inputs.as_slice()) else {
+        let (true, Some(y), [Some(a), Some(b), ..]) = (is_matmul(&mm.op), mm.output(0), mm.inputs.as_slice())
+        else {
             continue;
         };
         let (Some(ad), Some(bd), Some(yd)) = (
@@ -207,7 +217,9 @@ pub(super) fn transposes(
                 && dims.len() >= 2
                 && perm.len() == dims.len()
                 && perm.iter().all(|&a| a < dims.len())
-                && readers[t.index()] == 1
+                // Read once by this MatMul; by other MatMuls' operands alone when not reshaped.
+                && (readers[t.index()] == 1
+                    || (reshaped.is_none() && readers[t.index()] == operand_reads[t.index()]))
                 && mm.inputs.iter().filter(|i| **i == Some(t)).count() == 1
                 && !g.outputs.contains(&t)
                 && reshaped.is_none_or(|r| !g.outputs.contains(&r));
@@ -286,6 +298,25 @@ pub(super) fn transposes(
             }
         }
     }
+    // A transpose read by several MatMuls is a view only where every one of them walks it;
+    // otherwise it is written, and all of them read it.
+    let takers = |t: ValueId| absorbed.iter().filter(|&&a| a == t).count();
+    let partial: Vec<ValueId> = (absorbed.iter().copied())
+        .filter(|&t| readers[t.index()] > 1 && takers(t) < readers[t.index()])
+        .collect();
+    for t in partial {
+        let src = g.nodes[producer(t).expect("an absorbed transpose has a node")].input(0);
+        for (y, slots) in perms.iter_mut() {
+            let reader = &g.nodes[producer(*y).expect("a MatMul result")];
+            for (slot, p) in slots.iter_mut().enumerate().take(2) {
+                if reader.input(slot) == Some(t) && p.as_ref().map(|(_, s)| Some(*s)) == Some(src) {
+                    *p = None;
+                }
+            }
+        }
+        absorbed.retain(|&a| a != t);
+    }
+    perms.retain(|_, slots| slots.iter().any(Option::is_some));
     (absorbed, perms)
 }
 

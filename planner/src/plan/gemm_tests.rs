@@ -492,3 +492,32 @@ fn a_narrow_models_gemms_multiply_in_its_type() {
         assert_eq!(plan.precision, Precision::Exact, "{plan}");
     }
 }
+
+#[test]
+fn a_transpose_read_by_several_matmuls_is_a_view_only_if_all_walk_it() {
+    // RecurrentGemma's block-diagonal gates: x (B·L, H, w) permuted to (H, B·L, w), read by two
+    // batched MatMuls; a third, elementwise reader makes the transpose a copy again.
+    use crate::constant::ConstTensor;
+    use crate::graph::Graph;
+    use crate::op::{Op, Transpose};
+    use crate::tensor_info::{Binding, DType};
+    for elementwise_reader in [false, true] {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, [12usize, 2, 4]);
+        let x = g.op1(Op::Relu, &[x]);
+        let t = g.op1(Op::Transpose(Transpose { perm: Some(vec![1, 0, 2]) }), &[x]);
+        for name in ["w1", "w2"] {
+            let w = g.initializer(name, ConstTensor::from_f32(&[2, 4, 4], &[0.5; 32]).unwrap());
+            let y = g.op1(Op::MatMul, &[t, w]);
+            g.output(y);
+        }
+        if elementwise_reader {
+            let z = g.op1(Op::Neg, &[t]);
+            g.output(z);
+        }
+        let plan = crate::plan::compile(&g, &Binding::new(), &PlanOptions::default()).unwrap().to_string();
+        let steps = |k: &str| plan.lines().filter(|l| l.starts_with('#') && l.contains(k)).count();
+        assert_eq!(steps("transpose_f32"), elementwise_reader as usize, "{plan}");
+        assert_eq!(steps("MatMul"), 2, "{plan}");
+    }
+}
