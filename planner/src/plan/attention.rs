@@ -61,7 +61,8 @@ impl Ctx<'_> {
     /// `v` as a view of the value it is traced back to, and the nodes traced through.
     fn trace_back(&self, v: ValueId) -> Option<(View, Vec<usize>)> {
         let dims = self.f32_dims(v)?;
-        let own = View { base: v, offset: 0, strides: contiguous_u64(&dims), dims: dims.clone() };
+        let own =
+            View { base: v, offset: 0, strides: contiguous_u64(&dims), dims: dims.clone(), group: None };
         let Some((ni, slot)) = self.defs[v.index()] else { return Some((own, Vec::new())) };
         let node = &self.g.nodes[ni];
         let Some(Some(x)) = node.inputs.first().copied() else { return Some((own, Vec::new())) };
@@ -72,48 +73,78 @@ impl Ctx<'_> {
                     return None;
                 }
                 let strides = perm.iter().map(|&p| xv.strides[p]).collect();
-                Some((View { strides, dims: dims.clone(), ..xv }, nodes))
+                let group = match xv.group {
+                    Some((axis, g)) => Some((perm.iter().position(|&p| p == axis)?, g)),
+                    None => None,
+                };
+                Some((View { strides, dims: dims.clone(), group, ..xv }, nodes))
             }),
             op if reshape_like(op) && slot == 0 => self.trace_back(x).and_then(|(xv, nodes)| {
-                let strides = reshape_strides(&xv.dims, &xv.strides, &dims)?;
+                if xv.group.is_some() {
+                    return (xv.dims == dims).then_some((xv, nodes));
+                }
+                match reshape_strides(&xv.dims, &xv.strides, &dims) {
+                    Some(strides) => Some((View { strides, dims: dims.clone(), ..xv }, nodes)),
+                    None => Some((views::grouped(&xv, &dims)?, nodes)),
+                }
+            }),
+            // A broadcast (stride 0 along the dims it repeats): grouped-query attention's
+            // repeated K and V, merged into the heads by the Reshape after it.
+            Op::Expand if slot == 0 => self.trace_back(x).and_then(|(xv, nodes)| {
+                let lead = dims.len().checked_sub(xv.dims.len())?;
+                if xv.group.is_some() {
+                    return None;
+                }
+                let mut strides = vec![0u64; dims.len()];
+                for (j, (&d, &s)) in xv.dims.iter().zip(&xv.strides).enumerate() {
+                    match d {
+                        _ if d == dims[lead + j] => strides[lead + j] = s,
+                        1 => {}
+                        _ => return None,
+                    }
+                }
                 Some((View { strides, dims: dims.clone(), ..xv }, nodes))
             }),
             // One index along an axis (a `select`, as `unbind` of a packed QKV projection
             // exports): an offset, the axis dropped (or kept at 1 for a one-element index).
-            Op::Gather(ga) if slot == 0 => self.trace_back(x).and_then(|(xv, nodes)| {
-                let index = self.g.constant(node.inputs.get(1).copied().flatten()?)?;
-                let [k] = index.to_i64s()?[..] else { return None };
-                let axis = super::reduce::axis_index(ga.axis, xv.dims.len()).ok()?;
-                let len = xv.dims[axis] as i64;
-                let k = if k < 0 { k + len } else { k };
-                if !(0..len).contains(&k) || index.dims.len() > 1 {
-                    return None;
-                }
-                let offset = xv.offset + k as u64 * xv.strides[axis];
-                let mut strides = xv.strides.clone();
-                let mut kept = xv.dims.clone();
-                if index.dims.is_empty() {
-                    strides.remove(axis);
-                    kept.remove(axis);
-                } else {
-                    kept[axis] = 1;
-                }
-                (kept == dims).then(|| (View { offset, strides, dims: dims.clone(), ..xv }, nodes))
-            }),
-            Op::Split(s) => self.trace_back(x).and_then(|(xv, nodes)| {
-                let rank = xv.dims.len() as i64;
-                let axis = if s.axis < 0 { s.axis + rank } else { s.axis };
-                if !(0..rank).contains(&axis) {
-                    return None;
-                }
-                let axis = axis as usize;
-                let mut start = 0u64;
-                for o in &node.outputs[..slot] {
-                    start += self.f32_dims((*o)?)?.get(axis).copied()? as u64;
-                }
-                let offset = xv.offset + start * xv.strides[axis];
-                Some((View { offset, dims: dims.clone(), ..xv }, nodes))
-            }),
+            Op::Gather(ga) if slot == 0 => {
+                self.trace_back(x).filter(|(xv, _)| xv.group.is_none()).and_then(|(xv, nodes)| {
+                    let index = self.g.constant(node.inputs.get(1).copied().flatten()?)?;
+                    let [k] = index.to_i64s()?[..] else { return None };
+                    let axis = super::reduce::axis_index(ga.axis, xv.dims.len()).ok()?;
+                    let len = xv.dims[axis] as i64;
+                    let k = if k < 0 { k + len } else { k };
+                    if !(0..len).contains(&k) || index.dims.len() > 1 {
+                        return None;
+                    }
+                    let offset = xv.offset + k as u64 * xv.strides[axis];
+                    let mut strides = xv.strides.clone();
+                    let mut kept = xv.dims.clone();
+                    if index.dims.is_empty() {
+                        strides.remove(axis);
+                        kept.remove(axis);
+                    } else {
+                        kept[axis] = 1;
+                    }
+                    (kept == dims).then(|| (View { offset, strides, dims: dims.clone(), ..xv }, nodes))
+                })
+            }
+            Op::Split(s) => {
+                self.trace_back(x).filter(|(xv, _)| xv.group.is_none()).and_then(|(xv, nodes)| {
+                    let rank = xv.dims.len() as i64;
+                    let axis = if s.axis < 0 { s.axis + rank } else { s.axis };
+                    if !(0..rank).contains(&axis) {
+                        return None;
+                    }
+                    let axis = axis as usize;
+                    let mut start = 0u64;
+                    for o in &node.outputs[..slot] {
+                        start += self.f32_dims((*o)?)?.get(axis).copied()? as u64;
+                    }
+                    let offset = xv.offset + start * xv.strides[axis];
+                    Some((View { offset, dims: dims.clone(), ..xv }, nodes))
+                })
+            }
             _ => None,
         };
         Some(match traced {
@@ -161,7 +192,7 @@ impl Ctx<'_> {
         loop {
             let last = chain.last().map_or(o, |&n| self.g.nodes[n].output(0).expect("checked above"));
             let dims = self.f32_dims(last)?;
-            let mut view = View { base: last, offset: 0, strides: contiguous_u64(&dims), dims };
+            let mut view = View { base: last, offset: 0, strides: contiguous_u64(&dims), dims, group: None };
             let mut ok = true;
             for &n in chain.iter().rev() {
                 let node = &self.g.nodes[n];
@@ -352,6 +383,16 @@ fn match_at(c: &Ctx, programs: &Programs, mm2: usize) -> Option<Match> {
     if !(2..=4).contains(&ro) || sd.len() != ro || sd[..ro - 2] != od[..ro - 2] {
         return None;
     }
+    // K and V repeated over groups of query heads (grouped-query attention) are read per key
+    // head: the kernel's `kv_group`. Both alike, along the head dim, and nothing else grouped.
+    let kv_group = match (kv.group, vw.group) {
+        (None, None) => 1,
+        (Some((ka, g)), Some((va, h))) if ro == 4 && ka == 1 && va == 1 && g == h => g,
+        _ => return None,
+    };
+    if qv.group.is_some() || ov.group.is_some() {
+        return None;
+    }
     let mut batch = [1usize; 2];
     batch[4 - ro..].copy_from_slice(&od[..ro - 2]);
     let (q_len, dv) = (od[ro - 2], od[ro - 1]);
@@ -372,7 +413,7 @@ fn match_at(c: &Ctx, programs: &Programs, mm2: usize) -> Option<Match> {
             return None;
         }
         // Broadcast row / column dims read stride 0 in `attn_view`'s last two slots too.
-        let view = View { base: e, offset: 0, dims: sd.clone(), strides };
+        let view = View { base: e, offset: 0, dims: sd.clone(), strides, group: None };
         *extra.get_mut(slot)? = attn_view(&view, batch)?;
     }
     let fits = |n: usize| n > 0 && n <= u32::MAX as usize;
@@ -400,7 +441,7 @@ fn match_at(c: &Ctx, programs: &Programs, mm2: usize) -> Option<Match> {
         kv_len: kv_len as u32,
         dk: dk as u32,
         dv: dv as u32,
-        kv_group: 1,
+        kv_group: kv_group as u32,
         causal: if hidden.is_some() { ATTN_CAUSAL_SKIP } else { 0 }
             | if guard.is_some() { ATTN_NAN_ROWS_ZERO } else { 0 },
         causal_offset: hidden.unwrap_or(0),

@@ -340,3 +340,41 @@ fn a_scale_joins_the_score_program_in_a_free_register() {
     };
     assert!(scaled_program(&full, 0.5).is_none());
 }
+
+/// Grouped-query attention as transformers writes it (`repeat_kv`: K and V `(B, Hkv, S, D)`
+/// unsqueezed, expanded over groups of `g` query heads and reshaped to `(B, Hkv·g, S, D)`): one
+/// launch reading each key head once per group (`kv_group`), no Expand copied.
+#[test]
+fn grouped_query_heads_repeated_by_expand_read_their_key_head() {
+    let (b, h, kvh, s, d) = (2usize, 4usize, 2usize, 5usize, 8usize);
+    let g_ = h / kvh;
+    let mut g = Graph::new();
+    let q = g.input("q", DType::F32, vec![Dim::Known(b), Dim::Known(h), Dim::Known(s), Dim::Known(d)]);
+    let shape = |g: &mut Graph, name: &str, dims: &[i64]| {
+        g.initializer(name, ConstTensor::from_i64(&[dims.len()], dims).unwrap())
+    };
+    let axis2 = shape(&mut g, "axis2", &[2]);
+    let wide = shape(&mut g, "wide", &[b as i64, kvh as i64, g_ as i64, s as i64, d as i64]);
+    let heads = shape(&mut g, "heads", &[b as i64, h as i64, s as i64, d as i64]);
+    let mut repeated = Vec::new();
+    for name in ["k", "v"] {
+        let x = g.input(name, DType::F32, vec![Dim::Known(b), Dim::Known(kvh), Dim::Known(s), Dim::Known(d)]);
+        let u = g.op1(Op::Unsqueeze(Default::default()), &[x, axis2]);
+        let e = g.op1(Op::Expand, &[u, wide]);
+        repeated.push(g.op1(Op::Reshape(Default::default()), &[e, heads]));
+    }
+    let kt = g.op1(Op::Transpose(Transpose { perm: Some(vec![0, 1, 3, 2]) }), &[repeated[0]]);
+    let scores = g.op1(Op::MatMul, &[q, kt]);
+    let probs = g.op1(Op::Softmax(Softmax { axis: -1 }), &[scores]);
+    let o = g.op1(Op::MatMul, &[probs, repeated[1]]);
+    g.output(o);
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    assert_eq!(kernels(&plan), [KernelId::AttentionF32], "{plan}");
+    let infos = crate::shape_infer::infer(&g).unwrap();
+    let (_, _, _, attentions) = fuse(g.clone(), &infos, Vec::new(), Programs::new());
+    let p = attentions.values().next().unwrap();
+    let (sd, hs) = ((s * d) as u64, (kvh * s * d) as u64);
+    assert_eq!((p.heads, p.kv_group), (h as u32, g_ as u32));
+    assert_eq!(p.k, AttnView { offset: 0, strides: [hs, sd, d as u64, 1] });
+    assert_eq!(p.v, AttnView { offset: 0, strides: [hs, sd, d as u64, 1] });
+}

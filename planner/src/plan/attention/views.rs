@@ -13,6 +13,10 @@ pub(super) struct View {
     pub(super) offset: u64,
     pub(super) dims: Vec<usize>,
     pub(super) strides: Vec<u64>,
+    /// `(axis, g)`: along `axis`, index `i` reads element `i / g` (`strides[axis]` apart): a
+    /// head shared by `g` query heads, as grouped-query attention repeats K and V
+    /// (`Reshape(Expand(Unsqueeze(k)))`). `None`: every index its own.
+    pub(super) group: Option<(usize, usize)>,
 }
 
 pub(super) fn reshape_like(op: &Op) -> bool {
@@ -38,4 +42,25 @@ pub(super) fn attn_view(view: &View, batch: [usize; 2]) -> Option<AttnView> {
         }
     }
     Some(AttnView { offset: view.offset, strides })
+}
+
+/// `view` (no group) reshaped to `dims` by merging two neighbouring dims `(a, g)` into one of
+/// `a·g` where the second repeats (stride 0): the merged dim reads element `i / g` (a group,
+/// [`View::group`]). Every other dim stays as it is.
+pub(super) fn grouped(view: &View, dims: &[usize]) -> Option<View> {
+    let r = view.dims.len();
+    if view.group.is_some() || dims.len() + 1 != r {
+        return None;
+    }
+    let axis = (0..r - 1).find(|&k| view.strides[k + 1] == 0 && view.dims[k + 1] > 1)?;
+    let (a, g) = (view.dims[axis], view.dims[axis + 1]);
+    let mut want = view.dims.clone();
+    want[axis] = a * g;
+    want.remove(axis + 1);
+    if want != dims {
+        return None;
+    }
+    let mut strides = view.strides.clone();
+    strides.remove(axis + 1);
+    Some(View { dims: dims.to_vec(), strides, group: Some((axis, g)), ..view.clone() })
 }
