@@ -77,9 +77,10 @@ TIMEOUT = float(os.environ.get("FERROFUSE_TIMEOUT", "300"))
 SLOW_MS, SLOW_RUNS = 20.0, 30
 SWEEP = {"mlp": "batch", "cnn": "batch", "gnn": "nodes", "ticl32": "seq", "ticl64": "seq", "gpt2": "batch",
          "bert": "batch", "mamba2": "batch", "recurrentgemma": "batch", "mamba": "batch", "rwkv": "batch",
+         "llama": "batch",
          **{name: "seq" for name in export_ops.FAMILIES}}
 DEFAULT = ["mlp:1,1024,16384", "cnn:1,64", "gnn:1000,10000,100000", "ticl32:10,128,2048", "ticl64:10,128,2048",
-           "gpt2:1,16", "bert:1,16", "mamba2:1,2", "recurrentgemma:1,8", "mamba:1,8", "rwkv:1,8",
+           "gpt2:1,16", "bert:1,16", "llama:1,16", "mamba2:1,2", "recurrentgemma:1,8", "mamba:1,8", "rwkv:1,8",
            "ops_mamba:256,2048", "sofie_mamba:256,2048", "ops_griffin:256,2048", "ops_rwkv:256,2048"]
 
 

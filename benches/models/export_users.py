@@ -15,7 +15,8 @@ torch TransformerEncoder over tracksters, d 32 / 64, symbolic batch and sequence
 recurrentgemma (RecurrentGemmaModel, 3 layers — recurrent, recurrent, attention — d 256, lru width
 256; its time loop unrolled at export, so only the batch is symbolic; sequence RG_SEQ, default
 256), mamba and rwkv (MambaModel / RwkvModel, 4 layers, d 256; their time loops also unrolled, at
-sequence UNROLLED_SEQ, default 64). Each also as NAME_static: every dim fixed at the reference
+sequence UNROLLED_SEQ, default 64), llama (LlamaModel, 4 layers, d 256, 8 heads over 2 key / value
+heads, rotary embedding, SwiGLU; symbolic batch and sequence). Each also as NAME_static: every dim fixed at the reference
 inputs' shapes. The exporter's dim symbols are renamed after what they stand for (`batch`, `seq`,
 `nodes`, `edges`), so `ferrofuse bench NAME.onnx --bind batch=1,16` reads as meant.
 """
@@ -223,6 +224,17 @@ def mamba():
     return LastHidden(MambaModel(cfg).eval()), {"input_ids": ids}, {"input_ids": {0: "batch"}}
 
 
+def llama():
+    # A Llama-style decoder as users build one: grouped-query SDPA attention (8 heads, 2 key /
+    # value heads), rotary embedding over whole heads, SwiGLU MLP, RMSNorm; symbolic batch and
+    # sequence.
+    from transformers import LlamaConfig, LlamaModel
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=D, intermediate_size=3 * D, num_hidden_layers=LAYERS,
+                      num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=4096, use_cache=False)
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ))
+    return LastHidden(LlamaModel(cfg).eval()), {"input_ids": ids}, {"input_ids": {0: "batch", 1: "seq"}}
+
+
 def rwkv():
     from transformers import RwkvConfig, RwkvModel
     cfg = RwkvConfig(vocab_size=VOCAB, hidden_size=D, num_hidden_layers=LAYERS, attention_hidden_size=D,
@@ -232,7 +244,8 @@ def rwkv():
 
 
 MODELS = {"gpt2": gpt2, "bert": bert, "mlp": mlp, "mamba2": mamba2, "recurrentgemma": recurrentgemma,
-          "cnn": cnn, "gnn": gnn, "ticl32": ticl(32), "ticl64": ticl(64), "mamba": mamba, "rwkv": rwkv}
+          "cnn": cnn, "gnn": gnn, "ticl32": ticl(32), "ticl64": ticl(64), "mamba": mamba, "rwkv": rwkv,
+          "llama": llama}
 # Every model also exports with all dims static (NAME_static, traced at the reference inputs'
 # shapes): exporters and engines handle the two differently.
 STATIC = "_static"
