@@ -54,32 +54,38 @@ fn small_cnn_on_the_gpu_matches_the_reference_and_pytorch() {
     assert!(plan.contains(conv) && plan.contains("pool_f32"), "{plan}");
 }
 
+/// Token-id fixture `name` on the GPU with a lift on and off (`options(on)`): two runs each
+/// match the reference and PyTorch, and the plan launches `kernel` exactly when the lift is on.
+fn lifted_or_not(ctx: &Context, name: &str, switch: &str, options: fn(bool) -> SessionOptions, kernel: &str) {
+    let dir = fixtures();
+    let model = onnx::load_path(&dir.join(format!("{name}.onnx"))).expect("model loads");
+    let graph = onnx::to_graph(&model).expect("model converts");
+    let feeds = vec![("input_ids".to_owned(), npy(&dir.join(format!("{name}.in.input_ids.npy"))))];
+    let want = host::reference::eval(&graph, &feeds).expect("reference runs");
+    let torch = npy(&dir.join(format!("{name}.out.0.npy")));
+    for on in [true, false] {
+        let mut session = Session::new(ctx, graph.clone(), options(on)).expect("session");
+        for run in 0..2 {
+            let got = session.run(&feeds).expect("gpu run");
+            let what = format!("{name}, {switch} {on}, run {run}");
+            assert_close(&format!("{what} vs reference"), &got[0].1, &want[0].1);
+            assert_close(&format!("{what} vs pytorch"), &got[0].1, &torch);
+        }
+        let plan = session.last_plan().expect("compiled").to_string();
+        assert_eq!(plan.contains(kernel), on, "{name}, {switch} {on}:\n{plan}");
+    }
+}
+
 /// transformers' Mamba2 (`mamba2`: two layers, 64 steps in 4 chunks; `mamba2_pad`: two groups of
-/// B / C, 40 steps padded to 48) on the GPU, its chunked SSD lifted to `ssd_chunk_f32` and (with
-/// `lift_ssd` off) as the chunked contractions: both match the reference and PyTorch.
+/// B / C, 40 steps padded to 48) on the GPU, its chunked SSD lifted to `ssd_chunk_f32` (64 and 40
+/// steps: the chunked kernel) and (with `lift_ssd` off) as the chunked contractions: both match
+/// the reference and PyTorch.
 #[test]
 fn mamba2_on_the_gpu_matches_the_reference_and_pytorch_lifted_or_not() {
     let ctx = Context::new(0).unwrap_or_else(|e| panic!("this test needs an NVIDIA GPU: {e}"));
-    let dir = fixtures();
     for name in ["mamba2", "mamba2_pad"] {
-        let model = onnx::load_path(&dir.join(format!("{name}.onnx"))).expect("model loads");
-        let graph = onnx::to_graph(&model).expect("model converts");
-        let feeds = vec![("input_ids".to_owned(), npy(&dir.join(format!("{name}.in.input_ids.npy"))))];
-        let want = host::reference::eval(&graph, &feeds).expect("reference runs");
-        let torch = npy(&dir.join(format!("{name}.out.0.npy")));
-        for lift in [true, false] {
-            let options = SessionOptions { lift_ssd: lift, ..SessionOptions::default() };
-            let mut session = Session::new(&ctx, graph.clone(), options).expect("session");
-            for run in 0..2 {
-                let got = session.run(&feeds).expect("gpu run");
-                let what = format!("{name}, lift_ssd {lift}, run {run}");
-                assert_close(&format!("{what} vs reference"), &got[0].1, &want[0].1);
-                assert_close(&format!("{what} vs pytorch"), &got[0].1, &torch);
-            }
-            let plan = session.last_plan().expect("compiled").to_string();
-            // 64 and 40 steps: the chunked kernel.
-            assert_eq!(plan.contains("ssd_chunk_f32"), lift, "{name}, lift_ssd {lift}:\n{plan}");
-        }
+        let options = |on| SessionOptions { lift_ssd: on, ..SessionOptions::default() };
+        lifted_or_not(&ctx, name, "lift_ssd", options, "ssd_chunk_f32");
     }
 }
 
@@ -90,24 +96,8 @@ fn mamba2_on_the_gpu_matches_the_reference_and_pytorch_lifted_or_not() {
 #[test]
 fn recurrentgemma_and_llama_on_the_gpu_match_the_reference_and_pytorch_lifted_or_not() {
     let ctx = Context::new(0).unwrap_or_else(|e| panic!("this test needs an NVIDIA GPU: {e}"));
-    let dir = fixtures();
     for name in ["recurrentgemma", "llama"] {
-        let model = onnx::load_path(&dir.join(format!("{name}.onnx"))).expect("model loads");
-        let graph = onnx::to_graph(&model).expect("model converts");
-        let feeds = vec![("input_ids".to_owned(), npy(&dir.join(format!("{name}.in.input_ids.npy"))))];
-        let want = host::reference::eval(&graph, &feeds).expect("reference runs");
-        let torch = npy(&dir.join(format!("{name}.out.0.npy")));
-        for lift in [true, false] {
-            let options = SessionOptions { lift_rotary: lift, ..SessionOptions::default() };
-            let mut session = Session::new(&ctx, graph.clone(), options).expect("session");
-            for run in 0..2 {
-                let got = session.run(&feeds).expect("gpu run");
-                let what = format!("{name}, lift_rotary {lift}, run {run}");
-                assert_close(&format!("{what} vs reference"), &got[0].1, &want[0].1);
-                assert_close(&format!("{what} vs pytorch"), &got[0].1, &torch);
-            }
-            let plan = session.last_plan().expect("compiled").to_string();
-            assert_eq!(plan.contains("rotary_f32"), lift, "{name}, lift_rotary {lift}:\n{plan}");
-        }
+        let options = |on| SessionOptions { lift_rotary: on, ..SessionOptions::default() };
+        lifted_or_not(&ctx, name, "lift_rotary", options, "rotary_f32");
     }
 }
