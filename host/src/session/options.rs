@@ -65,8 +65,9 @@ pub struct SessionOptions {
     /// transposes run channels-last, `SSDScan` / conv inputs that are Split or Slice parts are
     /// read from the split tensor (default on).
     pub row_views: bool,
-    /// Run a chunked `SSDScan` whose blocks leave the device short in spans of chunks in parallel
-    /// (default off: correct on the GPU at the test shapes, not yet timed on a model).
+    /// Run a chunked `SSDScan` whose blocks leave multiprocessors idle in spans of chunks in
+    /// parallel (default on; off, sequences past 512 steps lift only where the blocks fill the
+    /// device).
     pub ssd_spans: bool,
     /// Fuse attention chains (`MatMul -> [elementwise] -> Softmax -> MatMul`) into one kernel
     /// each (default on).
@@ -213,7 +214,7 @@ impl Default for SessionOptions {
             lift_ssd: true,
             row_views: true,
             lift_rotary: true,
-            ssd_spans: false,
+            ssd_spans: true,
             fuse_attention: true,
             pair_gemm: true,
             wgmma_gemm: true,

@@ -171,6 +171,10 @@ fn a_short_batch_runs_its_chunks_in_spans() {
     let Arg::Params(bytes) = &ks[0].1[0] else { panic!() };
     assert_eq!(u32::from_le_bytes(bytes[100..104].try_into().unwrap()), 1, "one chunk a span");
     assert_eq!(ks[0].2, [512, 1, 1]);
+    // Spans only where the blocks leave multiprocessors idle: batch 2 (128 blocks) in spans of
+    // two chunks, batch 8 (512) in one span (measured slower in spans on the H200).
+    use kernels_gpu::abi::ssd_chunk_span;
+    assert_eq!((ssd_chunk_span(128, 8, 132), ssd_chunk_span(512, 8, 132)), (2, 8));
     // The states step reads x, dt, A, B and no dt_bias, writes the deltas and decays; the pass
     // reads them and the initial state, writes the final state (an output) and the starts, which
     // the full step reads as its initial states, writing no state itself.

@@ -48,7 +48,7 @@ use crate::op::{self, Op, PadMode};
 use crate::tensor_info::{DType, TensorInfo};
 
 /// Sequences longer than this lift only where the chunked kernel fills the device, unless its
-/// chunks run in spans (`PlanOptions::ssd_spans`, opt-in: then it always lifts).
+/// chunks run in spans (`PlanOptions::ssd_spans`, on by default: then it always lifts).
 /// In one span `ssd_chunk_f32` runs its chunks in order, a block per `(b, h)` and at least
 /// `SSD_CHUNK_MIN_TILE` (8) head channels: at batch 1 x 2048 (Mamba2, 4 layers, d 256, 64 blocks
 /// on an H100's 132 multiprocessors) the lifted model took 2654 µs against the chunked form's
