@@ -175,3 +175,31 @@ fn weights_the_device_dequantizes_are_packed_on_the_device_and_match_the_referen
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The rotary frequency table as torch 2.11 exports transformers' Llama rotary embedding:
+/// `inv_freq (1, F, 1) @ positions (1, 1, S)` (a contraction of length 1), transposed,
+/// concatenated with itself, its cos and sin (values of the weights alone: hoisted) applied to an
+/// input. Session 41 found the GPU's Llama output 6 % off PyTorch with this table's MatMul the first
+/// wrong value (`benches/results/2026-12-06-h200-rotary-gqa-spans.md`); this holds the chain
+/// against the reference.
+#[test]
+fn a_rotary_table_from_a_length_one_matmul_matches_the_reference() {
+    use planner::{ConstTensor, DType, Graph, Op};
+    for (f, s) in [(4usize, 10usize), (16, 16), (16, 128)] {
+        let mut g = Graph::new();
+        let q = g.input("q", DType::F32, [2usize, s, 2 * f]);
+        let inv: Vec<f32> = (0..f).map(|i| 10000f32.powf(-(i as f32) / f as f32)).collect();
+        let inv = g.initializer("inv_freq", ConstTensor::from_f32(&[1, f, 1], &inv).unwrap());
+        let pos: Vec<f32> = (0..s).map(|i| i as f32).collect();
+        let pos = g.initializer("positions", ConstTensor::from_f32(&[1, 1, s], &pos).unwrap());
+        let freqs = g.op1(Op::MatMul, &[inv, pos]);
+        let t = g.op1(Op::Transpose(planner::op::Transpose { perm: Some(vec![0, 2, 1]) }), &[freqs]);
+        let emb = g.op1(Op::Concat(planner::op::Concat { axis: -1 }), &[t, t]);
+        let (cos, sin) = (g.op1(Op::Cos, &[emb]), g.op1(Op::Sin, &[emb]));
+        let (a, b) = (g.op1(Op::Mul, &[q, cos]), g.op1(Op::Mul, &[q, sin]));
+        let y = g.op1(Op::Add, &[a, b]);
+        g.output(y);
+        let inputs = vec![("q".to_string(), Rng::new(0x11).tensor(&[2, s, 2 * f], -1.0, 1.0))];
+        crate::indexing::compare(&format!("rotary table F {f} S {s}"), g, &inputs, 1e-5);
+    }
+}
