@@ -27,6 +27,36 @@ fn relative_error(got: &HostTensor, want: &HostTensor) -> f64 {
     diff / w.iter().map(|b| b * b).sum::<f64>().sqrt()
 }
 
+/// Token-id fixture `name` as `compile` sees it before fusion (`planner::plan::decomposed`).
+struct Lifted {
+    graph: planner::Graph,
+    feeds: Vec<(String, HostTensor)>,
+    binding: planner::Binding,
+    lifted: planner::Graph,
+}
+
+impl Lifted {
+    fn of(name: &str) -> Lifted {
+        let dir = fixtures();
+        let model = onnx::load_path(&dir.join(format!("{name}.onnx"))).expect("model loads");
+        let graph = onnx::to_graph(&model).expect("model converts");
+        let feeds = vec![("input_ids".to_owned(), npy(&dir.join(format!("{name}.in.input_ids.npy"))))];
+        let binding = host::session::binding_of(&graph, &feeds).expect("inputs bind");
+        let bound = planner::fold::run(&planner::memory::bind_inputs(&graph, &binding).unwrap()).unwrap();
+        let lifted = planner::plan::decomposed(&bound).expect("decomposes");
+        Lifted { graph, feeds, binding, lifted }
+    }
+
+    /// The lifted graph computes on the reference what PyTorch does, within 1e-5.
+    fn matches_pytorch(&self, name: &str) {
+        let got =
+            host::reference::eval(&self.lifted, &self.feeds).expect("the lifted graph runs on the reference");
+        let rel = relative_error(&got[0].1, &npy(&fixtures().join(format!("{name}.out.0.npy"))));
+        println!("{name} lifted: relative error {rel:.2e}");
+        assert!(rel <= 1e-5, "{name}: the lifted graph is {rel:e} from PyTorch");
+    }
+}
+
 fn check_model(name: &str, inputs: &[&str], outputs: usize) {
     let dir = fixtures();
     let model = onnx::load_path(&dir.join(format!("{name}.onnx"))).expect("model loads");
@@ -76,17 +106,12 @@ fn mamba2_matches_pytorch() {
 #[test]
 fn mamba2_chunked_ssd_lifts_to_one_ssd_scan_a_layer_that_matches_pytorch() {
     for (name, layers) in [("mamba2", 2), ("mamba2_pad", 1)] {
-        let dir = fixtures();
-        let model = onnx::load_path(&dir.join(format!("{name}.onnx"))).expect("model loads");
-        let graph = onnx::to_graph(&model).expect("model converts");
-        let feeds = vec![("input_ids".to_owned(), npy(&dir.join(format!("{name}.in.input_ids.npy"))))];
-        let binding = host::session::binding_of(&graph, &feeds).expect("inputs bind");
-        let bound = planner::fold::run(&planner::memory::bind_inputs(&graph, &binding).unwrap()).unwrap();
-        let lifted = planner::plan::decomposed(&bound).expect("decomposes");
+        let fixture = Lifted::of(name);
+        let (graph, binding, lifted) = (&fixture.graph, &fixture.binding, &fixture.lifted);
         let count =
             |g: &planner::Graph, f: fn(&planner::Op) -> bool| g.nodes.iter().filter(|n| f(&n.op)).count();
-        assert_eq!(count(&lifted, |o| matches!(o, planner::Op::SsdScan(_))), layers, "{name}: SSDScans");
-        assert_eq!(count(&lifted, |o| matches!(o, planner::Op::CumSum(_))), 0, "{name}: CumSums left");
+        assert_eq!(count(lifted, |o| matches!(o, planner::Op::SsdScan(_))), layers, "{name}: SSDScans");
+        assert_eq!(count(lifted, |o| matches!(o, planner::Op::CumSum(_))), 0, "{name}: CumSums left");
         // The skip `y + D x` and the gate `y silu(z)` after the scan are its D and z (not yet
         // through the padded form's Pad and Slice).
         let folded = lifted
@@ -97,25 +122,22 @@ fn mamba2_chunked_ssd_lifts_to_one_ssd_scan_a_layer_that_matches_pytorch() {
                     && n.inputs.get(5..7).is_some_and(|d| d.iter().all(Option::is_some))
             })
             .count();
-        let sigmoids = count(&lifted, |o| matches!(o, planner::Op::Sigmoid));
+        let sigmoids = count(lifted, |o| matches!(o, planner::Op::Sigmoid));
         assert_eq!((folded, sigmoids), if name == "mamba2" { (layers, 0) } else { (0, layers) }, "{name}");
         // The conv runs channels-last between no transposes, and reads its input, as the scan
         // reads x, dt, B, C and z, where the in-projection's and the conv's Splits left them (the
         // padded form pads x, B and C to whole chunks first: those parts stay copies).
         let windows = |o: &planner::Op| o.input_windows().map_or(0, |w| w.0.len());
         let convs_last =
-            count(&lifted, |o| matches!(o, planner::Op::CausalConvWithState(a) if a.channels_last));
+            count(lifted, |o| matches!(o, planner::Op::CausalConvWithState(a) if a.channels_last));
         let windowed: usize = lifted.nodes.iter().map(|n| windows(&n.op)).sum();
         let want = if name == "mamba2" { (layers, 6 * layers, 0) } else { (layers, 5, 2) };
-        let splits = count(&lifted, |o| matches!(o, planner::Op::Split(_)));
+        let splits = count(lifted, |o| matches!(o, planner::Op::Split(_)));
         assert_eq!((convs_last, windowed, splits), want, "{name}: channels-last convs, windows, Splits");
-        let got = host::reference::eval(&lifted, &feeds).expect("the lifted graph runs on the reference");
-        let rel = relative_error(&got[0].1, &npy(&dir.join(format!("{name}.out.0.npy"))));
-        println!("{name} lifted: relative error {rel:.2e}");
-        assert!(rel <= 1e-5, "{name}: the lifted graph is {rel:e} from PyTorch");
+        fixture.matches_pytorch(name);
         for (lift, scans) in [(true, layers), (false, 0)] {
             let options = planner::plan::PlanOptions { lift_ssd: lift, ..Default::default() };
-            let plan = planner::plan::compile(&graph, &binding, &options).expect("a GPU plan").to_string();
+            let plan = planner::plan::compile(graph, binding, &options).expect("a GPU plan").to_string();
             assert_eq!(ssd_scans(&plan), scans, "{name}, lift_ssd {lift}:\n{plan}");
             assert_eq!(plan.contains("chunked SSD"), lift, "{name}: the lift is said\n{plan}");
         }
@@ -158,12 +180,8 @@ fn spelled_out_rotary_embeddings_lift_to_one_op_each_and_match_pytorch() {
     check_model("recurrentgemma", &["input_ids"], 1);
     check_model("llama", &["input_ids"], 1);
     for (name, rotations, rot) in [("recurrentgemma", 2, 8), ("llama", 4, 8)] {
-        let dir = fixtures();
-        let graph = onnx::to_graph(&onnx::load_path(&dir.join(format!("{name}.onnx"))).unwrap()).unwrap();
-        let feeds = vec![("input_ids".to_owned(), npy(&dir.join(format!("{name}.in.input_ids.npy"))))];
-        let binding = host::session::binding_of(&graph, &feeds).expect("inputs bind");
-        let bound = planner::fold::run(&planner::memory::bind_inputs(&graph, &binding).unwrap()).unwrap();
-        let lifted = planner::plan::decomposed(&bound).expect("decomposes");
+        let fixture = Lifted::of(name);
+        let (graph, binding, lifted) = (&fixture.graph, &fixture.binding, &fixture.lifted);
         let ropes: Vec<&planner::op::RotaryEmbedding> = (lifted.nodes.iter())
             .filter_map(|n| match &n.op {
                 planner::Op::RotaryEmbedding(r) => Some(r),
@@ -175,13 +193,10 @@ fn spelled_out_rotary_embeddings_lift_to_one_op_each_and_match_pytorch() {
             assert!(r.full_caches && r.num_heads.is_some() && r.rotary_embedding_dim == rot, "{name}: {r:?}");
         }
         assert!(!lifted.nodes.iter().any(|n| matches!(n.op, planner::Op::Neg)), "{name}: a Neg is left");
-        let got = host::reference::eval(&lifted, &feeds).expect("the lifted graph runs on the reference");
-        let rel = relative_error(&got[0].1, &npy(&dir.join(format!("{name}.out.0.npy"))));
-        println!("{name} lifted: relative error {rel:.2e}");
-        assert!(rel <= 1e-5, "{name}: the lifted graph is {rel:e} from PyTorch");
+        fixture.matches_pytorch(name);
         for lift in [true, false] {
             let options = planner::plan::PlanOptions { lift_rotary: lift, ..Default::default() };
-            let plan = planner::plan::compile(&graph, &binding, &options).expect("a GPU plan").to_string();
+            let plan = planner::plan::compile(graph, binding, &options).expect("a GPU plan").to_string();
             let steps = |k: &str| plan.lines().filter(|l| l.starts_with('#') && l.contains(k)).count();
             let want = if lift { (rotations, 0) } else { (0, rotations) };
             assert_eq!((steps("rotary_f32"), steps("neg_f32")), want, "{name}, lift_rotary {lift}:\n{plan}");

@@ -204,15 +204,8 @@ impl<'g> Cx<'g> {
         let src = n.input(0)?;
         let (sd, vd) = (self.dims(src)?, self.dims(v)?);
         let last = sd.len().checked_sub(1)?;
-        let start = match &n.op {
-            Op::Split(s) if s.axis == last as i64 || s.axis == -1 => {
-                let before: Option<Vec<usize>> =
-                    n.outputs[..slot].iter().map(|o| self.dims((*o)?)?.last().copied()).collect();
-                before?.into_iter().sum()
-            }
-            Op::Slice(_) if slot == 0 => super::row_views::slice_start(self.g, n, sd.len(), sd[last])?,
-            _ => return None,
-        };
+        let start =
+            super::row_views::last_axis_start(self.g, n, slot, &sd, |o| self.dims(o)?.last().copied())?;
         let width = *vd.last()?;
         (vd.len() == sd.len() && vd[..last] == sd[..last] && start + width <= sd[last])
             .then_some((src, start, width))

@@ -141,16 +141,7 @@ fn part_of(
     let source = n.input(0)?;
     let (src, part_dims) = (known(source)?, known(part)?);
     let last = src.len().checked_sub(1)?;
-    let start = match &n.op {
-        Op::Split(s) if s.axis == last as i64 || s.axis == -1 => {
-            // The part's offset: the widths of the parts before it (each output present).
-            let before: Option<Vec<usize>> =
-                n.outputs[..slot].iter().map(|o| known((*o)?)?.last().copied()).collect();
-            before?.into_iter().sum()
-        }
-        Op::Slice(_) if slot == 0 => slice_start(g, n, src.len(), src[last])?,
-        _ => return None,
-    };
+    let start = last_axis_start(g, n, slot, &src, |o| known(o)?.last().copied())?;
     // The part keeps the source's leading dims, and so does the operand; its columns fill the
     // operand's trailing dims.
     let width = *part_dims.last()?;
@@ -164,9 +155,29 @@ fn part_of(
     fits.then(|| (source, ColumnWindow { start, dims: want[last..].to_vec() }))
 }
 
+/// The first column of output `slot` of `n` where it is a part of the last axis of `n`'s input (of
+/// dims `src`): a `Split` of that axis (after the parts before it, each output present, their
+/// widths from `width`) or a `Slice` of it with unit steps; `None` for anything else.
+pub(super) fn last_axis_start(
+    g: &Graph,
+    n: &Node,
+    slot: usize,
+    src: &[usize],
+    width: impl Fn(ValueId) -> Option<usize>,
+) -> Option<usize> {
+    let last = src.len().checked_sub(1)?;
+    match &n.op {
+        Op::Split(s) if s.axis == last as i64 || s.axis == -1 => {
+            n.outputs[..slot].iter().map(|o| width((*o)?)).sum()
+        }
+        Op::Slice(_) if slot == 0 => slice_start(g, n, src.len(), src[last]),
+        _ => None,
+    }
+}
+
 /// The first column of a `Slice` of the last axis (of a rank-`rank` tensor of `cols` columns)
 /// with unit steps and constant bounds; `None` for any other slice.
-pub(super) fn slice_start(g: &Graph, n: &Node, rank: usize, cols: usize) -> Option<usize> {
+fn slice_start(g: &Graph, n: &Node, rank: usize, cols: usize) -> Option<usize> {
     let int = |i: usize| n.inputs.get(i).copied().flatten().and_then(|v| g.constant(v)?.to_i64s());
     let (starts, axes) = (int(1)?, int(3)?);
     let unit = n.inputs.get(4).copied().flatten().is_none() || int(4).is_some_and(|s| s == [1]);

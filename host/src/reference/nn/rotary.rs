@@ -43,35 +43,22 @@ pub fn rotary_embedding(
     }
     let half = rot / 2;
     let positions = optional(inputs, 3).map(|p| ints(node, p, "position_ids")).transpose()?;
-    if attrs.full_caches {
+    // Full-width caches: the element strides of b, h and s (each feature its own cos and sin).
+    let full = if attrs.full_caches {
         if positions.is_some() {
             return Err(node.err("full-width caches take no position ids"));
         }
-        let [cb, ch, cs] = RotaryEmbedding::full_cache_strides(&cos.shape, [batch, heads, seq, rot])
-            .map_err(|e| node.err(e))?;
-        let mut y = x.data.clone();
-        for b in 0..batch {
-            for s in 0..seq {
-                for h in 0..heads {
-                    let (base, c) = (b * bs + s * ss + h * hs, b * cb + h * ch + s * cs);
-                    for k in 0..half {
-                        let (i1, i2) = if attrs.interleaved { (2 * k, 2 * k + 1) } else { (k, k + half) };
-                        let (x1, x2) = (x.data[base + i1], x.data[base + i2]);
-                        // `x·cos + rotate_half(x)·sin`, each feature with its own cos and sin.
-                        y[base + i1] = x1 * cos.data[c + i1] + -x2 * sin.data[c + i1];
-                        y[base + i2] = x2 * cos.data[c + i2] + x1 * sin.data[c + i2];
-                    }
-                }
-            }
-        }
-        return Ok(vec![tensor(node, x.dtype, x.shape.clone(), y)?]);
-    }
+        let strides = RotaryEmbedding::full_cache_strides(&cos.shape, [batch, heads, seq, rot]);
+        Some(strides.map_err(|e| node.err(e))?)
+    } else {
+        None
+    };
     if let Some(p) = &positions
         && p.len() != batch * seq
     {
         return Err(node.err(format!("position_ids must be (B={batch}, S={seq}), got {} ids", p.len())));
     }
-    // Offset of the cache row for token (b, s).
+    // Offset of the cache row for token (b, s) (half-width caches).
     let row =
         |b: usize, s: usize| -> Result<usize, HostError> {
             match (cos.shape.as_slice(), &positions) {
@@ -91,15 +78,20 @@ pub fn rotary_embedding(
     let mut y = x.data.clone();
     for b in 0..batch {
         for s in 0..seq {
-            let r = row(b, s)?;
+            let r = if full.is_some() { 0 } else { row(b, s)? };
             for h in 0..heads {
                 let base = b * bs + s * ss + h * hs;
+                // Where this head's cache values start; each feature reads its own (full width)
+                // or its pair's (half width).
+                let c0 = full.map_or(r, |[cb, ch, cs]| b * cb + h * ch + s * cs);
+                let at = |k: usize, i: usize| if full.is_some() { i } else { k };
                 for k in 0..half {
                     let (i1, i2) = if attrs.interleaved { (2 * k, 2 * k + 1) } else { (k, k + half) };
                     let (x1, x2) = (x.data[base + i1], x.data[base + i2]);
-                    let (c, sn) = (cos.data[r + k], sin.data[r + k]);
-                    y[base + i1] = c * x1 - sn * x2;
-                    y[base + i2] = sn * x1 + c * x2;
+                    let (j1, j2) = (c0 + at(k, i1), c0 + at(k, i2));
+                    // `x·cos + rotate_half(x)·sin`: (cos x1 − sin x2, cos x2 + sin x1).
+                    y[base + i1] = x1 * cos.data[j1] - x2 * sin.data[j1];
+                    y[base + i2] = x2 * cos.data[j2] + x1 * sin.data[j2];
                 }
             }
         }
