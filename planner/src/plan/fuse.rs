@@ -156,6 +156,8 @@ pub(super) fn transposes(
     let defs = producers(g);
     let producer = |v: ValueId| defs[v.index()].filter(|&(_, slot)| slot == 0).map(|(node, _)| node);
     let mut absorbed = Vec::new();
+    // The transposes a result is written through (absorbed as results, not as operands).
+    let mut written_through = Vec::new();
     let mut perms = OperandPerms::new();
     // The Transpose reading each value (the one, where a value is read once).
     let transpose_of: std::collections::HashMap<ValueId, usize> = (g.nodes.iter().enumerate())
@@ -253,7 +255,13 @@ pub(super) fn transposes(
             let z = tn.output(0)?;
             let td = infos[tn.input(0)?.index()].shape.as_known()?;
             let perm = tr.axes(td.len());
-            if perm.len() != td.len() || perm.iter().any(|&a| a >= td.len()) || g.outputs.contains(&z) {
+            // (A transpose a MatMul reads as an operand is that MatMul's view of the result as
+            // written: the result is not written through it too.)
+            if perm.len() != td.len()
+                || perm.iter().any(|&a| a >= td.len())
+                || g.outputs.contains(&z)
+                || operand_reads[z.index()] > 0
+            {
                 return None;
             }
             let strides = super::gemm::output_strides(&td, &perm);
@@ -288,6 +296,7 @@ pub(super) fn transposes(
             let (ka, kb) = (view(&keep[0]), view(&keep[1]));
             if walks(ka.as_deref(), kb.as_deref(), Some(&c.0)) {
                 let z = c.1;
+                written_through.push(z);
                 keep[2] = Some((c, z));
             }
         }
@@ -299,10 +308,11 @@ pub(super) fn transposes(
         }
     }
     // A transpose read by several MatMuls is a view only where every one of them walks it;
-    // otherwise it is written, and all of them read it.
+    // otherwise it is written, and all of them read it. (Operand transposes only: a transpose
+    // a result is written through is that result's only reader, however many read its output.)
     let takers = |t: ValueId| absorbed.iter().filter(|&&a| a == t).count();
     let partial: Vec<ValueId> = (absorbed.iter().copied())
-        .filter(|&t| readers[t.index()] > 1 && takers(t) < readers[t.index()])
+        .filter(|&t| !written_through.contains(&t) && readers[t.index()] > 1 && takers(t) < readers[t.index()])
         .collect();
     for t in partial {
         let src = g.nodes[producer(t).expect("an absorbed transpose has a node")].input(0);

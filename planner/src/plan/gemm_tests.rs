@@ -521,3 +521,58 @@ fn a_transpose_read_by_several_matmuls_is_a_view_only_if_all_walk_it() {
         assert_eq!(steps("MatMul"), 2, "{plan}");
     }
 }
+
+#[test]
+fn a_result_is_written_through_its_transpose_however_many_read_the_transpose() {
+    // torch 2.11's Llama rotary table: `freqs = (inv_freq (1, 4, 1) @ positions (1, 1, 16))`,
+    // transposed, then `cat(freqs, freqs)`: the transpose's output read twice by one Concat. The
+    // GEMM writes the transposed layout (no transpose step) or a plain one a transpose step then
+    // moves: never both (session 42: both, so the table was transposed twice on the GPU).
+    use crate::constant::ConstTensor;
+    use crate::graph::Graph;
+    use crate::op::{Concat, Op, Transpose};
+    use crate::plan::Step;
+    use crate::tensor_info::{Binding, DType};
+    use kernels_gpu::abi::GemmParams as P;
+    for matmul_reader in [false, true] {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, [1usize, 1, 16]);
+        let x = g.op1(Op::Relu, &[x]);
+        let f = g.initializer("inv_freq", ConstTensor::from_f32(&[1, 4, 1], &[1.0, 0.1, 0.01, 0.001]).unwrap());
+        let y = g.op1(Op::MatMul, &[f, x]);
+        let t = g.op1(Op::Transpose(Transpose { perm: Some(vec![0, 2, 1]) }), &[y]);
+        let c = g.op1(Op::Concat(Concat { axis: -1 }), &[t, t]);
+        g.output(c);
+        if matmul_reader {
+            // The transpose is also a MatMul operand: it reads the result as written.
+            let w = g.initializer("w", ConstTensor::from_f32(&[4, 3], &[0.5; 12]).unwrap());
+            let z = g.op1(Op::MatMul, &[t, w]);
+            g.output(z);
+        }
+        let plan = crate::plan::compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+        let text = plan.to_string();
+        let transposes = text.lines().filter(|l| l.starts_with('#') && l.contains("transpose_f32")).count();
+        let matmul = |s: &&Step| matches!(s, Step::Kernel { label, .. } if label.starts_with("MatMul"));
+        let Some(Step::Kernel { args, .. }) = plan.steps.iter().find(matmul) else { panic!("{text}") };
+        let Arg::Params(p) = &args[0] else { panic!("{text}") };
+        let field = |at: usize| u64::from_le_bytes(p[at..at + 8].try_into().unwrap());
+        let written_through = (field(std::mem::offset_of!(P, y_rs)), field(std::mem::offset_of!(P, y_cs))) != (0, 0);
+        assert_eq!(transposes + written_through as usize, 1, "{text}");
+    }
+    // Of weights alone (positions a constant `Range`), the table is hoisted whole: the transpose
+    // the GEMM writes through is a view, and the Concat reading it runs once too.
+    let mut g = Graph::new();
+    let f = g.initializer("inv_freq", ConstTensor::from_f32(&[1, 4, 1], &[1.0, 0.1, 0.01, 0.001]).unwrap());
+    let pos: Vec<f32> = (0..16).map(|i| i as f32).collect();
+    let x = g.initializer("positions", ConstTensor::from_f32(&[1, 1, 16], &pos).unwrap());
+    let y = g.op1(Op::MatMul, &[f, x]);
+    let t = g.op1(Op::Transpose(Transpose { perm: Some(vec![0, 2, 1]) }), &[y]);
+    let c = g.op1(Op::Concat(Concat { axis: -1 }), &[t, t]);
+    let input = g.input("h", DType::F32, [1usize, 16, 8]);
+    let z = g.op1(Op::Mul, &[input, c]);
+    g.output(z);
+    let text = crate::plan::compile(&g, &Binding::new(), &PlanOptions::default()).unwrap().to_string();
+    let steps: Vec<&str> = text.lines().filter(|l| l.starts_with('#')).collect();
+    assert!(steps.iter().all(|l| l.contains(" once ") != l.contains("Mul mul_f32")), "{text}");
+    assert!(!text.contains("transpose_f32"), "{text}");
+}

@@ -15,9 +15,10 @@ use crate::op::Op;
 use super::{PlanOptions, PlannedValue, sequence};
 
 /// The nodes of `g` (the fused graph the plan lowers) whose steps compute values of the weights
-/// alone, in topological order. `skip(id)`: a node the lowering emits no step of its own for (an
-/// MLP chain member, a transpose read through strides, a gather a GEMM reads in place); it is not
-/// hoisted, and neither is what reads it. `reads`: values a node's step reads beyond its inputs.
+/// alone, in topological order. `skip(id)`: a node the lowering emits no step of its own for and
+/// whose result has no slot (an MLP chain member, a weight's transpose read through strides, a
+/// gather a GEMM reads in place); it is not hoisted, and neither is what reads it. (A transpose
+/// of an arena value read or written through strides is a view, hoisted with its source.) `reads`: values a node's step reads beyond its inputs.
 /// Not hoisted either: a node without inputs, control flow (its bodies run on the host's
 /// schedule), a node writing a graph output (the output buffer is written every run), one of
 /// data-dependent size, one keeping recurrent state. The hoisted results that later steps read

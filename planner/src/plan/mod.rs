@@ -797,9 +797,14 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         &values,
         options,
         |id| {
+            // (A transpose of an arena value read or written through strides is a view: the
+            // memory plan keeps its source's slot as long as it; one of a weight is read in the
+            // weight's place and is not.)
+            let node = &fused.nodes[id.index()];
             chains.of(id).is_some()
                 || cats.absorbed.contains(&id)
-                || fused.nodes[id.index()].outputs.iter().flatten().any(|v| absorbed.contains(v))
+                || (node.outputs.iter().flatten().any(|v| absorbed.contains(v))
+                    && node.input(0).is_none_or(|x| fused.initializers.contains_key(&x)))
         },
         &cats.reads,
         &unread,
