@@ -42,7 +42,9 @@ pub struct RunArgs {
     pub out: Option<PathBuf>,
     /// On the GPU, after the run: launch every step of the plan alone, wait for it and write the
     /// values it wrote to DIR/<step>-<value name>.npy (what `inspect --plan` lists as its
-    /// output), to find the first step where two runs part.
+    /// output), to find the first step where two runs part. Each file is its named value whole:
+    /// one several steps write (a Concat's parts) after the last of them; a GEMM result written
+    /// in its transpose's layout as that transpose's value.
     #[arg(long, value_name = "DIR")]
     pub dump_steps: Option<PathBuf>,
     /// A GPU session option as NAME=true|false (repeat for each), e.g.

@@ -123,6 +123,49 @@ fn dumped_steps_hold_each_steps_value() {
     assert_eq!(s.run(&inputs).unwrap(), out);
 }
 
+/// `dump_steps` dumps each named value whole and in its own layout: a GEMM result written through
+/// the transpose that reads it (a rotary table: `inv_freq @ positions`, transposed, concatenated
+/// with itself) is dumped as that transpose's value, and the Concat, one copy step per part, after
+/// its last part (session 42: both showed as wrong values beside ONNX Runtime's).
+#[test]
+fn dumped_values_are_whole_and_in_their_own_layout() {
+    use planner::op::{Concat, Transpose};
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, vec![Dim::Known(1), Dim::Known(1), Dim::Known(16)]);
+    let h = g.input("h", DType::F32, vec![Dim::Known(1), Dim::Known(16), Dim::Known(8)]);
+    let freqs = [1.0f32, 0.1, 0.01, 0.001];
+    let f = g.initializer("inv_freq", ConstTensor::from_f32(&[1, 4, 1], &freqs).unwrap());
+    let x = g.relu(x);
+    let y = g.op1(Op::MatMul, &[f, x]);
+    let t = g.op1(Op::Transpose(Transpose { perm: Some(vec![0, 2, 1]) }), &[y]);
+    let c = g.op1(Op::Concat(Concat { axis: -1 }), &[t, t]);
+    let z = g.op1(Op::Mul, &[h, c]);
+    g.output(z);
+    let (t_name, c_name) = (g.value_name(t), g.value_name(c));
+    let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
+    let positions: Vec<f32> = (0..16).map(|i| i as f32).collect();
+    let inputs = vec![
+        ("x".to_string(), HostTensor::new(vec![1, 1, 16], positions).unwrap()),
+        ("h".to_string(), HostTensor::new(vec![1, 16, 8], vec![1f32; 128]).unwrap()),
+    ];
+    s.run(&inputs).unwrap();
+    assert!(!s.last_plan().unwrap().stored_as.is_empty(), "the GEMM writes through the transpose");
+    let dumped = s.dump_steps().unwrap();
+    let values = |name: &str| -> Vec<Vec<f64>> {
+        dumped.iter().filter(|(_, n, _)| n == name).map(|(_, _, t)| t.data().to_f64s()).collect()
+    };
+    // t[0, j, i] = inv_freq[i] * j; the Concat repeats each row of t.
+    let want_t: Vec<f64> = (0..16).flat_map(|j| freqs.map(|f| (f * j as f32) as f64)).collect();
+    let want_c: Vec<f64> = want_t.chunks(4).flat_map(|r| r.iter().chain(r).copied()).collect();
+    let close = |got: &[f64], want: &[f64]| {
+        got.len() == want.len() && got.iter().zip(want).all(|(a, b)| (a - b).abs() <= 1e-6 * (b.abs() + 1.0))
+    };
+    let (t_dumps, c_dumps) = (values(&t_name), values(&c_name));
+    assert_eq!((t_dumps.len(), c_dumps.len()), (1, 1), "each value dumped once");
+    assert!(close(&t_dumps[0], &want_t), "{:?}", t_dumps[0]);
+    assert!(close(&c_dumps[0], &want_c), "{:?}", c_dumps[0]);
+}
+
 #[test]
 fn arena_growth_drops_the_graphs_that_point_into_the_old_arena() {
     let mut rng = Rng::new(0xa7e4a);

@@ -453,6 +453,11 @@ pub struct Plan {
     /// does (the session then neither clears nor reads the status word).
     #[serde(default)]
     pub checks: Vec<Check>,
+    /// GEMM results written in the layout of the transpose that reads them (`fuse::transposes`):
+    /// result -> that transpose's output, whose layout the shared buffer holds. A dump of the
+    /// result's buffer is the transpose's value, not the result's.
+    #[serde(default)]
+    pub stored_as: std::collections::BTreeMap<ValueId, ValueId>,
 }
 
 /// The names of the values of `graph` (every input dim known) that its MatMuls, Gemms and
@@ -715,6 +720,9 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     let mut values = PlannedValue::of_graph(&fused, &infos);
     // An attention's result is written by its own kernel, not through a transpose's strides.
     let (absorbed, operand_perms) = fuse::transposes(&fused, &infos, |y| attentions.contains_key(&y));
+    let stored_as = (operand_perms.iter())
+        .filter_map(|(y, slots)| Some((*y, slots[2].as_ref()?.1)))
+        .collect();
     // Scratch buffers become values after the graph's (the memory plan numbers them the same way).
     let scratch: Vec<(NodeId, PlannedValue)> = (0..fused.nodes.len() as u32)
         .flat_map(|i| {
@@ -988,6 +996,7 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
         precision: options.precision,
         lifted,
         checks,
+        stored_as,
     };
     plan.validate()?;
     Ok(plan)
