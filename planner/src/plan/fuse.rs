@@ -312,7 +312,9 @@ pub(super) fn transposes(
     // a result is written through is that result's only reader, however many read its output.)
     let takers = |t: ValueId| absorbed.iter().filter(|&&a| a == t).count();
     let partial: Vec<ValueId> = (absorbed.iter().copied())
-        .filter(|&t| !written_through.contains(&t) && readers[t.index()] > 1 && takers(t) < readers[t.index()])
+        .filter(|&t| {
+            !written_through.contains(&t) && readers[t.index()] > 1 && takers(t) < readers[t.index()]
+        })
         .collect();
     for t in partial {
         let src = g.nodes[producer(t).expect("an absorbed transpose has a node")].input(0);

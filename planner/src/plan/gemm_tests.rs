@@ -538,7 +538,8 @@ fn a_result_is_written_through_its_transpose_however_many_read_the_transpose() {
         let mut g = Graph::new();
         let x = g.input("x", DType::F32, [1usize, 1, 16]);
         let x = g.op1(Op::Relu, &[x]);
-        let f = g.initializer("inv_freq", ConstTensor::from_f32(&[1, 4, 1], &[1.0, 0.1, 0.01, 0.001]).unwrap());
+        let f =
+            g.initializer("inv_freq", ConstTensor::from_f32(&[1, 4, 1], &[1.0, 0.1, 0.01, 0.001]).unwrap());
         let y = g.op1(Op::MatMul, &[f, x]);
         let t = g.op1(Op::Transpose(Transpose { perm: Some(vec![0, 2, 1]) }), &[y]);
         let c = g.op1(Op::Concat(Concat { axis: -1 }), &[t, t]);
@@ -556,7 +557,8 @@ fn a_result_is_written_through_its_transpose_however_many_read_the_transpose() {
         let Some(Step::Kernel { args, .. }) = plan.steps.iter().find(matmul) else { panic!("{text}") };
         let Arg::Params(p) = &args[0] else { panic!("{text}") };
         let field = |at: usize| u64::from_le_bytes(p[at..at + 8].try_into().unwrap());
-        let written_through = (field(std::mem::offset_of!(P, y_rs)), field(std::mem::offset_of!(P, y_cs))) != (0, 0);
+        let written_through =
+            (field(std::mem::offset_of!(P, y_rs)), field(std::mem::offset_of!(P, y_cs))) != (0, 0);
         assert_eq!(transposes + written_through as usize, 1, "{text}");
     }
     // Of weights alone (positions a constant `Range`), the table is hoisted whole: the transpose

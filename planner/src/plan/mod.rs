@@ -720,9 +720,8 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     let mut values = PlannedValue::of_graph(&fused, &infos);
     // An attention's result is written by its own kernel, not through a transpose's strides.
     let (absorbed, operand_perms) = fuse::transposes(&fused, &infos, |y| attentions.contains_key(&y));
-    let stored_as = (operand_perms.iter())
-        .filter_map(|(y, slots)| Some((*y, slots[2].as_ref()?.1)))
-        .collect();
+    let stored_as =
+        (operand_perms.iter()).filter_map(|(y, slots)| Some((*y, slots[2].as_ref()?.1))).collect();
     // Scratch buffers become values after the graph's (the memory plan numbers them the same way).
     let scratch: Vec<(NodeId, PlannedValue)> = (0..fused.nodes.len() as u32)
         .flat_map(|i| {
