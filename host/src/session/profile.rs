@@ -159,7 +159,7 @@ impl Session<'_> {
     ///
     /// A value several steps write (a Concat's parts, one copy each) is dumped after the last of
     /// them, whole; a GEMM result written in the layout of the transpose that reads it
-    /// ([`planner::Plan::stored_as`]) is dumped as that transpose's value, under its name, since
+    /// ([`planner::plan::Plan::stored_as`]) is dumped as that transpose's value, under its name, since
     /// that is what its buffer holds. Either way each dumped tensor is its named value.
     pub fn dump_steps(&mut self) -> Result<Vec<(usize, String, HostTensor)>, HostError> {
         let binding = self.plan_binding()?;
