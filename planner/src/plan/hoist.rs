@@ -18,10 +18,11 @@ use super::{PlanOptions, PlannedValue, sequence};
 /// alone, in topological order. `skip(id)`: a node the lowering emits no step of its own for and
 /// whose result has no slot (an MLP chain member, a weight's transpose read through strides, a
 /// gather a GEMM reads in place); it is not hoisted, and neither is what reads it. (A transpose
-/// of an arena value read or written through strides is a view, hoisted with its source.) `reads`: values a node's step reads beyond its inputs.
-/// Not hoisted either: a node without inputs, control flow (its bodies run on the host's
-/// schedule), a node writing a graph output (the output buffer is written every run), one of
-/// data-dependent size, one keeping recurrent state. The hoisted results that later steps read
+/// of an arena value read or written through strides is a view, hoisted with its source.)
+/// `reads`: values a node's step reads beyond its inputs. Not hoisted either: a node without
+/// inputs, control flow (its bodies run on the host's schedule), a node writing a graph output
+/// (the output buffer is written every run), one of data-dependent size, one keeping recurrent
+/// state. The hoisted results that later steps read
 /// stay in the arena: at most [`PlanOptions::hoist_max_bytes`] of them (the largest run again
 /// every run until the rest fits).
 pub(super) fn nodes(
