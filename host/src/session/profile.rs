@@ -2,6 +2,7 @@
 //! each step adds to the replayed CUDA graph.
 
 use cudarc::driver::result;
+use planner::ValueId;
 
 use super::Session;
 use crate::error::HostError;
@@ -159,22 +160,20 @@ impl Session<'_> {
     ///
     /// A value several steps write (a Concat's parts, one copy each) is dumped after the last of
     /// them, whole; a GEMM result written in the layout of the transpose that reads it
-    /// ([`planner::plan::Plan::stored_as`]) is dumped as that transpose's value, under its name, since
-    /// that is what its buffer holds. Either way each dumped tensor is its named value.
+    /// ([`planner::plan::Plan::stored_as`]) is dumped as that transpose's value, under its name,
+    /// since that is what its buffer holds. Either way each dumped tensor is its named value.
     pub fn dump_steps(&mut self) -> Result<Vec<(usize, String, HostTensor)>, HostError> {
         let binding = self.plan_binding()?;
         // Every step runs, the hoisted ones too: the arena is this binding's after it.
         self.hoisted_in_arena = None;
         let c = &self.compiled[&binding];
         let at = self.addresses(c);
-        // (The plan was validated: every step's arguments cover what it writes.)
-        let writes = |step: &planner::plan::Step| step.reads_writes().map(|(_, w)| w).unwrap_or_default();
-        let mut last_write = std::collections::HashMap::new();
-        for (i, step) in c.plan.steps.iter().enumerate() {
-            for v in writes(step) {
-                last_write.insert(v, i);
-            }
-        }
+        // What each step writes (the plan was validated: its arguments cover it), and the last
+        // step that writes each value.
+        let writes: Vec<Vec<ValueId>> =
+            c.plan.steps.iter().map(|s| s.reads_writes().map(|(_, w)| w).unwrap_or_default()).collect();
+        let last_write: std::collections::HashMap<ValueId, usize> =
+            writes.iter().enumerate().flat_map(|(i, w)| w.iter().map(move |&v| (v, i))).collect();
         let mut out = Vec::new();
         for (i, step) in c.plan.steps.iter().enumerate() {
             self.launch_step(&at, i, step)?;
@@ -182,7 +181,7 @@ impl Session<'_> {
             wait.map_err(|source| {
                 super::launch::step_error(i, step, HostError::Driver { action: "", source })
             })?;
-            for v in writes(step).into_iter().filter(|v| last_write.get(v) == Some(&i)) {
+            for &v in writes[i].iter().filter(|v| last_write.get(v) == Some(&i)) {
                 let pv = &c.plan.values[c.plan.stored_as.get(&v).unwrap_or(&v).index()];
                 let (Some(dims), Some(bytes)) = (pv.dims.clone(), pv.bytes()) else { continue };
                 let ptr = self.address(&at, v)?;

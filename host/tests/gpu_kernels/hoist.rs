@@ -179,9 +179,10 @@ fn weights_the_device_dequantizes_are_packed_on_the_device_and_match_the_referen
 /// The rotary frequency table as torch 2.11 exports transformers' Llama rotary embedding:
 /// `inv_freq (1, F, 1) @ positions (1, 1, S)` (a contraction of length 1), transposed,
 /// concatenated with itself, its cos and sin (values of the weights alone: hoisted) applied to an
-/// input. Session 41 found the GPU's Llama output 6 % off PyTorch with this table's MatMul the first
-/// wrong value (`benches/results/2026-12-06-h200-rotary-gqa-spans.md`); this holds the chain
-/// against the reference.
+/// input. The GPU's Llama output was 6 % off PyTorch through this table (sessions 41–42: the
+/// GEMM wrote its result through the transpose and the transpose also ran, so the table was
+/// transposed twice; `benches/results/2026-12-07-h100-llama-transpose-fix.md`); this holds the
+/// chain against the reference.
 #[test]
 fn a_rotary_table_from_a_length_one_matmul_matches_the_reference() {
     use planner::{ConstTensor, DType, Graph, Op};

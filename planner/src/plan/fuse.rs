@@ -156,8 +156,6 @@ pub(super) fn transposes(
     let defs = producers(g);
     let producer = |v: ValueId| defs[v.index()].filter(|&(_, slot)| slot == 0).map(|(node, _)| node);
     let mut absorbed = Vec::new();
-    // The transposes a result is written through (absorbed as results, not as operands).
-    let mut written_through = Vec::new();
     let mut perms = OperandPerms::new();
     // The Transpose reading each value (the one, where a value is read once).
     let transpose_of: std::collections::HashMap<ValueId, usize> = (g.nodes.iter().enumerate())
@@ -296,7 +294,6 @@ pub(super) fn transposes(
             let (ka, kb) = (view(&keep[0]), view(&keep[1]));
             if walks(ka.as_deref(), kb.as_deref(), Some(&c.0)) {
                 let z = c.1;
-                written_through.push(z);
                 keep[2] = Some((c, z));
             }
         }
@@ -310,6 +307,7 @@ pub(super) fn transposes(
     // A transpose read by several MatMuls is a view only where every one of them walks it;
     // otherwise it is written, and all of them read it. (Operand transposes only: a transpose
     // a result is written through is that result's only reader, however many read its output.)
+    let written_through: Vec<ValueId> = perms.values().filter_map(|s| Some(s[2].as_ref()?.1)).collect();
     let takers = |t: ValueId| absorbed.iter().filter(|&&a| a == t).count();
     let partial: Vec<ValueId> = (absorbed.iter().copied())
         .filter(|&t| {
