@@ -34,6 +34,8 @@ pub fn plan_options(options: &SessionOptions, sm_count: u32, hopper: bool) -> Pl
         row_views: options.row_views,
         lift_rotary: options.lift_rotary,
         ssd_spans: options.ssd_spans,
+        chunked_selective_scan: options.chunked_selective_scan,
+        wkv_spans: options.wkv_spans,
         fuse_attention: options.fuse_attention,
         cluster_mlp: hopper,
         pair_gemm: options.pair_gemm && hopper,

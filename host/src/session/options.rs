@@ -69,6 +69,12 @@ pub struct SessionOptions {
     /// parallel (default on; off, sequences past 512 steps lift only where the blocks fill the
     /// device).
     pub ssd_spans: bool,
+    /// Run Mamba-1 selective scans of more than one step with state size N <= 32 chunked over time
+    /// (`selective_scan_chunked_f32`; default on), not sequentially.
+    pub chunked_selective_scan: bool,
+    /// Run WKV6 whose heads leave multiprocessors idle in spans of the sequence in parallel
+    /// (default on).
+    pub wkv_spans: bool,
     /// Fuse attention chains (`MatMul -> [elementwise] -> Softmax -> MatMul`) into one kernel
     /// each (default on).
     pub fuse_attention: bool,
@@ -126,7 +132,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 28] = [
+    const SWITCHES: [Switch; 30] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -146,6 +152,8 @@ impl SessionOptions {
         ("row_views", |o| &mut o.row_views),
         ("lift_rotary", |o| &mut o.lift_rotary),
         ("ssd_spans", |o| &mut o.ssd_spans),
+        ("chunked_selective_scan", |o| &mut o.chunked_selective_scan),
+        ("wkv_spans", |o| &mut o.wkv_spans),
         ("fuse_attention", |o| &mut o.fuse_attention),
         ("pair_gemm", |o| &mut o.pair_gemm),
         ("wgmma_gemm", |o| &mut o.wgmma_gemm),
@@ -215,6 +223,8 @@ impl Default for SessionOptions {
             row_views: true,
             lift_rotary: true,
             ssd_spans: true,
+            chunked_selective_scan: true,
+            wkv_spans: true,
             fuse_attention: true,
             pair_gemm: true,
             wgmma_gemm: true,

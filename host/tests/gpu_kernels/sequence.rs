@@ -84,6 +84,21 @@ pub fn check(
     len: usize,
     symbol: &str,
 ) {
+    check_with(SessionOptions::default(), what, rng, op, operands, outputs, len, symbol);
+}
+
+/// [`check`] in a session of `options`.
+#[allow(clippy::too_many_arguments)]
+pub fn check_with(
+    options: SessionOptions,
+    what: &str,
+    rng: &mut Rng,
+    op: Op,
+    operands: &[Option<Operand>],
+    outputs: usize,
+    len: usize,
+    symbol: &str,
+) {
     let mut g = Graph::new();
     let mut ins = Vec::new();
     let mut inputs = Vec::new();
@@ -98,7 +113,7 @@ pub fn check(
         g.output(y);
     }
     let want = host::reference::eval(&g, &inputs).unwrap_or_else(|e| panic!("{what}: reference: {e}"));
-    let mut s = Session::new(ctx(), g, SessionOptions::default()).unwrap();
+    let mut s = Session::new(ctx(), g, options).unwrap();
     let got = s.run(&inputs).unwrap_or_else(|e| panic!("{what}: gpu: {e}"));
     assert_close(what, &got, &want, len);
     let plan = s.last_plan().unwrap().to_string();
@@ -110,31 +125,56 @@ pub fn check(
 /// Sequence lengths every op is tested at.
 pub const LENS: [usize; 4] = [1, 7, 64, 300];
 
+/// The selective scan's kernel for `len` steps of state size `n`: chunked over time where the
+/// session's option allows it.
+fn selective_kernel(chunked: bool, len: usize, n: usize) -> &'static str {
+    if chunked && len > 1 && n <= 32 { "selective_scan_chunked_f32" } else { "selective_scan_f32" }
+}
+
 #[test]
 fn selective_scan_matches_the_reference() {
     let mut rng = Rng::new(0x5e1ec7);
     // (B, D, N, G): lanes of one (N = 1: 32 channels a warp), partly empty lanes (3), two channels
-    // a warp with an odd channel count (16), partly empty slots (33), the largest N (256).
-    let shapes = [(2, 37, 1, 1), (1, 5, 3, 1), (3, 5, 16, 1), (2, 6, 33, 3), (1, 4, 64, 2), (2, 3, 256, 1)];
-    for (i, &(b, d, n, groups)) in shapes.iter().enumerate() {
-        for len in LENS {
-            let full = (i + len) % 2 == 0;
-            let bc = if groups == 1 && i % 2 == 0 { vec![b, n, len] } else { vec![b, groups, n, len] };
-            let delta = if full { (-3.0, 1.0) } else { (0.01, 0.5) };
-            let operands = [
-                uniform("u", &[b, d, len], -1.0, 1.0),
-                uniform("delta", &[b, d, len], delta.0, delta.1),
-                uniform("A", &[d, n], -2.0, -0.1),
-                uniform("Bm", &bc, -1.0, 1.0),
-                uniform("Cm", &bc, -1.0, 1.0),
-                uniform("D", &[d], -1.0, 1.0).filter(|_| full || len == 7),
-                uniform("z", &[b, d, len], -2.0, 2.0).filter(|_| full),
-                uniform("delta_bias", &[d], -1.0, 0.5).filter(|_| full),
-                uniform("h0", &[b, d, n], -1.0, 1.0).filter(|_| full || len == 1),
-            ];
-            let attrs = op::SelectiveScan { delta_softplus: full };
-            let what = format!("selective scan B={b} D={d} N={n} G={groups} L={len} full={full}");
-            check(&what, &mut rng, Op::SelectiveScan(attrs), &operands, 2, len, "selective_scan_f32");
+    // a warp with an odd channel count (16), a full warp of state (32), partly empty slots (33),
+    // the largest N (256). Both kernels: the sequential one and the one chunked over time (N <= 32,
+    // more than one step; 300 steps are three windows of 16 chunks, the last partly empty).
+    let shapes = [
+        (2, 37, 1, 1),
+        (1, 5, 3, 1),
+        (3, 5, 16, 1),
+        (2, 3, 32, 1),
+        (2, 6, 33, 3),
+        (1, 4, 64, 2),
+        (2, 3, 256, 1),
+    ];
+    for chunked in [false, true] {
+        let options = SessionOptions { chunked_selective_scan: chunked, ..SessionOptions::default() };
+        for (i, &(b, d, n, groups)) in shapes.iter().enumerate() {
+            if chunked && n > 32 {
+                continue;
+            }
+            for len in LENS {
+                let full = (i + len) % 2 == 0;
+                let bc = if groups == 1 && i % 2 == 0 { vec![b, n, len] } else { vec![b, groups, n, len] };
+                let delta = if full { (-3.0, 1.0) } else { (0.01, 0.5) };
+                let operands = [
+                    uniform("u", &[b, d, len], -1.0, 1.0),
+                    uniform("delta", &[b, d, len], delta.0, delta.1),
+                    uniform("A", &[d, n], -2.0, -0.1),
+                    uniform("Bm", &bc, -1.0, 1.0),
+                    uniform("Cm", &bc, -1.0, 1.0),
+                    uniform("D", &[d], -1.0, 1.0).filter(|_| full || len == 7),
+                    uniform("z", &[b, d, len], -2.0, 2.0).filter(|_| full),
+                    uniform("delta_bias", &[d], -1.0, 0.5).filter(|_| full),
+                    uniform("h0", &[b, d, n], -1.0, 1.0).filter(|_| full || len == 1),
+                ];
+                let attrs = op::SelectiveScan { delta_softplus: full };
+                let what = format!(
+                    "selective scan B={b} D={d} N={n} G={groups} L={len} full={full} chunked={chunked}"
+                );
+                let kernel = selective_kernel(chunked, len, n);
+                check_with(options, &what, &mut rng, Op::SelectiveScan(attrs), &operands, 2, len, kernel);
+            }
         }
     }
 }
@@ -153,7 +193,7 @@ fn sofie_mamba_scan_matches_the_reference() {
                 uniform("Dskip", &[d], -1.0, 1.0),
             ];
             let what = format!("MambaScan B={b} D={d} N={n} L={len}");
-            check(&what, &mut rng, Op::MambaScan, &operands, 1, len, "selective_scan_f32");
+            check(&what, &mut rng, Op::MambaScan, &operands, 1, len, selective_kernel(true, len, n));
         }
     }
 }
@@ -252,26 +292,41 @@ fn linear_scan_matches_the_reference() {
 fn wkv6_matches_the_reference() {
     let mut rng = Rng::new(0x3c76);
     // (B, H, N): one row chunk (1, 7, 16), a partial second chunk (33),
-    // two (64), a partial fourth (100), four (128).
+    // two (64), a partial fourth (100), four (128). With spans on (the default) every case of 64
+    // steps or more runs in spans of at least 32 (its heads fill few multiprocessors): 2 spans at
+    // 64, 10 at 300 (the last of 12 steps), 32 at 1000 (the last of 8); off, in one launch.
     let shapes = [(1, 1, 1), (2, 3, 7), (1, 2, 16), (2, 1, 33), (1, 2, 64), (1, 1, 100), (1, 1, 128)];
-    for (i, &(b, h, n)) in shapes.iter().enumerate() {
-        for len in LENS {
-            let bhtn = (i + len) % 2 == 0;
-            let dims = if bhtn { vec![b, h, len, n] } else { vec![b, len, h, n] };
-            let operands = [
-                uniform("r", &dims, -1.0, 1.0),
-                uniform("k", &dims, -1.0, 1.0),
-                uniform("v", &dims, -1.0, 1.0),
-                uniform("w", &dims, -2.0, 1.0),
-                uniform("u", &[h, n], -1.0, 1.0),
-                uniform("s0", &[b, h, n, n], -1.0, 1.0).filter(|_| len != 64),
-            ];
-            let layout = if bhtn { op::Wkv6Layout::Bhtn } else { op::Wkv6Layout::Bthn };
-            let what = format!("WKV6 B={b} H={h} N={n} L={len} bhtn={bhtn}");
-            check(&what, &mut rng, Op::Wkv6(op::Wkv6 { layout }), &operands, 2, len, "wkv6_f32");
-            if bhtn {
-                let what = format!("RWKV_WKV6 B={b} H={h} N={n} L={len}");
-                check(&what, &mut rng, Op::RwkvWkv6, &operands[..5], 1, len, "wkv6_f32");
+    for spans in [true, false] {
+        let options = SessionOptions { wkv_spans: spans, ..SessionOptions::default() };
+        for (i, &(b, h, n)) in shapes.iter().enumerate() {
+            for len in LENS.into_iter().chain((i == 4).then_some(1000)) {
+                let bhtn = (i + len) % 2 == 0;
+                let dims = if bhtn { vec![b, h, len, n] } else { vec![b, len, h, n] };
+                let operands = [
+                    uniform("r", &dims, -1.0, 1.0),
+                    uniform("k", &dims, -1.0, 1.0),
+                    uniform("v", &dims, -1.0, 1.0),
+                    uniform("w", &dims, -2.0, 1.0),
+                    uniform("u", &[h, n], -1.0, 1.0),
+                    uniform("s0", &[b, h, n, n], -1.0, 1.0).filter(|_| len != 64),
+                ];
+                let layout = if bhtn { op::Wkv6Layout::Bhtn } else { op::Wkv6Layout::Bthn };
+                let kernel = if spans && len >= 64 { "wkv6_pass_f32" } else { "wkv6_f32" };
+                let what = format!("WKV6 B={b} H={h} N={n} L={len} bhtn={bhtn} spans={spans}");
+                check_with(
+                    options,
+                    &what,
+                    &mut rng,
+                    Op::Wkv6(op::Wkv6 { layout }),
+                    &operands,
+                    2,
+                    len,
+                    kernel,
+                );
+                if bhtn {
+                    let what = format!("RWKV_WKV6 B={b} H={h} N={n} L={len} spans={spans}");
+                    check_with(options, &what, &mut rng, Op::RwkvWkv6, &operands[..5], 1, len, kernel);
+                }
             }
         }
     }

@@ -354,6 +354,8 @@ kernel_ids! {
     // sequence
     /// `sequence::selective_scan_f32`: Mamba-1 selective scan (SelectiveScan, SOFIE MambaScan)
     SelectiveScanF32 => "selective_scan_f32",
+    /// `sequence::selective_scan_chunked_f32`: the same chunked over time (prefill, N <= 32)
+    SelectiveScanChunkedF32 => "selective_scan_chunked_f32",
     /// `sequence::ssd_scan_f32`: Mamba-2 SSD scan, recurrent form (SSDScan)
     SsdScanF32 => "ssd_scan_f32",
     /// `sequence::ssd_chunk_f32`: Mamba-2 SSD scan, chunked (matrix) form (SSDScan, prefill)
@@ -366,6 +368,9 @@ kernel_ids! {
     RglruF32 => "rglru_f32",
     /// `sequence::wkv6_f32`: RWKV-6 WKV (WKV6, SOFIE RWKV_WKV6)
     Wkv6F32 => "wkv6_f32",
+    /// `sequence::wkv6_pass_f32`: the first states of a WKV6 run in spans, chained from the
+    /// spans' state changes
+    Wkv6PassF32 => "wkv6_pass_f32",
     /// `sequence::scan_program_f32`: a loop over time of an elementwise program with carried
     /// states (an ONNX Scan whose body is elementwise: the unrolled recurrences lifted to one)
     ScanProgramF32 => "scan_program_f32",
@@ -570,7 +575,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<SsdScanParams>(), 22 * 4);
         assert_eq!(core::mem::size_of::<SsdChunkParams>(), 26 * 4);
         assert_eq!(core::mem::size_of::<RglruParams>(), 6 * 4);
-        assert_eq!(core::mem::size_of::<Wkv6Params>(), 8 * 4);
+        assert_eq!(core::mem::size_of::<Wkv6Params>(), 10 * 4);
         assert_eq!(core::mem::size_of::<ScanOperand>(), 8 * MAX_RANK + 24);
         assert_eq!(
             core::mem::size_of::<ScanProgramParams>(),

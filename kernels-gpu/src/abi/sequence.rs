@@ -21,6 +21,9 @@ pub const SCAN_MAX_SLOTS: u32 = 8;
 /// Largest state size N (`d_state`) of the channel scans.
 pub const SCAN_MAX_STATE: u32 = 32 * SCAN_MAX_SLOTS;
 
+/// Largest state size N of `selective_scan_chunked_f32` (a lane per state element).
+pub const SELECTIVE_CHUNKED_MAX_STATE: u32 = 32;
+
 /// Lanes that share one channel of a channel scan with state size `n` (`1 <= n <= SCAN_MAX_STATE`):
 /// the smallest power of two at least `n`, at most a warp. Each lane then holds
 /// `ceil(n / lanes) <= SCAN_MAX_SLOTS` state elements, and a warp serves `32 / lanes` channels.
@@ -28,8 +31,8 @@ pub const fn scan_lanes(n: u32) -> u32 {
     if n >= 32 { 32 } else { n.next_power_of_two() }
 }
 
-/// Most time chunks (warps) of a `rglru_f32` block: a block covers 32 channels and a window of
-/// `chunks * SCAN_MAX_SLOTS` steps.
+/// Most time chunks (warps) of a `rglru_f32` or `selective_scan_chunked_f32` block: a block covers
+/// 32 channels (state elements) and a window of `chunks * SCAN_MAX_SLOTS` steps.
 pub const SCAN_MAX_CHUNKS: u32 = 16;
 
 /// Time chunks of a `rglru_f32` block for a sequence of `len` steps: one per `SCAN_MAX_SLOTS`
@@ -108,8 +111,9 @@ pub struct SelectiveScanParams {
     pub lanes: u32,
     /// 1: `delta <- softplus(delta + delta_bias)`; 0: `delta + delta_bias`.
     pub delta_softplus: u32,
-    /// Explicit padding; always 0.
-    pub _pad: u32,
+    /// `selective_scan_chunked_f32`: time chunks (warps) per block, `1..=SCAN_MAX_CHUNKS`
+    /// ([`linear_scan_chunks`]`(len)`); 0 for `selective_scan_f32`, which ignores it.
+    pub chunks: u32,
 }
 
 /// Where a sequence kernel reads an operand's steps: the values of step `t` of sequence `b` start
@@ -392,8 +396,35 @@ pub struct Wkv6Params {
     pub exp_bonus: u32,
     /// Row chunks per column: [`wkv_chunks`]`(head)`.
     pub chunks: u32,
+    /// Steps per span of the sequence (0: the whole sequence, one span); the sequence runs in
+    /// `ceil(len / span)` spans, a block per `(b, head, span)`.
+    pub span: u32,
+    /// What a launch does: [`WKV_WHOLE`], [`WKV_SPAN_STATES`] or [`WKV_SPAN_OUTPUTS`].
+    pub mode: u32,
     /// Explicit padding; always 0.
     pub _pad: u32,
+}
+
+/// `wkv6_f32` over whole sequences: from `state_in`, y and the final states written.
+pub const WKV_WHOLE: u32 = 0;
+
+/// `wkv6_f32` over spans, first pass: each span from a zero state, no y; `final_state` is the
+/// spans' scratch ([`wkv_span_stride`] f32 a `(b, head, span)`: the state change `head × head`,
+/// then the decay product of each key over the span).
+pub const WKV_SPAN_STATES: u32 = 1;
+
+/// `wkv6_f32` over spans, last pass: each span from its first state (`state_in`, `head × head`
+/// f32 a `(b, head, span)`, as `wkv6_pass_f32` writes them), y written, no states.
+pub const WKV_SPAN_OUTPUTS: u32 = 2;
+
+/// Spans of a sequence of `len` steps in spans of `span` (0: one).
+pub const fn wkv_spans(len: u32, span: u32) -> u32 {
+    if span == 0 || len == 0 { 1 } else { len.div_ceil(span) }
+}
+
+/// f32 of a span's entry in the [`WKV_SPAN_STATES`] scratch: its state change and its decays.
+pub const fn wkv_span_stride(head: u32) -> u32 {
+    head * head + head
 }
 
 /// Parameters of `sequence::causal_conv_f32` (ferrofuse `CausalConvWithState`).

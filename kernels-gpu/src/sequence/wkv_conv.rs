@@ -4,10 +4,11 @@
 use super::{ROWS, load_or, quot, rem, store_if};
 use crate::abi::{
     CONV_MAX_WIDTH, CONV_ROWS_MAX_WIDTH, CausalConvParams, CausalConvRowsParams, WKV_MAX_HEAD, WKV_ROWS,
-    Wkv6Params,
+    WKV_SPAN_OUTPUTS, WKV_SPAN_STATES, WKV_WHOLE, Wkv6Params, wkv_span_stride, wkv_spans,
 };
 use crate::intrinsics::{
-    block_dim_x, block_idx_x, dynamic_shared_ptr, grid_dim_x, sync_threads, thread_idx_x,
+    block_dim_x, block_idx_x, dynamic_shared_ptr, global_thread_x, grid_dim_x, grid_threads_x, sync_threads,
+    thread_idx_x,
 };
 use crate::math;
 
@@ -15,10 +16,18 @@ use crate::math;
 /// `head × head` indexed [key i, value j], `y[j] = Σᵢ r[i] (bonus[i] k[i] v[j] + S[i, j])`, then
 /// `S[i, j] <- exp(-exp(w[i])) S[i, j] + k[i] v[j]`; the bonus is u, or `exp(u)` with `exp_bonus`.
 ///
+/// With `p.span` the sequence runs in spans of that many steps, a block per `(b, head, span)`, in
+/// three launches (`p.mode`): [`WKV_SPAN_STATES`] runs each span from a zero state and writes its
+/// state change and the decay product of each key (the scratch passed as `final_state`);
+/// `wkv6_pass_f32` chains them into each span's first state; [`WKV_SPAN_OUTPUTS`] runs each span
+/// from its first state (passed as `state_in`) and writes y. Each launch has the parallelism of
+/// the spans; the steps of a span stay sequential.
+///
 /// # Safety
 /// r, k, v, w and y hold `batch * len * heads * head` f32; u `heads * head`; the states (when
-/// non-null) `batch * heads * head * head`. Overlaps as for [`selective_scan_f32`]. The launch has
-/// [`crate::abi::wkv_threads`]`(head)` threads per block and
+/// non-null) `batch * heads * head * head`, or per mode as above (`batch * heads * spans` entries
+/// of [`wkv_span_stride`]`(head)` or `head * head` f32). Overlaps as for [`selective_scan_f32`].
+/// The launch has [`crate::abi::wkv_threads`]`(head)` threads per block and
 /// [`crate::abi::wkv_shared_bytes`]`(head)` bytes of dynamic shared memory, and
 /// `p.chunks == wkv_chunks(head)`.
 ///
@@ -26,10 +35,11 @@ use crate::math;
 /// `p`; inputs r, k, v, w, u; the state pointers (module doc); the output y.
 ///
 /// # Thread mapping
-/// A block per `(b, head)`, grid-striding over `batch * heads`. Thread `c * head + j` owns rows
-/// `c * WKV_ROWS ..` of column j of S in registers. Per step, threads `< head` stage r, k and the
-/// decay in shared memory; each owner adds its rows' share of `y[j]`; with more than one chunk the
-/// shares meet in shared memory and chunk 0 writes `y[j]`. Two barriers per step.
+/// A block per `(b, head, span)`, grid-striding over `batch * heads * spans`. Thread
+/// `c * head + j` owns rows `c * WKV_ROWS ..` of column j of S in registers. Per step, threads
+/// `< head` stage r, k and the decay in shared memory; each owner adds its rows' share of `y[j]`;
+/// with more than one chunk the shares meet in shared memory and chunk 0 writes `y[j]`. Two
+/// barriers per step.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn wkv6_f32(
     p: Wkv6Params,
@@ -49,6 +59,10 @@ pub unsafe extern "ptx-kernel" fn wkv6_f32(
         return;
     }
     let (len, heads, nn) = (p.len as u64, p.heads as u64, n as u64);
+    let spans = wkv_spans(p.len, p.span) as u64;
+    let span = if spans == 1 { len } else { p.span as u64 };
+    let (outputs, spans_states) = (p.mode != WKV_SPAN_STATES, p.mode == WKV_SPAN_STATES);
+    let stride = wkv_span_stride(n) as u64;
     let tid = thread_idx_x();
     let (j, chunk) = (rem(tid as u64, nn), quot(tid as u64, nn) as u32);
     let owner = chunk < chunks;
@@ -58,8 +72,9 @@ pub unsafe extern "ptx-kernel" fn wkv6_f32(
     // SAFETY (all shared accesses below): indices are below 4 n + chunks n f32, the launch's
     // `wkv_shared_bytes(n)`.
     let sh = |i: u64| unsafe { shared.add(i as usize) };
-    let mut bh = block_idx_x() as u64;
-    while bh < p.batch as u64 * heads {
+    let mut item = block_idx_x() as u64;
+    while item < p.batch as u64 * heads * spans {
+        let (bh, sp) = (quot(item, spans), rem(item, spans));
         let (b, h) = (quot(bh, heads), rem(bh, heads));
         if (tid as u64) < nn {
             let i = tid as u64;
@@ -68,24 +83,30 @@ pub unsafe extern "ptx-kernel" fn wkv6_f32(
             // SAFETY: shared index below 4 n.
             unsafe { *sh(bonus_sh + i) = if p.exp_bonus != 0 { math::exp(uv) } else { uv } };
         }
+        // The state's first element: per (b, head), or per span's first state.
+        let first = if p.mode == WKV_SPAN_OUTPUTS { item } else { bh } * nn * nn;
         let mut s = [0.0f32; ROWS];
         unroll!(q in ROWS => {
             let i = chunk as u64 * ROWS as u64 + q as u64;
-            if owner && i < nn {
+            if owner && i < nn && !spans_states {
                 // SAFETY: (b, h, i, j) lies inside the states.
-                s[q] = unsafe { load_or(state_in, (bh * nn + i) * nn + j, 0.0) };
+                s[q] = unsafe { load_or(state_in, first + i * nn + j, 0.0) };
             }
         });
-        let mut t = 0;
-        while t < len {
+        // The span's decay product of key `tid` (threads `< head`, states pass only).
+        let mut decays = 1.0f32;
+        let (mut t, end) = (sp * span, if (sp + 1) * span < len { (sp + 1) * span } else { len });
+        while t < end {
             let off = if p.layout_bhtn != 0 { (bh * len + t) * nn } else { ((b * len + t) * heads + h) * nn };
             if (tid as u64) < nn {
                 let i = tid as u64;
                 // SAFETY: off + i < batch * len * heads * n; shared indices below 3 n.
                 unsafe {
+                    let decay = math::exp(-math::exp(*w.add((off + i) as usize)));
+                    decays *= decay;
                     *sh(r_sh + i) = *r.add((off + i) as usize);
                     *sh(k_sh + i) = *k.add((off + i) as usize);
-                    *sh(decay_sh + i) = math::exp(-math::exp(*w.add((off + i) as usize)));
+                    *sh(decay_sh + i) = decay;
                 }
             }
             sync_threads();
@@ -103,12 +124,12 @@ pub unsafe extern "ptx-kernel" fn wkv6_f32(
                     s[q] = math::fma(di, s[q], ki * vj);
                 }
             });
-            if chunks == 1 {
+            if outputs && chunks == 1 {
                 if owner {
                     // SAFETY: as for v.
                     unsafe { *y.add((off + j) as usize) = part };
                 }
-            } else {
+            } else if outputs {
                 if owner {
                     // SAFETY: chunk * n + j < chunks * n.
                     unsafe { *sh(part_sh + chunk as u64 * nn + j) = part };
@@ -130,19 +151,90 @@ pub unsafe extern "ptx-kernel" fn wkv6_f32(
             sync_threads();
             t += 1;
         }
-        unroll!(q in ROWS => {
-            let i = chunk as u64 * ROWS as u64 + q as u64;
-            if owner && i < nn {
-                // SAFETY: inside the states.
-                unsafe {
-                    store_if(state_out, (bh * nn + i) * nn + j, s[q]);
-                    store_if(final_state, (bh * nn + i) * nn + j, s[q]);
+        if spans_states {
+            // This span's state change and decays, at its entry of the scratch.
+            let entry = item * stride;
+            unroll!(q in ROWS => {
+                let i = chunk as u64 * ROWS as u64 + q as u64;
+                if owner && i < nn {
+                    // SAFETY: inside the scratch's entry (i, j < n).
+                    unsafe { store_if(final_state, entry + i * nn + j, s[q]) };
                 }
+            });
+            if (tid as u64) < nn {
+                // SAFETY: as above (the entry's last n f32).
+                unsafe { store_if(final_state, entry + nn * nn + tid as u64, decays) };
             }
-        });
-        // The next (b, head) restages the bonus only after every thread has used this one.
+        } else if p.mode == WKV_WHOLE {
+            unroll!(q in ROWS => {
+                let i = chunk as u64 * ROWS as u64 + q as u64;
+                if owner && i < nn {
+                    // SAFETY: inside the states.
+                    unsafe {
+                        store_if(state_out, (bh * nn + i) * nn + j, s[q]);
+                        store_if(final_state, (bh * nn + i) * nn + j, s[q]);
+                    }
+                }
+            });
+        }
+        // The next item restages the bonus only after every thread has used this one.
         sync_threads();
-        bh += grid_dim_x() as u64;
+        item += grid_dim_x() as u64;
+    }
+}
+
+/// The first state of every span of a WKV6 run in spans ([`wkv6_f32`]): per `(b, head)` and state
+/// element `(i, j)`, from `state_in` (zero when null), `start[span] = S`, then `S <- decays[span][i]
+/// S + delta[span][i, j]` in span order; the last S is the final state (`state_out`,
+/// `final_state`, each when non-null).
+///
+/// # Safety
+/// `spans` (the [`WKV_SPAN_STATES`] scratch) holds `batch * heads * spans` entries of
+/// [`wkv_span_stride`]`(head)` f32, `starts` as many of `head * head`; the states (when non-null)
+/// `batch * heads * head * head`. `state_in` may equal `state_out`.
+///
+/// # Parameters
+/// `p` (its `span` and sizes); the spans' scratch; the state pointers (module doc); the spans'
+/// first states.
+///
+/// # Thread mapping
+/// A thread per `(b, head, i, j)`, grid-striding (consecutive threads, consecutive j).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn wkv6_pass_f32(
+    p: Wkv6Params,
+    spans_in: *const f32,
+    state_in: *const f32,
+    state_out: *mut f32,
+    final_state: *mut f32,
+    starts: *mut f32,
+) {
+    let nn = p.head as u64;
+    let spans = wkv_spans(p.len, p.span) as u64;
+    let stride = wkv_span_stride(p.head) as u64;
+    let total = p.batch as u64 * p.heads as u64 * nn * nn;
+    let mut e = global_thread_x();
+    while e < total {
+        let (bh, ij) = (quot(e, nn * nn), rem(e, nn * nn));
+        let i = quot(ij, nn);
+        // SAFETY: e < batch * heads * n * n; the entries below lie inside spans_in and starts.
+        unsafe {
+            let mut s = load_or(state_in, e, 0.0);
+            let mut sp = 0;
+            while sp < spans {
+                let item = bh * spans + sp;
+                *starts.add((item * nn * nn + ij) as usize) = s;
+                let entry = item * stride;
+                s = math::fma(
+                    *spans_in.add((entry + nn * nn + i) as usize),
+                    s,
+                    *spans_in.add((entry + ij) as usize),
+                );
+                sp += 1;
+            }
+            store_if(state_out, e, s);
+            store_if(final_state, e, s);
+        }
+        e += grid_threads_x();
     }
 }
 

@@ -130,6 +130,7 @@ pub(super) fn scratch(
         Op::Lstm(_) | Op::Gru(_) | Op::Rnn(_) => recurrent::scratch(g, id, values).into_iter().collect(),
         Op::LinearAttention(_) => super::linear_attention::scratch(g, id, values).into_iter().collect(),
         Op::SsdScan(_) => sequence::ssd_scratch(g, id, values, o),
+        Op::Wkv6(_) | Op::RwkvWkv6 => sequence::wkv6_scratch(g, id, values, o),
         Op::SoftmaxCrossEntropyLoss(_) => {
             let n = &g.nodes[id.index()];
             match (n.inputs.first().copied().flatten(), n.outputs.get(1).copied().flatten()) {

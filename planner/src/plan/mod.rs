@@ -180,6 +180,14 @@ pub struct PlanOptions {
     /// default on: Mamba2 at batch 1 x 256 346 → 296 µs on the H200, x 2048 1958 → 1172 lifted);
     /// with it on, long sequences lift at any batch, off the 512-step gate applies.
     pub ssd_spans: bool,
+    /// Run the Mamba-1 selective scan of more than one step with state size N <= 32 chunked over
+    /// time (`selective_scan_chunked_f32`: a warp per 8-step chunk of a window, the chunks' carries
+    /// folded in shared memory; default on), not sequentially (`selective_scan_f32`).
+    pub chunked_selective_scan: bool,
+    /// Run a WKV6 whose `(b, head)` blocks leave multiprocessors idle in spans of the sequence in
+    /// parallel (`wkv6_f32` over the spans from zero, `wkv6_pass_f32` chaining their states, then
+    /// `wkv6_f32` over the spans from their first states; default on).
+    pub wkv_spans: bool,
     /// The target runs the Hopper flavour (thread-block clusters): a tensor-core GEMM whose tiles
     /// fill at most half the device and want more than `GEMM_TC_MAX_WARPS` warps each splits every
     /// column tile's k rounds over a pair of blocks (`gemm_tc_*_pair_f32`).
@@ -257,6 +265,8 @@ impl Default for PlanOptions {
             row_views: true,
             lift_rotary: true,
             ssd_spans: true,
+            chunked_selective_scan: true,
+            wkv_spans: true,
             skip_hidden_keys: true,
             precision: Precision::Exact,
             narrow_gemms: true,

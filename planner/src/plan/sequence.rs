@@ -23,11 +23,12 @@
 
 use kernels_gpu::abi::{
     CONV_MAX_WIDTH, CONV_ROWS_MAX_WIDTH, CausalConvParams, CausalConvRowsParams, KernelId, Params,
-    RESET_BOOL, RESET_F32, RESET_NONE, RglruParams, RowView, SCAN_MAX_STATE, SEQUENCE_THREADS, SSD_CHUNK,
-    SSD_CHUNK_MAX_STATE, SSD_CHUNK_MAX_TILE, SSD_CHUNK_MIN_TILE, SSD_CHUNK_THREADS, SelectiveScanParams,
-    SsdChunkLayout, SsdChunkParams, SsdRows, SsdScanParams, WKV_MAX_HEAD, Wkv6Params, causal_conv_rows_steps,
+    RESET_BOOL, RESET_F32, RESET_NONE, RglruParams, RowView, SCAN_MAX_STATE, SELECTIVE_CHUNKED_MAX_STATE,
+    SEQUENCE_THREADS, SSD_CHUNK, SSD_CHUNK_MAX_STATE, SSD_CHUNK_MAX_TILE, SSD_CHUNK_MIN_TILE,
+    SSD_CHUNK_THREADS, SelectiveScanParams, SsdChunkLayout, SsdChunkParams, SsdRows, SsdScanParams,
+    WKV_MAX_HEAD, WKV_SPAN_OUTPUTS, WKV_SPAN_STATES, WKV_WHOLE, Wkv6Params, causal_conv_rows_steps,
     linear_scan_chunks, linear_scan_shared_bytes, scan_lanes, ssd_chunk_span, ssd_chunk_spans,
-    ssd_chunk_state_pad, wkv_chunks, wkv_shared_bytes, wkv_threads,
+    ssd_chunk_state_pad, wkv_chunks, wkv_shared_bytes, wkv_span_stride, wkv_spans, wkv_threads,
 };
 
 use super::{Arg, PlanOptions, PlannedValue, StateSlot, Step, capped_grid};
@@ -321,17 +322,26 @@ fn selective_scan(s: &SeqNode, attrs: Option<&SelectiveScan>) -> Lowered {
     };
     let state = s.state_args(init)?;
     let lanes = scan_lanes(n);
-    let p = SelectiveScanParams {
+    let len = u32_of(l, "L")?;
+    let mut p = SelectiveScanParams {
         batch: u32_of(b, "B")?,
         channels: u32_of(d, "D")?,
-        len: u32_of(l, "L")?,
+        len,
         state: n,
         groups: u32_of(groups, "G")?,
         lanes,
         delta_softplus: attrs.is_some_and(|a| a.delta_softplus) as u32,
-        _pad: 0,
+        chunks: 0,
     };
     let operands = [u, delta, a, bm, cm].into_iter().map(Arg::Value).chain([dskip, z, bias]).collect();
+    if s.o.chunked_selective_scan && len > 1 && n <= SELECTIVE_CHUNKED_MAX_STATE {
+        // Prefill: the steps of a window in parallel, a warp per time chunk.
+        p.chunks = linear_scan_chunks(len);
+        let tasks = ((b * d) as u64).div_ceil((32 / lanes) as u64);
+        let shape =
+            (capped_grid(s.o.sm_count, tasks), [32 * p.chunks, 1, 1], linear_scan_shared_bytes(p.chunks));
+        return Ok(s.step(KernelId::SelectiveScanChunkedF32, &p, shape, operands, state));
+    }
     Ok(s.step(KernelId::SelectiveScanF32, &p, s.scan_shape((b * d) as u64, lanes), operands, state))
 }
 
@@ -573,19 +583,116 @@ fn wkv6(s: &SeqNode, layout: Wkv6Layout, sofie: bool) -> Lowered {
     let (w, _) = s.input(3, "w")?;
     let (u, _) = s.input(4, "u")?;
     let state = s.state_args((!sofie).then_some(5))?;
-    let p = Wkv6Params {
+    let len = u32_of(t, "T")?;
+    let span = wkv_span(b, h, len, s.o);
+    let mut p = Wkv6Params {
         batch: u32_of(b, "B")?,
-        len: u32_of(t, "T")?,
+        len,
         heads: u32_of(h, "H")?,
         head: n,
         layout_bhtn: (layout == Wkv6Layout::Bhtn) as u32,
         exp_bonus: sofie as u32,
         chunks: wkv_chunks(n),
+        span,
+        mode: WKV_WHOLE,
         _pad: 0,
     };
-    let shape = (capped_grid(s.o.sm_count, (b * h) as u64), [wkv_threads(n), 1, 1], wkv_shared_bytes(n));
-    let operands = [r, k, v, w, u].into_iter().map(Arg::Value).collect();
-    Ok(s.step(KernelId::Wkv6F32, &p, shape, operands, state))
+    let spans = wkv_spans(len, span) as u64;
+    let shape =
+        (capped_grid(s.o.sm_count, (b * h) as u64 * spans), [wkv_threads(n), 1, 1], wkv_shared_bytes(n));
+    let operands: Vec<Arg> = [r, k, v, w, u].into_iter().map(Arg::Value).collect();
+    if spans == 1 {
+        return Ok(s.step(KernelId::Wkv6F32, &p, shape, operands, state));
+    }
+    // Spans in parallel: each span's state change from zero, the spans' first states chained,
+    // then every span from its own (the pass writes the final state).
+    let &[changes, starts] = s.scratch else {
+        return Err(format!("a WKV in {spans} spans needs two scratch buffers"));
+    };
+    let kernel = |kernel, p: &Wkv6Params, shape: ([u32; 3], [u32; 3], u32), args: Vec<Arg>| Step::Kernel {
+        nodes: vec![s.id],
+        label: s.label.clone(),
+        kernel,
+        grid: shape.0,
+        block: shape.1,
+        shared_bytes: shape.2,
+        args: [Arg::Params(p.as_bytes().to_vec())].into_iter().chain(args).collect(),
+    };
+    let v = Arg::Value;
+    let [state_in, state_out, fin] = state;
+    p.mode = WKV_SPAN_STATES;
+    let mut first = operands.clone();
+    first.extend([Arg::Null, Arg::Null, Arg::Output(changes), Arg::Null]);
+    let states = kernel(KernelId::Wkv6F32, &p, shape, first);
+    let pass = kernel(
+        KernelId::Wkv6PassF32,
+        &p,
+        s.threads_shape((b * h * n as usize * n as usize) as u64),
+        vec![v(changes), state_in, state_out, fin, v(starts)],
+    );
+    p.mode = WKV_SPAN_OUTPUTS;
+    let mut last = operands;
+    last.extend([v(starts), Arg::Null, Arg::Null, v(s.out)]);
+    Ok(vec![states, pass, kernel(KernelId::Wkv6F32, &p, shape, last)])
+}
+
+/// Fewest steps in a span of a WKV run in spans: the chain of spans (`wkv6_pass_f32`) is
+/// sequential too, so spans much shorter than their number only move the wait there.
+pub const WKV_MIN_SPAN: u32 = 32;
+
+/// Steps per span of a WKV6 of `b` sequences of `len` steps over `h` heads (0: one span, the whole
+/// sequence in one launch): where its `(b, head)` blocks leave multiprocessors idle and the
+/// option allows, spans enough for about four blocks a multiprocessor, at least [`WKV_MIN_SPAN`]
+/// steps each.
+fn wkv_span(b: usize, h: usize, len: u32, o: &PlanOptions) -> u32 {
+    let blocks = (b * h).max(1) as u64;
+    let sms = o.sm_count.max(1) as u64;
+    if !o.wkv_spans || blocks >= sms || len < 2 * WKV_MIN_SPAN {
+        return 0;
+    }
+    let want = (4 * sms).div_ceil(blocks);
+    let span = (len as u64).div_ceil(want).max(WKV_MIN_SPAN as u64) as u32;
+    if wkv_spans(len, span) <= 1 { 0 } else { span }
+}
+
+/// Scratch of a WKV6 that runs in several spans: the spans' state changes with their decays, and
+/// their first states (`[B, H, spans, N² + N]`, `[B, H, spans, N, N]` f32); none for one span.
+pub(super) fn wkv6_scratch(
+    g: &Graph,
+    id: NodeId,
+    values: &[PlannedValue],
+    o: &PlanOptions,
+) -> Vec<PlannedValue> {
+    let n = &g.nodes[id.index()];
+    let layout = match &n.op {
+        Op::Wkv6(a) => a.layout,
+        Op::RwkvWkv6 => Wkv6Layout::Bhtn,
+        _ => return Vec::new(),
+    };
+    let Ok(dims) = operand_dims(&n.op, &n.inputs, values, 0) else { return Vec::new() };
+    let (b, t, h, head) = match (dims.as_slice(), layout) {
+        (&[b, t, h, n], Wkv6Layout::Bthn) | (&[b, h, t, n], Wkv6Layout::Bhtn) => (b, t, h, n),
+        _ => return Vec::new(),
+    };
+    let (Ok(len), Ok(head)) = (u32::try_from(t), u32::try_from(head)) else { return Vec::new() };
+    if head == 0 || head > WKV_MAX_HEAD {
+        return Vec::new();
+    }
+    let spans = wkv_spans(len, wkv_span(b, h, len, o)) as usize;
+    if spans <= 1 {
+        return Vec::new();
+    }
+    let label = g.node_label(id);
+    let value = |what: &str, elems: usize| PlannedValue {
+        name: format!("{label}/{what}"),
+        dtype: DType::F32,
+        dims: Some(vec![elems]),
+    };
+    let entries = b * h * spans;
+    vec![
+        value("span-changes", entries * wkv_span_stride(head) as usize),
+        value("span-starts", entries * (head * head) as usize),
+    ]
 }
 
 /// `CausalConvWithState`: x, weight, bias?, initial_state?; channels-first on `causal_conv_f32`

@@ -3,9 +3,10 @@
 //! the limits, and the plan's state invariants.
 
 use kernels_gpu::abi::{
-    CausalConvParams, KernelId, Params, RESET_BOOL, RglruParams, SEQUENCE_THREADS, SSD_CHUNK_MAX_SHARED,
-    SSD_CHUNK_THREADS, SelectiveScanParams, SsdChunkLayout, SsdChunkParams, SsdRows, SsdScanParams,
-    WKV_MAX_HEAD, WKV_ROWS, Wkv6Params, linear_scan_chunks, wkv_chunks, wkv_shared_bytes, wkv_threads,
+    CausalConvParams, KernelId, Params, RESET_BOOL, RglruParams, SCAN_MAX_CHUNKS, SEQUENCE_THREADS,
+    SSD_CHUNK_MAX_SHARED, SSD_CHUNK_THREADS, SelectiveScanParams, SsdChunkLayout, SsdChunkParams, SsdRows,
+    SsdScanParams, WKV_MAX_HEAD, WKV_ROWS, WKV_SPAN_OUTPUTS, WKV_SPAN_STATES, Wkv6Params, linear_scan_chunks,
+    linear_scan_shared_bytes, wkv_chunks, wkv_shared_bytes, wkv_span_stride, wkv_threads,
 };
 
 use crate::error::PlanError;
@@ -70,12 +71,13 @@ fn selective_scan_lowers_with_groups_optionals_and_states() {
     let outs = g.push_opt(Op::SelectiveScan(op::SelectiveScan { delta_softplus: true }), ins, 2);
     g.output(outs[0]);
     g.output(outs[1]);
-    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let sequential = PlanOptions { chunked_selective_scan: false, ..PlanOptions::default() };
+    let plan = compile(&g, &Binding::new(), &sequential).unwrap();
     let ks = kernels(&plan);
     assert_eq!(ks.len(), 1, "{plan}");
     let (kernel, args, grid, block, shared) = ks[0];
     assert_eq!(kernel, KernelId::SelectiveScanF32);
-    let p = SelectiveScanParams {
+    let mut p = SelectiveScanParams {
         batch: 2,
         channels: 6,
         len: 5,
@@ -83,7 +85,7 @@ fn selective_scan_lowers_with_groups_optionals_and_states() {
         groups: 2,
         lanes: 16,
         delta_softplus: 1,
-        _pad: 0,
+        chunks: 0,
     };
     let v = Arg::Value;
     let want = [
@@ -106,6 +108,21 @@ fn selective_scan_lowers_with_groups_optionals_and_states() {
     assert_eq!((grid, block, shared), ([1, 1, 1], [SEQUENCE_THREADS, 1, 1], 0));
     assert!(plan.states.is_empty());
     assert!(plan.to_string().contains("selective_scan_f32") && plan.to_string().contains("out:"), "{plan}");
+
+    // By default (more than one step, N <= 32) chunked over time: the same operands, one 8-step
+    // chunk (a warp) per block, a block per two channels (lanes of 16).
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    let ks = kernels(&plan);
+    assert_eq!(ks.len(), 1, "{plan}");
+    let (kernel, args, grid, block, shared) = ks[0];
+    assert_eq!(kernel, KernelId::SelectiveScanChunkedF32);
+    p.chunks = 1;
+    assert_eq!(args[0], params(&p));
+    assert_eq!(args[1..], want[1..]);
+    assert_eq!((grid, block, shared), ([6, 1, 1], [32, 1, 1], linear_scan_shared_bytes(1)));
+    // Longer sequences take more chunks, up to SCAN_MAX_CHUNKS; N > 32 or one step stays sequential.
+    assert_eq!(linear_scan_chunks(64), 8);
+    assert_eq!(linear_scan_chunks(300), SCAN_MAX_CHUNKS);
 }
 
 /// An `SSDScan` of `len` steps, heads 8, head dim 64, state `n`, batch `b`, on a device of
@@ -308,7 +325,7 @@ fn every_sequence_op_lowers_to_its_kernel() {
         groups: 1,
         lanes: 32,
         delta_softplus: 0,
-        _pad: 0,
+        chunks: 0,
     };
     assert_eq!(mamba[0].1[0], params(&p));
     assert_eq!(
@@ -351,8 +368,16 @@ fn every_sequence_op_lowers_to_its_kernel() {
     assert_eq!((linear_scan_chunks(0), linear_scan_chunks(129), linear_scan_chunks(1 << 20)), (1, 16, 16));
 
     let w = find(KernelId::Wkv6F32);
-    let p =
-        Wkv6Params { batch: 2, len: 9, heads: 3, head: 64, layout_bhtn: 1, exp_bonus: 1, chunks: 2, _pad: 0 };
+    let p = Wkv6Params {
+        batch: 2,
+        len: 9,
+        heads: 3,
+        head: 64,
+        layout_bhtn: 1,
+        exp_bonus: 1,
+        chunks: 2,
+        ..Wkv6Params::default()
+    };
     assert_eq!(w[0].1[0], params(&p));
     assert_eq!((w[0].2, w[0].3, w[0].4), ([6, 1, 1], [128, 1, 1], wkv_shared_bytes(64)));
     assert_eq!(wkv_shared_bytes(64), (4 * 64 + 2 * 64) * 4);
@@ -363,6 +388,59 @@ fn every_sequence_op_lowers_to_its_kernel() {
     let p = CausalConvParams { batch: 2, channels: 16, len: 11, width: 4, silu: 1, _pad: 0 };
     assert_eq!(c[0].1[..4], [params(&p), Arg::Value(cx), Arg::Value(cw), Arg::Null]);
     assert_eq!(ks.len(), 8, "{plan}");
+}
+
+/// A WKV6 of 4 heads of 64 over 2048 steps at batch 1 on 132 multiprocessors: 4 blocks alone, so it
+/// runs in 64 spans of 32 steps (about four blocks a multiprocessor, spans of at least
+/// `WKV_MIN_SPAN`): the spans' state changes into one scratch buffer, the pass chaining them into
+/// their first states (and writing the final state), then every span from its own.
+#[test]
+fn wkv_runs_in_spans_where_its_heads_leave_the_device_idle() {
+    let (b, l, h, n) = (1, 2048, 4, 64);
+    let mut g = Graph::new();
+    let rkvw: Vec<ValueId> = ["r", "k", "v", "w"].iter().map(|s| input(&mut g, s, &[b, l, h, n])).collect();
+    let u = input(&mut g, "u", &[h, n]);
+    let ins = rkvw.iter().chain([&u]).map(|&v| Some(v)).collect();
+    let outs = g.push_opt(Op::Wkv6(op::Wkv6::default()), ins, 2);
+    let (y, fin) = (outs[0], outs[1]);
+    g.output(y);
+    g.output(fin);
+    let options = PlanOptions { sm_count: 132, ..PlanOptions::default() };
+    let plan = compile(&g, &Binding::new(), &options).unwrap();
+    let ks = kernels(&plan);
+    let names: Vec<KernelId> = ks.iter().map(|k| k.0).collect();
+    assert_eq!(names, [KernelId::Wkv6F32, KernelId::Wkv6PassF32, KernelId::Wkv6F32], "{plan}");
+    let p = Wkv6Params {
+        batch: 1,
+        len: 2048,
+        heads: 4,
+        head: 64,
+        chunks: 2,
+        span: 32,
+        mode: WKV_SPAN_STATES,
+        ..Wkv6Params::default()
+    };
+    let v = Arg::Value;
+    let (states, pass, outputs) = (ks[0].1, ks[1].1, ks[2].1);
+    let Arg::Output(changes) = states[8] else { panic!("{plan}") };
+    let Arg::Value(starts) = pass[5] else { panic!("{plan}") };
+    assert_eq!(states[0], params(&p));
+    assert_eq!(states[1..6], rkvw.iter().chain([&u]).map(|&x| v(x)).collect::<Vec<_>>()[..]);
+    assert_eq!(states[6..], [Arg::Null, Arg::Null, Arg::Output(changes), Arg::Null]);
+    assert_eq!(pass[1..], [v(changes), Arg::Null, Arg::Null, Arg::Output(fin), v(starts)]);
+    assert_eq!(outputs[0], params(&Wkv6Params { mode: WKV_SPAN_OUTPUTS, ..p }));
+    assert_eq!(outputs[6..], [v(starts), Arg::Null, Arg::Null, v(y)]);
+    // A block per (head, span); the pass a thread per state element.
+    assert_eq!((ks[0].2, ks[0].3), ([256, 1, 1], [128, 1, 1]));
+    assert_eq!(ks[2].2, [256, 1, 1]);
+    assert_eq!(ks[1].2[0] * ks[1].3[0], (h * n * n) as u32);
+    assert_eq!(plan.values[changes.index()].bytes(), Some(4 * 64 * wkv_span_stride(64) as u64 * 4));
+    assert_eq!(plan.values[starts.index()].bytes(), Some(4 * 64 * 64 * 64 * 4));
+    // Off, or with heads enough for every multiprocessor, one launch over whole sequences.
+    let off = compile(&g, &Binding::new(), &PlanOptions { wkv_spans: false, ..options }).unwrap();
+    assert_eq!(kernels(&off).iter().map(|k| k.0).collect::<Vec<_>>(), [KernelId::Wkv6F32]);
+    let few = compile(&g, &Binding::new(), &PlanOptions { sm_count: 4, ..options }).unwrap();
+    assert_eq!(kernels(&few).len(), 1);
 }
 
 /// The GPU test's first two-chunk WKV case (B = 2, H = 1, N = 33, L = 1, `[B,H,T,N]`, initial
@@ -386,8 +464,16 @@ fn wkv_two_chunk_launch_covers_every_state_row() {
     assert_eq!(ks.len(), 1, "{plan}");
     let (kernel, args, grid, block, shared) = ks[0];
     assert_eq!(kernel, KernelId::Wkv6F32);
-    let p =
-        Wkv6Params { batch: 2, len: 1, heads: 1, head: 33, layout_bhtn: 1, exp_bonus: 0, chunks: 2, _pad: 0 };
+    let p = Wkv6Params {
+        batch: 2,
+        len: 1,
+        heads: 1,
+        head: 33,
+        layout_bhtn: 1,
+        exp_bonus: 0,
+        chunks: 2,
+        ..Wkv6Params::default()
+    };
     let v = Arg::Value;
     let want = [
         params(&p),
