@@ -212,7 +212,9 @@ fn compile_cubin(ptxas: &Path, arch: &str, entry: &str, module: &str, dest: &Pat
 /// what a block of that size may use (otherwise the launch fails with "too many resources
 /// requested"). The planner's launch shapes stay within these (tested there).
 const LAUNCH_BOUNDS: &[(&str, u32)] = &[
-    ("wkv6_f32", 512),
+    // `wkv_threads(WKV_SMALL_HEAD)` and `wkv_threads(WKV_MAX_HEAD)`.
+    ("wkv6_f32", 128),
+    ("wkv6_wide_f32", 512),
     // `SSD_CHUNK_THREADS`.
     ("ssd_chunk_f32", 128),
     ("ssd_chunk_states_f32", 128),

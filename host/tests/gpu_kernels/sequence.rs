@@ -311,7 +311,11 @@ fn wkv6_matches_the_reference() {
                     uniform("s0", &[b, h, n, n], -1.0, 1.0).filter(|_| len != 64),
                 ];
                 let layout = if bhtn { op::Wkv6Layout::Bhtn } else { op::Wkv6Layout::Bthn };
-                let kernel = if spans && len >= 64 { "wkv6_pass_f32" } else { "wkv6_f32" };
+                let kernel = match (spans && len >= 64, n > 64) {
+                    (true, _) => "wkv6_pass_f32",
+                    (false, true) => "wkv6_wide_f32",
+                    (false, false) => "wkv6_f32",
+                };
                 let what = format!("WKV6 B={b} H={h} N={n} L={len} bhtn={bhtn} spans={spans}");
                 check_with(
                     options,

@@ -368,6 +368,8 @@ kernel_ids! {
     RglruF32 => "rglru_f32",
     /// `sequence::wkv6_f32`: RWKV-6 WKV (WKV6, SOFIE RWKV_WKV6)
     Wkv6F32 => "wkv6_f32",
+    /// `sequence::wkv6_wide_f32`: the same for head sizes above `WKV_SMALL_HEAD`
+    Wkv6WideF32 => "wkv6_wide_f32",
     /// `sequence::wkv6_pass_f32`: the first states of a WKV6 run in spans, chained from the
     /// spans' state changes
     Wkv6PassF32 => "wkv6_pass_f32",

@@ -57,10 +57,13 @@ pub const fn linear_scan_shared_bytes(chunks: u32) -> u32 {
 /// Rows of the WKV state one thread holds in registers (`wkv6_f32`).
 pub const WKV_ROWS: u32 = 32;
 
-/// Largest WKV head size N (`wkv6_f32`): a block of `ceil(N / WKV_ROWS) * N <= 512` threads, so
-/// that even a thread using 128 registers fits the block on a multiprocessor (the kernels carry
-/// no launch bounds).
+/// Largest WKV head size N (`wkv6_wide_f32`): a block of `ceil(N / WKV_ROWS) * N <= 512` threads,
+/// its launch bounds holding a thread to 128 registers.
 pub const WKV_MAX_HEAD: u32 = 128;
+
+/// Largest head size of `wkv6_f32` (blocks of at most 128 threads); larger heads run
+/// `wkv6_wide_f32`, whose blocks of up to 512 threads leave a thread 128 registers.
+pub const WKV_SMALL_HEAD: u32 = 64;
 
 /// Row chunks of a WKV block for head size `n`: thread `c * n + j` owns rows
 /// `c * WKV_ROWS .. (c + 1) * WKV_ROWS` of column `j` of the state.

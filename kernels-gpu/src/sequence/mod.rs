@@ -1,10 +1,12 @@
 //! f32 sequence kernels, parallel over batch, channels and heads: the Mamba-1 selective scan, the
 //! Mamba-2 SSD scan (recurrent form), RWKV-6 WKV and the causal depthwise conv with a carried
-//! window (OPS.md), sequential over time; the first-order linear scan (RG-LRU, `LinearScan`),
-//! chunked over time as well; the SSD scan's chunked (matrix) form for prefills (`ssd_chunk.rs`);
-//! and the conv in the channels-last layout, parallel over runs of steps (`causal_conv_rows_f32`).
-//! Chunked prefills of the selective scan and WKV come later; the direct forms are the
-//! reference-faithful ones, and the step (L = 1) kernels. The SSD scans and the channels-last
+//! window (OPS.md), sequential over time; the first-order linear scan (RG-LRU, `LinearScan`) and
+//! the selective scan for state sizes up to 32 (`selective_scan_chunked_f32`), chunked over time
+//! as well; WKV in spans of the sequence run in parallel (`wkv6_f32`'s span modes and
+//! `wkv6_pass_f32`: the steps of a span stay sequential); the SSD scan's chunked (matrix) form for
+//! prefills (`ssd_chunk.rs`); and the conv in the channels-last layout, parallel over runs of
+//! steps (`causal_conv_rows_f32`). The direct forms are the reference-faithful ones, and the step
+//! (L = 1) kernels. The SSD scans and the channels-last
 //! conv read their per-step operands through row views (`abi::RowView`), so an operand may be a
 //! window of a wider tensor's columns (a Split's part, read where it lies).
 //!

@@ -4,7 +4,7 @@
 use super::{ROWS, load_or, quot, rem, store_if};
 use crate::abi::{
     CONV_MAX_WIDTH, CONV_ROWS_MAX_WIDTH, CausalConvParams, CausalConvRowsParams, WKV_MAX_HEAD, WKV_ROWS,
-    WKV_SPAN_OUTPUTS, WKV_SPAN_STATES, WKV_WHOLE, Wkv6Params, wkv_span_stride, wkv_spans,
+    WKV_SMALL_HEAD, WKV_SPAN_OUTPUTS, WKV_SPAN_STATES, WKV_WHOLE, Wkv6Params, wkv_span_stride, wkv_spans,
 };
 use crate::intrinsics::{
     block_dim_x, block_idx_x, dynamic_shared_ptr, global_thread_x, grid_dim_x, grid_threads_x, sync_threads,
@@ -40,6 +40,9 @@ use crate::math;
 /// `< head` stage r, k and the decay in shared memory; each owner adds its rows' share of `y[j]`;
 /// with more than one chunk the shares meet in shared memory and chunk 0 writes `y[j]`. Two
 /// barriers per step.
+///
+/// Head sizes up to [`WKV_SMALL_HEAD`] (blocks of at most 128 threads, launch bounds that leave a
+/// thread every register its 32 rows want); larger ones run [`wkv6_wide_f32`].
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn wkv6_f32(
     p: Wkv6Params,
@@ -48,6 +51,48 @@ pub unsafe extern "ptx-kernel" fn wkv6_f32(
     v: *const f32,
     w: *const f32,
     u: *const f32,
+    state_in: *const f32,
+    state_out: *mut f32,
+    final_state: *mut f32,
+    y: *mut f32,
+) {
+    if p.head > WKV_SMALL_HEAD {
+        return;
+    }
+    // SAFETY: the kernel's contract.
+    unsafe { wkv6(p, [r, k, v, w, u], state_in, state_out, final_state, y) }
+}
+
+/// [`wkv6_f32`] for head sizes above [`WKV_SMALL_HEAD`] (up to `WKV_MAX_HEAD`: blocks of up to 512
+/// threads, so at most 128 registers a thread).
+///
+/// # Safety
+/// As [`wkv6_f32`].
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn wkv6_wide_f32(
+    p: Wkv6Params,
+    r: *const f32,
+    k: *const f32,
+    v: *const f32,
+    w: *const f32,
+    u: *const f32,
+    state_in: *const f32,
+    state_out: *mut f32,
+    final_state: *mut f32,
+    y: *mut f32,
+) {
+    // SAFETY: the kernel's contract.
+    unsafe { wkv6(p, [r, k, v, w, u], state_in, state_out, final_state, y) }
+}
+
+/// The body of [`wkv6_f32`] and [`wkv6_wide_f32`] (inputs r, k, v, w, u).
+///
+/// # Safety
+/// As [`wkv6_f32`].
+#[inline(always)]
+unsafe fn wkv6(
+    p: Wkv6Params,
+    [r, k, v, w, u]: [*const f32; 5],
     state_in: *const f32,
     state_out: *mut f32,
     final_state: *mut f32,

@@ -26,9 +26,10 @@ use kernels_gpu::abi::{
     RESET_BOOL, RESET_F32, RESET_NONE, RglruParams, RowView, SCAN_MAX_STATE, SELECTIVE_CHUNKED_MAX_STATE,
     SEQUENCE_THREADS, SSD_CHUNK, SSD_CHUNK_MAX_STATE, SSD_CHUNK_MAX_TILE, SSD_CHUNK_MIN_TILE,
     SSD_CHUNK_THREADS, SelectiveScanParams, SsdChunkLayout, SsdChunkParams, SsdRows, SsdScanParams,
-    WKV_MAX_HEAD, WKV_SPAN_OUTPUTS, WKV_SPAN_STATES, WKV_WHOLE, Wkv6Params, causal_conv_rows_steps,
-    linear_scan_chunks, linear_scan_shared_bytes, scan_lanes, ssd_chunk_span, ssd_chunk_spans,
-    ssd_chunk_state_pad, wkv_chunks, wkv_shared_bytes, wkv_span_stride, wkv_spans, wkv_threads,
+    WKV_MAX_HEAD, WKV_SMALL_HEAD, WKV_SPAN_OUTPUTS, WKV_SPAN_STATES, WKV_WHOLE, Wkv6Params,
+    causal_conv_rows_steps, linear_scan_chunks, linear_scan_shared_bytes, scan_lanes, ssd_chunk_span,
+    ssd_chunk_spans, ssd_chunk_state_pad, wkv_chunks, wkv_shared_bytes, wkv_span_stride, wkv_spans,
+    wkv_threads,
 };
 
 use super::{Arg, PlanOptions, PlannedValue, StateSlot, Step, capped_grid};
@@ -601,8 +602,9 @@ fn wkv6(s: &SeqNode, layout: Wkv6Layout, sofie: bool) -> Lowered {
     let shape =
         (capped_grid(s.o.sm_count, (b * h) as u64 * spans), [wkv_threads(n), 1, 1], wkv_shared_bytes(n));
     let operands: Vec<Arg> = [r, k, v, w, u].into_iter().map(Arg::Value).collect();
+    let wkv = if n <= WKV_SMALL_HEAD { KernelId::Wkv6F32 } else { KernelId::Wkv6WideF32 };
     if spans == 1 {
-        return Ok(s.step(KernelId::Wkv6F32, &p, shape, operands, state));
+        return Ok(s.step(wkv, &p, shape, operands, state));
     }
     // Spans in parallel: each span's state change from zero, the spans' first states chained,
     // then every span from its own (the pass writes the final state).
@@ -623,7 +625,7 @@ fn wkv6(s: &SeqNode, layout: Wkv6Layout, sofie: bool) -> Lowered {
     p.mode = WKV_SPAN_STATES;
     let mut first = operands.clone();
     first.extend([Arg::Null, Arg::Null, Arg::Output(changes), Arg::Null]);
-    let states = kernel(KernelId::Wkv6F32, &p, shape, first);
+    let states = kernel(wkv, &p, shape, first);
     let pass = kernel(
         KernelId::Wkv6PassF32,
         &p,
@@ -633,7 +635,7 @@ fn wkv6(s: &SeqNode, layout: Wkv6Layout, sofie: bool) -> Lowered {
     p.mode = WKV_SPAN_OUTPUTS;
     let mut last = operands;
     last.extend([v(starts), Arg::Null, Arg::Null, v(s.out)]);
-    Ok(vec![states, pass, kernel(KernelId::Wkv6F32, &p, shape, last)])
+    Ok(vec![states, pass, kernel(wkv, &p, shape, last)])
 }
 
 /// Fewest steps in a span of a WKV run in spans: the chain of spans (`wkv6_pass_f32`) is
