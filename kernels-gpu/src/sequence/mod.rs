@@ -242,6 +242,47 @@ pub unsafe extern "ptx-kernel" fn selective_scan_f32(
     });
 }
 
+/// One window of a scan chunked over time, its chunks in warps: stages this thread's chunk
+/// (`(product, end)`: the chunk's running product and its end value from zero) in shared memory,
+/// waits for the block, and folds every chunk of the window onto `carry` in order. Returns this
+/// chunk's carry-in and leaves `carry` at the window's end (the same in every thread of a lane).
+/// Block-collective: one barrier; the caller must barrier again before the next window's call.
+///
+/// # Safety
+/// `shared` holds [`crate::abi::linear_scan_shared_bytes`]`(chunks)` bytes; `chunk < chunks` and
+/// `lane < 32`.
+#[inline(always)]
+unsafe fn fold_chunks(
+    shared: *mut f32,
+    chunks: u32,
+    chunk: u64,
+    lane: u64,
+    (product, end): (f32, f32),
+    carry: &mut f32,
+) -> f32 {
+    // Shared layout (f32): each chunk's product, then each chunk's end value, `chunks * 32` each.
+    let ends = chunks as u64 * WARP_SIZE as u64;
+    // SAFETY (all shared accesses below): indices are below 2 * chunks * 32 f32.
+    let sh = |i: u64| unsafe { shared.add(i as usize) };
+    unsafe {
+        *sh(chunk * WARP_SIZE as u64 + lane) = product;
+        *sh(ends + chunk * WARP_SIZE as u64 + lane) = end;
+    }
+    sync_threads();
+    let mut h_in = *carry;
+    let mut c = 0;
+    while c < chunks as u64 {
+        if c == chunk {
+            h_in = *carry;
+        }
+        // SAFETY: c * 32 + lane < chunks * 32.
+        let (pc, ec) = unsafe { (*sh(c * WARP_SIZE as u64 + lane), *sh(ends + c * WARP_SIZE as u64 + lane)) };
+        *carry = math::fma(pc, *carry, ec);
+        c += 1;
+    }
+    h_in
+}
+
 /// Mamba-1 selective scan, chunked over time (prefill): the same recurrence and outputs as
 /// [`selective_scan_f32`], for state sizes `N <= 32`. Each state element `(b, d, n)` is a
 /// first-order linear scan `h <- a h + x` with `a = exp(Δ A[d,n])` and `x = Δ B[n,t] u`, so the
@@ -298,11 +339,6 @@ pub unsafe extern "ptx-kernel" fn selective_scan_chunked_f32(
     let (lane, chunk) = ((thread_idx_x() % WARP_SIZE) as u64, (thread_idx_x() / WARP_SIZE) as u64);
     let (sub, group) = (rem(lane, lanes as u64), quot(lane, lanes as u64));
     let shared = dynamic_shared_ptr().cast::<f32>();
-    // Shared layout (f32): each chunk's product, then each chunk's end value, `chunks * 32` each.
-    let ends = chunks as u64 * WARP_SIZE as u64;
-    // SAFETY (all shared accesses below): indices are below 2 * chunks * 32 f32, the launch's
-    // `linear_scan_shared_bytes(chunks)`.
-    let sh = |i: u64| unsafe { shared.add(i as usize) };
     let window = chunks as u64 * SLOTS as u64;
     let mut task = block_idx_x() as u64;
     while task < tasks {
@@ -358,24 +394,10 @@ pub unsafe extern "ptx-kernel" fn selective_scan_chunked_f32(
                     ak[k] *= ak[k - 1];
                 }
             });
-            // SAFETY: chunk * 32 + lane < chunks * 32.
-            unsafe {
-                *sh(chunk * WARP_SIZE as u64 + lane) = ak[SLOTS - 1];
-                *sh(ends + chunk * WARP_SIZE as u64 + lane) = xk[SLOTS - 1];
-            }
-            sync_threads();
-            let mut h_in = carry;
-            let mut c = 0;
-            while c < chunks as u64 {
-                if c == chunk {
-                    h_in = carry;
-                }
-                // SAFETY: c * 32 + lane < chunks * 32.
-                let (pc, ec) =
-                    unsafe { (*sh(c * WARP_SIZE as u64 + lane), *sh(ends + c * WARP_SIZE as u64 + lane)) };
-                carry = math::fma(pc, carry, ec);
-                c += 1;
-            }
+            // SAFETY: the launch's shared memory (kernel contract).
+            let h_in = unsafe {
+                fold_chunks(shared, chunks, chunk, lane, (ak[SLOTS - 1], xk[SLOTS - 1]), &mut carry)
+            };
             // C h per step, summed over the group's lanes (inactive lanes add zeros).
             let mut acc = [0.0f32; SLOTS];
             unroll!(k in SLOTS => {
@@ -738,11 +760,6 @@ pub unsafe extern "ptx-kernel" fn rglru_f32(
     let channels = p.batch as u64 * width;
     let (lane, chunk) = ((thread_idx_x() % WARP_SIZE) as u64, (thread_idx_x() / WARP_SIZE) as u64);
     let shared = dynamic_shared_ptr().cast::<f32>();
-    // Shared layout (f32): each chunk's product, then each chunk's end value, `chunks * 32` each.
-    let ends = chunks as u64 * WARP_SIZE as u64;
-    // SAFETY (all shared accesses below): indices are below 2 * chunks * 32 f32, the launch's
-    // `linear_scan_shared_bytes(chunks)`.
-    let sh = |i: u64| unsafe { shared.add(i as usize) };
     let window = chunks as u64 * SLOTS as u64;
     let mut group = block_idx_x() as u64;
     while group * (WARP_SIZE as u64) < channels {
@@ -789,24 +806,10 @@ pub unsafe extern "ptx-kernel" fn rglru_f32(
                     ak[k] *= ak[k - 1];
                 }
             });
-            // SAFETY: chunk * 32 + lane < chunks * 32.
-            unsafe {
-                *sh(chunk * WARP_SIZE as u64 + lane) = ak[SLOTS - 1];
-                *sh(ends + chunk * WARP_SIZE as u64 + lane) = bk[SLOTS - 1];
-            }
-            sync_threads();
-            let mut h_in = carry;
-            let mut c = 0;
-            while c < chunks as u64 {
-                if c == chunk {
-                    h_in = carry;
-                }
-                // SAFETY: c * 32 + lane < chunks * 32.
-                let (pc, ec) =
-                    unsafe { (*sh(c * WARP_SIZE as u64 + lane), *sh(ends + c * WARP_SIZE as u64 + lane)) };
-                carry = math::fma(pc, carry, ec);
-                c += 1;
-            }
+            // SAFETY: the launch's shared memory (kernel contract).
+            let h_in = unsafe {
+                fold_chunks(shared, chunks, chunk, lane, (ak[SLOTS - 1], bk[SLOTS - 1]), &mut carry)
+            };
             unroll!(k in SLOTS => {
                 let t = first + k as u64;
                 if active && t < len {

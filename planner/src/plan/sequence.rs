@@ -222,20 +222,30 @@ impl SeqNode<'_> {
         operands: Vec<Arg>,
         state: [Arg; 3],
     ) -> Vec<Step> {
-        let (grid, block, shared_bytes) = shape;
-        let mut args = vec![Arg::Params(p.as_bytes().to_vec())];
-        args.extend(operands);
+        let mut args = operands;
         args.extend(state);
         args.push(Arg::Value(self.out));
-        vec![Step::Kernel {
+        vec![self.launch(kernel, p, shape, args)]
+    }
+
+    /// A launch of `kernel` with `p` and then `args` (the steps of a scan run in spans).
+    fn launch(
+        &self,
+        kernel: KernelId,
+        p: &impl Params,
+        shape: ([u32; 3], [u32; 3], u32),
+        args: Vec<Arg>,
+    ) -> Step {
+        let (grid, block, shared_bytes) = shape;
+        Step::Kernel {
             nodes: vec![self.id],
             label: self.label.clone(),
             kernel,
             grid,
             block,
             shared_bytes,
-            args,
-        }]
+            args: [Arg::Params(p.as_bytes().to_vec())].into_iter().chain(args).collect(),
+        }
     }
 
     /// A grid of `SEQUENCE_THREADS`-thread blocks for `threads` threads (capped; the kernels
@@ -423,15 +433,7 @@ fn ssd_scan(s: &SeqNode, attrs: &SsdScan) -> Lowered {
     let &[deltas, decays, starts] = s.scratch else {
         return Err(format!("a scan in {spans} spans needs three scratch buffers"));
     };
-    let kernel = |kernel, shape: ([u32; 3], [u32; 3], u32), args: Vec<Arg>| Step::Kernel {
-        nodes: vec![s.id],
-        label: s.label.clone(),
-        kernel,
-        grid: shape.0,
-        block: shape.1,
-        shared_bytes: shape.2,
-        args: [Arg::Params(p.as_bytes().to_vec())].into_iter().chain(args).collect(),
-    };
+    let kernel = |kernel, shape, args| s.launch(kernel, &p, shape, args);
     let v = Arg::Value;
     let states = vec![v(x), v(dt), v(a), v(bm), bias, v(deltas), v(decays)];
     let [state_in, state_out, fin] = state;
@@ -611,15 +613,7 @@ fn wkv6(s: &SeqNode, layout: Wkv6Layout, sofie: bool) -> Lowered {
     let &[changes, starts] = s.scratch else {
         return Err(format!("a WKV in {spans} spans needs two scratch buffers"));
     };
-    let kernel = |kernel, p: &Wkv6Params, shape: ([u32; 3], [u32; 3], u32), args: Vec<Arg>| Step::Kernel {
-        nodes: vec![s.id],
-        label: s.label.clone(),
-        kernel,
-        grid: shape.0,
-        block: shape.1,
-        shared_bytes: shape.2,
-        args: [Arg::Params(p.as_bytes().to_vec())].into_iter().chain(args).collect(),
-    };
+    let kernel = |kernel, p: &Wkv6Params, shape, args| s.launch(kernel, p, shape, args);
     let v = Arg::Value;
     let [state_in, state_out, fin] = state;
     p.mode = WKV_SPAN_STATES;
