@@ -215,6 +215,8 @@ const LAUNCH_BOUNDS: &[(&str, u32)] = &[
     // `wkv_threads(WKV_SMALL_HEAD)` and `wkv_threads(WKV_MAX_HEAD)`.
     ("wkv6_f32", 128),
     ("wkv6_wide_f32", 512),
+    // `32 * SCAN_MAX_CHUNKS`.
+    ("selective_scan_chunked_f32", 512),
     // `SSD_CHUNK_THREADS`.
     ("ssd_chunk_f32", 128),
     ("ssd_chunk_states_f32", 128),
@@ -325,12 +327,15 @@ const RELEASE_AT_EXIT: &[&str] = &[
     "gru_f32",
     "rnn_f32",
     "selective_scan_f32",
+    "selective_scan_chunked_f32",
     "ssd_scan_f32",
     "ssd_chunk_f32",
     "ssd_chunk_states_f32",
     "ssd_chunk_pass_f32",
     "rglru_f32",
     "wkv6_f32",
+    "wkv6_wide_f32",
+    "wkv6_pass_f32",
     "causal_conv_f32",
     "causal_conv_rows_f32",
     "dft_f32",

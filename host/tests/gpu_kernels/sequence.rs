@@ -74,7 +74,8 @@ pub fn draw(rng: &mut Rng, dims: &[usize], values: Values) -> HostTensor {
 }
 
 /// Runs one node of `op` over graph inputs `operands` (`None`: an omitted optional input), with
-/// `outputs` outputs, on the GPU and on the reference; checks the plan launches `symbol`.
+/// `outputs` outputs, on the GPU and on the reference; checks the plan launches `symbol` (each of
+/// several kernels joined by `+`).
 pub fn check(
     what: &str,
     rng: &mut Rng,
@@ -117,7 +118,9 @@ pub fn check_with(
     let got = s.run(&inputs).unwrap_or_else(|e| panic!("{what}: gpu: {e}"));
     assert_close(what, &got, &want, len);
     let plan = s.last_plan().unwrap().to_string();
-    assert!(plan.contains(symbol), "{what}: {plan}");
+    for symbol in symbol.split('+') {
+        assert!(plan.contains(&format!(" {symbol} ")), "{what}: no {symbol} in {plan}");
+    }
     // A second run replays the captured CUDA graph: same result (no state carried over).
     assert_close(&format!("{what} (replay)"), &s.run(&inputs).unwrap(), &want, len);
 }
@@ -135,7 +138,8 @@ fn selective_kernel(chunked: bool, len: usize, n: usize) -> &'static str {
 fn selective_scan_matches_the_reference() {
     let mut rng = Rng::new(0x5e1ec7);
     // (B, D, N, G): lanes of one (N = 1: 32 channels a warp), partly empty lanes (3), two channels
-    // a warp with an odd channel count (16), a full warp of state (32), partly empty slots (33),
+    // a warp with an odd channel count (16), a full warp of state (32), lanes of 2 (N = 2), of 8
+    // partly empty (6), of 32 partly empty (20), partly empty slots (33),
     // the largest N (256). Both kernels: the sequential one and the one chunked over time (N <= 32,
     // more than one step; 300 steps are three windows of 16 chunks, the last partly empty).
     let shapes = [
@@ -143,6 +147,9 @@ fn selective_scan_matches_the_reference() {
         (1, 5, 3, 1),
         (3, 5, 16, 1),
         (2, 3, 32, 1),
+        (1, 9, 2, 1),
+        (2, 5, 6, 1),
+        (1, 3, 20, 1),
         (2, 6, 33, 3),
         (1, 4, 64, 2),
         (2, 3, 256, 1),
@@ -325,7 +332,8 @@ fn wkv6_matches_the_reference() {
                 ];
                 let layout = if bhtn { op::Wkv6Layout::Bhtn } else { op::Wkv6Layout::Bthn };
                 let kernel = match (spans && len >= 64, n > 64) {
-                    (true, _) => "wkv6_pass_f32",
+                    (true, true) => "wkv6_wide_f32+wkv6_pass_f32",
+                    (true, false) => "wkv6_f32+wkv6_pass_f32",
                     (false, true) => "wkv6_wide_f32",
                     (false, false) => "wkv6_f32",
                 };

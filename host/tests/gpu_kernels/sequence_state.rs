@@ -235,15 +235,24 @@ fn joined(st: &Stream, runs: &[Vec<(String, HostTensor)>]) -> Vec<(String, HostT
 #[test]
 fn stateful_decoding_equals_one_run_of_the_whole_sequence() {
     let mut rng = Rng::new(0x57a7e);
-    for (what, st, node, final_out) in streams(&mut rng) {
-        let inputs: Vec<HostTensor> =
-            st.inputs.iter().map(|(_, dims, _, v)| draw(&mut rng, dims, *v)).collect();
+    // The default kernels, then the prefills on the chunked selective scan and the WKV spans (the
+    // state read and written in place through them).
+    let chunked =
+        SessionOptions { chunked_selective_scan: true, wkv_spans: true, ..SessionOptions::default() };
+    for options in [SessionOptions::default(), chunked] {
+        decoding_equals_one_run(&mut rng, options);
+    }
+}
+
+/// [`stateful_decoding_equals_one_run_of_the_whole_sequence`] in sessions of `options`.
+fn decoding_equals_one_run(rng: &mut Rng, options: SessionOptions) {
+    let stateful = SessionOptions { stateful: true, ..options };
+    for (what, st, node, final_out) in streams(rng) {
+        let inputs: Vec<HostTensor> = st.inputs.iter().map(|(_, dims, _, v)| draw(rng, dims, *v)).collect();
         let named: Vec<(String, HostTensor)> =
             st.inputs.iter().zip(&inputs).map(|(i, t)| (i.0.to_string(), t.clone())).collect();
         let want = host::reference::eval(&st.g, &named).unwrap_or_else(|e| panic!("{what}: reference: {e}"));
-        let mut s =
-            Session::new(ctx(), st.g.clone(), SessionOptions { stateful: true, ..SessionOptions::default() })
-                .unwrap();
+        let mut s = Session::new(ctx(), st.g.clone(), stateful).unwrap();
 
         // Prefill 4 steps, then decode 5 single steps (two bindings, each captured and replayed).
         let runs = run_chunks(&mut s, &st, &inputs, &[4, 1, 1, 1, 1, 1]);
@@ -273,7 +282,7 @@ fn stateful_decoding_equals_one_run_of_the_whole_sequence() {
         assert_close(&format!("{what}: single steps after reset"), &joined(&st, &runs), &want, L);
 
         // Without stateful mode every run starts from zeros: a second chunk does not continue.
-        let mut plain = Session::new(ctx(), st.g.clone(), SessionOptions::default()).unwrap();
+        let mut plain = Session::new(ctx(), st.g.clone(), options).unwrap();
         let runs = run_chunks(&mut plain, &st, &inputs, &[4, 5]);
         let (second, axis) = (&runs[1][0].1, st.outputs[0].unwrap());
         let fresh = run_chunks(&mut plain, &st, &inputs, &[4, 5]);

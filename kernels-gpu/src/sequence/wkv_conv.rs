@@ -104,7 +104,9 @@ unsafe fn wkv6(
         return;
     }
     let (len, heads, nn) = (p.len as u64, p.heads as u64, n as u64);
-    let spans = wkv_spans(p.len, p.span) as u64;
+    // A whole-sequence launch is one span whatever `p.span` says (each span of it would start
+    // from `state_in`).
+    let spans = if p.mode == WKV_WHOLE { 1 } else { wkv_spans(p.len, p.span) as u64 };
     let span = if spans == 1 { len } else { p.span as u64 };
     let (outputs, spans_states) = (p.mode != WKV_SPAN_STATES, p.mode == WKV_SPAN_STATES);
     let stride = wkv_span_stride(n) as u64;

@@ -5,8 +5,8 @@
 use kernels_gpu::abi::{
     CausalConvParams, KernelId, Params, RESET_BOOL, RglruParams, SCAN_MAX_CHUNKS, SEQUENCE_THREADS,
     SSD_CHUNK_MAX_SHARED, SSD_CHUNK_THREADS, SelectiveScanParams, SsdChunkLayout, SsdChunkParams, SsdRows,
-    SsdScanParams, WKV_MAX_HEAD, WKV_ROWS, WKV_SPAN_OUTPUTS, WKV_SPAN_STATES, Wkv6Params, linear_scan_chunks,
-    linear_scan_shared_bytes, wkv_chunks, wkv_shared_bytes, wkv_span_stride, wkv_threads,
+    SsdScanParams, WKV_MAX_HEAD, WKV_ROWS, WKV_SMALL_HEAD, WKV_SPAN_OUTPUTS, WKV_SPAN_STATES, Wkv6Params,
+    linear_scan_chunks, linear_scan_shared_bytes, wkv_chunks, wkv_shared_bytes, wkv_span_stride, wkv_threads,
 };
 
 use crate::error::PlanError;
@@ -441,6 +441,9 @@ fn wkv_runs_in_spans_where_its_heads_leave_the_device_idle() {
     assert_eq!(kernels(&off).iter().map(|k| k.0).collect::<Vec<_>>(), [KernelId::Wkv6F32]);
     let few = compile(&g, &Binding::new(), &PlanOptions { sm_count: 4, ..options }).unwrap();
     assert_eq!(kernels(&few).len(), 1);
+    // `wkv6_f32`'s launch bound (`.maxntid 128`, host/build.rs) holds every head it takes.
+    assert!((1..=WKV_SMALL_HEAD).all(|n| wkv_threads(n) <= 128));
+    assert_eq!(wkv_threads(WKV_MAX_HEAD), 512);
 }
 
 /// The GPU test's first two-chunk WKV case (B = 2, H = 1, N = 33, L = 1, `[B,H,T,N]`, initial
