@@ -471,6 +471,11 @@ fn ssd_chunked(b: usize, l: usize, h: usize, pd: usize, n: u32, o: &PlanOptions)
     Chunked { p_tile, items, span, spans: ssd_chunk_spans(chunks, span) }
 }
 
+/// A scratch buffer of node `label`: `elems` f32, named `label/what`.
+fn f32_scratch(label: &str, what: &str, elems: usize) -> PlannedValue {
+    PlannedValue { name: format!("{label}/{what}"), dtype: DType::F32, dims: Some(vec![elems]) }
+}
+
 /// Scratch of an `SSDScan` that runs in several spans: the spans' state changes, their decays and
 /// their first states (`[spans, B, H, P, N]`, `[spans, B, H]`, `[spans, B, H, P, N]` f32); none
 /// for one span or the recurrent form.
@@ -493,11 +498,7 @@ pub(super) fn ssd_scratch(
         return Vec::new();
     }
     let label = g.node_label(id);
-    let value = |what: &str, elems: usize| PlannedValue {
-        name: format!("{label}/{what}"),
-        dtype: DType::F32,
-        dims: Some(vec![elems]),
-    };
+    let value = |what: &str, elems: usize| f32_scratch(&label, what, elems);
     let states = spans * b * h * pd * state;
     vec![value("span-deltas", states), value("span-decays", spans * b * h), value("span-starts", states)]
 }
@@ -679,11 +680,7 @@ pub(super) fn wkv6_scratch(
         return Vec::new();
     }
     let label = g.node_label(id);
-    let value = |what: &str, elems: usize| PlannedValue {
-        name: format!("{label}/{what}"),
-        dtype: DType::F32,
-        dims: Some(vec![elems]),
-    };
+    let value = |what: &str, elems: usize| f32_scratch(&label, what, elems);
     let entries = b * h * spans;
     vec![
         value("span-changes", entries * wkv_span_stride(head) as usize),
