@@ -328,7 +328,8 @@ pub unsafe extern "ptx-kernel" fn selective_scan_chunked_f32(
         trap();
     }
     let (n, lanes) = (p.state, p.lanes);
-    if n > WARP_SIZE || lanes < n || !lanes_fit(lanes, n) || p.groups == 0 || p.channels % p.groups != 0 {
+    // A lane per state element: `lanes >= n` (at most a warp, as `lanes_fit` requires).
+    if lanes < n || !lanes_fit(lanes, n) || p.groups == 0 || p.channels % p.groups != 0 {
         return;
     }
     let (d_len, len, nn) = (p.channels as u64, p.len as u64, n as u64);

@@ -198,31 +198,27 @@ unsafe fn wkv6(
             sync_threads();
             t += 1;
         }
-        if spans_states {
-            // This span's state change and decays, at its entry of the scratch.
-            let entry = item * stride;
-            unroll!(q in ROWS => {
-                let i = chunk as u64 * ROWS as u64 + q as u64;
-                if owner && i < nn {
-                    // SAFETY: inside the scratch's entry (i, j < n).
-                    unsafe { store_if(final_state, entry + i * nn + j, s[q]) };
+        // Where the item's state ends: its span's scratch entry (the states pass, with the
+        // decays after the change), the (b, head) state (whole sequences), nowhere (the outputs
+        // pass). Null destinations are skipped.
+        let (dst, also, at) = match p.mode {
+            WKV_SPAN_STATES => (final_state, core::ptr::null_mut(), item * stride),
+            WKV_WHOLE => (state_out, final_state, bh * nn * nn),
+            _ => (core::ptr::null_mut(), core::ptr::null_mut(), 0),
+        };
+        unroll!(q in ROWS => {
+            let i = chunk as u64 * ROWS as u64 + q as u64;
+            if owner && i < nn {
+                // SAFETY: inside the states, or the scratch's entry (i, j < n).
+                unsafe {
+                    store_if(dst, at + i * nn + j, s[q]);
+                    store_if(also, at + i * nn + j, s[q]);
                 }
-            });
-            if (tid as u64) < nn {
-                // SAFETY: as above (the entry's last n f32).
-                unsafe { store_if(final_state, entry + nn * nn + tid as u64, decays) };
             }
-        } else if p.mode == WKV_WHOLE {
-            unroll!(q in ROWS => {
-                let i = chunk as u64 * ROWS as u64 + q as u64;
-                if owner && i < nn {
-                    // SAFETY: inside the states.
-                    unsafe {
-                        store_if(state_out, (bh * nn + i) * nn + j, s[q]);
-                        store_if(final_state, (bh * nn + i) * nn + j, s[q]);
-                    }
-                }
-            });
+        });
+        if spans_states && (tid as u64) < nn {
+            // SAFETY: the entry's last n f32.
+            unsafe { store_if(final_state, at + nn * nn + tid as u64, decays) };
         }
         // The next item restages the bonus only after every thread has used this one.
         sync_threads();

@@ -614,14 +614,13 @@ fn wkv6(s: &SeqNode, layout: Wkv6Layout, sofie: bool) -> Lowered {
     let &[changes, starts] = s.scratch else {
         return Err(format!("a WKV in {spans} spans needs two scratch buffers"));
     };
-    let kernel = |kernel, p: &Wkv6Params, shape, args| s.launch(kernel, p, shape, args);
     let v = Arg::Value;
     let [state_in, state_out, fin] = state;
     p.mode = WKV_SPAN_STATES;
     let mut first = operands.clone();
     first.extend([Arg::Null, Arg::Null, Arg::Output(changes), Arg::Null]);
-    let states = kernel(wkv, &p, shape, first);
-    let pass = kernel(
+    let states = s.launch(wkv, &p, shape, first);
+    let pass = s.launch(
         KernelId::Wkv6PassF32,
         &p,
         s.threads_shape((b * h * n as usize * n as usize) as u64),
@@ -630,7 +629,7 @@ fn wkv6(s: &SeqNode, layout: Wkv6Layout, sofie: bool) -> Lowered {
     p.mode = WKV_SPAN_OUTPUTS;
     let mut last = operands;
     last.extend([v(starts), Arg::Null, Arg::Null, v(s.out)]);
-    Ok(vec![states, pass, kernel(wkv, &p, shape, last)])
+    Ok(vec![states, pass, s.launch(wkv, &p, shape, last)])
 }
 
 /// Fewest steps in a span of a WKV run in spans: the chain of spans (`wkv6_pass_f32`) is
