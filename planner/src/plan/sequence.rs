@@ -37,6 +37,11 @@ use crate::graph::{Graph, NodeId, ValueId};
 use crate::op::{CausalConvWithState, ConvActivation, Op, SelectiveScan, SsdScan, Wkv6Layout};
 use crate::tensor_info::DType;
 
+use ssd::ssd_scan;
+pub(super) use ssd::ssd_scratch;
+use wkv::wkv6;
+pub(super) use wkv::wkv6_scratch;
+
 type Lowered = Result<Vec<Step>, String>;
 
 /// The state dims of a sequence node (its final-state shape), `None` for any other op.
@@ -356,169 +361,9 @@ fn selective_scan(s: &SeqNode, attrs: Option<&SelectiveScan>) -> Lowered {
     Ok(s.step(KernelId::SelectiveScanF32, &p, s.scan_shape((b * d) as u64, lanes), operands, state))
 }
 
-/// `SSDScan`: inputs x, dt, A, Bm, Cm, D?, z?, dt_bias?, initial_state?.
-fn ssd_scan(s: &SeqNode, attrs: &SsdScan) -> Lowered {
-    let (x, xd) = s.input(0, "x")?;
-    let &[b, l, h, pd] = xd.as_slice() else {
-        return Err(format!("x has shape {xd:?}, expected (B, L, H, P)"));
-    };
-    let (dt, _) = s.input(1, "dt")?;
-    let (a, _) = s.input(2, "A")?;
-    let (bm, bd) = s.input(3, "Bm")?;
-    let (cm, _) = s.input(4, "Cm")?;
-    let &[_, _, groups, n] = bd.as_slice() else {
-        return Err(format!("Bm has shape {bd:?}, expected (B, L, G, N)"));
-    };
-    let n = state_limit(n)?;
-    if groups == 0 || h % groups != 0 {
-        return Err(format!("{groups} groups of B and C do not divide {h} heads"));
-    }
-    let (dskip, d_per_channel) = match s.ins.get(5).copied().flatten() {
-        None => (Arg::Null, false),
-        Some(v) => match s.dims_of(v, &[])? {
-            dd if dd == [h] => (Arg::Value(v), false),
-            dd if dd == [h * pd] => (Arg::Value(v), true),
-            dd => return Err(format!("D has shape {dd:?}, expected ({h}) or ({})", h * pd)),
-        },
-    };
-    let z = s.optional(6, "z", &xd)?;
-    let bias = s.optional(7, "dt_bias", &[h])?;
-    let state = s.state_args(Some(8))?;
-    let lanes = scan_lanes(n);
-    let scan = SsdScanParams {
-        batch: u32_of(b, "B")?,
-        len: u32_of(l, "L")?,
-        heads: u32_of(h, "H")?,
-        head_dim: u32_of(pd, "P")?,
-        groups: u32_of(groups, "G")?,
-        state: n,
-        lanes,
-        d_per_channel: d_per_channel as u32,
-        dt_softplus: attrs.dt_softplus as u32,
-        dt_min: attrs.dt_min.unwrap_or(f32::NEG_INFINITY),
-        dt_max: attrs.dt_max.unwrap_or(f32::INFINITY),
-        _pad: 0,
-        rows: SsdRows {
-            x: s.rows(0, h * pd)?,
-            dt: s.rows(1, h)?,
-            bm: s.rows(3, groups * n as usize)?,
-            cm: s.rows(4, groups * n as usize)?,
-            z: s.rows(6, h * pd)?,
-        },
-    };
-    let operands = [x, dt, a, bm, cm].into_iter().map(Arg::Value).chain([dskip, z, bias.clone()]).collect();
-    if l < SSD_CHUNK as usize || n > SSD_CHUNK_MAX_STATE {
-        // Short sequences (decode steps) and the largest states: the recurrent form.
-        return Ok(s.step(
-            KernelId::SsdScanF32,
-            &scan,
-            s.scan_shape((b * h * pd) as u64, lanes),
-            operands,
-            state,
-        ));
-    }
-    let Chunked { p_tile, items, span, spans } = ssd_chunked(b, l, h, pd, n, s.o);
-    let state_pad = ssd_chunk_state_pad(n);
-    let p = SsdChunkParams { scan, p_tile, state_pad, vector: (n % 4 == 0) as u32, span };
-    let shape = (
-        capped_grid(s.o.sm_count, items * spans),
-        [SSD_CHUNK_THREADS, 1, 1],
-        SsdChunkLayout::new(state_pad, p_tile).bytes(),
-    );
-    if spans == 1 {
-        return Ok(s.step(KernelId::SsdChunkF32, &p, shape, operands, state));
-    }
-    // Spans in parallel: each span's state change from zero, the spans' first states chained,
-    // then every span from its own (the pass writes the final state).
-    let &[deltas, decays, starts] = s.scratch else {
-        return Err(format!("a scan in {spans} spans needs three scratch buffers"));
-    };
-    let kernel = |kernel, shape, args| s.launch(kernel, &p, shape, args);
-    let v = Arg::Value;
-    let states = vec![v(x), v(dt), v(a), v(bm), bias, v(deltas), v(decays)];
-    let [state_in, state_out, fin] = state;
-    let mut full = operands;
-    full.extend([v(starts), Arg::Null, Arg::Null, v(s.out)]);
-    Ok(vec![
-        kernel(KernelId::SsdChunkStatesF32, shape, states),
-        kernel(
-            KernelId::SsdChunkPassF32,
-            s.threads_shape((b * h * pd) as u64 * n as u64),
-            vec![v(deltas), v(decays), state_in, state_out, fin, v(starts)],
-        ),
-        kernel(KernelId::SsdChunkF32, shape, full),
-    ])
-}
-
-/// How a chunked `SSDScan` runs: shared by the lowering and its scratch.
-struct Chunked {
-    /// `SsdChunkParams::p_tile`.
-    p_tile: u32,
-    /// Its `(b, h, tile)` blocks.
-    items: u64,
-    /// `SsdChunkParams::span`.
-    span: u32,
-    /// Spans of the sequence (1: the whole scan in one launch).
-    spans: u64,
-}
-
-/// [`Chunked`] for `b` sequences of `l` steps, `h` heads of `pd` channels, state `n`.
-fn ssd_chunked(b: usize, l: usize, h: usize, pd: usize, n: u32, o: &PlanOptions) -> Chunked {
-    let p_tile = ssd_chunk_tile(b * h, pd, ssd_chunk_state_pad(n), o.sm_count);
-    let items = (b * h * pd.div_ceil(p_tile as usize)) as u64;
-    let chunks = l.div_ceil(SSD_CHUNK as usize) as u64;
-    let span = if o.ssd_spans { ssd_chunk_span(items, chunks, o.sm_count) } else { chunks.max(1) as u32 };
-    Chunked { p_tile, items, span, spans: ssd_chunk_spans(chunks, span) }
-}
-
 /// A scratch buffer of node `label`: `elems` f32, named `label/what`.
 fn f32_scratch(label: &str, what: &str, elems: usize) -> PlannedValue {
     PlannedValue { name: format!("{label}/{what}"), dtype: DType::F32, dims: Some(vec![elems]) }
-}
-
-/// Scratch of an `SSDScan` that runs in several spans: the spans' state changes, their decays and
-/// their first states (`[spans, B, H, P, N]`, `[spans, B, H]`, `[spans, B, H, P, N]` f32); none
-/// for one span or the recurrent form.
-pub(super) fn ssd_scratch(
-    g: &Graph,
-    id: NodeId,
-    values: &[PlannedValue],
-    o: &PlanOptions,
-) -> Vec<PlannedValue> {
-    let n = &g.nodes[id.index()];
-    let dims = |slot| operand_dims(&n.op, &n.inputs, values, slot).ok();
-    let (Some(&[b, l, h, pd]), Some(&[_, _, _, state])) = (dims(0).as_deref(), dims(3).as_deref()) else {
-        return Vec::new();
-    };
-    if l < SSD_CHUNK as usize || state > SSD_CHUNK_MAX_STATE as usize || state == 0 {
-        return Vec::new();
-    }
-    let spans = ssd_chunked(b, l, h, pd, state as u32, o).spans as usize;
-    if spans <= 1 {
-        return Vec::new();
-    }
-    let label = g.node_label(id);
-    let value = |what: &str, elems: usize| f32_scratch(&label, what, elems);
-    let states = spans * b * h * pd * state;
-    vec![value("span-deltas", states), value("span-decays", spans * b * h), value("span-starts", states)]
-}
-
-/// Head channels a block of `ssd_chunk_f32` owns, for `heads` `(b, h)` pairs of `head_dim`
-/// channels: the smallest tile (`SSD_CHUNK_MIN_TILE`) unless a larger one still gives every multiprocessor a block;
-/// then the largest such, within `SSD_CHUNK_MAX_TILE` and the head. Each block computes its
-/// chunk's `C Bᵀ` whatever its tile, so small tiles spread a short batch over the device and
-/// large tiles save that work where blocks are plenty.
-fn ssd_chunk_tile(heads: usize, head_dim: usize, state_pad: u32, sm_count: u32) -> u32 {
-    let blocks = |tile: u32| heads * head_dim.div_ceil(tile as usize);
-    let mut tile = SSD_CHUNK_MIN_TILE;
-    while tile < 8 * SSD_CHUNK_MIN_TILE
-        && 2 * tile * state_pad <= SSD_CHUNK_MAX_TILE
-        && (tile as usize) < head_dim
-        && blocks(2 * tile) >= sm_count as usize
-    {
-        tile *= 2;
-    }
-    tile
 }
 
 /// The first-order linear scans `rglru_f32` computes.
@@ -570,123 +415,6 @@ fn rglru(s: &SeqNode, kind: LinearScanKind) -> Lowered {
     Ok(s.step(KernelId::RglruF32, &p, shape, operands, state))
 }
 
-/// SOFIE `RWKV_WKV6` (`sofie`: `[B,H,T,N]`, bonus `exp(u)`, no state input) or `WKV6` (r, k, v, w,
-/// u, initial_state?).
-fn wkv6(s: &SeqNode, layout: Wkv6Layout, sofie: bool) -> Lowered {
-    let (r, rd) = s.input(0, "r")?;
-    let (b, t, h, n) = match (rd.as_slice(), layout) {
-        (&[b, t, h, n], Wkv6Layout::Bthn) | (&[b, h, t, n], Wkv6Layout::Bhtn) => (b, t, h, n),
-        _ => return Err(format!("r has shape {rd:?}, expected 4-D")),
-    };
-    if n == 0 || n > WKV_MAX_HEAD as usize {
-        return Err(format!("head size N = {n}; the direct WKV kernel takes 1..={WKV_MAX_HEAD}"));
-    }
-    let n = n as u32;
-    let (k, _) = s.input(1, "k")?;
-    let (v, _) = s.input(2, "v")?;
-    let (w, _) = s.input(3, "w")?;
-    let (u, _) = s.input(4, "u")?;
-    let state = s.state_args((!sofie).then_some(5))?;
-    let len = u32_of(t, "T")?;
-    let span = wkv_span(b, h, len, s.o);
-    let mut p = Wkv6Params {
-        batch: u32_of(b, "B")?,
-        len,
-        heads: u32_of(h, "H")?,
-        head: n,
-        layout_bhtn: (layout == Wkv6Layout::Bhtn) as u32,
-        exp_bonus: sofie as u32,
-        chunks: wkv_chunks(n),
-        span,
-        mode: WKV_WHOLE,
-        _pad: 0,
-    };
-    let spans = wkv_spans(len, span) as u64;
-    let shape =
-        (capped_grid(s.o.sm_count, (b * h) as u64 * spans), [wkv_threads(n), 1, 1], wkv_shared_bytes(n));
-    let operands: Vec<Arg> = [r, k, v, w, u].into_iter().map(Arg::Value).collect();
-    let wkv = if n <= WKV_SMALL_HEAD { KernelId::Wkv6F32 } else { KernelId::Wkv6WideF32 };
-    if spans == 1 {
-        return Ok(s.step(wkv, &p, shape, operands, state));
-    }
-    // Spans in parallel: each span's state change from zero, the spans' first states chained,
-    // then every span from its own (the pass writes the final state).
-    let &[changes, starts] = s.scratch else {
-        return Err(format!("a WKV in {spans} spans needs two scratch buffers"));
-    };
-    let v = Arg::Value;
-    let [state_in, state_out, fin] = state;
-    p.mode = WKV_SPAN_STATES;
-    let mut first = operands.clone();
-    first.extend([Arg::Null, Arg::Null, Arg::Output(changes), Arg::Null]);
-    let states = s.launch(wkv, &p, shape, first);
-    let pass = s.launch(
-        KernelId::Wkv6PassF32,
-        &p,
-        s.threads_shape((b * h * n as usize * n as usize) as u64),
-        vec![v(changes), state_in, state_out, fin, v(starts)],
-    );
-    p.mode = WKV_SPAN_OUTPUTS;
-    let mut last = operands;
-    last.extend([v(starts), Arg::Null, Arg::Null, v(s.out)]);
-    Ok(vec![states, pass, s.launch(wkv, &p, shape, last)])
-}
-
-/// Fewest steps in a span of a WKV run in spans: the chain of spans (`wkv6_pass_f32`) is
-/// sequential too, so spans much shorter than their number only move the wait there.
-pub const WKV_MIN_SPAN: u32 = 32;
-
-/// Steps per span of a WKV6 of `b` sequences of `len` steps over `h` heads (0: one span, the whole
-/// sequence in one launch): where its `(b, head)` blocks leave multiprocessors idle and the
-/// option allows, spans enough for about four blocks a multiprocessor, at least [`WKV_MIN_SPAN`]
-/// steps each.
-fn wkv_span(b: usize, h: usize, len: u32, o: &PlanOptions) -> u32 {
-    let blocks = (b * h).max(1) as u64;
-    let sms = o.sm_count.max(1) as u64;
-    if !o.wkv_spans || blocks >= sms || len < 2 * WKV_MIN_SPAN {
-        return 0;
-    }
-    let want = (4 * sms).div_ceil(blocks);
-    let span = (len as u64).div_ceil(want).max(WKV_MIN_SPAN as u64) as u32;
-    if wkv_spans(len, span) <= 1 { 0 } else { span }
-}
-
-/// Scratch of a WKV6 that runs in several spans: the spans' state changes with their decays, and
-/// their first states (`[B, H, spans, N² + N]`, `[B, H, spans, N, N]` f32); none for one span.
-pub(super) fn wkv6_scratch(
-    g: &Graph,
-    id: NodeId,
-    values: &[PlannedValue],
-    o: &PlanOptions,
-) -> Vec<PlannedValue> {
-    let n = &g.nodes[id.index()];
-    let layout = match &n.op {
-        Op::Wkv6(a) => a.layout,
-        Op::RwkvWkv6 => Wkv6Layout::Bhtn,
-        _ => return Vec::new(),
-    };
-    let Ok(dims) = operand_dims(&n.op, &n.inputs, values, 0) else { return Vec::new() };
-    let (b, t, h, head) = match (dims.as_slice(), layout) {
-        (&[b, t, h, n], Wkv6Layout::Bthn) | (&[b, h, t, n], Wkv6Layout::Bhtn) => (b, t, h, n),
-        _ => return Vec::new(),
-    };
-    let (Ok(len), Ok(head)) = (u32::try_from(t), u32::try_from(head)) else { return Vec::new() };
-    if head == 0 || head > WKV_MAX_HEAD {
-        return Vec::new();
-    }
-    let spans = wkv_spans(len, wkv_span(b, h, len, o)) as usize;
-    if spans <= 1 {
-        return Vec::new();
-    }
-    let label = g.node_label(id);
-    let value = |what: &str, elems: usize| f32_scratch(&label, what, elems);
-    let entries = b * h * spans;
-    vec![
-        value("span-changes", entries * wkv_span_stride(head) as usize),
-        value("span-starts", entries * (head * head) as usize),
-    ]
-}
-
 /// `CausalConvWithState`: x, weight, bias?, initial_state?; channels-first on `causal_conv_f32`
 /// (a block per channel), channels-last on `causal_conv_rows_f32` (a thread per channel and run of
 /// steps, x through its row view).
@@ -720,6 +448,9 @@ fn causal_conv(s: &SeqNode, attrs: &CausalConvWithState) -> Lowered {
     let shape = (capped_grid(s.o.sm_count, (b * d) as u64), [block, 1, 1], 0);
     Ok(s.step(KernelId::CausalConvF32, &p, shape, operands, state))
 }
+
+mod ssd;
+mod wkv;
 
 #[cfg(test)]
 #[path = "sequence_tests.rs"]
