@@ -122,7 +122,7 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
 
 /// The body of the tensor-core attention entries, `TILES` n8 tiles of the output per lane (value
 /// heads up to `8 TILES`); `SMALL`: heads up to 16, whose scores take the head's k8 steps from Q
-/// fragments loaded once (`small::scores`) instead of `gemm_tc`'s 32-wide rounds.
+/// fragments loaded once and K's a group ahead (`small::keys`, `small::scores`) instead of `gemm_tc`'s 32-wide rounds.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn attention_tc<const TILES: usize, const SMALL: bool>(
@@ -181,8 +181,21 @@ pub(crate) unsafe fn attention_tc<const TILES: usize, const SMALL: bool>(
     let mut o = [[0.0f32; 4]; TILES];
     let kv_end = key_end(p, row0.saturating_add(ATTN_TC_ROWS - 1).min(p.q_len - 1));
     let mut k0 = warp * 32;
+    // The small kernel's K fragments, a group ahead: the next group's loads fly while this one
+    // multiplies.
+    let mut next_keys = small::KeyFragments::default();
+    if SMALL && k0 < kv_end {
+        let grp = Group { b, h, hk, g, t, rows: [row(0), row(1)], k0 };
+        // SAFETY: keys clamped below kv_len, columns below dk: inside K's view.
+        next_keys = unsafe { small::keys(p, k, &grp, k0) };
+    }
     while k0 < kv_end {
         let grp = Group { b, h, hk, g, t, rows: [row(0), row(1)], k0 };
+        let keys = next_keys;
+        if SMALL && k0 + ATTN_TC_WARPS * 32 < kv_end {
+            // SAFETY: as above.
+            next_keys = unsafe { small::keys(p, k, &grp, k0 + ATTN_TC_WARPS * 32) };
+        }
         for (j, base) in ops.b_base.iter_mut().enumerate() {
             *base = at(&p.k, b, hk, (k0 + 8 * j as u32 + g).min(last_key) as u64, 0);
         }
@@ -191,8 +204,7 @@ pub(crate) unsafe fn attention_tc<const TILES: usize, const SMALL: bool>(
         // The 16 x 32 scores Q Kᵀ.
         let mut s = [[0.0f32; 4]; NT];
         if SMALL {
-            // SAFETY: keys clamped below kv_len, columns below dk: inside K's view.
-            s = unsafe { small::scores(p, k, &grp, &small_q) };
+            s = small::scores(p, &keys, &small_q);
         } else {
             let mut r = 0;
             // SAFETY: Q's rows and K's rows (keys clamped below kv_len) hold dk elements.
@@ -431,8 +443,9 @@ impl Group {
         let scale = scale_of(p);
         if let (true, Some(scale)) = (INLINE_SCALE, scale) {
             // A scale (the usual `1 / √d`) or nothing: every score in place, no staging array
-            // (a rolled loop over one would live in local memory).
-            let mut bad_rows = [false; 2];
+            // (a rolled loop over one would live in local memory); the rows' flags as two scalars
+            // (an array shared with the interpreter's path below went to local memory).
+            let (mut bad0, mut bad1) = (false, false);
             unroll!(J in [0, 1, 2, 3] {
                 unroll!(C in [0, 1, 2, 3] {
                     let (hh, kk) = (C / 2, self.key(J, C % 2));
@@ -442,14 +455,17 @@ impl Group {
                         if causal_masked(p, self.rows[hh], kk as u64) {
                             sc += f32::NEG_INFINITY;
                         }
-                        if sc.is_nan() || sc == f32::INFINITY {
-                            bad_rows[hh] = true;
+                        let bad = sc.is_nan() || sc == f32::INFINITY;
+                        if hh == 0 {
+                            bad0 |= bad;
+                        } else {
+                            bad1 |= bad;
                         }
                     }
                     s[J][C] = sc;
                 });
             });
-            return bad_rows;
+            return [bad0, bad1];
         }
         let (mut sf, mut xf) = ([0.0f32; 16], [0.0f32; 16]);
         unroll!(J in [0, 1, 2, 3] {
