@@ -226,7 +226,7 @@ pub(crate) unsafe fn attention_tc<const TILES: usize, const SMALL: bool>(
         // SAFETY: the kernel's contract.
         let vv = unsafe { grp.values::<TILES>(p, v) };
         // SAFETY: the kernel's contract.
-        let bad_rows = unsafe { grp.program::<SMALL>(p, &mut s, &x1s, x2, x3) };
+        let bad_rows = unsafe { grp.program(p, &mut s, &x1s, x2, x3) };
         bad[0] |= bad_rows[0];
         bad[1] |= bad_rows[1];
         let alpha = online_softmax(&mut s, &mut m, &mut l);
@@ -422,17 +422,15 @@ impl Group {
         vv
     }
 
-    /// The lane's 16 scores through the score program (with `INLINE_SCALE`, `x0 · imm`, a scale,
-    /// unrolled in place: the small-head kernel has the registers for it; any other program
-    /// through one copy of the interpreter, in a rolled loop, staged through a flat array), the
-    /// causal mask applied;
-    /// keys past kv_len score -inf. Returns whether each of the lane's rows met a NaN or +inf
-    /// score.
+    /// The lane's 16 scores through the score program (a scale, `x0 · imm` as the usual `1 / √d`,
+    /// or none: unrolled in place; any other program through one copy of the interpreter, in a
+    /// rolled loop, staged through a flat array), the causal mask applied; keys past kv_len score
+    /// -inf. Returns whether each of the lane's rows met a NaN or +inf score.
     ///
     /// # Safety
     /// The attention launch contract for the program's inputs 2 and 3.
     #[inline(always)]
-    pub(crate) unsafe fn program<const INLINE_SCALE: bool>(
+    pub(crate) unsafe fn program(
         &self,
         p: &AttentionParams,
         s: &mut [[f32; 4]; NT],
@@ -440,9 +438,8 @@ impl Group {
         x2: *const f32,
         x3: *const f32,
     ) -> [bool; 2] {
-        let scale = scale_of(p);
-        if let (true, Some(scale)) = (INLINE_SCALE, scale) {
-            // A scale (the usual `1 / √d`) or nothing: every score in place, no staging array
+        if let Some(scale) = scale_of(p) {
+            // Every score in place, no staging array
             // (a rolled loop over one would live in local memory); the rows' flags as two scalars
             // (an array shared with the interpreter's path below went to local memory).
             let (mut bad0, mut bad1) = (false, false);
@@ -481,25 +478,19 @@ impl Group {
             let mut sc = f32::NEG_INFINITY;
             if kk < p.kv_len {
                 let i = self.rows[hh as usize];
-                sc = match scale {
-                    Some(scale) => sf[idx as usize] * scale,
-                    None => {
-                        let mut st = EwState::default();
-                        (st.x0, st.x1) = (sf[idx as usize], xf[idx as usize]);
-                        let ex =
-                            |e: &AttnView| (at(e, self.b, self.h, i, 0) + kk as u64 * e.strides[3]) as usize;
-                        // SAFETY: (b, h, row, key) inside the extents: inside each used input.
-                        unsafe {
-                            if p.n_inputs > 2 {
-                                st.x2 = *x2.add(ex(&p.extra[1]));
-                            }
-                            if p.n_inputs > 3 {
-                                st.x3 = *x3.add(ex(&p.extra[2]));
-                            }
-                        }
-                        st.run_arith(&p.instrs, p.n_instr, p.out_reg)
+                let mut st = EwState::default();
+                (st.x0, st.x1) = (sf[idx as usize], xf[idx as usize]);
+                let ex = |e: &AttnView| (at(e, self.b, self.h, i, 0) + kk as u64 * e.strides[3]) as usize;
+                // SAFETY: (b, h, row, key) inside the extents: inside each used input.
+                unsafe {
+                    if p.n_inputs > 2 {
+                        st.x2 = *x2.add(ex(&p.extra[1]));
                     }
-                };
+                    if p.n_inputs > 3 {
+                        st.x3 = *x3.add(ex(&p.extra[2]));
+                    }
+                }
+                sc = st.run_arith(&p.instrs, p.n_instr, p.out_reg);
                 if causal_masked(p, i, kk as u64) {
                     sc += f32::NEG_INFINITY;
                 }
