@@ -111,6 +111,14 @@ fn main() {
                 String::from_utf8_lossy(&output.stderr)
             );
         }
+        // The device build's warnings (an unused import in a kernel module) would otherwise be
+        // dropped with its captured stderr: cargo shows them on every host build that reruns it.
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if stderr.contains("warning") {
+            for line in stderr.lines() {
+                println!("cargo:warning=[{} PTX] {line}", f.name);
+            }
+        }
         let ptx = target_dir.join("nvptx64-nvidia-cuda/release/kernels_gpu.ptx");
         let text = std::fs::read_to_string(&ptx).unwrap_or_else(|e| panic!("reading {}: {e}", ptx.display()));
         let dest = out_dir.join(format!("kernels-{}.ptx", f.name));

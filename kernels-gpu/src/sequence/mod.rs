@@ -20,12 +20,11 @@
 //! unrolled slots. Every global access is guarded by the sizes in the parameter struct.
 
 use crate::abi::{
-    RESET_BOOL, RESET_F32, RglruParams, RowView, SCAN_MAX_CHUNKS, SCAN_MAX_SLOTS, SelectiveScanParams,
-    SsdScanParams, WKV_ROWS,
+    RESET_BOOL, RESET_F32, RglruParams, SCAN_MAX_CHUNKS, SCAN_MAX_SLOTS, SsdScanParams, WKV_ROWS,
 };
 use crate::intrinsics::{
     WARP_SIZE, block_dim_x, block_idx_x, dynamic_shared_ptr, global_thread_x, grid_dim_x, grid_threads_x,
-    lane_id, shfl_idx_u32, shfl_xor_f32, sync_threads, thread_idx_x, trap,
+    lane_id, shfl_xor_f32, sync_threads, thread_idx_x, trap,
 };
 use crate::math;
 
@@ -171,6 +170,32 @@ unsafe fn fold_chunks(
     h_in
 }
 
+/// This thread's chunk of a window scanned from zero in registers (`x` becomes the local values,
+/// `a` the running products), then [`fold_chunks`] over the window's chunks: returns the chunk's
+/// carry-in. Block-collective, as [`fold_chunks`].
+///
+/// # Safety
+/// As [`fold_chunks`].
+#[inline(always)]
+unsafe fn scan_chunk(
+    shared: *mut f32,
+    chunks: u32,
+    chunk: u64,
+    lane: u64,
+    a: &mut [f32; SLOTS],
+    x: &mut [f32; SLOTS],
+    carry: &mut f32,
+) -> f32 {
+    unroll!(k in SLOTS => {
+        if k > 0 {
+            x[k] = math::fma(a[k], x[k - 1], x[k]);
+            a[k] *= a[k - 1];
+        }
+    });
+    // SAFETY: the caller's contract.
+    unsafe { fold_chunks(shared, chunks, chunk, lane, (a[SLOTS - 1], x[SLOTS - 1]), carry) }
+}
+
 /// The pointers of [`ssd_scan_f32`] a row reads and writes.
 struct SsdOperands {
     x: *const f32,
@@ -300,17 +325,8 @@ pub unsafe extern "ptx-kernel" fn rglru_f32(
                     };
                 }
             });
-            // Local scan from zero: bk becomes the local values, ak the running products.
-            unroll!(k in SLOTS => {
-                if k > 0 {
-                    bk[k] = math::fma(ak[k], bk[k - 1], bk[k]);
-                    ak[k] *= ak[k - 1];
-                }
-            });
             // SAFETY: the launch's shared memory (kernel contract).
-            let h_in = unsafe {
-                fold_chunks(shared, chunks, chunk, lane, (ak[SLOTS - 1], bk[SLOTS - 1]), &mut carry)
-            };
+            let h_in = unsafe { scan_chunk(shared, chunks, chunk, lane, &mut ak, &mut bk, &mut carry) };
             unroll!(k in SLOTS => {
                 let t = first + k as u64;
                 if active && t < len {

@@ -2,12 +2,11 @@
 //! state sizes up to 32, chunked over time (helpers and conventions: the parent module).
 
 use super::{
-    SLOTS, each_channel, fold_chunks, group_sum, group_sums, lanes_fit, load_or, quot, rem, store_if,
+    SLOTS, each_channel, group_sum, group_sums, lanes_fit, load_or, quot, rem, scan_chunk, store_if,
 };
 use crate::abi::{SCAN_MAX_CHUNKS, SelectiveScanParams};
 use crate::intrinsics::{
-    WARP_SIZE, block_dim_x, block_idx_x, dynamic_shared_ptr, grid_dim_x, lane_id, shfl_idx_u32, sync_threads,
-    thread_idx_x, trap,
+    WARP_SIZE, block_dim_x, block_idx_x, dynamic_shared_ptr, grid_dim_x, sync_threads, thread_idx_x, trap,
 };
 use crate::math;
 
@@ -228,17 +227,8 @@ pub unsafe extern "ptx-kernel" fn selective_scan_chunked_f32(
                     ck[k] = cv;
                 }
             });
-            // Local scan from zero: xk becomes the local values, ak the running products.
-            unroll!(k in SLOTS => {
-                if k > 0 {
-                    xk[k] = math::fma(ak[k], xk[k - 1], xk[k]);
-                    ak[k] *= ak[k - 1];
-                }
-            });
             // SAFETY: the launch's shared memory (kernel contract).
-            let h_in = unsafe {
-                fold_chunks(shared, chunks, chunk, lane, (ak[SLOTS - 1], xk[SLOTS - 1]), &mut carry)
-            };
+            let h_in = unsafe { scan_chunk(shared, chunks, chunk, lane, &mut ak, &mut xk, &mut carry) };
             // C h per step, summed over the group's lanes (inactive lanes add zeros).
             let mut acc = [0.0f32; SLOTS];
             unroll!(k in SLOTS => {

@@ -1,9 +1,9 @@
 //! The Mamba-2 SSD scan, recurrent form: a lane group per state row, sequential over time; the
 //! prefill's chunked form is `ssd_chunk.rs` (helpers and conventions: the parent module).
 
-use super::{SLOTS, SsdOperands, each_channel, group_sums, lanes_fit, load_or, quot, rem, ssd_dt, store_if};
+use super::{SsdOperands, each_channel, group_sums, lanes_fit, load_or, quot, rem, ssd_dt, store_if};
 use crate::abi::{RowView, SsdScanParams};
-use crate::intrinsics::{lane_id, shfl_idx_u32, shfl_xor_f32};
+use crate::intrinsics::{lane_id, shfl_idx_u32};
 use crate::math;
 
 /// Mamba-2 SSD scan, recurrent form (`Mamba2.step`): per `(b, head h)` and step t, with group
