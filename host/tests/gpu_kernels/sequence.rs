@@ -5,6 +5,7 @@
 
 use host::selftest::Rng;
 use host::{HostTensor, Session, SessionOptions};
+use kernels_gpu::abi::{SELECTIVE_CHUNKED_MAX_STATE, WKV_SMALL_HEAD};
 use planner::op::{self, Op};
 use planner::{DType, Dim, Graph};
 
@@ -131,7 +132,11 @@ pub const LENS: [usize; 4] = [1, 7, 64, 300];
 /// The selective scan's kernel for `len` steps of state size `n`: chunked over time where the
 /// session's option allows it.
 fn selective_kernel(chunked: bool, len: usize, n: usize) -> &'static str {
-    if chunked && len > 1 && n <= 32 { "selective_scan_chunked_f32" } else { "selective_scan_f32" }
+    if chunked && len > 1 && n <= SELECTIVE_CHUNKED_MAX_STATE as usize {
+        "selective_scan_chunked_f32"
+    } else {
+        "selective_scan_f32"
+    }
 }
 
 #[test]
@@ -331,12 +336,9 @@ fn wkv6_matches_the_reference() {
                     uniform("s0", &[b, h, n, n], -1.0, 1.0).filter(|_| len != 64),
                 ];
                 let layout = if bhtn { op::Wkv6Layout::Bhtn } else { op::Wkv6Layout::Bthn };
-                let kernel = match (spans && len >= 64, n > 64) {
-                    (true, true) => "wkv6_wide_f32+wkv6_pass_f32",
-                    (true, false) => "wkv6_f32+wkv6_pass_f32",
-                    (false, true) => "wkv6_wide_f32",
-                    (false, false) => "wkv6_f32",
-                };
+                let wkv = if n > WKV_SMALL_HEAD as usize { "wkv6_wide_f32" } else { "wkv6_f32" };
+                let kernel =
+                    if spans && len >= 64 { format!("{wkv}+wkv6_pass_f32") } else { wkv.to_string() };
                 let what = format!("WKV6 B={b} H={h} N={n} L={len} bhtn={bhtn} spans={spans}");
                 check_with(
                     options,
@@ -346,11 +348,11 @@ fn wkv6_matches_the_reference() {
                     &operands,
                     2,
                     len,
-                    kernel,
+                    &kernel,
                 );
                 if bhtn {
                     let what = format!("RWKV_WKV6 B={b} H={h} N={n} L={len} spans={spans}");
-                    check_with(options, &what, &mut rng, Op::RwkvWkv6, &operands[..5], 1, len, kernel);
+                    check_with(options, &what, &mut rng, Op::RwkvWkv6, &operands[..5], 1, len, &kernel);
                 }
             }
         }

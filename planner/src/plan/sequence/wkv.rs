@@ -7,10 +7,7 @@ use super::*;
 /// u, initial_state?).
 pub(super) fn wkv6(s: &SeqNode, layout: Wkv6Layout, sofie: bool) -> Lowered {
     let (r, rd) = s.input(0, "r")?;
-    let (b, t, h, n) = match (rd.as_slice(), layout) {
-        (&[b, t, h, n], Wkv6Layout::Bthn) | (&[b, h, t, n], Wkv6Layout::Bhtn) => (b, t, h, n),
-        _ => return Err(format!("r has shape {rd:?}, expected 4-D")),
-    };
+    let (b, t, h, n) = bthn(&rd, layout).ok_or_else(|| format!("r has shape {rd:?}, expected 4-D"))?;
     if n == 0 || n > WKV_MAX_HEAD as usize {
         return Err(format!("head size N = {n}; the direct WKV kernel takes 1..={WKV_MAX_HEAD}"));
     }
@@ -65,6 +62,14 @@ pub(super) fn wkv6(s: &SeqNode, layout: Wkv6Layout, sofie: bool) -> Lowered {
     Ok(vec![states, pass, s.launch(wkv, &p, shape, last)])
 }
 
+/// `(B, T, H, N)` of r's dims in `layout` (`None` unless 4-D).
+fn bthn(dims: &[usize], layout: Wkv6Layout) -> Option<(usize, usize, usize, usize)> {
+    match (dims, layout) {
+        (&[b, t, h, n], Wkv6Layout::Bthn) | (&[b, h, t, n], Wkv6Layout::Bhtn) => Some((b, t, h, n)),
+        _ => None,
+    }
+}
+
 /// Fewest steps in a span of a WKV run in spans: the chain of spans (`wkv6_pass_f32`) is
 /// sequential too, so spans much shorter than their number only move the wait there.
 const WKV_MIN_SPAN: u32 = 32;
@@ -99,10 +104,7 @@ pub(in crate::plan) fn wkv6_scratch(
         _ => return Vec::new(),
     };
     let Ok(dims) = operand_dims(&n.op, &n.inputs, values, 0) else { return Vec::new() };
-    let (b, t, h, head) = match (dims.as_slice(), layout) {
-        (&[b, t, h, n], Wkv6Layout::Bthn) | (&[b, h, t, n], Wkv6Layout::Bhtn) => (b, t, h, n),
-        _ => return Vec::new(),
-    };
+    let Some((b, t, h, head)) = bthn(&dims, layout) else { return Vec::new() };
     let (Ok(len), Ok(head)) = (u32::try_from(t), u32::try_from(head)) else { return Vec::new() };
     if head == 0 || head > WKV_MAX_HEAD {
         return Vec::new();
