@@ -27,8 +27,8 @@ use crate::abi::{
 use crate::attention::{at, block_rows, causal_masked, key_end};
 use crate::gemm_tc::{NT, Norm, Operands, load, multiply, split};
 use crate::intrinsics::{
-    block_dim_x, dynamic_shared_ptr, fma_rn, lane_id, mma_m16n8k8_tf32_f32, shfl_xor_f32, sync_threads,
-    thread_idx_x,
+    block_dim_x, dynamic_shared_ptr, ex2_approx_ftz, fma_rn, lane_id, mma_m16n8k8_tf32_f32, shfl_xor_f32,
+    sync_threads, thread_idx_x,
 };
 use crate::math;
 use crate::program::EwState;
@@ -122,7 +122,7 @@ pub unsafe extern "ptx-kernel" fn attention_tc_f32(
 
 /// The body of the tensor-core attention entries, `TILES` n8 tiles of the output per lane (value
 /// heads up to `8 TILES`); `SMALL`: heads up to 16, whose scores take the head's k8 steps from Q
-/// fragments loaded once (`small::scores`) instead of `gemm_tc`'s 32-wide rounds.
+/// fragments loaded once and K's a group ahead (`small::keys`, `small::scores`) instead of `gemm_tc`'s 32-wide rounds.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn attention_tc<const TILES: usize, const SMALL: bool>(
@@ -181,8 +181,21 @@ pub(crate) unsafe fn attention_tc<const TILES: usize, const SMALL: bool>(
     let mut o = [[0.0f32; 4]; TILES];
     let kv_end = key_end(p, row0.saturating_add(ATTN_TC_ROWS - 1).min(p.q_len - 1));
     let mut k0 = warp * 32;
+    // The small kernel's K fragments, a group ahead: the next group's loads fly while this one
+    // multiplies.
+    let mut next_keys = small::KeyFragments::default();
+    if SMALL && k0 < kv_end {
+        let grp = Group { b, h, hk, g, t, rows: [row(0), row(1)], k0 };
+        // SAFETY: keys clamped below kv_len, columns below dk: inside K's view.
+        next_keys = unsafe { small::keys(p, k, &grp, k0) };
+    }
     while k0 < kv_end {
         let grp = Group { b, h, hk, g, t, rows: [row(0), row(1)], k0 };
+        let keys = next_keys;
+        if SMALL && k0 + ATTN_TC_WARPS * 32 < kv_end {
+            // SAFETY: as above.
+            next_keys = unsafe { small::keys(p, k, &grp, k0 + ATTN_TC_WARPS * 32) };
+        }
         for (j, base) in ops.b_base.iter_mut().enumerate() {
             *base = at(&p.k, b, hk, (k0 + 8 * j as u32 + g).min(last_key) as u64, 0);
         }
@@ -191,8 +204,7 @@ pub(crate) unsafe fn attention_tc<const TILES: usize, const SMALL: bool>(
         // The 16 x 32 scores Q Kᵀ.
         let mut s = [[0.0f32; 4]; NT];
         if SMALL {
-            // SAFETY: keys clamped below kv_len, columns below dk: inside K's view.
-            s = unsafe { small::scores(p, k, &grp, &small_q) };
+            s = small::scores(p, &keys, &small_q);
         } else {
             let mut r = 0;
             // SAFETY: Q's rows and K's rows (keys clamped below kv_len) hold dk elements.
@@ -214,7 +226,7 @@ pub(crate) unsafe fn attention_tc<const TILES: usize, const SMALL: bool>(
         // SAFETY: the kernel's contract.
         let vv = unsafe { grp.values::<TILES>(p, v) };
         // SAFETY: the kernel's contract.
-        let bad_rows = unsafe { grp.program::<SMALL>(p, &mut s, &x1s, x2, x3) };
+        let bad_rows = unsafe { grp.program(p, &mut s, &x1s, x2, x3) };
         bad[0] |= bad_rows[0];
         bad[1] |= bad_rows[1];
         let alpha = online_softmax(&mut s, &mut m, &mut l);
@@ -410,17 +422,15 @@ impl Group {
         vv
     }
 
-    /// The lane's 16 scores through the score program (with `INLINE_SCALE`, `x0 · imm`, a scale,
-    /// unrolled in place: the small-head kernel has the registers for it; any other program
-    /// through one copy of the interpreter, in a rolled loop, staged through a flat array), the
-    /// causal mask applied;
-    /// keys past kv_len score -inf. Returns whether each of the lane's rows met a NaN or +inf
-    /// score.
+    /// The lane's 16 scores through the score program (a scale, `x0 · imm` as the usual `1 / √d`,
+    /// or none: unrolled in place; any other program through one copy of the interpreter, in a
+    /// rolled loop, staged through a flat array), the causal mask applied; keys past kv_len score
+    /// -inf. Returns whether each of the lane's rows met a NaN or +inf score.
     ///
     /// # Safety
     /// The attention launch contract for the program's inputs 2 and 3.
     #[inline(always)]
-    pub(crate) unsafe fn program<const INLINE_SCALE: bool>(
+    pub(crate) unsafe fn program(
         &self,
         p: &AttentionParams,
         s: &mut [[f32; 4]; NT],
@@ -428,11 +438,11 @@ impl Group {
         x2: *const f32,
         x3: *const f32,
     ) -> [bool; 2] {
-        let scale = scale_of(p);
-        if let (true, Some(scale)) = (INLINE_SCALE, scale) {
-            // A scale (the usual `1 / √d`) or nothing: every score in place, no staging array
-            // (a rolled loop over one would live in local memory).
-            let mut bad_rows = [false; 2];
+        if let Some(scale) = scale_of(p) {
+            // Every score in place, no staging array
+            // (a rolled loop over one would live in local memory); the rows' flags as two scalars
+            // (an array shared with the interpreter's path below went to local memory).
+            let (mut bad0, mut bad1) = (false, false);
             unroll!(J in [0, 1, 2, 3] {
                 unroll!(C in [0, 1, 2, 3] {
                     let (hh, kk) = (C / 2, self.key(J, C % 2));
@@ -442,14 +452,17 @@ impl Group {
                         if causal_masked(p, self.rows[hh], kk as u64) {
                             sc += f32::NEG_INFINITY;
                         }
-                        if sc.is_nan() || sc == f32::INFINITY {
-                            bad_rows[hh] = true;
+                        let bad = sc.is_nan() || sc == f32::INFINITY;
+                        if hh == 0 {
+                            bad0 |= bad;
+                        } else {
+                            bad1 |= bad;
                         }
                     }
                     s[J][C] = sc;
                 });
             });
-            return bad_rows;
+            return [bad0, bad1];
         }
         let (mut sf, mut xf) = ([0.0f32; 16], [0.0f32; 16]);
         unroll!(J in [0, 1, 2, 3] {
@@ -465,25 +478,19 @@ impl Group {
             let mut sc = f32::NEG_INFINITY;
             if kk < p.kv_len {
                 let i = self.rows[hh as usize];
-                sc = match scale {
-                    Some(scale) => sf[idx as usize] * scale,
-                    None => {
-                        let mut st = EwState::default();
-                        (st.x0, st.x1) = (sf[idx as usize], xf[idx as usize]);
-                        let ex =
-                            |e: &AttnView| (at(e, self.b, self.h, i, 0) + kk as u64 * e.strides[3]) as usize;
-                        // SAFETY: (b, h, row, key) inside the extents: inside each used input.
-                        unsafe {
-                            if p.n_inputs > 2 {
-                                st.x2 = *x2.add(ex(&p.extra[1]));
-                            }
-                            if p.n_inputs > 3 {
-                                st.x3 = *x3.add(ex(&p.extra[2]));
-                            }
-                        }
-                        st.run_arith(&p.instrs, p.n_instr, p.out_reg)
+                let mut st = EwState::default();
+                (st.x0, st.x1) = (sf[idx as usize], xf[idx as usize]);
+                let ex = |e: &AttnView| (at(e, self.b, self.h, i, 0) + kk as u64 * e.strides[3]) as usize;
+                // SAFETY: (b, h, row, key) inside the extents: inside each used input.
+                unsafe {
+                    if p.n_inputs > 2 {
+                        st.x2 = *x2.add(ex(&p.extra[1]));
                     }
-                };
+                    if p.n_inputs > 3 {
+                        st.x3 = *x3.add(ex(&p.extra[2]));
+                    }
+                }
+                sc = st.run_arith(&p.instrs, p.n_instr, p.out_reg);
                 if causal_masked(p, i, kk as u64) {
                     sc += f32::NEG_INFINITY;
                 }
@@ -521,6 +528,16 @@ fn scale_of(p: &AttentionParams) -> Option<f32> {
     }
 }
 
+/// `e^x` for the online softmax's weights and rescales (`x <= 0` or -inf: a score less its row's
+/// running maximum): `2^(x log2 e)` on the special-function unit, two instructions where
+/// `math::exp` takes about twenty. Error: 2 ulp (the instruction), plus the rounding of
+/// `x log2 e`, which moves a weight `e^x` by at most `|x| e^x 2^-24` (below 2.5e-8 for every x);
+/// so no weight is off by more than about 3e-7 of the row's largest (1).
+#[inline(always)]
+fn weight(x: f32) -> f32 {
+    ex2_approx_ftz(x * core::f32::consts::LOG2_E)
+}
+
 /// The online softmax of one 16 x 32 score tile per row (`s` becomes the probabilities
 /// `exp(s - m)`; the row's four lanes agree on the maximum and sum): updates each row's running
 /// maximum `m` and sum `l`, and returns the factor the row's earlier outputs are rescaled by.
@@ -544,12 +561,12 @@ pub(crate) fn online_softmax(s: &mut [[f32; 4]; NT], m: &mut [f32; 2], l: &mut [
         unroll!(J in [0, 1, 2, 3] {
             unroll!(E in [0, 1] {
                 let x = s[J][2 * H + E];
-                let pr = if live && !x.is_nan() { math::exp(x - m_new) } else { 0.0 };
+                let pr = if live && !x.is_nan() { weight(x - m_new) } else { 0.0 };
                 s[J][2 * H + E] = pr;
                 sum += pr;
             });
         });
-        alpha[H] = if live { math::exp(m[H] - m_new) } else { 1.0 };
+        alpha[H] = if live { weight(m[H] - m_new) } else { 1.0 };
         l[H] = l[H] * alpha[H] + quad_sum(sum);
         m[H] = m_new;
     });

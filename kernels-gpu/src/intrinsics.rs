@@ -599,6 +599,19 @@ pub fn mma_m16n8k16_bf16_f32(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] 
     [d0, d1, d2, d3]
 }
 
+/// `ex2.approx.ftz.f32`: `2^x` on the special-function unit, within 2 ulp (the CUDA guide's bound
+/// for `exp2f`, which is this instruction); a subnormal result is flushed to zero, -inf gives +0,
+/// +inf +inf and NaN NaN.
+#[inline(always)]
+pub fn ex2_approx_ftz(x: f32) -> f32 {
+    let r: f32;
+    // SAFETY: register-only arithmetic.
+    unsafe {
+        asm!("ex2.approx.ftz.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x, options(pure, nomem, nostack))
+    };
+    r
+}
+
 /// `cvt.rna.tf32.f32`: `x` rounded to TF32 (10 explicit mantissa bits, to nearest, ties away from
 /// zero), returned as the bits of an f32 whose low 13 mantissa bits are zero.
 #[inline(always)]

@@ -234,7 +234,7 @@ pub unsafe extern "ptx-kernel" fn attention_flash_f32(
             });
         });
         // SAFETY: the kernel's contract.
-        let bad_rows = unsafe { grp.program::<true>(&p, &mut s, &x1s, x2, x3) };
+        let bad_rows = unsafe { grp.program(&p, &mut s, &x1s, x2, x3) };
         bad[0] |= bad_rows[0];
         bad[1] |= bad_rows[1];
         let alpha = online_softmax(&mut s, &mut m, &mut l);

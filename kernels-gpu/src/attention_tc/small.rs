@@ -5,7 +5,7 @@
 //! The kernel of `attention_tc_f32` (the same blocks, key split over warps, merge, accuracy and
 //! NaN rules) with two output tiles per lane instead of eight and its scores formed for the
 //! head's one or two k8 steps: the lane's Q fragments are loaded and split into TF32 parts once
-//! ([`q_fragments`]), and per 32-key group only K's fragments of those steps are loaded
+//! ([`q_fragments`]), and per 32-key group only K's fragments of those steps are loaded, a group ahead
 //! ([`scores`]); `gemm_tc`'s 32-wide rounds would multiply three quarters zeros at a head of 8,
 //! and the eight-tile entry spilled at 255 registers, two blocks per multiprocessor.
 
@@ -55,42 +55,54 @@ pub(crate) unsafe fn q_fragments(
     (big, small)
 }
 
-/// The 16 x 32 scores `Q Kᵀ` of key group `grp` (3xTF32): n tile `j` is keys `k0 + 8j ..`; the
-/// lane's B fragment of step `s` is key `k0 + 8j + g` (clamped below kv_len: those keys score
-/// -inf later) at head columns `8s + t` and `8s + t + 4`.
+/// The lane's K values of one 32-key group, `[j][step][half]`: key `k0 + 8j + g` (clamped below
+/// kv_len: those keys score -inf later) at head columns `8 step + t + 4 half` (zero past dk) — the
+/// B fragments of the scores' n tile `j`, k step `step`.
+pub(crate) type KeyFragments = [[[f32; 2]; KS]; NT];
+
+/// The lane's [`KeyFragments`] of the group starting at key `k0`, every load issued before any is
+/// used (the caller loads the next group's while it multiplies this one's).
 ///
 /// # Safety
 /// The attention launch contract for `k` (kv_len > 0).
 #[inline(always)]
-pub(crate) unsafe fn scores(
-    p: &AttentionParams,
-    k: *const f32,
-    grp: &Group,
-    (qa, qs): &QFragments,
-) -> [[f32; 4]; NT] {
-    let (last_key, steps) = (p.kv_len.saturating_sub(1), p.dk.div_ceil(8));
+pub(crate) unsafe fn keys(p: &AttentionParams, k: *const f32, grp: &Group, k0: u32) -> KeyFragments {
+    let last_key = p.kv_len.saturating_sub(1);
+    let (head, s2, s3) = (at(&p.k, grp.b, grp.hk, 0, 0), p.k.strides[2], p.k.strides[3]);
+    let mut kf = [[[0.0f32; 2]; KS]; NT];
+    unroll!(J in [0, 1, 2, 3] {
+        let row = head + (k0 + 8 * J as u32 + grp.g).min(last_key) as u64 * s2;
+        unroll!(S in [0, 1] {
+            unroll!(E in [0, 1] {
+                let c = 8 * S as u32 + grp.t + 4 * E as u32;
+                if c < p.dk {
+                    // SAFETY: the key is below kv_len, the column below dk: inside K's view.
+                    kf[J][S][E] = unsafe { *k.add((row + c as u64 * s3) as usize) };
+                }
+            });
+        });
+    });
+    kf
+}
+
+/// The 16 x 32 scores `Q Kᵀ` of a key group (3xTF32) from its [`KeyFragments`], unrolled (a rolled
+/// loop over the tiles kept them in local memory, each tile's loads waited for in turn); the
+/// second k step only where the head has one (`dk > 8`, uniform).
+#[inline(always)]
+pub(crate) fn scores(p: &AttentionParams, kf: &KeyFragments, (qa, qs): &QFragments) -> [[f32; 4]; NT] {
+    let two_steps = p.dk > 8;
     let mut s = [[0.0f32; 4]; NT];
-    for (j, tile) in s.iter_mut().enumerate() {
-        let key = (grp.k0 + 8 * j as u32 + grp.g).min(last_key) as u64;
-        let row = at(&p.k, grp.b, grp.hk, key, 0);
-        for st in 0..KS {
-            if (st as u32) < steps {
-                let kb = |c: u32| {
-                    if c < p.dk {
-                        // SAFETY: the key is below kv_len, the column below dk: inside K's view.
-                        unsafe { *k.add((row + c as u64 * p.k.strides[3]) as usize) }
-                    } else {
-                        0.0
-                    }
-                };
-                let (b0, b0s) = split(kb(8 * st as u32 + grp.t));
-                let (b1, b1s) = split(kb(8 * st as u32 + grp.t + 4));
-                let d = mma_m16n8k8_tf32_f32(qs[st], [b0, b1], *tile);
-                let d = mma_m16n8k8_tf32_f32(qa[st], [b0s, b1s], d);
-                *tile = mma_m16n8k8_tf32_f32(qa[st], [b0, b1], d);
+    unroll!(J in [0, 1, 2, 3] {
+        unroll!(S in [0, 1] {
+            if S == 0 || two_steps {
+                let (b0, b0s) = split(kf[J][S][0]);
+                let (b1, b1s) = split(kf[J][S][1]);
+                let d = mma_m16n8k8_tf32_f32(qs[S], [b0, b1], s[J]);
+                let d = mma_m16n8k8_tf32_f32(qa[S], [b0s, b1s], d);
+                s[J] = mma_m16n8k8_tf32_f32(qa[S], [b0, b1], d);
             }
-        }
-    }
+        });
+    });
     s
 }
 
