@@ -70,11 +70,10 @@ pub struct SessionOptions {
     /// device).
     pub ssd_spans: bool,
     /// Run Mamba-1 selective scans of more than one step with state size N <= 32 chunked over time
-    /// (`selective_scan_chunked_f32`), not sequentially. Off by default until its GPU tests have
-    /// run on a device.
+    /// (`selective_scan_chunked_f32`), not sequentially (default on).
     pub chunked_selective_scan: bool,
-    /// Run WKV6 whose heads leave multiprocessors idle in spans of the sequence in parallel. Off by
-    /// default until its GPU tests have run on a device.
+    /// Run WKV6 whose heads leave multiprocessors idle in spans of the sequence in parallel
+    /// (default on).
     pub wkv_spans: bool,
     /// Fuse attention chains (`MatMul -> [elementwise] -> Softmax -> MatMul`) into one kernel
     /// each (default on).
@@ -224,8 +223,8 @@ impl Default for SessionOptions {
             row_views: true,
             lift_rotary: true,
             ssd_spans: true,
-            chunked_selective_scan: false,
-            wkv_spans: false,
+            chunked_selective_scan: true,
+            wkv_spans: true,
             fuse_attention: true,
             pair_gemm: true,
             wgmma_gemm: true,

@@ -205,11 +205,11 @@ fn sofie_mamba_scan_matches_the_reference() {
                 uniform("Dskip", &[d], -1.0, 1.0),
             ];
             let what = format!("MambaScan B={b} D={d} N={n} L={len}");
-            check(&what, &mut rng, Op::MambaScan, &operands, 1, len, "selective_scan_f32");
-            let chunked = SessionOptions { chunked_selective_scan: true, ..SessionOptions::default() };
+            let sequential = SessionOptions { chunked_selective_scan: false, ..SessionOptions::default() };
+            check_with(sequential, &what, &mut rng, Op::MambaScan, &operands, 1, len, "selective_scan_f32");
             let kernel = selective_kernel(true, len, n);
             check_with(
-                chunked,
+                SessionOptions::default(),
                 &format!("{what} chunked"),
                 &mut rng,
                 Op::MambaScan,
@@ -318,7 +318,7 @@ fn wkv6_matches_the_reference() {
     // (B, H, N): one row chunk (1, 7, 16), a partial second chunk (33),
     // two (64), a partial fourth (100), four (128). With spans on, every case of 64
     // steps or more runs in spans of at least 32 (its heads fill few multiprocessors): 2 spans at
-    // 64, 10 at 300 (the last of 12 steps), 32 at 1000 (the last of 8); off (the default), in one
+    // 64, 10 at 300 (the last of 12 steps), 32 at 1000 (the last of 8) (the default); off, in one
     // launch.
     let shapes = [(1, 1, 1), (2, 3, 7), (1, 2, 16), (2, 1, 33), (1, 2, 64), (1, 1, 100), (1, 1, 128)];
     for spans in [true, false] {

@@ -71,7 +71,9 @@ fn selective_scan_lowers_with_groups_optionals_and_states() {
     let outs = g.push_opt(Op::SelectiveScan(op::SelectiveScan { delta_softplus: true }), ins, 2);
     g.output(outs[0]);
     g.output(outs[1]);
-    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
+    // Sequential over time with the chunked scan switched off.
+    let sequential = PlanOptions { chunked_selective_scan: false, ..PlanOptions::default() };
+    let plan = compile(&g, &Binding::new(), &sequential).unwrap();
     let ks = kernels(&plan);
     assert_eq!(ks.len(), 1, "{plan}");
     let (kernel, args, grid, block, shared) = ks[0];
@@ -108,10 +110,9 @@ fn selective_scan_lowers_with_groups_optionals_and_states() {
     assert!(plan.states.is_empty());
     assert!(plan.to_string().contains("selective_scan_f32") && plan.to_string().contains("out:"), "{plan}");
 
-    // Chunked over time (more than one step, N <= 32): the same operands, one 8-step chunk (a
-    // warp) per block, a block per two channels (lanes of 16).
-    let chunked = PlanOptions { chunked_selective_scan: true, ..PlanOptions::default() };
-    let plan = compile(&g, &Binding::new(), &chunked).unwrap();
+    // Chunked over time by default (more than one step, N <= 32): the same operands, one 8-step
+    // chunk (a warp) per block, a block per two channels (lanes of 16).
+    let plan = compile(&g, &Binding::new(), &PlanOptions::default()).unwrap();
     let ks = kernels(&plan);
     assert_eq!(ks.len(), 1, "{plan}");
     let (kernel, args, grid, block, shared) = ks[0];
@@ -405,7 +406,7 @@ fn wkv_runs_in_spans_where_its_heads_leave_the_device_idle() {
     let (y, fin) = (outs[0], outs[1]);
     g.output(y);
     g.output(fin);
-    let options = PlanOptions { sm_count: 132, wkv_spans: true, ..PlanOptions::default() };
+    let options = PlanOptions { sm_count: 132, ..PlanOptions::default() };
     let plan = compile(&g, &Binding::new(), &options).unwrap();
     let ks = kernels(&plan);
     let names: Vec<KernelId> = ks.iter().map(|k| k.0).collect();
