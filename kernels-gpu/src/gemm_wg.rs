@@ -207,6 +207,14 @@ unsafe fn gemm_wg<
     let conv_r = tid % bm;
     let conv_chunk0 = 4 * (tid / bm);
     let row = if CONV { conv_row(conv, row0 + conv_r, p.m, batch as u32) } else { ConvRow::OUTSIDE };
+    // A segmented A's table rows for the thread's four rows, their indices loaded once here (all
+    // eight in flight together) rather than before every k tile's copies (a dependent load each).
+    let mut cat_rows = [[u32::MAX; 2]; 4];
+    if CAT {
+        unroll4!(J => {
+            cat_rows[J] = cat.rows_of(row0 + r_first + pass * J as u32, p.m);
+        });
+    }
     // (The closures are inlined at every call: outlined, their arrays would pass through memory.)
     let load = #[inline(always)]
     |kt: u32| {
@@ -232,8 +240,7 @@ unsafe fn gemm_wg<
                 }
             }
             if CAT {
-                let r = row0 + r_first + pass * j;
-                let source = if r < p.m && k_bytes > 0 { cat.source(r, k) } else { None };
+                let source = if k_bytes > 0 { cat.at(cat_rows[J], k) } else { None };
                 let (src, n_bytes) = match source {
                     Some(src) => (src, k_bytes),
                     None => (a, 0),
@@ -626,7 +633,8 @@ impl CatOperand {
     };
 
     /// Whether the segments make a `k`-column A of one batch that the 16-byte copies can read:
-    /// widths and row strides multiples of four, tables 16-byte aligned, indices of 4 or 8 bytes.
+    /// widths and row strides multiples of four, tables 16-byte aligned and of fewer than
+    /// `u32::MAX` rows, indices of 4 or 8 bytes.
     #[cfg_attr(not(ferrofuse_hopper), allow(dead_code))]
     fn fits(&self, k: u32, batch: u32) -> bool {
         let s = &self.s;
@@ -636,39 +644,53 @@ impl CatOperand {
                     && s.ld[i] % 4 == 0
                     && s.ld[i] >= s.width[i] as u64
                     && (self.tables[i] as usize) % 16 == 0
+                    && s.rows[i] < u32::MAX as u64
                     && (s.index_stride[i] == 0 || s.index_bytes == 4 || s.index_bytes == 8))
         };
         batch == 1 && s.width[0] as u64 + s.width[1] as u64 == k as u64 && seg_ok(0) && seg_ok(1)
     }
 
-    /// Where A's row `r` at column `k` (a multiple of four) starts: its segment's table row and
-    /// the column in it; `None` for an index outside the table (the row reads zeros).
+    /// The table row of A's row `r` in each segment: `r` without an index, else its index
+    /// (negative ones counted from the table's end); `u32::MAX` for a row past `m`, an unused
+    /// segment or an index outside the table (the row reads zeros).
     #[cfg_attr(not(ferrofuse_hopper), allow(dead_code))]
     #[inline(always)]
-    fn source(&self, r: u32, k: u32) -> Option<*const f32> {
+    fn rows_of(&self, r: u32, m: u32) -> [u32; 2] {
+        let s = &self.s;
+        // (Segment by constant: an array indexed at run time would go through memory.)
+        let seg = |i: usize| {
+            if r >= m || s.width[i] == 0 {
+                return u32::MAX;
+            }
+            if s.index_stride[i] == 0 {
+                return r;
+            }
+            let at = r as u64 * s.index_stride[i] as u64 + s.index_offset[i] as u64;
+            // SAFETY: the launch contract (an index per row of A below m).
+            let raw = unsafe { crate::indexing::load_index(self.index[i], s.index_bytes, at) };
+            let rows = s.rows[i];
+            let row = if raw < 0 { raw.wrapping_add(rows as i64) } else { raw };
+            if row < 0 || row as u64 >= rows { u32::MAX } else { row as u32 }
+        };
+        [seg(0), seg(1)]
+    }
+
+    /// Where A's row at column `k` (a multiple of four) starts, from the row's table rows
+    /// ([`CatOperand::rows_of`]); `None` where the row reads zeros.
+    #[cfg_attr(not(ferrofuse_hopper), allow(dead_code))]
+    #[inline(always)]
+    fn at(&self, rows: [u32; 2], k: u32) -> Option<*const f32> {
         let s = &self.s;
         // (Selected field by field: an array indexed by the segment would go through memory.)
         let second = k >= s.width[0];
-        let pick = |x: [u64; 2]| if second { x[1] } else { x[0] };
-        let pick32 = |x: [u32; 2]| if second { x[1] } else { x[0] };
+        let row = if second { rows[1] } else { rows[0] };
+        if row == u32::MAX {
+            return None;
+        }
         let column = k - if second { s.width[0] } else { 0 };
-        let stride = pick32(s.index_stride);
-        let row = if stride == 0 {
-            r as u64
-        } else {
-            let at = r as u64 * stride as u64 + pick32(s.index_offset) as u64;
-            let index = if second { self.index[1] } else { self.index[0] };
-            // SAFETY: the launch contract (an index per row of A).
-            let raw = unsafe { crate::indexing::load_index(index, s.index_bytes, at) };
-            let rows = pick(s.rows);
-            let i = if raw < 0 { raw.wrapping_add(rows as i64) } else { raw };
-            if i < 0 || i as u64 >= rows {
-                return None;
-            }
-            i as u64
-        };
+        let ld = if second { s.ld[1] } else { s.ld[0] };
         let table = if second { self.tables[1] } else { self.tables[0] };
-        Some(table.wrapping_add((row * pick(s.ld) + column as u64) as usize))
+        Some(table.wrapping_add((row as u64 * ld + column as u64) as usize))
     }
 }
 

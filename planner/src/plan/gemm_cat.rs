@@ -98,7 +98,11 @@ pub(super) fn find(
         }
         let Some((segments, absorbed)) = segments_of(g, a, values, &readers, &defs) else { continue };
         let fits = |s: &Segment| {
-            s.width.is_multiple_of(4) && values[s.table.index()].dtype == DType::F32 && s.rows > 0
+            // (The kernel keeps table rows as u32, `u32::MAX` for a row of zeros.)
+            s.width.is_multiple_of(4)
+                && values[s.table.index()].dtype == DType::F32
+                && s.rows > 0
+                && (s.rows as u64) < u32::MAX as u64
         };
         if segments.iter().map(|s| s.width).sum::<usize>() != p.k as usize || !segments.iter().all(fits) {
             continue;
