@@ -25,7 +25,7 @@ use crate::intrinsics::{
     warp_sum_f32,
 };
 use crate::math;
-use crate::program::EwState;
+use crate::program::{EwState, ShortProgram};
 
 mod dots;
 use dots::{dots, dots_regs, dots_vec};
@@ -159,6 +159,33 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
         grid_dependency_wait();
         return;
     }
+    // Heads of at most 64 hold two output columns a lane; with a short score program (a scale,
+    // then an additive mask) the loop runs it inline, without the interpreter and its registers.
+    let short = ShortProgram::of(&p.instrs, p.n_instr, p.out_reg).filter(|_| p.n_inputs <= 2);
+    // SAFETY: forwarded (the kernel's contract).
+    unsafe {
+        match (p.dv <= 64, short) {
+            (true, Some(short)) => attend::<2, true>(&p, [q, k, v], [x1, x2, x3], y, short),
+            (true, None) => attend::<2, false>(&p, [q, k, v], [x1, x2, x3], y, ShortProgram::default()),
+            (false, _) => attend::<DV_REGS, false>(&p, [q, k, v], [x1, x2, x3], y, ShortProgram::default()),
+        }
+    }
+}
+
+/// The body of [`attention_f32`] for heads of at most `32 C` output columns, the score program
+/// run as `short` (`SHORT`) or by the interpreter.
+///
+/// # Safety
+/// As [`attention_f32`], whose checks passed; `dv <= 32 C`; with `SHORT`, `short` is the program.
+#[inline(always)]
+unsafe fn attend<const C: usize, const SHORT: bool>(
+    p: &AttentionParams,
+    [q, k, v]: [*const f32; 3],
+    [x1, x2, x3]: [*const f32; 3],
+    y: *mut f32,
+    short: ShortProgram,
+) {
+    let p = *p;
     let tid = thread_idx_x();
     let (warp, lane) = (tid / 32, lane_id());
     let Some((b, h, hk, row0)) = block_rows(&p, ATTN_ROWS) else {
@@ -186,7 +213,8 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
     let row_of = |r: u32| (row0 + r).min(p.q_len - 1) as u64;
     // V at (b, hk, key 0, column lane), its row stride and the stride of 32 columns.
     let (v_lane, v_rs, v_grp) = (at(&p.v, b, hk, 0, lane as u64), p.v.strides[2], 32 * p.v.strides[3]);
-    let small = k_vec && dk <= 64 && dv <= 64;
+    // (Never with more columns a lane: the loads and products up front compile away.)
+    let small = C == 2 && k_vec && dk <= 64 && dv <= 64;
     // Group `k0`'s keys below kv_len, whether the lane's key is one of them, the lane's key
     // (invalid lanes score the last key: valid memory, then ignored), V at (b, hk, k0, lane), the
     // key's row of K, and whether the group is whole: 32 keys with heads of exactly 64 (GPT-2's,
@@ -290,7 +318,7 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
     let mut m = [f32::NEG_INFINITY; R];
     let mut l = [0.0f32; R];
     let mut bad = [false; R];
-    let mut o = [[0.0f32; DV_REGS]; R];
+    let mut o = [[0.0f32; C]; R];
     let mut staged = false;
     loop {
         // A group's loads go out first: on the first pass before the query rows are staged, so
@@ -342,9 +370,13 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
             let i = row_of(r as u32);
             let mut s = f32::NEG_INFINITY;
             if valid {
-                let mut st = EwState::default();
-                (st.x0, st.x1, st.x2, st.x3) = (qk[r], xs[0][r], xs[1][r], xs[2][r]);
-                s = st.run(&p.instrs, p.n_instr, p.out_reg);
+                s = if SHORT {
+                    short.eval(qk[r], xs[0][r])
+                } else {
+                    let mut st = EwState::default();
+                    (st.x0, st.x1, st.x2, st.x3) = (qk[r], xs[0][r], xs[1][r], xs[2][r]);
+                    st.run(&p.instrs, p.n_instr, p.out_reg)
+                };
                 if causal_masked(&p, i, j) {
                     s += f32::NEG_INFINITY;
                 }
@@ -360,13 +392,8 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
             alpha[r] = if live { math::exp(m[r] - m_new) } else { 1.0 };
             l[r] = l[r] * alpha[r] + warp_sum_f32(pj[r]);
             m[r] = m_new;
-            // The small path's lanes hold two columns (the others stay zero).
-            o[r][0] *= alpha[r];
-            o[r][1] *= alpha[r];
-            if !small {
-                for c in 2..DV_REGS {
-                    o[r][c] *= alpha[r];
-                }
+            for c in 0..C {
+                o[r][c] *= alpha[r];
             }
         });
         // P V over keys t < avail (two keys' loads issued before their multiplies), value
@@ -429,7 +456,7 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
             pv_all!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
         } else if small {
             pv_regs!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
-        } else if dv <= 64 {
+        } else if C == 2 {
             pv!(0 1);
         } else if dv <= 128 {
             pv!(0 1 2 3);
@@ -438,26 +465,19 @@ pub unsafe extern "ptx-kernel" fn attention_f32(
         }
         k0 += ATTN_WARPS * 32;
     }
-    // Each warp's partial result per row, then warp r merges row r in warp order. Heads of at most
-    // 64 hold two columns per lane (the loops over the others would only test and skip them).
+    // Each warp's partial result per row, then warp r merges row r in warp order.
     let parts = Partials { m, l, bad, o };
     // SAFETY: forwarded (the kernel's contract); merge holds ATTN_ROWS * ATTN_WARPS slots of dv + 3.
-    unsafe {
-        if dv <= 64 {
-            merge_rows::<2>(&p, &parts, merge, (b, h, row0, rows), y);
-        } else {
-            merge_rows::<DV_REGS>(&p, &parts, merge, (b, h, row0, rows), y);
-        }
-    }
+    unsafe { merge_rows::<C>(&p, &parts, merge, (b, h, row0, rows), y) };
 }
 
 /// A warp's online-softmax state per query row: running maximum, sum, whether a NaN or `+inf`
 /// score was seen, and the unnormalized outputs (lane `l`: columns `l + 32 c`).
-struct Partials {
+struct Partials<const C: usize> {
     m: [f32; R],
     l: [f32; R],
     bad: [bool; R],
-    o: [[f32; DV_REGS]; R],
+    o: [[f32; C]; R],
 }
 
 /// The end of `attention_f32`: every warp leaves its [`Partials`] in its shared-memory slots
@@ -470,7 +490,7 @@ struct Partials {
 #[inline(always)]
 unsafe fn merge_rows<const C: usize>(
     p: &AttentionParams,
-    parts: &Partials,
+    parts: &Partials<C>,
     merge: *mut f32,
     (b, h, row0, rows): (u64, u64, u32, u32),
     y: *mut f32,

@@ -134,26 +134,9 @@ impl EwState {
         }
         // The two shapes of most programs run without the interpreter's operand and op switches:
         // `x0 op x1` (a residual or bias add after a GEMM) and `(x0 op imm) op x1` (an attention
-        // score scaled, then masked), for the arithmetic ops. The same functions in the same order
-        // as the steps below, so the same bits.
-        let (x0, x1, imm_src) =
-            (crate::abi::ew_src::INPUT0, crate::abi::ew_src::INPUT0 + 1, crate::abi::ew_src::IMM);
-        let i0 = &instrs[0];
-        if n_instr == 1 && i0.op <= 3 && i0.a == x0 && i0.b == x1 && i0.dst == out_reg {
-            return arith(i0.op, self.x0, self.x1);
-        }
-        if n_instr == 2 {
-            let i1 = &instrs[1];
-            if i0.op <= 3
-                && i1.op <= 3
-                && i0.a == x0
-                && i0.b == imm_src
-                && i1.a == i0.dst
-                && i1.b == x1
-                && i1.dst == out_reg
-            {
-                return arith(i1.op, arith(i0.op, self.x0, i0.imm), self.x1);
-            }
+        // score scaled, then masked), for the arithmetic ops.
+        if let Some(short) = ShortProgram::of(instrs, n_instr, out_reg).filter(|s| s.reads_x1()) {
+            return short.eval(self.x0, self.x1);
         }
         // Other short programs run straight through: the sixteen guarded steps below cost their
         // guards and selects whatever the length.
@@ -173,6 +156,57 @@ impl EwState {
             }
         }
         self.src(out_reg, &EwInstr::default())
+    }
+}
+
+/// A program of at most two arithmetic steps on input 0, an immediate and input 1: the identity,
+/// `x0 op imm`, `x0 op x1` or `(x0 op imm) op x1` (an attention score scaled, then masked; a bias
+/// or residual add). [`ShortProgram::eval`] computes it with the interpreter's functions in its
+/// order, so the same bits, without its operand and op switches.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct ShortProgram {
+    op0: u32,
+    /// The first step's right operand: `imm` (else input 1).
+    on_imm: bool,
+    imm: f32,
+    /// The second step's op, applied to input 1 (`NO_STEP`: none).
+    op1: u32,
+}
+
+const NO_STEP: u32 = u32::MAX;
+
+impl ShortProgram {
+    /// The program as a short one, or `None` for any other.
+    #[inline(always)]
+    pub(crate) fn of(instrs: &[EwInstr; EW_MAX_INSTRS], n_instr: u32, out_reg: u32) -> Option<ShortProgram> {
+        use crate::abi::ew_src::{IMM, INPUT0};
+        let x1 = INPUT0 + 1;
+        let (i0, i1) = (&instrs[0], &instrs[1]);
+        let first = |on_imm: bool| i0.op <= 3 && i0.a == INPUT0 && i0.b == if on_imm { IMM } else { x1 };
+        match n_instr {
+            // x0 · 1 is x0 (signed zeros included; a NaN stays a NaN).
+            0 if out_reg == INPUT0 => Some(ShortProgram { op0: 2, on_imm: true, imm: 1.0, op1: NO_STEP }),
+            1 if i0.dst == out_reg && (first(true) || first(false)) => {
+                Some(ShortProgram { op0: i0.op, on_imm: i0.b == IMM, imm: i0.imm, op1: NO_STEP })
+            }
+            2 if first(true) && i1.op <= 3 && i1.a == i0.dst && i1.b == x1 && i1.dst == out_reg => {
+                Some(ShortProgram { op0: i0.op, on_imm: true, imm: i0.imm, op1: i1.op })
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the program reads input 1.
+    #[inline(always)]
+    pub(crate) fn reads_x1(&self) -> bool {
+        !self.on_imm || self.op1 != NO_STEP
+    }
+
+    /// The program's result for inputs `x0` and `x1`.
+    #[inline(always)]
+    pub(crate) fn eval(&self, x0: f32, x1: f32) -> f32 {
+        let t = arith(self.op0, x0, if self.on_imm { self.imm } else { x1 });
+        if self.op1 == NO_STEP { t } else { arith(self.op1, t, x1) }
     }
 }
 
