@@ -148,23 +148,69 @@ fn parse_ranges(specs: &[String]) -> Result<BTreeMap<String, (i64, i64)>> {
 }
 
 /// The values an integer input of `graph` may take when none are given: below the size of the
-/// gathered axis when it indexes Gathers (token ids into an embedding table), else 0 or 1.
-pub fn integer_range(graph: &Graph, input: ValueId) -> (i64, i64) {
-    let mut bound: Option<usize> = None;
-    for node in &graph.nodes {
-        let Op::Gather(g) = &node.op else { continue };
-        if node.input(1) != Some(input) {
-            continue;
+/// axis it indexes (token ids into an embedding table; a GNN's edge index, picked apart by
+/// Gathers and Unsqueezes, into its node rows by GatherND and ScatterND), else 0 or 1. The input
+/// is followed through ops whose outputs hold its elements (its rows picked by a Gather,
+/// reshapes, slices, casts, concatenations) to every Gather, GatherElements, GatherND,
+/// ScatterElements or ScatterND that reads it as indices; the indexed axes' sizes come from
+/// `shapes` (inferred at the sweep's point) or the graph's constants and declarations.
+pub fn integer_range(graph: &Graph, input: ValueId, shapes: Option<&[planner::TensorInfo]>) -> (i64, i64) {
+    let dims_of = |v: ValueId| -> Option<Vec<usize>> {
+        if let Some(c) = graph.constant(v) {
+            return Some(c.dims.clone());
         }
-        let Some(data) = node.input(0) else { continue };
-        let dims = match graph.constant(data) {
-            Some(c) => Some(c.dims.clone()),
-            None => graph.values[data.index()].info.as_ref().and_then(|i| i.shape.as_known()),
-        };
-        let Some(dims) = dims else { continue };
-        let axis = if g.axis < 0 { g.axis + dims.len() as i64 } else { g.axis };
-        if let Some(&n) = usize::try_from(axis).ok().and_then(|a| dims.get(a)) {
-            bound = Some(bound.map_or(n, |b| b.min(n)));
+        let info = shapes.and_then(|s| s.get(v.index())).or(graph.values[v.index()].info.as_ref());
+        info.and_then(|i| i.shape.as_known())
+    };
+    let axis_size = |data: Option<ValueId>, axis: i64| -> Option<usize> {
+        let dims = dims_of(data?)?;
+        let axis = if axis < 0 { axis + dims.len() as i64 } else { axis };
+        usize::try_from(axis).ok().and_then(|a| dims.get(a).copied())
+    };
+    // The smallest of data's axes `from..from + q`, for the last index dim `q` of `indices`.
+    let tuple_size = |data: Option<ValueId>, indices: ValueId, from: usize| -> Option<usize> {
+        let (dims, q) = (dims_of(data?)?, *dims_of(indices)?.last()?);
+        dims.get(from..from + q)?.iter().copied().min()
+    };
+    let (mut bound, mut carried, mut seen): (Option<usize>, Vec<ValueId>, Vec<ValueId>) =
+        (None, vec![input], vec![input]);
+    while let Some(v) = carried.pop() {
+        for node in &graph.nodes {
+            let reads = |i: usize| node.input(i) == Some(v);
+            let indexed = match &node.op {
+                Op::Gather(g) if reads(1) => axis_size(node.input(0), g.axis),
+                Op::GatherElements(g) if reads(1) => axis_size(node.input(0), g.axis),
+                Op::ScatterElements(g) if reads(1) => axis_size(node.input(0), g.axis),
+                Op::GatherNd(g) if reads(1) => tuple_size(node.input(0), v, g.batch_dims),
+                Op::ScatterNd(_) if reads(1) => tuple_size(node.input(0), v, 0),
+                _ => None,
+            };
+            if let Some(n) = indexed {
+                bound = Some(bound.map_or(n, |b| b.min(n)));
+            }
+            let carries = match &node.op {
+                Op::Gather(_) | Op::GatherElements(_) | Op::GatherNd(_) | Op::Slice(_) => reads(0),
+                Op::Reshape(_)
+                | Op::Flatten(_)
+                | Op::Squeeze(_)
+                | Op::Unsqueeze(_)
+                | Op::Transpose(_)
+                | Op::Expand
+                | Op::Tile
+                | Op::Identity
+                | Op::Cast(_)
+                | Op::Split(_) => reads(0),
+                Op::Concat(_) => node.inputs.contains(&Some(v)),
+                _ => false,
+            };
+            if carries {
+                for out in node.outputs.iter().flatten() {
+                    if !seen.contains(out) {
+                        seen.push(*out);
+                        carried.push(*out);
+                    }
+                }
+            }
         }
     }
     match bound {
@@ -185,6 +231,11 @@ pub fn inputs_at(
 ) -> Result<Vec<(String, HostTensor)>> {
     let mut rng = host::selftest::Rng::new(seed ^ 0x9e37_79b9_7f4a_7c15);
     let mut out = Vec::with_capacity(graph.inputs.len());
+    // Every value's shape at this point, for the sizes of the axes the integer inputs index
+    // (`None` where inference fails: the declarations alone are used).
+    let binding = planner::Binding(point.iter().map(|(k, &v)| (k.clone(), v)).collect());
+    let shapes =
+        planner::memory::bind_inputs(graph, &binding).ok().and_then(|g| planner::shape_infer::infer(&g).ok());
     for &v in &graph.inputs {
         let value = &graph.values[v.index()];
         let name = &value.name;
@@ -209,7 +260,8 @@ pub fn inputs_at(
             })
             .collect::<Result<Vec<usize>>>()?;
         let n: usize = dims.iter().product();
-        let (lo, hi) = ranges.get(name).copied().unwrap_or_else(|| integer_range(graph, v));
+        let (lo, hi) =
+            ranges.get(name).copied().unwrap_or_else(|| integer_range(graph, v, shapes.as_deref()));
         let mut int = || lo + (rng.next_u64() % (hi - lo) as u64) as i64;
         let data: TensorData = match info.dtype {
             DType::F32 => rng.tensor(&dims, -1.0, 1.0).data().clone(),
@@ -723,8 +775,8 @@ mod tests {
         });
         g.inputs = vec![ids, mask, x];
         g.outputs = vec![gathered];
-        assert_eq!(integer_range(&g, ids), (0, 50));
-        assert_eq!(integer_range(&g, mask), (0, 2));
+        assert_eq!(integer_range(&g, ids, None), (0, 50));
+        assert_eq!(integer_range(&g, mask, None), (0, 2));
         let point = BTreeMap::from([("batch".to_string(), 64usize)]);
         let feeds = inputs_at(&g, &point, &[], &BTreeMap::new(), 1).unwrap();
         assert_eq!(feeds[0].1.shape(), &[64, 7]);
@@ -741,6 +793,47 @@ mod tests {
         assert!(v.iter().all(|&i| i == 10 || i == 11));
         let e = inputs_at(&g, &BTreeMap::new(), &[], &BTreeMap::new(), 1).unwrap_err().to_string();
         assert!(e.contains("`ids`") && e.contains("--bind batch"), "{e}");
+    }
+
+    /// A GNN's edge index `[2, edges]`: its rows picked by Gathers, unsqueezed into `[edges, 1]`
+    /// tuples for a GatherND of the node rows and a ScatterND into them. Drawn values stay below
+    /// the bound node count (0 or 1 before: every message into two nodes).
+    #[test]
+    fn an_edge_index_is_drawn_below_the_node_count() {
+        use planner::op::{GatherNd, ScatterNd, Unsqueeze};
+        use planner::{ConstTensor, Node, TensorInfo};
+        let sym = |s: &str| Dim::Symbol(s.into());
+        let mut g = Graph::new();
+        let h = g.add_value("h", Some(TensorInfo::new(DType::F32, [sym("nodes"), Dim::Known(4)])));
+        let ei = g.add_value("edge_index", Some(TensorInfo::new(DType::I64, [Dim::Known(2), sym("edges")])));
+        let push = |g: &mut Graph, name: &str, op: Op, inputs: Vec<ValueId>| {
+            let out = g.add_value(name, None);
+            g.add_node(Node {
+                name: name.into(),
+                op,
+                inputs: inputs.into_iter().map(Some).collect(),
+                outputs: vec![Some(out)],
+            });
+            out
+        };
+        let (row, axes) = (g.add_value("row", None), g.add_value("axes", None));
+        g.initializers
+            .insert(row, ConstTensor::new(DType::I64, vec![], 1i64.to_le_bytes().to_vec()).unwrap());
+        g.initializers
+            .insert(axes, ConstTensor::new(DType::I64, vec![1], 1i64.to_le_bytes().to_vec()).unwrap());
+        let dst = push(&mut g, "dst", Op::Gather(Default::default()), vec![ei, row]);
+        let tuples = push(&mut g, "tuples", Op::Unsqueeze(Unsqueeze::default()), vec![dst, axes]);
+        let msgs = push(&mut g, "msgs", Op::GatherNd(GatherNd::default()), vec![h, tuples]);
+        let agg = push(&mut g, "agg", Op::ScatterNd(ScatterNd::default()), vec![h, tuples, msgs]);
+        g.inputs = vec![h, ei];
+        g.outputs = vec![agg];
+        let point = BTreeMap::from([("nodes".to_string(), 37usize), ("edges".to_string(), 500)]);
+        let feeds = inputs_at(&g, &point, &[], &BTreeMap::new(), 3).unwrap();
+        let TensorData::I64(v) = feeds[1].1.data() else { panic!("the edge index is i64") };
+        assert_eq!(feeds[1].1.shape(), &[2, 500]);
+        assert!(v.iter().all(|&i| (0..37).contains(&i)) && v.iter().any(|&i| i >= 30), "{v:?}");
+        // Without shapes for the node rows nothing bounds it: 0 or 1, as before.
+        assert_eq!(integer_range(&g, ei, None), (0, 2));
     }
 
     #[test]
