@@ -61,7 +61,7 @@ cargo test -p host --release --features gpu --no-run --message-format=json 2>/de
 # the GPU path there), the PyTorch fixtures and the demo model. They read the checkout through
 # FERROFUSE_REPO_DIR and run the packed binary through FERROFUSE_BIN (run.sh sets both); the node
 # tests travel too when they were fetched.
-cargo test --release --features gpu --test gpu_conformance --test gpu_models --test cli_doctor --test bad_input \
+cargo test --release --features gpu --test gpu_conformance --test gpu_models --test cli_doctor --test cli_warmup --test bad_input \
   --test pytorch_models --test demo_model --test cli_bench --no-run --message-format=json 2>/dev/null \
   | executables | while read -r kind name path; do
       if [ "$kind" = test ]; then cp "$path" "$pack/tests/${name}-$(basename "$path" | sed 's/.*-//')"; fi

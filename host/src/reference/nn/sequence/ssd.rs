@@ -1,9 +1,11 @@
 //! Mamba-2 SSD scan, ferrofuse's `SSDScan` (OPS.md "Mamba-2 SSD", recurrent form of
 //! `Mamba2.step`): per head a scalar decay `exp(dt·A_h)` and a `P × N` state.
 //!
-//! The GPU kernel runs the same recurrence sequentially in time (a chunked, sequence-parallel
-//! kernel is not written yet); the tests of this file derive the chunked form
-//! (`ssd_minimal_discrete`) independently and check it against this sequential recurrence.
+//! This reference runs the recurrence sequentially in time. On the GPU, `ssd_scan_f32` runs it
+//! the same way for short sequences and `ssd_chunk_f32` in 32-step chunks (with
+//! `ssd_chunk_states_f32` / `ssd_chunk_pass_f32` where spans of chunks run in parallel); the
+//! tests of this file derive the chunked form (`ssd_minimal_discrete`) independently and check it
+//! against this sequential recurrence.
 
 use planner::DType;
 use planner::op::SsdScan;
