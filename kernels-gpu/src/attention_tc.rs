@@ -31,7 +31,7 @@ use crate::intrinsics::{
     sync_threads, thread_idx_x,
 };
 use crate::math;
-use crate::program::{EwState, ShortProgram};
+use crate::program::EwState;
 
 /// n8 tiles of the output (`ATTN_TC_MAX_DV / 8`).
 const DT: usize = 8;
@@ -422,11 +422,10 @@ impl Group {
         vv
     }
 
-    /// The lane's 16 scores through the score program (a short one — a scale, `x0 · imm` as the
-    /// usual `1 / √d`, then maybe an additive mask, or none: unrolled in place; any other program
-    /// through one copy of the interpreter, in a rolled loop, staged through a flat array), the
-    /// causal mask applied; keys past kv_len score -inf. Returns whether each of the lane's rows
-    /// met a NaN or +inf score.
+    /// The lane's 16 scores through the score program (a scale, `x0 · imm` as the usual `1 / √d`,
+    /// or none: unrolled in place; any other program through one copy of the interpreter, in a
+    /// rolled loop, staged through a flat array), the causal mask applied; keys past kv_len score
+    /// -inf. Returns whether each of the lane's rows met a NaN or +inf score.
     ///
     /// # Safety
     /// The attention launch contract for the program's inputs 2 and 3.
@@ -439,7 +438,7 @@ impl Group {
         x2: *const f32,
         x3: *const f32,
     ) -> [bool; 2] {
-        if let Some(short) = short_of(p) {
+        if let Some(scale) = scale_of(p) {
             // Every score in place, no staging array
             // (a rolled loop over one would live in local memory); the rows' flags as two scalars
             // (an array shared with the interpreter's path below went to local memory).
@@ -449,7 +448,7 @@ impl Group {
                     let (hh, kk) = (C / 2, self.key(J, C % 2));
                     let mut sc = f32::NEG_INFINITY;
                     if kk < p.kv_len {
-                        sc = short.eval(s[J][C], x1s[J][C]);
+                        sc = s[J][C] * scale;
                         if causal_masked(p, self.rows[hh], kk as u64) {
                             sc += f32::NEG_INFINITY;
                         }
@@ -511,12 +510,22 @@ impl Group {
     }
 }
 
-/// The score program as a [`ShortProgram`] (a scale, then maybe the additive mask of input 1:
-/// GPT-2's and BERT's; the identity), computed as the interpreter does (the same bits); `None`
-/// for any other program or one that reads inputs 2 and 3.
+/// The factor of a score program that only scales the score (`x0 · imm`, the usual `1 / √d`;
+/// the identity program is a factor of 1), computed as the interpreter does (the same bits);
+/// `None` for any other program.
 #[inline(always)]
-fn short_of(p: &AttentionParams) -> Option<ShortProgram> {
-    ShortProgram::of(&p.instrs, p.n_instr, p.out_reg).filter(|_| p.n_inputs <= 2)
+fn scale_of(p: &AttentionParams) -> Option<f32> {
+    use crate::abi::ew_src::{IMM, INPUT0};
+    let i0 = &p.instrs[0];
+    if p.n_inputs != 1 {
+        None
+    } else if p.n_instr == 0 && p.out_reg == INPUT0 {
+        Some(1.0)
+    } else if p.n_instr == 1 && i0.op == 2 && i0.a == INPUT0 && i0.b == IMM && i0.dst == p.out_reg {
+        Some(i0.imm)
+    } else {
+        None
+    }
 }
 
 /// `e^x` for the online softmax's weights and rescales (`x <= 0` or -inf: a score less its row's
