@@ -189,8 +189,12 @@ pub fn integer_range(graph: &Graph, input: ValueId, shapes: Option<&[planner::Te
                 bound = Some(bound.map_or(n, |b| b.min(n)));
             }
             let carries = match &node.op {
-                Op::Gather(_) | Op::GatherElements(_) | Op::GatherNd(_) | Op::Slice(_) => reads(0),
-                Op::Reshape(_)
+                // Input 0's elements (a gather's data, not its indices) carried to the output.
+                Op::Gather(_)
+                | Op::GatherElements(_)
+                | Op::GatherNd(_)
+                | Op::Slice(_)
+                | Op::Reshape(_)
                 | Op::Flatten(_)
                 | Op::Squeeze(_)
                 | Op::Unsqueeze(_)
