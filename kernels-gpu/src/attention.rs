@@ -13,7 +13,10 @@
 //! key `t` broadcast from lane `t` by a shuffle, two keys' V loads in flight). At the end each
 //! warp leaves its maxima, sums and outputs in shared memory and warp `r` merges row `r`'s in warp
 //! order (deterministic). Accumulation is f32 throughout; the per-lane accumulators are
-//! constant-size arrays indexed only by constants (no local memory).
+//! constant-size arrays indexed only by constants (no local memory). The key loop is instantiated
+//! by the columns a lane holds (two for heads of at most 64) and, for those heads, by the score
+//! program: a short one (a scale, then an additive mask) runs inline, any other through the
+//! interpreter in an instantiation of its own (whose registers the inline one does not pay for).
 
 use crate::abi::{
     ATTN_CAUSAL_MASK, ATTN_CAUSAL_SKIP, ATTN_MAX_DV, ATTN_NAN_ROWS_ZERO, ATTN_ROWS, ATTN_THREADS, ATTN_WARPS,
