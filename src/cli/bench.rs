@@ -236,10 +236,18 @@ pub fn inputs_at(
     let mut rng = host::selftest::Rng::new(seed ^ 0x9e37_79b9_7f4a_7c15);
     let mut out = Vec::with_capacity(graph.inputs.len());
     // Every value's shape at this point, for the sizes of the axes the integer inputs index
-    // (`None` where inference fails: the declarations alone are used).
-    let binding = planner::Binding(point.iter().map(|(k, &v)| (k.clone(), v)).collect());
-    let shapes =
-        planner::memory::bind_inputs(graph, &binding).ok().and_then(|g| planner::shape_infer::infer(&g).ok());
+    // (`None` where inference fails: the declarations alone are used); inferred once, and only
+    // when an integer input is drawn.
+    let inferred = std::cell::OnceCell::new();
+    let shapes = || {
+        inferred
+            .get_or_init(|| {
+                let binding = planner::Binding(point.iter().map(|(k, &v)| (k.clone(), v)).collect());
+                let bound = planner::memory::bind_inputs(graph, &binding).ok()?;
+                planner::shape_infer::infer(&bound).ok()
+            })
+            .as_deref()
+    };
     for &v in &graph.inputs {
         let value = &graph.values[v.index()];
         let name = &value.name;
@@ -264,8 +272,13 @@ pub fn inputs_at(
             })
             .collect::<Result<Vec<usize>>>()?;
         let n: usize = dims.iter().product();
-        let (lo, hi) =
-            ranges.get(name).copied().unwrap_or_else(|| integer_range(graph, v, shapes.as_deref()));
+        let integer = matches!(info.dtype, DType::I64 | DType::I32 | DType::I8 | DType::U8);
+        let (lo, hi) = match ranges.get(name) {
+            Some(&range) => range,
+            None if integer => integer_range(graph, v, shapes()),
+            // (Not read: only the integer dtypes draw from the range.)
+            None => (0, 1),
+        };
         let mut int = || lo + (rng.next_u64() % (hi - lo) as u64) as i64;
         let data: TensorData = match info.dtype {
             DType::F32 => rng.tensor(&dims, -1.0, 1.0).data().clone(),
