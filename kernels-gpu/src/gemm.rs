@@ -13,8 +13,8 @@
 //! a bias row). The plain entries are monomorphized without it, so their code is unchanged.
 
 use crate::abi::{
-    Activation, EwProgramParams, GEMM_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_COLS, GEMV_MAX_M,
-    GEMV_WARPS, GemmParams, MAX_RANK,
+    Activation, EW_MAX_INPUTS, EwProgramParams, GEMM_SHARED_BYTES, GEMM_THREADS, GEMM_TILE, GEMV_COLS,
+    GEMV_MAX_M, GEMV_WARPS, GemmParams, MAX_RANK,
 };
 use crate::intrinsics::*;
 use crate::math;
@@ -82,16 +82,28 @@ pub(crate) unsafe fn finish(
     match program {
         None => v,
         Some((e, x)) => {
-            // Parameters over [batch, m, n] (the planner writes them so when the inputs' offsets
-            // are linear in the row and the column): offsets without dividing.
-            if e.aligned_to(p.batch as u64, p.m as u64, p.n as u64) {
-                let o = e.aligned_offsets(batch, i as u64, j as u64);
-                // SAFETY: forwarded (the caller's contract); `o` are element (batch, i, j)'s offsets.
-                return unsafe { crate::program::ew_element_at(e, o, Some(v), x) };
-            }
             let at = (batch * p.m as u64 + i as u64) * p.n as u64 + j as u64;
-            // SAFETY: forwarded (the caller's contract).
-            unsafe { crate::program::ew_element(e, at, Some(v), x) }
+            // Parameters over [batch, m, n] (the planner writes them so when the inputs' offsets
+            // are linear in the row and the column) or contiguous ones: offsets without dividing.
+            let o = if e.aligned_to(p.batch as u64, p.m as u64, p.n as u64) {
+                e.aligned_offsets(batch, i as u64, j as u64)
+            } else if e.rank == 0 {
+                [at; EW_MAX_INPUTS]
+            } else {
+                // SAFETY: forwarded (the caller's contract).
+                return unsafe { crate::program::ew_element(e, at, Some(v), x) };
+            };
+            // A short program (a bias or residual add) inline: its one load and one or two
+            // operations, without the interpreter's state and dispatch (the same bits).
+            let short = crate::program::ShortProgram::of(&e.instrs, e.n_instr, e.out_reg)
+                .filter(|s| e.n_inputs <= 2 && (!s.reads_x1() || e.n_inputs == 2));
+            if let Some(short) = short {
+                // SAFETY: input 1 holds element (batch, i, j) at `o[1]` (the caller's contract).
+                let x1 = if short.reads_x1() { unsafe { *x[1].add(o[1] as usize) } } else { 0.0 };
+                return short.eval(v, x1);
+            }
+            // SAFETY: forwarded (the caller's contract); `o` are element (batch, i, j)'s offsets.
+            unsafe { crate::program::ew_element_at(e, o, Some(v), x) }
         }
     }
 }

@@ -428,6 +428,8 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
         pair::collect(warps);
     }
     let (yv, cb) = (p.y_view(batch), crate::gemm::c_of(&p, c, batch));
+    // The partial tiles that hold a k round (warps past the rounds only help finish).
+    let live = step.min(rounds);
     let mut o = tid;
     while o < GEMM_TC_M * GEMM_TC_N {
         let (li, lj) = (o / GEMM_TC_N, o % GEMM_TC_N);
@@ -440,14 +442,14 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
             macro_rules! partials {
                 ($($w:literal)*) => {{
                     $(
-                        if $w < step {
+                        if $w < live {
                             // SAFETY: w < parts * warps: a partial tile written before the barrier.
                             part[$w] = unsafe { *smem.add((($w * GEMM_TC_M + li) * LD + lj) as usize) };
                         }
                     )*
                     let mut v = 0.0f32;
                     $(
-                        if $w < step {
+                        if $w < live {
                             v += part[$w];
                         }
                     )*
@@ -455,7 +457,7 @@ pub(crate) unsafe fn gemm_tc<const PACKED: bool, const NORM: bool, const PAIR: b
                 }};
             }
             let v =
-                if step <= 4 { partials!(0 1 2 3) } else { partials!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15) };
+                if live <= 4 { partials!(0 1 2 3) } else { partials!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15) };
             // SAFETY: the program's inputs and C cover the output (the contract).
             let out = unsafe { finish(&p, cb, program, batch, i, j, v) };
             // SAFETY: i < m, j < n: inside output matrix `batch`.

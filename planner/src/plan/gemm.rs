@@ -101,13 +101,22 @@ pub(super) fn tensor_core(p: &GemmParams, o: &PlanOptions) -> Option<TcLaunch> {
     let want = (8 * o.sm_count as u64).div_ceil(blocks).min(p.k.div_ceil(GEMM_TC_KC) as u64);
     let pair = o.pair_gemm && want > GEMM_TC_MAX_WARPS as u64 && grid[0] <= i32::MAX as u32 / 2;
     let per_block = if pair { want / 2 } else { want };
-    let warps =
-        (1..=GEMM_TC_MAX_WARPS).rev().find(|w| w.is_power_of_two() && *w as u64 <= per_block).unwrap_or(1);
+    // At least GEMM_TC_EPILOGUE_WARPS: the epilogue spreads the tile over the block's threads,
+    // and one warp alone issued its 16 elements each (for a k of one or two rounds, more
+    // instructions than the products); warps past the k rounds only finish.
+    let warps = (1..=GEMM_TC_MAX_WARPS)
+        .rev()
+        .find(|w| w.is_power_of_two() && *w as u64 <= per_block)
+        .unwrap_or(1)
+        .max(GEMM_TC_EPILOGUE_WARPS);
     if pair {
         grid[0] *= 2;
     }
     Some(TcLaunch { grid, warps, pair })
 }
+
+/// Fewest warps of a `gemm_tc_f32` block (see [`tensor_core`]).
+const GEMM_TC_EPILOGUE_WARPS: u32 = 4;
 
 /// The launch of a large-tile tensor-core GEMM ([`tile_launch`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
