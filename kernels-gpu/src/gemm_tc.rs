@@ -122,8 +122,10 @@ fn tile<const S: usize, const PACKED: bool>(
 /// Grid (ceil(n / 32), ceil(m / 16), batch); block `32 * warps` threads, `warps` in
 /// `1..=GEMM_TC_MAX_WARPS` (the warps split k); [`crate::abi::GEMM_TC_SHARED_BYTES`] of dynamic
 /// shared memory. Warp `w` accumulates the block's 16 x 32 tile (four m16n8 tiles) over k rounds
-/// `w, w + warps, ...`; after a barrier, thread `x` finishes outputs `x, x + 32 warps, ...` of the
-/// tile (row-major), summing the warps' partials in warp order.
+/// `w, w + warps, ...` (none when `w` is past the rounds); after a barrier, thread `x` finishes
+/// outputs `x, x + 32 warps, ...` of the tile (row-major), summing in warp order the partials of
+/// the warps that had a round. Warps beyond the k rounds are worth launching for the epilogue
+/// alone: one warp finishing all 512 elements issued more than the products of a short k.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn gemm_tc_f32(
     p: GemmParams,

@@ -81,7 +81,8 @@ pub(super) struct TcLaunch {
 /// The launch of `gemm_tc_f32` for `p`, when it takes the GEMM: a non-empty output, `m` above the
 /// GEMV range and the CUDA-core kernel's 64 x 64 tiles fewer than two per multiprocessor (where it
 /// would need split-K, or leave the device half idle). The warps of a tile split k: a power of
-/// two, at most one per 32-wide k round, so that about eight warps per multiprocessor run. Where a
+/// two, at most one per 32-wide k round, so that about eight warps per multiprocessor run, and at
+/// least [`GEMM_TC_EPILOGUE_WARPS`] (those past the rounds only share the epilogue). Where a
 /// tile wants more warps than a block holds (few tiles, long k: GPT-2's MLP down-projection), a
 /// pair of blocks shares it when the target has clusters ([`PlanOptions::pair_gemm`]).
 pub(super) fn tensor_core(p: &GemmParams, o: &PlanOptions) -> Option<TcLaunch> {
