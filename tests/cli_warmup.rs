@@ -56,7 +56,7 @@ fn warmup_fills_an_empty_kernel_cache_or_says_why_not() {
             let n = ready(&stdout);
             assert!(n > 100 && stdout.contains(", 0 shipped in the binary"), "{stdout}");
             assert!(files_under(&all) > 0, "nothing written for {n} kernels:\n{stdout}");
-            // Again: everything from the cache now, nothing new written.
+            // Again, from the filled cache: the same kernels ready.
             let (code, again, stderr) = warmup(&[], &all, true);
             assert_eq!((code, ready(&again)), (Some(0), n), "{again}{stderr}");
             // Only a model's plan: a handful of kernels, a fresh cache holds just those.

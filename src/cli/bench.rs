@@ -272,10 +272,9 @@ pub fn inputs_at(
             })
             .collect::<Result<Vec<usize>>>()?;
         let n: usize = dims.iter().product();
-        let integer = matches!(info.dtype, DType::I64 | DType::I32 | DType::I8 | DType::U8);
         let (lo, hi) = match ranges.get(name) {
             Some(&range) => range,
-            None if integer => integer_range(graph, v, shapes()),
+            None if info.dtype.is_int() => integer_range(graph, v, shapes()),
             // (Not read: only the integer dtypes draw from the range.)
             None => (0, 1),
         };
