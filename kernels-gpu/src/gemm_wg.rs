@@ -35,7 +35,7 @@ use crate::abi::ConvParams;
 use crate::abi::ConvTap;
 use crate::abi::{EwProgramParams, GemmCatParams, GemmParams};
 #[cfg(ferrofuse_hopper)]
-use crate::abi::{GEMM_TILE_BK, GEMM_WG_STAGES};
+use crate::abi::{GEMM_TILE_BK, GEMM_WG_RESIDENT_K_TILES, GEMM_WG_STAGES};
 #[cfg(ferrofuse_hopper)]
 use crate::gemm::{Program, program};
 #[cfg(ferrofuse_hopper)]
@@ -44,8 +44,8 @@ use crate::intrinsics::trap;
 #[cfg(ferrofuse_hopper)]
 use crate::intrinsics::{
     block_dim_x, block_idx_x, block_idx_y, block_idx_z, cp_async_4_zfill, cp_async_16_zfill, cp_async_commit,
-    cp_async_wait_group, dynamic_shared_addr, dynamic_shared_ptr, fence_proxy_async_shared, ld_shared_u32,
-    sync_threads, thread_idx_x, wgmma_commit_group, wgmma_fence, wgmma_m64n32k8_tf32_rs,
+    cp_async_wait_group, dynamic_shared_addr, dynamic_shared_ptr, fence_proxy_async_shared, grid_dim_y,
+    ld_shared_u32, sync_threads, thread_idx_x, wgmma_commit_group, wgmma_fence, wgmma_m64n32k8_tf32_rs,
     wgmma_m64n32k8_tf32_ss, wgmma_m64n64k8_tf32_rs, wgmma_m64n64k8_tf32_ss, wgmma_m64n128k8_tf32_rs,
     wgmma_m64n128k8_tf32_ss, wgmma_wait_all, wgmma_wait_group,
 };
@@ -138,6 +138,7 @@ unsafe fn gemm_wg<
     const EXACT: bool,
     const CONV: bool,
     const CAT: bool,
+    const RESIDENT: bool,
 >(
     p: &GemmParams,
     a: *const f32,
@@ -159,6 +160,7 @@ unsafe fn gemm_wg<
         || (splits > 1 && (p.k_chunk == 0 || p.k_chunk % BK != 0))
         || (!CONV && !CAT && (p.a_cs != 1 || !aligned(a, p.a_rs, p.a_bs | p.a_bs2)))
         || (CAT && !cat.fits(p.k, p.batch))
+        || (RESIDENT && (CONV || splits > 1 || p.batch != 1 || p.k.div_ceil(BK) > GEMM_WG_RESIDENT_K_TILES))
         || p.b_rs != 1
         || !p.b_shared()
         || p.b_cs < p.k as u64
@@ -173,302 +175,352 @@ unsafe fn gemm_wg<
     let (warp, lane) = (tid / 32, tid % 32);
     let (g, t) = (lane / 4, lane % 4);
     let z = block_idx_z();
-    let (row0, col0) = (block_idx_y() * bm, block_idx_x() * BN);
-    let (batch, split, k_begin, k_end) = crate::gemm_split::split_of(&p, z);
-    let a_at = p.a_at(batch);
-    let k_tiles = k_end.saturating_sub(k_begin).div_ceil(BK);
-    let planes = crate::abi::gemm_wg_planes(EXACT);
-    // Stage `s`: B's big-part tile, (EXACT) its small-part tile, then A's tile; each a multiple
-    // of 1 KiB, from a 1 KiB boundary.
-    let b_tile = BN * BK * 4;
-    let stage_bytes = planes * b_tile + bm * BK * 4;
-    let window = dynamic_shared_addr();
-    let smem = window.next_multiple_of(1024);
-    // The plane of small parts follows the `n` rows of big parts.
-    let small_plane = p.n as u64 * p.b_cs;
-
-    // The copies of k tile `kt` into its stage. Every thread copies chunk `kc = tid % 8` (k
-    // `4 kc ..`) of rows `tid / 8 + pass j` (j = 0..4) of each tile: B's rows (output columns,
-    // per plane) and A's rows, `pass = threads / 8 = 16 WGS` rows apart (`BN = 64 WGS` rows: four
-    // passes each). The rows keep their swizzle (`pass` is a multiple of 8), so each copy's
-    // source and destination step by constants from the thread's first; only the bytes inside
-    // k (the same for all of a thread's copies of a tile) and the rows inside m or n vary.
-    let pass = threads / 8;
-    // B's rows take BN / pass of the four passes (all four but for the 32-column convolutions).
-    const { assert!(BN == 64 * WGS || (CONV && BN == 32 && WGS == 1)) };
-    let (kc, r_first) = (tid % 8, tid / 8);
-    let dst_first = (r_first * BK + 4 * swizzle(r_first, kc)) * 4;
-    let b_first = (col0 + r_first) as u64 * p.b_cs + 4 * kc as u64;
-    let a_first = a_at + (row0 + r_first) as u64 * p.a_rs + 4 * kc as u64;
-    let (b_pass, a_pass) = (pass as u64 * p.b_cs, pass as u64 * p.a_rs);
-    // A convolution's rows are output positions, gathered element by element: thread `tid` fills
-    // row `tid % bm` of A's tile (a warp, 32 consecutive positions: one transaction per element
-    // at unit stride), chunks `4 (tid / bm) ..` of it; its row is decoded once.
-    let conv_r = tid % bm;
-    let conv_chunk0 = 4 * (tid / bm);
-    let row = if CONV { conv_row(conv, row0 + conv_r, p.m, batch as u32) } else { ConvRow::OUTSIDE };
-    // A segmented A's table rows for the thread's four rows, their indices loaded once here (all
-    // eight in flight together) rather than before every k tile's copies (a dependent load each).
-    let mut cat_rows = [[u32::MAX; 2]; 4];
-    if CAT {
-        unroll4!(J => {
-            cat_rows[J] = cat.rows_of(row0 + r_first + pass * J as u32, p.m);
-        });
-    }
-    // (The closures are inlined at every call: outlined, their arrays would pass through memory.)
-    let load = #[inline(always)]
-    |kt: u32| {
-        let k0 = k_begin + kt * BK;
-        let base = smem + (kt % STAGES) * stage_bytes + dst_first;
-        // The bytes of the thread's chunks that lie inside its k range.
-        let k = k0 + 4 * kc;
-        let k_bytes = if k >= k_end { 0 } else { (k_end - k).min(4) * 4 };
-        unroll4!(J => {
-            let j = J as u32;
-            let in_n = col0 + r_first + pass * j < p.n;
-            let n_bytes = if in_n { k_bytes } else { 0 };
-            let at = b_first + J as u64 * b_pass + k0 as u64;
-            let dst = base + j * pass * BK * 4;
-            if j * pass < BN {
-                for plane in 0..planes {
-                    let src =
-                        if n_bytes == 0 { b } else { b.wrapping_add((at + plane as u64 * small_plane) as usize) };
-                    // SAFETY: `src` holds `n_bytes` bytes of the packed B (column < n, k < k_end
-                    // <= b_cs) or nothing is read; the destination is inside this stage's tile of
-                    // the plane (row `r_first + j pass < BN`), 16-byte aligned.
-                    unsafe { cp_async_16_zfill(dst + plane * b_tile, src.cast(), n_bytes) };
-                }
+    // A resident-B block computes row tiles `block_idx_y, + grid_dim_y, ...` (one otherwise),
+    // loading its column tile's B once, with the first.
+    let mut row_tile = block_idx_y();
+    loop {
+        let first_tile = row_tile == block_idx_y();
+        let (row0, col0) = (row_tile * bm, block_idx_x() * BN);
+        let (batch, split, k_begin, k_end) = crate::gemm_split::split_of(&p, z);
+        let a_at = p.a_at(batch);
+        let k_tiles = k_end.saturating_sub(k_begin).div_ceil(BK);
+        let planes = crate::abi::gemm_wg_planes(EXACT);
+        // Stage `s`: B's big-part tile, (EXACT) its small-part tile, then A's tile; each a multiple
+        // of 1 KiB, from a 1 KiB boundary.
+        let b_tile = BN * BK * 4;
+        // RESIDENT: the stages hold A's tiles only, and B's tiles of every k tile follow them (the
+        // epilogue's staged output, at the start, never reaches B).
+        let a_tile = bm * BK * 4;
+        let stage_bytes = if RESIDENT { a_tile } else { planes * b_tile + a_tile };
+        let window = dynamic_shared_addr();
+        let smem = window.next_multiple_of(1024);
+        // Shared addresses of k tile `kt`'s B tile (big parts; the small parts `b_tile` after) and A
+        // tile.
+        let b_stage = |kt: u32| {
+            if RESIDENT {
+                smem + STAGES * a_tile + kt * planes * b_tile
+            } else {
+                smem + (kt % STAGES) * stage_bytes
             }
-            if CAT {
-                let source = if k_bytes > 0 { cat.at(cat_rows[J], k) } else { None };
-                let (src, n_bytes) = match source {
-                    Some(src) => (src, k_bytes),
-                    None => (a, 0),
-                };
-                // SAFETY: `src` is inside row `row_s(r)` of the segment's table (`fits`, an
-                // index in range) or nothing is read; the destination as below.
-                unsafe { cp_async_16_zfill(dst + planes * b_tile, src.cast(), n_bytes) };
-            } else if !CONV {
-                let in_m = row0 + r_first + pass * j < p.m;
-                let n_bytes = if in_m { k_bytes } else { 0 };
-                let src = if n_bytes == 0 {
-                    a
-                } else {
-                    a.wrapping_add((a_first + J as u64 * a_pass + k0 as u64) as usize)
-                };
-                // SAFETY: as for B (row < m, k < k_end <= k, the planner's strides).
-                unsafe { cp_async_16_zfill(dst + planes * b_tile, src.cast(), n_bytes) };
-            }
-        });
-        if CONV {
-            // The thread's sixteen depths of its row: one f32 per copy, zero in the padding and
-            // past k or m.
-            let a_row = smem + (kt % STAGES) * stage_bytes + planes * b_tile + conv_r * BK * 4;
-            // (A rolled loop over the chunks: unrolled, the sixteen table loads were hoisted
-            // together and the two-warpgroup exact entry spilled.)
-            for c in 0..4 {
-                let chunk = conv_chunk0 + c;
-                let first = k0 + 4 * chunk;
-                // The chunk's four entries, read unconditionally (depths past k read the last
-                // one and copy nothing) so that the four loads issue together and no branch
-                // waits on one.
-                let tap = |e: u32| {
-                    // SAFETY: the table holds an entry per depth below k_end <= k (the launch
-                    // contract; a block with k tiles has k_end >= 1).
-                    unsafe { *taps.add((first + e).min(k_end - 1) as usize) }
-                };
-                let depth = [tap(0), tap(1), tap(2), tap(3)];
-                unroll4!(E => {
-                    let (src, n_bytes) = row.source(conv, &depth[E], first + (E as u32) < k_end);
-                    let dst = a_row + (4 * swizzle(conv_r, chunk) + E as u32) * 4;
-                    // SAFETY: `src` is an element of X (inside the image, the channel of the
-                    // group: the launch contract) or nothing is read; the destination is inside
-                    // this stage's A tile.
-                    unsafe { cp_async_4_zfill(dst, a.wrapping_offset(src).cast(), n_bytes) };
-                });
-            }
-        }
-        cp_async_commit();
-    };
-
-    // The lane's rows of A: `16 w + g` and 8 below it within its warpgroup's 64 (both `g`
-    // modulo 8, so their swizzle is the XOR with `g`).
-    let a_row = (warp / 4) * 64 + (warp % 4) * 16 + g;
-    // The lane's A fragments of k tile `kt`'s four k steps, split into (big, small) parts (exact
-    // entries; the TF32 ones read A through descriptors and take none).
-    // (Steps and elements const-indexed: a rolled loop would move the arrays to local memory.)
-    let fragments = #[inline(always)]
-    |kt: u32| {
-        let mut f = [[[0u32; 4]; 4]; 2];
-        if !EXACT {
-            return f;
-        }
-        let a_s = smem + (kt % STAGES) * stage_bytes + planes * b_tile;
-        let ld = |at: u32| {
-            // SAFETY: inside the stage's A tile, written by copies waited for before a barrier.
-            f32::from_bits(unsafe { ld_shared_u32(a_s + 4 * at) })
         };
-        unroll4!(S => {
-            let s = S as u32;
-            // Fragment k `t` of step `s` is chunk `2s` of the row, k `t + 4` chunk `2s + 1`.
-            let (x0, x1) = (4 * swizzle(g, 2 * s) + t, 4 * swizzle(g, 2 * s + 1) + t);
-            let (r0, r1) = (a_row * BK, (a_row + 8) * BK);
-            let v = [ld(r0 + x0), ld(r1 + x0), ld(r0 + x1), ld(r1 + x1)];
-            unroll4!(E => {
-                (f[0][S][E], f[1][S][E]) = crate::gemm_tc::split(v[E]);
+        let a_stage = |kt: u32| {
+            if RESIDENT {
+                smem + (kt % STAGES) * stage_bytes
+            } else {
+                smem + (kt % STAGES) * stage_bytes + planes * b_tile
+            }
+        };
+        // The plane of small parts follows the `n` rows of big parts.
+        let small_plane = p.n as u64 * p.b_cs;
+
+        // The copies of k tile `kt` into its stage. Every thread copies chunk `kc = tid % 8` (k
+        // `4 kc ..`) of rows `tid / 8 + pass j` (j = 0..4) of each tile: B's rows (output columns,
+        // per plane) and A's rows, `pass = threads / 8 = 16 WGS` rows apart (`BN = 64 WGS` rows: four
+        // passes each). The rows keep their swizzle (`pass` is a multiple of 8), so each copy's
+        // source and destination step by constants from the thread's first; only the bytes inside
+        // k (the same for all of a thread's copies of a tile) and the rows inside m or n vary.
+        let pass = threads / 8;
+        // B's rows take BN / pass of the four passes (all four but for the 32-column convolutions).
+        const { assert!(BN == 64 * WGS || (CONV && BN == 32 && WGS == 1)) };
+        let (kc, r_first) = (tid % 8, tid / 8);
+        let dst_first = (r_first * BK + 4 * swizzle(r_first, kc)) * 4;
+        let b_first = (col0 + r_first) as u64 * p.b_cs + 4 * kc as u64;
+        let a_first = a_at + (row0 + r_first) as u64 * p.a_rs + 4 * kc as u64;
+        let (b_pass, a_pass) = (pass as u64 * p.b_cs, pass as u64 * p.a_rs);
+        // A convolution's rows are output positions, gathered element by element: thread `tid` fills
+        // row `tid % bm` of A's tile (a warp, 32 consecutive positions: one transaction per element
+        // at unit stride), chunks `4 (tid / bm) ..` of it; its row is decoded once.
+        let conv_r = tid % bm;
+        let conv_chunk0 = 4 * (tid / bm);
+        let row = if CONV { conv_row(conv, row0 + conv_r, p.m, batch as u32) } else { ConvRow::OUTSIDE };
+        // A segmented A's table rows for the thread's four rows, their indices loaded once here (all
+        // eight in flight together) rather than before every k tile's copies (a dependent load each).
+        let mut cat_rows = [[u32::MAX; 2]; 4];
+        if CAT {
+            unroll4!(J => {
+                cat_rows[J] = cat.rows_of(row0 + r_first + pass * J as u32, p.m);
             });
-        });
-        f
-    };
-    // Issues k tile `kt`'s products as one wgmma group: per k step, exact: small(A)·big(B),
-    // big(A)·small(B), then big(A)·big(B) (small terms first, as `gemm_tc`); TF32: A·B with A
-    // through a descriptor of the warpgroup's 64 rows of the stage's A tile (8 KiB apart, on
-    // 1 KiB boundaries, so their swizzle is the tile's).
-    let issue = #[inline(always)]
-    |acc: &mut [f32; ACC], kt: u32, f: &[[[u32; 4]; 4]; 2]| {
-        let stage = smem + (kt % STAGES) * stage_bytes;
-        let a_rows = stage + planes * b_tile + (warp / 4) * 64 * BK * 4;
-        wgmma_fence();
-        unroll4!(S => {
-            let big_b = descriptor(stage + 32 * S as u32);
-            // SAFETY: the whole warpgroup issues the same products on a stage whose copies were
-            // waited for and handed to the async proxy before a barrier; the accumulators are
-            // read only after the final wait.
-            unsafe {
-                if EXACT {
-                    product(acc, f[1][S], big_b);
-                    product(acc, f[0][S], descriptor(stage + b_tile + 32 * S as u32));
-                    product(acc, f[0][S], big_b);
-                } else {
-                    product_ss(acc, descriptor(a_rows + 32 * S as u32), big_b);
+        }
+        // (The closures are inlined at every call: outlined, their arrays would pass through memory.)
+        // The copies of k tile `kt`'s B tile (`with_b`) and A tile (`with_a`), not committed.
+        let copy = #[inline(always)]
+        |kt: u32, with_b: bool, with_a: bool| {
+            let k0 = k_begin + kt * BK;
+            let (b_base, a_base) =
+                (b_stage(kt) + dst_first, if RESIDENT { a_stage(kt) + dst_first } else { 0 });
+            // The bytes of the thread's chunks that lie inside its k range.
+            let k = k0 + 4 * kc;
+            let k_bytes = if k >= k_end { 0 } else { (k_end - k).min(4) * 4 };
+            unroll4!(J => {
+                let j = J as u32;
+                let in_n = col0 + r_first + pass * j < p.n;
+                let n_bytes = if in_n { k_bytes } else { 0 };
+                let at = b_first + J as u64 * b_pass + k0 as u64;
+                let dst = b_base + j * pass * BK * 4;
+            // (Written as before resident B for the other entries: the same code for them.)
+            let a_dst = if RESIDENT { a_base + j * pass * BK * 4 } else { dst + planes * b_tile };
+                if with_b && j * pass < BN {
+                    for plane in 0..planes {
+                        let src =
+                            if n_bytes == 0 { b } else { b.wrapping_add((at + plane as u64 * small_plane) as usize) };
+                        // SAFETY: `src` holds `n_bytes` bytes of the packed B (column < n, k < k_end
+                        // <= b_cs) or nothing is read; the destination is inside this stage's tile of
+                        // the plane (row `r_first + j pass < BN`), 16-byte aligned.
+                        unsafe { cp_async_16_zfill(dst + plane * b_tile, src.cast(), n_bytes) };
+                    }
+                }
+                if !with_a {
+                } else if CAT {
+                    let source = if k_bytes > 0 { cat.at(cat_rows[J], k) } else { None };
+                    let (src, n_bytes) = match source {
+                        Some(src) => (src, k_bytes),
+                        None => (a, 0),
+                    };
+                    // SAFETY: `src` is inside row `row_s(r)` of the segment's table (`fits`, an
+                    // index in range) or nothing is read; the destination as below.
+                    unsafe { cp_async_16_zfill(a_dst, src.cast(), n_bytes) };
+                } else if !CONV {
+                    let in_m = row0 + r_first + pass * j < p.m;
+                    let n_bytes = if in_m { k_bytes } else { 0 };
+                    let src = if n_bytes == 0 {
+                        a
+                    } else {
+                        a.wrapping_add((a_first + J as u64 * a_pass + k0 as u64) as usize)
+                    };
+                    // SAFETY: as for B (row < m, k < k_end <= k, the planner's strides).
+                    unsafe { cp_async_16_zfill(a_dst, src.cast(), n_bytes) };
+                }
+            });
+            if CONV && with_a {
+                // The thread's sixteen depths of its row: one f32 per copy, zero in the padding and
+                // past k or m.
+                let a_row = a_stage(kt) + conv_r * BK * 4;
+                // (A rolled loop over the chunks: unrolled, the sixteen table loads were hoisted
+                // together and the two-warpgroup exact entry spilled.)
+                for c in 0..4 {
+                    let chunk = conv_chunk0 + c;
+                    let first = k0 + 4 * chunk;
+                    // The chunk's four entries, read unconditionally (depths past k read the last
+                    // one and copy nothing) so that the four loads issue together and no branch
+                    // waits on one.
+                    let tap = |e: u32| {
+                        // SAFETY: the table holds an entry per depth below k_end <= k (the launch
+                        // contract; a block with k tiles has k_end >= 1).
+                        unsafe { *taps.add((first + e).min(k_end - 1) as usize) }
+                    };
+                    let depth = [tap(0), tap(1), tap(2), tap(3)];
+                    unroll4!(E => {
+                        let (src, n_bytes) = row.source(conv, &depth[E], first + (E as u32) < k_end);
+                        let dst = a_row + (4 * swizzle(conv_r, chunk) + E as u32) * 4;
+                        // SAFETY: `src` is an element of X (inside the image, the channel of the
+                        // group: the launch contract) or nothing is read; the destination is inside
+                        // this stage's A tile.
+                        unsafe { cp_async_4_zfill(dst, a.wrapping_offset(src).cast(), n_bytes) };
+                    });
                 }
             }
-        });
-        wgmma_commit_group();
-    };
-    let mut acc = [0f32; ACC];
-    // The pipeline: tiles kt + 1 and kt + 2 in flight (copies) while tile kt's products run, and
-    // tile kt + 1's fragments loaded and split as they run. Stage `kt % STAGES` is refilled
-    // (tile kt + 4) only at iteration kt + 2, after every warpgroup waited for group kt and
-    // passed the barrier of iteration kt + 1.
-    //
-    // A group reads its A fragments from registers until it completes (PTX: writing them before
-    // the `wgmma.wait_group` that retires the group is undefined), so tile kt + 1's fragments go
-    // to the other of two register sets: `fa` holds even tiles, `fb` odd ones, the loop takes two
-    // tiles per turn, and each set is written only after the wait that retired the group that
-    // read it last (`fb` after group kt - 1's, `fa` after group kt's). One set carried around
-    // the loop made its copy at the back edge overwrite group kt's operands while it ran (wrong
-    // results from ptxas 13.0's offline build; host/src/device/ptx.rs checks every entry).
-    const { assert!(STAGES == 4) };
-    for st in 0..2 {
-        if st < k_tiles {
-            load(st);
-        } else {
+        };
+        // Tile `kt`'s copies as one group: A's tile, and B's unless it is resident.
+        let load = #[inline(always)]
+        |kt: u32| {
+            copy(kt, !RESIDENT, true);
             cp_async_commit();
+        };
+        if RESIDENT && first_tile {
+            // Every k tile of B, in the first tile's first group (landed with its A tile).
+            for kt in 0..k_tiles {
+                copy(kt, true, false);
+            }
         }
-    }
-    // Issues tile `kt`'s group on `f`, starts tile kt + 2's copies, and unless kt is the last
-    // tile waits until tile kt + 1 has landed and group kt - 1 has finished (the barrier hands
-    // the stages over; only tile kt + 2's copies and group kt may still be in flight). Evaluates
-    // to whether kt was the last tile. (A macro: a closure called twice is outlined, and the
-    // accumulators would then cross a call in memory.)
-    macro_rules! step {
-        ($kt:expr, $f:expr) => {{
-            let kt = $kt;
-            issue(&mut acc, kt, $f);
-            if kt + 2 < k_tiles {
-                load(kt + 2);
+
+        // The lane's rows of A: `16 w + g` and 8 below it within its warpgroup's 64 (both `g`
+        // modulo 8, so their swizzle is the XOR with `g`).
+        let a_row = (warp / 4) * 64 + (warp % 4) * 16 + g;
+        // The lane's A fragments of k tile `kt`'s four k steps, split into (big, small) parts (exact
+        // entries; the TF32 ones read A through descriptors and take none).
+        // (Steps and elements const-indexed: a rolled loop would move the arrays to local memory.)
+        let fragments = #[inline(always)]
+        |kt: u32| {
+            let mut f = [[[0u32; 4]; 4]; 2];
+            if !EXACT {
+                return f;
+            }
+            let a_s = a_stage(kt);
+            let ld = |at: u32| {
+                // SAFETY: inside the stage's A tile, written by copies waited for before a barrier.
+                f32::from_bits(unsafe { ld_shared_u32(a_s + 4 * at) })
+            };
+            unroll4!(S => {
+                let s = S as u32;
+                // Fragment k `t` of step `s` is chunk `2s` of the row, k `t + 4` chunk `2s + 1`.
+                let (x0, x1) = (4 * swizzle(g, 2 * s) + t, 4 * swizzle(g, 2 * s + 1) + t);
+                let (r0, r1) = (a_row * BK, (a_row + 8) * BK);
+                let v = [ld(r0 + x0), ld(r1 + x0), ld(r0 + x1), ld(r1 + x1)];
+                unroll4!(E => {
+                    (f[0][S][E], f[1][S][E]) = crate::gemm_tc::split(v[E]);
+                });
+            });
+            f
+        };
+        // Issues k tile `kt`'s products as one wgmma group: per k step, exact: small(A)·big(B),
+        // big(A)·small(B), then big(A)·big(B) (small terms first, as `gemm_tc`); TF32: A·B with A
+        // through a descriptor of the warpgroup's 64 rows of the stage's A tile (8 KiB apart, on
+        // 1 KiB boundaries, so their swizzle is the tile's).
+        let issue = #[inline(always)]
+        |acc: &mut [f32; ACC], kt: u32, f: &[[[u32; 4]; 4]; 2]| {
+            let stage = b_stage(kt);
+            let a_rows = a_stage(kt) + (warp / 4) * 64 * BK * 4;
+            wgmma_fence();
+            unroll4!(S => {
+                let big_b = descriptor(stage + 32 * S as u32);
+                // SAFETY: the whole warpgroup issues the same products on a stage whose copies were
+                // waited for and handed to the async proxy before a barrier; the accumulators are
+                // read only after the final wait.
+                unsafe {
+                    if EXACT {
+                        product(acc, f[1][S], big_b);
+                        product(acc, f[0][S], descriptor(stage + b_tile + 32 * S as u32));
+                        product(acc, f[0][S], big_b);
+                    } else {
+                        product_ss(acc, descriptor(a_rows + 32 * S as u32), big_b);
+                    }
+                }
+            });
+            wgmma_commit_group();
+        };
+        let mut acc = [0f32; ACC];
+        // The pipeline: tiles kt + 1 and kt + 2 in flight (copies) while tile kt's products run, and
+        // tile kt + 1's fragments loaded and split as they run. Stage `kt % STAGES` is refilled
+        // (tile kt + 4) only at iteration kt + 2, after every warpgroup waited for group kt and
+        // passed the barrier of iteration kt + 1.
+        //
+        // A group reads its A fragments from registers until it completes (PTX: writing them before
+        // the `wgmma.wait_group` that retires the group is undefined), so tile kt + 1's fragments go
+        // to the other of two register sets: `fa` holds even tiles, `fb` odd ones, the loop takes two
+        // tiles per turn, and each set is written only after the wait that retired the group that
+        // read it last (`fb` after group kt - 1's, `fa` after group kt's). One set carried around
+        // the loop made its copy at the back edge overwrite group kt's operands while it ran (wrong
+        // results from ptxas 13.0's offline build; host/src/device/ptx.rs checks every entry).
+        const { assert!(STAGES == 4) };
+        for st in 0..2 {
+            if st < k_tiles {
+                load(st);
             } else {
                 cp_async_commit();
             }
-            let last = kt + 1 == k_tiles;
-            if !last {
-                cp_async_wait_group::<1>();
-                wgmma_wait_group::<1>();
-                fence_proxy_async_shared();
-                sync_threads();
-            }
-            last
-        }};
-    }
-    if k_tiles > 0 {
-        cp_async_wait_group::<1>();
-        fence_proxy_async_shared();
-        sync_threads();
-        let mut fa = fragments(0);
-        let mut kt = 0;
-        loop {
-            if step!(kt, &fa) {
-                break;
-            }
-            let fb = fragments(kt + 1);
-            if step!(kt + 1, &fb) {
-                break;
-            }
-            fa = fragments(kt + 2);
-            kt += 2;
         }
-        wgmma_wait_all();
-    }
+        // Issues tile `kt`'s group on `f`, starts tile kt + 2's copies, and unless kt is the last
+        // tile waits until tile kt + 1 has landed and group kt - 1 has finished (the barrier hands
+        // the stages over; only tile kt + 2's copies and group kt may still be in flight). Evaluates
+        // to whether kt was the last tile. (A macro: a closure called twice is outlined, and the
+        // accumulators would then cross a call in memory.)
+        macro_rules! step {
+            ($kt:expr, $f:expr) => {{
+                let kt = $kt;
+                issue(&mut acc, kt, $f);
+                if kt + 2 < k_tiles {
+                    load(kt + 2);
+                } else {
+                    cp_async_commit();
+                }
+                let last = kt + 1 == k_tiles;
+                if !last {
+                    cp_async_wait_group::<1>();
+                    wgmma_wait_group::<1>();
+                    fence_proxy_async_shared();
+                    sync_threads();
+                }
+                last
+            }};
+        }
+        if k_tiles > 0 {
+            cp_async_wait_group::<1>();
+            fence_proxy_async_shared();
+            sync_threads();
+            let mut fa = fragments(0);
+            let mut kt = 0;
+            loop {
+                if step!(kt, &fa) {
+                    break;
+                }
+                let fb = fragments(kt + 1);
+                if step!(kt + 1, &fb) {
+                    break;
+                }
+                fa = fragments(kt + 2);
+                kt += 2;
+            }
+            wgmma_wait_all();
+        }
 
-    // The epilogue stages the block's tile in shared memory (the pipeline's, once every copy has
-    // landed and every warp has left its last k tile), row stride `BN + 8`, then finishes it as
-    // `gemm_tile.rs` does: one rolled loop, one copy of the epilogue (finishing each accumulator
-    // from registers would inline it, activations and program, once per accumulator).
-    cp_async_wait_group::<0>();
-    sync_threads();
-    if CONV {
-        // SAFETY: `smem - window` is below 1 KiB; the transposed tile fits the stages.
+        // The epilogue stages the block's tile in shared memory (the pipeline's, once every copy has
+        // landed and every warp has left its last k tile), row stride `BN + 8`, then finishes it as
+        // `gemm_tile.rs` does: one rolled loop, one copy of the epilogue (finishing each accumulator
+        // from registers would inline it, activations and program, once per accumulator).
+        cp_async_wait_group::<0>();
+        sync_threads();
+        if CONV {
+            // SAFETY: `smem - window` is below 1 KiB; the transposed tile fits the stages.
+            let tile = unsafe { dynamic_shared_ptr().add((smem - window) as usize) } as *mut f32;
+            // SAFETY: forwarded (the launch contract).
+            unsafe {
+                conv_store::<ACC>(
+                    conv,
+                    &acc,
+                    tile,
+                    (a_row, t),
+                    (row0, col0, batch as u32, split),
+                    bm,
+                    BN,
+                    c_ptr,
+                    y,
+                    (tid, threads),
+                    program,
+                )
+            };
+            return;
+        }
+        let ld_tile = BN + 8;
+        // SAFETY: `smem - window` is below 1 KiB, inside the launch's shared memory.
         let tile = unsafe { dynamic_shared_ptr().add((smem - window) as usize) } as *mut f32;
-        // SAFETY: forwarded (the launch contract).
+        for j in 0..ACC / 4 {
+            // Accumulator `4j + e` is row `a_row + 8 (e / 2)`, column `8j + 2t + e % 2`.
+            let c = 8 * j as u32 + 2 * t;
+            // SAFETY: inside the tile (bm x ld_tile f32 fit the stages).
+            unsafe {
+                let at = tile.add((a_row * ld_tile + c) as usize);
+                *at = acc[4 * j];
+                *at.add(1) = acc[4 * j + 1];
+                let at = at.add(8 * ld_tile as usize);
+                *at = acc[4 * j + 2];
+                *at.add(1) = acc[4 * j + 3];
+            }
+        }
+        sync_threads();
+        // SAFETY: forwarded (the tile and the launch contract).
         unsafe {
-            conv_store::<ACC>(
-                conv,
-                &acc,
-                tile,
-                (a_row, t),
-                (row0, col0, batch as u32, split),
-                bm,
-                BN,
+            crate::gemm_tile::finish_tile(
+                &p,
                 c_ptr,
-                y,
-                (tid, threads),
                 program,
+                y,
+                tile,
+                (row0, col0, z, batch),
+                (bm, BN, ld_tile),
+                tid,
+                threads,
             )
         };
-        return;
-    }
-    let ld_tile = BN + 8;
-    // SAFETY: `smem - window` is below 1 KiB, inside the launch's shared memory.
-    let tile = unsafe { dynamic_shared_ptr().add((smem - window) as usize) } as *mut f32;
-    for j in 0..ACC / 4 {
-        // Accumulator `4j + e` is row `a_row + 8 (e / 2)`, column `8j + 2t + e % 2`.
-        let c = 8 * j as u32 + 2 * t;
-        // SAFETY: inside the tile (bm x ld_tile f32 fit the stages).
-        unsafe {
-            let at = tile.add((a_row * ld_tile + c) as usize);
-            *at = acc[4 * j];
-            *at.add(1) = acc[4 * j + 1];
-            let at = at.add(8 * ld_tile as usize);
-            *at = acc[4 * j + 2];
-            *at.add(1) = acc[4 * j + 3];
+        if !RESIDENT {
+            break;
         }
+        row_tile += grid_dim_y();
+        if row_tile as u64 * bm as u64 >= p.m as u64 {
+            break;
+        }
+        // The next tile's copies overwrite the staged output: every thread has finished it.
+        sync_threads();
     }
-    sync_threads();
-    // SAFETY: forwarded (the tile and the launch contract).
-    unsafe {
-        crate::gemm_tile::finish_tile(
-            &p,
-            c_ptr,
-            program,
-            y,
-            tile,
-            (row0, col0, z, batch),
-            (bm, BN, ld_tile),
-            tid,
-            threads,
-        )
-    };
 }
 
 macro_rules! wg_entries {
@@ -505,7 +557,7 @@ macro_rules! wg_entries {
             #[cfg(ferrofuse_hopper)]
             // SAFETY: forwarded (the kernel's contract).
             unsafe {
-                gemm_wg::<$wgs, $bn, { $bn / 2 }, $exact, false, false>(
+                gemm_wg::<$wgs, $bn, { $bn / 2 }, $exact, false, false, false>(
                     &p,
                     a,
                     b,
@@ -539,7 +591,7 @@ wg_entries! {
 }
 
 macro_rules! wg_cat_entries {
-    ($($(#[$doc:meta])* $name:ident: $wgs:literal warpgroups, $bn:literal columns, $exact:literal;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident: $wgs:literal warpgroups, $bn:literal columns, $exact:literal, $resident:literal;)*) => {$(
         $(#[$doc])*
         ///
         /// # Safety
@@ -574,13 +626,15 @@ macro_rules! wg_cat_entries {
             #[cfg(ferrofuse_hopper)]
             // SAFETY: forwarded (the kernel's contract).
             unsafe {
-                gemm_wg::<$wgs, $bn, { $bn / 2 }, $exact, false, true>(
+                gemm_wg::<$wgs, $bn, { $bn / 2 }, $exact, false, true, $resident>(
                     &p,
                     t0,
                     b,
                     c,
                     y,
-                    program(&e, x1, x2, x3),
+                    // The resident entry finishes without a program (its loop kept
+                    // the program's parameters in registers across the k tiles).
+                    if $resident { None } else { program(&e, x1, x2, x3) },
                     &ConvParams::default(),
                     core::ptr::null(),
                     &CatOperand { s, tables: [t0, t1], index: [i0, i1] },
@@ -597,13 +651,20 @@ macro_rules! wg_cat_entries {
 
 wg_cat_entries! {
     /// `gemm_wg128_f32` with A read as segments of row tables (`GemmCatParams`).
-    gemm_wg128_cat_f32: 2 warpgroups, 128 columns, true;
+    gemm_wg128_cat_f32: 2 warpgroups, 128 columns, true, false;
     /// `gemm_wg64_f32` with A read as segments of row tables.
-    gemm_wg64_cat_f32: 1 warpgroups, 64 columns, true;
+    gemm_wg64_cat_f32: 1 warpgroups, 64 columns, true, false;
     /// `gemm_wg128_cat_f32` in TF32.
-    gemm_wg128_cat_tf32: 2 warpgroups, 128 columns, false;
+    gemm_wg128_cat_tf32: 2 warpgroups, 128 columns, false, false;
     /// `gemm_wg64_cat_f32` in TF32.
-    gemm_wg64_cat_tf32: 1 warpgroups, 64 columns, false;
+    gemm_wg64_cat_tf32: 1 warpgroups, 64 columns, false, false;
+    /// `gemm_wg64_cat_f32` with B resident: a block loads its column tile's B (every k tile, at
+    /// most [`crate::abi::GEMM_WG_RESIDENT_K_TILES`]) into shared memory once and computes row
+    /// tiles `block_idx_y, + grid_dim_y, ...` with it, A alone through the stages: for the many
+    /// row tiles of a short k (a GNN's edge GEMM, 800k x 128 -> 64, re-read B's two planes, twice
+    /// its A, per 64 rows). Shared memory: [`crate::abi::GemmTile::wg_resident_shared_bytes`].
+    /// No program epilogue (`e` and `x1..x3` are not read): alpha, beta C and the activation.
+    gemm_wg64_cat_resident_f32: 1 warpgroups, 64 columns, true, true;
 }
 
 /// A [`GemmCatParams`] operand with its tables and indices.

@@ -159,3 +159,38 @@ fn gemms_read_gathered_and_concatenated_rows_where_they_lie() {
         case(&format!("one gather, {dtype} indices"), &g, &feeds, ("gemm_wg64_cat_f32", "gemm_tc64_n_f32"));
     }
 }
+
+#[test]
+fn many_row_tiles_of_a_short_k_keep_b_resident() {
+    // 70 003 rows: over four 64-row tiles for each of two blocks per multiprocessor (132 SMs),
+    // so the `_cat` GEMM without a program epilogue keeps B in shared memory and loops over row
+    // tiles (`gemm_wg64_cat_resident_f32`); the last tile is ragged. The same products in the
+    // same order as the one-tile-a-block entries: bit for bit the `mma.sync` path's results.
+    let mut rng = Rng::new(0x5e5);
+    let (m, rows) = (70_003, 5_000);
+    let mut g = Graph::new();
+    let mut feeds = Vec::new();
+    let h = f32_input(&mut g, &mut rng, &mut feeds, "h", &[rows, 64]);
+    let ix = index_input(&mut g, &mut rng, &mut feeds, ("ix", &[m, 2, 1], rows, DType::I64));
+    let gathered = g.op1(Op::GatherNd(op::GatherNd { batch_dims: 0 }), &[h, ix]);
+    let shape = i64s(&mut g, "shape", &[m as i64, 128]);
+    let a = g.op1(Op::Reshape(op::Reshape::default()), &[gathered, shape]);
+    let w = weight(&mut g, &mut rng, "w", &[64, 128]);
+    let c = weight(&mut g, &mut rng, "c", &[64]);
+    let y = g.push(Op::Gemm(Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: true }), &[a, w, c], 1)[0];
+    let y = g.op1(Op::Relu, &[y]);
+    g.output(y);
+    case("edge MLP, B resident", &g, &feeds, ("gemm_wg64_cat_resident_f32", "gemm_tc64_k_f32"));
+
+    // A node update of k 100 (four k tiles, the last partial) and 48 output columns.
+    let m = 70_001;
+    let mut g = Graph::new();
+    let mut feeds = Vec::new();
+    let h = f32_input(&mut g, &mut rng, &mut feeds, "h", &[m, 64]);
+    let z = f32_input(&mut g, &mut rng, &mut feeds, "z", &[m, 36]);
+    let a = g.op1(Op::Concat(op::Concat { axis: -1 }), &[h, z]);
+    let w = weight(&mut g, &mut rng, "w", &[100, 48]);
+    let y = g.matmul(a, w);
+    g.output(y);
+    case("node update, B resident", &g, &feeds, ("gemm_wg64_cat_resident_f32", "gemm_tc64_n_f32"));
+}

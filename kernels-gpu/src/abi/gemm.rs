@@ -278,6 +278,9 @@ impl super::KernelId {
             Self::GemmWg64Tf32 => Some(GemmTile::SMALL.wg_shared_bytes(false)),
             Self::GemmWg128CatF32 => Some(GemmTile::LARGE.wg_shared_bytes(true)),
             Self::GemmWg64CatF32 => Some(GemmTile::SMALL.wg_shared_bytes(true)),
+            Self::GemmWg64CatResidentF32 => {
+                Some(GemmTile::SMALL.wg_resident_shared_bytes(true, GEMM_WG_RESIDENT_K_TILES))
+            }
             Self::GemmWg128CatTf32 => Some(GemmTile::LARGE.wg_shared_bytes(false)),
             Self::GemmWg64CatTf32 => Some(GemmTile::SMALL.wg_shared_bytes(false)),
             Self::ConvWg128F32 => Some(GemmTile::LARGE.wg_shared_bytes(true)),
@@ -294,6 +297,10 @@ impl super::KernelId {
 
 /// Pipeline stages of the `wgmma` GEMMs (`gemm_wg.rs`).
 pub const GEMM_WG_STAGES: u32 = 4;
+/// Most k tiles (of [`GEMM_TILE_BK`]) of a resident-B `wgmma` GEMM (`gemm_wg64_cat_resident_f32`):
+/// its B, both planes of 64 columns, then takes 64 KiB of shared memory, and with the A stages two
+/// blocks still fit a multiprocessor.
+pub const GEMM_WG_RESIDENT_K_TILES: u32 = 4;
 
 /// The planes of a weight packed for the `wgmma` GEMMs: the TF32 big parts, and (`exact`, the
 /// 3xTF32 entries) the small parts.
@@ -343,6 +350,14 @@ impl GemmTile {
     /// (`n x (m + 4)`).
     pub const fn wg_shared_bytes(self, exact: bool) -> u32 {
         GEMM_WG_STAGES * (gemm_wg_planes(exact) * self.n + self.m) * GEMM_TILE_BK * 4 + 1024
+    }
+
+    /// Dynamic shared memory of a resident-B `wgmma` GEMM launch with this tile and `k_tiles` k
+    /// tiles (at most [`GEMM_WG_RESIDENT_K_TILES`]): [`GEMM_WG_STAGES`] stages of A's tile, then
+    /// every k tile of B's planes, plus the 1 KiB of alignment. The epilogue's output tile fits in
+    /// A's stages.
+    pub const fn wg_resident_shared_bytes(self, exact: bool, k_tiles: u32) -> u32 {
+        (GEMM_WG_STAGES * self.m + k_tiles * gemm_wg_planes(exact) * self.n) * GEMM_TILE_BK * 4 + 1024
     }
 
     /// Dynamic shared memory of a launch: [`GEMM_TILE_STAGES`] stages of the A tile

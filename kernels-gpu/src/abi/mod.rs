@@ -245,6 +245,9 @@ kernel_ids! {
     GemmWg128CatF32 => "gemm_wg128_cat_f32",
     /// `gemm_wg::gemm_wg64_cat_f32`: `gemm_wg64_f32` reading A as [`GemmCatParams`] segments
     GemmWg64CatF32 => "gemm_wg64_cat_f32",
+    /// `gemm_wg::gemm_wg64_cat_resident_f32`: `gemm_wg64_cat_f32` with B resident in shared memory
+    /// over several row tiles
+    GemmWg64CatResidentF32 => "gemm_wg64_cat_resident_f32",
     /// `gemm_wg::gemm_wg128_cat_tf32`: `gemm_wg128_cat_f32` in TF32
     GemmWg128CatTf32 => "gemm_wg128_cat_tf32",
     /// `gemm_wg::gemm_wg64_cat_tf32`: `gemm_wg64_cat_f32` in TF32

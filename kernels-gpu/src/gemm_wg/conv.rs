@@ -226,7 +226,7 @@ unsafe fn conv_wg<const WGS: u32, const BN: u32, const ACC: usize, const EXACT: 
     };
     // SAFETY: forwarded (the launch contract; the GEMM's B is the group's packed weight).
     unsafe {
-        super::gemm_wg::<WGS, BN, ACC, EXACT, true, false>(
+        super::gemm_wg::<WGS, BN, ACC, EXACT, true, false, false>(
             &gemm,
             x,
             b,

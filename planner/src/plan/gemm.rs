@@ -234,6 +234,31 @@ pub(super) fn takes_cat(g: &crate::graph::Graph, p: &GemmParams, b: ValueId, o: 
     runs_tile(p, o) && super::tc_pack::takes_wg_packed(g, p, b, o)
 }
 
+/// Blocks of resident B a multiprocessor holds (`gemm_wg64_cat_resident_f32`: ~97 KiB each).
+const RESIDENT_BLOCKS_PER_SM: u64 = 2;
+/// Fewest row tiles each resident-B block computes for that entry to be taken: fewer, and the
+/// plain entry's blocks reload B about as often.
+const RESIDENT_MIN_TILES_PER_BLOCK: u64 = 4;
+
+/// The row blocks of a resident-B launch (`gemm_wg64_cat_resident_f32`) of the `wgmma` GEMM `p`
+/// (B packed) on `tile`, when it takes it: exact, A as segments without a program epilogue
+/// (`cat`: the entry has none), the 64 x 64 tile, one
+/// matrix unsplit, k of at most `GEMM_WG_RESIDENT_K_TILES` tiles, and enough row tiles that
+/// every block of a full device computes [`RESIDENT_MIN_TILES_PER_BLOCK`].
+fn resident_rows(p: &GemmParams, tile: GemmTile, exact: bool, cat: bool, o: &PlanOptions) -> Option<u32> {
+    let k_tiles = p.k.div_ceil(kernels_gpu::abi::GEMM_TILE_BK);
+    let (col_tiles, row_tiles) = (p.n.div_ceil(tile.n) as u64, p.m.div_ceil(tile.m) as u64);
+    let blocks = (RESIDENT_BLOCKS_PER_SM * o.sm_count as u64).div_ceil(col_tiles).max(1);
+    let takes = exact
+        && cat
+        && tile == GemmTile::SMALL
+        && p.batch == 1
+        && p.splits <= 1
+        && (1..=kernels_gpu::abi::GEMM_WG_RESIDENT_K_TILES).contains(&k_tiles)
+        && row_tiles >= RESIDENT_MIN_TILES_PER_BLOCK * blocks;
+    takes.then(|| blocks.min(65535) as u32)
+}
+
 /// The `wgmma` entry (`gemm_wg_*`) of a large-tile GEMM's tile, exact (3xTF32) or TF32.
 fn wg_kernel(tile: GemmTile, exact: bool, cat: bool) -> KernelId {
     use KernelId as K;
@@ -683,7 +708,15 @@ pub(super) fn gemm_steps(
             Some(pb) => {
                 let q = GemmParams { b_rs: 1, b_cs: gemm_wg_packed_ld(q.k) as u64, b_bs: 0, ..q };
                 let exact = o.precision == Precision::Exact;
-                (wg_kernel(tile, exact, cat.is_some()), q, pb, tile.wg_shared_bytes(exact))
+                match resident_rows(&q, tile, exact, cat.is_some() && program.is_none(), o) {
+                    Some(blocks) => {
+                        grid[1] = blocks;
+                        let k_tiles = q.k.div_ceil(kernels_gpu::abi::GEMM_TILE_BK);
+                        let shared = tile.wg_resident_shared_bytes(exact, k_tiles);
+                        (KernelId::GemmWg64CatResidentF32, q, pb, shared)
+                    }
+                    None => (wg_kernel(tile, exact, cat.is_some()), q, pb, tile.wg_shared_bytes(exact)),
+                }
             }
             None => (kernel, q, b, tile.shared_bytes()),
         };

@@ -580,3 +580,29 @@ fn a_result_is_written_through_its_transpose_however_many_read_the_transpose() {
     assert!(steps.iter().all(|l| l.contains(" once ") != l.contains("Mul mul_f32")), "{text}");
     assert!(!text.contains("transpose_f32"), "{text}");
 }
+
+#[test]
+fn a_short_k_over_many_row_tiles_keeps_b_resident() {
+    let o = PlanOptions::default();
+    let blocks = 2 * o.sm_count;
+    let small = GemmTile::SMALL;
+    // The GNN's edge GEMM (800k x 128 -> 64, A gathered): two blocks a multiprocessor.
+    assert_eq!(resident_rows(&p(800_000, 64, 128, 1), small, true, true, &o), Some(blocks));
+    // k of four tiles at most (five: B would not fit beside the stages twice a multiprocessor).
+    assert_eq!(resident_rows(&p(800_000, 64, 100, 1), small, true, true, &o), Some(blocks));
+    assert_eq!(resident_rows(&p(800_000, 64, 129, 1), small, true, true, &o), None);
+    // Fewer than four row tiles a block: the plain entry.
+    let enough = 4 * blocks * 64;
+    assert_eq!(resident_rows(&p(enough, 64, 128, 1), small, true, true, &o), Some(blocks));
+    assert_eq!(resident_rows(&p(enough - 64, 64, 128, 1), small, true, true, &o), None);
+    // Two column tiles share the device's blocks.
+    assert_eq!(resident_rows(&p(800_000, 128, 128, 1), small, true, true, &o), Some(blocks / 2));
+    // TF32, A not as segments (or with a program epilogue), the 128 x 128 tile, a batch, split-K:
+    // not taken.
+    assert_eq!(resident_rows(&p(800_000, 64, 128, 1), small, false, true, &o), None);
+    assert_eq!(resident_rows(&p(800_000, 64, 128, 1), small, true, false, &o), None);
+    assert_eq!(resident_rows(&p(800_000, 64, 128, 1), GemmTile::LARGE, true, true, &o), None);
+    assert_eq!(resident_rows(&p(800_000, 64, 128, 2), small, true, true, &o), None);
+    let split = GemmParams { splits: 2, ..p(800_000, 64, 128, 1) };
+    assert_eq!(resident_rows(&split, small, true, true, &o), None);
+}
