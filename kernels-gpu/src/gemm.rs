@@ -35,7 +35,7 @@ const _: () = assert!(
 );
 
 #[inline(always)]
-fn epilogue(p: &GemmParams, c: *const f32, i: u32, j: u32, acc: f32) -> f32 {
+pub(crate) fn epilogue(p: &GemmParams, c: *const f32, i: u32, j: u32, acc: f32) -> f32 {
     epilogue_with(p, Activation::from_code(p.act), c, i, j, acc)
 }
 
@@ -95,9 +95,7 @@ pub(crate) unsafe fn finish(
             };
             // A short program (a bias or residual add) inline: its one load and one or two
             // operations, without the interpreter's state and dispatch (the same bits).
-            let short = crate::program::ShortProgram::of(&e.instrs, e.n_instr, e.out_reg)
-                .filter(|s| e.n_inputs <= 2 && (!s.reads_x1() || e.n_inputs == 2));
-            if let Some(short) = short {
+            if let Some(short) = short_program(e) {
                 // SAFETY: input 1 holds element (batch, i, j) at `o[1]` (the caller's contract).
                 let x1 = if short.reads_x1() { unsafe { *x[1].add(o[1] as usize) } } else { 0.0 };
                 return short.eval(v, x1);
@@ -106,6 +104,14 @@ pub(crate) unsafe fn finish(
             unsafe { crate::program::ew_element_at(e, o, Some(v), x) }
         }
     }
+}
+
+/// The program `e` of a program epilogue as a [`crate::program::ShortProgram`] (a bias or
+/// residual add: input 0 and at most input 1), when it is one.
+#[inline(always)]
+pub(crate) fn short_program(e: &EwProgramParams) -> Option<crate::program::ShortProgram> {
+    crate::program::ShortProgram::of(&e.instrs, e.n_instr, e.out_reg)
+        .filter(|s| e.n_inputs <= 2 && (!s.reads_x1() || e.n_inputs == 2))
 }
 
 /// The program epilogue of a `*_program_f32` entry: `e` with inputs `x1..x3` (input 0 is the

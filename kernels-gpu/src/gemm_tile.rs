@@ -429,6 +429,30 @@ unsafe fn store_tile(
 ) {
     let yv = tile_y_view(p, batch);
     let cb = crate::gemm::c_of(p, c_ptr, batch);
+    if let Some((e, x)) = program
+        && let Some(short) = crate::gemm::short_program(e)
+        && (e.rank == 0 || e.aligned_to(p.batch as u64, p.m as u64, p.n as u64))
+        && threads.is_multiple_of(bn)
+    {
+        let at = (row0, col0, batch);
+        let dims = (bm, bn, ld_tile);
+        // SAFETY: forwarded.
+        unsafe {
+            let program = (e, x, short);
+            // The common residual add with no activation fixed at compile time (no per-element
+            // dispatch over the program's operations and the activations).
+            match Activation::from_code(p.act) {
+                Activation::None if short.adds_x1() => store_short::<{ Activation::None as u32 }, true>(
+                    p, cb, program, y, tile, at, dims, tid, threads,
+                ),
+                Activation::None => store_short::<{ Activation::None as u32 }, false>(
+                    p, cb, program, y, tile, at, dims, tid, threads,
+                ),
+                _ => store_short::<ANY_ACTIVATION, false>(p, cb, program, y, tile, at, dims, tid, threads),
+            }
+        }
+        return;
+    }
     let mut q = tid;
     while q < bm * bn {
         let (r, c) = (q / bn, q % bn);
@@ -443,6 +467,79 @@ unsafe fn store_tile(
             }
         }
         q += threads;
+    }
+}
+
+/// [`store_tile`] for a short program (a bias or residual add) over contiguous or `[batch, m, n]`
+/// parameters, with the activation `ACT` (as [`store_plain`]'s; `ADD`: the program is `x0 + x1`),
+/// where a thread's elements share
+/// a column (`threads` a multiple of `bn`): the thread's rows eight at a time, all their loads (C,
+/// input 1) before any of their stores, offsets stepped by rows. Element by element each load
+/// waited behind the previous element's store (Y may be input 1, in place): a thread's 32
+/// elements of a `wgmma` tile paid 32 global-load latencies in a row.
+///
+/// # Safety
+/// As [`store_tile`]; `cb` is C's matrix `batch` ([`crate::gemm::c_of`]).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn store_short<const ACT: u32, const ADD: bool>(
+    p: &GemmParams,
+    cb: *const f32,
+    (e, x, short): (&EwProgramParams, [*const f32; 4], crate::program::ShortProgram),
+    y: *mut f32,
+    tile: *const f32,
+    (row0, col0, batch): (u32, u32, u64),
+    (bm, bn, ld_tile): (u32, u32, u32),
+    tid: u32,
+    threads: u32,
+) {
+    let yv = tile_y_view(p, batch);
+    let act = if ACT == ANY_ACTIVATION { Activation::from_code(p.act) } else { Activation::from_code(ACT) };
+    // The thread's column, and the rows between its elements.
+    let (c, dr) = (tid % bn, threads / bn);
+    let col = col0 + c;
+    // Input 1's element (row0, col) and its step per row.
+    let (x_at, x_rs) = if e.rank == 0 {
+        ((batch * p.m as u64 + row0 as u64) * p.n as u64 + col as u64, p.n as u64)
+    } else {
+        let first = e.aligned_offsets(batch, row0 as u64, col as u64)[1];
+        (first, e.aligned_offsets(batch, row0 as u64 + 1, col as u64)[1].wrapping_sub(first))
+    };
+    let mut r0 = tid / bn;
+    while r0 < bm {
+        let (mut v, mut x1) = ([0f32; 8], [0f32; 8]);
+        let inside = |g: usize| {
+            let r = r0 + g as u32 * dr;
+            (r < bm && row0 + r < p.m && col < p.n, r)
+        };
+        // (Const-indexed through `unroll4!`: a rolled loop kept the arrays in local memory.)
+        let mut load = |g: usize| {
+            let (inside, r) = inside(g);
+            if inside {
+                // SAFETY: the staged tile entry (written before the barrier); C and input 1 at
+                // the element's offsets (the launch contract).
+                unsafe {
+                    let acc = *tile.add((r * ld_tile + c) as usize);
+                    v[g] = crate::gemm::epilogue_with(p, act, cb, row0 + r, col, acc);
+                    if short.reads_x1() {
+                        x1[g] = *x[1].add(x_at.wrapping_add(r as u64 * x_rs) as usize);
+                    }
+                }
+            }
+        };
+        unroll4!(G => { load(G) });
+        unroll4!(G => { load(G + 4) });
+        let store = |g: usize| {
+            let (inside, r) = inside(g);
+            if inside {
+                let out = if ADD { crate::math::add(v[g], x1[g]) } else { short.eval(v[g], x1[g]) };
+                // SAFETY: an output element.
+                unsafe { *y.add(yv.offset(row0 + r, col) as usize) = out };
+            }
+        };
+        unroll4!(G => { store(G) });
+        unroll4!(G => { store(G + 4) });
+        r0 += 8 * dr;
     }
 }
 

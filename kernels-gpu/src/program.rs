@@ -202,6 +202,12 @@ impl ShortProgram {
         !self.on_imm || self.op1 != NO_STEP
     }
 
+    /// Whether the program is `x0 + x1` (a residual add).
+    #[inline(always)]
+    pub(crate) fn adds_x1(&self) -> bool {
+        self.op0 == 0 && !self.on_imm && self.op1 == NO_STEP
+    }
+
     /// The program's result for inputs `x0` and `x1`.
     #[inline(always)]
     pub(crate) fn eval(&self, x0: f32, x1: f32) -> f32 {

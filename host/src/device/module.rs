@@ -291,6 +291,18 @@ impl LoadedModule {
             .result()
             .map_err(|source| HostError::ModuleLoad { flavour: self.flavour.name(), source })?;
         }
+        if kernel.prefers_shared_carveout() {
+            // SAFETY: as above.
+            unsafe {
+                sys::cuFuncSetAttribute(
+                    f,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                    100,
+                )
+            }
+            .result()
+            .map_err(|source| HostError::ModuleLoad { flavour: self.flavour.name(), source })?;
+        }
         // Under the driver's lazy loading the code reaches the device at the first launch; load it
         // now, on this (possibly parallel) thread, so a first run does not pay for it launch by
         // launch.

@@ -260,6 +260,28 @@ pub const GEMM_TILE_BK: u32 = 32;
 pub const GEMM_TILE_STAGES: u32 = 3;
 
 impl super::KernelId {
+    /// Whether the host gives this kernel all of the unified L1 / shared memory as shared memory
+    /// (the carveout preference): the `wgmma` GEMMs, whose 3xTF32 one-warpgroup tile (97 KiB)
+    /// lets a second block onto a multiprocessor only with most of it as shared memory (the
+    /// driver's own choice may leave room for one), and which read their operands through
+    /// `cp.async.cg` (L2, not L1). Not the
+    /// convolutions: their gathers go through L1 (`cp.async.ca`), which reuses each input
+    /// element across the taps.
+    pub const fn prefers_shared_carveout(self) -> bool {
+        matches!(
+            self,
+            Self::GemmWg128F32
+                | Self::GemmWg64F32
+                | Self::GemmWg128Tf32
+                | Self::GemmWg64Tf32
+                | Self::GemmWg128CatF32
+                | Self::GemmWg64CatF32
+                | Self::GemmWg64CatResidentF32
+                | Self::GemmWg128CatTf32
+                | Self::GemmWg64CatTf32
+        )
+    }
+
     /// The dynamic shared memory a launch of this kernel may take beyond the default 48 KiB, which
     /// the host allows the function when it loads it (the 128 x 128 large-tile GEMMs).
     pub const fn large_shared_bytes(self) -> Option<u32> {
