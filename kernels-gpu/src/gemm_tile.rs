@@ -331,6 +331,13 @@ fn tile_y_view(p: &GemmParams, batch: u64) -> crate::abi::YView {
 /// [`store_plain`]'s activation code for "the launch's, `p.act`".
 const ANY_ACTIVATION: u32 = u32::MAX;
 
+/// The activation an epilogue fixed at `ACT` applies: `ACT` itself, or for [`ANY_ACTIVATION`] the
+/// launch's (`p.act`).
+#[inline(always)]
+fn activation_of<const ACT: u32>(p: &GemmParams) -> Activation {
+    Activation::from_code(if ACT == ANY_ACTIVATION { p.act } else { ACT })
+}
+
 /// Four f32 that a load or store moves as one 16-byte access.
 #[derive(Clone, Copy)]
 #[repr(C, align(16))]
@@ -359,7 +366,7 @@ unsafe fn store_plain<const ACT: u32>(
 ) {
     let yv = tile_y_view(p, batch);
     let cb = crate::gemm::c_of(p, c_ptr, batch);
-    let act = if ACT == ANY_ACTIVATION { Activation::from_code(p.act) } else { Activation::from_code(ACT) };
+    let act = activation_of::<ACT>(p);
     let finish = |v: f32, i: u32, j: u32| crate::gemm::epilogue_with(p, act, cb, i, j, v);
     let aligned = |x: u64| x.is_multiple_of(4);
     let vector = bn.is_multiple_of(4)
@@ -494,7 +501,7 @@ unsafe fn store_short<const ACT: u32, const ADD: bool>(
     threads: u32,
 ) {
     let yv = tile_y_view(p, batch);
-    let act = if ACT == ANY_ACTIVATION { Activation::from_code(p.act) } else { Activation::from_code(ACT) };
+    let act = activation_of::<ACT>(p);
     // The thread's column, and the rows between its elements.
     let (c, dr) = (tid % bn, threads / bn);
     let col = col0 + c;

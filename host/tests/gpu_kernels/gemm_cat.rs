@@ -75,26 +75,33 @@ fn case(what: &str, g: &Graph, feeds: &[(String, HostTensor)], (kernel, mma): (&
     }
 }
 
+/// An edge MLP over `m` edges of a `rows`-node table, `relu(cat([h[src], h[dst]], -1) · W^T +
+/// b)` as `gather_concat` leaves it: a GatherND of the stacked `[m, 2, 1]` indices reshaped to
+/// `[m, 128]` (Gemm transB with C).
+fn stacked_edge_mlp(rng: &mut Rng, m: usize, rows: usize) -> (Graph, Vec<(String, HostTensor)>) {
+    let mut g = Graph::new();
+    let mut feeds = Vec::new();
+    let h = f32_input(&mut g, rng, &mut feeds, "h", &[rows, 64]);
+    let ix = index_input(&mut g, rng, &mut feeds, ("ix", &[m, 2, 1], rows, DType::I64));
+    let gathered = g.op1(Op::GatherNd(op::GatherNd { batch_dims: 0 }), &[h, ix]);
+    let shape = i64s(&mut g, "shape", &[m as i64, 128]);
+    let a = g.op1(Op::Reshape(op::Reshape::default()), &[gathered, shape]);
+    let w = weight(&mut g, rng, "w", &[64, 128]);
+    let c = weight(&mut g, rng, "c", &[64]);
+    let y = g.push(Op::Gemm(Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: true }), &[a, w, c], 1)[0];
+    let y = g.op1(Op::Relu, &[y]);
+    g.output(y);
+    (g, feeds)
+}
+
 #[test]
 fn gemms_read_gathered_and_concatenated_rows_where_they_lie() {
     let mut rng = Rng::new(0xca7);
     // 17000 rows: enough 64 x 64 tiles (two per multiprocessor) for the large-tile kernels.
     let (m, rows) = (17_000, 3_000);
 
-    // An edge MLP: `relu(cat([h[src], h[dst]], -1) · W^T + b)` as `gather_concat` leaves it, a
-    // GatherND of the stacked `[m, 2, 1]` indices reshaped to `[m, 128]` (Gemm transB with C).
-    let mut g = Graph::new();
-    let mut feeds = Vec::new();
-    let h = f32_input(&mut g, &mut rng, &mut feeds, "h", &[rows, 64]);
-    let ix = index_input(&mut g, &mut rng, &mut feeds, ("ix", &[m, 2, 1], rows, DType::I64));
-    let gathered = g.op1(Op::GatherNd(op::GatherNd { batch_dims: 0 }), &[h, ix]);
-    let shape = i64s(&mut g, "shape", &[m as i64, 128]);
-    let a = g.op1(Op::Reshape(op::Reshape::default()), &[gathered, shape]);
-    let w = weight(&mut g, &mut rng, "w", &[64, 128]);
-    let c = weight(&mut g, &mut rng, "c", &[64]);
-    let y = g.push(Op::Gemm(Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: true }), &[a, w, c], 1)[0];
-    let y = g.op1(Op::Relu, &[y]);
-    g.output(y);
+    // An edge MLP as `gather_concat` leaves it.
+    let (g, feeds) = stacked_edge_mlp(&mut rng, m, rows);
     case("stacked gather", &g, &feeds, ("gemm_wg64_cat_f32", "gemm_tc64_k_f32"));
 
     // The same edge MLP as a user writes it, `cat([h[ei[0]], h[ei[1]]], -1)` of an `[2, m]` edge
@@ -168,18 +175,7 @@ fn many_row_tiles_of_a_short_k_keep_b_resident() {
     // same order as the one-tile-a-block entries: bit for bit the `mma.sync` path's results.
     let mut rng = Rng::new(0x5e5);
     let (m, rows) = (70_003, 5_000);
-    let mut g = Graph::new();
-    let mut feeds = Vec::new();
-    let h = f32_input(&mut g, &mut rng, &mut feeds, "h", &[rows, 64]);
-    let ix = index_input(&mut g, &mut rng, &mut feeds, ("ix", &[m, 2, 1], rows, DType::I64));
-    let gathered = g.op1(Op::GatherNd(op::GatherNd { batch_dims: 0 }), &[h, ix]);
-    let shape = i64s(&mut g, "shape", &[m as i64, 128]);
-    let a = g.op1(Op::Reshape(op::Reshape::default()), &[gathered, shape]);
-    let w = weight(&mut g, &mut rng, "w", &[64, 128]);
-    let c = weight(&mut g, &mut rng, "c", &[64]);
-    let y = g.push(Op::Gemm(Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: true }), &[a, w, c], 1)[0];
-    let y = g.op1(Op::Relu, &[y]);
-    g.output(y);
+    let (g, feeds) = stacked_edge_mlp(&mut rng, m, rows);
     case("edge MLP, B resident", &g, &feeds, ("gemm_wg64_cat_resident_f32", "gemm_tc64_k_f32"));
 
     // A node update of k 100 (four k tiles, the last partial) and 48 output columns.
