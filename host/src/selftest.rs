@@ -467,6 +467,35 @@ pub fn spelled_rms_norm_graph(dims: &[usize], spelling: RmsSpelling) -> planner:
     g
 }
 
+/// transformers' `MambaRMSNormGated` as dynamo exports it: `x` (`[b, l, d]`, f32) viewed as
+/// `[b, l, groups, d / groups]`, RMS-normalized over the last axis (`x * Reciprocal(Sqrt(mean(x²)
+/// + eps))`, epsilon 1e-6), viewed back to `[b, l, d]` and scaled by the graph input `w` (`[d]`,
+/// the weight first: `Mul(w, y)`).
+pub fn grouped_rms_norm_graph(b: usize, l: usize, d: usize, groups: usize) -> planner::Graph {
+    use planner::op::{self, Op};
+    use planner::{ConstTensor, DType, Dim, Graph};
+    let known = |d: &[usize]| d.iter().map(|&v| Dim::Known(v)).collect::<Vec<_>>();
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&[b, l, d]));
+    let w = g.input("w", DType::F32, known(&[d]));
+    let grouped = g.const_i64("grouped", &[4], &[b as i64, l as i64, groups as i64, (d / groups) as i64]);
+    let back = g.const_i64("back", &[3], &[b as i64, l as i64, d as i64]);
+    let v = g.op1(Op::Reshape(op::Reshape::default()), &[x, grouped]);
+    let two = g.initializer("two", ConstTensor::scalar_f32(2.0));
+    let sq = g.op1(Op::Pow, &[v, two]);
+    let axes = g.const_i64("axes", &[1], &[-1]);
+    let mean = g.op1(Op::ReduceMean(op::Reduce::default()), &[sq, axes]);
+    let eps = g.initializer("eps", ConstTensor::scalar_f32(1e-6));
+    let var = g.op1(Op::Add, &[mean, eps]);
+    let root = g.op1(Op::Sqrt, &[var]);
+    let r = g.op1(Op::Reciprocal, &[root]);
+    let y = g.op1(Op::Mul, &[v, r]);
+    let viewed = g.op1(Op::Reshape(op::Reshape::default()), &[y, back]);
+    let out = g.op1(Op::Mul, &[w, viewed]);
+    g.output(out);
+    g
+}
+
 /// A uniform f32 tensor in `[lo, hi)` for every input of `g` (their declared, known shapes), by
 /// name: the inputs of [`unrolled_scan_graph`] and [`spelled_rms_norm_graph`].
 pub fn random_inputs(rng: &mut Rng, g: &planner::Graph, lo: f32, hi: f32) -> Vec<(String, HostTensor)> {

@@ -140,7 +140,7 @@ pub(crate) fn values(
     inputs
         .iter()
         .filter(|(n, t)| specializable(graph, n, t))
-        .map(|(n, t)| (n.clone(), t.dtype(), t.shape().to_vec(), t.to_const().bytes))
+        .map(|(n, t)| (n.clone(), t.dtype(), t.shape().to_vec(), t.to_const().bytes.into_vec()))
         .collect()
 }
 
@@ -377,8 +377,12 @@ mod tests {
         let c = |g: &mut Graph, name: &str, v: [f32; 3]| {
             g.initializer(
                 name,
-                ConstTensor::new(DType::F32, vec![3], v.iter().flat_map(|f| f.to_le_bytes()).collect())
-                    .unwrap(),
+                ConstTensor::new(
+                    DType::F32,
+                    vec![3],
+                    v.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>(),
+                )
+                .unwrap(),
             )
         };
         let (c1, c2) = (c(&mut g, "c1", [1.0, 2.0, 3.0]), c(&mut g, "c2", [0.5, 0.5, -4.0]));
@@ -396,7 +400,7 @@ mod tests {
         let name = &g.values[r.index()].name;
         let r =
             folded.values.iter().position(|v| &v.name == name).map(|i| planner::ValueId(i as u32)).unwrap();
-        assert_eq!(folded.initializers.get(&r).map(|c| c.bytes.clone()), Some(want));
+        assert_eq!(folded.initializers.get(&r).map(|c| c.bytes.to_vec()), Some(want));
         same_results(&g, &folded);
     }
 

@@ -404,6 +404,25 @@ fn spelled_out_rms_norms_become_rms_normalizations_that_compute_what_the_referen
 }
 
 #[test]
+fn grouped_rms_norms_of_one_group_absorb_their_scale_through_the_view_back() {
+    use host::selftest::{grouped_rms_norm_graph, random_inputs};
+    let mut rng = Rng::new(0x6a7);
+    for (b, l, d, groups) in [(1, 5, 16, 1), (2, 3, 8, 1), (2, 3, 8, 2)] {
+        let what = format!("b {b} l {l} d {d} groups {groups}");
+        let g = grouped_rms_norm_graph(b, l, d, groups);
+        let feeds = random_inputs(&mut rng, &g, -2.0, 2.0);
+        let lifted = planner::plan::decomposed(&g).unwrap();
+        let ops: Vec<&str> = lifted.nodes.iter().map(|n| n.op.name()).collect();
+        assert_eq!(ops.iter().filter(|o| **o == "RMSNormalization").count(), 1, "{what}: {ops:?}");
+        // One group: the rows are the viewed-back rows, so the weight is the norm's scale.
+        // Several: the weight spans the groups and stays a Mul.
+        assert_eq!(ops.contains(&"Mul"), groups > 1, "{what}: {ops:?}");
+        let want = host::reference::eval(&g, &feeds).unwrap();
+        assert_agree(&what, &host::reference::eval(&lifted, &feeds).unwrap(), &want);
+    }
+}
+
+#[test]
 fn transformers_rwkv_wkv_loop_lifts_to_one_scan_that_computes_what_the_reference_does() {
     use host::selftest::{random_inputs, unrolled_wkv_graph};
     let mut rng = Rng::new(0x3c4f);

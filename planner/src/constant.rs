@@ -5,7 +5,10 @@
 //! string as a little-endian u64 byte length and its UTF-8 bytes, one after the other, and parse
 //! to exactly `product(dims)` strings ([`ConstTensor::strings`]).
 
-use serde::{Deserialize, Serialize};
+use std::ops::Deref;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::PlanError;
 use crate::tensor_info::{DType, Dim, Shape, TensorInfo};
@@ -17,13 +20,87 @@ pub struct ConstTensor {
     pub dtype: DType,
     /// Concrete dims; empty for a scalar.
     pub dims: Vec<usize>,
-    /// Elements in row-major order, little-endian.
-    pub bytes: Vec<u8>,
+    /// Elements in row-major order, little-endian; shared, so cloning a tensor (a graph, a
+    /// pass's table of constants) does not copy them.
+    pub bytes: Bytes,
+}
+
+/// A constant's bytes, immutable and shared by reference count: a clone of a `ConstTensor` (the
+/// passes clone graphs and constant tables, which hold the model's weights) costs no copy.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct Bytes(Arc<Vec<u8>>);
+
+impl Bytes {
+    /// The bytes as an owned vector: moved out when this is the only reference, copied otherwise.
+    pub fn into_vec(self) -> Vec<u8> {
+        Arc::try_unwrap(self.0).unwrap_or_else(|shared| shared.as_ref().clone())
+    }
+
+    /// The bytes to change in place (their length stays): copied first if shared.
+    pub fn make_mut(&mut self) -> &mut [u8] {
+        Arc::make_mut(&mut self.0).as_mut_slice()
+    }
+}
+
+impl Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl AsRef<[u8]> for Bytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl From<Vec<u8>> for Bytes {
+    fn from(v: Vec<u8>) -> Self {
+        Bytes(Arc::new(v))
+    }
+}
+
+impl FromIterator<u8> for Bytes {
+    fn from_iter<I: IntoIterator<Item = u8>>(iter: I) -> Self {
+        Bytes::from(iter.into_iter().collect::<Vec<u8>>())
+    }
+}
+
+impl PartialEq<Vec<u8>> for Bytes {
+    fn eq(&self, other: &Vec<u8>) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<[u8]> for Bytes {
+    fn eq(&self, other: &[u8]) -> bool {
+        self.0[..] == *other
+    }
+}
+
+impl std::fmt::Debug for Bytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl Serialize for Bytes {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::<u8>::deserialize(d).map(Bytes::from)
+    }
 }
 
 impl ConstTensor {
     /// Wraps raw little-endian bytes, checking their length against `dtype` and `dims`.
-    pub fn new(dtype: DType, dims: Vec<usize>, bytes: Vec<u8>) -> Result<Self, PlanError> {
+    pub fn new(dtype: DType, dims: Vec<usize>, bytes: impl Into<Bytes>) -> Result<Self, PlanError> {
+        let bytes = bytes.into();
         let elems = elem_count(&dims)?;
         if dtype == DType::String {
             let n = parse_strings(&bytes).map(|s| s.len());
@@ -68,18 +145,18 @@ impl ConstTensor {
 
     /// An `F32` tensor.
     pub fn from_f32(dims: &[usize], values: &[f32]) -> Result<Self, PlanError> {
-        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         Self::new(DType::F32, dims.to_vec(), bytes)
     }
 
     /// A scalar `I64`.
     pub fn scalar_i64(value: i64) -> Self {
-        ConstTensor { dtype: DType::I64, dims: Vec::new(), bytes: value.to_le_bytes().to_vec() }
+        ConstTensor { dtype: DType::I64, dims: Vec::new(), bytes: value.to_le_bytes().to_vec().into() }
     }
 
     /// A scalar `F32`.
     pub fn scalar_f32(value: f32) -> Self {
-        ConstTensor { dtype: DType::F32, dims: Vec::new(), bytes: value.to_le_bytes().to_vec() }
+        ConstTensor { dtype: DType::F32, dims: Vec::new(), bytes: value.to_le_bytes().to_vec().into() }
     }
 
     /// Integer values converted to `dtype` (floats convert exactly up to 2^53; bool is `v != 0`).
@@ -232,6 +309,19 @@ fn overflow(dims: &[usize]) -> PlanError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clones_share_the_bytes_and_changes_copy_them() {
+        let t = ConstTensor::from_f32(&[2, 2], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+        let mut c = t.clone();
+        assert_eq!(c.bytes.as_ptr(), t.bytes.as_ptr());
+        c.bytes.make_mut()[0] = 7;
+        assert_ne!(c.bytes.as_ptr(), t.bytes.as_ptr());
+        assert_eq!(t.to_f64s()[0], 1.0);
+        assert_eq!(c.bytes.clone().into_vec().len(), 16);
+        let r = t.reshaped(vec![4]).unwrap();
+        assert_eq!(r.bytes.as_ptr(), t.bytes.as_ptr());
+    }
 
     #[test]
     fn round_trips_each_dtype() {

@@ -528,8 +528,9 @@ impl Session<'_> {
             (args.iter().enumerate())
                 .filter_map(|(i, h)| {
                     let t = h.known.as_ref()?;
-                    (t.dtype() == DType::I64 && t.len() <= SPECIALIZE_MAX_ELEMS)
-                        .then(|| (body_input_name(i), t.dtype(), t.shape().to_vec(), t.to_const().bytes))
+                    (t.dtype() == DType::I64 && t.len() <= SPECIALIZE_MAX_ELEMS).then(|| {
+                        (body_input_name(i), t.dtype(), t.shape().to_vec(), t.to_const().bytes.into_vec())
+                    })
                 })
                 .collect()
         };

@@ -529,7 +529,7 @@ impl<'c> Session<'c> {
             let name = &c.plan.values[v.index()].name;
             let t = inputs.iter().find(|(n, _)| n == name).map(|(_, t)| t).expect("checked by bind");
             self.stream
-                .memcpy_htod(&t.to_const().bytes, &mut c.inputs[i])
+                .memcpy_htod(&t.to_const().bytes[..], &mut c.inputs[i])
                 .map_err(HostError::driver("copying an input to the device"))?;
         }
         self.last = Some(binding.clone());

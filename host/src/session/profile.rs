@@ -133,7 +133,7 @@ impl Session<'_> {
             let ms = ctx.time_on(&stream, || {
                 for (t, buf) in feeds.iter().zip(c.inputs.iter_mut()) {
                     stream
-                        .memcpy_htod(&t.bytes, &mut buf.slice_mut(..t.bytes.len()))
+                        .memcpy_htod(&t.bytes[..], &mut buf.slice_mut(..t.bytes.len()))
                         .map_err(HostError::driver("copying an input to the device"))?;
                 }
                 Ok(())

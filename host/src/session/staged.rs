@@ -52,7 +52,7 @@ unsafe impl Sync for DeviceConst {}
 
 /// Stage-plan constants by the hash of their bytes (the bytes kept, so that a hash collision is
 /// told apart).
-pub(super) type ConstPool = HashMap<u64, Vec<(Arc<[u8]>, Arc<DeviceConst>)>>;
+pub(super) type ConstPool = HashMap<u64, Vec<(planner::constant::Bytes, Arc<DeviceConst>)>>;
 
 /// One compiled stage.
 pub(super) struct StagePlan {
@@ -156,7 +156,7 @@ impl Session<'_> {
                     (self.allocations, self.device_bytes, uploaded) =
                         (self.allocations + 1, self.device_bytes + bytes.len() as u64, true);
                     let d = Arc::new(DeviceConst { buf });
-                    self.stage_constants.entry(key).or_default().push((c.bytes.clone().into(), d.clone()));
+                    self.stage_constants.entry(key).or_default().push((c.bytes.clone(), d.clone()));
                     d
                 }
             };

@@ -600,6 +600,14 @@ fn spelled_out_rms_norms_run_as_the_row_kernel_and_match_the_reference() {
         let plan = compare(&what, g, &feeds, 1e-5);
         assert!(plan.contains("rms_norm_f32") && !plan.contains("reduce_f32"), "{what}: {plan}");
     }
+    // Grouped (`MambaRMSNormGated`'s views): one group takes its weight as the kernel's scale.
+    for (b, l, d, groups) in [(1, 256, 512, 1), (2, 3, 8, 2)] {
+        let what = format!("grouped b {b} l {l} d {d} groups {groups}");
+        let g = host::selftest::grouped_rms_norm_graph(b, l, d, groups);
+        let feeds = random_inputs(&mut rng, &g, -2.0, 2.0);
+        let plan = compare(&what, g, &feeds, 1e-5);
+        assert_eq!(plan.contains("mul_f32"), groups > 1, "{what}: {plan}");
+    }
 }
 
 /// f16 / bf16 graphs run widened to f32 (`selftest::narrow_float_block`): the device's output

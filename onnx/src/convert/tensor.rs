@@ -230,7 +230,7 @@ fn typed_bytes(tensor: &TensorProto, dtype: DType, elems: u64) -> Result<Vec<u8>
                 );
             }
             return ConstTensor::from_strings(&[strings.len()], &strings)
-                .map(|c| c.bytes)
+                .map(|c| c.bytes.into_vec())
                 .map_err(|_| TensorIssue::Unsupported { what: "strings that do not fill the shape" });
         }
         DType::Bool => {

@@ -9,7 +9,9 @@
 //! ```
 //!
 //! (operands of the Muls and the Add in either order), optionally followed by `Mul(y, scale)`
-//! with `scale` broadcasting over the normalized (trailing) dims only. That becomes
+//! with `scale` broadcasting over the normalized (trailing) dims only, directly or through a
+//! Reshape that keeps the normalized dims (a grouped norm of one group viewed back to its rows,
+//! as transformers' `MambaRMSNormGated` writes it). That becomes
 //! `RMSNormalization(x, scale, axis = first reduced axis, epsilon = eps)`, with a ones scale when
 //! there is none. Intermediates read elsewhere stay computed for their other readers (dead-node
 //! elimination removes the rest). f32 only, shapes known.
@@ -37,10 +39,27 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, usize)>
     for (i, n) in graph.nodes.iter().enumerate() {
         let Some((x, axis, eps)) = cx.normalized(n) else { continue };
         let Some(y) = n.output(0) else { continue };
-        // A following Mul by a scale over the normalized dims (the only reader of y) is absorbed;
+        // A following Mul by a scale over the normalized dims (the only reader of y, or of a
+        // Reshape of y that keeps the normalized dims: a grouped norm's view back) is absorbed;
         // without one, the scale is ones.
         let (at, scale, out) = match cx.scale_of(y, axis) {
-            Some((j, s, out)) if !replaced[j] => (j, s, out),
+            Some(Scaled { mul, scale, out, reshape: None }) if !replaced[mul] => (mul, scale, out),
+            // Through a Reshape: the norm stays where it is (its scale defined before it) and
+            // writes y; the Reshape reads it as before, and the Mul becomes an Identity of the
+            // Reshape's output.
+            Some(Scaled { mul, scale, out, reshape: Some(r) })
+                if !replaced[mul] && !replaced[i] && cx.defined_before(scale, i) =>
+            {
+                let Some(viewed) = graph.nodes[r].output(0) else { continue };
+                g.nodes[mul] = Node {
+                    name: graph.nodes[mul].name.clone(),
+                    op: Op::Identity,
+                    inputs: vec![Some(viewed)],
+                    outputs: vec![Some(out)],
+                };
+                replaced[mul] = true;
+                (i, scale, y)
+            }
             _ if replaced[i] => continue,
             _ => {
                 let Some(dims) = cx.dims(x) else { continue };
@@ -64,6 +83,18 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, usize)>
         count += 1;
     }
     (count > 0).then(|| (crate::dce::eliminate(&g), count))
+}
+
+/// A scale Mul after a normalization ([`Cx::scale_of`]).
+struct Scaled {
+    /// The Mul's node index.
+    mul: usize,
+    /// The scale.
+    scale: ValueId,
+    /// The Mul's output.
+    out: ValueId,
+    /// The Reshape between the normalization and the Mul, if any.
+    reshape: Option<usize>,
 }
 
 struct Cx<'g> {
@@ -176,23 +207,51 @@ impl<'g> Cx<'g> {
             .then_some((first, eps as f32))
     }
 
-    /// `y`'s one reader when it is `Mul(y, scale)` with `scale` broadcasting over the dims from
-    /// `axis` only: that node, the scale, and its output.
-    fn scale_of(&self, y: ValueId, axis: usize) -> Option<(usize, ValueId, ValueId)> {
-        if self.readers[y.index()] != 1 || self.g.outputs.contains(&y) {
+    /// Whether `v` is available before node `i`: a graph input, an initializer, or the output
+    /// of an earlier node.
+    fn defined_before(&self, v: ValueId, i: usize) -> bool {
+        self.defs[v.index()].is_none_or(|(d, _)| d < i)
+    }
+
+    /// The one reader of `v` (not a graph output): its index and node.
+    fn only_reader(&self, v: ValueId) -> Option<(usize, &'g Node)> {
+        if self.readers[v.index()] != 1 || self.g.outputs.contains(&v) {
             return None;
         }
-        let (j, m) = self.g.nodes.iter().enumerate().find(|(_, m)| m.uses().contains(&y))?;
+        self.g.nodes.iter().enumerate().find(|(_, m)| m.uses().contains(&v))
+    }
+
+    /// `y`'s one reader when it is `Mul(y, scale)` with `scale` broadcasting over the dims from
+    /// `axis` only, or a Reshape of `y` that keeps those dims (and so the rows) whose one reader
+    /// is such a Mul (transformers' grouped `MambaRMSNormGated` with one group views the rows
+    /// back before scaling them).
+    fn scale_of(&self, y: ValueId, axis: usize) -> Option<Scaled> {
+        let yd = self.dims(y)?;
+        let (mut j, mut m) = self.only_reader(y)?;
+        let (mut read, mut reshape, mut lead_axis) = (y, None, axis);
+        if matches!(m.op, Op::Reshape(_)) && m.input(0) == Some(y) {
+            let rd = self.dims(m.output(0)?)?;
+            let normalized = &yd[axis..];
+            let keeps = rd.len() >= normalized.len()
+                && rd.ends_with(normalized)
+                && rd[..rd.len() - normalized.len()].iter().product::<usize>()
+                    == yd[..axis].iter().product::<usize>();
+            if !keeps {
+                return None;
+            }
+            (read, reshape, lead_axis) = (m.output(0)?, Some(j), rd.len() - normalized.len());
+            (j, m) = self.only_reader(read)?;
+        }
         if !matches!(m.op, Op::Mul) {
             return None;
         }
-        let s = self.other_operand(m, |v| v == y)?;
-        let (yd, sd, od) = (self.dims(y)?, self.dims(s)?, self.dims(m.output(0)?)?);
+        let s = self.other_operand(m, |v| v == read)?;
+        let (rd, sd, od) = (self.dims(read)?, self.dims(s)?, self.dims(m.output(0)?)?);
         // The scale's dims are a suffix of the normalized dims, leading 1s allowed, and not of a
         // higher rank (RMSNormalization broadcasts the scale over X[axis..] only).
         let lead = sd.iter().position(|&d| d != 1).unwrap_or(sd.len());
         let f32_scale = self.infos.get(s.index()).is_some_and(|i| i.dtype == DType::F32);
-        let fits = sd.len() <= yd.len() - axis && yd[axis..].ends_with(&sd[lead..]);
-        (od == yd && fits && f32_scale).then_some((j, s, m.output(0)?))
+        let fits = sd.len() <= rd.len() - lead_axis && rd[lead_axis..].ends_with(&sd[lead..]);
+        (od == rd && fits && f32_scale).then_some(Scaled { mul: j, scale: s, out: m.output(0)?, reshape })
     }
 }

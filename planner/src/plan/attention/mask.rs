@@ -124,7 +124,7 @@ mod tests {
         assert_eq!(hidden_keys_offset(&mask(4, 4, 0, -1e4, 0.0), &p, 1, 4, 4), None);
         // A row without a visible key (the unfused softmax spreads it over the hidden keys).
         let mut m = mask(4, 4, 0, f32::MIN, 0.0);
-        m.bytes[..4].copy_from_slice(&f32::MIN.to_le_bytes());
+        m.bytes.make_mut()[..4].copy_from_slice(&f32::MIN.to_le_bytes());
         assert_eq!(hidden_keys_offset(&m, &p, 1, 4, 4), None);
         // Broadcast over rows (a padding mask), or the wrong input slot.
         let pad = ConstTensor::from_f32(&[1, 1, 1, 4], &[0.0, 0.0, 0.0, f32::MIN]).unwrap();

@@ -460,7 +460,7 @@ pub(super) fn drop_identity_pairs(g: &Graph) -> Option<Graph> {
     // One value of a constant (not an input's default), as its dtype and bytes.
     let scalar = |v: ValueId| {
         let c = g.initializers.get(&v).filter(|_| !g.defaults.contains_key(&v))?;
-        (c.dims.iter().product::<usize>() == 1).then_some((c.dtype, c.bytes.as_slice()))
+        (c.dims.iter().product::<usize>() == 1).then_some((c.dtype, &c.bytes[..]))
     };
     let same = |a: ValueId, b: ValueId| a == b || scalar(a).is_some_and(|x| scalar(b) == Some(x));
     // The (scale, zero point) of the DequantizeLinear whose values `v` holds, through the ops
