@@ -30,6 +30,7 @@ pub fn plan_options(options: &SessionOptions, sm_count: u32, hopper: bool) -> Pl
         conv_program_epilogue: options.conv_program_epilogue,
         tensor_core_attention: options.tensor_core_attention,
         flash_attention: options.flash_attention,
+        resident_b: options.resident_b,
         lift_ssd: options.lift_ssd,
         row_views: options.row_views,
         lift_rotary: options.lift_rotary,

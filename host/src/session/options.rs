@@ -55,6 +55,9 @@ pub struct SessionOptions {
     /// Take `attention_flash_f32` where both heads are at most 64 (a warp per 16 query rows over
     /// all their keys; default off: slower than `attention_tc_f32` on every shape measured).
     pub flash_attention: bool,
+    /// Keep a short-k `wgmma` GEMM's whole B in shared memory over several row tiles (the
+    /// GNN's segmented GEMMs; default on).
+    pub resident_b: bool,
     /// Lift transformers' chunked Mamba-2 SSD to one `SSDScan` (past 512 steps only where the
     /// chunked scan kernel's blocks fill the device; default on).
     pub lift_ssd: bool,
@@ -132,7 +135,7 @@ type Switch = (&'static str, fn(&mut SessionOptions) -> &mut bool);
 
 impl SessionOptions {
     /// Every option, by its field name.
-    const SWITCHES: [Switch; 30] = [
+    const SWITCHES: [Switch; 31] = [
         ("cuda_graph", |o| &mut o.cuda_graph),
         ("fuse_activations", |o| &mut o.fuse_activations),
         ("fuse_elementwise", |o| &mut o.fuse_elementwise),
@@ -148,6 +151,7 @@ impl SessionOptions {
         ("programmatic_launch", |o| &mut o.programmatic_launch),
         ("tensor_core_attention", |o| &mut o.tensor_core_attention),
         ("flash_attention", |o| &mut o.flash_attention),
+        ("resident_b", |o| &mut o.resident_b),
         ("lift_ssd", |o| &mut o.lift_ssd),
         ("row_views", |o| &mut o.row_views),
         ("lift_rotary", |o| &mut o.lift_rotary),
@@ -219,6 +223,7 @@ impl Default for SessionOptions {
             programmatic_launch: true,
             tensor_core_attention: true,
             flash_attention: false,
+            resident_b: true,
             lift_ssd: true,
             row_views: true,
             lift_rotary: true,

@@ -165,6 +165,9 @@ pub struct PlanOptions {
     /// times slower, the TICL encoders at sequence 2048 1.9 times), its warps too few and their
     /// chains too long for a kernel this latency-bound (see its module doc).
     pub flash_attention: bool,
+    /// Keep a short-k `wgmma` GEMM's whole B in shared memory over several row tiles
+    /// (`gemm_wg64_cat_resident_f32`, where [`gemm::resident_rows`] takes it; default on).
+    pub resident_b: bool,
     /// Lift transformers' chunked Mamba-2 SSD (segment sums over `CumSum`, `exp`, the chunk
     /// contractions) to the one `SSDScan` it computes (`ssd_lift.rs`; default on).
     pub lift_ssd: bool,
@@ -263,6 +266,7 @@ impl Default for PlanOptions {
             split_k_wgmma: false,
             tensor_core_attention: true,
             flash_attention: false,
+            resident_b: true,
             lift_ssd: true,
             row_views: true,
             lift_rotary: true,
