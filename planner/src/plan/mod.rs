@@ -166,7 +166,9 @@ pub struct PlanOptions {
     /// chains too long for a kernel this latency-bound (see its module doc).
     pub flash_attention: bool,
     /// Keep a short-k `wgmma` GEMM's whole B in shared memory over several row tiles
-    /// (`gemm_wg64_cat_resident_f32`, where [`gemm::resident_rows`] takes it; default on).
+    /// (`gemm_wg64_cat_resident_f32`, where `gemm::resident_rows` takes it). Off by default: on
+    /// the GNN at 100k nodes (H100, session 48) its six GEMMs took 2515 µs against the plain
+    /// entry's 1961 (each block restarts its pipeline at every row tile).
     pub resident_b: bool,
     /// Lift transformers' chunked Mamba-2 SSD (segment sums over `CumSum`, `exp`, the chunk
     /// contractions) to the one `SSDScan` it computes (`ssd_lift.rs`; default on).
@@ -266,7 +268,7 @@ impl Default for PlanOptions {
             split_k_wgmma: false,
             tensor_core_attention: true,
             flash_attention: false,
-            resident_b: true,
+            resident_b: false,
             lift_ssd: true,
             row_views: true,
             lift_rotary: true,
