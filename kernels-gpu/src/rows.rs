@@ -16,8 +16,9 @@
 //! mean. Every access is `base + j * inner` with `j < len` and `base` a row start, so inside the
 //! `outer * len * inner` elements of `x` and `y`. The groups and their reductions live in `group`.
 
-use crate::abi::RowParams;
+use crate::abi::{ROW_WARP, RowParams};
 use crate::group::{Group, each_item};
+use crate::intrinsics::{load_v4, store_v4};
 use crate::math;
 
 /// Calls `f(group, base)` for every row this thread's group owns, `base` being the row's first
@@ -257,6 +258,118 @@ pub unsafe extern "ptx-kernel" fn lp_norm2_f32(p: RowParams, x: *const f32, y: *
     unsafe { lp_norm_rows(&p, x, y, false) }
 }
 
+/// 16-byte vectors of a row a lane holds in [`norm_vec_rows`]: rows of up to `128 NORM_VEC`.
+const NORM_VEC: usize = 8;
+
+/// Whether a normalization launch takes [`norm_vec_rows`] (uniform over the grid): contiguous
+/// rows (`inner == 1`) of a multiple of 128 elements and at most `128 NORM_VEC`, a warp each, a
+/// scale (and a bias, if any) of the row's length, and every operand 16-byte aligned (then
+/// every row is, `len` being a multiple of four).
+#[inline(always)]
+fn norm_vec_fits(p: &RowParams, x: *const f32, scale: *const f32, bias: *const f32, y: *mut f32) -> bool {
+    let aligned = [x as usize, scale as usize, bias as usize, y as usize].iter().all(|a| a % 16 == 0);
+    p.inner == 1
+        && p.threads_per_row == ROW_WARP
+        && p.len % 128 == 0
+        && p.len <= 128 * NORM_VEC as u64
+        && p.scale_len == p.len
+        && (p.bias_len == 0 || p.bias_len == p.len)
+        && aligned
+}
+
+/// The four f32 at `at` (16-byte aligned, in global memory).
+///
+/// # Safety
+/// `at` is valid for 16 bytes and 16-byte aligned.
+#[inline(always)]
+unsafe fn load4(at: *const f32) -> [f32; 4] {
+    // SAFETY: the caller's contract.
+    unsafe { load_v4(at as *const [u32; 4]) }.map(f32::from_bits)
+}
+
+/// LayerNormalization (`RMS` false) or RMSNormalization (`RMS`) over rows that
+/// [`norm_vec_fits`], the row in registers: lane `l` loads the row's 16-byte vectors `l, l + 32,
+/// ...` at once (one round trip a row), reduces them with the warp, and stores its outputs as
+/// vectors: a few instructions an element where the strided loop spends tens (wrapped scale
+/// indices, 64-bit offsets, one load in flight at a time). The statistics are those of the
+/// strided path (f32 sums, the two-pass variance for LayerNormalization), summed in another
+/// order. `stats(t, base, mean, rstd)` receives each row's statistics.
+///
+/// # Safety
+/// The row launch contract and [`norm_vec_fits`].
+#[inline(always)]
+unsafe fn norm_vec_rows<const RMS: bool>(
+    p: &RowParams,
+    x: *const f32,
+    scale: *const f32,
+    bias: *const f32,
+    y: *mut f32,
+    stats: impl Fn(u64, u64, f32, f32),
+) {
+    let inv_len = 1.0 / p.len as f32;
+    let vectors = (p.len / 128) as usize;
+    each_row(p, |g, base| {
+        let row = base as usize;
+        let lane = g.t as usize;
+        let mut v = [[0.0f32; 4]; NORM_VEC];
+        macro_rules! each {
+            ($($u:literal)*) => {$(
+                if $u < vectors {
+                    // SAFETY: vector `lane + 32 u` of the row: inside it (len = 128 vectors),
+                    // 16-byte aligned (`norm_vec_fits`).
+                    v[$u] = unsafe { load4(x.add(row + 4 * (lane + 32 * $u))) };
+                }
+            )*};
+        }
+        each!(0 1 2 3 4 5 6 7);
+        let mean = if RMS {
+            0.0
+        } else {
+            let mut s = 0.0f32;
+            macro_rules! sum {
+                ($($u:literal)*) => {$( if $u < vectors { s += v[$u][0]; s += v[$u][1]; s += v[$u][2]; s += v[$u][3]; } )*};
+            }
+            sum!(0 1 2 3 4 5 6 7);
+            g.sum(s) * inv_len
+        };
+        let mut q = 0.0f32;
+        macro_rules! squares {
+            ($($u:literal)*) => {$(
+                if $u < vectors {
+                    let [a, b, c, d] = v[$u];
+                    let (a, b, c, d) = (a - mean, b - mean, c - mean, d - mean);
+                    q = math::fma(a, a, q);
+                    q = math::fma(b, b, q);
+                    q = math::fma(c, c, q);
+                    q = math::fma(d, d, q);
+                }
+            )*};
+        }
+        squares!(0 1 2 3 4 5 6 7);
+        let rstd = 1.0 / math::sqrt(g.sum(q) * inv_len + p.epsilon);
+        stats(g.t, base, mean, rstd);
+        macro_rules! out {
+            ($($u:literal)*) => {$(
+                if $u < vectors {
+                    let at = 4 * (lane + 32 * $u);
+                    // SAFETY: as the loads; scale and bias hold `len` elements (`norm_vec_fits`).
+                    unsafe {
+                        let sc = load4(scale.add(at));
+                        let b = if RMS || p.bias_len == 0 { [0.0; 4] } else { load4(bias.add(at)) };
+                        let e = v[$u];
+                        let f = |c: usize| {
+                            let r = if RMS { e[c] * rstd * sc[c] } else { math::fma((e[c] - mean) * rstd, sc[c], b[c]) };
+                            r.to_bits()
+                        };
+                        store_v4(y.add(row + at) as *mut [u32; 4], [f(0), f(1), f(2), f(3)]);
+                    }
+                }
+            )*};
+        }
+        out!(0 1 2 3 4 5 6 7);
+    });
+}
+
 /// ONNX LayerNormalization: `y = (x - mean) / sqrt(var + epsilon) * scale + bias` over
 /// rows of `len` contiguous elements (`inner == 1`), mean first, then the variance as the mean of
 /// squared deviations (two passes), then the output.
@@ -298,6 +411,10 @@ pub unsafe extern "ptx-kernel" fn layer_norm_f32(
             }
         }
     };
+    if norm_vec_fits(&p, x, scale, bias, y) {
+        // SAFETY: the launch contract; the rows fit.
+        return unsafe { norm_vec_rows::<false>(&p, x, scale, bias, y, statistics) };
+    }
     each_row(&p, |g, base| {
         let at = |j: u64| (base + j * p.inner) as usize;
         // Rows of at most LN_REGS elements per thread are read once into registers: one memory
@@ -396,6 +513,10 @@ const LN_REGS: u64 = 8;
 /// See the row launch contract above (a warp or a block per row).
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn rms_norm_f32(p: RowParams, x: *const f32, scale: *const f32, y: *mut f32) {
+    if norm_vec_fits(&p, x, scale, core::ptr::null(), y) {
+        // SAFETY: the launch contract; the rows fit.
+        return unsafe { norm_vec_rows::<true>(&p, x, scale, core::ptr::null(), y, |_, _, _, _| {}) };
+    }
     let inv_len = 1.0 / p.len as f32;
     each_row(&p, |g, base| {
         let at = |j: u64| (base + j * p.inner) as usize;

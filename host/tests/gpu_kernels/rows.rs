@@ -202,3 +202,34 @@ fn layer_norm_writes_mean_and_inv_std_dev_when_asked() {
         assert!(plan.contains("layer_norm_f32"), "{plan}");
     }
 }
+
+/// Rows of 128 to 1024 elements (multiples of 128) run `layer_norm_f32` / `rms_norm_f32`'s vector
+/// path (`rows::norm_vec_rows`: the row in registers, 16-byte loads and stores); many rows so
+/// warps grid-stride; with and without a bias, the statistics outputs too.
+#[test]
+fn normalizations_of_vector_rows_match_the_reference() {
+    let mut rng = Rng::new(0x7ec7);
+    for len in [128, 256, 384, 512, 1024] {
+        let rows = if len == 256 { 4099 } else { outer(&mut rng) };
+        let shape = [rows, len];
+        let g = layer_norm_graph(&mut rng, &shape, -1, &[len], Some(&[len]));
+        let plan = check(&format!("layer norm {shape:?}"), g, &mut rng, &shape, -2.0, 6.0);
+        assert!(plan.contains("layer_norm_f32"), "{plan}");
+        let g = layer_norm_graph(&mut rng, &shape, -1, &[len], None);
+        check(&format!("layer norm without bias {shape:?}"), g, &mut rng, &shape, -3.0, 3.0);
+        let g = rms_norm_graph(&mut rng, &shape, -1, &[len]);
+        let plan = check(&format!("rms norm {shape:?}"), g, &mut rng, &shape, -4.0, 4.0);
+        assert!(plan.contains("rms_norm_f32"), "{plan}");
+    }
+    // The per-row statistics outputs from the vector path.
+    let shape = [37, 512];
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, known(&shape));
+    let s = weight(&mut g, &mut rng, "s", &[512], 0.5, 1.5);
+    let b = weight(&mut g, &mut rng, "b", &[512], -1.0, 1.0);
+    let attrs = op::LayerNormalization { axis: -1, ..op::LayerNormalization::default() };
+    for o in g.push_opt(Op::LayerNormalization(attrs), vec![Some(x), Some(s), Some(b)], 3) {
+        g.output(o);
+    }
+    check("layer norm stats, vector rows", g, &mut rng, &shape, -3.0, 3.0);
+}
