@@ -83,8 +83,9 @@ pub(super) struct TcLaunch {
 /// would need split-K, or leave the device half idle). The warps of a tile split k: a power of
 /// two, at most one per 32-wide k round, so that about eight warps per multiprocessor run, and at
 /// least [`GEMM_TC_EPILOGUE_WARPS`] (those past the rounds only share the epilogue). Where a
-/// tile wants more warps than a block holds (few tiles, long k: GPT-2's MLP down-projection), a
-/// pair of blocks shares it when the target has clusters ([`PlanOptions::pair_gemm`]).
+/// tile wants at least twice the warps a block holds (few tiles, long k: GPT-2's MLP
+/// down-projection), a pair of blocks shares it when the target has clusters
+/// ([`PlanOptions::pair_gemm`]).
 pub(super) fn tensor_core(p: &GemmParams, o: &PlanOptions) -> Option<TcLaunch> {
     let old_tiles = p.n.div_ceil(GEMM_TILE) as u64 * p.m.div_ceil(GEMM_TILE) as u64 * p.batch as u64;
     let empty = p.n == 0 || p.batch == 0;
@@ -100,7 +101,11 @@ pub(super) fn tensor_core(p: &GemmParams, o: &PlanOptions) -> Option<TcLaunch> {
     let mut grid = [p.n.div_ceil(GEMM_TC_N), p.m.div_ceil(GEMM_TC_M), p.batch];
     let blocks = grid.iter().map(|&d| d as u64).product::<u64>().max(1);
     let want = (8 * o.sm_count as u64).div_ceil(blocks).min(p.k.div_ceil(GEMM_TC_KC) as u64);
-    let pair = o.pair_gemm && want > GEMM_TC_MAX_WARPS as u64 && grid[0] <= i32::MAX as u32 / 2;
+    // A pair only where it gives the tile more warps than one block holds: from twice a
+    // block's warps on (below, the pair's two halves hold no more warps than one block and add
+    // the exchange of partial tiles between them: Mamba2's out-projection at 1 x 256, 256 x 256
+    // x 512, wants 9 and ran 14.9 µs a step paired, 11.9 unpaired on the H100, session 48).
+    let pair = o.pair_gemm && want >= 2 * GEMM_TC_MAX_WARPS as u64 && grid[0] <= i32::MAX as u32 / 2;
     let per_block = if pair { want / 2 } else { want };
     // At least GEMM_TC_EPILOGUE_WARPS: the epilogue spreads the tile over the block's threads,
     // and one warp alone issued its 16 elements each (for a k of one or two rounds, more

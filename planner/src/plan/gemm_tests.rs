@@ -208,6 +208,9 @@ fn the_tensor_core_gemm_takes_what_would_underfill_the_device() {
         tensor_core(&p(128, 256, 1024, 1), &no_pairs).map(|l| (l.grid, l.warps)),
         Some(([8, 8, 1], 8))
     );
+    // Mamba2's out-projection at 1 x 256 (128 tiles of 16 rounds want 9 warps): a pair would
+    // hold no more warps than one block of 8.
+    assert_eq!(launch(256, 256, 512), Some(([8, 16, 1], 8, false)));
     // At least four warps, also where k has fewer rounds (the others only help finish the
     // tile): a TICL encoder's projections at sequence 10.
     assert_eq!(launch(24, 64, 64), Some(([2, 2, 1], 4, false)));
