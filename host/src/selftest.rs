@@ -468,9 +468,9 @@ pub fn spelled_rms_norm_graph(dims: &[usize], spelling: RmsSpelling) -> planner:
 }
 
 /// transformers' `MambaRMSNormGated` as dynamo exports it: `x` (`[b, l, d]`, f32) viewed as
-/// `[b, l, groups, d / groups]`, RMS-normalized over the last axis (`x * Reciprocal(Sqrt(mean(x²)
-/// + eps))`, epsilon 1e-6), viewed back to `[b, l, d]` and scaled by the graph input `w` (`[d]`,
-/// the weight first: `Mul(w, y)`).
+/// `[b, l, groups, d / groups]`, RMS-normalized over the last axis as
+/// `x * Reciprocal(Sqrt(mean(x²) + eps))` with epsilon 1e-6, viewed back to `[b, l, d]` and
+/// scaled by the graph input `w` of `[d]`, the weight first (`Mul(w, y)`).
 pub fn grouped_rms_norm_graph(b: usize, l: usize, d: usize, groups: usize) -> planner::Graph {
     use planner::op::{self, Op};
     use planner::{ConstTensor, DType, Dim, Graph};
