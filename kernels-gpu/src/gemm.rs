@@ -35,7 +35,7 @@ const _: () = assert!(
 );
 
 #[inline(always)]
-pub(crate) fn epilogue(p: &GemmParams, c: *const f32, i: u32, j: u32, acc: f32) -> f32 {
+fn epilogue(p: &GemmParams, c: *const f32, i: u32, j: u32, acc: f32) -> f32 {
     epilogue_with(p, Activation::from_code(p.act), c, i, j, acc)
 }
 

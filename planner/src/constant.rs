@@ -27,7 +27,7 @@ pub struct ConstTensor {
 
 /// A constant's bytes, immutable and shared by reference count: a clone of a `ConstTensor` (the
 /// passes clone graphs and constant tables, which hold the model's weights) costs no copy.
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Bytes(Arc<Vec<u8>>);
 
 impl Bytes {
@@ -49,12 +49,6 @@ impl Deref for Bytes {
     }
 }
 
-impl AsRef<[u8]> for Bytes {
-    fn as_ref(&self) -> &[u8] {
-        &self.0
-    }
-}
-
 impl From<Vec<u8>> for Bytes {
     fn from(v: Vec<u8>) -> Self {
         Bytes(Arc::new(v))
@@ -70,12 +64,6 @@ impl FromIterator<u8> for Bytes {
 impl PartialEq<Vec<u8>> for Bytes {
     fn eq(&self, other: &Vec<u8>) -> bool {
         *self.0 == *other
-    }
-}
-
-impl PartialEq<[u8]> for Bytes {
-    fn eq(&self, other: &[u8]) -> bool {
-        self.0[..] == *other
     }
 }
 

@@ -250,13 +250,7 @@ const RESIDENT_MIN_TILES_PER_BLOCK: u64 = 4;
 /// (`cat`: the entry has none), the 64 x 64 tile, one
 /// matrix unsplit, k of at most `GEMM_WG_RESIDENT_K_TILES` tiles, and enough row tiles that
 /// every block of a full device computes [`RESIDENT_MIN_TILES_PER_BLOCK`].
-pub(super) fn resident_rows(
-    p: &GemmParams,
-    tile: GemmTile,
-    exact: bool,
-    cat: bool,
-    o: &PlanOptions,
-) -> Option<u32> {
+fn resident_rows(p: &GemmParams, tile: GemmTile, exact: bool, cat: bool, o: &PlanOptions) -> Option<u32> {
     let k_tiles = p.k.div_ceil(kernels_gpu::abi::GEMM_TILE_BK);
     let (col_tiles, row_tiles) = (p.n.div_ceil(tile.n) as u64, p.m.div_ceil(tile.m) as u64);
     let blocks = (RESIDENT_BLOCKS_PER_SM * o.sm_count as u64).div_ceil(col_tiles).max(1);
