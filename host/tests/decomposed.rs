@@ -7,7 +7,8 @@
 //! (`ReduceSum(Mul(a, b))`, as transformers' reference Mamba2 scan spells its contractions)
 //! become Einsums, hence MatMuls. Unrolled linear recurrences (both write-back spellings, any
 //! axis) become `LinearScan`s; partial or leaking ones stay as they are. RMS normalizations spelled
-//! out (four spellings) become `RMSNormalization`s.
+//! out (four spellings) become `RMSNormalization`s. GatherNDs of their output's coordinate grid
+//! (dynamo's broadcast padding mask) become a Reshape and an Expand.
 
 use host::HostTensor;
 use host::selftest::Rng;
@@ -975,4 +976,86 @@ fn values_proven_small_integers_hold_only_small_integers() {
         }
     }
     assert!(claims > 300, "the analysis proved only {claims} values");
+}
+
+/// `GatherND(x, idx)` with x `[b, s]` and `idx[i, 0, q, j] = (i, j)`: PyTorch's dynamo export of
+/// `x[:, None, None, :]` broadcast over `q` query rows (BERT's padding mask). The batch and
+/// sequence coordinates are `Range`s (`folded`: the constant aranges the binding folds them to)
+/// carried through Unsqueeze and Expand; `start` is the sequence range's first value (0 for the
+/// grid). With `swapped` the components are (j, i) over a square x: a transpose, not a view.
+fn mask_gather(b: usize, s: usize, q: usize, folded: bool, start: i64, swapped: bool) -> Graph {
+    fn int(g: &mut Graph, name: &str, dims: &[usize], v: &[i64]) -> planner::ValueId {
+        g.initializer(name, planner::ConstTensor::from_i64(dims, v).unwrap())
+    }
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, [Dim::Known(b), Dim::Known(s)]);
+    let arange = |g: &mut Graph, name: &str, n: usize, from: i64| {
+        if folded {
+            let v: Vec<i64> = (from..from + n as i64).collect();
+            int(g, name, &[n], &v)
+        } else {
+            let (lo, hi, one) = (
+                int(g, &format!("{name}.lo"), &[], &[from]),
+                int(g, &format!("{name}.hi"), &[], &[from + n as i64]),
+                int(g, &format!("{name}.delta"), &[], &[1]),
+            );
+            g.op1(Op::Range, &[lo, hi, one])
+        }
+    };
+    let rows = arange(&mut g, "rows", b, 0);
+    let cols = arange(&mut g, "cols", s, start);
+    let (row_axes, col_axes, last) = (
+        int(&mut g, "row_axes", &[3], &[1, 2, 3]),
+        int(&mut g, "col_axes", &[3], &[0, 1, 2]),
+        int(&mut g, "last", &[1], &[-1]),
+    );
+    let grid = int(&mut g, "grid", &[4], &[b as i64, 1, q as i64, s as i64]);
+    let parts: Vec<planner::ValueId> = [(rows, row_axes), (cols, col_axes)]
+        .into_iter()
+        .map(|(r, axes)| {
+            let placed = g.unsqueeze(r, axes);
+            let spread = g.op1(Op::Expand, &[placed, grid]);
+            g.unsqueeze(spread, last)
+        })
+        .collect();
+    let idx = if swapped { g.concat(&[parts[1], parts[0]], -1) } else { g.concat(&parts, -1) };
+    let y = g.op1(Op::GatherNd(Default::default()), &[x, idx]);
+    g.output(y);
+    g
+}
+
+#[test]
+fn coordinate_grid_gathers_become_views_that_compute_what_the_reference_does() {
+    use host::selftest::random_inputs;
+    let mut rng = Rng::new(0x91d);
+    // (b, s, q, folded, start, swapped, becomes a view)
+    for (b, s, q, folded, start, swapped, view) in [
+        (2, 5, 3, false, 0, false, true),
+        (3, 4, 1, true, 0, false, true),
+        (1, 6, 2, true, 0, false, true),
+        (1, 6, 2, false, 0, false, true),
+        (2, 5, 3, false, 1, false, false),
+        (4, 4, 2, true, 0, true, false),
+    ] {
+        let what = format!("b {b} s {s} q {q} folded {folded} start {start} swapped {swapped}");
+        let g = mask_gather(b, s, q, folded, start, swapped);
+        let feeds = random_inputs(&mut rng, &g, -2.0, 2.0);
+        let d = planner::plan::decomposed(&g).unwrap();
+        let ops: Vec<&str> = d.nodes.iter().map(|n| n.op.name()).collect();
+        assert_eq!(!ops.contains(&"GatherND"), view, "{what}: {ops:?}");
+        if view {
+            assert!(ops.iter().all(|o| matches!(*o, "Reshape" | "Expand")), "{what}: {ops:?}");
+        }
+        // A start of 1 reads past the rows' end: the reference refuses both alike.
+        let want = host::reference::eval(&g, &feeds);
+        let got = host::reference::eval(&d, &feeds);
+        match (want, got) {
+            (Ok(want), Ok(got)) => assert_agree(&what, &got, &want),
+            (Err(_), Err(_)) => assert_eq!(start, 1, "{what}"),
+            (w, g) => panic!("{what}: reference {:?}, decomposed {:?}", w.map(|_| ()), g.map(|_| ())),
+        }
+        let plan =
+            planner::plan::compile(&g, &planner::Binding::new(), &planner::plan::PlanOptions::default());
+        assert!(plan.is_ok() || start == 1, "{what}: {:?}", plan.err());
+    }
 }

@@ -35,6 +35,7 @@ mod epilogue_tests;
 mod ew_ops;
 mod fuse;
 mod gather_concat;
+mod gather_grid;
 mod gemm;
 mod gemm_cat;
 mod hoist;
@@ -510,6 +511,8 @@ pub fn decomposed(graph: &Graph) -> Result<Graph, PlanError> {
     // The canonical spellings and merged projections the fusion passes read.
     let g = canon::run(&g, &infos).unwrap_or(g);
     let Ok(infos) = shape_infer::infer(&g) else { return Ok(g) };
+    let g = gather_grid::run(&g, &infos).map_or(g, |(g, _)| g);
+    let Ok(infos) = shape_infer::infer(&g) else { return Ok(g) };
     let g = siblings::run(&g, &infos).unwrap_or(g);
     // Sequence operands read where they lie (`row_views.rs`, on by default).
     let Ok(infos) = shape_infer::infer(&g) else { return Ok(g) };
@@ -685,6 +688,9 @@ pub fn compile(graph: &Graph, binding: &Binding, options: &PlanOptions) -> Resul
     lifted.splice(0..0, widened.into_iter().flatten().chain(ssd));
     let canonical = canon::run(&bound, &infos);
     let (bound, infos) = reinferred((bound, infos), canonical)?;
+    let (bound, infos) = counted_lift(bound, infos, gather_grid::run, &mut lifted, |n| {
+        format!("{n} GatherND(s) of their output's coordinate grid: a Reshape and an Expand of the data")
+    })?;
     // Q, K and V projections of one value as one GEMM, read by the attention through a Split.
     let sibling = if options.fuse_attention { siblings::run(&bound, &infos) } else { None };
     let (bound, infos) = reinferred((bound, infos), sibling)?;
