@@ -41,8 +41,8 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, usize)>
         };
         let out = infos[y.index()].shape.as_known().expect("view_of checked it");
         let reshape = Op::Reshape(op::Reshape { allowzero: false });
+        let s = shape(&mut g, "shape", &target);
         if target == out {
-            let s = shape(&mut g, "shape", &target);
             g.nodes[i] = Node {
                 name: n.name.clone(),
                 op: reshape,
@@ -50,7 +50,6 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, usize)>
                 outputs: n.outputs.clone(),
             };
         } else {
-            let s = shape(&mut g, "shape", &target);
             let viewed = g.add_value(format!("{}:grid:view", n.name), None);
             let e = shape(&mut g, "expand", &out);
             g.nodes[i] = Node {
