@@ -984,20 +984,17 @@ fn values_proven_small_integers_hold_only_small_integers() {
 /// carried through Unsqueeze and Expand; `start` is the sequence range's first value (0 for the
 /// grid). With `swapped` the components are (j, i) over a square x: a transpose, not a view.
 fn mask_gather(b: usize, s: usize, q: usize, folded: bool, start: i64, swapped: bool) -> Graph {
-    fn int(g: &mut Graph, name: &str, dims: &[usize], v: &[i64]) -> planner::ValueId {
-        g.initializer(name, planner::ConstTensor::from_i64(dims, v).unwrap())
-    }
     let mut g = Graph::new();
     let x = g.input("x", DType::F32, [Dim::Known(b), Dim::Known(s)]);
     let arange = |g: &mut Graph, name: &str, n: usize, from: i64| {
         if folded {
             let v: Vec<i64> = (from..from + n as i64).collect();
-            int(g, name, &[n], &v)
+            g.const_i64(name, &[n], &v)
         } else {
             let (lo, hi, one) = (
-                int(g, &format!("{name}.lo"), &[], &[from]),
-                int(g, &format!("{name}.hi"), &[], &[from + n as i64]),
-                int(g, &format!("{name}.delta"), &[], &[1]),
+                g.const_i64(&format!("{name}.lo"), &[], &[from]),
+                g.const_i64(&format!("{name}.hi"), &[], &[from + n as i64]),
+                g.const_i64(&format!("{name}.delta"), &[], &[1]),
             );
             g.op1(Op::Range, &[lo, hi, one])
         }
@@ -1005,11 +1002,11 @@ fn mask_gather(b: usize, s: usize, q: usize, folded: bool, start: i64, swapped: 
     let rows = arange(&mut g, "rows", b, 0);
     let cols = arange(&mut g, "cols", s, start);
     let (row_axes, col_axes, last) = (
-        int(&mut g, "row_axes", &[3], &[1, 2, 3]),
-        int(&mut g, "col_axes", &[3], &[0, 1, 2]),
-        int(&mut g, "last", &[1], &[-1]),
+        g.const_i64("row_axes", &[3], &[1, 2, 3]),
+        g.const_i64("col_axes", &[3], &[0, 1, 2]),
+        g.const_i64("last", &[1], &[-1]),
     );
-    let grid = int(&mut g, "grid", &[4], &[b as i64, 1, q as i64, s as i64]);
+    let grid = g.const_i64("grid", &[4], &[b as i64, 1, q as i64, s as i64]);
     let parts: Vec<planner::ValueId> = [(rows, row_axes), (cols, col_axes)]
         .into_iter()
         .map(|(r, axes)| {

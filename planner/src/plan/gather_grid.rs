@@ -15,7 +15,6 @@
 //! between) and expanded to the output: it becomes that Reshape and Expand (views and a broadcast
 //! the fusion passes read), and the grid's nodes die. Shapes known, `batch_dims` 0.
 
-use crate::ConstTensor;
 use crate::graph::{Graph, Node, ValueId};
 use crate::op::{self, Op};
 use crate::tensor_info::TensorInfo;
@@ -34,10 +33,7 @@ pub(super) fn run(graph: &Graph, infos: &[TensorInfo]) -> Option<(Graph, usize)>
         let (data, y) = (n.inputs[0].expect("view_of read it"), n.outputs[0].expect("view_of read it"));
         let shape = |g: &mut Graph, tag: &str, dims: &[usize]| {
             let dims: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
-            g.initializer(
-                &format!("{}:grid:{tag}", n.name),
-                ConstTensor::from_i64(&[dims.len()], &dims).unwrap(),
-            )
+            g.const_i64(&format!("{}:grid:{tag}", n.name), &[dims.len()], &dims)
         };
         let out = infos[y.index()].shape.as_known().expect("view_of checked it");
         let reshape = Op::Reshape(op::Reshape { allowzero: false });
